@@ -1,0 +1,43 @@
+// Bytes: an immutable, reference-counted, 64-byte-aligned byte buffer shared by the parser, the
+// store and reply writers, so a value is never copied after it leaves the socket.
+// Any thread may hold or copy a Bytes; the contents are written only before the first copy is made.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace prefixd {
+
+class Bytes {
+ public:
+  Bytes() = default;
+
+  // Uninitialised storage of `size` bytes; fill it through mutable_data() before sharing.
+  // Large sizes come from mmap'd pages, so untouched storage commits no memory.
+  static Bytes Allocate(size_t size);
+  static Bytes CopyOf(std::string_view data);
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::string_view view() const { return {reinterpret_cast<const char*>(data_), size_}; }
+
+  // Writable only while the caller is the sole owner, i.e. between Allocate() and the first copy.
+  uint8_t* mutable_data() { return const_cast<uint8_t*>(data_); }
+
+  // A view of [offset, offset + length) sharing this buffer's storage; clamped to the end.
+  Bytes Slice(size_t offset, size_t length) const;
+
+  // Bytes held alive by this handle (the whole allocation, not just this slice).
+  size_t capacity() const { return capacity_; }
+
+ private:
+  std::shared_ptr<const uint8_t> owner_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+}  // namespace prefixd

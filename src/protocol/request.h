@@ -1,0 +1,53 @@
+// Request: one parsed client command, its arguments as byte views. Small arguments live in an
+// arena owned by the request; large ones are separate Bytes read straight from the socket, so a
+// handler can keep them without a copy. Owned by one connection's thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/bytes.h"
+
+namespace prefixd::protocol {
+
+class Request {
+ public:
+  size_t size() const { return slots_.size(); }
+  bool empty() const { return slots_.empty(); }
+  std::string_view operator[](size_t i) const;
+
+  // The argument as shareable Bytes: the socket's own buffer for large arguments, a copy of the
+  // arena bytes for small ones.
+  Bytes TakeBytes(size_t i) const;
+
+  // True when the request came as an inline (telnet-style) line rather than a multibulk.
+  bool is_inline() const { return inline_; }
+  // Sum of argument lengths, for accounting.
+  size_t payload_bytes() const { return payload_bytes_; }
+
+  void Clear();
+
+  // Builders for the parser (and for tests building requests by hand).
+  void AddSmall(std::string_view arg);
+  // Starts a small argument of `length` bytes whose contents are appended later with AppendSmall.
+  void BeginSmall(size_t length);
+  void AppendSmall(std::string_view part);
+  void AddLarge(Bytes arg);
+  void set_inline(bool value) { inline_ = value; }
+
+ private:
+  struct Slot {
+    uint32_t offset;       // into arena_, or index into large_ when large
+    uint32_t large : 1;
+    uint32_t length : 31;  // unused for large slots
+  };
+  std::string arena_;
+  std::vector<Slot> slots_;
+  std::vector<Bytes> large_;
+  size_t payload_bytes_ = 0;
+  bool inline_ = false;
+};
+
+}  // namespace prefixd::protocol

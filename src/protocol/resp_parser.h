@@ -1,0 +1,92 @@
+// RequestParser: the incremental RESP request parser (multibulk and inline), fed any split of the
+// input and answering malformed input exactly as Redis 7 does. Knows no sockets.
+// One instance per connection, used by that connection's thread only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/bytes.h"
+#include "protocol/limits.h"
+#include "protocol/request.h"
+
+namespace prefixd::protocol {
+
+enum class ParseError {
+  kNone,
+  kInvalidMultibulkLength,
+  kExpectedDollar,
+  kInvalidBulkLength,
+  kTooBigInline,
+  kTooBigMultibulkCount,
+  kTooBigBulkCount,
+  kUnbalancedQuotes,
+  kUnauthenticatedMultibulk,
+  kUnauthenticatedBulk,
+  kRequestTooLarge,
+};
+
+class RequestParser {
+ public:
+  explicit RequestParser(ParserLimits limits = {}) : limits_(limits) {}
+
+  // Limits apply from the next length the parser reads (e.g. after AUTH succeeds).
+  void set_limits(const ParserLimits& limits) { limits_ = limits; }
+  const ParserLimits& limits() const { return limits_; }
+
+  // Consumes bytes from `input` until one request is complete, an error is found, or the input
+  // runs out; returns how many bytes it consumed. Bytes after a complete request are left for
+  // the next call, so the caller can dispatch (and change limits) in between.
+  size_t Feed(std::string_view input);
+
+  bool has_request() const { return ready_; }
+  // Moves the complete request into `out` (reusing out's storage) and readies the next one.
+  void TakeRequest(Request& out);
+
+  ParseError error() const { return error_; }
+  // The exact error reply (without the leading '-' and the CRLF) for error().
+  std::string ErrorMessage() const;
+
+  // While a large argument is being received, the part of its final buffer still to be filled:
+  // the caller may read socket bytes straight into it and report them with CommitDirect().
+  std::span<uint8_t> DirectTarget();
+  void CommitDirect(size_t n);
+
+  // Bytes of the request in progress, for diagnostics and the query-buffer figure in CLIENT LIST.
+  size_t pending_bytes() const { return line_.size() + large_filled_; }
+
+ private:
+  enum class State { kStart, kInlineLine, kCountLine, kBulkLine, kSmallData, kLargeData, kCrlf };
+
+  // Accumulates a line up to '\r' plus one more byte (Redis does not check that it is '\n').
+  // Returns true when the line is complete; `consumed` advances over the bytes taken.
+  bool TakeCountLine(std::string_view input, size_t& consumed, ParseError too_big);
+  void OnCountLine();
+  void OnBulkLine();
+  void OnInlineLine();
+  void FinishArgument();
+  void Fail(ParseError e) { error_ = e; }
+
+  ParserLimits limits_;
+  State state_ = State::kStart;
+  ParseError error_ = ParseError::kNone;
+  char bad_byte_ = 0;  // for "expected '$', got '%c'"
+  bool ready_ = false;
+  bool saw_cr_ = false;
+  std::string line_;
+  int64_t args_remaining_ = 0;
+  int64_t declared_bytes_ = 0;
+  size_t small_remaining_ = 0;
+  int crlf_remaining_ = 0;
+  Bytes large_;
+  size_t large_filled_ = 0;
+  Request request_;
+};
+
+// Splits an inline request line as Redis's sdssplitargs does (quotes, escapes). Returns false on
+// unbalanced quotes. Exposed for tests.
+bool SplitInlineArgs(std::string_view line, Request& out);
+
+}  // namespace prefixd::protocol

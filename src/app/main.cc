@@ -1,1 +1,110 @@
-int main() { return 0; }
+// prefixd-server: parses the settings, wires the command engine to the network server and runs
+// until SIGINT, SIGTERM or SHUTDOWN.
+#include <signal.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "app/options.h"
+#include "commands/engine.h"
+#include "commands/registry.h"
+#include "server/server.h"
+
+namespace {
+
+spdlog::level::level_enum LogLevel(const std::string& name) {
+  if (name == "debug") return spdlog::level::debug;
+  if (name == "verbose") return spdlog::level::debug;
+  if (name == "warning") return spdlog::level::warn;
+  return spdlog::level::info;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace prefixd;
+  Settings settings;
+  app::StartupOptions startup;
+  if (auto code = app::ParseCommandLine(argc, argv, settings, startup)) return *code;
+
+  if (std::string logfile = settings.String(Setting::kLogFile); !logfile.empty()) {
+    spdlog::set_default_logger(spdlog::basic_logger_mt("prefixd", logfile));
+  }
+  spdlog::set_level(LogLevel(settings.String(Setting::kLogLevel)));
+  spdlog::flush_on(spdlog::level::info);
+
+  // SIGINT/SIGTERM are taken by a waiting thread, never by an io thread mid-request.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::error_code ec;
+  std::string dir = settings.String(Setting::kDir);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    spdlog::critical("Can't create data directory '{}': {}", dir, ec.message());
+    return 1;
+  }
+
+  int threads = static_cast<int>(settings.Int(Setting::kIoThreads));
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  commands::Engine engine(settings);
+  engine.config_file = startup.config_file;
+  engine.executable = std::filesystem::absolute(argv[0], ec).string();
+  engine.io_threads = threads;
+  commands::Registry registry(engine);
+
+  server::ServerOptions options;
+  options.bind = settings.String(Setting::kBind);
+  options.port = static_cast<uint16_t>(settings.Int(Setting::kPort));
+  options.unix_socket = settings.String(Setting::kUnixSocket);
+  options.unix_socket_perm = static_cast<int>(settings.Int(Setting::kUnixSocketPerm));
+  options.io_threads = threads;
+  options.backlog = static_cast<int>(settings.Int(Setting::kTcpBacklog));
+  server::Server server(options, registry);
+  try {
+    server.Start();
+  } catch (const std::exception& e) {
+    spdlog::critical("Can't start: {}", e.what());
+    return 1;
+  }
+  engine.set_shutdown_hook([&server] { server.Stop(); });
+
+  spdlog::info("prefixd {} (Redis {} wire) pid={}", commands::kPrefixdVersion,
+               commands::kRedisCompatVersion, getpid());
+  spdlog::info("Listening on {}:{}{}; {} io threads; data dir {}", options.bind,
+               server.tcp_port(),
+               options.unix_socket.empty() ? "" : " and unix socket " + options.unix_socket,
+               threads, std::filesystem::absolute(dir, ec).string());
+  spdlog::info("Limits: maxclients {}, proto-max-bulk-len {}, client-query-buffer-limit {}, "
+               "max-sid-len {}, maxmemory {}",
+               settings.Get(Setting::kMaxClients), settings.Get(Setting::kProtoMaxBulkLen),
+               settings.Get(Setting::kClientQueryBufferLimit), settings.Get(Setting::kMaxSidLen),
+               settings.Get(Setting::kMaxMemory));
+  spdlog::info("Ready to accept connections");
+
+  std::atomic<bool> stopped{false};
+  std::thread signal_waiter([&] {
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    if (!stopped.load()) {
+      spdlog::warn("Received {}, shutting down", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+      server.Stop();
+    }
+  });
+  server.Run();
+  stopped = true;
+  spdlog::info("prefixd is now ready to exit, bye bye...");
+  // Wake the signal waiter if the stop came from SHUTDOWN rather than a signal.
+  pthread_kill(signal_waiter.native_handle(), SIGTERM);
+  signal_waiter.join();
+  return 0;
+}

@@ -1,1 +1,55 @@
-// placeholder
+#include "commands/engine.h"
+
+#include <malloc.h>
+
+namespace prefixd::commands {
+
+int64_t NowMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+Engine::Engine(Settings& settings) : settings_(settings) {}
+
+void Engine::AddClient(const std::shared_ptr<server::ClientState>& client) {
+  std::lock_guard lock(clients_mu_);
+  clients_[client->id] = client;
+}
+
+void Engine::RemoveClient(const server::ClientState& client) {
+  stats_.closed_net_input += client.net_input_bytes.load();
+  stats_.closed_net_output += client.net_output_bytes.load();
+  std::lock_guard lock(clients_mu_);
+  clients_.erase(client.id);
+}
+
+std::vector<std::shared_ptr<server::ClientState>> Engine::Clients() const {
+  std::vector<std::shared_ptr<server::ClientState>> out;
+  std::lock_guard lock(clients_mu_);
+  out.reserve(clients_.size());
+  for (const auto& [id, weak] : clients_) {
+    if (auto c = weak.lock()) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+size_t Engine::ClientCount() const {
+  std::lock_guard lock(clients_mu_);
+  return clients_.size();
+}
+
+uint64_t Engine::UsedMemory() const {
+  store::StoreStats s = state_store_.Stats();
+  return s.payload_bytes + s.overhead_bytes;
+}
+
+int64_t Engine::UptimeSeconds() const {
+  using namespace std::chrono;
+  return duration_cast<seconds>(system_clock::now() - started_).count();
+}
+
+void Engine::RequestShutdown() {
+  if (shutdown_hook_) shutdown_hook_();
+}
+
+}  // namespace prefixd::commands

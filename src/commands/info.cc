@@ -1,1 +1,176 @@
-// placeholder
+// INFO: the server's figures in Redis's section format, with Redis's field names where they exist.
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "commands/engine.h"
+#include "commands/registry.h"
+#include "common/numbers.h"
+
+namespace prefixd::commands {
+namespace {
+
+using Fields = std::string;
+
+void Field(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name).append(":").append(value).append("\r\n");
+}
+void Field(std::string& out, std::string_view name, uint64_t value) {
+  Field(out, name, std::to_string(value));
+}
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages_total = 0, pages_resident = 0;
+  statm >> pages_total >> pages_resident;
+  return pages_resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+void ServerSection(Engine& e, std::string& out) {
+  utsname u{};
+  uname(&u);
+  Field(out, "redis_version", kRedisCompatVersion);
+  Field(out, "prefixd_version", kPrefixdVersion);
+  Field(out, "redis_mode", "standalone");
+  Field(out, "os", std::string(u.sysname) + " " + u.release + " " + u.machine);
+  Field(out, "arch_bits", sizeof(void*) * 8);
+  Field(out, "multiplexing_api", "epoll");
+  Field(out, "process_id", static_cast<uint64_t>(getpid()));
+  Field(out, "tcp_port", static_cast<uint64_t>(e.settings().Int(Setting::kPort)));
+  Field(out, "uptime_in_seconds", static_cast<uint64_t>(e.UptimeSeconds()));
+  Field(out, "uptime_in_days", static_cast<uint64_t>(e.UptimeSeconds() / 86400));
+  Field(out, "io_threads_active", static_cast<uint64_t>(e.io_threads));
+  Field(out, "executable", e.executable);
+  Field(out, "config_file", e.config_file);
+}
+
+void ClientsSection(Engine& e, std::string& out) {
+  Field(out, "connected_clients", e.ClientCount());
+  Field(out, "maxclients", static_cast<uint64_t>(e.settings().Int(Setting::kMaxClients)));
+  Field(out, "blocked_clients", uint64_t{0});
+}
+
+void MemorySection(Engine& e, std::string& out) {
+  store::StoreStats s = e.state_store().Stats();
+  uint64_t used = s.payload_bytes + s.overhead_bytes;
+  uint64_t peak = e.stats().peak_memory.load();
+  while (used > peak && !e.stats().peak_memory.compare_exchange_weak(peak, used)) {
+  }
+  peak = std::max(peak, used);
+  uint64_t rss = ResidentBytes();
+  int64_t maxmemory = e.settings().Int(Setting::kMaxMemory);
+  Field(out, "used_memory", used);
+  Field(out, "used_memory_human", HumanBytes(used));
+  Field(out, "used_memory_rss", rss);
+  Field(out, "used_memory_rss_human", HumanBytes(rss));
+  Field(out, "used_memory_peak", peak);
+  Field(out, "used_memory_peak_human", HumanBytes(peak));
+  Field(out, "used_memory_dataset", s.payload_bytes);
+  Field(out, "maxmemory", static_cast<uint64_t>(maxmemory));
+  Field(out, "maxmemory_human", HumanBytes(static_cast<uint64_t>(maxmemory)));
+  Field(out, "maxmemory_policy", "noeviction");
+  Field(out, "payload_bytes", s.payload_bytes);
+  Field(out, "overhead_bytes", s.overhead_bytes);
+  Field(out, "ssm_sessions", s.sessions);
+  Field(out, "ssm_entries", s.entries);
+}
+
+void StatsSection(Engine& e, std::string& out) {
+  auto& st = e.stats();
+  uint64_t in = st.closed_net_input.load(), out_bytes = st.closed_net_output.load();
+  for (const auto& c : e.Clients()) {
+    in += c->net_input_bytes.load();
+    out_bytes += c->net_output_bytes.load();
+  }
+  Field(out, "total_connections_received", st.total_connections.load());
+  Field(out, "total_commands_processed", st.total_commands.load());
+  Field(out, "total_net_input_bytes", in);
+  Field(out, "total_net_output_bytes", out_bytes);
+  Field(out, "rejected_connections", st.rejected_connections.load());
+  Field(out, "rejected_calls", st.rejected_calls.load());
+  Field(out, "keyspace_hits", st.keyspace_hits.load());
+  Field(out, "keyspace_misses", st.keyspace_misses.load());
+}
+
+void ReplicationSection(Engine&, std::string& out) {
+  Field(out, "role", "master");
+  Field(out, "connected_slaves", uint64_t{0});
+  Field(out, "master_repl_offset", uint64_t{0});
+}
+
+void CpuSection(Engine&, std::string& out) {
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  auto seconds = [](const timeval& tv) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%ld.%06ld", static_cast<long>(tv.tv_sec),
+                  static_cast<long>(tv.tv_usec));
+    return std::string(buf);
+  };
+  Field(out, "used_cpu_sys", seconds(self.ru_stime));
+  Field(out, "used_cpu_user", seconds(self.ru_utime));
+}
+
+void KeyspaceSection(Engine& e, std::string& out) {
+  uint64_t keys = e.state_store().Stats().entries;
+  if (keys > 0) Field(out, "db0", "keys=" + std::to_string(keys) + ",expires=0,avg_ttl=0");
+}
+
+struct Section {
+  std::string_view name;
+  std::string_view title;
+  bool in_default;
+  void (*fill)(Engine&, std::string&);
+};
+
+constexpr Section kSections[] = {
+    {"server", "Server", true, ServerSection},
+    {"clients", "Clients", true, ClientsSection},
+    {"memory", "Memory", true, MemorySection},
+    {"stats", "Stats", true, StatsSection},
+    {"replication", "Replication", true, ReplicationSection},
+    {"cpu", "CPU", true, CpuSection},
+    {"keyspace", "Keyspace", true, KeyspaceSection},
+};
+
+}  // namespace
+
+std::string BuildInfo(Engine& engine, const std::vector<std::string>& requested) {
+  auto wanted = [&](const Section& s) {
+    if (requested.empty()) return s.in_default;
+    for (const auto& r : requested) {
+      if (r == "all" || r == "everything" || r == s.name || (r == "default" && s.in_default)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  std::string out;
+  bool first = true;
+  for (const Section& s : kSections) {
+    if (!wanted(s)) continue;
+    if (!first) out += "\r\n";
+    first = false;
+    out.append("# ").append(s.title).append("\r\n");
+    s.fill(engine, out);
+  }
+  return out;
+}
+
+void InfoCommand(Context& ctx) {
+  std::vector<std::string> requested;
+  for (size_t i = 1; i < ctx.args.size(); ++i) {
+    std::string s(ctx.args[i]);
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    requested.push_back(std::move(s));
+  }
+  ctx.reply.Verbatim(BuildInfo(ctx.engine, requested));
+}
+
+}  // namespace prefixd::commands

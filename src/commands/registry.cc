@@ -1,1 +1,183 @@
-// placeholder
+#include "commands/registry.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "commands/errors.h"
+
+namespace prefixd::commands {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string Upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Text as C's "%.*s" prints it: up to the first NUL.
+std::string_view CString(std::string_view s) {
+  auto nul = s.find('\0');
+  return nul == std::string_view::npos ? s : s.substr(0, nul);
+}
+
+bool ArityOk(int arity, size_t argc) {
+  return arity > 0 ? argc == static_cast<size_t>(arity) : argc >= static_cast<size_t>(-arity);
+}
+
+}  // namespace
+
+namespace errors {
+
+std::string WrongArity(std::string_view full_name) {
+  return "ERR wrong number of arguments for '" + std::string(full_name) + "' command";
+}
+
+std::string UnknownCommand(const protocol::Request& request) {
+  std::string args;
+  for (size_t i = 1; i < request.size() && args.size() < 128; ++i) {
+    std::string_view arg = CString(request[i]).substr(0, 128 - args.size());
+    args += '\'';
+    args += arg;
+    args += "' ";
+  }
+  std::string_view name = CString(request[0]).substr(0, 128);
+  return "ERR unknown command '" + std::string(name) + "', with args beginning with: " + args;
+}
+
+std::string UnknownSubcommand(std::string_view subcommand, std::string_view command) {
+  return "ERR unknown subcommand '" + std::string(CString(subcommand).substr(0, 128)) + "'. Try " +
+         Upper(command) + " HELP.";
+}
+
+}  // namespace errors
+
+std::vector<std::string_view> FlagNames(uint32_t flags) {
+  static constexpr std::string_view kNames[] = {"write",   "readonly", "fast",     "no_auth",
+                                                "admin",   "denyoom",  "loading",  "stale",
+                                                "noscript", "allow_busy"};
+  std::vector<std::string_view> out;
+  for (size_t bit = 0; bit < std::size(kNames); ++bit) {
+    if (flags & (1u << bit)) out.push_back(kNames[bit]);
+  }
+  return out;
+}
+
+Registry::Registry(Engine& engine) : engine_(engine) {
+  engine_.registry = this;
+  RegisterConnectionCommands(*this);
+  RegisterServerCommands(*this);
+  RegisterSsmCommands(*this);
+}
+
+void Registry::Add(CommandSpec spec) {
+  spec.name = Lower(spec.name);
+  spec.full_name = spec.name;
+  for (CommandSpec& sub : spec.subcommands) {
+    sub.name = Lower(sub.name);
+    sub.full_name = spec.name + "|" + sub.name;
+    sub.group = spec.group;
+  }
+  std::string key = spec.name;
+  table_.emplace(std::move(key), std::move(spec));
+}
+
+const CommandSpec* Registry::Find(std::string_view name) const {
+  if (name.size() > 64) return nullptr;
+  // Reused per thread: a lookup runs for every request.
+  thread_local std::string key;
+  key.assign(name);
+  for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto it = table_.find(key);
+  return it == table_.end() ? nullptr : &it->second;
+}
+
+std::vector<const CommandSpec*> Registry::All() const {
+  std::vector<const CommandSpec*> out;
+  out.reserve(table_.size());
+  for (const auto& [name, spec] : table_) out.push_back(&spec);
+  std::sort(out.begin(), out.end(),
+            [](const CommandSpec* a, const CommandSpec* b) { return a->name < b->name; });
+  return out;
+}
+
+std::string Registry::OnConnect(const std::shared_ptr<server::ClientState>& client) {
+  engine_.stats().total_connections += 1;
+  client->id = engine_.NextClientId();
+  client->last_interaction_ms = NowMs();
+  client->authenticated = engine_.settings().String(Setting::kRequirePass).empty();
+  if (engine_.ClientCount() >= static_cast<size_t>(engine_.settings().Int(Setting::kMaxClients))) {
+    engine_.stats().rejected_connections += 1;
+    return "ERR max number of clients reached";
+  }
+  engine_.AddClient(client);
+  return {};
+}
+
+void Registry::OnDisconnect(const std::shared_ptr<server::ClientState>& client) {
+  engine_.RemoveClient(*client);
+}
+
+void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
+                        protocol::ReplyWriter& reply) {
+  client.last_interaction_ms.store(NowMs(), std::memory_order_relaxed);
+  const CommandSpec* spec = Find(request[0]);
+  if (spec == nullptr) {
+    engine_.stats().rejected_calls += 1;
+    return reply.Error(errors::UnknownCommand(request));
+  }
+  if (!spec->subcommands.empty() && request.size() >= 2) {
+    std::string sub = Lower(request[1]);
+    auto it = std::find_if(spec->subcommands.begin(), spec->subcommands.end(),
+                           [&](const CommandSpec& s) { return s.name == sub; });
+    if (it == spec->subcommands.end()) {
+      engine_.stats().rejected_calls += 1;
+      return reply.Error(errors::UnknownSubcommand(request[1], spec->name));
+    }
+    spec = &*it;
+  }
+  client.last_command.store(spec->full_name.c_str(), std::memory_order_relaxed);
+  if (!ArityOk(spec->arity, request.size())) {
+    engine_.stats().rejected_calls += 1;
+    return reply.Error(errors::WrongArity(spec->full_name));
+  }
+  if (!client.authenticated && !(spec->flags & kNoAuth)) {
+    engine_.stats().rejected_calls += 1;
+    return reply.Error(errors::kNoAuth);
+  }
+  if (spec->flags & kDenyOom) {
+    int64_t limit = engine_.settings().Int(Setting::kMaxMemory);
+    if (limit > 0 && engine_.UsedMemory() > static_cast<uint64_t>(limit)) {
+      engine_.stats().rejected_calls += 1;
+      return reply.Error(errors::kOom);
+    }
+  }
+  engine_.stats().total_commands.fetch_add(1, std::memory_order_relaxed);
+  Context ctx{client, request, reply, engine_, *spec};
+  spec->handler(ctx);
+}
+
+protocol::ParserLimits Registry::LimitsFor(const server::ClientState& client) const {
+  protocol::ParserLimits limits;
+  limits.max_bulk_length = engine_.settings().Int(Setting::kProtoMaxBulkLen);
+  limits.max_request_bytes = engine_.settings().Int(Setting::kClientQueryBufferLimit);
+  limits.authenticated = client.authenticated;
+  return limits;
+}
+
+int64_t Registry::IdleTimeoutSeconds() const {
+  return engine_.settings().Int(Setting::kTimeout);
+}
+
+uint64_t Registry::OutputBufferLimit() const {
+  return static_cast<uint64_t>(engine_.settings().Int(Setting::kClientOutputBufferLimit));
+}
+
+}  // namespace prefixd::commands

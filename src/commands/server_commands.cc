@@ -1,1 +1,320 @@
-// placeholder
+// Server commands: COMMAND, CONFIG, DBSIZE, FLUSHALL, TIME, SHUTDOWN, and the HELP replies of
+// container commands.
+#include <fnmatch.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <set>
+
+#include "commands/engine.h"
+#include "commands/errors.h"
+#include "commands/registry.h"
+#include "common/numbers.h"
+
+namespace prefixd::commands {
+
+void InfoCommand(Context& ctx);
+
+void HelpReply(Context& ctx, const CommandSpec& container) {
+  std::string upper = container.name;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::vector<std::string> lines;
+  lines.push_back(upper + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+  for (const CommandSpec& sub : container.subcommands) {
+    std::string head = sub.name;
+    for (char& c : head) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    lines.push_back(sub.syntax.empty() ? head : head + " " + sub.syntax);
+    lines.push_back("    " + sub.summary);
+  }
+  ctx.reply.ArrayLen(lines.size());
+  for (const auto& line : lines) ctx.reply.Simple(line);
+}
+
+namespace {
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+void WriteSet(protocol::ReplyWriter& r, const std::vector<std::string_view>& items) {
+  r.SetLen(items.size());
+  for (auto item : items) r.Simple(item);
+}
+
+// One COMMAND INFO entry, in Redis 7's ten-field layout.
+void WriteCommandInfo(protocol::ReplyWriter& r, const CommandSpec& spec) {
+  r.ArrayLen(10);
+  r.Bulk(spec.full_name);
+  r.Integer(spec.arity);
+  WriteSet(r, FlagNames(spec.flags));
+  r.Integer(spec.first_key);
+  r.Integer(spec.last_key);
+  r.Integer(spec.key_step);
+  std::string category = "@" + spec.group;
+  WriteSet(r, {category});
+  r.SetLen(0);  // tips
+  r.ArrayLen(0);  // key specs
+  r.ArrayLen(spec.subcommands.size());
+  for (const CommandSpec& sub : spec.subcommands) WriteCommandInfo(r, sub);
+}
+
+void WriteCommandDocs(protocol::ReplyWriter& r, const CommandSpec& spec) {
+  size_t fields = 4 + (spec.subcommands.empty() ? 0 : 1) + 1;
+  r.MapLen(fields);
+  r.Bulk("summary"), r.Bulk(spec.summary);
+  r.Bulk("since"), r.Bulk(spec.since);
+  r.Bulk("group"), r.Bulk(spec.group);
+  r.Bulk("complexity"), r.Bulk(spec.complexity);
+  r.Bulk("syntax"), r.Bulk(spec.syntax);
+  if (!spec.subcommands.empty()) {
+    r.Bulk("subcommands");
+    r.MapLen(spec.subcommands.size());
+    for (const CommandSpec& sub : spec.subcommands) {
+      r.Bulk(sub.full_name);
+      WriteCommandDocs(r, sub);
+    }
+  }
+}
+
+void Command(Context& ctx) {
+  auto all = ctx.engine.registry->All();
+  ctx.reply.ArrayLen(all.size());
+  for (const CommandSpec* spec : all) WriteCommandInfo(ctx.reply, *spec);
+}
+
+void CommandCount(Context& ctx) {
+  ctx.reply.Integer(static_cast<int64_t>(ctx.engine.registry->All().size()));
+}
+
+// Resolves "config" or "config|get" to a spec.
+const CommandSpec* Resolve(const Registry& registry, std::string_view name) {
+  auto bar = name.find('|');
+  const CommandSpec* spec = registry.Find(name.substr(0, bar));
+  if (spec == nullptr || bar == std::string_view::npos) return spec;
+  std::string_view sub = name.substr(bar + 1);
+  for (const CommandSpec& s : spec->subcommands) {
+    if (EqualsIgnoreCase(s.name, sub)) return &s;
+  }
+  return nullptr;
+}
+
+void CommandInfo(Context& ctx) {
+  const auto& args = ctx.args;
+  if (args.size() == 2) return Command(ctx);
+  ctx.reply.ArrayLen(args.size() - 2);
+  for (size_t i = 2; i < args.size(); ++i) {
+    const CommandSpec* spec = Resolve(*ctx.engine.registry, args[i]);
+    if (spec == nullptr) {
+      ctx.reply.NullArray();
+    } else {
+      WriteCommandInfo(ctx.reply, *spec);
+    }
+  }
+}
+
+void CommandDocs(Context& ctx) {
+  const auto& args = ctx.args;
+  std::vector<const CommandSpec*> specs;
+  if (args.size() == 2) {
+    specs = ctx.engine.registry->All();
+  } else {
+    for (size_t i = 2; i < args.size(); ++i) {
+      if (const CommandSpec* spec = Resolve(*ctx.engine.registry, args[i])) specs.push_back(spec);
+    }
+  }
+  ctx.reply.MapLen(specs.size());
+  for (const CommandSpec* spec : specs) {
+    ctx.reply.Bulk(spec->full_name);
+    WriteCommandDocs(ctx.reply, *spec);
+  }
+}
+
+void CommandList(Context& ctx) {
+  const auto& args = ctx.args;
+  std::string_view pattern, group;
+  if (args.size() == 5 && EqualsIgnoreCase(args[2], "FILTERBY")) {
+    if (EqualsIgnoreCase(args[3], "PATTERN")) {
+      pattern = args[4];
+    } else if (EqualsIgnoreCase(args[3], "ACLCAT") || EqualsIgnoreCase(args[3], "MODULE")) {
+      group = args[4];
+      if (EqualsIgnoreCase(args[3], "MODULE")) return ctx.reply.ArrayLen(0);
+    } else {
+      return ctx.reply.Error(errors::kSyntax);
+    }
+  } else if (args.size() != 2) {
+    return ctx.reply.Error(errors::kSyntax);
+  }
+  std::vector<std::string> names;
+  for (const CommandSpec* spec : ctx.engine.registry->All()) {
+    auto consider = [&](const CommandSpec& s) {
+      if (!group.empty() && !EqualsIgnoreCase(s.group, group)) return;
+      std::string p(pattern);
+      if (!pattern.empty() && fnmatch(p.c_str(), s.full_name.c_str(), FNM_CASEFOLD) != 0) return;
+      names.push_back(s.full_name);
+    };
+    consider(*spec);
+    for (const CommandSpec& sub : spec->subcommands) consider(sub);
+  }
+  ctx.reply.ArrayLen(names.size());
+  for (const auto& n : names) ctx.reply.Bulk(n);
+}
+
+void ConfigGet(Context& ctx) {
+  const auto& args = ctx.args;
+  std::set<size_t> matched;
+  for (size_t i = 2; i < args.size(); ++i) {
+    std::string pattern(args[i]);
+    for (size_t k = 0; k < Settings::Specs().size(); ++k) {
+      std::string name(Settings::Specs()[k].name);
+      if (fnmatch(pattern.c_str(), name.c_str(), FNM_CASEFOLD) == 0) matched.insert(k);
+    }
+  }
+  ctx.reply.MapLen(matched.size());
+  for (size_t k : matched) {
+    ctx.reply.Bulk(Settings::Specs()[k].name);
+    ctx.reply.Bulk(ctx.engine.settings().Get(static_cast<Setting>(k)));
+  }
+}
+
+void ConfigSet(Context& ctx) {
+  const auto& args = ctx.args;
+  if ((args.size() - 2) % 2 != 0) {
+    return ctx.reply.Error("ERR Unknown option or number of arguments for CONFIG SET - '" +
+                           std::string(args[args.size() - 1]) + "'");
+  }
+  // Validate every pair on a scratch copy first so a bad pair changes nothing.
+  Settings scratch;
+  std::vector<std::pair<Setting, std::string_view>> changes;
+  for (size_t i = 2; i < args.size(); i += 2) {
+    auto id = Settings::Find(args[i]);
+    if (!id) {
+      return ctx.reply.Error("ERR Unknown option or number of arguments for CONFIG SET - '" +
+                             std::string(args[i]) + "'");
+    }
+    std::string err = scratch.Set(*id, args[i + 1], /*at_startup=*/false);
+    if (!err.empty()) {
+      return ctx.reply.Error("ERR CONFIG SET failed (possibly related to argument '" +
+                             std::string(args[i]) + "') - " + err);
+    }
+    changes.emplace_back(*id, args[i + 1]);
+  }
+  for (auto [id, value] : changes) {
+    ctx.engine.settings().Set(id, value, /*at_startup=*/false);
+    if (id == Setting::kLogLevel) {
+      spdlog::set_level(spdlog::level::from_str(ctx.engine.settings().String(id) == "notice"
+                                                    ? "info"
+                                                : ctx.engine.settings().String(id) == "verbose"
+                                                    ? "debug"
+                                                    : ctx.engine.settings().String(id)));
+    }
+  }
+  ctx.reply.Simple("OK");
+}
+
+void ConfigResetStat(Context& ctx) {
+  auto& s = ctx.engine.stats();
+  s.total_connections = 0, s.rejected_connections = 0, s.total_commands = 0;
+  s.rejected_calls = 0, s.keyspace_hits = 0, s.keyspace_misses = 0;
+  s.closed_net_input = 0, s.closed_net_output = 0;
+  ctx.reply.Simple("OK");
+}
+
+void DbSize(Context& ctx) {
+  ctx.reply.Integer(static_cast<int64_t>(ctx.engine.state_store().Stats().entries));
+}
+
+void FlushAll(Context& ctx) {
+  if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
+  if (ctx.args.size() == 2 && !EqualsIgnoreCase(ctx.args[1], "ASYNC") &&
+      !EqualsIgnoreCase(ctx.args[1], "SYNC")) {
+    return ctx.reply.Error(errors::kSyntax);
+  }
+  ctx.engine.state_store().Clear();
+  ctx.reply.Simple("OK");
+}
+
+void Time(Context& ctx) {
+  using namespace std::chrono;
+  auto us = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  ctx.reply.ArrayLen(2);
+  ctx.reply.Bulk(std::to_string(us / 1000000));
+  ctx.reply.Bulk(std::to_string(us % 1000000));
+}
+
+void Shutdown(Context& ctx) {
+  for (size_t i = 1; i < ctx.args.size(); ++i) {
+    std::string_view opt = ctx.args[i];
+    if (EqualsIgnoreCase(opt, "ABORT")) {
+      return ctx.reply.Error("ERR No shutdown in progress.");
+    }
+    if (!EqualsIgnoreCase(opt, "NOSAVE") && !EqualsIgnoreCase(opt, "SAVE") &&
+        !EqualsIgnoreCase(opt, "NOW") && !EqualsIgnoreCase(opt, "FORCE")) {
+      return ctx.reply.Error(errors::kSyntax);
+    }
+  }
+  spdlog::warn("User requested shutdown (client id={})", ctx.client.id);
+  // Like Redis, a successful SHUTDOWN closes the connection without a reply.
+  ctx.client.close_after_reply = true;
+  ctx.engine.RequestShutdown();
+}
+
+}  // namespace
+
+void RegisterServerCommands(Registry& r) {
+  auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
+                std::string summary, Handler h, std::string complexity = "O(1)") {
+    CommandSpec s;
+    s.name = std::move(name), s.arity = arity, s.flags = flags, s.group = "server";
+    s.since = "0.1.0", s.syntax = std::move(syntax), s.summary = std::move(summary), s.handler = h;
+    s.complexity = std::move(complexity);
+    return s;
+  };
+  CommandSpec command = cmd("command", -1, kLoading | kStale, "[subcommand]",
+                            "Describes the commands this server speaks.", Command,
+                            "O(N) in the number of commands");
+  command.subcommands = {
+      cmd("count", 2, kLoading | kStale, "", "Counts the commands.", CommandCount),
+      cmd("info", -2, kLoading | kStale, "[command-name ...]",
+          "Describes the named commands, or all.", CommandInfo, "O(N)"),
+      cmd("docs", -2, kLoading | kStale, "[command-name ...]",
+          "Documents the named commands, or all.", CommandDocs, "O(N)"),
+      cmd("list", -2, kLoading | kStale,
+          "[FILTERBY <MODULE module-name | ACLCAT category | PATTERN pattern>]",
+          "Lists command names.", CommandList, "O(N)"),
+      cmd("help", 2, kLoading | kStale, "", "Lists the COMMAND subcommands.",
+          [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("command")); }),
+  };
+  r.Add(std::move(command));
+
+  CommandSpec config =
+      cmd("config", -2, 0, "<subcommand> [arguments]", "Reads and changes settings.", nullptr);
+  config.subcommands = {
+      cmd("get", -3, kAdmin | kLoading | kStale, "<parameter> [parameter ...]",
+          "Returns the settings matching the glob patterns.", ConfigGet, "O(N)"),
+      cmd("set", -4, kAdmin | kLoading | kStale, "<parameter> <value> [parameter value ...]",
+          "Changes settings at runtime; all or none.", ConfigSet, "O(N)"),
+      cmd("resetstat", 2, kAdmin | kLoading | kStale, "", "Resets the INFO statistics.",
+          ConfigResetStat),
+      cmd("help", 2, kLoading | kStale, "", "Lists the CONFIG subcommands.",
+          [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("config")); }),
+  };
+  r.Add(std::move(config));
+
+  r.Add(cmd("dbsize", 1, kReadonly | kFast, "", "Counts the stored (session, layer) entries.",
+            DbSize));
+  r.Add(cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll,
+            "O(N)"));
+  r.Add(cmd("time", 1, kFast | kLoading | kStale, "", "Returns the server's clock.", Time));
+  r.Add(cmd("shutdown", -1, kAdmin | kNoScript | kLoading | kStale,
+            "[NOSAVE|SAVE] [NOW] [FORCE]", "Stops the server.", Shutdown));
+  r.Add(cmd("info", -1, kLoading | kStale, "[section ...]",
+            "Reports server, clients, memory, stats and keyspace figures.", InfoCommand,
+            "O(N) in the number of sections"));
+}
+
+}  // namespace prefixd::commands

@@ -1,1 +1,157 @@
-// placeholder
+#include "server/connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <vector>
+
+#include "protocol/resp_parser.h"
+
+namespace prefixd::server {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+// Replies are written out once this much is queued, so a long pipeline of requests never makes
+// the server hold more than about this much per client (plus one reply).
+constexpr size_t kFlushThreshold = 256 * 1024;
+
+template <typename Socket>
+class Connection : public std::enable_shared_from_this<Connection<Socket>> {
+ public:
+  Connection(Socket socket, Dispatcher& dispatcher, std::shared_ptr<ClientState> client)
+      : socket_(std::move(socket)),
+        dispatcher_(dispatcher),
+        client_(std::move(client)),
+        input_(kReadChunk) {}
+
+  asio::awaitable<void> Run() {
+    auto self = this->shared_from_this();
+    std::weak_ptr<Connection> weak = self;
+    auto executor = socket_.get_executor();
+    client_->kill = [weak, executor] {
+      asio::post(executor, [weak] {
+        if (auto c = weak.lock()) c->Close();
+      });
+    };
+    std::string refusal = dispatcher_.OnConnect(client_);
+    if (!refusal.empty()) {
+      spdlog::warn("Refused client {}: {}", client_->addr, refusal);
+      reply_.Error(refusal);
+      co_await Flush();
+      Close();
+      co_return;
+    }
+    spdlog::debug("Accepted client id={} addr={}", client_->id, client_->addr);
+    parser_.set_limits(dispatcher_.LimitsFor(*client_));
+    try {
+      co_await Serve();
+    } catch (const std::system_error& e) {
+      // Peer closed or reset, or the connection was killed: nothing to report to anyone.
+      spdlog::debug("Client id={} closed: {}", client_->id, e.code().message());
+    }
+    Close();
+    dispatcher_.OnDisconnect(client_);
+    client_->kill = nullptr;
+  }
+
+ private:
+  asio::awaitable<void> Serve() {
+    while (socket_.is_open()) {
+      auto direct = parser_.DirectTarget();
+      if (!direct.empty()) {
+        size_t n = co_await socket_.async_read_some(asio::buffer(direct.data(), direct.size()),
+                                                    asio::use_awaitable);
+        Count(n);
+        parser_.CommitDirect(n);
+        continue;
+      }
+      size_t n = co_await socket_.async_read_some(asio::buffer(input_), asio::use_awaitable);
+      Count(n);
+      if (!co_await Process(std::string_view(input_.data(), n))) co_return;
+      if (!reply_.empty()) co_await Flush();
+      client_->query_buffer_bytes.store(parser_.pending_bytes(), std::memory_order_relaxed);
+    }
+  }
+
+  // Parses and runs every complete request in `input`. Returns false when the connection must
+  // close (protocol error, QUIT, kill), after its replies went out.
+  asio::awaitable<bool> Process(std::string_view input) {
+    size_t pos = 0;
+    while (pos < input.size() || parser_.has_request()) {
+      pos += parser_.Feed(input.substr(pos));
+      if (parser_.error() != protocol::ParseError::kNone) {
+        reply_.Error(parser_.ErrorMessage());
+        spdlog::info("Protocol error from client id={} addr={}: {}", client_->id, client_->addr,
+                     parser_.ErrorMessage());
+        co_await Flush();
+        co_return false;
+      }
+      if (!parser_.has_request()) break;
+      parser_.TakeRequest(request_);
+      dispatcher_.Dispatch(*client_, request_, reply_);
+      parser_.set_limits(dispatcher_.LimitsFor(*client_));
+      if (client_->close_after_reply) {
+        co_await Flush();
+        co_return false;
+      }
+      if (reply_.owned_bytes() > dispatcher_.OutputBufferLimit()) {
+        spdlog::warn("Client id={} addr={} closed: {} bytes of replies exceed "
+                     "client-output-buffer-limit",
+                     client_->id, client_->addr, reply_.owned_bytes());
+        co_return false;
+      }
+      if (reply_.pending_bytes() >= kFlushThreshold) co_await Flush();
+    }
+    co_return true;
+  }
+
+  asio::awaitable<void> Flush() {
+    if (reply_.empty() || !socket_.is_open()) co_return;
+    auto pieces = reply_.Buffers();
+    buffers_.clear();
+    for (auto p : pieces) buffers_.emplace_back(p.data(), p.size());
+    client_->output_bytes.store(reply_.pending_bytes(), std::memory_order_relaxed);
+    size_t n = co_await asio::async_write(socket_, buffers_, asio::use_awaitable);
+    client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
+    client_->output_bytes.store(0, std::memory_order_relaxed);
+    reply_.Clear();
+    reply_.set_protocol(client_->resp.load(std::memory_order_relaxed));
+  }
+
+  void Count(size_t n) { client_->net_input_bytes.fetch_add(n, std::memory_order_relaxed); }
+
+  void Close() {
+    asio::error_code ignored;
+    socket_.close(ignored);
+  }
+
+  Socket socket_;
+  Dispatcher& dispatcher_;
+  std::shared_ptr<ClientState> client_;
+  std::vector<char> input_;
+  protocol::RequestParser parser_;
+  protocol::Request request_;
+  protocol::ReplyWriter reply_;
+  std::vector<asio::const_buffer> buffers_;
+};
+
+}  // namespace
+
+template <typename Socket>
+void StartConnection(Socket socket, Dispatcher& dispatcher, std::string addr, std::string laddr,
+                     bool unix_socket) {
+  auto client = std::make_shared<ClientState>();
+  client->addr = std::move(addr);
+  client->laddr = std::move(laddr);
+  client->fd = static_cast<int>(socket.native_handle());
+  client->unix_socket = unix_socket;
+  auto executor = socket.get_executor();
+  auto connection =
+      std::make_shared<Connection<Socket>>(std::move(socket), dispatcher, std::move(client));
+  asio::co_spawn(executor, connection->Run(), asio::detached);
+}
+
+template void StartConnection(asio::ip::tcp::socket, Dispatcher&, std::string, std::string, bool);
+template void StartConnection(asio::local::stream_protocol::socket, Dispatcher&, std::string,
+                              std::string, bool);
+
+}  // namespace prefixd::server

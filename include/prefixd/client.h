@@ -1,0 +1,145 @@
+// prefixd::Client: a blocking client for prefixd's SSM.PREFIX commands (and any other command)
+// over one RESP2 connection, built on hiredis. A Client is one connection: use it from one
+// thread at a time; it may be moved between threads, never shared without a lock.
+//
+// Large values are not copied on the way: a blob argument goes from the caller's memory to the
+// socket with a gather write, and a fetched value is read from the socket straight into its
+// final buffer (the caller's, for FetchRange and FetchInto). hiredis connects and parses the
+// small replies.
+//
+// Errors: a server error reply gives kServerError with the server's text, and the connection
+// stays usable. An I/O error, a timeout or a malformed reply leaves the byte stream in an unknown
+// state, so the connection is closed and every later call gives kUnavailable until Reconnect().
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "prefixd/status.h"
+
+namespace prefixd {
+
+struct ClientOptions {
+  // Time allowed to establish the connection; zero waits as long as the OS does.
+  std::chrono::milliseconds connect_timeout{5000};
+  // Time one socket read or write may wait for progress (not a whole command: a 1 GB fetch that
+  // keeps flowing never times out); zero waits forever.
+  std::chrono::milliseconds io_timeout{30000};
+  // A bulk reply longer than this is refused as a protocol error instead of being allocated.
+  uint64_t max_bulk_bytes = uint64_t{16} << 30;
+};
+
+// Layers are non-negative 32-bit integers on the wire.
+inline constexpr uint32_t kMaxLayer = 0x7fffffff;
+inline constexpr size_t kDefaultFetchChunkBytes = size_t{4} << 20;
+inline constexpr int kDefaultFetchDepth = 4;
+
+using Blob = std::vector<uint8_t>;
+
+// One layer of a multi-layer store; `bytes` is borrowed for the duration of the call.
+struct LayerBlob {
+  uint32_t layer = 0;
+  std::span<const uint8_t> bytes;
+};
+
+// One entry of SSM.PREFIX.LAYERS.
+struct LayerInfo {
+  uint32_t layer = 0;
+  uint64_t size = 0;
+  friend bool operator==(const LayerInfo&, const LayerInfo&) = default;
+};
+
+// A RESP2 reply as Command() returns it. A top-level error reply is returned as a kServerError
+// Status instead; kError appears only nested in an array (e.g. inside EXEC's result).
+struct Reply {
+  enum class Type : uint8_t { kNil, kStatus, kError, kInteger, kString, kArray };
+
+  Type type = Type::kNil;
+  int64_t integer = 0;          // kInteger
+  std::string str;              // kStatus, kError, kString
+  std::vector<Reply> elements;  // kArray
+
+  bool is_nil() const { return type == Type::kNil; }
+};
+
+class Client {
+ public:
+  // Connects over TCP; `timeout` is both the connect and the I/O timeout.
+  static Result<Client> Connect(std::string_view host, int port,
+                                std::chrono::milliseconds timeout);
+  static Result<Client> Connect(std::string_view host, int port, const ClientOptions& options = {});
+  // Connects to a unix-domain socket.
+  static Result<Client> ConnectUnix(std::string_view path, const ClientOptions& options = {});
+
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  // False once an I/O or protocol error has closed the connection (or after a move).
+  bool connected() const;
+  // Opens a fresh connection to the same address, repeating the last successful Auth().
+  Status Reconnect();
+
+  Status Ping();
+  Status Auth(std::string_view password);
+  Status Auth(std::string_view username, std::string_view password);
+
+  // SSM.PREFIX.STORE: stores (or overwrites) one layer's blob.
+  Status Store(std::string_view sid, uint32_t layer, std::span<const uint8_t> blob);
+  Status Store(std::string_view sid, uint32_t layer, std::string_view blob);
+
+  // SSM.PREFIX.FETCH: the whole blob, or nullopt when the layer is absent.
+  Result<std::optional<Blob>> Fetch(std::string_view sid, uint32_t layer);
+
+  // SSM.PREFIX.FETCH ... RANGE: up to `length` bytes from `offset`, written to the start of
+  // `out` (which needs at least `length` bytes); returns how many were written, fewer at the end
+  // of the blob and zero past it, or nullopt when the layer is absent.
+  Result<std::optional<size_t>> FetchRange(std::string_view sid, uint32_t layer, uint64_t offset,
+                                           uint64_t length, std::span<uint8_t> out);
+
+  // Streams a whole blob into `out` as RANGE fetches of `chunk_bytes`, keeping `depth` requests
+  // in flight so the transfer never waits a round trip. Returns the blob's size, or nullopt when
+  // the layer is absent; kOutOfRange when the blob is larger than `out`. The chunks are separate
+  // commands, so a concurrent overwrite of the layer can mix old and new bytes: a change of size
+  // or a drop in mid-stream is detected (kAborted), a same-size overwrite is not.
+  Result<std::optional<size_t>> FetchInto(std::string_view sid, uint32_t layer,
+                                          std::span<uint8_t> out,
+                                          size_t chunk_bytes = kDefaultFetchChunkBytes,
+                                          int depth = kDefaultFetchDepth);
+
+  // SSM.PREFIX.DROP: every layer of the session, or one layer. Dropping nothing is not an error.
+  Status Drop(std::string_view sid);
+  Status Drop(std::string_view sid, uint32_t layer);
+
+  // SSM.PREFIX.MSTORE: several layers atomically (a reader sees all of them or none).
+  Status MStore(std::string_view sid, std::span<const LayerBlob> layers);
+
+  // SSM.PREFIX.MFETCH: one entry per requested layer, nullopt where absent.
+  Result<std::vector<std::optional<Blob>>> MFetch(std::string_view sid,
+                                                  std::span<const uint32_t> layers);
+
+  // SSM.PREFIX.LAYERS: the session's layers and blob sizes, ascending by layer.
+  Result<std::vector<LayerInfo>> Layers(std::string_view sid);
+
+  // Any request/reply command, arguments binary-safe. Commands that break the one-reply-per-
+  // request rule (SUBSCRIBE and friends, MONITOR, CLIENT REPLY) and HELLO 3 (this client speaks
+  // RESP2) are refused with kInvalidArgument before anything is sent.
+  Result<Reply> Command(const std::vector<std::string_view>& argv);
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prefixd

@@ -1,0 +1,25 @@
+// Command-line and config-file parsing: turns argv (and an optional redis.conf-style file given
+// as the first argument) into Settings. Runs once on the main thread before the server starts.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "common/settings.h"
+
+namespace prefixd::app {
+
+struct StartupOptions {
+  std::string config_file;  // empty when none was given
+};
+
+// Applies the config file, then the flags, to `settings`. Returns an exit code when the process
+// should stop now (--help, --version, or an error, which has been printed).
+std::optional<int> ParseCommandLine(int argc, char** argv, Settings& settings,
+                                    StartupOptions& startup);
+
+// Applies "directive value" lines; returns an error naming the line, or empty.
+std::string ApplyConfigText(const std::string& text, const std::string& origin,
+                            Settings& settings);
+
+}  // namespace prefixd::app

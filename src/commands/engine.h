@@ -1,0 +1,88 @@
+// Engine: the state every command handler shares: settings, the stores, the table of connected
+// clients, server statistics and the shutdown hook. Thread-safe; handlers on any io thread use it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/settings.h"
+#include "server/client_state.h"
+#include "store/state_store.h"
+
+namespace prefixd::commands {
+
+class Registry;
+
+inline constexpr std::string_view kPrefixdVersion = "0.1.0";
+// The Redis version reported to clients (HELLO, INFO redis_version): the wire behaviour we match.
+inline constexpr std::string_view kRedisCompatVersion = "7.0.15";
+
+struct ServerStats {
+  std::atomic<uint64_t> total_connections{0};
+  std::atomic<uint64_t> rejected_connections{0};
+  std::atomic<uint64_t> total_commands{0};
+  std::atomic<uint64_t> rejected_calls{0};
+  std::atomic<uint64_t> keyspace_hits{0};
+  std::atomic<uint64_t> keyspace_misses{0};
+  // Traffic of clients that have disconnected; live clients carry their own counters.
+  std::atomic<uint64_t> closed_net_input{0};
+  std::atomic<uint64_t> closed_net_output{0};
+  std::atomic<uint64_t> peak_memory{0};
+};
+
+class Engine {
+ public:
+  explicit Engine(Settings& settings);
+
+  Settings& settings() { return settings_; }
+  const Settings& settings() const { return settings_; }
+  store::StateStore& state_store() { return state_store_; }
+  ServerStats& stats() { return stats_; }
+
+  // Client table. AddClient assigns the id.
+  void AddClient(const std::shared_ptr<server::ClientState>& client);
+  void RemoveClient(const server::ClientState& client);
+  std::vector<std::shared_ptr<server::ClientState>> Clients() const;
+  size_t ClientCount() const;
+  uint64_t NextClientId() { return next_client_id_.fetch_add(1) + 1; }
+
+  // Bytes held for stored values and their bookkeeping, the figure maxmemory limits.
+  uint64_t UsedMemory() const;
+
+  std::chrono::system_clock::time_point started() const { return started_; }
+  int64_t UptimeSeconds() const;
+
+  // Installed by the application; asks the server to stop after the current replies.
+  void set_shutdown_hook(std::function<void()> hook) { shutdown_hook_ = std::move(hook); }
+  void RequestShutdown();
+
+  // The command table, for COMMAND and HELP replies; set by the Registry that serves this engine.
+  const Registry* registry = nullptr;
+  // Config file path, for INFO.
+  std::string config_file;
+  std::string executable;
+  int io_threads = 1;
+
+ private:
+  Settings& settings_;
+  store::StateStore state_store_;
+  ServerStats stats_;
+  mutable std::mutex clients_mu_;
+  std::map<uint64_t, std::weak_ptr<server::ClientState>> clients_;
+  std::atomic<uint64_t> next_client_id_{0};
+  std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
+  std::function<void()> shutdown_hook_;
+};
+
+// Milliseconds since the epoch, for client idle times.
+int64_t NowMs();
+
+}  // namespace prefixd::commands

@@ -1,0 +1,47 @@
+// Registry: the command table and the dispatcher the network layer calls. It looks a request's
+// command up, checks arity, authentication and memory, runs the handler and keeps statistics.
+// Built once at start-up, then read-only; Dispatch runs on any io thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "commands/command.h"
+#include "commands/engine.h"
+#include "server/dispatcher.h"
+
+namespace prefixd::commands {
+
+class Registry : public server::Dispatcher {
+ public:
+  explicit Registry(Engine& engine);
+
+  // Looks a command up by name, in any case.
+  const CommandSpec* Find(std::string_view name) const;
+  // Every top-level command, sorted by name.
+  std::vector<const CommandSpec*> All() const;
+
+  std::string OnConnect(const std::shared_ptr<server::ClientState>& client) override;
+  void OnDisconnect(const std::shared_ptr<server::ClientState>& client) override;
+  void Dispatch(server::ClientState& client, protocol::Request& request,
+                protocol::ReplyWriter& reply) override;
+  protocol::ParserLimits LimitsFor(const server::ClientState& client) const override;
+  int64_t IdleTimeoutSeconds() const override;
+  uint64_t OutputBufferLimit() const override;
+
+  void Add(CommandSpec spec);
+
+ private:
+  Engine& engine_;
+  std::unordered_map<std::string, CommandSpec> table_;
+};
+
+// Each command family adds its commands to the table.
+void RegisterConnectionCommands(Registry& registry);
+void RegisterServerCommands(Registry& registry);
+void RegisterSsmCommands(Registry& registry);
+
+}  // namespace prefixd::commands

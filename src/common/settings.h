@@ -1,0 +1,82 @@
+// Settings: every configurable value, described once in a table that drives the command-line
+// flags, the config file, CONFIG GET/SET and the docs. Thread-safe: values are read on io threads
+// while CONFIG SET writes them; numbers are atomics, strings sit behind a mutex.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace prefixd {
+
+enum class SettingType { kInteger, kMemory, kString, kEnum };
+
+// The index of each setting in the table; keep in step with kSettingSpecs in settings.cc.
+enum class Setting : size_t {
+  kBind,
+  kPort,
+  kUnixSocket,
+  kUnixSocketPerm,
+  kDir,
+  kLogLevel,
+  kLogFile,
+  kRequirePass,
+  kMaxClients,
+  kProtoMaxBulkLen,
+  kClientQueryBufferLimit,
+  kClientOutputBufferLimit,
+  kIoThreads,
+  kTimeout,
+  kTcpBacklog,
+  kMaxSidLen,
+  kMaxMemory,
+  kCount,
+};
+
+struct SettingSpec {
+  std::string_view name;  // the redis.conf directive where one exists
+  SettingType type;
+  bool runtime_mutable;   // CONFIG SET may change it
+  std::string_view default_value;
+  int64_t min = 0;
+  int64_t max = 0;
+  std::string_view choices;  // for kEnum: values separated by '|'
+  std::string_view help;
+};
+
+class Settings {
+ public:
+  Settings();
+
+  static const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)>& Specs();
+  static std::optional<Setting> Find(std::string_view name);
+  // The known name closest to `name`, for "did you mean" messages.
+  static std::string_view Nearest(std::string_view name);
+
+  // Parses and stores a value. Returns an error text (empty on success). `at_startup` allows
+  // settings that cannot change at runtime.
+  std::string Set(std::string_view name, std::string_view value, bool at_startup);
+  std::string Set(Setting id, std::string_view value, bool at_startup);
+  // The value as CONFIG GET shows it.
+  std::string Get(Setting id) const;
+
+  int64_t Int(Setting id) const {
+    return ints_[static_cast<size_t>(id)].load(std::memory_order_relaxed);
+  }
+  std::string String(Setting id) const;
+
+ private:
+  std::array<std::atomic<int64_t>, static_cast<size_t>(Setting::kCount)> ints_{};
+  mutable std::mutex strings_mu_;
+  std::array<std::string, static_cast<size_t>(Setting::kCount)> strings_;
+};
+
+// "1gb", "512mb", "64k", "1024": Redis's memory units (k=1000, kb=1024, ...).
+std::optional<int64_t> ParseMemory(std::string_view text);
+
+}  // namespace prefixd

@@ -1,0 +1,49 @@
+// ClientState: what the command layer may know and change about one connection (identity,
+// protocol version, authentication, names, counters). Created by the connection that owns it;
+// fields marked atomic may be read by other threads (CLIENT LIST); the rest only by the owner.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+
+namespace prefixd::server {
+
+struct ClientState {
+  uint64_t id = 0;
+  std::string addr;   // "ip:port" or "path:0" for unix sockets
+  std::string laddr;
+  int fd = -1;
+  bool unix_socket = false;
+  std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+
+  // Owner thread only.
+  bool authenticated = false;
+  bool close_after_reply = false;  // QUIT: reply, then close
+
+  // Read by CLIENT LIST/INFO on any thread; written by the owner thread.
+  std::atomic<int> resp{2};
+  std::atomic<int64_t> last_interaction_ms{0};
+  std::atomic<uint64_t> query_buffer_bytes{0};
+  std::atomic<uint64_t> output_bytes{0};
+
+  // Names change rarely and are read from other threads: behind a mutex.
+  std::atomic<uint64_t> net_input_bytes{0};
+  std::atomic<uint64_t> net_output_bytes{0};
+
+  mutable std::mutex names_mu;
+  std::string name;
+  std::string lib_name;
+  std::string lib_version;
+  // Full name of the last command ("client|list"); points into the command table, which
+  // outlives every client.
+  std::atomic<const char*> last_command{"NULL"};
+
+  // Closes the connection from any thread (CLIENT KILL, SHUTDOWN); set by the connection.
+  std::function<void()> kill;
+};
+
+}  // namespace prefixd::server

@@ -1,0 +1,37 @@
+// Dispatcher: the one interface through which the network layer reaches the command layer.
+// Its methods are called on the io thread that owns the connection in question.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "protocol/limits.h"
+#include "protocol/reply_writer.h"
+#include "protocol/request.h"
+#include "server/client_state.h"
+
+namespace prefixd::server {
+
+class Dispatcher {
+ public:
+  virtual ~Dispatcher() = default;
+
+  // A new connection. Returns an empty string to accept it, or the error reply (without '-')
+  // to send before closing it, e.g. when maxclients is reached.
+  virtual std::string OnConnect(const std::shared_ptr<ClientState>& client) = 0;
+  virtual void OnDisconnect(const std::shared_ptr<ClientState>& client) = 0;
+
+  // Runs one request and queues its reply. The client may ask to be closed through
+  // client.close_after_reply.
+  virtual void Dispatch(ClientState& client, protocol::Request& request,
+                        protocol::ReplyWriter& reply) = 0;
+
+  // The parser limits that apply to this client now (they change with authentication).
+  virtual protocol::ParserLimits LimitsFor(const ClientState& client) const = 0;
+
+  // Seconds a client may stay idle (0: forever) and the unread-reply limit, read per connection.
+  virtual int64_t IdleTimeoutSeconds() const = 0;
+  virtual uint64_t OutputBufferLimit() const = 0;
+};
+
+}  // namespace prefixd::server

@@ -1,0 +1,503 @@
+// Tests of RequestParser against Redis 7's exact protocol behaviour (shared/reference
+// redis-behaviour.md section 3), its limits, and its independence from how input is split.
+
+#include "protocol/resp_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/limits.h"
+#include "protocol/reply_writer.h"
+#include "protocol/request.h"
+
+namespace prefixd::protocol {
+namespace {
+
+using Args = std::vector<std::string>;
+
+struct Outcome {
+  std::vector<Args> requests;
+  std::vector<bool> inline_flags;
+  ParseError error = ParseError::kNone;
+  std::string message;
+  size_t consumed = 0;  // over all Feed calls
+};
+
+Args ArgsOf(const Request& r) {
+  Args out;
+  for (size_t i = 0; i < r.size(); ++i) out.emplace_back(r[i]);
+  return out;
+}
+
+// Feeds `chunks` one after another the way a connection would: bytes a Feed call leaves behind
+// are kept and fed again, ahead of the next chunk.
+Outcome ParseChunks(const std::vector<std::string_view>& chunks, ParserLimits limits = {}) {
+  RequestParser parser(limits);
+  Outcome out;
+  std::string pending;
+  Request request;
+  for (std::string_view chunk : chunks) {
+    pending.append(chunk);
+    while (true) {
+      size_t n = parser.Feed(pending);
+      EXPECT_LE(n, pending.size());
+      out.consumed += n;
+      pending.erase(0, n);
+      if (parser.has_request()) {
+        parser.TakeRequest(request);
+        out.requests.push_back(ArgsOf(request));
+        out.inline_flags.push_back(request.is_inline());
+        continue;
+      }
+      if (parser.error() != ParseError::kNone) {
+        out.error = parser.error();
+        out.message = parser.ErrorMessage();
+        return out;
+      }
+      EXPECT_TRUE(pending.empty()) << "an incomplete request must consume all of its input";
+      break;
+    }
+  }
+  return out;
+}
+
+Outcome Parse(std::string_view input, ParserLimits limits = {}) {
+  return ParseChunks({input}, limits);
+}
+
+ParserLimits Unauthenticated() {
+  ParserLimits limits;
+  limits.authenticated = false;
+  return limits;
+}
+
+// A multibulk frame with the given arguments.
+std::string Multibulk(const Args& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const std::string& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+void ExpectError(std::string_view input, std::string_view message, ParserLimits limits = {}) {
+  Outcome out = Parse(input, limits);
+  EXPECT_NE(out.error, ParseError::kNone) << "input: " << input.substr(0, 80);
+  EXPECT_EQ(out.message, message) << "input: " << input.substr(0, 80);
+}
+
+constexpr std::string_view kInvalidMultibulk = "ERR Protocol error: invalid multibulk length";
+constexpr std::string_view kInvalidBulk = "ERR Protocol error: invalid bulk length";
+
+TEST(RequestParserTest, MultibulkRequest) {
+  Outcome out = Parse("*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n");
+  ASSERT_EQ(out.error, ParseError::kNone);
+  ASSERT_EQ(out.requests.size(), 1u);
+  EXPECT_EQ(out.requests[0], (Args{"ECHO", "hello"}));
+  EXPECT_FALSE(out.inline_flags[0]);
+  EXPECT_EQ(out.consumed, 25u);
+}
+
+TEST(RequestParserTest, EmptyAndNegativeMultibulkAreSkipped) {
+  Outcome out = Parse("*0\r\n*-1\r\n*-10\r\n*1\r\n$4\r\nPING\r\n");
+  EXPECT_EQ(out.error, ParseError::kNone);
+  ASSERT_EQ(out.requests.size(), 1u);
+  EXPECT_EQ(out.requests[0], Args{"PING"});
+}
+
+TEST(RequestParserTest, InvalidMultibulkLength) {
+  for (std::string_view input : {"*3000000000\r\n", "*abc\r\n", "*+1\r\n", "*01\r\n", "*\r\n",
+                                 "*-0\r\n", "*2147483648\r\n", "*1 \r\n", "* 1\r\n"}) {
+    ExpectError(input, kInvalidMultibulk);
+  }
+}
+
+TEST(RequestParserTest, MultibulkLengthAtIntMaxIsAccepted) {
+  RequestParser parser;
+  EXPECT_EQ(parser.Feed("*2147483647\r\n"), 13u);
+  EXPECT_EQ(parser.error(), ParseError::kNone);
+  EXPECT_FALSE(parser.has_request());
+}
+
+TEST(RequestParserTest, ExpectedDollar) {
+  ExpectError("*1\r\nfoo\r\n", "ERR Protocol error: expected '$', got 'f'");
+  ExpectError("*2\r\n$1\r\na\r\n:1\r\n", "ERR Protocol error: expected '$', got ':'");
+}
+
+TEST(RequestParserTest, ExpectedDollarOnEmptyLineBecomesSpaceOnTheWire) {
+  // Redis prints the '\r' it found; addReplyErrorFormat turns it into a space.
+  Outcome out = Parse("*1\r\n\r\n");
+  EXPECT_EQ(out.message, "ERR Protocol error: expected '$', got '\r'");
+  ReplyWriter writer;
+  writer.Error(out.message);
+  auto buffers = writer.Buffers();
+  ASSERT_EQ(buffers.size(), 1u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(buffers[0].data()), buffers[0].size()),
+            "-ERR Protocol error: expected '$', got ' '\r\n");
+}
+
+TEST(RequestParserTest, InvalidBulkLength) {
+  for (std::string_view input :
+       {"*1\r\n$-10\r\n", "*1\r\n$blabla\r\n", "*1\r\n$\r\n", "*1\r\n$2000000000\r\n",
+        "*1\r\n$-1\r\n", "*1\r\n$+1\r\n", "*1\r\n$01\r\n", "*1\r\n$-0\r\n",
+        "*1\r\n$99999999999999999999\r\n"}) {
+    ExpectError(input, kInvalidBulk);
+  }
+}
+
+TEST(RequestParserTest, BulkAtMaxBulkLength) {
+  ParserLimits limits;
+  limits.max_bulk_length = 100;
+  Outcome ok = Parse(Multibulk({"SET", std::string(100, 'v')}), limits);
+  EXPECT_EQ(ok.error, ParseError::kNone);
+  ASSERT_EQ(ok.requests.size(), 1u);
+  EXPECT_EQ(ok.requests[0][1], std::string(100, 'v'));
+  ExpectError(Multibulk({"SET", std::string(101, 'v')}), kInvalidBulk, limits);
+}
+
+TEST(RequestParserTest, LargeBulkAtMaxBulkLength) {
+  // The same boundary on the large-argument path.
+  ParserLimits limits;
+  limits.max_bulk_length = 40000;
+  Outcome ok = Parse(Multibulk({"SET", std::string(40000, 'v')}), limits);
+  EXPECT_EQ(ok.error, ParseError::kNone);
+  ASSERT_EQ(ok.requests.size(), 1u);
+  EXPECT_EQ(ok.requests[0][1].size(), 40000u);
+  ExpectError(Multibulk({"SET", std::string(40001, 'v')}), kInvalidBulk, limits);
+}
+
+TEST(RequestParserTest, TooBigInlineRequest) {
+  const std::string at_limit = "ECHO " + std::string(kInlineMax - 5, 'a');
+  ASSERT_EQ(at_limit.size(), kInlineMax);
+
+  // A line of exactly kInlineMax bytes, without its terminator, is accepted.
+  Outcome ok = Parse(at_limit + "\n");
+  EXPECT_EQ(ok.error, ParseError::kNone);
+  ASSERT_EQ(ok.requests.size(), 1u);
+  EXPECT_EQ(ok.requests[0][1].size(), kInlineMax - 5);
+
+  // The parser waits while the unterminated line is at the limit, and fails one byte past it.
+  RequestParser parser;
+  EXPECT_EQ(parser.Feed(at_limit), kInlineMax);
+  EXPECT_EQ(parser.error(), ParseError::kNone);
+  parser.Feed("a");
+  EXPECT_EQ(parser.ErrorMessage(), "ERR Protocol error: too big inline request");
+
+  ExpectError(at_limit + "a\n", "ERR Protocol error: too big inline request");
+  ExpectError(std::string(70000, 'x'), "ERR Protocol error: too big inline request");
+}
+
+TEST(RequestParserTest, TooBigMultibulkCountString) {
+  const std::string at_limit = "*" + std::string(kInlineMax - 1, '1');
+  RequestParser parser;
+  EXPECT_EQ(parser.Feed(at_limit), kInlineMax);
+  EXPECT_EQ(parser.error(), ParseError::kNone);
+  parser.Feed("1");
+  EXPECT_EQ(parser.ErrorMessage(), "ERR Protocol error: too big mbulk count string");
+
+  ExpectError("*" + std::string(70000, '1'), "ERR Protocol error: too big mbulk count string");
+  // A count line at the limit that does end is just an invalid number.
+  ExpectError(at_limit + "\r\n", kInvalidMultibulk);
+}
+
+TEST(RequestParserTest, TooBigBulkCountString) {
+  const std::string at_limit = "*1\r\n$" + std::string(kInlineMax - 1, '1');
+  RequestParser parser;
+  EXPECT_EQ(parser.Feed(at_limit), at_limit.size());
+  EXPECT_EQ(parser.error(), ParseError::kNone);
+  parser.Feed("1");
+  EXPECT_EQ(parser.ErrorMessage(), "ERR Protocol error: too big bulk count string");
+
+  ExpectError("*1\r\n$" + std::string(70000, '1'), "ERR Protocol error: too big bulk count string");
+}
+
+TEST(RequestParserTest, UnbalancedQuotes) {
+  for (std::string_view input : {"set \"\"\"test-key\"\"\" test-value\r\n", "echo \"a\"b\r\n",
+                                 "echo \"abc\r\n", "echo 'abc\r\n", "echo 'a'b\r\n"}) {
+    ExpectError(input, "ERR Protocol error: unbalanced quotes in request");
+  }
+}
+
+TEST(RequestParserTest, InlineEscapesAreDecoded) {
+  Outcome out = Parse("echo \"a b\\x41\\n\"\r\n");
+  ASSERT_EQ(out.requests.size(), 1u);
+  EXPECT_EQ(out.requests[0], (Args{"echo", "a bA\n"}));
+  EXPECT_TRUE(out.inline_flags[0]);
+
+  out = Parse("set 'it\\'s' \"q\\\"\\t\\r\\a\\b\\z\" x\r\n");
+  ASSERT_EQ(out.requests.size(), 1u);
+  EXPECT_EQ(out.requests[0], (Args{"set", "it's", "q\"\t\r\a\bz", "x"}));
+}
+
+TEST(RequestParserTest, InlineWithLineFeedOnly) {
+  Outcome out = Parse("PING\npInG\r\n");
+  EXPECT_EQ(out.error, ParseError::kNone);
+  EXPECT_EQ(out.requests, (std::vector<Args>{{"PING"}, {"pInG"}}));
+}
+
+TEST(RequestParserTest, EmptyAndBlankLinesAreSkipped) {
+  Outcome out = Parse("\r\n\n   \t\r\nPING\r\n");
+  EXPECT_EQ(out.error, ParseError::kNone);
+  EXPECT_EQ(out.requests, std::vector<Args>{{"PING"}});
+}
+
+TEST(RequestParserTest, InlineStopsAtNul) {
+  // Redis splits the line as a C string.
+  Outcome out = Parse(std::string_view("ECHO a\0b c\r\n", 12));
+  ASSERT_EQ(out.requests.size(), 1u);
+  EXPECT_EQ(out.requests[0], (Args{"ECHO", "a"}));
+}
+
+TEST(RequestParserTest, BytesAfterBulkAreSkippedUnchecked) {
+  RequestParser parser;
+  std::string_view input = "*1\r\n$2\r\nhiXY*1\r\n$4\r\nPING\r\n";
+  EXPECT_EQ(parser.Feed(input), 12u);
+  ASSERT_TRUE(parser.has_request());
+  Request r;
+  parser.TakeRequest(r);
+  EXPECT_EQ(ArgsOf(r), Args{"hi"});
+  EXPECT_EQ(parser.Feed(input.substr(12)), 14u);
+  ASSERT_TRUE(parser.has_request());
+  parser.TakeRequest(r);
+  EXPECT_EQ(ArgsOf(r), Args{"PING"});
+}
+
+TEST(RequestParserTest, UnauthenticatedArgumentCount) {
+  Outcome ok = Parse(Multibulk(Args(10, "a")), Unauthenticated());
+  EXPECT_EQ(ok.error, ParseError::kNone);
+  ASSERT_EQ(ok.requests.size(), 1u);
+  EXPECT_EQ(ok.requests[0].size(), 10u);
+  ExpectError("*11\r\n", "ERR Protocol error: unauthenticated multibulk length", Unauthenticated());
+  // Redis checks the number first: an invalid one is still "invalid multibulk length".
+  ExpectError("*3000000000\r\n", kInvalidMultibulk, Unauthenticated());
+  EXPECT_EQ(Parse("*-1\r\n", Unauthenticated()).error, ParseError::kNone);
+}
+
+TEST(RequestParserTest, UnauthenticatedBulkLength) {
+  Outcome ok = Parse(Multibulk({"AUTH", std::string(16384, 'p')}), Unauthenticated());
+  EXPECT_EQ(ok.error, ParseError::kNone);
+  ASSERT_EQ(ok.requests.size(), 1u);
+  EXPECT_EQ(ok.requests[0][1].size(), 16384u);
+  ExpectError("*2\r\n$4\r\nAUTH\r\n$16385\r\n", "ERR Protocol error: unauthenticated bulk length",
+              Unauthenticated());
+}
+
+TEST(RequestParserTest, LimitsApplyFromTheNextLength) {
+  RequestParser parser(Unauthenticated());
+  const std::string auth = Multibulk({"AUTH", "secret"});
+  ASSERT_EQ(parser.Feed(auth), auth.size());
+  Request r;
+  parser.TakeRequest(r);
+  ParserLimits limits;
+  limits.authenticated = true;
+  parser.set_limits(limits);
+  const std::string big = Multibulk(Args(11, std::string(20000, 'x')));
+  EXPECT_EQ(parser.Feed(big), big.size());
+  ASSERT_TRUE(parser.has_request());
+  parser.TakeRequest(r);
+  EXPECT_EQ(r.size(), 11u);
+}
+
+TEST(RequestParserTest, RequestTooLarge) {
+  ParserLimits limits;
+  limits.max_request_bytes = 100;
+  Outcome ok = Parse(Multibulk({std::string(50, 'a'), std::string(50, 'b')}), limits);
+  EXPECT_EQ(ok.error, ParseError::kNone);
+  EXPECT_EQ(ok.requests.size(), 1u);
+
+  Outcome bad = Parse("*2\r\n$50\r\n" + std::string(50, 'a') + "\r\n$51\r\n", limits);
+  EXPECT_EQ(bad.error, ParseError::kRequestTooLarge);
+  EXPECT_EQ(bad.message, "ERR Protocol error: request exceeds client-query-buffer-limit");
+
+  // The budget is per request.
+  std::string two = Multibulk({std::string(100, 'a')}) + Multibulk({std::string(100, 'b')});
+  Outcome both = Parse(two, limits);
+  EXPECT_EQ(both.error, ParseError::kNone);
+  EXPECT_EQ(both.requests.size(), 2u);
+}
+
+TEST(RequestParserTest, LargeArgumentThroughFeed) {
+  const std::string value(40 * 1024, 'z');
+  RequestParser parser;
+  const std::string frame = Multibulk({"SET", "k", value});
+  EXPECT_EQ(parser.Feed(frame), frame.size());
+  ASSERT_TRUE(parser.has_request());
+  Request r;
+  parser.TakeRequest(r);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[2], value);
+  EXPECT_EQ(r.TakeBytes(2).view(), value);
+  EXPECT_EQ(r.payload_bytes(), 4 + value.size());
+}
+
+TEST(RequestParserTest, LargeArgumentThroughDirectTarget) {
+  const size_t size = 40 * 1024;
+  RequestParser parser;
+  const std::string header = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + std::to_string(size) + "\r\n";
+  EXPECT_EQ(parser.Feed(header), header.size());
+  auto target = parser.DirectTarget();
+  ASSERT_EQ(target.size(), size);
+  const uint8_t* start = target.data();
+
+  // Part of the value through Feed, the rest straight into the buffer in two steps.
+  EXPECT_EQ(parser.Feed(std::string(1000, 'a')), 1000u);
+  EXPECT_EQ(parser.pending_bytes(), 1000u);
+  target = parser.DirectTarget();
+  ASSERT_EQ(target.size(), size - 1000);
+  EXPECT_EQ(target.data(), start + 1000);
+  std::memset(target.data(), 'b', 5000);
+  parser.CommitDirect(5000);
+  target = parser.DirectTarget();
+  ASSERT_EQ(target.size(), size - 6000);
+  std::memset(target.data(), 'c', target.size());
+  parser.CommitDirect(target.size());
+  EXPECT_TRUE(parser.DirectTarget().empty());
+  EXPECT_FALSE(parser.has_request());
+
+  EXPECT_EQ(parser.Feed("\r\n"), 2u);
+  ASSERT_TRUE(parser.has_request());
+  Request r;
+  parser.TakeRequest(r);
+  ASSERT_EQ(r.size(), 3u);
+  const std::string expected =
+      std::string(1000, 'a') + std::string(5000, 'b') + std::string(size - 6000, 'c');
+  EXPECT_EQ(r[2], expected);
+  // The request holds the very buffer the socket bytes went into.
+  EXPECT_EQ(r.TakeBytes(2).data(), start);
+}
+
+TEST(RequestParserTest, LargeArgumentThreshold) {
+  RequestParser parser;
+  const std::string small_header = "*2\r\n$" + std::to_string(kLargeArgument - 1) + "\r\n";
+  EXPECT_EQ(parser.Feed(small_header), small_header.size());
+  EXPECT_TRUE(parser.DirectTarget().empty());
+  RequestParser large;
+  large.Feed("*2\r\n$" + std::to_string(kLargeArgument) + "\r\n");
+  EXPECT_EQ(large.DirectTarget().size(), kLargeArgument);
+}
+
+TEST(RequestParserTest, PipelinedRequestsStopAfterEachOne) {
+  const std::string first = "PING\r\n";
+  const std::string second = Multibulk({"ECHO", "x"});
+  const std::string third = "GET k\n";
+  const std::string input = first + second + third;
+  RequestParser parser;
+  Request r;
+
+  EXPECT_EQ(parser.Feed(input), first.size());
+  ASSERT_TRUE(parser.has_request());
+  // A ready request blocks further parsing until it is taken.
+  EXPECT_EQ(parser.Feed(std::string_view(input).substr(first.size())), 0u);
+  parser.TakeRequest(r);
+  EXPECT_EQ(ArgsOf(r), Args{"PING"});
+  EXPECT_TRUE(r.is_inline());
+
+  size_t pos = first.size();
+  EXPECT_EQ(parser.Feed(std::string_view(input).substr(pos)), second.size());
+  parser.TakeRequest(r);
+  EXPECT_EQ(ArgsOf(r), (Args{"ECHO", "x"}));
+  EXPECT_FALSE(r.is_inline());
+
+  pos += second.size();
+  EXPECT_EQ(parser.Feed(std::string_view(input).substr(pos)), third.size());
+  parser.TakeRequest(r);
+  EXPECT_EQ(ArgsOf(r), (Args{"GET", "k"}));
+  EXPECT_FALSE(parser.has_request());
+}
+
+TEST(RequestParserTest, RequestsBeforeAnErrorAreDelivered) {
+  Outcome out = Parse("PING\r\n*1\r\n$4\r\nPING\r\n*abc\r\nPING\r\n");
+  EXPECT_EQ(out.requests, (std::vector<Args>{{"PING"}, {"PING"}}));
+  EXPECT_EQ(out.message, kInvalidMultibulk);
+}
+
+TEST(RequestParserTest, ErroredParserStops) {
+  RequestParser parser;
+  parser.Feed("*abc\r\n");
+  ASSERT_EQ(parser.error(), ParseError::kInvalidMultibulkLength);
+  EXPECT_EQ(parser.Feed("PING\r\n"), 0u);
+  EXPECT_FALSE(parser.has_request());
+  EXPECT_EQ(parser.error(), ParseError::kInvalidMultibulkLength);
+}
+
+TEST(RequestParserTest, TakeRequestReusesStorage) {
+  RequestParser parser;
+  Request r;
+  r.AddSmall("stale");
+  parser.Feed("*1\r\n$4\r\nPING\r\n");
+  parser.TakeRequest(r);
+  EXPECT_EQ(ArgsOf(r), Args{"PING"});
+  parser.Feed("ECHO hi\r\n");
+  parser.TakeRequest(r);
+  EXPECT_EQ(ArgsOf(r), (Args{"ECHO", "hi"}));
+  EXPECT_EQ(r.payload_bytes(), 6u);
+}
+
+TEST(RequestParserTest, SplitInlineArgs) {
+  Request r;
+  EXPECT_TRUE(SplitInlineArgs("  a  \"b c\"\t'd' ", r));
+  EXPECT_EQ(ArgsOf(r), (Args{"a", "b c", "d"}));
+  Request empty;
+  EXPECT_TRUE(SplitInlineArgs("", empty));
+  EXPECT_TRUE(empty.empty());
+  Request bad;
+  EXPECT_FALSE(SplitInlineArgs("\"open", bad));
+}
+
+// Frames whose parse must not depend on how the bytes arrive.
+std::vector<std::string> SplitFrames() {
+  return {
+      Multibulk({"SET", "key", "value"}),
+      Multibulk({"SET", "", "x", ""}),
+      Multibulk({"SET", "k", std::string(40 * 1024, 'L')}),
+      "set \"a b\" 'c d' e\\x41 \"\\x41\\n\"\r\n",
+      "PING\n\r\n*0\r\n" + Multibulk({"ECHO", "hi"}) + "GET k\r\n",
+      "*1\r\n$2\r\nhiXY",
+  };
+}
+
+TEST(RequestParserTest, EverySplitIntoTwoChunksGivesTheSameRequests) {
+  for (const std::string& frame : SplitFrames()) {
+    const Outcome whole = Parse(frame);
+    ASSERT_EQ(whole.error, ParseError::kNone);
+    ASSERT_FALSE(whole.requests.empty());
+    std::string_view f = frame;
+    for (size_t cut = 0; cut <= frame.size(); ++cut) {
+      Outcome split = ParseChunks({f.substr(0, cut), f.substr(cut)});
+      ASSERT_EQ(split.error, ParseError::kNone) << "cut at " << cut;
+      ASSERT_EQ(split.requests, whole.requests) << "cut at " << cut;
+      ASSERT_EQ(split.inline_flags, whole.inline_flags) << "cut at " << cut;
+      ASSERT_EQ(split.consumed, frame.size()) << "cut at " << cut;
+    }
+  }
+}
+
+TEST(RequestParserTest, ByteByByteGivesTheSameRequests) {
+  for (const std::string& frame : SplitFrames()) {
+    const Outcome whole = Parse(frame);
+    std::vector<std::string_view> bytes;
+    for (size_t i = 0; i < frame.size(); ++i) bytes.push_back(std::string_view(frame).substr(i, 1));
+    Outcome split = ParseChunks(bytes);
+    EXPECT_EQ(split.error, ParseError::kNone);
+    EXPECT_EQ(split.requests, whole.requests);
+    EXPECT_EQ(split.inline_flags, whole.inline_flags);
+  }
+}
+
+TEST(RequestParserTest, ErrorsDoNotDependOnSplits) {
+  for (std::string_view frame :
+       {"*1\r\nfoo\r\n", "*1\r\n$-10\r\n", "echo \"a\"b\r\n", "*+1\r\n", "PING\r\n*1\r\n$x\r\n"}) {
+    const Outcome whole = Parse(frame);
+    ASSERT_NE(whole.error, ParseError::kNone);
+    for (size_t cut = 0; cut <= frame.size(); ++cut) {
+      Outcome split = ParseChunks({frame.substr(0, cut), frame.substr(cut)});
+      EXPECT_EQ(split.requests, whole.requests) << frame << " cut at " << cut;
+      EXPECT_EQ(split.message, whole.message) << frame << " cut at " << cut;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace prefixd::protocol

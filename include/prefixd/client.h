@@ -109,8 +109,9 @@ class Client {
   // Streams a whole blob into `out` as RANGE fetches of `chunk_bytes`, keeping `depth` requests
   // in flight so the transfer never waits a round trip. Returns the blob's size, or nullopt when
   // the layer is absent; kOutOfRange when the blob is larger than `out`. The chunks are separate
-  // commands, so a concurrent overwrite of the layer can mix old and new bytes: a change of size
-  // or a drop in mid-stream is detected (kAborted), a same-size overwrite is not.
+  // commands, so an overwrite of the layer during the transfer can leave a mix of old and new
+  // bytes; a drop (or growth past the end already seen) in mid-stream gives kAborted. Use Fetch
+  // when the value must be one atomic snapshot.
   Result<std::optional<size_t>> FetchInto(std::string_view sid, uint32_t layer,
                                           std::span<uint8_t> out,
                                           size_t chunk_bytes = kDefaultFetchChunkBytes,

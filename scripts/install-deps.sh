@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything prefixd needs to build, test and benchmark, from Debian's packages and npm.
+# Idempotent: a second run installs nothing new.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libasio-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libhiredis-dev libxxhash-dev
+  redis-server redis-tools python3 python3-redis nodejs npm
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev clang-format
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "Installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Node clients for the black-box tests (ioredis, node-redis), pinned in tests/integration.
+if [ -f tests/integration/package.json ] && [ ! -d tests/integration/node_modules/ioredis ]; then
+  (cd tests/integration && npm install --no-audit --no-fund --loglevel=error)
+fi

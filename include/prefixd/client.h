@@ -72,8 +72,7 @@ struct Reply {
 class Client {
  public:
   // Connects over TCP; `timeout` is both the connect and the I/O timeout.
-  static Result<Client> Connect(std::string_view host, int port,
-                                std::chrono::milliseconds timeout);
+  static Result<Client> Connect(std::string_view host, int port, std::chrono::milliseconds timeout);
   static Result<Client> Connect(std::string_view host, int port, const ClientOptions& options = {});
   // Connects to a unix-domain socket.
   static Result<Client> ConnectUnix(std::string_view path, const ClientOptions& options = {});

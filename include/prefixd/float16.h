@@ -60,7 +60,7 @@ constexpr uint16_t Fp32ToFp16(float value) {
   const uint32_t exponent = magnitude >> 23;
   if (exponent < 102) return static_cast<uint16_t>(sign);
   const uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;  // value = s * 2^(e-150)
-  const uint32_t shift = 126 - exponent;                               // 14..24
+  const uint32_t shift = 126 - exponent;                             // 14..24
   uint32_t result = significand >> shift;
   const uint32_t remainder = significand & ((1u << shift) - 1);
   const uint32_t half_way = 1u << (shift - 1);

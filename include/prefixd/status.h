@@ -31,19 +31,32 @@ enum class StatusCode : uint8_t {
 
 constexpr std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kOutOfRange: return "OutOfRange";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kTimeout: return "Timeout";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kProtocolError: return "ProtocolError";
-    case StatusCode::kServerError: return "ServerError";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kOutOfRange:
+      return "OutOfRange";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kTimeout:
+      return "Timeout";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kProtocolError:
+      return "ProtocolError";
+    case StatusCode::kServerError:
+      return "ServerError";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }
@@ -55,7 +68,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
@@ -106,10 +121,9 @@ class [[nodiscard]] Result {
   // Implicit from anything T can be built from, so `return value;` and `return std::nullopt;`
   // work in functions returning Result<T>.
   template <typename U = T>
-    requires(std::is_constructible_v<T, U &&> &&
-             !std::is_same_v<std::remove_cvref_t<U>, Result> &&
-             !std::is_same_v<std::remove_cvref_t<U>, Status>)
-  Result(U&& value) : data_(std::in_place_index<1>, std::forward<U>(value)) {}
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::remove_cvref_t<U>, Result> &&
+           !std::is_same_v<std::remove_cvref_t<U>, Status>) Result(U&& value)
+      : data_(std::in_place_index<1>, std::forward<U>(value)) {}
 
   // Implicit from an error, so `return status;` works. An OK status carries no value, which is a
   // bug in the caller; it becomes an Internal error rather than an empty success.
@@ -153,9 +167,9 @@ class [[nodiscard]] Result {
 }  // namespace prefixd
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define PREFIXD_RETURN_IF_ERROR(expr)                \
-  do {                                               \
-    ::prefixd::Status prefixd_status_ = (expr);      \
+#define PREFIXD_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::prefixd::Status prefixd_status_ = (expr);        \
     if (!prefixd_status_.ok()) return prefixd_status_; \
   } while (false)
 

@@ -92,9 +92,12 @@ Result<ArrayLayout> LayoutOf(const StateArray& array, size_t index) {
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "fp32";
-    case DType::kFloat16: return "fp16";
-    case DType::kBFloat16: return "bf16";
+    case DType::kFloat32:
+      return "fp32";
+    case DType::kFloat16:
+      return "fp16";
+    case DType::kBFloat16:
+      return "bf16";
   }
   return "unknown";
 }
@@ -174,8 +177,8 @@ Result<std::vector<StateArrayView>> DecodeStateBlob(std::span<const uint8_t> blo
   // Reads the u32 at `pos` named `what`, or fails naming it and what is left.
   auto read_u32 = [&](const std::string& what, uint32_t* value) -> Status {
     if (size - pos < 4) {
-      return Malformed(pos, "truncated " + what + ": needs 4 bytes, " +
-                                std::to_string(size - pos) + " left");
+      return Malformed(
+          pos, "truncated " + what + ": needs 4 bytes, " + std::to_string(size - pos) + " left");
     }
     *value = LoadU32(base + pos);
     pos += 4;
@@ -229,8 +232,8 @@ Result<std::vector<StateArrayView>> DecodeStateBlob(std::span<const uint8_t> blo
     const uint64_t left = size - pos;
     // count * element_size <= left, phrased so it cannot overflow.
     if (*count > left / element_size) {
-      return Malformed(pos, name + " data is truncated: shape " + ShapeString(view.shape) +
-                                " of " + std::string(DTypeName(view.dtype)) + " needs " +
+      return Malformed(pos, name + " data is truncated: shape " + ShapeString(view.shape) + " of " +
+                                std::string(DTypeName(view.dtype)) + " needs " +
                                 (*count > std::numeric_limits<uint64_t>::max() / element_size
                                      ? std::string("more than 2^64")
                                      : std::to_string(*count * element_size)) +

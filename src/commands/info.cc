@@ -89,13 +89,13 @@ void StatsSection(Engine& e, std::string& out) {
     out_bytes += c->net_output_bytes.load();
   }
   Field(out, "total_connections_received", st.total_connections.load());
-  Field(out, "total_commands_processed", st.total_commands.load());
+  Field(out, "total_commands_processed", st.total_commands.Sum());
   Field(out, "total_net_input_bytes", in);
   Field(out, "total_net_output_bytes", out_bytes);
   Field(out, "rejected_connections", st.rejected_connections.load());
-  Field(out, "rejected_calls", st.rejected_calls.load());
-  Field(out, "keyspace_hits", st.keyspace_hits.load());
-  Field(out, "keyspace_misses", st.keyspace_misses.load());
+  Field(out, "rejected_calls", st.rejected_calls.Sum());
+  Field(out, "keyspace_hits", st.keyspace_hits.Sum());
+  Field(out, "keyspace_misses", st.keyspace_misses.Sum());
 }
 
 void ReplicationSection(Engine&, std::string& out) {

@@ -130,7 +130,7 @@ void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
   client.last_interaction_ms.store(NowMs(), std::memory_order_relaxed);
   const CommandSpec* spec = Find(request[0]);
   if (spec == nullptr) {
-    engine_.stats().rejected_calls += 1;
+    engine_.stats().rejected_calls.Add();
     return reply.Error(errors::UnknownCommand(request));
   }
   if (!spec->subcommands.empty() && request.size() >= 2) {
@@ -138,28 +138,28 @@ void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
     auto it = std::find_if(spec->subcommands.begin(), spec->subcommands.end(),
                            [&](const CommandSpec& s) { return s.name == sub; });
     if (it == spec->subcommands.end()) {
-      engine_.stats().rejected_calls += 1;
+      engine_.stats().rejected_calls.Add();
       return reply.Error(errors::UnknownSubcommand(request[1], spec->name));
     }
     spec = &*it;
   }
   client.last_command.store(spec->full_name.c_str(), std::memory_order_relaxed);
   if (!ArityOk(spec->arity, request.size())) {
-    engine_.stats().rejected_calls += 1;
+    engine_.stats().rejected_calls.Add();
     return reply.Error(errors::WrongArity(spec->full_name));
   }
   if (!client.authenticated && !(spec->flags & kNoAuth)) {
-    engine_.stats().rejected_calls += 1;
+    engine_.stats().rejected_calls.Add();
     return reply.Error(errors::kNoAuth);
   }
   if (spec->flags & kDenyOom) {
     int64_t limit = engine_.settings().Int(Setting::kMaxMemory);
     if (limit > 0 && engine_.UsedMemory() > static_cast<uint64_t>(limit)) {
-      engine_.stats().rejected_calls += 1;
+      engine_.stats().rejected_calls.Add();
       return reply.Error(errors::kOom);
     }
   }
-  engine_.stats().total_commands.fetch_add(1, std::memory_order_relaxed);
+  engine_.stats().total_commands.Add();
   Context ctx{client, request, reply, engine_, *spec};
   spec->handler(ctx);
 }

@@ -218,8 +218,9 @@ void ConfigSet(Context& ctx) {
 
 void ConfigResetStat(Context& ctx) {
   auto& s = ctx.engine.stats();
-  s.total_connections = 0, s.rejected_connections = 0, s.total_commands = 0;
-  s.rejected_calls = 0, s.keyspace_hits = 0, s.keyspace_misses = 0;
+  s.total_connections = 0, s.rejected_connections = 0;
+  s.total_commands.Reset(), s.rejected_calls.Reset();
+  s.keyspace_hits.Reset(), s.keyspace_misses.Reset();
   s.closed_net_input = 0, s.closed_net_output = 0;
   ctx.reply.Simple("OK");
 }

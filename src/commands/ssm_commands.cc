@@ -61,8 +61,7 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 }
 
 void CountLookup(Context& ctx, bool hit) {
-  (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses)
-      .fetch_add(1, std::memory_order_relaxed);
+  (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
 }
 
 void Store(Context& ctx) {

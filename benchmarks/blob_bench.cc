@@ -1,0 +1,450 @@
+// prefixd-blob-bench: a raw-socket load generator for large blobs over RESP, plus a loopback TCP
+// ceiling. redis-cli and redis-benchmark copy and format values themselves and become the
+// bottleneck at megabytes per request; this client pre-encodes each request header, sends header
+// and blob with one sendmsg (no client copy), and reads replies into a reusable, pre-faulted
+// buffer.
+//
+//   prefixd-blob-bench --mode prefixd|redis --port P --size 16m --clients 4 --requests 48
+//   prefixd-blob-bench --mode loopback --size 1m --requests 4096
+//
+// Each client thread owns one connection and runs its share of the stores, then (after all
+// clients finish storing) its share of the fetches, on its own key. Every phase prints one JSON
+// line: ops/s, payload GB/s (10^9 bytes), p50/p99 latency in ms. Fetched bytes are checked
+// against the last stored blob on the first and last fetch of each client (after the timed phase,
+// so checking costs no time), or on every fetch with --verify all (inline, and timed).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace prefixd::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Mode { kPrefixd, kRedis, kLoopback };
+enum class Verify { kFirstLast, kAll, kNone };
+
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  Mode mode = Mode::kPrefixd;
+  size_t size = 1 << 20;
+  int clients = 1;
+  int64_t requests = 100;  // in total, split over the clients
+  double seconds = 0;      // per phase; 0: no time cap
+  int warmup = 1;          // untimed store+fetch rounds per client
+  Verify verify = Verify::kFirstLast;
+  std::string key = "bench";
+  int timeout_s = 60;  // socket send/receive timeout: a stuck server fails the run, not hangs it
+};
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "prefixd-blob-bench: %s\n", message.c_str());
+  std::exit(1);
+}
+
+[[noreturn]] void DieErrno(const std::string& what) { Die(what + ": " + std::strerror(errno)); }
+
+// "1048576", "64k", "16m", "1g" (binary multiples).
+std::optional<size_t> ParseSize(std::string_view text) {
+  size_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string_view unit(end, text.data() + text.size() - end);
+  if (unit.empty() || unit == "b") return value;
+  if (unit == "k" || unit == "kb") return value << 10;
+  if (unit == "m" || unit == "mb") return value << 20;
+  if (unit == "g" || unit == "gb") return value << 30;
+  return std::nullopt;
+}
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: prefixd-blob-bench --mode prefixd|redis|loopback [--host H] [--port P]\n"
+               "         [--size BYTES[k|m|g]] [--clients N] [--requests N] [--seconds S]\n"
+               "         [--warmup N] [--verify first-last|all|none] [--key PREFIX]\n"
+               "         [--timeout S]\n"
+               "  prefixd: SSM.PREFIX.STORE/FETCH <key>:<client> 0; redis: SET/GET <key>:<client>\n"
+               "  --requests is the total per phase, split over the clients; --seconds caps\n"
+               "  each phase. loopback: one thread sends size*requests bytes over 127.0.0.1\n"
+               "  in size-byte send() calls, another receives them (the copy-path ceiling).\n");
+}
+
+Options ParseOptions(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") Usage(), std::exit(0);
+    if (i + 1 >= argc) Usage(), Die("missing value for " + std::string(flag));
+    std::string_view value = argv[++i];
+    auto integer = [&]() -> int64_t {
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || end != value.data() + value.size() || v < 0) {
+        Die("bad value for " + std::string(flag) + ": '" + std::string(value) + "'");
+      }
+      return v;
+    };
+    if (flag == "--host") {
+      o.host = value;
+    } else if (flag == "--port") {
+      o.port = static_cast<int>(integer());
+    } else if (flag == "--mode") {
+      if (value == "prefixd") {
+        o.mode = Mode::kPrefixd;
+      } else if (value == "redis") {
+        o.mode = Mode::kRedis;
+      } else if (value == "loopback") {
+        o.mode = Mode::kLoopback;
+      } else {
+        Die("unknown mode '" + std::string(value) + "'");
+      }
+    } else if (flag == "--size") {
+      auto s = ParseSize(value);
+      if (!s || *s == 0) Die("bad size '" + std::string(value) + "'");
+      o.size = *s;
+    } else if (flag == "--clients") {
+      o.clients = static_cast<int>(std::max<int64_t>(1, integer()));
+    } else if (flag == "--requests") {
+      o.requests = std::max<int64_t>(1, integer());
+    } else if (flag == "--seconds") {
+      o.seconds = std::atof(std::string(value).c_str());
+    } else if (flag == "--warmup") {
+      o.warmup = static_cast<int>(integer());
+    } else if (flag == "--verify") {
+      if (value == "first-last") {
+        o.verify = Verify::kFirstLast;
+      } else if (value == "all") {
+        o.verify = Verify::kAll;
+      } else if (value == "none") {
+        o.verify = Verify::kNone;
+      } else {
+        Die("unknown --verify '" + std::string(value) + "'");
+      }
+    } else if (flag == "--key") {
+      o.key = value;
+    } else if (flag == "--timeout") {
+      o.timeout_s = static_cast<int>(integer());
+    } else {
+      Usage();
+      Die("unknown flag " + std::string(flag));
+    }
+  }
+  if (o.mode != Mode::kLoopback && o.port == 0) Die("--port is required");
+  if (o.requests < o.clients) o.requests = o.clients;
+  return o;
+}
+
+int Connect(const Options& o) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) DieErrno("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(o.port));
+  if (::inet_pton(AF_INET, o.host.c_str(), &addr.sin_addr) != 1) Die("bad host " + o.host);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    DieErrno("connect " + o.host + ":" + std::to_string(o.port));
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval tv{o.timeout_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// Sends every byte of `iov` (modified in place as it goes).
+void SendAll(int fd, iovec* iov, int count) {
+  while (count > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      DieErrno("send");
+    }
+    auto left = static_cast<size_t>(n);
+    while (count > 0 && left >= iov->iov_len) left -= iov->iov_len, ++iov, --count;
+    if (count > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+}
+
+// Receives into buf[have, cap); returns the new fill. MSG_WAITALL when `exact`.
+size_t RecvSome(int fd, char* buf, size_t have, size_t want, bool exact) {
+  while (true) {
+    ssize_t n = ::recv(fd, buf + have, want - have, exact ? MSG_WAITALL : 0);
+    if (n > 0) return have + static_cast<size_t>(n);
+    if (n == 0) Die("server closed the connection");
+    if (errno != EINTR) DieErrno("recv");
+  }
+}
+
+// One connection's requests and reply buffer. Requests are not pipelined, so a recv never
+// returns bytes of a later reply.
+class Client {
+ public:
+  Client(const Options& o, int id) : o_(o), fd_(Connect(o)) {
+    std::string key = o.key + ":" + std::to_string(id);
+    std::string size = std::to_string(o.size);
+    if (o.mode == Mode::kPrefixd) {
+      store_header_ =
+          "*4\r\n$16\r\nSSM.PREFIX.STORE\r\n" + Bulk(key) + "$1\r\n0\r\n$" + size + "\r\n";
+      fetch_ = "*3\r\n$16\r\nSSM.PREFIX.FETCH\r\n" + Bulk(key) + "$1\r\n0\r\n";
+    } else {
+      store_header_ = "*3\r\n$3\r\nSET\r\n" + Bulk(key) + "$" + size + "\r\n";
+      fetch_ = "*2\r\n$3\r\nGET\r\n" + Bulk(key);
+    }
+    // Pre-faulted so that no page fault lands in a timed request.
+    blob_.resize(o.size);
+    uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(id + 1);
+    for (size_t i = 0; i < blob_.size(); i += 8) {
+      x ^= x >> 12, x ^= x << 25, x ^= x >> 27;  // xorshift64
+      uint64_t v = x * 0x2545f4914f6cdd1dULL;
+      std::memcpy(&blob_[i], &v, std::min<size_t>(8, blob_.size() - i));
+    }
+    for (auto& r : reply_) r.assign(o.size + 64, 0);
+  }
+  ~Client() { ::close(fd_); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Stamps the blob with `round` at both ends (so a stale value fails verification), then sends
+  // header + blob + CRLF in one gather write and waits for +OK.
+  void Store(uint64_t round) {
+    size_t tail = std::min<size_t>(8, blob_.size());
+    std::memcpy(blob_.data(), &round, tail);
+    std::memcpy(blob_.data() + blob_.size() - tail, &round, tail);
+    iovec iov[3] = {{store_header_.data(), store_header_.size()},
+                    {blob_.data(), blob_.size()},
+                    {const_cast<char*>("\r\n"), 2}};
+    SendAll(fd_, iov, 3);
+    std::vector<char>& r = reply_[0];
+    size_t have = 0;
+    while (have < 2 || r[have - 2] != '\r' || r[have - 1] != '\n') {
+      have = RecvSome(fd_, r.data(), have, r.size(), false);
+    }
+    if (r[0] != '+') Die("STORE failed: " + std::string(r.data(), have - 2));
+  }
+
+  // Sends a fetch and reads the bulk reply into reply buffer `slot` (0 or 1, both reused);
+  // returns the payload, valid until the next fetch into the same slot.
+  std::string_view Fetch(int slot) {
+    iovec iov[1] = {{fetch_.data(), fetch_.size()}};
+    SendAll(fd_, iov, 1);
+    std::vector<char>& r = reply_[slot];
+    size_t have = 0, header = 0;
+    while (header == 0) {
+      have = RecvSome(fd_, r.data(), have, r.size(), false);
+      auto crlf = std::string_view(r.data(), have).find("\r\n");
+      if (crlf != std::string_view::npos) header = crlf + 2;
+    }
+    if (r[0] != '$') Die("FETCH failed: " + std::string(r.data(), header - 2));
+    size_t length = 0;
+    auto [end, ec] = std::from_chars(r.data() + 1, r.data() + header - 2, length);
+    if (ec != std::errc() || length != o_.size) {
+      Die("FETCH returned '" + std::string(r.data(), header - 2) + "', wanted " +
+          std::to_string(o_.size) + " bytes");
+    }
+    size_t total = header + length + 2;
+    while (have < total) have = RecvSome(fd_, r.data(), have, total, true);
+    return {r.data() + header, length};
+  }
+
+  bool Matches(std::string_view fetched) const {
+    return fetched.size() == blob_.size() &&
+           std::memcmp(fetched.data(), blob_.data(), blob_.size()) == 0;
+  }
+
+ private:
+  static std::string Bulk(const std::string& s) {
+    std::string out = "$";
+    out.append(std::to_string(s.size())).append("\r\n").append(s).append("\r\n");
+    return out;
+  }
+
+  const Options& o_;
+  int fd_;
+  std::string store_header_;
+  std::string fetch_;
+  std::vector<char> blob_;
+  std::vector<char> reply_[2];  // [1] keeps a phase's first fetch for checking afterwards
+};
+
+struct PhaseResult {
+  std::vector<double> latencies_ms;
+  Clock::time_point start, end;
+  bool verified = true;
+};
+
+double Percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  size_t k = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1)));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& results) {
+  std::vector<double> all;
+  auto start = results[0].start, end = results[0].end;
+  bool verified = true;
+  for (auto& r : results) {
+    all.insert(all.end(), r.latencies_ms.begin(), r.latencies_ms.end());
+    start = std::min(start, r.start);
+    end = std::max(end, r.end);
+    verified = verified && r.verified;
+  }
+  double seconds = std::chrono::duration<double>(end - start).count();
+  double ops = static_cast<double>(all.size());
+  const char* mode = o.mode == Mode::kPrefixd ? "prefixd" : "redis";
+  const char* check = o.verify == Verify::kNone  ? "none"
+                      : o.verify == Verify::kAll ? "all"
+                                                 : "first-last";
+  double p50 = Percentile(all, 0.50), p99 = Percentile(all, 0.99);
+  std::printf(
+      "{\"mode\":\"%s\",\"op\":\"%s\",\"size\":%zu,\"clients\":%d,\"requests\":%zu,"
+      "\"seconds\":%.4f,\"ops_per_s\":%.1f,\"gb_per_s\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
+      "\"verify\":\"%s\",\"verified\":%s}\n",
+      mode, op, o.size, o.clients, all.size(), seconds, ops / seconds,
+      ops * static_cast<double>(o.size) / seconds / 1e9, p50, p99, check,
+      verified ? "true" : "false");
+  std::fflush(stdout);
+}
+
+int RunBlobs(const Options& o) {
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < o.clients; ++i) clients.push_back(std::make_unique<Client>(o, i));
+  std::vector<PhaseResult> stores(static_cast<size_t>(o.clients));
+  std::vector<PhaseResult> fetches(static_cast<size_t>(o.clients));
+  std::barrier sync(o.clients);
+  std::atomic<bool> failed{false};
+
+  auto worker = [&](int id) {
+    Client& c = *clients[static_cast<size_t>(id)];
+    int64_t share = o.requests / o.clients + (id < o.requests % o.clients ? 1 : 0);
+    uint64_t round = 0;
+    for (int i = 0; i < o.warmup; ++i) c.Store(++round), c.Fetch(0);
+    auto deadline = [&](Clock::time_point start) {
+      return o.seconds > 0 ? start + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(o.seconds))
+                           : Clock::time_point::max();
+    };
+
+    PhaseResult& s = stores[static_cast<size_t>(id)];
+    s.latencies_ms.reserve(static_cast<size_t>(share));
+    sync.arrive_and_wait();
+    s.start = Clock::now();
+    for (int64_t i = 0; i < share && Clock::now() < deadline(s.start); ++i) {
+      auto t0 = Clock::now();
+      c.Store(++round);
+      s.latencies_ms.push_back(
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    s.end = Clock::now();
+
+    PhaseResult& f = fetches[static_cast<size_t>(id)];
+    f.latencies_ms.reserve(static_cast<size_t>(share));
+    sync.arrive_and_wait();
+    f.start = Clock::now();
+    std::string_view first, last;
+    for (int64_t i = 0; i < share && Clock::now() < deadline(f.start); ++i) {
+      auto t0 = Clock::now();
+      last = c.Fetch(i == 0 ? 1 : 0);
+      f.latencies_ms.push_back(
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (i == 0) first = last;
+      if (o.verify == Verify::kAll) f.verified = f.verified && c.Matches(last);
+    }
+    f.end = Clock::now();
+    if (o.verify == Verify::kFirstLast) f.verified = c.Matches(first) && c.Matches(last);
+    if (!f.verified) failed = true;
+  };
+
+  std::vector<std::thread> threads;
+  for (int i = 0; i < o.clients; ++i) threads.emplace_back(worker, i);
+  for (auto& t : threads) t.join();
+  PrintPhase(o, "store", stores);
+  PrintPhase(o, "fetch", fetches);
+  if (failed) {
+    std::fprintf(stderr, "prefixd-blob-bench: fetched bytes differ from the stored blob\n");
+    return 2;
+  }
+  return 0;
+}
+
+// The physical ceiling for a copy-based TCP path on this machine: one thread writes
+// size*requests bytes into a loopback connection, another reads them out.
+int RunLoopback(const Options& o) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) DieErrno("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) DieErrno("bind");
+  if (::listen(listener, 1) != 0) DieErrno("listen");
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  Options to = o;
+  to.port = ntohs(addr.sin_port);
+  int sender = Connect(to);
+  int receiver = ::accept(listener, nullptr, nullptr);
+  if (receiver < 0) DieErrno("accept");
+  ::close(listener);
+
+  const uint64_t total = static_cast<uint64_t>(o.size) * static_cast<uint64_t>(o.requests);
+  std::vector<char> out(o.size, 'x'), in(o.size, 0);
+  Clock::time_point start, end;
+  std::thread reader([&] {
+    uint64_t got = 0;
+    while (got < total) {
+      got += RecvSome(receiver, in.data(), 0, std::min<uint64_t>(in.size(), total - got), false);
+    }
+    end = Clock::now();
+  });
+  start = Clock::now();
+  for (int64_t i = 0; i < o.requests; ++i) {
+    iovec iov[1] = {{out.data(), out.size()}};
+    SendAll(sender, iov, 1);
+  }
+  reader.join();
+  ::close(sender);
+  ::close(receiver);
+  double seconds = std::chrono::duration<double>(end - start).count();
+  std::printf(
+      "{\"mode\":\"loopback\",\"op\":\"stream\",\"size\":%zu,\"clients\":1,\"requests\":%lld,"
+      "\"seconds\":%.4f,\"ops_per_s\":%.1f,\"gb_per_s\":%.3f}\n",
+      o.size, static_cast<long long>(o.requests), seconds,
+      static_cast<double>(o.requests) / seconds, static_cast<double>(total) / seconds / 1e9);
+  return 0;
+}
+
+}  // namespace
+}  // namespace prefixd::bench
+
+int main(int argc, char** argv) {
+  auto options = prefixd::bench::ParseOptions(argc, argv);
+  if (options.mode == prefixd::bench::Mode::kLoopback) return prefixd::bench::RunLoopback(options);
+  return prefixd::bench::RunBlobs(options);
+}

@@ -5,6 +5,7 @@
 
 #include "commands/engine.h"
 #include "commands/errors.h"
+#include "common/clock.h"
 #include "commands/registry.h"
 #include "common/numbers.h"
 
@@ -146,7 +147,7 @@ void Select(Context& ctx) {
 
 // One line of CLIENT LIST / CLIENT INFO, in Redis's field order.
 std::string DescribeClient(const server::ClientState& c) {
-  int64_t now = NowMs();
+  int64_t now = CoarseNowMs();
   auto age = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
                                                               c.created)
                  .count();

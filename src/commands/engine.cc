@@ -1,15 +1,7 @@
 #include "commands/engine.h"
 
-#include <time.h>
 
 namespace prefixd::commands {
-
-int64_t NowMs() {
-  // The coarse clock is enough for idle times and costs a fraction of a precise read.
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-}
 
 Engine::Engine(Settings& settings) : settings_(settings) {}
 

@@ -84,7 +84,4 @@ class Engine {
   std::function<void()> shutdown_hook_;
 };
 
-// Milliseconds since the epoch, for client idle times.
-int64_t NowMs();
-
 }  // namespace prefixd::commands

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "commands/errors.h"
+#include "common/clock.h"
 
 namespace prefixd::commands {
 namespace {
@@ -111,7 +112,7 @@ std::vector<const CommandSpec*> Registry::All() const {
 std::string Registry::OnConnect(const std::shared_ptr<server::ClientState>& client) {
   engine_.stats().total_connections += 1;
   client->id = engine_.NextClientId();
-  client->last_interaction_ms = NowMs();
+  client->last_interaction_ms = CoarseNowMs();
   client->authenticated = engine_.settings().String(Setting::kRequirePass).empty();
   if (engine_.ClientCount() >= static_cast<size_t>(engine_.settings().Int(Setting::kMaxClients))) {
     engine_.stats().rejected_connections += 1;
@@ -127,7 +128,7 @@ void Registry::OnDisconnect(const std::shared_ptr<server::ClientState>& client) 
 
 void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
                         protocol::ReplyWriter& reply) {
-  client.last_interaction_ms.store(NowMs(), std::memory_order_relaxed);
+  client.last_interaction_ms.store(CoarseNowMs(), std::memory_order_relaxed);
   const CommandSpec* spec = Find(request[0]);
   if (spec == nullptr) {
     engine_.stats().rejected_calls.Add();

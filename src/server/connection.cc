@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <vector>
 
+#include "common/clock.h"
 #include "protocol/resp_parser.h"
 
 namespace prefixd::server {
@@ -42,6 +44,7 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     }
     spdlog::debug("Accepted client id={} addr={}", client_->id, client_->addr);
     parser_.set_limits(dispatcher_.LimitsFor(*client_));
+    asio::co_spawn(executor, Watchdog(weak), asio::detached);
     try {
       co_await Serve();
     } catch (const std::system_error& e) {
@@ -54,6 +57,33 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   }
 
  private:
+  // Closes the connection once it has been idle for `timeout` seconds. Holds only a weak
+  // reference, so it never keeps a closed connection alive.
+  static asio::awaitable<void> Watchdog(std::weak_ptr<Connection> weak) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    while (true) {
+      std::chrono::milliseconds wait{5000};  // re-read the setting this often when disabled
+      {
+        auto self = weak.lock();
+        if (!self || !self->socket_.is_open()) co_return;
+        int64_t timeout = self->dispatcher_.IdleTimeoutSeconds();
+        if (timeout > 0) {
+          int64_t idle = CoarseNowMs() - self->client_->last_interaction_ms.load();
+          if (idle >= timeout * 1000) {
+            spdlog::info("Closing idle client id={} addr={} after {} s", self->client_->id,
+                         self->client_->addr, idle / 1000);
+            self->Close();
+            co_return;
+          }
+          wait = std::chrono::milliseconds(timeout * 1000 - idle + 10);
+        }
+      }
+      timer.expires_after(wait);
+      asio::error_code ec;
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+  }
+
   asio::awaitable<void> Serve() {
     while (socket_.is_open()) {
       auto direct = parser_.DirectTarget();
@@ -117,7 +147,10 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     reply_.set_protocol(client_->resp.load(std::memory_order_relaxed));
   }
 
-  void Count(size_t n) { client_->net_input_bytes.fetch_add(n, std::memory_order_relaxed); }
+  void Count(size_t n) {
+    client_->net_input_bytes.fetch_add(n, std::memory_order_relaxed);
+    client_->last_interaction_ms.store(CoarseNowMs(), std::memory_order_relaxed);
+  }
 
   void Close() {
     asio::error_code ignored;

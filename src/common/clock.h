@@ -1,0 +1,18 @@
+// Clocks shared by every module. Pure functions; any thread.
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+
+namespace prefixd {
+
+// Wall-clock milliseconds since the epoch from the coarse clock (a few ms of resolution, a
+// fraction of the cost of a precise read): enough for idle times and ages.
+inline int64_t CoarseNowMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
+}  // namespace prefixd

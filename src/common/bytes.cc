@@ -41,6 +41,8 @@ Bytes Bytes::Slice(size_t offset, size_t length) const {
   offset = std::min(offset, size_);
   b.data_ = data_ + offset;
   b.size_ = std::min(length, size_ - offset);
+  // Storage shared with other handles is not attributed to this one.
+  b.capacity_ = b.size_;
   return b;
 }
 

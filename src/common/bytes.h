@@ -30,7 +30,8 @@ class Bytes {
   // A view of [offset, offset + length) sharing this buffer's storage; clamped to the end.
   Bytes Slice(size_t offset, size_t length) const;
 
-  // Bytes held alive by this handle (the whole allocation, not just this slice).
+  // Bytes attributed to this handle for memory accounting: the whole allocation for a buffer
+  // from Allocate(), the slice's own length for a Slice().
   size_t capacity() const { return capacity_; }
 
  private:

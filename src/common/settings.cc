@@ -27,7 +27,7 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
     {"maxclients", T::kInteger, true, "10000", 1, 1000000, "", "Most simultaneous clients"},
     {"proto-max-bulk-len", T::kMemory, true, "1gb", 1024 * 1024, kMax, "",
      "Largest bulk argument a request may carry"},
-    {"client-query-buffer-limit", T::kMemory, true, "2gb", 1024 * 1024, kMax, "",
+    {"client-query-buffer-limit", T::kMemory, true, "2gb", 1024 * 1024, (int64_t{4} << 30) - 1, "",
      "Most argument bytes one request may declare"},
     {"client-output-buffer-limit", T::kMemory, true, "4gb", 1024, kMax, "",
      "Replies a client may leave unread before it is disconnected"},

@@ -197,7 +197,8 @@ void RequestParser::OnBulkLine() {
   if (*length > kUnauthenticatedMaxBulk && !limits_.authenticated) {
     return Fail(ParseError::kUnauthenticatedBulk);
   }
-  declared_bytes_ += *length;
+  // Each argument also costs its bookkeeping, so a flood of empty arguments is bounded too.
+  declared_bytes_ += *length + kArgumentOverhead;
   if (declared_bytes_ > limits_.max_request_bytes) return Fail(ParseError::kRequestTooLarge);
   auto size = static_cast<size_t>(*length);
   if (size >= kLargeArgument) {

@@ -39,6 +39,8 @@ constexpr int64_t kBulkLimits[4] = {0, 5, 100, int64_t{512} << 20};
 constexpr int64_t kAggregateLimits[4] = {0, 3, 100, int64_t{1} << 32};
 constexpr size_t kLineLimits[4] = {0, 4, 100, 1 << 20};
 constexpr size_t kChunkSizes[4] = {1, 3, 17, 0};
+// Long inputs are cut into at most about this many chunks, to keep runs fast.
+constexpr size_t kMaxChunks = 512;
 
 void Check(bool ok, const char* what) {
   if (ok) return;
@@ -79,7 +81,8 @@ void CheckShape(const RespValue& v, const ReaderLimits& limits) {
     case RespType::kAttribute:
       Check(v.children.size() % 2 == 1, "an attribute without its annotated reply");
       break;
-    default: break;
+    default:
+      break;
   }
   if (v.type == RespType::kVerbatim) Check(v.format.size() == 3, "verbatim format not 3 bytes");
   for (const RespValue& c : v.children) CheckShape(c, limits);
@@ -137,7 +140,10 @@ ReadOutcome ReadChunked(std::string_view data, const ReaderLimits& limits, size_
   while (pos < data.size() || !pending.empty()) {
     if (pending.empty()) {
       size_t chunk = data.size() - pos;
-      if (max_chunk != 0) chunk = std::min(chunk, 1 + static_cast<size_t>(NextRandom(seed) % max_chunk));
+      if (max_chunk != 0) {
+        const size_t limit = std::max(max_chunk, data.size() / kMaxChunks);
+        chunk = std::min(chunk, 1 + static_cast<size_t>(NextRandom(seed) % limit));
+      }
       pending.assign(data.substr(pos, chunk));
       pos += chunk;
     }
@@ -228,7 +234,9 @@ Node Build(ByteSource& src, int depth, Budget& budget) {
       std::replace(n.text.begin(), n.text.end(), '\n', ' ');
       break;
     case Kind::kError:
-    case Kind::kBulk: n.text = src.Text(40); break;
+    case Kind::kBulk:
+      n.text = src.Text(40);
+      break;
     case Kind::kLargeBulk: {
       if (budget.large-- <= 0) {
         n.kind = Kind::kBulk;
@@ -239,13 +247,17 @@ Node Build(ByteSource& src, int depth, Budget& budget) {
       std::memset(n.large.mutable_data(), src.Byte(), size);
       break;
     }
-    case Kind::kInteger: n.integer = static_cast<int64_t>(src.Bits64()); break;
+    case Kind::kInteger:
+      n.integer = static_cast<int64_t>(src.Bits64());
+      break;
     case Kind::kDouble: {
       const uint64_t bits = src.Bits64();
       std::memcpy(&n.number, &bits, sizeof bits);
       break;
     }
-    case Kind::kBool: n.integer = src.Byte() & 1; break;
+    case Kind::kBool:
+      n.integer = src.Byte() & 1;
+      break;
     case Kind::kVerbatim:
       n.format = {static_cast<char>(src.Byte()), static_cast<char>(src.Byte()),
                   static_cast<char>(src.Byte())};
@@ -254,11 +266,14 @@ Node Build(ByteSource& src, int depth, Budget& budget) {
     case Kind::kBignum: {
       if (src.Byte() & 1) n.text.push_back('-');
       const size_t digits = 1 + src.Byte() % 40;
-      for (size_t i = 0; i < digits; ++i) n.text.push_back(static_cast<char>('0' + src.Byte() % 10));
+      for (size_t i = 0; i < digits; ++i) {
+        n.text.push_back(static_cast<char>('0' + src.Byte() % 10));
+      }
       break;
     }
     case Kind::kNull:
-    case Kind::kNullArray: break;
+    case Kind::kNullArray:
+      break;
     case Kind::kArray:
     case Kind::kSet:
     case Kind::kPush: {
@@ -280,16 +295,36 @@ Node Build(ByteSource& src, int depth, Budget& budget) {
 void Write(const Node& n, ReplyWriter& w) {
   const bool resp3 = w.protocol() >= 3;
   switch (n.kind) {
-    case Kind::kSimple: w.Simple(n.text); break;
-    case Kind::kError: w.Error(n.text); break;
-    case Kind::kInteger: w.Integer(n.integer); break;
-    case Kind::kBulk: w.Bulk(n.text); break;
-    case Kind::kLargeBulk: w.Bulk(n.large); break;
-    case Kind::kNull: w.Null(); break;
-    case Kind::kNullArray: w.NullArray(); break;
-    case Kind::kDouble: w.Double(n.number); break;
-    case Kind::kBool: w.Bool(n.integer != 0); break;
-    case Kind::kVerbatim: w.Verbatim(n.text, n.format); break;
+    case Kind::kSimple:
+      w.Simple(n.text);
+      break;
+    case Kind::kError:
+      w.Error(n.text);
+      break;
+    case Kind::kInteger:
+      w.Integer(n.integer);
+      break;
+    case Kind::kBulk:
+      w.Bulk(n.text);
+      break;
+    case Kind::kLargeBulk:
+      w.Bulk(n.large);
+      break;
+    case Kind::kNull:
+      w.Null();
+      break;
+    case Kind::kNullArray:
+      w.NullArray();
+      break;
+    case Kind::kDouble:
+      w.Double(n.number);
+      break;
+    case Kind::kBool:
+      w.Bool(n.integer != 0);
+      break;
+    case Kind::kVerbatim:
+      w.Verbatim(n.text, n.format);
+      break;
     case Kind::kBignum:
       // The writer has no verb for big numbers; RESP2 has no type for them either.
       if (resp3) {
@@ -298,9 +333,15 @@ void Write(const Node& n, ReplyWriter& w) {
         w.Bulk(n.text);
       }
       break;
-    case Kind::kArray: w.ArrayLen(n.children.size()); break;
-    case Kind::kMap: w.MapLen(n.children.size() / 2); break;
-    case Kind::kSet: w.SetLen(n.children.size()); break;
+    case Kind::kArray:
+      w.ArrayLen(n.children.size());
+      break;
+    case Kind::kMap:
+      w.MapLen(n.children.size() / 2);
+      break;
+    case Kind::kSet:
+      w.SetLen(n.children.size());
+      break;
     case Kind::kPush:
       if (resp3) {
         w.Raw(">" + std::to_string(n.children.size()) + "\r\n");
@@ -323,26 +364,33 @@ RespValue Expected(const Node& n, int protocol) {
   std::vector<RespValue> children;
   for (const Node& c : n.children) children.push_back(Expected(c, protocol));
   switch (n.kind) {
-    case Kind::kSimple: return RespValue::Simple(n.text);
+    case Kind::kSimple:
+      return RespValue::Simple(n.text);
     case Kind::kError: {
       std::string text = n.text;
       std::replace(text.begin(), text.end(), '\r', ' ');
       std::replace(text.begin(), text.end(), '\n', ' ');
       return RespValue::Error(text);
     }
-    case Kind::kInteger: return RespValue::Integer(n.integer);
-    case Kind::kBulk: return RespValue::Bulk(n.text);
-    case Kind::kLargeBulk: return RespValue::Bulk(n.large.view());
+    case Kind::kInteger:
+      return RespValue::Integer(n.integer);
+    case Kind::kBulk:
+      return RespValue::Bulk(n.text);
+    case Kind::kLargeBulk:
+      return RespValue::Bulk(n.large.view());
     case Kind::kNull:
-    case Kind::kNullArray: return RespValue::Null();
+    case Kind::kNullArray:
+      return RespValue::Null();
     case Kind::kDouble:
       return resp3 ? RespValue::Double(n.number) : RespValue::Bulk(FormatDouble(n.number));
     case Kind::kBool:
       return resp3 ? RespValue::Boolean(n.integer != 0) : RespValue::Integer(n.integer);
     case Kind::kVerbatim:
       return resp3 ? RespValue::Verbatim(n.format, n.text) : RespValue::Bulk(n.text);
-    case Kind::kBignum: return resp3 ? RespValue::Bignum(n.text) : RespValue::Bulk(n.text);
-    case Kind::kArray: return RespValue::Array(std::move(children));
+    case Kind::kBignum:
+      return resp3 ? RespValue::Bignum(n.text) : RespValue::Bulk(n.text);
+    case Kind::kArray:
+      return RespValue::Array(std::move(children));
     case Kind::kMap:
       return resp3 ? RespValue::Map(std::move(children)) : RespValue::Array(std::move(children));
     case Kind::kSet:

@@ -35,11 +35,13 @@ using prefixd::protocol::RequestParser;
 // Bulk limits stay small: a 1 GiB declared length would make ASan poison 128 MiB per run.
 constexpr int64_t kBulkLimits[16] = {0,     1,     2,     3,     5,     16,    100,   16383,
                                      16384, 16385, 32767, 32768, 40000, 65536, 70000, 1 << 20};
-constexpr int64_t kRequestLimits[16] = {0,    1,    4,     10,    100,   1000,    16384,   32768,
-                                        40000, 65536, 65537, 100000, 200000, 1 << 20, 1 << 21,
-                                        int64_t{2} << 30};
+constexpr int64_t kRequestLimits[16] = {
+    0,     1,     4,     10,     100,    1000,    16384,   32768,
+    40000, 65536, 65537, 100000, 200000, 1 << 20, 1 << 21, int64_t{2} << 30};
 constexpr size_t kChunkSizes[16] = {1, 1, 2, 3, 4, 5, 7, 8, 13, 16, 64, 100, 512, 4096, 40000, 0};
-constexpr size_t kMaxExpanded = 1 << 20;
+constexpr size_t kMaxExpanded = 200 * 1024;
+// Long inputs are cut into at most about this many chunks, to keep runs fast.
+constexpr size_t kMaxChunks = 512;
 
 struct Config {
   ParserLimits limits;
@@ -157,8 +159,8 @@ Outcome ParseChunked(std::string_view data, const Config& config) {
   RequestParser parser(config.limits);
   Outcome out;
   uint64_t rng = config.seed;
-  size_t pos = 0;        // next byte of `data` not yet offered
-  std::string pending;   // offered bytes the parser left behind
+  size_t pos = 0;       // next byte of `data` not yet offered
+  std::string pending;  // offered bytes the parser left behind
   while (true) {
     if (parser.has_request()) {
       TakeOne(parser, config, out);
@@ -177,7 +179,8 @@ Outcome ParseChunked(std::string_view data, const Config& config) {
     if (pos == data.size()) return out;
     size_t chunk = data.size() - pos;
     if (config.max_chunk != 0) {
-      chunk = std::min(chunk, 1 + static_cast<size_t>(NextRandom(rng) % config.max_chunk));
+      const size_t max_chunk = std::max(config.max_chunk, data.size() / kMaxChunks);
+      chunk = std::min(chunk, 1 + static_cast<size_t>(NextRandom(rng) % max_chunk));
     }
     auto target = parser.DirectTarget();
     if (config.direct && !target.empty() && (NextRandom(rng) & 3) != 0) {

@@ -244,7 +244,9 @@ TEST(RequestParserTest, EmptyAndBlankLinesAreSkipped) {
 }
 
 TEST(RequestParserTest, InlineStopsAtNul) {
-  // Redis splits the line as a C string.
+  // The parser splits the line as a C string, as sdssplitargs does. Real Redis differs earlier:
+  // it finds the '\n' with strchr, which stops at the NUL, so it never sees the line end and
+  // waits until 64 KiB pile up ("too big inline request"). Replying is the saner choice.
   Outcome out = Parse(std::string_view("ECHO a\0b c\r\n", 12));
   ASSERT_EQ(out.requests.size(), 1u);
   EXPECT_EQ(out.requests[0], (Args{"ECHO", "a"}));
@@ -301,8 +303,9 @@ TEST(RequestParserTest, LimitsApplyFromTheNextLength) {
 }
 
 TEST(RequestParserTest, RequestTooLarge) {
+  // Each argument counts its length plus kArgumentOverhead.
   ParserLimits limits;
-  limits.max_request_bytes = 100;
+  limits.max_request_bytes = 100 + 2 * kArgumentOverhead;
   Outcome ok = Parse(Multibulk({std::string(50, 'a'), std::string(50, 'b')}), limits);
   EXPECT_EQ(ok.error, ParseError::kNone);
   EXPECT_EQ(ok.requests.size(), 1u);
@@ -316,6 +319,16 @@ TEST(RequestParserTest, RequestTooLarge) {
   Outcome both = Parse(two, limits);
   EXPECT_EQ(both.error, ParseError::kNone);
   EXPECT_EQ(both.requests.size(), 2u);
+}
+
+TEST(RequestParserTest, EmptyArgumentFloodIsBounded) {
+  // Empty arguments carry no payload but still cost memory: the limit must stop them.
+  ParserLimits limits;
+  limits.max_request_bytes = 10 * kArgumentOverhead;
+  std::string ten = "*100\r\n";
+  for (int i = 0; i < 10; ++i) ten += "$0\r\n\r\n";
+  EXPECT_EQ(Parse(ten, limits).error, ParseError::kNone);
+  EXPECT_EQ(Parse(ten + "$0\r\n", limits).error, ParseError::kRequestTooLarge);
 }
 
 TEST(RequestParserTest, LargeArgumentThroughFeed) {
@@ -343,7 +356,8 @@ TEST(RequestParserTest, LargeArgumentThroughDirectTarget) {
 
   // Part of the value through Feed, the rest straight into the buffer in two steps.
   EXPECT_EQ(parser.Feed(std::string(1000, 'a')), 1000u);
-  EXPECT_EQ(parser.pending_bytes(), 1000u);
+  // The request so far: "SET", "k" and 1000 bytes of the value.
+  EXPECT_EQ(parser.pending_bytes(), 1004u);
   target = parser.DirectTarget();
   ASSERT_EQ(target.size(), size - 1000);
   EXPECT_EQ(target.data(), start + 1000);

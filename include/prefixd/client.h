@@ -105,12 +105,12 @@ class Client {
   Result<std::optional<size_t>> FetchRange(std::string_view sid, uint32_t layer, uint64_t offset,
                                            uint64_t length, std::span<uint8_t> out);
 
-  // Streams a whole blob into `out` as RANGE fetches of `chunk_bytes`, keeping `depth` requests
-  // in flight so the transfer never waits a round trip. Returns the blob's size, or nullopt when
-  // the layer is absent; kOutOfRange when the blob is larger than `out`. The chunks are separate
-  // commands, so an overwrite of the layer during the transfer can leave a mix of old and new
-  // bytes; a drop (or growth past the end already seen) in mid-stream gives kAborted. Use Fetch
-  // when the value must be one atomic snapshot.
+  // Streams a whole blob into `out` as RANGE fetches of `chunk_bytes` (at least 1), keeping
+  // `depth` (1..1024) requests in flight so the transfer never waits a round trip. Returns the
+  // blob's size, or nullopt when the layer is absent; kOutOfRange when the blob is larger than
+  // `out`. The chunks are separate commands, so an overwrite of the layer during the transfer can
+  // leave a mix of old and new bytes; a drop (or growth past the end already seen) in mid-stream
+  // gives kAborted. Use Fetch when the value must be one atomic snapshot.
   Result<std::optional<size_t>> FetchInto(std::string_view sid, uint32_t layer,
                                           std::span<uint8_t> out,
                                           size_t chunk_bytes = kDefaultFetchChunkBytes,

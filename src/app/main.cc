@@ -62,6 +62,25 @@ int main(int argc, char** argv) {
   engine.io_threads = threads;
   commands::Registry registry(engine);
 
+  if (settings.String(Setting::kAppendOnly) == "yes") {
+    persist::DurabilityOptions durability;
+    durability.dir = dir;
+    durability.policy = persist::ParsePolicy(settings.String(Setting::kAppendFsync));
+    durability.segment_bytes = static_cast<uint64_t>(settings.Int(Setting::kLogSegmentSize));
+    durability.skip_corrupt = settings.String(Setting::kLogSkipCorrupt) == "yes";
+    durability.auto_rewrite_percentage = settings.Int(Setting::kAutoRewritePercentage);
+    durability.auto_rewrite_min_size =
+        static_cast<uint64_t>(settings.Int(Setting::kAutoRewriteMinSize));
+    auto d = std::make_unique<persist::Durability>(durability, engine.state_store());
+    if (std::string err = d->Open(); !err.empty()) {
+      spdlog::critical("Can't recover the data in '{}': {}", dir, err);
+      return 1;
+    }
+    engine.set_durability(std::move(d));
+  } else {
+    spdlog::warn("appendonly is off: stored state lives in memory only and is lost at exit");
+  }
+
   server::ServerOptions options;
   options.bind = settings.String(Setting::kBind);
   options.port = static_cast<uint16_t>(settings.Int(Setting::kPort));
@@ -80,15 +99,17 @@ int main(int argc, char** argv) {
 
   spdlog::info("prefixd {} (Redis {} wire) pid={}", commands::kPrefixdVersion,
                commands::kRedisCompatVersion, getpid());
-  spdlog::info("Listening on {}:{}{}; {} io threads; data dir {}", options.bind,
-               server.tcp_port(),
+  spdlog::info("Listening on {}:{}{}; {} io threads; data dir {}", options.bind, server.tcp_port(),
                options.unix_socket.empty() ? "" : " and unix socket " + options.unix_socket,
                threads, std::filesystem::absolute(dir, ec).string());
-  spdlog::info("Limits: maxclients {}, proto-max-bulk-len {}, client-query-buffer-limit {}, "
-               "max-sid-len {}, maxmemory {}",
-               settings.Get(Setting::kMaxClients), settings.Get(Setting::kProtoMaxBulkLen),
-               settings.Get(Setting::kClientQueryBufferLimit), settings.Get(Setting::kMaxSidLen),
-               settings.Get(Setting::kMaxMemory));
+  spdlog::info("Persistence: appendonly {}, appendfsync {}", settings.String(Setting::kAppendOnly),
+               settings.String(Setting::kAppendFsync));
+  spdlog::info(
+      "Limits: maxclients {}, proto-max-bulk-len {}, client-query-buffer-limit {}, "
+      "max-sid-len {}, maxmemory {}",
+      settings.Get(Setting::kMaxClients), settings.Get(Setting::kProtoMaxBulkLen),
+      settings.Get(Setting::kClientQueryBufferLimit), settings.Get(Setting::kMaxSidLen),
+      settings.Get(Setting::kMaxMemory));
   spdlog::info("Ready to accept connections");
 
   std::atomic<bool> stopped{false};

@@ -1,7 +1,7 @@
 #include "app/options.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <fstream>
 #include <iostream>
@@ -20,8 +20,8 @@ std::string Trim(std::string_view s) {
 }
 
 std::string Unquote(std::string v) {
-  if (v.size() >= 2 && ((v.front() == '"' && v.back() == '"') ||
-                        (v.front() == '\'' && v.back() == '\''))) {
+  if (v.size() >= 2 &&
+      ((v.front() == '"' && v.back() == '"') || (v.front() == '\'' && v.back() == '\''))) {
     return v.substr(1, v.size() - 2);
   }
   return v;
@@ -58,9 +58,8 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Settings& settings,
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (!arg.starts_with("--") || arg == "--help" || arg == "--version") continue;
-    std::string_view name = arg.substr(2, arg.find('=') == std::string_view::npos
-                                              ? std::string_view::npos
-                                              : arg.find('=') - 2);
+    std::string_view name = arg.substr(
+        2, arg.find('=') == std::string_view::npos ? std::string_view::npos : arg.find('=') - 2);
     if (!Settings::Find(name)) {
       std::cerr << fmt::format("prefixd-server: unknown option '--{}' (did you mean '--{}'?)\n",
                                name, Settings::Nearest(name));
@@ -68,8 +67,9 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Settings& settings,
     }
   }
 
-  CLI::App cli{"prefixd: LLM prefix state (recurrent SSM state and attention K/V) behind the "
-               "Redis protocol"};
+  CLI::App cli{
+      "prefixd: LLM prefix state (recurrent SSM state and attention K/V) behind the "
+      "Redis protocol"};
   cli.set_version_flag("--version", std::string(commands::kPrefixdVersion));
   std::string config_file;
   cli.add_option("config", config_file,

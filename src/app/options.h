@@ -19,7 +19,6 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Settings& settings,
                                     StartupOptions& startup);
 
 // Applies "directive value" lines; returns an error naming the line, or empty.
-std::string ApplyConfigText(const std::string& text, const std::string& origin,
-                            Settings& settings);
+std::string ApplyConfigText(const std::string& text, const std::string& origin, Settings& settings);
 
 }  // namespace prefixd::app

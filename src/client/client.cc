@@ -113,13 +113,25 @@ class RequestBuffer {
 
   // Writes every queued request to `fd`, then clears the buffer.
   Status Send(int fd) {
+    Status st = Write(fd);
+    Clear();
+    return st;
+  }
+
+ private:
+  struct Piece {
+    const char* external;  // null: `size` bytes of inline_ from `offset`
+    size_t offset;
+    size_t size;
+  };
+
+  Status Write(int fd) {
     std::vector<iovec> iov;
     iov.reserve(pieces_.size());
     for (const Piece& piece : pieces_) {
       const char* base = piece.external != nullptr ? piece.external : inline_.data() + piece.offset;
       iov.push_back({const_cast<char*>(base), piece.size});
     }
-    Clear();
     size_t next = 0;
     while (next < iov.size()) {
       msghdr msg{};
@@ -149,13 +161,6 @@ class RequestBuffer {
     }
     return Status::Ok();
   }
-
- private:
-  struct Piece {
-    const char* external;  // null: `size` bytes of inline_ from `offset`
-    size_t offset;
-    size_t size;
-  };
 
   void AppendInline(std::string_view text) {
     if (text.empty()) return;

@@ -5,8 +5,8 @@
 
 #include "commands/engine.h"
 #include "commands/errors.h"
-#include "common/clock.h"
 #include "commands/registry.h"
+#include "common/clock.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
@@ -140,7 +140,11 @@ void Reset(Context& ctx) {
 
 void Select(Context& ctx) {
   auto db = ParseInt64(ctx.args[1]);
-  if (!db || *db < INT32_MIN || *db > INT32_MAX) return ctx.reply.Error(errors::kNotInteger);
+  if (!db) return ctx.reply.Error(errors::kNotInteger);
+  if (*db < INT32_MIN || *db > INT32_MAX) {
+    return ctx.reply.Error(
+        "ERR value is out of range, value must between -2147483648 and 2147483647");
+  }
   if (*db != 0) return ctx.reply.Error("ERR DB index is out of range");
   ctx.reply.Simple("OK");
 }
@@ -148,9 +152,9 @@ void Select(Context& ctx) {
 // One line of CLIENT LIST / CLIENT INFO, in Redis's field order.
 std::string DescribeClient(const server::ClientState& c) {
   int64_t now = CoarseNowMs();
-  auto age = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
-                                                              c.created)
-                 .count();
+  auto age =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - c.created)
+          .count();
   std::string name, lib_name, lib_version;
   {
     std::lock_guard lock(c.names_mu);
@@ -181,7 +185,8 @@ void ClientId(Context& ctx) { ctx.reply.Integer(static_cast<int64_t>(ctx.client.
 void ClientSetName(Context& ctx) {
   std::string_view name = ctx.args[2];
   if (!ValidClientName(name)) {
-    return ctx.reply.Error("ERR Client names cannot contain spaces, newlines or special characters.");
+    return ctx.reply.Error(
+        "ERR Client names cannot contain spaces, newlines or special characters.");
   }
   std::lock_guard lock(ctx.client.names_mu);
   ctx.client.name = name;
@@ -290,7 +295,8 @@ void ClientKill(Context& ctx) {
     } else if (EqualsIgnoreCase(key, "TYPE")) {
       if (!EqualsIgnoreCase(value, "normal")) return ctx.reply.Integer(0);
     } else if (EqualsIgnoreCase(key, "USER")) {
-      if (value != "default") return ctx.reply.Error("ERR No such user '" + std::string(value) + "'");
+      if (value != "default")
+        return ctx.reply.Error("ERR No such user '" + std::string(value) + "'");
     } else {
       return ctx.reply.Error(errors::kSyntax);
     }
@@ -336,8 +342,8 @@ void RegisterConnectionCommands(Registry& r) {
             "[protover [AUTH <username> <password>] [SETNAME <clientname>]]",
             "Handshakes: selects RESP2 or RESP3, optionally authenticates and names the client.",
             Hello));
-  r.Add(cmd("auth", -2, kFast | kNoAuth, "[username] <password>",
-            "Authenticates the connection.", Auth));
+  r.Add(cmd("auth", -2, kFast | kNoAuth, "[username] <password>", "Authenticates the connection.",
+            Auth));
   r.Add(cmd("quit", -1, kFast | kNoAuth, "", "Replies OK and closes the connection.", Quit));
   r.Add(cmd("reset", 1, kFast | kNoAuth, "",
             "Resets the connection: RESP2, no name, authentication required again if a "

@@ -1,6 +1,5 @@
 #include "commands/engine.h"
 
-
 namespace prefixd::commands {
 
 Engine::Engine(Settings& settings) : settings_(settings) {}

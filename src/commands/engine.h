@@ -15,6 +15,7 @@
 
 #include "common/settings.h"
 #include "common/striped_counter.h"
+#include "persist/durability.h"
 #include "server/client_state.h"
 #include "store/state_store.h"
 
@@ -48,6 +49,9 @@ class Engine {
   const Settings& settings() const { return settings_; }
   store::StateStore& state_store() { return state_store_; }
   ServerStats& stats() { return stats_; }
+  // Null when appendonly is off.
+  persist::Durability* durability() { return durability_.get(); }
+  void set_durability(std::unique_ptr<persist::Durability> d) { durability_ = std::move(d); }
 
   // Client table. AddClient assigns the id.
   void AddClient(const std::shared_ptr<server::ClientState>& client);
@@ -82,6 +86,8 @@ class Engine {
   std::atomic<uint64_t> next_client_id_{0};
   std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::function<void()> shutdown_hook_;
+  // Declared last: destroyed first, syncing the log while the store it logs is still alive.
+  std::unique_ptr<persist::Durability> durability_;
 };
 
 }  // namespace prefixd::commands

@@ -14,8 +14,7 @@ inline constexpr std::string_view kNotInteger = "ERR value is not an integer or 
 inline constexpr std::string_view kNoAuth = "NOAUTH Authentication required.";
 inline constexpr std::string_view kWrongPass =
     "WRONGPASS invalid username-password pair or user is disabled.";
-inline constexpr std::string_view kOom =
-    "OOM command not allowed when used memory > 'maxmemory'.";
+inline constexpr std::string_view kOom = "OOM command not allowed when used memory > 'maxmemory'.";
 
 std::string WrongArity(std::string_view full_name);
 std::string UnknownCommand(const protocol::Request& request);

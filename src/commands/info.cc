@@ -81,6 +81,35 @@ void MemorySection(Engine& e, std::string& out) {
   Field(out, "ssm_entries", s.entries);
 }
 
+void PersistenceSection(Engine& e, std::string& out) {
+  persist::Durability* d = e.durability();
+  Field(out, "loading", uint64_t{0});
+  Field(out, "aof_enabled", uint64_t{d != nullptr});
+  if (d == nullptr) return;
+  persist::PersistStats s = d->Stats();
+  Field(out, "appendfsync", e.settings().String(Setting::kAppendFsync));
+  Field(out, "rdb_changes_since_last_save", s.changes_since_last_save);
+  Field(out, "rdb_bgsave_in_progress", uint64_t{s.bgsave_in_progress});
+  Field(out, "rdb_last_save_time", static_cast<uint64_t>(s.last_save_time));
+  Field(out, "rdb_last_bgsave_status", s.last_bgsave_ok ? "ok" : "err");
+  Field(out, "rdb_last_bgsave_time_sec", std::to_string(s.last_bgsave_seconds));
+  Field(out, "rdb_saves", s.rewrites);
+  Field(out, "snapshot_bytes", s.snapshot_bytes);
+  Field(out, "aof_rewrite_in_progress", uint64_t{s.bgsave_in_progress});
+  Field(out, "aof_last_write_status", s.log.write_ok ? "ok" : "err");
+  Field(out, "aof_last_write_error", s.log.last_error);
+  Field(out, "aof_current_size", s.log.bytes);
+  Field(out, "aof_base_size", s.log_base_bytes);
+  Field(out, "aof_buffer_length", s.log.pending_records);
+  Field(out, "log_segments", s.log.segments);
+  Field(out, "log_records_appended", s.log.records_appended);
+  Field(out, "log_written_lsn", s.log.written_lsn);
+  Field(out, "log_synced_lsn", s.log.synced_lsn);
+  Field(out, "recovered_records", s.recovered_records);
+  Field(out, "recovered_bytes", s.recovered_bytes);
+  Field(out, "recovery_seconds", FormatDouble(s.recovery_seconds));
+}
+
 void StatsSection(Engine& e, std::string& out) {
   auto& st = e.stats();
   uint64_t in = st.closed_net_input.load(), out_bytes = st.closed_net_output.load();
@@ -133,6 +162,7 @@ constexpr Section kSections[] = {
     {"server", "Server", true, ServerSection},
     {"clients", "Clients", true, ClientsSection},
     {"memory", "Memory", true, MemorySection},
+    {"persistence", "Persistence", true, PersistenceSection},
     {"stats", "Stats", true, StatsSection},
     {"replication", "Replication", true, ReplicationSection},
     {"cpu", "CPU", true, CpuSection},

@@ -61,8 +61,8 @@ std::string UnknownSubcommand(std::string_view subcommand, std::string_view comm
 }  // namespace errors
 
 std::vector<std::string_view> FlagNames(uint32_t flags) {
-  static constexpr std::string_view kNames[] = {"write",   "readonly", "fast",     "no_auth",
-                                                "admin",   "denyoom",  "loading",  "stale",
+  static constexpr std::string_view kNames[] = {"write",    "readonly",  "fast",    "no_auth",
+                                                "admin",    "denyoom",   "loading", "stale",
                                                 "noscript", "allow_busy"};
   std::vector<std::string_view> out;
   for (size_t bit = 0; bit < std::size(kNames); ++bit) {
@@ -76,6 +76,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterConnectionCommands(*this);
   RegisterServerCommands(*this);
   RegisterSsmCommands(*this);
+  RegisterPersistenceCommands(*this);
 }
 
 void Registry::Add(CommandSpec spec) {
@@ -153,6 +154,11 @@ void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
     engine_.stats().rejected_calls.Add();
     return reply.Error(errors::kNoAuth);
   }
+  if ((spec->flags & kWrite) && engine_.durability() && !engine_.durability()->healthy()) {
+    engine_.stats().rejected_calls.Add();
+    return reply.Error("MISCONF Errors writing to the AOF file: " +
+                       engine_.durability()->last_error());
+  }
   if (spec->flags & kDenyOom) {
     int64_t limit = engine_.settings().Int(Setting::kMaxMemory);
     if (limit > 0 && engine_.UsedMemory() > static_cast<uint64_t>(limit)) {
@@ -173,9 +179,12 @@ protocol::ParserLimits Registry::LimitsFor(const server::ClientState& client) co
   return limits;
 }
 
-int64_t Registry::IdleTimeoutSeconds() const {
-  return engine_.settings().Int(Setting::kTimeout);
+bool Registry::WhenDurable(uint64_t lsn, std::function<void()> resume) {
+  if (!engine_.durability()) return true;
+  return engine_.durability()->WhenDurable(lsn, std::move(resume));
 }
+
+int64_t Registry::IdleTimeoutSeconds() const { return engine_.settings().Int(Setting::kTimeout); }
 
 uint64_t Registry::OutputBufferLimit() const {
   return static_cast<uint64_t>(engine_.settings().Int(Setting::kClientOutputBufferLimit));

@@ -29,6 +29,7 @@ class Registry : public server::Dispatcher {
   void Dispatch(server::ClientState& client, protocol::Request& request,
                 protocol::ReplyWriter& reply) override;
   protocol::ParserLimits LimitsFor(const server::ClientState& client) const override;
+  bool WhenDurable(uint64_t lsn, std::function<void()> resume) override;
   int64_t IdleTimeoutSeconds() const override;
   uint64_t OutputBufferLimit() const override;
 
@@ -43,5 +44,6 @@ class Registry : public server::Dispatcher {
 void RegisterConnectionCommands(Registry& registry);
 void RegisterServerCommands(Registry& registry);
 void RegisterSsmCommands(Registry& registry);
+void RegisterPersistenceCommands(Registry& registry);
 
 }  // namespace prefixd::commands

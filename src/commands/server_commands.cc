@@ -6,10 +6,11 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <set>
+#include <map>
 
 #include "commands/engine.h"
 #include "commands/errors.h"
+#include "commands/mutate.h"
 #include "commands/registry.h"
 #include "common/numbers.h"
 
@@ -57,7 +58,7 @@ void WriteCommandInfo(protocol::ReplyWriter& r, const CommandSpec& spec) {
   r.Integer(spec.key_step);
   std::string category = "@" + spec.group;
   WriteSet(r, {category});
-  r.SetLen(0);  // tips
+  r.SetLen(0);    // tips
   r.ArrayLen(0);  // key specs
   r.ArrayLen(spec.subcommands.size());
   for (const CommandSpec& sub : spec.subcommands) WriteCommandInfo(r, sub);
@@ -166,27 +167,30 @@ void CommandList(Context& ctx) {
 
 void ConfigGet(Context& ctx) {
   const auto& args = ctx.args;
-  std::set<size_t> matched;
+  // Setting index -> the name to answer with. Like Redis, a name given without wildcards is
+  // echoed as the client wrote it.
+  std::map<size_t, std::string> matched;
   for (size_t i = 2; i < args.size(); ++i) {
     std::string pattern(args[i]);
+    if (pattern.find_first_of("*?[") == std::string::npos) {
+      if (auto id = Settings::Find(pattern)) matched.emplace(static_cast<size_t>(*id), pattern);
+      continue;
+    }
     for (size_t k = 0; k < Settings::Specs().size(); ++k) {
       std::string name(Settings::Specs()[k].name);
-      if (fnmatch(pattern.c_str(), name.c_str(), FNM_CASEFOLD) == 0) matched.insert(k);
+      if (fnmatch(pattern.c_str(), name.c_str(), FNM_CASEFOLD) == 0) matched.emplace(k, name);
     }
   }
   ctx.reply.MapLen(matched.size());
-  for (size_t k : matched) {
-    ctx.reply.Bulk(Settings::Specs()[k].name);
+  for (const auto& [k, name] : matched) {
+    ctx.reply.Bulk(name);
     ctx.reply.Bulk(ctx.engine.settings().Get(static_cast<Setting>(k)));
   }
 }
 
 void ConfigSet(Context& ctx) {
   const auto& args = ctx.args;
-  if ((args.size() - 2) % 2 != 0) {
-    return ctx.reply.Error("ERR Unknown option or number of arguments for CONFIG SET - '" +
-                           std::string(args[args.size() - 1]) + "'");
-  }
+  if ((args.size() - 2) % 2 != 0) return ctx.reply.Error(errors::kSyntax);
   // Validate every pair on a scratch copy first so a bad pair changes nothing.
   Settings scratch;
   std::vector<std::pair<Setting, std::string_view>> changes;
@@ -205,12 +209,15 @@ void ConfigSet(Context& ctx) {
   }
   for (auto [id, value] : changes) {
     ctx.engine.settings().Set(id, value, /*at_startup=*/false);
+    if (id == Setting::kAppendFsync && ctx.engine.durability() != nullptr) {
+      ctx.engine.durability()->set_policy(
+          persist::ParsePolicy(ctx.engine.settings().String(Setting::kAppendFsync)));
+    }
     if (id == Setting::kLogLevel) {
-      spdlog::set_level(spdlog::level::from_str(ctx.engine.settings().String(id) == "notice"
-                                                    ? "info"
-                                                : ctx.engine.settings().String(id) == "verbose"
-                                                    ? "debug"
-                                                    : ctx.engine.settings().String(id)));
+      spdlog::set_level(spdlog::level::from_str(
+          ctx.engine.settings().String(id) == "notice"    ? "info"
+          : ctx.engine.settings().String(id) == "verbose" ? "debug"
+                                                          : ctx.engine.settings().String(id)));
     }
   }
   ctx.reply.Simple("OK");
@@ -235,7 +242,9 @@ void FlushAll(Context& ctx) {
       !EqualsIgnoreCase(ctx.args[1], "SYNC")) {
     return ctx.reply.Error(errors::kSyntax);
   }
-  ctx.engine.state_store().Clear();
+  persist::Mutation m;
+  m.type = persist::RecordType::kFlushAll;
+  Mutate(ctx, m, [&](const auto& hook) { ctx.engine.state_store().Clear(hook); });
   ctx.reply.Simple("OK");
 }
 
@@ -275,9 +284,9 @@ void RegisterServerCommands(Registry& r) {
     s.complexity = std::move(complexity);
     return s;
   };
-  CommandSpec command = cmd("command", -1, kLoading | kStale, "[subcommand]",
-                            "Describes the commands this server speaks.", Command,
-                            "O(N) in the number of commands");
+  CommandSpec command =
+      cmd("command", -1, kLoading | kStale, "[subcommand]",
+          "Describes the commands this server speaks.", Command, "O(N) in the number of commands");
   command.subcommands = {
       cmd("count", 2, kLoading | kStale, "", "Counts the commands.", CommandCount),
       cmd("info", -2, kLoading | kStale, "[command-name ...]",
@@ -308,11 +317,11 @@ void RegisterServerCommands(Registry& r) {
 
   r.Add(cmd("dbsize", 1, kReadonly | kFast, "", "Counts the stored (session, layer) entries.",
             DbSize));
-  r.Add(cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll,
-            "O(N)"));
+  r.Add(
+      cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll, "O(N)"));
   r.Add(cmd("time", 1, kFast | kLoading | kStale, "", "Returns the server's clock.", Time));
-  r.Add(cmd("shutdown", -1, kAdmin | kNoScript | kLoading | kStale,
-            "[NOSAVE|SAVE] [NOW] [FORCE]", "Stops the server.", Shutdown));
+  r.Add(cmd("shutdown", -1, kAdmin | kNoScript | kLoading | kStale, "[NOSAVE|SAVE] [NOW] [FORCE]",
+            "Stops the server.", Shutdown));
   r.Add(cmd("info", -1, kLoading | kStale, "[section ...]",
             "Reports server, clients, memory, stats and keyspace figures.", InfoCommand,
             "O(N) in the number of sections"));

@@ -1,6 +1,7 @@
 // SSM.PREFIX.*: recurrent-state blobs per (session id, layer). Blobs are opaque bytes, stored and
 // returned bit for bit; large ones travel from the socket buffer to the store and back to the
 // socket without a copy.
+#include <algorithm>
 #include <cctype>
 #include <limits>
 #include <optional>
@@ -8,6 +9,7 @@
 
 #include "commands/engine.h"
 #include "commands/errors.h"
+#include "commands/mutate.h"
 #include "commands/registry.h"
 #include "common/numbers.h"
 
@@ -64,12 +66,22 @@ void CountLookup(Context& ctx, bool hit) {
   (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
 }
 
+void Put(Context& ctx, std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers) {
+  persist::Mutation m;
+  m.type = persist::RecordType::kSsmPut;
+  if (ctx.engine.durability() != nullptr) m.sid = sid, m.layers = layers;
+  Mutate(ctx, m,
+         [&](const auto& hook) { ctx.engine.state_store().PutMany(sid, std::move(layers), hook); });
+  ctx.reply.Simple("OK");
+}
+
 void Store(Context& ctx) {
   if (!ValidSid(ctx, ctx.args[1])) return;
   auto layer = ParseLayer(ctx, ctx.args[2]);
   if (!layer) return;
-  ctx.engine.state_store().Put(ctx.args[1], *layer, ctx.args.TakeBytes(3));
-  ctx.reply.Simple("OK");
+  std::vector<std::pair<uint32_t, Bytes>> layers;
+  layers.emplace_back(*layer, ctx.args.TakeBytes(3));
+  Put(ctx, ctx.args[1], std::move(layers));
 }
 
 void MStore(Context& ctx) {
@@ -83,8 +95,7 @@ void MStore(Context& ctx) {
     if (!layer) return;
     layers.emplace_back(*layer, args.TakeBytes(i + 1));
   }
-  ctx.engine.state_store().PutMany(args[1], std::move(layers));
-  ctx.reply.Simple("OK");
+  Put(ctx, args[1], std::move(layers));
 }
 
 void Fetch(Context& ctx) {
@@ -134,12 +145,17 @@ void Drop(Context& ctx) {
   const auto& args = ctx.args;
   if (args.size() > 3) return ctx.reply.Error(errors::kSyntax);
   if (!ValidSid(ctx, args[1])) return;
+  persist::Mutation m;
+  m.sid = args[1];
   if (args.size() == 3) {
     auto layer = ParseLayer(ctx, args[2]);
     if (!layer) return;
-    ctx.engine.state_store().Drop(args[1], *layer);
+    m.type = persist::RecordType::kSsmDropLayer;
+    m.layers.emplace_back(*layer, Bytes());
+    Mutate(ctx, m, [&](const auto& hook) { ctx.engine.state_store().Drop(args[1], *layer, hook); });
   } else {
-    ctx.engine.state_store().DropSession(args[1]);
+    m.type = persist::RecordType::kSsmDropSession;
+    Mutate(ctx, m, [&](const auto& hook) { ctx.engine.state_store().DropSession(args[1], hook); });
   }
   ctx.reply.Simple("OK");
 }
@@ -172,8 +188,7 @@ void RegisterSsmCommands(Registry& r) {
   r.Add(cmd("ssm.prefix.mstore", -4, kWrite | kDenyOom, "<sid> <layer> <blob> [<layer> <blob> ...]",
             "Stores several layers at once: readers see all of them or none.", MStore,
             "O(N) in the number of layers"));
-  r.Add(cmd("ssm.prefix.fetch", -3, kReadonly | kFast,
-            "<sid> <layer> [RANGE <offset> <length>]",
+  r.Add(cmd("ssm.prefix.fetch", -3, kReadonly | kFast, "<sid> <layer> [RANGE <offset> <length>]",
             "Returns a layer's blob (or the slice asked for, clamped at its end), or nil.", Fetch,
             "O(1); the blob is not copied"));
   r.Add(cmd("ssm.prefix.mfetch", -3, kReadonly | kFast, "<sid> <layer> [<layer> ...]",

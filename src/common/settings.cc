@@ -39,6 +39,18 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Longest session id SSM.PREFIX accepts, in bytes"},
     {"maxmemory", T::kMemory, true, "0", 0, kMax, "",
      "Refuse writes once stored bytes exceed this (0: no limit)"},
+    {"appendonly", T::kEnum, false, "yes", 0, 0, "yes|no",
+     "Keep every write in the data directory's log and snapshot (no: memory only)"},
+    {"appendfsync", T::kEnum, true, "everysec", 0, 0, "always|everysec|no",
+     "When the log is fsynced: before each reply, once a second, or when the OS decides"},
+    {"auto-aof-rewrite-percentage", T::kInteger, false, "100", 0, 1000000, "",
+     "Snapshot and cut the log once it grows this much past the live data (0: never)"},
+    {"auto-aof-rewrite-min-size", T::kMemory, false, "64mb", 0, kMax, "",
+     "Never rewrite automatically while the log is smaller than this"},
+    {"log-segment-size", T::kMemory, false, "256mb", 1024 * 1024, kMax, "",
+     "Start a new log segment once the current one reaches this size"},
+    {"log-skip-corrupt", T::kEnum, false, "no", 0, 0, "yes|no",
+     "Start even when a log record before the tail is corrupt, skipping (and logging) it"},
 }};
 
 std::string Lower(std::string_view s) {
@@ -70,8 +82,8 @@ std::optional<int64_t> ParseMemory(std::string_view text) {
     std::string_view suffix;
     int64_t factor;
   };
-  static constexpr Unit kUnits[] = {{"kb", 1024},       {"mb", 1024 * 1024}, {"gb", kGiB},
-                                    {"k", 1000},        {"m", 1000 * 1000},  {"g", 1000000000},
+  static constexpr Unit kUnits[] = {{"kb", 1024}, {"mb", 1024 * 1024}, {"gb", kGiB},
+                                    {"k", 1000},  {"m", 1000 * 1000},  {"g", 1000000000},
                                     {"b", 1}};
   int64_t factor = 1;
   for (const Unit& u : kUnits) {

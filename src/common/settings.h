@@ -35,13 +35,19 @@ enum class Setting : size_t {
   kTcpBacklog,
   kMaxSidLen,
   kMaxMemory,
+  kAppendOnly,
+  kAppendFsync,
+  kAutoRewritePercentage,
+  kAutoRewriteMinSize,
+  kLogSegmentSize,
+  kLogSkipCorrupt,
   kCount,
 };
 
 struct SettingSpec {
   std::string_view name;  // the redis.conf directive where one exists
   SettingType type;
-  bool runtime_mutable;   // CONFIG SET may change it
+  bool runtime_mutable;  // CONFIG SET may change it
   std::string_view default_value;
   int64_t min = 0;
   int64_t max = 0;

@@ -39,7 +39,7 @@ class Request {
 
  private:
   struct Slot {
-    uint32_t offset;       // into arena_, or index into large_ when large
+    uint32_t offset;  // into arena_, or index into large_ when large
     uint32_t large : 1;
     uint32_t length : 31;  // unused for large slots
   };

@@ -43,12 +43,24 @@ bool SplitInlineArgs(std::string_view line, Request& out) {
         } else if (c == '\\' && at(i + 1) != '\0') {
           ++i;
           switch (at(i)) {
-            case 'n': current.push_back('\n'); break;
-            case 'r': current.push_back('\r'); break;
-            case 't': current.push_back('\t'); break;
-            case 'b': current.push_back('\b'); break;
-            case 'a': current.push_back('\a'); break;
-            default: current.push_back(at(i)); break;
+            case 'n':
+              current.push_back('\n');
+              break;
+            case 'r':
+              current.push_back('\r');
+              break;
+            case 't':
+              current.push_back('\t');
+              break;
+            case 'b':
+              current.push_back('\b');
+              break;
+            case 'a':
+              current.push_back('\a');
+              break;
+            default:
+              current.push_back(at(i));
+              break;
           }
         } else if (c == '"') {
           // The closing quote must be followed by a space or the end.
@@ -73,10 +85,22 @@ bool SplitInlineArgs(std::string_view line, Request& out) {
         }
       } else {
         switch (c) {
-          case ' ': case '\n': case '\r': case '\t': case '\0': done = true; break;
-          case '"': in_double = true; break;
-          case '\'': in_single = true; break;
-          default: current.push_back(c); break;
+          case ' ':
+          case '\n':
+          case '\r':
+          case '\t':
+          case '\0':
+            done = true;
+            break;
+          case '"':
+            in_double = true;
+            break;
+          case '\'':
+            in_single = true;
+            break;
+          default:
+            current.push_back(c);
+            break;
         }
       }
       if (i < n) ++i;
@@ -260,18 +284,26 @@ void RequestParser::TakeRequest(Request& out) {
 
 std::string RequestParser::ErrorMessage() const {
   switch (error_) {
-    case ParseError::kNone: return {};
-    case ParseError::kInvalidMultibulkLength: return "ERR Protocol error: invalid multibulk length";
+    case ParseError::kNone:
+      return {};
+    case ParseError::kInvalidMultibulkLength:
+      return "ERR Protocol error: invalid multibulk length";
     case ParseError::kExpectedDollar:
       return std::string("ERR Protocol error: expected '$', got '") + bad_byte_ + "'";
-    case ParseError::kInvalidBulkLength: return "ERR Protocol error: invalid bulk length";
-    case ParseError::kTooBigInline: return "ERR Protocol error: too big inline request";
-    case ParseError::kTooBigMultibulkCount: return "ERR Protocol error: too big mbulk count string";
-    case ParseError::kTooBigBulkCount: return "ERR Protocol error: too big bulk count string";
-    case ParseError::kUnbalancedQuotes: return "ERR Protocol error: unbalanced quotes in request";
+    case ParseError::kInvalidBulkLength:
+      return "ERR Protocol error: invalid bulk length";
+    case ParseError::kTooBigInline:
+      return "ERR Protocol error: too big inline request";
+    case ParseError::kTooBigMultibulkCount:
+      return "ERR Protocol error: too big mbulk count string";
+    case ParseError::kTooBigBulkCount:
+      return "ERR Protocol error: too big bulk count string";
+    case ParseError::kUnbalancedQuotes:
+      return "ERR Protocol error: unbalanced quotes in request";
     case ParseError::kUnauthenticatedMultibulk:
       return "ERR Protocol error: unauthenticated multibulk length";
-    case ParseError::kUnauthenticatedBulk: return "ERR Protocol error: unauthenticated bulk length";
+    case ParseError::kUnauthenticatedBulk:
+      return "ERR Protocol error: unauthenticated bulk length";
     case ParseError::kRequestTooLarge:
       return "ERR Protocol error: request exceeds client-query-buffer-limit";
   }

@@ -55,9 +55,7 @@ class RequestParser {
   void CommitDirect(size_t n);
 
   // Bytes of the request in progress, for diagnostics and the query-buffer figure in CLIENT LIST.
-  size_t pending_bytes() const {
-    return line_.size() + large_filled_ + request_.payload_bytes();
-  }
+  size_t pending_bytes() const { return line_.size() + large_filled_ + request_.payload_bytes(); }
 
  private:
   enum class State { kStart, kInlineLine, kCountLine, kBulkLine, kSmallData, kLargeData, kCrlf };

@@ -14,7 +14,7 @@ namespace prefixd::server {
 
 struct ClientState {
   uint64_t id = 0;
-  std::string addr;   // "ip:port" or "path:0" for unix sockets
+  std::string addr;  // "ip:port" or "path:0" for unix sockets
   std::string laddr;
   int fd = -1;
   bool unix_socket = false;
@@ -23,6 +23,9 @@ struct ClientState {
   // Owner thread only.
   bool authenticated = false;
   bool close_after_reply = false;  // QUIT: reply, then close
+  // The highest log sequence number this client's queued replies depend on: they are sent only
+  // once it is durable (0: nothing to wait for).
+  uint64_t reply_needs_lsn = 0;
 
   // Read by CLIENT LIST/INFO on any thread; written by the owner thread.
   std::atomic<int> resp{2};

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -124,9 +125,10 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
         co_return false;
       }
       if (reply_.owned_bytes() > dispatcher_.OutputBufferLimit()) {
-        spdlog::warn("Client id={} addr={} closed: {} bytes of replies exceed "
-                     "client-output-buffer-limit",
-                     client_->id, client_->addr, reply_.owned_bytes());
+        spdlog::warn(
+            "Client id={} addr={} closed: {} bytes of replies exceed "
+            "client-output-buffer-limit",
+            client_->id, client_->addr, reply_.owned_bytes());
         co_return false;
       }
       if (reply_.pending_bytes() >= kFlushThreshold) co_await Flush();
@@ -134,8 +136,25 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     co_return true;
   }
 
+  // Resumes once log sequence number `lsn` is durable. The log thread's callback hops back to
+  // this connection's executor.
+  asio::awaitable<void> AwaitDurable(uint64_t lsn) {
+    auto executor = co_await asio::this_coro::executor;
+    co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+        [this, lsn, executor](auto handler) {
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          auto resume = [shared, executor] { asio::post(executor, [shared] { (*shared)(); }); };
+          if (dispatcher_.WhenDurable(lsn, resume)) resume();
+        },
+        asio::use_awaitable);
+  }
+
   asio::awaitable<void> Flush() {
     if (reply_.empty() || !socket_.is_open()) co_return;
+    // A write is acknowledged only once its log record is as durable as the policy promises.
+    if (uint64_t lsn = std::exchange(client_->reply_needs_lsn, 0); lsn != 0) {
+      co_await AwaitDurable(lsn);
+    }
     auto pieces = reply_.Buffers();
     buffers_.clear();
     for (auto p : pieces) buffers_.emplace_back(p.data(), p.size());

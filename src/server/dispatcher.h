@@ -2,6 +2,8 @@
 // Its methods are called on the io thread that owns the connection in question.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +30,10 @@ class Dispatcher {
 
   // The parser limits that apply to this client now (they change with authentication).
   virtual protocol::ParserLimits LimitsFor(const ClientState& client) const = 0;
+
+  // Calls `resume` (from any thread) once log sequence number `lsn` is durable; returns true
+  // instead, without calling it, when it already is.
+  virtual bool WhenDurable(uint64_t lsn, std::function<void()> resume) = 0;
 
   // Seconds a client may stay idle (0: forever) and the unread-reply limit, read per connection.
   virtual int64_t IdleTimeoutSeconds() const = 0;

@@ -24,7 +24,7 @@ StateStore::Shard& StateStore::ShardFor(std::string_view sid) const {
   return shards_[(h >> 32) % shard_count_];
 }
 
-void StateStore::Account(std::string_view sid, const Bytes* removed, const Bytes* added) {
+void StateStore::Account(const Bytes* removed, const Bytes* added) {
   if (removed != nullptr) {
     payload_bytes_ -= static_cast<int64_t>(removed->size());
     overhead_bytes_ -= static_cast<int64_t>(removed->capacity() - removed->size()) + kEntryOverhead;
@@ -37,19 +37,26 @@ void StateStore::Account(std::string_view sid, const Bytes* removed, const Bytes
   }
 }
 
-void StateStore::Put(std::string_view sid, uint32_t layer, Bytes value) {
-  std::vector<std::pair<uint32_t, Bytes>> one;
-  one.emplace_back(layer, std::move(value));
-  PutMany(sid, std::move(one));
+void StateStore::ForgetSession(std::string_view sid) {
+  overhead_bytes_ -= kSessionOverhead + static_cast<int64_t>(sid.size());
+  sessions_ -= 1;
 }
 
-void StateStore::PutMany(std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers) {
+void StateStore::Put(std::string_view sid, uint32_t layer, Bytes value, const Hook& under_lock) {
+  std::vector<std::pair<uint32_t, Bytes>> one;
+  one.emplace_back(layer, std::move(value));
+  PutMany(sid, std::move(one), under_lock);
+}
+
+void StateStore::PutMany(std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers,
+                         const Hook& under_lock) {
   Shard& shard = ShardFor(sid);
   // Old values are released after the lock is dropped: freeing a large buffer takes time.
   std::vector<Bytes> replaced;
   replaced.reserve(layers.size());
   {
     std::lock_guard lock(shard.mu);
+    if (under_lock) under_lock();
     auto it = shard.sessions.find(sid);
     if (it == shard.sessions.end()) {
       it = shard.sessions.emplace(std::string(sid), Session{}).first;
@@ -58,7 +65,7 @@ void StateStore::PutMany(std::string_view sid, std::vector<std::pair<uint32_t, B
     }
     for (auto& [layer, value] : layers) {
       auto [slot, inserted] = it->second.layers.try_emplace(layer);
-      Account(sid, inserted ? nullptr : &slot->second, &value);
+      Account(inserted ? nullptr : &slot->second, &value);
       if (!inserted) replaced.push_back(std::move(slot->second));
       slot->second = std::move(value);
     }
@@ -89,53 +96,73 @@ std::vector<std::optional<Bytes>> StateStore::GetMany(std::string_view sid,
   return out;
 }
 
-size_t StateStore::Drop(std::string_view sid, uint32_t layer) {
+size_t StateStore::Drop(std::string_view sid, uint32_t layer, const Hook& under_lock) {
   Shard& shard = ShardFor(sid);
   Bytes released;
   std::lock_guard lock(shard.mu);
+  if (under_lock) under_lock();
   auto it = shard.sessions.find(sid);
   if (it == shard.sessions.end()) return 0;
   auto slot = it->second.layers.find(layer);
   if (slot == it->second.layers.end()) return 0;
-  Account(sid, &slot->second, nullptr);
+  Account(&slot->second, nullptr);
   released = std::move(slot->second);
   it->second.layers.erase(slot);
   if (it->second.layers.empty()) {
-    overhead_bytes_ -= kSessionOverhead + static_cast<int64_t>(sid.size());
-    sessions_ -= 1;
+    ForgetSession(sid);
     shard.sessions.erase(it);
   }
   return 1;
 }
 
-size_t StateStore::DropSession(std::string_view sid) {
+size_t StateStore::DropSession(std::string_view sid, const Hook& under_lock) {
   Shard& shard = ShardFor(sid);
   Session released;
   {
     std::lock_guard lock(shard.mu);
+    if (under_lock) under_lock();
     auto it = shard.sessions.find(sid);
     if (it == shard.sessions.end()) return 0;
-    for (auto& [layer, value] : it->second.layers) Account(sid, &value, nullptr);
-    overhead_bytes_ -= kSessionOverhead + static_cast<int64_t>(sid.size());
-    sessions_ -= 1;
+    for (auto& [layer, value] : it->second.layers) Account(&value, nullptr);
+    ForgetSession(sid);
     released = std::move(it->second);
     shard.sessions.erase(it);
   }
   return released.layers.size();
 }
 
-void StateStore::Clear() {
+void StateStore::Clear(const Hook& under_lock) {
+  std::vector<decltype(Shard::sessions)> released(shard_count_);
+  {
+    std::vector<std::unique_lock<std::mutex>> locks;
+    locks.reserve(shard_count_);
+    for (size_t i = 0; i < shard_count_; ++i) locks.emplace_back(shards_[i].mu);
+    if (under_lock) under_lock();
+    for (size_t i = 0; i < shard_count_; ++i) {
+      for (auto& [sid, session] : shards_[i].sessions) {
+        for (auto& [layer, value] : session.layers) Account(&value, nullptr);
+        ForgetSession(sid);
+      }
+      released[i].swap(shards_[i].sessions);
+    }
+  }
+}
+
+void StateStore::ForEachSession(
+    const std::function<void(const std::string&, const std::vector<std::pair<uint32_t, Bytes>>&)>&
+        visit) const {
+  std::vector<std::pair<std::string, std::vector<std::pair<uint32_t, Bytes>>>> copied;
   for (size_t i = 0; i < shard_count_; ++i) {
-    decltype(Shard::sessions) released;
+    copied.clear();
     {
       std::lock_guard lock(shards_[i].mu);
-      for (auto& [sid, session] : shards_[i].sessions) {
-        for (auto& [layer, value] : session.layers) Account(sid, &value, nullptr);
-        overhead_bytes_ -= kSessionOverhead + static_cast<int64_t>(sid.size());
-        sessions_ -= 1;
+      copied.reserve(shards_[i].sessions.size());
+      for (const auto& [sid, session] : shards_[i].sessions) {
+        copied.emplace_back(sid, std::vector<std::pair<uint32_t, Bytes>>(session.layers.begin(),
+                                                                         session.layers.end()));
       }
-      released.swap(shards_[i].sessions);
     }
+    for (const auto& [sid, layers] : copied) visit(sid, layers);
   }
 }
 

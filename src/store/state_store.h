@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,19 +41,33 @@ class StateStore {
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
-  void Put(std::string_view sid, uint32_t layer, Bytes value);
+  // `under_lock`, when given, runs while the change is applied under the shard lock: the
+  // durability log appends its record there, so log order matches the order of changes.
+  using Hook = std::function<void()>;
+
+  void Put(std::string_view sid, uint32_t layer, Bytes value, const Hook& under_lock = {});
   // All layers become visible at once: a concurrent GetMany sees all of them or none.
-  void PutMany(std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers);
+  void PutMany(std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers,
+               const Hook& under_lock = {});
 
   std::optional<Bytes> Get(std::string_view sid, uint32_t layer) const;
   // A consistent snapshot of the requested layers (one shard lock for all of them).
   std::vector<std::optional<Bytes>> GetMany(std::string_view sid,
                                             std::span<const uint32_t> layers) const;
 
-  // Returns the number of entries removed.
-  size_t Drop(std::string_view sid, uint32_t layer);
-  size_t DropSession(std::string_view sid);
-  void Clear();
+  // Return the number of entries removed. The hook runs even when nothing was there, so the
+  // log records the request as the client made it.
+  size_t Drop(std::string_view sid, uint32_t layer, const Hook& under_lock = {});
+  size_t DropSession(std::string_view sid, const Hook& under_lock = {});
+  // Takes every shard lock at once, so the hook's record is ordered against all other changes.
+  void Clear(const Hook& under_lock = {});
+
+  // Calls `visit` for each session with handles to its layers, copied one shard at a time under
+  // that shard's lock and visited after it is released (snapshots hold no lock while writing).
+  void ForEachSession(
+      const std::function<void(const std::string& sid,
+                               const std::vector<std::pair<uint32_t, Bytes>>& layers)>& visit)
+      const;
 
   std::vector<LayerSize> Layers(std::string_view sid) const;
   StoreStats Stats() const;
@@ -72,7 +87,8 @@ class StateStore {
 
   Shard& ShardFor(std::string_view sid) const;
   // Accounting deltas; callers hold the shard lock, the counters are global atomics.
-  void Account(std::string_view sid, const Bytes* removed, const Bytes* added);
+  void Account(const Bytes* removed, const Bytes* added);
+  void ForgetSession(std::string_view sid);
 
   std::unique_ptr<Shard[]> shards_;
   size_t shard_count_;

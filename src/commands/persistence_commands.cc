@@ -1,0 +1,60 @@
+// Persistence commands: SAVE, BGSAVE and LASTSAVE, over the durability layer.
+#include <spdlog/spdlog.h>
+
+#include "commands/engine.h"
+#include "commands/errors.h"
+#include "commands/registry.h"
+
+namespace prefixd::commands {
+namespace {
+
+constexpr std::string_view kDisabled =
+    "ERR persistence is off (appendonly no): there is nothing to save to";
+
+void Save(Context& ctx) {
+  auto* d = ctx.engine.durability();
+  if (d == nullptr) return ctx.reply.Error(kDisabled);
+  if (d->Stats().bgsave_in_progress) {
+    return ctx.reply.Error("ERR Background save already in progress");
+  }
+  std::string err = d->Save();
+  if (!err.empty()) return ctx.reply.Error("ERR " + err);
+  ctx.reply.Simple("OK");
+}
+
+void BgSave(Context& ctx) {
+  auto* d = ctx.engine.durability();
+  if (d == nullptr) return ctx.reply.Error(kDisabled);
+  if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
+  std::string err = d->BackgroundSave();
+  if (!err.empty()) return ctx.reply.Error("ERR " + err);
+  ctx.reply.Simple("Background saving started");
+}
+
+void LastSave(Context& ctx) {
+  auto* d = ctx.engine.durability();
+  ctx.reply.Integer(d == nullptr ? 0 : d->Stats().last_save_time);
+}
+
+}  // namespace
+
+void RegisterPersistenceCommands(Registry& r) {
+  auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
+                std::string summary, Handler h, std::string complexity) {
+    CommandSpec s;
+    s.name = std::move(name), s.arity = arity, s.flags = flags, s.group = "server";
+    s.since = "0.1.0", s.syntax = std::move(syntax), s.summary = std::move(summary), s.handler = h;
+    s.complexity = std::move(complexity);
+    return s;
+  };
+  r.Add(cmd("save", 1, kAdmin | kNoScript, "",
+            "Writes a snapshot now (the calling connection waits) and cuts the log.", Save,
+            "O(N) in the stored bytes"));
+  r.Add(cmd("bgsave", -1, kAdmin | kNoScript, "[SCHEDULE]",
+            "Writes a snapshot in the background and cuts the log; clients keep being served.",
+            BgSave, "O(1) to start"));
+  r.Add(cmd("lastsave", 1, kFast | kLoading | kStale, "",
+            "Returns the unix time of the last successful snapshot.", LastSave, "O(1)"));
+}
+
+}  // namespace prefixd::commands

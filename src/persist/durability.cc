@@ -1,0 +1,422 @@
+#include "persist/durability.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "common/clock.h"
+#include "persist/fs.h"
+#include "persist/mutation.h"
+#include "persist/record_reader.h"
+
+namespace prefixd::persist {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kSnapshotName = "snapshot.pds";
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Writes one sealed record (header plus payload pieces) with a gather write.
+std::string WriteRecord(int fd, RecordType type, uint64_t lsn, const std::vector<Bytes>& payload) {
+  uint8_t header[kRecordHeaderSize];
+  SealRecord(type, lsn, payload, header);
+  std::string err = WriteAll(fd, header, kRecordHeaderSize);
+  for (const Bytes& piece : payload) {
+    if (!err.empty()) break;
+    err = WriteAll(fd, piece.data(), piece.size());
+  }
+  return err;
+}
+
+// Reports recovery progress every few seconds for large stores.
+class Progress {
+ public:
+  explicit Progress(std::string what) : what_(std::move(what)) {}
+  void Add(uint64_t bytes) {
+    ++records_, bytes_ += bytes;
+    if (SecondsSince(last_) >= 2.0) {
+      last_ = std::chrono::steady_clock::now();
+      spdlog::info("{}: {} records, {:.1f} MB, {:.1f} s", what_, records_, bytes_ / 1e6,
+                   SecondsSince(start_));
+    }
+  }
+  uint64_t records() const { return records_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::string what_;
+  uint64_t records_ = 0, bytes_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_ = start_;
+};
+
+}  // namespace
+
+FsyncPolicy ParsePolicy(std::string_view name) {
+  if (name == "always") return FsyncPolicy::kAlways;
+  if (name == "no") return FsyncPolicy::kNo;
+  return FsyncPolicy::kEverySec;
+}
+
+Durability::Durability(DurabilityOptions options, store::StateStore& store)
+    : options_(std::move(options)), store_(store) {}
+
+Durability::~Durability() {
+  {
+    std::lock_guard lock(maintenance_mu_);
+    stopping_ = true;
+  }
+  maintenance_cv_.notify_all();
+  if (maintenance_thread_.joinable()) maintenance_thread_.join();
+  if (bgsave_thread_.joinable()) bgsave_thread_.join();
+  log_.reset();  // writes and syncs what is queued
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+std::string Durability::Open() {
+  std::string err = CreateDirectories(options_.dir);
+  if (!err.empty()) return err;
+  std::string lock_path = options_.dir + "/LOCK";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return "can't open " + lock_path + ": " + std::strerror(errno);
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return "data directory " + options_.dir + " is in use by another prefixd process";
+  }
+  err = Recover();
+  if (!err.empty()) return err;
+  maintenance_thread_ = std::thread([this] { MaintenanceLoop(); });
+  return {};
+}
+
+std::string Durability::Recover() {
+  auto start = std::chrono::steady_clock::now();
+  // A snapshot that was being written when the process stopped is incomplete: drop it.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.starts_with("temp-") && name.ends_with(".pds")) fs::remove(entry.path(), ec);
+  }
+  uint64_t base_lsn = 1;
+  std::string snapshot = options_.dir + "/" + kSnapshotName;
+  if (fs::exists(snapshot, ec)) {
+    std::string err = LoadSnapshot(snapshot, base_lsn);
+    if (!err.empty()) return err;
+    snapshot_bytes_ = fs::file_size(snapshot, ec);
+    last_save_time_ = std::chrono::duration_cast<std::chrono::seconds>(
+                          fs::last_write_time(snapshot, ec).time_since_epoch() -
+                          (fs::file_time_type::clock::now().time_since_epoch() -
+                           std::chrono::system_clock::now().time_since_epoch()))
+                          .count();
+  }
+  uint64_t next_lsn = base_lsn, next_sequence = 1;
+  std::vector<SegmentInfo> segments;
+  std::string err = ReplaySegments(base_lsn, next_lsn, next_sequence, segments);
+  if (!err.empty()) return err;
+  recovery_seconds_ = SecondsSince(start);
+  store::StoreStats s = store_.Stats();
+  spdlog::info(
+      "Recovered {} records ({:.1f} MB) in {:.3f} s: {} sessions, {} entries, {:.1f} MB "
+      "of state",
+      recovered_records_, recovered_bytes_ / 1e6, recovery_seconds_, s.sessions, s.entries,
+      s.payload_bytes / 1e6);
+  log_ = std::make_unique<LogWriter>(options_.dir, options_.policy, options_.segment_bytes,
+                                     next_lsn, next_sequence, std::move(segments));
+  err = log_->Start();
+  if (!err.empty()) return err;
+  log_base_bytes_ = log_->Stats().bytes;
+  return {};
+}
+
+void Durability::Apply(Mutation& m) {
+  switch (m.type) {
+    case RecordType::kSsmPut:
+      store_.PutMany(m.sid, std::move(m.layers));
+      break;
+    case RecordType::kSsmDropLayer:
+      store_.Drop(m.sid, m.layers.front().first);
+      break;
+    case RecordType::kSsmDropSession:
+      store_.DropSession(m.sid);
+      break;
+    case RecordType::kFlushAll:
+      store_.Clear();
+      break;
+    case RecordType::kSnapshotEnd:
+      break;
+  }
+}
+
+std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
+  RecordReader reader;
+  std::string err = reader.Open(path, kSnapshotFileMagic);
+  if (!err.empty()) return "snapshot: " + err;
+  base_lsn = reader.file_header().base_lsn;
+  Progress progress("Loading snapshot " + path);
+  Record record;
+  Mutation m;
+  bool ended = false;
+  while (true) {
+    ReadStatus status = reader.Next(record);
+    if (status == ReadStatus::kEnd) break;
+    if (status == ReadStatus::kBad || ended) {
+      // Snapshots are renamed into place only once complete and synced: damage is corruption.
+      return "snapshot " + path + " is corrupt at offset " +
+             std::to_string(status == ReadStatus::kBad ? reader.bad_offset() : record.offset) +
+             ": " + (status == ReadStatus::kBad ? reader.problem() : "records after its end");
+    }
+    err = DecodePayload(record.header.type, record.payload, m);
+    if (!err.empty()) {
+      return "snapshot " + path + " has a bad record at offset " + std::to_string(record.offset) +
+             ": " + err;
+    }
+    if (m.type == RecordType::kSnapshotEnd) {
+      if (m.count != progress.records()) {
+        return "snapshot " + path + " ends after " + std::to_string(progress.records()) +
+               " records but says it holds " + std::to_string(m.count);
+      }
+      ended = true;
+      continue;
+    }
+    progress.Add(record.payload.size());
+    Apply(m);
+  }
+  if (!ended) return "snapshot " + path + " has no end record: it is incomplete";
+  recovered_records_ += progress.records();
+  recovered_bytes_ += progress.bytes();
+  return {};
+}
+
+std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
+                                       uint64_t& next_sequence,
+                                       std::vector<SegmentInfo>& segments) {
+  std::vector<std::pair<uint64_t, std::string>> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (!name.starts_with("log-") || !name.ends_with(".seg")) continue;
+    uint64_t sequence = std::strtoull(name.c_str() + 4, nullptr, 10);
+    files.emplace_back(sequence, entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  Progress progress("Replaying log");
+  uint64_t last_lsn = base_lsn - 1;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const auto& [sequence, path] = files[i];
+    bool is_last = i + 1 == files.size();
+    next_sequence = sequence + 1;
+    RecordReader reader;
+    std::string err = reader.Open(path, kLogFileMagic);
+    if (!err.empty()) {
+      // A crash right after creating the newest segment can leave it without a whole header.
+      if (is_last && reader.file_size() < kFileHeaderSize) {
+        spdlog::warn("Removing log segment {} cut short at creation ({} bytes)", path,
+                     reader.file_size());
+        fs::remove(path, ec);
+        continue;
+      }
+      return "log: " + err;
+    }
+    SegmentInfo info{sequence, path, reader.file_header().base_lsn, 0, reader.file_size()};
+    Record record;
+    Mutation m;
+    while (true) {
+      ReadStatus status = reader.Next(record);
+      if (status == ReadStatus::kEnd) break;
+      if (status == ReadStatus::kBad) {
+        uint64_t offset = reader.bad_offset();
+        uint64_t next_valid = reader.NextValidRecord(offset);
+        if (is_last && next_valid == 0) {
+          spdlog::warn(
+              "Log segment {} has a torn tail at offset {} ({}): cutting {} bytes that "
+              "were never acknowledged",
+              path, offset, reader.problem(), reader.file_size() - offset);
+          if (::truncate(path.c_str(), static_cast<off_t>(offset)) != 0) {
+            return "can't cut the torn tail of " + path + ": " + std::strerror(errno);
+          }
+          info.bytes = offset;
+          break;
+        }
+        if (!options_.skip_corrupt) {
+          return "log segment " + path + " is corrupt at offset " + std::to_string(offset) + " (" +
+                 reader.problem() +
+                 "); records after it exist, so this is not a torn tail. Start with "
+                 "--log-skip-corrupt yes to skip the damaged bytes, losing what they held";
+        }
+        uint64_t resume = next_valid != 0 ? next_valid : reader.file_size();
+        spdlog::error("Skipping {} corrupt bytes [{}, {}) of {} ({}): the records there are lost",
+                      resume - offset, offset, resume, path, reader.problem());
+        if (next_valid == 0) break;
+        reader.Seek(next_valid);
+        continue;
+      }
+      uint64_t lsn = record.header.lsn;
+      if (lsn <= last_lsn && lsn >= base_lsn) {
+        return "log segment " + path + " has lsn " + std::to_string(lsn) + " at offset " +
+               std::to_string(record.offset) + " after lsn " + std::to_string(last_lsn);
+      }
+      info.last_lsn = std::max(info.last_lsn, lsn);
+      if (lsn < base_lsn) continue;  // already in the snapshot
+      err = DecodePayload(record.header.type, record.payload, m);
+      if (!err.empty()) {
+        return "log segment " + path + " has a bad record at offset " +
+               std::to_string(record.offset) + ": " + err;
+      }
+      last_lsn = lsn;
+      progress.Add(record.payload.size());
+      Apply(m);
+    }
+    segments.push_back(info);
+  }
+  next_lsn = std::max(base_lsn, last_lsn + 1);
+  for (const SegmentInfo& s : segments) next_lsn = std::max(next_lsn, s.last_lsn + 1);
+  recovered_records_ += progress.records();
+  recovered_bytes_ += progress.bytes();
+  return {};
+}
+
+uint64_t Durability::Append(RecordType type, std::vector<Bytes> payload) {
+  changes_since_save_.fetch_add(1, std::memory_order_relaxed);
+  return log_->Append(type, std::move(payload));
+}
+
+std::string Durability::WriteSnapshot() {
+  auto start = std::chrono::steady_clock::now();
+  // Records from here on go to new segments; the snapshot holds at least everything before.
+  uint64_t base_lsn = log_->RotateForSnapshot();
+  uint64_t changes_at_start = changes_since_save_.load();
+  std::string temp = options_.dir + "/temp-" + std::to_string(getpid()) + ".pds";
+  std::string final_path = options_.dir + "/" + kSnapshotName;
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "can't create " + temp + ": " + std::strerror(errno);
+  FileHeader h;
+  std::memcpy(h.magic, kSnapshotFileMagic, 8);
+  h.base_lsn = base_lsn;
+  uint8_t header[kFileHeaderSize];
+  EncodeFileHeader(h, header);
+  std::string err = WriteAll(fd, header, kFileHeaderSize);
+  uint64_t count = 0, bytes = kFileHeaderSize;
+  store_.ForEachSession(
+      [&](const std::string& sid, const std::vector<std::pair<uint32_t, Bytes>>& layers) {
+        if (!err.empty()) return;
+        Mutation m;
+        m.type = RecordType::kSsmPut;
+        m.sid = sid;
+        m.layers = layers;
+        auto payload = EncodePayload(m);
+        err = WriteRecord(fd, RecordType::kSsmPut, 0, payload);
+        for (const Bytes& p : payload) bytes += p.size();
+        bytes += kRecordHeaderSize;
+        ++count;
+      });
+  if (err.empty()) {
+    Mutation end;
+    end.type = RecordType::kSnapshotEnd;
+    end.count = count;
+    err = WriteRecord(fd, RecordType::kSnapshotEnd, 0, EncodePayload(end));
+  }
+  if (err.empty() && ::fdatasync(fd) != 0) err = std::string("fdatasync: ") + std::strerror(errno);
+  ::close(fd);
+  if (err.empty() && ::rename(temp.c_str(), final_path.c_str()) != 0) {
+    err = std::string("rename: ") + std::strerror(errno);
+  }
+  if (err.empty()) err = SyncDirectory(options_.dir);
+  if (!err.empty()) {
+    ::unlink(temp.c_str());
+    return "snapshot failed: " + err;
+  }
+  // The log is cut only now that the snapshot is durable.
+  log_->Sync();
+  log_->RemoveSegmentsBefore(base_lsn);
+  snapshot_bytes_ = bytes;
+  log_base_bytes_ = log_->Stats().bytes;
+  changes_since_save_ -= std::min(changes_at_start, changes_since_save_.load());
+  last_save_time_ = CoarseNowMs() / 1000;
+  rewrites_ += 1;
+  spdlog::info("Snapshot saved: {} sessions, {:.1f} MB, {:.3f} s; log cut before lsn {}", count,
+               bytes / 1e6, SecondsSince(start), base_lsn);
+  return {};
+}
+
+std::string Durability::Save() {
+  std::lock_guard lock(save_mu_);
+  std::string err = WriteSnapshot();
+  std::lock_guard error_lock(error_mu_);
+  last_save_error_ = err;
+  return err;
+}
+
+std::string Durability::BackgroundSave() {
+  if (bgsave_running_.exchange(true)) return "Background save already in progress";
+  if (bgsave_thread_.joinable()) bgsave_thread_.join();
+  bgsave_thread_ = std::thread([this] {
+    auto start = std::chrono::steady_clock::now();
+    std::string err = Save();
+    last_bgsave_ok_ = err.empty();
+    last_bgsave_seconds_ = static_cast<int64_t>(SecondsSince(start));
+    if (!err.empty()) spdlog::error("Background save failed: {}", err);
+    bgsave_running_ = false;
+  });
+  return {};
+}
+
+void Durability::MaintenanceLoop() {
+  std::unique_lock lock(maintenance_mu_);
+  while (!stopping_) {
+    maintenance_cv_.wait_for(lock, std::chrono::seconds(1));
+    if (stopping_ || options_.auto_rewrite_percentage <= 0 || bgsave_running_.load()) continue;
+    uint64_t log_bytes = log_->Stats().bytes;
+    uint64_t live = store_.Stats().payload_bytes;
+    uint64_t base = std::max<uint64_t>(live, log_base_bytes_.load());
+    uint64_t threshold =
+        base + base * static_cast<uint64_t>(options_.auto_rewrite_percentage) / 100;
+    if (log_bytes > options_.auto_rewrite_min_size && log_bytes > threshold) {
+      spdlog::info("Log is {:.1f} MB for {:.1f} MB of live data: rewriting", log_bytes / 1e6,
+                   live / 1e6);
+      BackgroundSave();
+    }
+  }
+}
+
+void Durability::set_policy(FsyncPolicy p) {
+  if (log_) log_->set_policy(p);
+}
+
+std::string Durability::last_error() const {
+  return log_ ? log_->Stats().last_error : std::string();
+}
+
+PersistStats Durability::Stats() const {
+  PersistStats s;
+  s.bgsave_in_progress = bgsave_running_.load();
+  s.last_save_time = last_save_time_.load();
+  s.last_bgsave_ok = last_bgsave_ok_.load();
+  s.last_bgsave_seconds = last_bgsave_seconds_.load();
+  s.changes_since_last_save = changes_since_save_.load();
+  s.snapshot_bytes = snapshot_bytes_.load();
+  s.log_base_bytes = log_base_bytes_.load();
+  s.rewrites = rewrites_.load();
+  if (log_) s.log = log_->Stats();
+  s.recovered_records = recovered_records_;
+  s.recovered_bytes = recovered_bytes_;
+  s.recovery_seconds = recovery_seconds_;
+  {
+    std::lock_guard lock(error_mu_);
+    s.last_save_error = last_save_error_;
+  }
+  return s;
+}
+
+}  // namespace prefixd::persist

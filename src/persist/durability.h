@@ -1,0 +1,124 @@
+// Durability: the data directory of one server: recovery (snapshot, then log) into the store at
+// start, the mutation log while serving, snapshots (SAVE, BGSAVE, automatic rewrite) and the
+// log compaction they allow. Thread-safe; handlers log through it from any io thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/bytes.h"
+#include "persist/log_writer.h"
+#include "store/state_store.h"
+
+namespace prefixd::persist {
+
+struct DurabilityOptions {
+  std::string dir = "./data";
+  FsyncPolicy policy = FsyncPolicy::kEverySec;
+  uint64_t segment_bytes = uint64_t{256} << 20;
+  // Start even when a record before the log's tail is corrupt, skipping it (and reporting it).
+  bool skip_corrupt = false;
+  // Rewrite (snapshot + cut the log) once the log exceeds both the minimum and the live data
+  // grown by this percentage (0 disables).
+  int64_t auto_rewrite_percentage = 100;
+  uint64_t auto_rewrite_min_size = uint64_t{64} << 20;
+};
+
+struct PersistStats {
+  bool loading = false;
+  bool bgsave_in_progress = false;
+  int64_t last_save_time = 0;  // unix seconds
+  bool last_bgsave_ok = true;
+  std::string last_save_error;
+  int64_t last_bgsave_seconds = -1;
+  uint64_t changes_since_last_save = 0;
+  uint64_t snapshot_bytes = 0;  // of the newest snapshot
+  uint64_t log_base_bytes = 0;  // log size right after the last rewrite
+  uint64_t rewrites = 0;
+  LogStats log;
+  // Recovery at start.
+  uint64_t recovered_records = 0;
+  uint64_t recovered_bytes = 0;
+  double recovery_seconds = 0;
+};
+
+class Durability {
+ public:
+  Durability(DurabilityOptions options, store::StateStore& store);
+  ~Durability();
+  Durability(const Durability&) = delete;
+  Durability& operator=(const Durability&) = delete;
+
+  // Loads the snapshot and replays the log into the store, then opens the log for appends.
+  // Returns an error text that names the file and offset of any damage it could not pass.
+  std::string Open();
+
+  // Appends a record encoded (outside any lock) with EncodePayload; call it inside the store's
+  // under_lock hook so log order matches the order of changes. Returns its lsn.
+  uint64_t Append(RecordType type, std::vector<Bytes> payload);
+
+  // See LogWriter::WhenDurable.
+  bool WhenDurable(uint64_t lsn, std::function<void()> done) {
+    return log_->WhenDurable(lsn, std::move(done));
+  }
+  // False while the log cannot be written: writes must be refused.
+  bool healthy() const { return log_ == nullptr || log_->healthy(); }
+  std::string last_error() const;
+
+  // A snapshot in the calling thread; returns an error text or empty.
+  std::string Save();
+  // Starts a snapshot on a background thread; returns an error text (one already running).
+  std::string BackgroundSave();
+  void set_policy(FsyncPolicy p);
+
+  PersistStats Stats() const;
+
+ private:
+  std::string Recover();
+  std::string LoadSnapshot(const std::string& path, uint64_t& base_lsn);
+  std::string ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn, uint64_t& next_sequence,
+                             std::vector<SegmentInfo>& segments);
+  void Apply(struct Mutation& m);
+  std::string WriteSnapshot();
+  void MaintenanceLoop();
+
+  DurabilityOptions options_;
+  store::StateStore& store_;
+  std::unique_ptr<LogWriter> log_;
+  int lock_fd_ = -1;
+
+  std::mutex save_mu_;  // one snapshot at a time
+  std::atomic<bool> bgsave_running_{false};
+  std::thread bgsave_thread_;
+  std::atomic<int64_t> last_save_time_{0};
+  std::atomic<bool> last_bgsave_ok_{true};
+  std::atomic<int64_t> last_bgsave_seconds_{-1};
+  std::atomic<uint64_t> changes_since_save_{0};
+  std::atomic<uint64_t> snapshot_bytes_{0};
+  std::atomic<uint64_t> log_base_bytes_{0};
+  std::atomic<uint64_t> rewrites_{0};
+  mutable std::mutex error_mu_;
+  std::string last_save_error_;
+
+  uint64_t recovered_records_ = 0;
+  uint64_t recovered_bytes_ = 0;
+  double recovery_seconds_ = 0;
+
+  std::mutex maintenance_mu_;
+  std::condition_variable maintenance_cv_;
+  bool stopping_ = false;
+  std::thread maintenance_thread_;
+};
+
+FsyncPolicy ParsePolicy(std::string_view name);
+
+}  // namespace prefixd::persist

@@ -1,0 +1,113 @@
+// The on-disk record framing shared by the log writer, the snapshot writer and their reader:
+// constants, the record header and the checksum. docs/storage-format.md specifies every byte.
+// Pure functions and constants; any thread.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace prefixd::persist {
+
+// Every record starts with this 32-byte header, little-endian:
+//   u64 checksum        XXH3-64 of header bytes [8, 32) followed by the payload
+//   u32 magic           kRecordMagic, to find record starts and reject zero-filled tails
+//   u8  type            RecordType
+//   u8  flags           0
+//   u16 reserved        0
+//   u64 lsn             log sequence number, strictly increasing within a log
+//   u64 payload_length
+inline constexpr size_t kRecordHeaderSize = 32;
+inline constexpr uint32_t kRecordMagic = 0x52584650;  // "PFXR" read as little-endian bytes
+
+// Every file (log segment or snapshot) starts with a 32-byte file header:
+//   char[8] magic ("PFXDLOG\0" or "PFXDSNP\0"), u32 version, u32 reserved,
+//   u64 sequence (segment number; snapshot: 0), u64 base_lsn (segment: first lsn it may hold;
+//   snapshot: the lsn replay starts from)
+inline constexpr size_t kFileHeaderSize = 32;
+inline constexpr char kLogFileMagic[8] = {'P', 'F', 'X', 'D', 'L', 'O', 'G', '\0'};
+inline constexpr char kSnapshotFileMagic[8] = {'P', 'F', 'X', 'D', 'S', 'N', 'P', '\0'};
+inline constexpr uint32_t kFormatVersion = 1;
+
+enum class RecordType : uint8_t {
+  kSsmPut = 1,          // one session, one or more (layer, blob) pairs, applied atomically
+  kSsmDropLayer = 2,    // one session, one layer
+  kSsmDropSession = 3,  // one session, every layer
+  kFlushAll = 4,        // every stored entry of every family
+  kSnapshotEnd = 15,    // last record of a snapshot: entry count, so a cut file is detected
+  // 32 and up: the attention-layer V-store and KV.PREFIX families.
+};
+
+struct RecordHeader {
+  uint64_t checksum = 0;
+  uint32_t magic = kRecordMagic;
+  RecordType type = RecordType::kSsmPut;
+  uint8_t flags = 0;
+  uint16_t reserved = 0;
+  uint64_t lsn = 0;
+  uint64_t payload_length = 0;
+};
+
+struct FileHeader {
+  char magic[8] = {};
+  uint32_t version = kFormatVersion;
+  uint32_t reserved = 0;
+  uint64_t sequence = 0;
+  uint64_t base_lsn = 0;
+};
+
+// Little-endian field access; the formats are defined little-endian whatever the host.
+inline void PutU16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v), p[1] = uint8_t(v >> 8); }
+inline void PutU32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline void PutU64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline uint16_t GetU16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+inline uint32_t GetU32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+inline uint64_t GetU64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Encodes the header with checksum 0; SealHeader fills the checksum in.
+void EncodeRecordHeader(const RecordHeader& h, uint8_t out[kRecordHeaderSize]);
+RecordHeader DecodeRecordHeader(const uint8_t in[kRecordHeaderSize]);
+
+// Checksum of header bytes [8, 32) followed by the payload pieces in order.
+uint64_t RecordChecksum(const uint8_t header[kRecordHeaderSize],
+                        std::span<const std::string_view> payload);
+
+// Fills `header` for a record of `type` and `lsn` whose payload is `payload`, checksum included.
+template <typename Pieces>
+void SealRecord(RecordType type, uint64_t lsn, const Pieces& payload,
+                uint8_t header[kRecordHeaderSize]);
+
+void EncodeFileHeader(const FileHeader& h, uint8_t out[kFileHeaderSize]);
+FileHeader DecodeFileHeader(const uint8_t in[kFileHeaderSize]);
+
+template <typename Pieces>
+void SealRecord(RecordType type, uint64_t lsn, const Pieces& payload,
+                uint8_t header[kRecordHeaderSize]) {
+  RecordHeader h;
+  h.type = type;
+  h.lsn = lsn;
+  std::vector<std::string_view> views;
+  views.reserve(payload.size());
+  for (const auto& piece : payload) {
+    views.push_back(piece.view());
+    h.payload_length += piece.size();
+  }
+  EncodeRecordHeader(h, header);
+  PutU64(header, RecordChecksum(header, views));
+}
+
+}  // namespace prefixd::persist

@@ -1,0 +1,371 @@
+#include "persist/log_writer.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <spdlog/spdlog.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "common/clock.h"
+#include "persist/fs.h"
+
+namespace prefixd::persist {
+namespace {
+
+constexpr size_t kMaxIov = 512;  // well under IOV_MAX
+
+}  // namespace
+
+const char* PolicyName(FsyncPolicy p) {
+  switch (p) {
+    case FsyncPolicy::kAlways:
+      return "always";
+    case FsyncPolicy::kEverySec:
+      return "everysec";
+    case FsyncPolicy::kNo:
+      return "no";
+  }
+  return "?";
+}
+
+LogWriter::LogWriter(std::string dir, FsyncPolicy policy, uint64_t segment_bytes, uint64_t next_lsn,
+                     uint64_t next_sequence, std::vector<SegmentInfo> existing)
+    : dir_(std::move(dir)),
+      policy_(policy),
+      segment_bytes_(segment_bytes),
+      next_lsn_(next_lsn),
+      next_sequence_(next_sequence),
+      segments_(std::move(existing)) {
+  written_lsn_ = next_lsn - 1;
+  synced_lsn_ = next_lsn - 1;
+}
+
+LogWriter::~LogWriter() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  syncer_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  if (syncer_.joinable()) syncer_.join();
+  std::lock_guard lock(file_mu_);
+  CloseSegment();
+}
+
+std::string LogWriter::Start() {
+  {
+    std::lock_guard lock(file_mu_);
+    std::string err = OpenSegment(next_lsn_);
+    if (!err.empty()) return err;
+  }
+  writer_ = std::thread([this] { WriterLoop(); });
+  syncer_ = std::thread([this] { SyncerLoop(); });
+  return {};
+}
+
+std::string LogWriter::OpenSegment(uint64_t first_lsn) {
+  char name[64];
+  std::snprintf(name, sizeof name, "log-%020llu.seg",
+                static_cast<unsigned long long>(next_sequence_));
+  std::string path = dir_ + "/" + name;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "can't create " + path + ": " + std::strerror(errno);
+  FileHeader h;
+  std::memcpy(h.magic, kLogFileMagic, 8);
+  h.sequence = next_sequence_;
+  h.base_lsn = first_lsn;
+  uint8_t header[kFileHeaderSize];
+  EncodeFileHeader(h, header);
+  std::string err = WriteAll(fd, header, kFileHeaderSize);
+  if (err.empty() && policy_.load() != FsyncPolicy::kNo && ::fdatasync(fd) != 0) {
+    err = std::string("fdatasync: ") + std::strerror(errno);
+  }
+  if (err.empty()) err = SyncDirectory(dir_);
+  if (!err.empty()) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return "can't start segment " + path + ": " + err;
+  }
+  fd_ = fd;
+  current_offset_ = kFileHeaderSize;
+  segments_.push_back(SegmentInfo{next_sequence_, path, first_lsn, 0, kFileHeaderSize});
+  ++next_sequence_;
+  return {};
+}
+
+void LogWriter::CloseSegment() {
+  if (fd_ < 0) return;
+  // A segment is synced before it is left behind, whatever the policy: the next fsync would
+  // only cover the new one.
+  if (::fdatasync(fd_) != 0) RecordError(std::string("fdatasync: ") + std::strerror(errno));
+  ::close(fd_);
+  fd_ = -1;
+}
+
+uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload) {
+  std::lock_guard lock(mu_);
+  uint64_t lsn = next_lsn_++;
+  queue_.push_back(Pending{lsn, type, std::move(payload), false});
+  records_appended_.fetch_add(1, std::memory_order_relaxed);
+  cv_.notify_one();
+  return lsn;
+}
+
+uint64_t LogWriter::RotateForSnapshot() {
+  std::lock_guard lock(mu_);
+  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, true});
+  cv_.notify_one();
+  return next_lsn_;
+}
+
+bool LogWriter::WhenDurable(uint64_t lsn, std::function<void()> done) {
+  std::lock_guard lock(waiters_mu_);
+  uint64_t durable =
+      policy_.load() == FsyncPolicy::kAlways ? synced_lsn_.load() : written_lsn_.load();
+  if (durable >= lsn) return true;
+  waiters_.emplace(lsn, std::move(done));
+  return false;
+}
+
+void LogWriter::NotifyDurable() {
+  std::vector<std::function<void()>> ready;
+  {
+    std::lock_guard lock(waiters_mu_);
+    uint64_t durable =
+        policy_.load() == FsyncPolicy::kAlways ? synced_lsn_.load() : written_lsn_.load();
+    auto end = waiters_.upper_bound(durable);
+    for (auto it = waiters_.begin(); it != end; ++it) ready.push_back(std::move(it->second));
+    waiters_.erase(waiters_.begin(), end);
+  }
+  for (auto& done : ready) done();
+}
+
+void LogWriter::RecordError(const std::string& what) {
+  bool was_ok = write_ok_.exchange(false);
+  std::lock_guard lock(error_mu_);
+  if (was_ok || last_error_ != what) {
+    spdlog::error("Log write failed, refusing writes until it recovers: {}", what);
+  }
+  last_error_ = what;
+  last_error_time_ = CoarseNowMs() / 1000;
+}
+
+bool LogWriter::SyncCurrent() {
+  std::lock_guard lock(file_mu_);
+  uint64_t target = written_lsn_.load();
+  if (synced_lsn_.load() >= target || fd_ < 0) return true;
+  if (::fdatasync(fd_) != 0) {
+    RecordError(std::string("fdatasync: ") + std::strerror(errno));
+    return false;
+  }
+  synced_lsn_ = target;
+  return true;
+}
+
+size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
+  std::vector<std::array<uint8_t, kRecordHeaderSize>> headers(batch.size());
+  std::vector<iovec> iov;
+  struct Whole {
+    uint64_t end_offset;
+    uint64_t lsn;
+  };
+  std::vector<Whole> wholes;  // records in `iov`, with where each ends
+  size_t written_records = 0;
+  uint64_t planned = current_offset_;
+
+  // Writes everything in `iov`; on error cuts the file back to the last whole record.
+  auto flush = [&]() -> bool {
+    size_t index = 0;
+    uint64_t start = current_offset_;
+    uint64_t done = 0;
+    bool ok = true;
+    while (index < iov.size()) {
+      int count = static_cast<int>(std::min(iov.size() - index, kMaxIov));
+      ssize_t n = ::writev(fd_, iov.data() + index, count);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        RecordError(std::string("write: ") + std::strerror(errno));
+        ok = false;
+        break;
+      }
+      done += static_cast<uint64_t>(n);
+      auto left = static_cast<size_t>(n);
+      while (index < iov.size() && left >= iov[index].iov_len) left -= iov[index++].iov_len;
+      if (left > 0) {
+        iov[index].iov_base = static_cast<char*>(iov[index].iov_base) + left;
+        iov[index].iov_len -= left;
+      }
+    }
+    uint64_t good_end = start;
+    uint64_t last_lsn = 0;
+    size_t whole_count = 0;
+    for (const Whole& w : wholes) {
+      if (w.end_offset > start + done) break;
+      good_end = w.end_offset, last_lsn = w.lsn, ++whole_count;
+    }
+    if (!ok && ::ftruncate(fd_, static_cast<off_t>(good_end)) != 0) {
+      spdlog::error("Can't cut the log back after a failed write: {}", std::strerror(errno));
+    }
+    current_offset_ = good_end;
+    written_records += whole_count;
+    if (whole_count > 0) {
+      std::lock_guard lock(file_mu_);
+      segments_.back().last_lsn = last_lsn;
+      segments_.back().bytes = good_end;
+      written_lsn_ = last_lsn;
+    }
+    iov.clear();
+    wholes.clear();
+    planned = current_offset_;
+    return ok;
+  };
+
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Pending& p = batch[i];
+    uint64_t payload_length = 0;
+    for (const Bytes& piece : p.payload) payload_length += piece.size();
+    uint64_t record_size = kRecordHeaderSize + payload_length;
+    bool roll = p.rotate_before ||
+                (p.lsn != 0 && planned > kFileHeaderSize && planned + record_size > segment_bytes_);
+    if (roll) {
+      if (!flush()) return written_records;
+      std::lock_guard lock(file_mu_);
+      CloseSegment();
+      std::string err = OpenSegment(p.lsn != 0 ? p.lsn : next_lsn_);
+      if (!err.empty()) {
+        RecordError(err);
+        return written_records;
+      }
+      planned = current_offset_;
+      p.rotate_before = false;  // done: a retry must not roll again
+    }
+    if (p.lsn == 0) {
+      ++written_records;  // a bare rotation marker
+      continue;
+    }
+    uint8_t* header = headers[i].data();
+    SealRecord(p.type, p.lsn, p.payload, header);
+    iov.push_back(iovec{header, kRecordHeaderSize});
+    for (const Bytes& piece : p.payload) {
+      if (!piece.empty()) iov.push_back(iovec{const_cast<uint8_t*>(piece.data()), piece.size()});
+    }
+    planned += record_size;
+    wholes.push_back(Whole{planned, p.lsn});
+    if (iov.size() >= kMaxIov * 4 && !flush()) return written_records;
+  }
+  flush();
+  return written_records;
+}
+
+void LogWriter::WriterLoop() {
+  // Records that failed to reach the file; retried before anything newer, so order holds. They
+  // are not acknowledged yet, and new writes are refused meanwhile: nothing acknowledged is lost.
+  std::vector<Pending> carry;
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      if (carry.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty() && carry.empty()) break;  // stopping, and everything is written
+      for (auto& p : queue_) carry.push_back(std::move(p));
+      queue_.clear();
+    }
+    size_t n = WriteBatch(carry);
+    carry.erase(carry.begin(), carry.begin() + static_cast<long>(n));
+    bool ok = carry.empty();
+    if (ok && policy_.load() == FsyncPolicy::kAlways) ok = SyncCurrent();
+    idle_and_written_ = carry.empty();
+    if (ok) MarkHealthy();
+    NotifyDurable();
+    progress_cv_.notify_all();
+    if (!ok) {
+      std::unique_lock lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) {
+        if (!carry.empty()) {
+          spdlog::critical("Stopping with {} unacknowledged records not written to the log",
+                           carry.size());
+        }
+        break;
+      }
+    }
+  }
+  SyncCurrent();
+  NotifyDurable();
+  progress_cv_.notify_all();
+}
+
+void LogWriter::MarkHealthy() {
+  if (!write_ok_.exchange(true)) spdlog::warn("Log writes succeed again; accepting writes");
+}
+
+void LogWriter::SyncerLoop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    syncer_cv_.wait_for(lock, std::chrono::seconds(1));
+    if (stop_) break;
+    if (policy_.load() != FsyncPolicy::kEverySec) continue;
+    lock.unlock();
+    if (SyncCurrent() && idle_and_written_.load()) MarkHealthy();
+    lock.lock();
+  }
+}
+
+void LogWriter::Sync() {
+  uint64_t target;
+  {
+    std::unique_lock lock(mu_);
+    target = next_lsn_ - 1;
+    progress_cv_.wait(lock, [&] { return written_lsn_.load() >= target || stop_; });
+  }
+  SyncCurrent();
+}
+
+void LogWriter::RemoveSegmentsBefore(uint64_t lsn) {
+  std::lock_guard lock(file_mu_);
+  bool removed = false;
+  for (size_t i = 0; i + 1 < segments_.size();) {
+    const SegmentInfo& s = segments_[i];
+    bool all_older = s.last_lsn < lsn;  // an empty segment (last_lsn 0) qualifies too
+    if (!all_older) {
+      ++i;
+      continue;
+    }
+    if (::unlink(s.path.c_str()) != 0 && errno != ENOENT) {
+      spdlog::warn("Can't remove old log segment {}: {}", s.path, std::strerror(errno));
+      ++i;
+      continue;
+    }
+    segments_.erase(segments_.begin() + static_cast<long>(i));
+    removed = true;
+  }
+  if (removed) SyncDirectory(dir_);
+}
+
+LogStats LogWriter::Stats() const {
+  LogStats s;
+  {
+    std::lock_guard lock(file_mu_);
+    for (const SegmentInfo& seg : segments_) s.bytes += seg.bytes;
+    s.segments = segments_.size();
+  }
+  {
+    std::lock_guard lock(mu_);
+    s.pending_records = queue_.size();
+  }
+  s.records_appended = records_appended_.load();
+  s.written_lsn = written_lsn_.load();
+  s.synced_lsn = synced_lsn_.load();
+  s.write_ok = write_ok_.load();
+  std::lock_guard lock(error_mu_);
+  s.last_error = last_error_;
+  s.last_error_time = last_error_time_;
+  return s;
+}
+
+}  // namespace prefixd::persist

@@ -1,0 +1,138 @@
+// LogWriter: the append-only log of mutations, in checksummed segments. Appends are queued by
+// handlers (under the store's shard lock, so log order matches apply order) and written by one
+// log thread with gather writes; fsync follows the appendfsync policy, with one fsync shared by
+// every record in a batch (group commit). Thread-safe: Append/WhenDurable from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/bytes.h"
+#include "persist/log_format.h"
+
+namespace prefixd::persist {
+
+enum class FsyncPolicy { kAlways, kEverySec, kNo };
+
+struct SegmentInfo {
+  uint64_t sequence = 0;
+  std::string path;
+  uint64_t first_lsn = 0;  // base lsn from its header
+  uint64_t last_lsn = 0;   // highest lsn in it (0 when it holds none)
+  uint64_t bytes = 0;
+};
+
+struct LogStats {
+  uint64_t bytes = 0;  // all live segments together
+  uint64_t segments = 0;
+  uint64_t records_appended = 0;  // since start
+  uint64_t written_lsn = 0;
+  uint64_t synced_lsn = 0;
+  uint64_t pending_records = 0;
+  bool write_ok = true;
+  std::string last_error;
+  int64_t last_error_time = 0;
+};
+
+class LogWriter {
+ public:
+  // Continues a log in `dir`: `existing` segments (oldest first) stay for compaction; new records
+  // go to a fresh segment numbered `next_sequence`, starting at `next_lsn`.
+  LogWriter(std::string dir, FsyncPolicy policy, uint64_t segment_bytes, uint64_t next_lsn,
+            uint64_t next_sequence, std::vector<SegmentInfo> existing);
+  // Writes and syncs everything queued, then stops the threads.
+  ~LogWriter();
+  LogWriter(const LogWriter&) = delete;
+  LogWriter& operator=(const LogWriter&) = delete;
+
+  // Opens the first segment; returns an error text or empty.
+  std::string Start();
+
+  // Queues a record and returns its lsn. Cheap: no I/O on the caller's thread.
+  uint64_t Append(RecordType type, std::vector<Bytes> payload);
+
+  // Calls `done` once every record up to `lsn` is as durable as the policy promises (written
+  // for everysec/no, synced for always). Returns true instead, without calling it, when that is
+  // already so. `done` runs on the log thread: it must only hand work off.
+  bool WhenDurable(uint64_t lsn, std::function<void()> done);
+
+  // Blocks until every record appended so far is written and synced (SAVE, shutdown).
+  void Sync();
+
+  // Starts a new segment at the next lsn and returns that lsn: every older segment then holds
+  // only records below it, and RemoveSegmentsBefore(it) may delete them after a snapshot.
+  uint64_t RotateForSnapshot();
+  void RemoveSegmentsBefore(uint64_t lsn);
+
+  bool healthy() const { return write_ok_.load(std::memory_order_relaxed); }
+  void set_policy(FsyncPolicy p) { policy_.store(p); }
+  FsyncPolicy policy() const { return policy_.load(); }
+  LogStats Stats() const;
+
+ private:
+  struct Pending {
+    uint64_t lsn = 0;
+    RecordType type = RecordType::kSsmPut;
+    std::vector<Bytes> payload;
+    bool rotate_before = false;
+  };
+
+  void WriterLoop();
+  void SyncerLoop();
+  // Writes `batch` in order; returns how many records reached the file. On an error the file is
+  // cut back to the end of the last whole record.
+  size_t WriteBatch(std::vector<Pending>& batch);
+  std::string OpenSegment(uint64_t first_lsn);
+  // Syncs and closes the current segment. Caller holds file_mu_.
+  void CloseSegment();
+  // fdatasync of the current segment if it holds unsynced records; false on failure.
+  bool SyncCurrent();
+  void MarkHealthy();
+  void NotifyDurable();
+  void RecordError(const std::string& what);
+
+  const std::string dir_;
+  std::atomic<FsyncPolicy> policy_;
+  const uint64_t segment_bytes_;
+
+  mutable std::mutex mu_;              // queue_, next_lsn_, stop_
+  std::condition_variable cv_;         // wakes the writer
+  std::condition_variable syncer_cv_;  // wakes the syncer (only to stop)
+  std::condition_variable progress_cv_;
+  std::vector<Pending> queue_;
+  uint64_t next_lsn_;
+  bool stop_ = false;
+
+  mutable std::mutex file_mu_;  // fd_, segments_, current segment bookkeeping
+  int fd_ = -1;
+  uint64_t next_sequence_;
+  std::vector<SegmentInfo> segments_;  // the last one is current once started
+  uint64_t current_offset_ = 0;
+
+  std::atomic<uint64_t> written_lsn_{0};
+  std::atomic<uint64_t> synced_lsn_{0};
+  std::atomic<uint64_t> records_appended_{0};
+  std::atomic<bool> write_ok_{true};
+  std::atomic<bool> idle_and_written_{true};  // the writer holds no failed records
+  mutable std::mutex error_mu_;
+  std::string last_error_;
+  int64_t last_error_time_ = 0;
+
+  std::mutex waiters_mu_;
+  std::multimap<uint64_t, std::function<void()>> waiters_;
+
+  std::thread writer_;
+  std::thread syncer_;
+};
+
+const char* PolicyName(FsyncPolicy p);
+
+}  // namespace prefixd::persist

@@ -1,0 +1,136 @@
+#include "persist/record_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace prefixd::persist {
+namespace {
+
+// Reads exactly `length` bytes at `offset`; false on a short read or error.
+bool ReadFully(int fd, uint64_t offset, uint8_t* out, uint64_t length) {
+  while (length > 0) {
+    ssize_t n = ::pread(fd, out, length, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    out += n, offset += static_cast<uint64_t>(n), length -= static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+RecordReader::~RecordReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string RecordReader::Open(const std::string& path, const char (&magic)[8]) {
+  path_ = path;
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) return "can't open " + path + ": " + std::strerror(errno);
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return "can't stat " + path + ": " + std::strerror(errno);
+  file_size_ = static_cast<uint64_t>(st.st_size);
+  uint8_t header[kFileHeaderSize];
+  if (file_size_ < kFileHeaderSize || !ReadFully(fd_, 0, header, kFileHeaderSize)) {
+    return path + ": file header is missing or short (" + std::to_string(file_size_) + " bytes)";
+  }
+  file_header_ = DecodeFileHeader(header);
+  if (std::memcmp(file_header_.magic, magic, 8) != 0) return path + ": not a prefixd file";
+  if (file_header_.version != kFormatVersion) {
+    return path + ": format version " + std::to_string(file_header_.version) +
+           " is not supported (this build reads version " + std::to_string(kFormatVersion) + ")";
+  }
+  position_ = kFileHeaderSize;
+  return {};
+}
+
+ReadStatus RecordReader::Bad(uint64_t offset, std::string problem) {
+  bad_offset_ = offset;
+  problem_ = std::move(problem);
+  return ReadStatus::kBad;
+}
+
+bool RecordReader::ReadRecordAt(uint64_t offset, Record& out, std::string& problem) {
+  if (file_size_ - offset < kRecordHeaderSize) {
+    problem = "record header cut short (" + std::to_string(file_size_ - offset) + " bytes left)";
+    return false;
+  }
+  uint8_t header[kRecordHeaderSize];
+  if (!ReadFully(fd_, offset, header, kRecordHeaderSize)) {
+    problem = std::string("read error: ") + std::strerror(errno);
+    return false;
+  }
+  RecordHeader h = DecodeRecordHeader(header);
+  if (h.magic != kRecordMagic) {
+    problem = "no record magic";
+    return false;
+  }
+  uint64_t left = file_size_ - offset - kRecordHeaderSize;
+  if (h.payload_length > left) {
+    problem = "payload length " + std::to_string(h.payload_length) + " runs past the end (" +
+              std::to_string(left) + " bytes left)";
+    return false;
+  }
+  Bytes payload = Bytes::Allocate(h.payload_length);
+  if (!ReadFully(fd_, offset + kRecordHeaderSize, payload.mutable_data(), h.payload_length)) {
+    problem = std::string("read error: ") + std::strerror(errno);
+    return false;
+  }
+  std::array<std::string_view, 1> pieces{payload.view()};
+  if (RecordChecksum(header, pieces) != h.checksum) {
+    problem = "checksum mismatch";
+    return false;
+  }
+  out.header = h;
+  out.payload = std::move(payload);
+  out.offset = offset;
+  return true;
+}
+
+ReadStatus RecordReader::Next(Record& out) {
+  if (position_ == file_size_) return ReadStatus::kEnd;
+  std::string problem;
+  if (!ReadRecordAt(position_, out, problem)) return Bad(position_, problem);
+  position_ += kRecordHeaderSize + out.header.payload_length;
+  return ReadStatus::kRecord;
+}
+
+uint64_t RecordReader::NextValidRecord(uint64_t offset) {
+  // Scan in chunks for the magic, then check each candidate fully.
+  constexpr size_t kChunk = 1 << 20;
+  std::vector<uint8_t> buf(kChunk + 3);
+  uint8_t magic[4];
+  PutU32(magic, kRecordMagic);
+  for (uint64_t base = offset + 1; base + kRecordHeaderSize <= file_size_; base += kChunk) {
+    uint64_t n = std::min<uint64_t>(kChunk + 3, file_size_ - base);
+    if (!ReadFully(fd_, base, buf.data(), n)) return 0;
+    for (uint64_t i = 0; i + 4 <= n && i < kChunk; ++i) {
+      if (std::memcmp(buf.data() + i, magic, 4) != 0) continue;
+      uint64_t candidate = base + i;
+      if (candidate < 8 + offset + 1) continue;  // the magic sits 8 bytes into a header
+      Record r;
+      std::string ignored;
+      if (ReadRecordAt(candidate - 8, r, ignored)) return candidate - 8;
+    }
+  }
+  return 0;
+}
+
+std::string RecordReader::ReadAt(uint64_t offset, uint64_t length, Bytes& out) {
+  if (offset > file_size_ || length > file_size_ - offset) {
+    return "range past the end of " + path_;
+  }
+  out = Bytes::Allocate(length);
+  if (!ReadFully(fd_, offset, out.mutable_data(), length)) {
+    return "read error in " + path_ + ": " + std::strerror(errno);
+  }
+  return {};
+}
+
+}  // namespace prefixd::persist

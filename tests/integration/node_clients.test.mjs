@@ -1,0 +1,253 @@
+// Black-box test of prefixd with the npm clients ioredis and node-redis, over RESP2 and RESP3:
+// their connect handshakes, bit-exact binary blobs through call()/sendCommand(), nil on a miss,
+// MFETCH arrays and pipelines. Needs `npm install` in tests/integration; skips when the packages
+// are missing. Run: PREFIXD_SERVER=build/prefixd-server node --test tests/integration/
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+let IORedis = null;
+let nodeRedis = null;
+let skipReason = false;
+try {
+  IORedis = (await import('ioredis')).default;
+  nodeRedis = await import('redis');
+} catch (err) {
+  skipReason = `ioredis/redis npm packages are not installed (run "npm install --no-audit ` +
+    `--no-fund" in tests/integration): ${err.message}`;
+  console.log(`# SKIP: ${skipReason}`);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// Resolves with the first bytes the server sends back to `request`, or null.
+function exchange(port, request, timeoutMs) {
+  return new Promise((resolve) => {
+    const sock = net.createConnection({ host: '127.0.0.1', port });
+    const timer = setTimeout(() => { sock.destroy(); resolve(null); }, timeoutMs);
+    sock.once('error', () => { clearTimeout(timer); resolve(null); });
+    sock.once('connect', () => sock.write(request));
+    sock.once('data', (data) => { clearTimeout(timer); sock.destroy(); resolve(data); });
+  });
+}
+
+// One prefixd-server on a free loopback port with a private temporary directory.
+class Server {
+  async start() {
+    const binary = process.env.PREFIXD_SERVER;
+    if (!binary) throw new Error('set PREFIXD_SERVER to the prefixd-server binary');
+    this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'prefixd-node-'));
+    this.logPath = path.join(this.root, 'server.log');
+    for (let attempt = 0; attempt < 5; attempt++) {
+      this.port = await freePort();
+      const log = fs.openSync(this.logPath, 'a');
+      this.proc = spawn(binary, ['--bind', '127.0.0.1', '--port', String(this.port),
+        '--dir', path.join(this.root, 'data')], { stdio: ['ignore', log, log] });
+      fs.closeSync(log);
+      this.exit = new Promise((resolve) => this.proc.once('exit', (code, signal) =>
+        resolve({ code, signal })));
+      let exited = false;
+      this.exit.then(() => { exited = true; });
+      const deadline = Date.now() + 10000;
+      while (Date.now() < deadline && !exited) {
+        const reply = await exchange(this.port, 'PING\r\n', 1000);
+        if (reply && reply.toString().startsWith('+PONG')) return;
+        await sleep(20);
+      }
+      if (!exited) {
+        await this.stop();
+        throw new Error(`prefixd-server did not answer PING in 10 s:\n${this.log()}`);
+      }
+      if (!this.log().includes('in use')) {
+        throw new Error(`prefixd-server exited during startup:\n${this.log()}`);
+      }
+    }
+    throw new Error('no free port for prefixd-server in 5 attempts');
+  }
+
+  log() {
+    try {
+      return fs.readFileSync(this.logPath, 'utf8').slice(-4000);
+    } catch {
+      return '';
+    }
+  }
+
+  // Stops with SIGTERM (SIGKILL after 10 s); resolves with the exit code or signal.
+  async stop() {
+    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) {
+      return this.exit ? this.exit : { code: 0 };
+    }
+    this.proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 10000);
+    const result = await this.exit;
+    clearTimeout(timer);
+    return result;
+  }
+
+  cleanup() {
+    if (this.root) fs.rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+const server = new Server();
+const SIZES = [0, 1, 1024, 1 << 20, 8 << 20];
+
+describe('npm clients against prefixd', { skip: skipReason }, () => {
+  before(async () => { await server.start(); });
+  after(async () => {
+    const { code, signal } = await server.stop();
+    const log = server.log();
+    server.cleanup();
+    assert.equal(code, 0, `prefixd-server exited with code ${code} signal ${signal}:\n${log}`);
+  });
+
+  for (const protocol of [2, 3]) {
+    describe(`ioredis protocol ${protocol}`, () => {
+      let r;
+      before(async () => {
+        r = new IORedis({
+          host: '127.0.0.1', port: server.port, protocol, lazyConnect: true,
+          maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 5000,
+        });
+        r.on('error', () => {});
+        await r.connect();
+      });
+      after(async () => { await r.quit(); });
+
+      test('handshake leaves a usable connection', async () => {
+        assert.equal(await r.ping(), 'PONG');
+        const info = await r.call('CLIENT', 'INFO');
+        assert.match(String(info), new RegExp(` resp=${protocol}`));
+        assert.match(String(info), / lib-name=ioredis /);
+      });
+
+      test('store and fetch binary blobs bit-exactly', async () => {
+        for (const size of SIZES) {
+          const blob = crypto.randomBytes(size);
+          assert.equal(await r.call('SSM.PREFIX.STORE', `io${protocol}`, '4', blob), 'OK');
+          const got = await r.callBuffer('SSM.PREFIX.FETCH', `io${protocol}`, '4');
+          assert.ok(Buffer.isBuffer(got), `size ${size}: expected a Buffer`);
+          assert.equal(got.length, size);
+          assert.ok(got.equals(blob), `blob of ${size} bytes came back altered`);
+        }
+        const sid = Buffer.from([0, 0xff, 0x0d, 0x0a, 0x41]);
+        const blob = Buffer.alloc(100000, 0xff);
+        assert.equal(await r.call('SSM.PREFIX.STORE', sid, '0', blob), 'OK');
+        assert.ok((await r.callBuffer('SSM.PREFIX.FETCH', sid, '0')).equals(blob));
+      });
+
+      test('nil on a miss, MFETCH array, LAYERS', async () => {
+        assert.equal(await r.callBuffer('SSM.PREFIX.FETCH', `io-miss${protocol}`, '0'), null);
+        const a = crypto.randomBytes(5000);
+        const b = Buffer.alloc(0);
+        assert.equal(await r.call('SSM.PREFIX.MSTORE', `iom${protocol}`, '0', a, '2', b), 'OK');
+        const got = await r.callBuffer('SSM.PREFIX.MFETCH', `iom${protocol}`, '0', '1', '2');
+        assert.equal(got.length, 3);
+        assert.ok(got[0].equals(a));
+        assert.equal(got[1], null);
+        assert.ok(Buffer.isBuffer(got[2]) && got[2].length === 0);
+        const layers = await r.call('SSM.PREFIX.LAYERS', `iom${protocol}`);
+        assert.deepEqual(layers, [0, 5000, 2, 0]);
+      });
+
+      test('pipeline', async () => {
+        const blobs = Array.from({ length: 20 }, (_, i) => crypto.randomBytes(i * 3000));
+        const p = r.pipeline();
+        blobs.forEach((blob, i) => p.call('SSM.PREFIX.STORE', `iop${protocol}`, String(i), blob));
+        blobs.forEach((_, i) => p.callBuffer('SSM.PREFIX.FETCH', `iop${protocol}`, String(i)));
+        const results = await p.exec();
+        results.forEach(([err]) => assert.equal(err, null));
+        blobs.forEach((blob, i) => assert.equal(results[i][1], 'OK'));
+        blobs.forEach((blob, i) => assert.ok(results[20 + i][1].equals(blob), `layer ${i}`));
+      });
+
+      test('errors reject', async () => {
+        await assert.rejects(r.call('SSM.PREFIX.FETCH', 's', 'x'),
+          /invalid layer 'x': must be an integer from 0 to 2147483647/);
+      });
+    });
+  }
+
+  for (const RESP of [2, 3]) {
+    describe(`node-redis RESP${RESP}`, () => {
+      let client;
+      let buffers;
+      before(async () => {
+        client = nodeRedis.createClient({
+          socket: { host: '127.0.0.1', port: server.port, reconnectStrategy: false,
+            connectTimeout: 5000 },
+          RESP,
+        });
+        client.on('error', () => {});
+        await client.connect();
+        buffers = client.withTypeMapping({ [nodeRedis.RESP_TYPES.BLOB_STRING]: Buffer });
+      });
+      after(async () => { await client.quit(); });
+
+      test('handshake leaves a usable connection', async () => {
+        assert.equal(await client.ping(), 'PONG');
+        const info = String(await client.sendCommand(['CLIENT', 'INFO']));
+        assert.match(info, new RegExp(` resp=${RESP}`));
+        assert.match(info, / lib-name=node-redis/);
+      });
+
+      test('store and fetch binary blobs bit-exactly', async () => {
+        for (const size of SIZES) {
+          const blob = crypto.randomBytes(size);
+          assert.equal(await client.sendCommand(['SSM.PREFIX.STORE', `nr${RESP}`, '6', blob]),
+            'OK');
+          const got = await buffers.sendCommand(['SSM.PREFIX.FETCH', `nr${RESP}`, '6']);
+          assert.ok(Buffer.isBuffer(got), `size ${size}: expected a Buffer`);
+          assert.equal(got.length, size);
+          assert.ok(got.equals(blob), `blob of ${size} bytes came back altered`);
+        }
+        const sid = Buffer.from([0, 1, 2, 0xfe, 0xff]);
+        const blob = Buffer.alloc(70000, 0);
+        assert.equal(await client.sendCommand(['SSM.PREFIX.STORE', sid, '0', blob]), 'OK');
+        assert.ok((await buffers.sendCommand(['SSM.PREFIX.FETCH', sid, '0'])).equals(blob));
+      });
+
+      test('nil on a miss and MFETCH array', async () => {
+        assert.equal(await buffers.sendCommand(['SSM.PREFIX.FETCH', `nr-miss${RESP}`, '0']), null);
+        const a = crypto.randomBytes(4096);
+        assert.equal(await client.sendCommand(['SSM.PREFIX.MSTORE', `nrm${RESP}`, '1', a]), 'OK');
+        const got = await buffers.sendCommand(['SSM.PREFIX.MFETCH', `nrm${RESP}`, '0', '1']);
+        assert.ok(Array.isArray(got));
+        assert.equal(got.length, 2);
+        assert.equal(got[0], null);
+        assert.ok(got[1].equals(a));
+      });
+
+      test('concurrent commands are pipelined on one connection', async () => {
+        const blobs = Array.from({ length: 20 }, (_, i) => crypto.randomBytes(i * 2500 + 1));
+        await Promise.all(blobs.map((blob, i) =>
+          client.sendCommand(['SSM.PREFIX.STORE', `nrp${RESP}`, String(i), blob])));
+        const got = await Promise.all(blobs.map((_, i) =>
+          buffers.sendCommand(['SSM.PREFIX.FETCH', `nrp${RESP}`, String(i)])));
+        blobs.forEach((blob, i) => assert.ok(got[i].equals(blob), `layer ${i}`));
+      });
+
+      test('errors reject', async () => {
+        await assert.rejects(client.sendCommand(['SSM.PREFIX.FETCH', 's', '-5']),
+          /invalid layer '-5'/);
+      });
+    });
+  }
+});

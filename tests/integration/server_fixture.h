@@ -1,0 +1,151 @@
+// Integration-test harness: runs the real prefixd-server binary on a free loopback port with a
+// private temporary directory, and gives tests raw-byte socket clients and hiredis connections
+// to talk to it.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace prefixd::it {
+
+using Millis = std::chrono::milliseconds;
+
+// Path of the server under test: $PREFIXD_SERVER if set, else the path CMake compiled in.
+std::string ServerBinary();
+
+// Encodes a request as a RESP multibulk, exactly as a client library would.
+std::string Multibulk(const std::vector<std::string>& args);
+
+// Length of the first complete RESP2/RESP3 reply in `buffer`, or nullopt while it is incomplete.
+// Throws std::runtime_error on a type byte that no RESP version defines.
+std::optional<size_t> CompleteReplyLength(std::string_view buffer);
+
+// One prefixd-server child process. Start() picks a free 127.0.0.1 port, creates a temp root
+// holding the data directory (`--dir`), the log file and, if asked, the unix socket, then waits
+// (bounded) until the server answers PING. The destructor stops the server (SIGTERM, then
+// SIGKILL after a bounded wait), reports an unclean exit as a test failure, prints the log's tail
+// when the current test failed, and removes the temp root (kept if PREFIXD_IT_KEEP is set).
+class ServerProcess {
+ public:
+  struct Options {
+    // Extra command-line flags, e.g. {"--requirepass", "secret"}.
+    std::vector<std::string> flags;
+    // Also listen on a unix socket inside the temp root.
+    bool unix_socket = false;
+    // How long the server may take to start answering.
+    Millis startup_timeout{10000};
+  };
+
+  ServerProcess() = default;
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  ::testing::AssertionResult Start(Options options);
+  ::testing::AssertionResult Start() { return Start(Options{}); }
+
+  // Stops the server; false (with `how` explaining) unless it exited with status 0 in time.
+  bool Stop(std::string* how = nullptr);
+  bool Running();
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  const std::string& root() const { return root_; }
+  const std::string& data_dir() const { return data_dir_; }
+  const std::string& unix_socket_path() const { return unix_socket_; }
+  const std::string& log_path() const { return log_path_; }
+  std::string ReadLog() const;
+  // Resident set size of the server process in KiB (VmRSS), or -1 when it cannot be read.
+  int64_t RssKib() const;
+
+ private:
+  ::testing::AssertionResult Launch(const Options& options, bool* port_taken);
+  bool WaitExit(Millis timeout, int* status);
+
+  std::string root_;
+  std::string data_dir_;
+  std::string unix_socket_;
+  std::string log_path_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int exit_status_ = 0;
+};
+
+// A gtest fixture base that owns one server, started by StartServer().
+class ServerTest : public ::testing::Test {
+ protected:
+  // Use as ASSERT_NO_FATAL_FAILURE(StartServer(...)).
+  void StartServer(ServerProcess::Options options = {});
+  ServerProcess server_;
+};
+
+// A blocking socket client that sends exact bytes and reads exact bytes with timeouts, and tells
+// whether the server closed the connection.
+class RawConnection {
+ public:
+  static std::unique_ptr<RawConnection> Tcp(int port, std::string* error = nullptr);
+  static std::unique_ptr<RawConnection> Unix(const std::string& path, std::string* error = nullptr);
+  ~RawConnection();
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  int fd() const { return fd_; }
+  // Sends every byte; false if the connection failed.
+  bool Send(std::string_view bytes);
+  // Sends without blocking longer than `timeout` in total; returns how many bytes went out.
+  size_t SendFor(std::string_view bytes, Millis timeout);
+  // Reads until `n` bytes arrived, the peer closed, or `timeout` passed; returns what arrived.
+  std::string Read(size_t n, Millis timeout = Millis(5000));
+  // Reads one complete RESP reply (its raw bytes), or nullopt on timeout or close.
+  std::optional<std::string> ReadReply(Millis timeout = Millis(5000));
+  // Returns whatever arrives until nothing more comes for `quiet`.
+  std::string ReadQuiet(Millis quiet = Millis(200));
+  // True when the peer closed (EOF or reset) within `timeout`; bytes read first go to `extra`.
+  bool WaitClosed(Millis timeout = Millis(3000), std::string* extra = nullptr);
+  // Send(request) and ReadReply(); an empty string on failure.
+  std::string Call(std::string_view request, Millis timeout = Millis(5000));
+  std::string Call(const std::vector<std::string>& args, Millis timeout = Millis(5000)) {
+    return Call(Multibulk(args), timeout);
+  }
+  bool peer_closed() const { return peer_closed_; }
+
+ private:
+  explicit RawConnection(int fd) : fd_(fd) {}
+  // Appends what arrives within `timeout` to pending_; false on timeout, EOF or error.
+  bool Fill(Millis timeout);
+
+  int fd_ = -1;
+  std::string pending_;
+  bool peer_closed_ = false;
+};
+
+// hiredis helpers (hiredis 0.14.1: RESP2 only).
+struct RedisContextDeleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+struct RedisReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using RedisContext = std::unique_ptr<redisContext, RedisContextDeleter>;
+using RedisReply = std::unique_ptr<redisReply, RedisReplyDeleter>;
+
+// Connects with a bounded connect and read/write timeout; nullptr (error in `error`) on failure.
+RedisContext ConnectHiredis(int port, Millis timeout = Millis(30000), std::string* error = nullptr);
+RedisContext ConnectHiredisUnix(const std::string& path, Millis timeout = Millis(30000),
+                                std::string* error = nullptr);
+// Runs one binary-safe command; nullptr when the connection failed (see ctx->errstr).
+RedisReply HiredisCommand(redisContext* ctx, const std::vector<std::string_view>& args);
+// A reply as text for test messages: type and contents.
+std::string DescribeReply(const redisReply* reply);
+
+}  // namespace prefixd::it

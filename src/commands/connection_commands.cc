@@ -6,18 +6,12 @@
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/registry.h"
+#include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
 namespace {
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 // Compares without an early exit, so the time taken does not reveal how much of a guess matched.
 bool SecretEquals(std::string_view a, std::string_view b) {

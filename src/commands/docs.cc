@@ -4,12 +4,13 @@
 #include <cctype>
 #include <map>
 
+#include "common/ascii.h"
 #include "common/settings.h"
 
 namespace prefixd::commands {
 namespace {
 
-std::string Upper(std::string s) {
+std::string AsciiUpper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
@@ -51,9 +52,10 @@ std::string CommandsMarkdown(const Registry& registry) {
     auto title = kTitles.count(group) ? kTitles.at(group) : group;
     out += "\n## " + title + "\n\n| command | arity | flags | summary |\n|---|---|---|---|\n";
     for (const CommandSpec* spec : specs) {
-      if (spec->handler != nullptr || spec->subcommands.empty()) Row(out, *spec, Upper(spec->name));
+      if (spec->handler != nullptr || spec->subcommands.empty())
+        Row(out, *spec, AsciiUpper(spec->name));
       for (const CommandSpec& sub : spec->subcommands) {
-        Row(out, sub, Upper(spec->name) + " " + Upper(sub.name));
+        Row(out, sub, AsciiUpper(spec->name) + " " + AsciiUpper(sub.name));
       }
     }
   }

@@ -6,22 +6,11 @@
 #include <cctype>
 
 #include "commands/errors.h"
+#include "common/ascii.h"
 #include "common/clock.h"
 
 namespace prefixd::commands {
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string Upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Text as C's "%.*s" prints it: up to the first NUL.
 std::string_view CString(std::string_view s) {
@@ -55,7 +44,7 @@ std::string UnknownCommand(const protocol::Request& request) {
 
 std::string UnknownSubcommand(std::string_view subcommand, std::string_view command) {
   return "ERR unknown subcommand '" + std::string(CString(subcommand).substr(0, 128)) + "'. Try " +
-         Upper(command) + " HELP.";
+         AsciiUpper(command) + " HELP.";
 }
 
 }  // namespace errors
@@ -80,10 +69,10 @@ Registry::Registry(Engine& engine) : engine_(engine) {
 }
 
 void Registry::Add(CommandSpec spec) {
-  spec.name = Lower(spec.name);
+  spec.name = AsciiLower(spec.name);
   spec.full_name = spec.name;
   for (CommandSpec& sub : spec.subcommands) {
-    sub.name = Lower(sub.name);
+    sub.name = AsciiLower(sub.name);
     sub.full_name = spec.name + "|" + sub.name;
     sub.group = spec.group;
   }
@@ -136,7 +125,7 @@ void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
     return reply.Error(errors::UnknownCommand(request));
   }
   if (!spec->subcommands.empty() && request.size() >= 2) {
-    std::string sub = Lower(request[1]);
+    std::string sub = AsciiLower(request[1]);
     auto it = std::find_if(spec->subcommands.begin(), spec->subcommands.end(),
                            [&](const CommandSpec& s) { return s.name == sub; });
     if (it == spec->subcommands.end()) {

@@ -12,6 +12,7 @@
 #include "commands/errors.h"
 #include "commands/mutate.h"
 #include "commands/registry.h"
+#include "common/ascii.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
@@ -34,13 +35,6 @@ void HelpReply(Context& ctx, const CommandSpec& container) {
 }
 
 namespace {
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 void WriteSet(protocol::ReplyWriter& r, const std::vector<std::string_view>& items) {
   r.SetLen(items.size());

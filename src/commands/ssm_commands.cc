@@ -11,6 +11,7 @@
 #include "commands/errors.h"
 #include "commands/mutate.h"
 #include "commands/registry.h"
+#include "common/ascii.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
@@ -49,17 +50,6 @@ std::optional<uint64_t> ParseOffset(Context& ctx, std::string_view what, std::st
     return std::nullopt;
   }
   return static_cast<uint64_t>(*v);
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
 }
 
 void CountLookup(Context& ctx, bool hit) {

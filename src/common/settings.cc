@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "common/ascii.h"
 #include "common/numbers.h"
 
 namespace prefixd {
@@ -53,12 +54,6 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Start even when a log record before the tail is corrupt, skipping (and logging) it"},
 }};
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -77,7 +72,7 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::optional<int64_t> ParseMemory(std::string_view text) {
-  std::string s = Lower(text);
+  std::string s = AsciiLower(text);
   struct Unit {
     std::string_view suffix;
     int64_t factor;
@@ -109,7 +104,7 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)>& Settings::S
 }
 
 std::optional<Setting> Settings::Find(std::string_view name) {
-  std::string lower = Lower(name);
+  std::string lower = AsciiLower(name);
   for (size_t i = 0; i < kSettingSpecs.size(); ++i) {
     if (kSettingSpecs[i].name == lower) return static_cast<Setting>(i);
   }
@@ -117,7 +112,7 @@ std::optional<Setting> Settings::Find(std::string_view name) {
 }
 
 std::string_view Settings::Nearest(std::string_view name) {
-  std::string lower = Lower(name);
+  std::string lower = AsciiLower(name);
   std::string_view best;
   size_t best_distance = std::numeric_limits<size_t>::max();
   for (const SettingSpec& spec : kSettingSpecs) {
@@ -159,7 +154,7 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
       return {};
     }
     case T::kEnum: {
-      std::string lower = Lower(value);
+      std::string lower = AsciiLower(value);
       std::string_view choices = spec.choices;
       for (size_t pos = 0; pos <= choices.size();) {
         size_t bar = choices.find('|', pos);

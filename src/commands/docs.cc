@@ -10,7 +10,7 @@
 namespace prefixd::commands {
 namespace {
 
-std::string AsciiUpper(std::string s) {
+std::string AsciiAsciiUpper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
@@ -53,9 +53,9 @@ std::string CommandsMarkdown(const Registry& registry) {
     out += "\n## " + title + "\n\n| command | arity | flags | summary |\n|---|---|---|---|\n";
     for (const CommandSpec* spec : specs) {
       if (spec->handler != nullptr || spec->subcommands.empty())
-        Row(out, *spec, AsciiUpper(spec->name));
+        Row(out, *spec, AsciiAsciiUpper(spec->name));
       for (const CommandSpec& sub : spec->subcommands) {
-        Row(out, sub, AsciiUpper(spec->name) + " " + AsciiUpper(sub.name));
+        Row(out, sub, AsciiAsciiUpper(spec->name) + " " + AsciiAsciiUpper(sub.name));
       }
     }
   }

@@ -11,6 +11,7 @@
 
 #include "commands/engine.h"
 #include "commands/registry.h"
+#include "common/ascii.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
@@ -196,9 +197,7 @@ std::string BuildInfo(Engine& engine, const std::vector<std::string>& requested)
 void InfoCommand(Context& ctx) {
   std::vector<std::string> requested;
   for (size_t i = 1; i < ctx.args.size(); ++i) {
-    std::string s(ctx.args[i]);
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    requested.push_back(std::move(s));
+    requested.push_back(AsciiLower(ctx.args[i]));
   }
   ctx.reply.Verbatim(BuildInfo(ctx.engine, requested));
 }

@@ -20,13 +20,11 @@ namespace prefixd::commands {
 void InfoCommand(Context& ctx);
 
 void HelpReply(Context& ctx, const CommandSpec& container) {
-  std::string upper = container.name;
-  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string upper = AsciiUpper(container.name);
   std::vector<std::string> lines;
   lines.push_back(upper + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
   for (const CommandSpec& sub : container.subcommands) {
-    std::string head = sub.name;
-    for (char& c : head) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::string head = AsciiUpper(sub.name);
     lines.push_back(sub.syntax.empty() ? head : head + " " + sub.syntax);
     lines.push_back("    " + sub.summary);
   }

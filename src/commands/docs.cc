@@ -10,11 +10,6 @@
 namespace prefixd::commands {
 namespace {
 
-std::string AsciiAsciiUpper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::string Arity(int arity) {
   return arity >= 0 ? std::to_string(arity) : "at least " + std::to_string(-arity);
 }
@@ -53,9 +48,9 @@ std::string CommandsMarkdown(const Registry& registry) {
     out += "\n## " + title + "\n\n| command | arity | flags | summary |\n|---|---|---|---|\n";
     for (const CommandSpec* spec : specs) {
       if (spec->handler != nullptr || spec->subcommands.empty())
-        Row(out, *spec, AsciiAsciiUpper(spec->name));
+        Row(out, *spec, AsciiUpper(spec->name));
       for (const CommandSpec& sub : spec->subcommands) {
-        Row(out, sub, AsciiAsciiUpper(spec->name) + " " + AsciiAsciiUpper(sub.name));
+        Row(out, sub, AsciiUpper(spec->name) + " " + AsciiUpper(sub.name));
       }
     }
   }

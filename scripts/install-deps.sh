@@ -10,7 +10,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 packages=(
   build-essential cmake ninja-build pkg-config git
   libasio-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libhiredis-dev libxxhash-dev
-  redis-server redis-tools python3 python3-redis nodejs npm
+  redis-server redis-tools python3 python3-redis
+  libopenblas-dev nlohmann-json3-dev
   clang-14 libclang-rt-14-dev libfuzzer-14-dev clang-format
 )
 missing=()
@@ -21,6 +22,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "Installing: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Node.js may come from elsewhere (it bundles npm then, and Debian's npm would conflict).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
 fi
 
 # Node clients for the black-box tests (ioredis, node-redis), pinned in tests/integration.

@@ -15,7 +15,8 @@ class Bytes {
   Bytes() = default;
 
   // Uninitialised storage of `size` bytes; fill it through mutable_data() before sharing.
-  // Large sizes come from mmap'd pages, so untouched storage commits no memory.
+  // Sizes from 1 MiB come from a pool of reused mmap'd regions (huge pages where the kernel
+  // allows); a fresh region commits no memory until it is touched.
   static Bytes Allocate(size_t size);
   static Bytes CopyOf(std::string_view data);
 
@@ -40,5 +41,8 @@ class Bytes {
   size_t size_ = 0;
   size_t capacity_ = 0;
 };
+
+// Bytes held by the large-buffer pool for reuse (counted in INFO memory).
+size_t PooledFreeBytes();
 
 }  // namespace prefixd

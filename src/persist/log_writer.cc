@@ -119,10 +119,18 @@ uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload) {
 }
 
 uint64_t LogWriter::RotateForSnapshot() {
-  std::lock_guard lock(mu_);
-  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, true});
+  std::unique_lock lock(mu_);
+  uint64_t base = next_lsn_;
+  uint64_t ticket = ++rotations_requested_;
+  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, true, base});
   cv_.notify_one();
-  return next_lsn_;
+  // Wait until the new segment exists, so that every older segment may be removed once the
+  // snapshot is durable. A log that cannot be written (disk full) must not hang SAVE: then the
+  // rotation happens later and compaction keeps the current segment.
+  progress_cv_.wait_for(lock, std::chrono::seconds(10), [&] {
+    return rotations_done_.load() >= ticket || stop_ || !write_ok_.load();
+  });
+  return base;
 }
 
 bool LogWriter::WhenDurable(uint64_t lsn, std::function<void()> done) {
@@ -188,7 +196,9 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
     bool ok = true;
     while (index < iov.size()) {
       int count = static_cast<int>(std::min(iov.size() - index, kMaxIov));
-      ssize_t n = ::writev(fd_, iov.data() + index, count);
+      // Positional writes: after a failed write is cut back, the retry must land exactly at
+      // the end of the last whole record, wherever the file position was left.
+      ssize_t n = ::pwritev(fd_, iov.data() + index, count, static_cast<off_t>(start + done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         RecordError(std::string("write: ") + std::strerror(errno));
@@ -238,12 +248,13 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
       if (!flush()) return written_records;
       std::lock_guard lock(file_mu_);
       CloseSegment();
-      std::string err = OpenSegment(p.lsn != 0 ? p.lsn : next_lsn_);
+      std::string err = OpenSegment(p.lsn != 0 ? p.lsn : p.rotate_base);
       if (!err.empty()) {
         RecordError(err);
         return written_records;
       }
       planned = current_offset_;
+      if (p.lsn == 0) rotations_done_.fetch_add(1);
       p.rotate_before = false;  // done: a retry must not roll again
     }
     if (p.lsn == 0) {
@@ -321,7 +332,9 @@ void LogWriter::Sync() {
   {
     std::unique_lock lock(mu_);
     target = next_lsn_ - 1;
-    progress_cv_.wait(lock, [&] { return written_lsn_.load() >= target || stop_; });
+    // A log that cannot be written makes no progress: return rather than hang the caller.
+    progress_cv_.wait(lock,
+                      [&] { return written_lsn_.load() >= target || stop_ || !write_ok_.load(); });
   }
   SyncCurrent();
 }

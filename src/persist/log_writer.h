@@ -64,11 +64,13 @@ class LogWriter {
   // already so. `done` runs on the log thread: it must only hand work off.
   bool WhenDurable(uint64_t lsn, std::function<void()> done);
 
-  // Blocks until every record appended so far is written and synced (SAVE, shutdown).
+  // Blocks until every record appended so far is written and synced (SAVE, shutdown), or the
+  // log is failing (then it returns without waiting for the failed records).
   void Sync();
 
-  // Starts a new segment at the next lsn and returns that lsn: every older segment then holds
-  // only records below it, and RemoveSegmentsBefore(it) may delete them after a snapshot.
+  // Starts a new segment at the next lsn and returns that lsn once it exists (or after 10 s if
+  // the log cannot be written): every older segment then holds only records below it, and
+  // RemoveSegmentsBefore(it) may delete them after a snapshot.
   uint64_t RotateForSnapshot();
   void RemoveSegmentsBefore(uint64_t lsn);
 
@@ -83,6 +85,7 @@ class LogWriter {
     RecordType type = RecordType::kSsmPut;
     std::vector<Bytes> payload;
     bool rotate_before = false;
+    uint64_t rotate_base = 0;  // a bare rotation marker: the base lsn of the new segment
   };
 
   void WriterLoop();
@@ -109,6 +112,7 @@ class LogWriter {
   std::condition_variable progress_cv_;
   std::vector<Pending> queue_;
   uint64_t next_lsn_;
+  uint64_t rotations_requested_ = 0;
   bool stop_ = false;
 
   mutable std::mutex file_mu_;  // fd_, segments_, current segment bookkeeping
@@ -120,6 +124,7 @@ class LogWriter {
   std::atomic<uint64_t> written_lsn_{0};
   std::atomic<uint64_t> synced_lsn_{0};
   std::atomic<uint64_t> records_appended_{0};
+  std::atomic<uint64_t> rotations_done_{0};
   std::atomic<bool> write_ok_{true};
   std::atomic<bool> idle_and_written_{true};  // the writer holds no failed records
   mutable std::mutex error_mu_;

@@ -174,9 +174,21 @@ ServerProcess::~ServerProcess() {
     return ::testing::AssertionFailure() << "mkdtemp failed: " << std::strerror(errno);
   }
   root_ = tmpl.data();
-  data_dir_ = root_ + "/data";
+  data_dir_ = options.data_dir.empty() ? root_ + "/data" : options.data_dir;
   log_path_ = root_ + "/server.log";
   if (options.unix_socket) unix_socket_ = root_ + "/prefixd.sock";
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    bool port_taken = false;
+    auto result = Launch(options, &port_taken);
+    if (result || !port_taken) return result;
+  }
+  return ::testing::AssertionFailure() << "could not find a free port in 5 attempts";
+}
+
+::testing::AssertionResult ServerProcess::Restart(Options options) {
+  if (pid_ > 0) return ::testing::AssertionFailure() << "server still running; Stop() or Kill()";
+  if (root_.empty()) return ::testing::AssertionFailure() << "Restart() before Start()";
+  if (options.unix_socket && unix_socket_.empty()) unix_socket_ = root_ + "/prefixd.sock";
   for (int attempt = 0; attempt < 5; ++attempt) {
     bool port_taken = false;
     auto result = Launch(options, &port_taken);
@@ -294,6 +306,27 @@ bool ServerProcess::Stop(std::string* how) {
   pid_ = -1;
   if (how) *how = text;
   return clean;
+}
+
+bool ServerProcess::Kill() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (!WaitExit(Millis(0), &status)) {
+    ::kill(pid_, SIGKILL);
+    WaitExit(Millis(10000), &status);
+  }
+  pid_ = -1;
+  return exited_ && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+bool ServerProcess::WaitForExit(Millis timeout) {
+  int status = 0;
+  return WaitExit(timeout, &status);
+}
+
+std::optional<int> ServerProcess::exit_status() const {
+  if (!exited_) return std::nullopt;
+  return exit_status_;
 }
 
 std::string ServerProcess::ReadLog() const { return log_path_.empty() ? "" : ReadFile(log_path_); }

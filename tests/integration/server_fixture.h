@@ -43,6 +43,8 @@ class ServerProcess {
     bool unix_socket = false;
     // How long the server may take to start answering.
     Millis startup_timeout{10000};
+    // Use this data directory (`--dir`) instead of one inside the temp root; it is not removed.
+    std::string data_dir;
   };
 
   ServerProcess() = default;
@@ -56,6 +58,18 @@ class ServerProcess {
   // Stops the server; false (with `how` explaining) unless it exited with status 0 in time.
   bool Stop(std::string* how = nullptr);
   bool Running();
+  // Kills the server with SIGKILL (a crash: nothing is flushed) and reaps it; true when it died
+  // of that signal.
+  bool Kill();
+  // Waits up to `timeout` for the server to exit by itself (e.g. after SHUTDOWN); true once it
+  // has. Stop() then reports how it exited.
+  bool WaitForExit(Millis timeout);
+  // The raw wait status of the last exit seen (see <sys/wait.h>), e.g. after a failed Start().
+  std::optional<int> exit_status() const;
+  // Starts the server again after Stop() or Kill(), with the same temp root, data directory and
+  // log file (appended to), on a new port. `options.data_dir` is ignored.
+  ::testing::AssertionResult Restart(Options options);
+  ::testing::AssertionResult Restart() { return Restart(Options{}); }
 
   int port() const { return port_; }
   pid_t pid() const { return pid_; }

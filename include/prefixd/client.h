@@ -56,6 +56,18 @@ struct LayerInfo {
   friend bool operator==(const LayerInfo&, const LayerInfo&) = default;
 };
 
+// The row formats V.STOREBATCH accepts (its FMT option); values are little-endian.
+enum class RowFormat : uint8_t { kF32, kF16, kBf16 };
+
+// Options of KV.PREFIX.REGISTER; the hashes are borrowed for the duration of the call.
+struct KvPrefixOptions {
+  // The prefix's cold prefill time, credited to its hits in the server's value receipt.
+  std::optional<double> prefill_ms;
+  // BLOCKS: the token-block size and the blocks' hashes (both or neither).
+  uint32_t block_size = 0;
+  std::span<const uint64_t> block_hashes;
+};
+
 // A RESP2 reply as Command() returns it. A top-level error reply is returned as a kServerError
 // Status instead; kError appears only nested in an array (e.g. inside EXEC's result).
 struct Reply {
@@ -129,6 +141,51 @@ class Client {
 
   // SSM.PREFIX.LAYERS: the session's layers and blob sizes, ascending by layer.
   Result<std::vector<LayerInfo>> Layers(std::string_view sid);
+
+  // --- The V-store and KV.PREFIX: attention-layer K/V, in Pion's commands. ---
+  // Rows are sent from and fetched into the caller's memory without intermediate copies. The
+  // typed overloads reinterpret host floats as little-endian bytes (every supported host).
+
+  // V.CREATE: creates a session of `dim`-value rows in the tier `vquant` (fp32, fp16, bf16, int8,
+  // fp8, mlx4g32; empty: the server's default). Returns its index; for an existing sid, the
+  // existing session's index (its shape unchanged).
+  Result<int64_t> VCreate(std::string_view sid, uint32_t dim, std::string_view vquant = {});
+
+  // V.STOREBATCH: `count` rows at [start, start + count) of `layer`; `rows` holds count × dim
+  // values in `format`. The server encodes them to the session's tier.
+  Status VStoreBatch(std::string_view sid, uint32_t layer, uint64_t start, uint64_t count,
+                     RowFormat format, std::span<const uint8_t> rows);
+  Status VStoreBatch(std::string_view sid, uint32_t layer, uint64_t start, uint64_t count,
+                     std::span<const float> rows);
+  // fp16 or bf16 bit patterns (`format` kF16 or kBf16).
+  Status VStoreBatch(std::string_view sid, uint32_t layer, uint64_t start, uint64_t count,
+                     RowFormat format, std::span<const uint16_t> rows);
+
+  // V.FETCH ... RANGE: rows [start, end) of `layer` as fp32 into the start of `out`; rows past
+  // the layer's end are zeros. Returns the number of floats written ((end - start) × dim), or
+  // nullopt when the layer holds no rows; kOutOfRange (connection intact) when `out` is too
+  // small.
+  Result<std::optional<size_t>> VFetchRange(std::string_view sid, uint32_t layer, uint64_t start,
+                                            uint64_t end, std::span<float> out);
+  // ... FMT NATIVE: fp32, fp16 and bf16 sessions' rows as stored, other tiers' as fp32; returns
+  // the byte count (the element size follows from it).
+  Result<std::optional<size_t>> VFetchRangeNative(std::string_view sid, uint32_t layer,
+                                                  uint64_t start, uint64_t end,
+                                                  std::span<uint8_t> out);
+
+  // V.DROP: true when the session existed.
+  Result<bool> VDrop(std::string_view sid);
+
+  // KV.PREFIX.REGISTER: registers `ns` and creates `<ns>_pk` / `<ns>_pv` (kv_dim-value rows in
+  // tier `vquant`); registering again changes nothing.
+  Status KvPrefixRegister(std::string_view ns, uint32_t kv_dim, std::string_view vquant,
+                          const KvPrefixOptions& options = {});
+  // KV.PREFIX.LOOKUP: true on HIT (both sessions hold rows). `tokens` and `prefill_ms` feed the
+  // server's value receipt.
+  Result<bool> KvPrefixLookup(std::string_view ns, std::optional<uint64_t> tokens = {},
+                              std::optional<double> prefill_ms = {});
+  // KV.PREFIX.DROP: how many of the namespaces existed.
+  Result<int64_t> KvPrefixDrop(std::span<const std::string_view> namespaces);
 
   // Any request/reply command, arguments binary-safe. Commands that break the one-reply-per-
   // request rule (SUBSCRIBE and friends, MONITOR, CLIENT REPLY) and HELLO 3 (this client speaks

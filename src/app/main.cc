@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
     durability.auto_rewrite_percentage = settings.Int(Setting::kAutoRewritePercentage);
     durability.auto_rewrite_min_size =
         static_cast<uint64_t>(settings.Int(Setting::kAutoRewriteMinSize));
-    auto d = std::make_unique<persist::Durability>(durability, engine.state_store());
+    auto d = std::make_unique<persist::Durability>(durability, engine.state_store(),
+                                                   &engine.vector_store());
     if (std::string err = d->Open(); !err.empty()) {
       spdlog::critical("Can't recover the data in '{}': {}", dir, err);
       return 1;
@@ -123,6 +124,9 @@ int main(int argc, char** argv) {
   });
   server.Run();
   stopped = true;
+  // Write and sync the log now, while the io contexts that durability waiters post to still
+  // exist (the server is destroyed before the engine).
+  engine.set_durability(nullptr);
   spdlog::info("prefixd is now ready to exit, bye bye...");
   // Wake the signal waiter if the stop came from SHUTDOWN rather than a signal.
   pthread_kill(signal_waiter.native_handle(), SIGTERM);

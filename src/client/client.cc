@@ -609,6 +609,111 @@ class Client::Impl {
     return infos;
   }
 
+  Result<int64_t> VCreate(std::string_view sid, uint32_t dim, std::string_view vquant) {
+    const Decimal dim_text(dim);
+    std::vector<std::string_view> args{"V.CREATE", sid, dim_text.view()};
+    if (!vquant.empty()) args.insert(args.end(), {"VQUANT", vquant});
+    PREFIXD_RETURN_IF_ERROR(Send(args));
+    return ReadInteger("V.CREATE");
+  }
+
+  Status VStoreBatch(std::string_view sid, uint32_t layer, uint64_t start, uint64_t count,
+                     RowFormat format, std::span<const uint8_t> rows) {
+    PREFIXD_RETURN_IF_ERROR(CheckLayer(layer));
+    if (count == 0) return Status::InvalidArgument("VStoreBatch needs at least one row");
+    const std::string_view element_bytes = format == RowFormat::kF32 ? "4" : "2";
+    if (rows.size() % (format == RowFormat::kF32 ? 4 : 2) != 0 || rows.size() % count != 0) {
+      return Status::InvalidArgument("VStoreBatch: " + std::to_string(rows.size()) +
+                                     " bytes are not " + std::to_string(count) + " rows of " +
+                                     std::string(element_bytes) + "-byte values");
+    }
+    const Decimal layer_text(layer), start_text(start), count_text(count);
+    std::vector<std::string_view> args{"V.STOREBATCH",    sid,
+                                       layer_text.view(), start_text.view(),
+                                       count_text.view(), AsChars(rows)};
+    if (format == RowFormat::kF16) args.insert(args.end(), {"FMT", "F16"});
+    if (format == RowFormat::kBf16) args.insert(args.end(), {"FMT", "BF16"});
+    PREFIXD_RETURN_IF_ERROR(Send(args));
+    return ReadStatus("OK", "V.STOREBATCH");
+  }
+
+  Result<std::optional<size_t>> VFetchRange(std::string_view sid, uint32_t layer, uint64_t start,
+                                            uint64_t end, bool native, std::span<uint8_t> out) {
+    PREFIXD_RETURN_IF_ERROR(CheckLayer(layer));
+    if (end <= start) {
+      return Status::InvalidArgument("VFetchRange: end " + std::to_string(end) +
+                                     " must exceed start " + std::to_string(start));
+    }
+    const Decimal layer_text(layer), start_text(start), end_text(end);
+    std::vector<std::string_view> args{
+        "V.FETCH", sid, layer_text.view(), "RANGE", start_text.view(), end_text.view()};
+    if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+    PREFIXD_RETURN_IF_ERROR(Send(args));
+    PREFIXD_ASSIGN_OR_RETURN(BulkRead read, ReadBulkInto(out, "V.FETCH RANGE"));
+    if (read.nil) return std::optional<size_t>();
+    if (read.length > out.size()) {
+      return Status::OutOfRange("V.FETCH RANGE returned " + std::to_string(read.length) +
+                                " bytes; the buffer holds " + std::to_string(out.size()));
+    }
+    return std::optional<size_t>(static_cast<size_t>(read.length));
+  }
+
+  Result<bool> VDrop(std::string_view sid) {
+    const std::array<std::string_view, 2> args{"V.DROP", sid};
+    PREFIXD_RETURN_IF_ERROR(Send(args));
+    PREFIXD_ASSIGN_OR_RETURN(int64_t n, ReadInteger("V.DROP"));
+    return n != 0;
+  }
+
+  Status KvPrefixRegister(std::string_view ns, uint32_t kv_dim, std::string_view vquant,
+                          const KvPrefixOptions& options) {
+    if ((options.block_size == 0) != options.block_hashes.empty()) {
+      return Status::InvalidArgument(
+          "KvPrefixRegister: BLOCKS needs both a block size and the block hashes");
+    }
+    const Decimal dim_text(kv_dim), block_text(options.block_size),
+        count_text(options.block_hashes.size());
+    std::vector<std::string_view> args{"KV.PREFIX.REGISTER", ns, dim_text.view(), vquant};
+    if (options.block_size != 0) {
+      const std::string_view hashes(reinterpret_cast<const char*>(options.block_hashes.data()),
+                                    options.block_hashes.size_bytes());
+      args.insert(args.end(), {"BLOCKS", block_text.view(), count_text.view(), hashes});
+    }
+    std::string ms;
+    if (options.prefill_ms) {
+      ms = MillisText(*options.prefill_ms);
+      args.insert(args.end(), {"PREFILL_MS", ms});
+    }
+    PREFIXD_RETURN_IF_ERROR(Send(args));
+    return ReadStatus("OK", "KV.PREFIX.REGISTER");
+  }
+
+  Result<bool> KvPrefixLookup(std::string_view ns, std::optional<uint64_t> tokens,
+                              std::optional<double> prefill_ms) {
+    const Decimal tokens_text(tokens.value_or(0));
+    std::string ms;
+    std::vector<std::string_view> args{"KV.PREFIX.LOOKUP", ns};
+    if (tokens) args.insert(args.end(), {"TOKENS", tokens_text.view()});
+    if (prefill_ms) {
+      ms = MillisText(*prefill_ms);
+      args.insert(args.end(), {"PREFILL_MS", ms});
+    }
+    PREFIXD_RETURN_IF_ERROR(Send(args));
+    PREFIXD_ASSIGN_OR_RETURN(ReplyHead head, ReadHead());
+    if (head.type == '-') return Status::ServerError(std::string(head.text));
+    if (head.type == '+' && head.text == "HIT") return true;
+    if (head.type == '+' && head.text == "MISS") return false;
+    return Unexpected(head, "KV.PREFIX.LOOKUP", "+HIT or +MISS");
+  }
+
+  Result<int64_t> KvPrefixDrop(std::span<const std::string_view> namespaces) {
+    if (namespaces.empty()) return Status::InvalidArgument("KvPrefixDrop needs a namespace");
+    std::vector<std::string_view> args{"KV.PREFIX.DROP"};
+    args.insert(args.end(), namespaces.begin(), namespaces.end());
+    PREFIXD_RETURN_IF_ERROR(Send(args));
+    return ReadInteger("KV.PREFIX.DROP");
+  }
+
   Result<Reply> Command(const std::vector<std::string_view>& argv) {
     PREFIXD_RETURN_IF_ERROR(CheckCommand(argv));
     PREFIXD_RETURN_IF_ERROR(Send(argv));
@@ -720,6 +825,22 @@ class Client::Impl {
     return std::max<int64_t>(*n, 0);
   }
 
+  // `:<n>`; an error reply becomes kServerError.
+  Result<int64_t> ReadInteger(std::string_view command) {
+    PREFIXD_ASSIGN_OR_RETURN(ReplyHead head, ReadHead());
+    if (head.type == '-') return Status::ServerError(std::string(head.text));
+    std::optional<int64_t> n = ParseInteger(head.text);
+    if (head.type != ':' || !n.has_value()) return Unexpected(head, command, "an integer");
+    return *n;
+  }
+
+  // Milliseconds as the shortest decimal that reads back as the same double.
+  static std::string MillisText(double ms) {
+    std::array<char, 32> buf{};
+    auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), ms);
+    return std::string(buf.data(), end);
+  }
+
   Result<int64_t> ReadIntegerInArray(std::string_view command) {
     PREFIXD_ASSIGN_OR_RETURN(ReplyHead head, ReadHead());
     std::optional<int64_t> n = ParseInteger(head.text);
@@ -764,9 +885,10 @@ class Client::Impl {
   }
 
   // One bulk-or-nil reply; its first dst.size() bytes land in `dst`, any rest is discarded.
-  Result<BulkRead> ReadBulkInto(std::span<uint8_t> dst) {
+  Result<BulkRead> ReadBulkInto(std::span<uint8_t> dst,
+                                std::string_view command = "SSM.PREFIX.FETCH RANGE") {
     PREFIXD_ASSIGN_OR_RETURN(std::optional<uint64_t> length,
-                             ReadBulkHead("SSM.PREFIX.FETCH RANGE", /*in_array=*/false));
+                             ReadBulkHead(command, /*in_array=*/false));
     if (!length.has_value()) return BulkRead{.nil = true};
     const size_t keep = static_cast<size_t>(std::min<uint64_t>(*length, dst.size()));
     Status st = in_.ReadInto(dst.data(), keep);
@@ -915,6 +1037,72 @@ Result<std::vector<std::optional<Blob>>> Client::MFetch(std::string_view sid,
 Result<std::vector<LayerInfo>> Client::Layers(std::string_view sid) {
   if (!impl_) return MovedFrom();
   return impl_->Layers(sid);
+}
+
+Result<int64_t> Client::VCreate(std::string_view sid, uint32_t dim, std::string_view vquant) {
+  if (!impl_) return MovedFrom();
+  return impl_->VCreate(sid, dim, vquant);
+}
+
+Status Client::VStoreBatch(std::string_view sid, uint32_t layer, uint64_t start, uint64_t count,
+                           RowFormat format, std::span<const uint8_t> rows) {
+  return impl_ ? impl_->VStoreBatch(sid, layer, start, count, format, rows) : MovedFrom();
+}
+
+Status Client::VStoreBatch(std::string_view sid, uint32_t layer, uint64_t start, uint64_t count,
+                           std::span<const float> rows) {
+  return VStoreBatch(
+      sid, layer, start, count, RowFormat::kF32,
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(rows.data()), rows.size_bytes()));
+}
+
+Status Client::VStoreBatch(std::string_view sid, uint32_t layer, uint64_t start, uint64_t count,
+                           RowFormat format, std::span<const uint16_t> rows) {
+  if (format == RowFormat::kF32) {
+    return Status::InvalidArgument("VStoreBatch: 16-bit values need RowFormat kF16 or kBf16");
+  }
+  return VStoreBatch(
+      sid, layer, start, count, format,
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(rows.data()), rows.size_bytes()));
+}
+
+Result<std::optional<size_t>> Client::VFetchRange(std::string_view sid, uint32_t layer,
+                                                  uint64_t start, uint64_t end,
+                                                  std::span<float> out) {
+  if (!impl_) return MovedFrom();
+  std::span<uint8_t> bytes(reinterpret_cast<uint8_t*>(out.data()), out.size_bytes());
+  PREFIXD_ASSIGN_OR_RETURN(std::optional<size_t> got,
+                           impl_->VFetchRange(sid, layer, start, end, false, bytes));
+  if (!got) return got;
+  return std::optional<size_t>(*got / sizeof(float));
+}
+
+Result<std::optional<size_t>> Client::VFetchRangeNative(std::string_view sid, uint32_t layer,
+                                                        uint64_t start, uint64_t end,
+                                                        std::span<uint8_t> out) {
+  if (!impl_) return MovedFrom();
+  return impl_->VFetchRange(sid, layer, start, end, true, out);
+}
+
+Result<bool> Client::VDrop(std::string_view sid) {
+  if (!impl_) return MovedFrom();
+  return impl_->VDrop(sid);
+}
+
+Status Client::KvPrefixRegister(std::string_view ns, uint32_t kv_dim, std::string_view vquant,
+                                const KvPrefixOptions& options) {
+  return impl_ ? impl_->KvPrefixRegister(ns, kv_dim, vquant, options) : MovedFrom();
+}
+
+Result<bool> Client::KvPrefixLookup(std::string_view ns, std::optional<uint64_t> tokens,
+                                    std::optional<double> prefill_ms) {
+  if (!impl_) return MovedFrom();
+  return impl_->KvPrefixLookup(ns, tokens, prefill_ms);
+}
+
+Result<int64_t> Client::KvPrefixDrop(std::span<const std::string_view> namespaces) {
+  if (!impl_) return MovedFrom();
+  return impl_->KvPrefixDrop(namespaces);
 }
 
 Result<Reply> Client::Command(const std::vector<std::string_view>& argv) {

@@ -42,7 +42,11 @@ std::string CommandsMarkdown(const Registry& registry) {
       "Generated from the server's command table by `prefixd-commands-doc`; a test fails when "
       "this file is out of date. Arity counts the command name, as Redis's COMMAND does.\n";
   static const std::map<std::string, std::string> kTitles = {
-      {"connection", "Connection"}, {"server", "Server"}, {"ssm", "SSM.PREFIX: recurrent state"}};
+      {"connection", "Connection"},
+      {"server", "Server"},
+      {"ssm", "SSM.PREFIX: recurrent state"},
+      {"vstore", "V-store: attention-layer rows"},
+      {"kvprefix", "KV.PREFIX: attention-layer prefixes"}};
   for (const auto& [group, specs] : groups) {
     auto title = kTitles.count(group) ? kTitles.at(group) : group;
     out += "\n## " + title + "\n\n| command | arity | flags | summary |\n|---|---|---|---|\n";

@@ -13,11 +13,13 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/prefix_receipt.h"
 #include "common/settings.h"
 #include "common/striped_counter.h"
 #include "persist/durability.h"
 #include "server/client_state.h"
 #include "store/state_store.h"
+#include "store/vector_store.h"
 
 namespace prefixd::commands {
 
@@ -48,6 +50,9 @@ class Engine {
   Settings& settings() { return settings_; }
   const Settings& settings() const { return settings_; }
   store::StateStore& state_store() { return state_store_; }
+  // The attention-layer V-store and KV.PREFIX registrations.
+  store::VectorStore& vector_store() { return vector_store_; }
+  PrefixReceipt& receipt() { return receipt_; }
   ServerStats& stats() { return stats_; }
   // Null when appendonly is off.
   persist::Durability* durability() { return durability_.get(); }
@@ -80,6 +85,8 @@ class Engine {
  private:
   Settings& settings_;
   store::StateStore state_store_;
+  store::VectorStore vector_store_;
+  PrefixReceipt receipt_;
   ServerStats stats_;
   mutable std::mutex clients_mu_;
   std::map<uint64_t, std::weak_ptr<server::ClientState>> clients_;

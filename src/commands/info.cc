@@ -76,6 +76,7 @@ void MemorySection(Engine& e, std::string& out) {
   Field(out, "maxmemory", static_cast<uint64_t>(maxmemory));
   Field(out, "maxmemory_human", HumanBytes(static_cast<uint64_t>(maxmemory)));
   Field(out, "maxmemory_policy", "noeviction");
+  Field(out, "buffer_pool_free_bytes", PooledFreeBytes());
   Field(out, "payload_bytes", s.payload_bytes);
   Field(out, "overhead_bytes", s.overhead_bytes);
   Field(out, "ssm_sessions", s.sessions);
@@ -152,6 +153,14 @@ void KeyspaceSection(Engine& e, std::string& out) {
   if (keys > 0) Field(out, "db0", "keys=" + std::to_string(keys) + ",expires=0,avg_ttl=0");
 }
 
+}  // namespace
+
+// Defined with the KV.PREFIX commands.
+void PionInfoSection(Engine& e, std::string& out);
+void VstoreInfoSection(Engine& e, std::string& out);
+
+namespace {
+
 struct Section {
   std::string_view name;
   std::string_view title;
@@ -168,6 +177,8 @@ constexpr Section kSections[] = {
     {"replication", "Replication", true, ReplicationSection},
     {"cpu", "CPU", true, CpuSection},
     {"keyspace", "Keyspace", true, KeyspaceSection},
+    {"vstore", "Vstore", true, VstoreInfoSection},
+    {"pion", "Pion", true, PionInfoSection},
 };
 
 }  // namespace

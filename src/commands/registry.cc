@@ -66,6 +66,8 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterServerCommands(*this);
   RegisterSsmCommands(*this);
   RegisterPersistenceCommands(*this);
+  RegisterVstoreCommands(*this);
+  RegisterKvPrefixCommands(*this);
 }
 
 void Registry::Add(CommandSpec spec) {
@@ -85,7 +87,7 @@ const CommandSpec* Registry::Find(std::string_view name) const {
   // Reused per thread: a lookup runs for every request.
   thread_local std::string key;
   key.assign(name);
-  for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : key) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
   auto it = table_.find(key);
   return it == table_.end() ? nullptr : &it->second;
 }

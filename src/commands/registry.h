@@ -45,5 +45,7 @@ void RegisterConnectionCommands(Registry& registry);
 void RegisterServerCommands(Registry& registry);
 void RegisterSsmCommands(Registry& registry);
 void RegisterPersistenceCommands(Registry& registry);
+void RegisterVstoreCommands(Registry& registry);
+void RegisterKvPrefixCommands(Registry& registry);
 
 }  // namespace prefixd::commands

@@ -236,7 +236,10 @@ void FlushAll(Context& ctx) {
   }
   persist::Mutation m;
   m.type = persist::RecordType::kFlushAll;
-  Mutate(ctx, m, [&](const auto& hook) { ctx.engine.state_store().Clear(hook); });
+  // One record clears both stores; the V-store's locks nest inside the state store's.
+  Mutate(ctx, m, [&](const auto& hook) {
+    ctx.engine.state_store().Clear([&] { ctx.engine.vector_store().Clear(hook); });
+  });
   ctx.reply.Simple("OK");
 }
 

@@ -52,6 +52,18 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Start a new log segment once the current one reaches this size"},
     {"log-skip-corrupt", T::kEnum, false, "no", 0, 0, "yes|no",
      "Start even when a log record before the tail is corrupt, skipping (and logging) it"},
+    {"vstore-max-sessions", T::kInteger, true, "65536", 1, int64_t{1} << 40, "",
+     "Most V-store sessions (a KV.PREFIX prefix takes two); V.CREATE and REGISTER fail past it"},
+    {"vstore-max-layers", T::kInteger, true, "1024", 1, 0x7fffffff, "",
+     "Layer ids a V-store session accepts: 0 to this minus one"},
+    {"vstore-max-tokens", T::kInteger, true, "4194304", 1, int64_t{1} << 40, "",
+     "Rows (tokens) a V-store layer may hold: the end of every STOREBATCH and fetched RANGE"},
+    {"vstore-max-dim", T::kInteger, true, "65536", 1, 262144, "",
+     "Largest value_dim (and KV.PREFIX kv_dim) a V-store session may have"},
+    {"vstore-default-vquant", T::kEnum, true, "fp16", 0, 0, "fp32|fp16|bf16|int8|fp8|mlx4g32",
+     "Storage tier of a V.CREATE without VQUANT"},
+    {"kvprefix-prefill-us-per-token", T::kInteger, true, "555", 0, 1000000000, "",
+     "Prefill time a KV.PREFIX hit is credited per token when the client reports none (us)"},
 }};
 
 size_t EditDistance(std::string_view a, std::string_view b) {

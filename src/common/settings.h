@@ -41,6 +41,12 @@ enum class Setting : size_t {
   kAutoRewriteMinSize,
   kLogSegmentSize,
   kLogSkipCorrupt,
+  kVstoreMaxSessions,
+  kVstoreMaxLayers,
+  kVstoreMaxTokens,
+  kVstoreMaxDim,
+  kVstoreDefaultVquant,
+  kKvPrefixPrefillUsPerToken,
   kCount,
 };
 

@@ -71,8 +71,9 @@ FsyncPolicy ParsePolicy(std::string_view name) {
   return FsyncPolicy::kEverySec;
 }
 
-Durability::Durability(DurabilityOptions options, store::StateStore& store)
-    : options_(std::move(options)), store_(store) {}
+Durability::Durability(DurabilityOptions options, store::StateStore& store,
+                       store::VectorStore* vectors)
+    : options_(std::move(options)), store_(store), vectors_(vectors) {}
 
 Durability::~Durability() {
   {
@@ -153,10 +154,59 @@ void Durability::Apply(Mutation& m) {
       break;
     case RecordType::kFlushAll:
       store_.Clear();
+      if (vectors_ != nullptr) vectors_->Clear();
       break;
     case RecordType::kSnapshotEnd:
       break;
+    default:
+      if (vectors_ != nullptr) ApplyVector(m);
+      break;
   }
+}
+
+void Durability::ApplyVector(Mutation& m) {
+  const VectorFields& v = m.vector;
+  auto tier = store::TierFromCode(v.tier);
+  switch (m.type) {
+    case RecordType::kVCreate:
+      if (!tier) break;
+      vectors_->Create(m.sid, v.dim, *tier, v.index, 0, nullptr);
+      return;
+    case RecordType::kVStore:
+      // A session dropped (or created again with another shape) later in the log, with the
+      // snapshot already showing that, makes the rows moot: skipping them is the replay.
+      if (!tier || v.rows == 0 || v.data_size() != v.rows * store::RowBytes(*tier, v.dim)) break;
+      vectors_->Store(m.sid, v.layer, v.start, v.rows, v.joined_data(), v.dim, *tier);
+      return;
+    case RecordType::kVDrop:
+      vectors_->Drop(m.sid);
+      return;
+    case RecordType::kKvRegister:
+    case RecordType::kKvPrefix: {
+      if (!tier) break;
+      store::PrefixSpec spec;
+      spec.kv_dim = v.dim;
+      spec.tier = *tier;
+      spec.block_size = v.block_size;
+      spec.block_hashes = v.joined_data();
+      if (v.prefill_us != VectorFields::kNoPrefill) spec.prefill_us = v.prefill_us;
+      if (m.type == RecordType::kKvPrefix) {
+        vectors_->RestorePrefix(m.sid, spec);
+      } else {
+        vectors_->Register(m.sid, spec, v.index, v.value_index, 0);
+      }
+      return;
+    }
+    case RecordType::kKvDrop:
+      vectors_->DropPrefix(m.sid);
+      return;
+    default:
+      return;
+  }
+  spdlog::warn(
+      "Skipping a V-store record for session '{}' with tier code {} and {} bytes of rows "
+      "that do not match",
+      m.sid, v.tier, v.data_size());
 }
 
 std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
@@ -308,19 +358,23 @@ std::string Durability::WriteSnapshot() {
   EncodeFileHeader(h, header);
   std::string err = WriteAll(fd, header, kFileHeaderSize);
   uint64_t count = 0, bytes = kFileHeaderSize;
+  auto write = [&](const Mutation& m) {
+    if (!err.empty()) return;
+    auto payload = EncodePayload(m);
+    err = WriteRecord(fd, m.type, 0, payload);
+    for (const Bytes& p : payload) bytes += p.size();
+    bytes += kRecordHeaderSize;
+    ++count;
+  };
   store_.ForEachSession(
       [&](const std::string& sid, const std::vector<std::pair<uint32_t, Bytes>>& layers) {
-        if (!err.empty()) return;
         Mutation m;
         m.type = RecordType::kSsmPut;
         m.sid = sid;
         m.layers = layers;
-        auto payload = EncodePayload(m);
-        err = WriteRecord(fd, RecordType::kSsmPut, 0, payload);
-        for (const Bytes& p : payload) bytes += p.size();
-        bytes += kRecordHeaderSize;
-        ++count;
+        write(m);
       });
+  if (vectors_ != nullptr) WriteVectorSnapshot(write);
   if (err.empty()) {
     Mutation end;
     end.type = RecordType::kSnapshotEnd;
@@ -348,6 +402,45 @@ std::string Durability::WriteSnapshot() {
   spdlog::info("Snapshot saved: {} sessions, {:.1f} MB, {:.3f} s; log cut before lsn {}", count,
                bytes / 1e6, SecondsSince(start), base_lsn);
   return {};
+}
+
+void Durability::WriteVectorSnapshot(const std::function<void(const Mutation&)>& write) {
+  // Sessions (each with its index, then its layers' rows as stored), then the registrations on
+  // their own: a half dropped with V.DROP must not come back from the snapshot.
+  vectors_->ForEachSession([&](const std::string& sid, const store::VectorSessionInfo& info,
+                               const std::vector<store::LayerRead>& layers) {
+    Mutation m;
+    m.type = RecordType::kVCreate;
+    m.sid = sid;
+    m.vector.index = info.index;
+    m.vector.dim = info.dim;
+    m.vector.tier = static_cast<uint32_t>(info.tier);
+    write(m);
+    m.type = RecordType::kVStore;
+    for (const store::LayerRead& layer : layers) {
+      if (layer.length == 0) continue;
+      m.vector.layer = layer.layer;
+      m.vector.start = 0;
+      m.vector.rows = layer.length;
+      m.vector.data = layer.rows.pieces;
+      write(m);
+    }
+  });
+  vectors_->ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
+    Mutation m;
+    m.type = RecordType::kKvPrefix;
+    m.sid = ns;
+    m.vector.dim = spec.kv_dim;
+    m.vector.tier = static_cast<uint32_t>(spec.tier);
+    m.vector.block_size = spec.block_size;
+    if (spec.prefill_us) m.vector.prefill_us = *spec.prefill_us;
+    if (!spec.block_hashes.empty()) m.vector.data.push_back(spec.block_hashes);
+    write(m);
+  });
+}
+
+void Durability::Sync() {
+  if (log_) log_->Sync();
 }
 
 std::string Durability::Save() {
@@ -379,7 +472,10 @@ void Durability::MaintenanceLoop() {
     if (stopping_ || options_.auto_rewrite_percentage <= 0 || bgsave_running_.load()) continue;
     uint64_t log_bytes = log_->Stats().bytes;
     uint64_t live = store_.Stats().payload_bytes;
-    uint64_t base = std::max<uint64_t>(live, log_base_bytes_.load());
+    if (vectors_ != nullptr) live += vectors_->Stats().payload_bytes;
+    // Measured against the live data, not the log size at start: a log that restarts keep
+    // growing must still be rewritten once most of it is overwritten history.
+    uint64_t base = live;
     uint64_t threshold =
         base + base * static_cast<uint64_t>(options_.auto_rewrite_percentage) / 100;
     if (log_bytes > options_.auto_rewrite_min_size && log_bytes > threshold) {

@@ -18,6 +18,7 @@
 #include "common/bytes.h"
 #include "persist/log_writer.h"
 #include "store/state_store.h"
+#include "store/vector_store.h"
 
 namespace prefixd::persist {
 
@@ -53,7 +54,9 @@ struct PersistStats {
 
 class Durability {
  public:
-  Durability(DurabilityOptions options, store::StateStore& store);
+  // `vectors`, when given, is recovered, logged and snapshotted along with `store`.
+  Durability(DurabilityOptions options, store::StateStore& store,
+             store::VectorStore* vectors = nullptr);
   ~Durability();
   Durability(const Durability&) = delete;
   Durability& operator=(const Durability&) = delete;
@@ -74,6 +77,9 @@ class Durability {
   bool healthy() const { return log_ == nullptr || log_->healthy(); }
   std::string last_error() const;
 
+  // Blocks until every record appended so far is written and fsynced, whatever the policy.
+  void Sync();
+
   // A snapshot in the calling thread; returns an error text or empty.
   std::string Save();
   // Starts a snapshot on a background thread; returns an error text (one already running).
@@ -88,11 +94,14 @@ class Durability {
   std::string ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn, uint64_t& next_sequence,
                              std::vector<SegmentInfo>& segments);
   void Apply(struct Mutation& m);
+  void ApplyVector(struct Mutation& m);
+  void WriteVectorSnapshot(const std::function<void(const struct Mutation&)>& write);
   std::string WriteSnapshot();
   void MaintenanceLoop();
 
   DurabilityOptions options_;
   store::StateStore& store_;
+  store::VectorStore* vectors_;
   std::unique_ptr<LogWriter> log_;
   int lock_fd_ = -1;
 

@@ -38,6 +38,12 @@ enum class RecordType : uint8_t {
   kFlushAll = 4,        // every stored entry of every family
   kSnapshotEnd = 15,    // last record of a snapshot: entry count, so a cut file is detected
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
+  kVCreate = 32,     // a V-store session: sid, index, dim, tier
+  kVStore = 33,      // encoded rows [start, start + count) of one layer of one session
+  kVDrop = 34,       // one V-store session
+  kKvRegister = 35,  // a KV.PREFIX registration, creating its `_pk` / `_pv` sessions
+  kKvDrop = 36,      // a KV.PREFIX registration and both of its sessions
+  kKvPrefix = 37,    // a KV.PREFIX registration alone (snapshots: its sessions are their own)
 };
 
 struct RecordHeader {

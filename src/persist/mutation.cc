@@ -1,5 +1,6 @@
 #include "persist/mutation.h"
 
+#include <cstring>
 #include <string_view>
 
 namespace prefixd::persist {
@@ -57,6 +58,23 @@ class Cursor {
 
 }  // namespace
 
+uint64_t VectorFields::data_size() const {
+  uint64_t total = 0;
+  for (const Bytes& piece : data) total += piece.size();
+  return total;
+}
+
+Bytes VectorFields::joined_data() const {
+  if (data.size() == 1) return data.front();
+  Bytes out = Bytes::Allocate(data_size());
+  size_t at = 0;
+  for (const Bytes& piece : data) {
+    if (!piece.empty()) std::memcpy(out.mutable_data() + at, piece.data(), piece.size());
+    at += piece.size();
+  }
+  return out;
+}
+
 std::vector<Bytes> EncodePayload(const Mutation& m) {
   std::vector<Bytes> pieces;
   Meta meta;
@@ -85,6 +103,48 @@ std::vector<Bytes> EncodePayload(const Mutation& m) {
       break;
     case RecordType::kSnapshotEnd:
       meta.U64(m.count);
+      break;
+    case RecordType::kVCreate:
+      meta.U32(static_cast<uint32_t>(m.sid.size()));
+      meta.Text(m.sid);
+      meta.U64(m.vector.index);
+      meta.U32(m.vector.dim);
+      meta.U32(m.vector.tier);
+      break;
+    case RecordType::kVStore:
+      meta.U32(static_cast<uint32_t>(m.sid.size()));
+      meta.Text(m.sid);
+      meta.U32(m.vector.layer);
+      meta.U64(m.vector.start);
+      meta.U64(m.vector.rows);
+      meta.U32(m.vector.dim);
+      meta.U32(m.vector.tier);
+      meta.U64(m.vector.data_size());
+      meta.FlushTo(pieces);
+      for (const Bytes& piece : m.vector.data) {
+        if (!piece.empty()) pieces.push_back(piece);
+      }
+      break;
+    case RecordType::kVDrop:
+    case RecordType::kKvDrop:
+      meta.U32(static_cast<uint32_t>(m.sid.size()));
+      meta.Text(m.sid);
+      break;
+    case RecordType::kKvRegister:
+    case RecordType::kKvPrefix:
+      meta.U32(static_cast<uint32_t>(m.sid.size()));
+      meta.Text(m.sid);
+      meta.U64(m.vector.index);
+      meta.U64(m.vector.value_index);
+      meta.U32(m.vector.dim);
+      meta.U32(m.vector.tier);
+      meta.U32(m.vector.block_size);
+      meta.U64(m.vector.prefill_us);
+      meta.U64(m.vector.data_size());
+      meta.FlushTo(pieces);
+      for (const Bytes& piece : m.vector.data) {
+        if (!piece.empty()) pieces.push_back(piece);
+      }
       break;
   }
   meta.FlushTo(pieces);
@@ -134,6 +194,40 @@ std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out) 
     case RecordType::kSnapshotEnd:
       if (!c.U64(out.count)) return "short snapshot end payload";
       break;
+    case RecordType::kVCreate: {
+      VectorFields& v = out.vector;
+      if (!read_sid() || !c.U64(v.index) || !c.U32(v.dim) || !c.U32(v.tier)) {
+        return "short V-store create payload";
+      }
+      break;
+    }
+    case RecordType::kVStore: {
+      VectorFields& v = out.vector;
+      uint64_t length = 0;
+      if (!read_sid() || !c.U32(v.layer) || !c.U64(v.start) || !c.U64(v.rows) || !c.U32(v.dim) ||
+          !c.U32(v.tier) || !c.U64(length)) {
+        return "short V-store rows header";
+      }
+      if (!c.Take(length, v.data.emplace_back())) return "V-store rows run past the payload";
+      break;
+    }
+    case RecordType::kVDrop:
+    case RecordType::kKvDrop:
+      if (!read_sid()) return "short drop payload";
+      break;
+    case RecordType::kKvRegister:
+    case RecordType::kKvPrefix: {
+      VectorFields& v = out.vector;
+      uint64_t length = 0;
+      if (!read_sid() || !c.U64(v.index) || !c.U64(v.value_index) || !c.U32(v.dim) ||
+          !c.U32(v.tier) || !c.U32(v.block_size) || !c.U64(v.prefill_us) || !c.U64(length)) {
+        return "short KV.PREFIX register header";
+      }
+      if (!c.Take(length, v.data.emplace_back())) {
+        return "KV.PREFIX block hashes run past the payload";
+      }
+      break;
+    }
     default:
       return "unknown record type " + std::to_string(static_cast<int>(type));
   }

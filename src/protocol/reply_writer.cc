@@ -65,6 +65,24 @@ void ReplyWriter::Bulk(const Bytes& value) {
   Append("\r\n");
 }
 
+void ReplyWriter::BulkPieces(std::span<const Bytes> pieces) {
+  size_t total = 0;
+  for (const Bytes& piece : pieces) total += piece.size();
+  Header('$', static_cast<int64_t>(total));
+  for (const Bytes& piece : pieces) {
+    if (piece.size() < kReferenceThreshold) {
+      Append(piece.view());
+      continue;
+    }
+    Piece p;
+    p.referenced = piece;
+    p.is_reference = true;
+    pieces_.push_back(std::move(p));
+    pending_bytes_ += piece.size();
+  }
+  Append("\r\n");
+}
+
 void ReplyWriter::Null() { Append(protocol_ >= 3 ? "_\r\n" : "$-1\r\n"); }
 void ReplyWriter::NullArray() { Append(protocol_ >= 3 ? "_\r\n" : "*-1\r\n"); }
 void ReplyWriter::ArrayLen(size_t n) { Header('*', static_cast<int64_t>(n)); }

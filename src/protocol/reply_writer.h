@@ -28,6 +28,9 @@ class ReplyWriter {
   void Bulk(std::string_view value);
   // Queues `value` by reference when it is large enough to be worth a separate iovec.
   void Bulk(const Bytes& value);
+  // One bulk string made of `pieces` back to back, each large piece queued by reference: a
+  // value assembled from stored chunks goes out with a gather write, never joined.
+  void BulkPieces(std::span<const Bytes> pieces);
   void Null();       // RESP3 `_`, RESP2 `$-1`
   void NullArray();  // RESP3 `_`, RESP2 `*-1`
   void ArrayLen(size_t n);

@@ -1,0 +1,421 @@
+// V.*: the attention-layer V-store in Pion's syntax (V.CREATE, V.STOREBATCH, V.FETCH by ids,
+// RANGE or BATCH, V.INFO) plus V.DROP, which Pion lacks. Rows are encoded to the session's tier
+// before any lock is taken; a fetch from a tier that stores the values themselves is sent from
+// the stored chunks with a gather write, never joined or converted.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "commands/engine.h"
+#include "commands/errors.h"
+#include "commands/mutate.h"
+#include "commands/registry.h"
+#include "commands/vstore_shared.h"
+#include "common/ascii.h"
+
+namespace prefixd::commands {
+namespace {
+
+using store::Tier;
+using store::VectorStore;
+
+constexpr size_t kMaxFetchIds = 1024;  // Pion's bound on V.FETCH <id>...
+constexpr uint64_t kMaxLayerId = 0x7fffffff;
+constexpr std::string_view kBadRange = "ERR invalid RANGE: end must exceed start (>=0)";
+
+void Line(std::string& out, std::string_view key, std::string_view value) {
+  out.append(key).append(":").append(value).append("\r\n");
+}
+void Line(std::string& out, std::string_view key, uint64_t value) {
+  Line(out, key, std::to_string(value));
+}
+
+// V.CREATE <sid> <dim> [VQUANT <fmt>]
+void Create(Context& ctx) {
+  const auto& args = ctx.args;
+  const std::string_view sid = args[1];
+  if (!vstore::ValidSid(ctx, sid)) return;
+  for (size_t i = 2; i < args.size(); ++i) {
+    if (EqualsIgnoreCase(args[i], "SCHEMA")) {
+      return ctx.reply.Error(
+          "ERR V.CREATE: SCHEMA (per-layer formats) is not supported by prefixd; create one "
+          "session per format");
+    }
+  }
+  const vstore::Limits limits = vstore::LimitsOf(ctx.engine);
+  auto dim = vstore::ParseCount(args[2]);
+  if (!dim || *dim < 1 || *dim > limits.max_dim) {
+    return ctx.reply.Error("ERR invalid value_dim (must be 1-" + std::to_string(limits.max_dim) +
+                           ")");
+  }
+  auto tier = store::ParseTier(ctx.engine.settings().String(Setting::kVstoreDefaultVquant));
+  if (args.size() == 5 && EqualsIgnoreCase(args[3], "VQUANT")) {
+    tier = store::ParseTier(args[4]);
+    if (!tier) {
+      return ctx.reply.Error(vstore::UnknownTierError("V.CREATE", "VQUANT format", args[4]));
+    }
+  } else if (args.size() != 3) {
+    return ctx.reply.Error(errors::kSyntax);
+  }
+  if (std::string why = store::CheckDim(*tier, static_cast<uint32_t>(*dim)); !why.empty()) {
+    return ctx.reply.Error("ERR V.CREATE: " + why);
+  }
+  VectorStore& vs = ctx.engine.vector_store();
+  persist::Mutation m;
+  m.type = persist::RecordType::kVCreate;
+  m.sid = sid;
+  m.vector.index = vs.ReserveIndex();
+  m.vector.dim = static_cast<uint32_t>(*dim);
+  m.vector.tier = static_cast<uint32_t>(*tier);
+  store::VectorSessionInfo info;
+  auto result = VectorStore::CreateResult::kExists;
+  Mutate(ctx, m, [&](const auto& hook) {
+    result = vs.Create(sid, m.vector.dim, *tier, m.vector.index, limits.max_sessions, &info, hook);
+  });
+  if (result == VectorStore::CreateResult::kLimit) {
+    return ctx.reply.Error(vstore::SessionLimitError("V.CREATE", limits.max_sessions));
+  }
+  ctx.reply.Integer(static_cast<int64_t>(info.index));
+}
+
+// Parses layer_id, start_id or count; Pion words all three failures alike.
+std::optional<uint64_t> ParseStoreField(Context& ctx, std::string_view name, std::string_view text,
+                                        uint64_t min, uint64_t max) {
+  auto v = vstore::ParseCount(text);
+  if (!v || *v < min || *v > max) {
+    ctx.reply.Error("ERR invalid layer_id/start_id/count: " + std::string(name) + " '" +
+                    std::string(text.substr(0, 64)) + "' must be an integer from " +
+                    std::to_string(min) + " to " + std::to_string(max));
+    return std::nullopt;
+  }
+  return v;
+}
+
+// V.STOREBATCH <sid> <layer> <start> <count> <blob> [FMT F16|BF16|F32]
+void StoreBatch(Context& ctx) {
+  const auto& args = ctx.args;
+  const std::string_view sid = args[1];
+  if (!vstore::ValidSid(ctx, sid)) return;
+  const vstore::Limits limits = vstore::LimitsOf(ctx.engine);
+  constexpr uint64_t kBig = uint64_t{1} << 62;
+  auto layer = ParseStoreField(ctx, "layer_id", args[2], 0, kMaxLayerId);
+  if (!layer) return;
+  auto start = ParseStoreField(ctx, "start_id", args[3], 0, kBig);
+  if (!start) return;
+  auto count = ParseStoreField(ctx, "count", args[4], 1, kBig);
+  if (!count) return;
+  if (*layer >= limits.max_layers) {
+    return ctx.reply.Error("ERR V.STOREBATCH: layer_id " + std::to_string(*layer) +
+                           " exceeds vstore-max-layers (" + std::to_string(limits.max_layers) +
+                           ": ids 0-" + std::to_string(limits.max_layers - 1) + ")");
+  }
+  const uint64_t end = *start + *count;
+  if (end > limits.max_tokens) {
+    return ctx.reply.Error("ERR V.STOREBATCH: end " + std::to_string(end) +
+                           " (start + count) exceeds vstore-max-tokens (" +
+                           std::to_string(limits.max_tokens) + ")");
+  }
+  auto format = store::InputFormat::kF32;
+  if (args.size() == 8 && EqualsIgnoreCase(args[6], "FMT") && store::ParseInputFormat(args[7])) {
+    format = *store::ParseInputFormat(args[7]);
+  } else if (args.size() != 6) {
+    return ctx.reply.Error("ERR V.STOREBATCH: unknown option (expected FMT F16|BF16|F32)");
+  }
+  VectorStore& vs = ctx.engine.vector_store();
+  auto info = vs.Describe(sid);
+  if (!info) return ctx.reply.Error(vstore::kSessionNotFound);
+  const size_t element = store::InputElementBytes(format);
+  const uint64_t expected = *count * info->dim * element;
+  if (args[5].size() != expected) {
+    return ctx.reply.Error("ERR V.STOREBATCH: blob size " + std::to_string(args[5].size()) +
+                           " != expected " + std::to_string(expected) + " (count " +
+                           std::to_string(*count) + " x dim " + std::to_string(info->dim) + " x " +
+                           std::to_string(element) + " bytes " +
+                           std::string(store::InputFormatName(format)) + ")");
+  }
+  const Tier tier = info->tier;
+  // Input already in the stored form is kept as it arrived from the socket.
+  const bool as_is = (tier == Tier::kFp32 && format == store::InputFormat::kF32) ||
+                     (tier == Tier::kFp16 && format == store::InputFormat::kF16) ||
+                     (tier == Tier::kBf16 && format == store::InputFormat::kBf16);
+  Bytes rows = args.TakeBytes(5);
+  if (!as_is) {
+    Bytes encoded = Bytes::Allocate(*count * info->row_bytes);
+    std::string err =
+        store::EncodeRows(tier, info->dim, format, rows.data(), *count, encoded.mutable_data());
+    if (!err.empty()) return ctx.reply.Error("ERR V.STOREBATCH: " + err);
+    rows = std::move(encoded);
+  }
+  persist::Mutation m;
+  m.type = persist::RecordType::kVStore;
+  m.sid = sid;
+  m.vector.layer = static_cast<uint32_t>(*layer);
+  m.vector.start = *start;
+  m.vector.rows = *count;
+  m.vector.dim = info->dim;
+  m.vector.tier = static_cast<uint32_t>(tier);
+  m.vector.data.push_back(rows);
+  auto result = VectorStore::StoreResult::kNoSession;
+  Mutate(ctx, m, [&](const auto& hook) {
+    result = vs.Store(sid, m.vector.layer, *start, *count, rows, info->dim, tier, hook);
+  });
+  if (result == VectorStore::StoreResult::kNoSession) {
+    return ctx.reply.Error(vstore::kSessionNotFound);
+  }
+  if (result == VectorStore::StoreResult::kChanged) {
+    return ctx.reply.Error(
+        "ERR V.STOREBATCH: the session was dropped and created again with another shape while "
+        "this batch was being stored; send it again");
+  }
+  ctx.reply.Simple("OK");
+}
+
+// Bytes a fetched layer takes on the wire.
+uint64_t ReplyBytes(const store::VectorSessionInfo& info, uint64_t rows, bool native) {
+  const bool as_stored = store::StoresValues(info.tier) && (native || info.tier == Tier::kFp32);
+  return rows * (as_stored ? info.row_bytes : size_t{info.dim} * 4);
+}
+
+bool FitsOutput(Context& ctx, uint64_t bytes) {
+  const auto limit =
+      static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kClientOutputBufferLimit));
+  if (bytes <= limit) return true;
+  ctx.reply.Error("ERR V.FETCH: a reply of " + std::to_string(bytes) +
+                  " bytes would exceed client-output-buffer-limit (" + std::to_string(limit) +
+                  "); fetch a smaller RANGE");
+  return false;
+}
+
+// One layer's rows as a bulk: as stored when that is the values (fp32 always, fp16 and bf16 with
+// NATIVE), else decoded to fp32; nil for a layer with no tokens.
+void ReplyRows(Context& ctx, const store::VectorSessionInfo& info, const store::LayerRead& read,
+               bool native) {
+  if (read.length == 0) return ctx.reply.Null();
+  PrefixReceipt& receipt = ctx.engine.receipt();
+  receipt.fetches.Add();
+  receipt.fetch_bytes.Add(ReplyBytes(info, read.rows.rows, native));
+  if (store::StoresValues(info.tier) && (native || info.tier == Tier::kFp32)) {
+    return ctx.reply.BulkPieces(read.rows.pieces);
+  }
+  Bytes out = Bytes::Allocate(read.rows.rows * info.dim * 4);
+  auto* values = reinterpret_cast<float*>(out.mutable_data());
+  uint64_t done = 0;
+  for (const Bytes& piece : read.rows.pieces) {
+    const uint64_t n = piece.size() / info.row_bytes;
+    store::DecodeRows(info.tier, info.dim, piece.data(), n, values + done * info.dim);
+    done += n;
+  }
+  ctx.reply.Bulk(out);
+}
+
+// `[FMT NATIVE]` from args[from] on; nullopt (error queued) for anything else.
+std::optional<bool> ParseNative(Context& ctx, size_t from) {
+  const auto& args = ctx.args;
+  if (from == args.size()) return false;
+  if (args.size() - from == 2 && EqualsIgnoreCase(args[from], "FMT") &&
+      EqualsIgnoreCase(args[from + 1], "NATIVE")) {
+    return true;
+  }
+  ctx.reply.Error("ERR V.FETCH: unknown option '" + std::string(args[from].substr(0, 64)) +
+                  "' (expected FMT NATIVE)");
+  return std::nullopt;
+}
+
+// A half-open [start, end) with 0 <= start < end <= vstore-max-tokens.
+bool ParseRange(Context& ctx, std::string_view start_text, std::string_view end_text,
+                uint64_t& start, uint64_t& end) {
+  auto s = vstore::ParseCount(start_text);
+  auto e = vstore::ParseCount(end_text);
+  if (!s || !e || *e <= *s) {
+    ctx.reply.Error(kBadRange);
+    return false;
+  }
+  const uint64_t max_tokens = vstore::LimitsOf(ctx.engine).max_tokens;
+  if (*e > max_tokens) {
+    ctx.reply.Error("ERR invalid RANGE: end " + std::to_string(*e) +
+                    " exceeds vstore-max-tokens (" + std::to_string(max_tokens) + ")");
+    return false;
+  }
+  start = *s, end = *e;
+  return true;
+}
+
+// V.FETCH <sid> BATCH <s> <e> [L] [FMT NATIVE]
+void FetchBatch(Context& ctx) {
+  const auto& args = ctx.args;
+  if (args.size() < 5) return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
+  uint64_t start = 0, end = 0;
+  if (!ParseRange(ctx, args[3], args[4], start, end)) return;
+  size_t next = 5;
+  std::optional<uint32_t> layers;
+  const uint64_t max_layers = vstore::LimitsOf(ctx.engine).max_layers;
+  if (next < args.size() && !EqualsIgnoreCase(args[next], "FMT")) {
+    auto n = vstore::ParseCount(args[next]);
+    if (!n || *n < 1 || *n > max_layers) {
+      return ctx.reply.Error("ERR V.FETCH BATCH: invalid layer count '" +
+                             std::string(args[next].substr(0, 64)) + "' (must be 1-" +
+                             std::to_string(max_layers) + ")");
+    }
+    layers = static_cast<uint32_t>(*n);
+    ++next;
+  }
+  auto native = ParseNative(ctx, next);
+  if (!native) return;
+  auto read = ctx.engine.vector_store().ReadBatch(args[1], start, end, layers);
+  if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
+  auto& [info, per_layer] = *read;
+  if (per_layer.empty()) return ctx.reply.Error("ERR V.FETCH BATCH: session has no stored layers");
+  uint64_t total = 0;
+  for (const auto& layer : per_layer) {
+    if (layer.length > 0) total += ReplyBytes(info, layer.rows.rows, *native);
+  }
+  if (!FitsOutput(ctx, total)) return;
+  ctx.reply.ArrayLen(per_layer.size());
+  for (const auto& layer : per_layer) ReplyRows(ctx, info, layer, *native);
+}
+
+// V.FETCH <sid> <layer> <id>... | <sid> <layer> RANGE <s> <e> [FMT NATIVE] | <sid> BATCH ...
+void Fetch(Context& ctx) {
+  const auto& args = ctx.args;
+  const std::string_view sid = args[1];
+  if (!vstore::ValidSid(ctx, sid)) return;
+  if (EqualsIgnoreCase(args[2], "BATCH")) return FetchBatch(ctx);
+  auto layer = vstore::ParseCount(args[2]);
+  if (!layer || *layer > kMaxLayerId) {
+    return ctx.reply.Error("ERR invalid layer_id '" + std::string(args[2].substr(0, 64)) +
+                           "': must be an integer from 0 to " + std::to_string(kMaxLayerId));
+  }
+  const auto layer_id = static_cast<uint32_t>(*layer);
+  VectorStore& vs = ctx.engine.vector_store();
+  if (EqualsIgnoreCase(args[3], "RANGE")) {
+    if (args.size() < 6) return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
+    uint64_t start = 0, end = 0;
+    if (!ParseRange(ctx, args[4], args[5], start, end)) return;
+    auto native = ParseNative(ctx, 6);
+    if (!native) return;
+    auto info = vs.Describe(sid);
+    if (!info) return ctx.reply.Error(vstore::kSessionNotFound);
+    if (!FitsOutput(ctx, ReplyBytes(*info, end - start, *native))) return;
+    auto read = vs.ReadRange(sid, layer_id, start, end);
+    if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
+    return ReplyRows(ctx, read->first, read->second, *native);
+  }
+  std::vector<uint64_t> ids;
+  ids.reserve(args.size() - 3);
+  for (size_t i = 3; i < args.size(); ++i) {
+    if (EqualsIgnoreCase(args[i], "FMT")) {
+      return ctx.reply.Error(
+          "ERR V.FETCH: FMT NATIVE applies to RANGE and BATCH only (rows by id are always fp32)");
+    }
+    auto id = vstore::ParseCount(args[i]);
+    if (!id) {
+      return ctx.reply.Error("ERR V.FETCH: invalid token id '" +
+                             std::string(args[i].substr(0, 64)) + "'");
+    }
+    ids.push_back(*id);
+  }
+  if (ids.size() > kMaxFetchIds) {
+    return ctx.reply.Error("ERR V.FETCH: at most " + std::to_string(kMaxFetchIds) +
+                           " ids per call (got " + std::to_string(ids.size()) + ")");
+  }
+  auto read = vs.ReadIds(sid, layer_id, ids);
+  if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
+  ReplyRows(ctx, read->first, read->second, /*native=*/false);
+}
+
+// V.INFO [sid]: Pion's k:v text.
+void Info(Context& ctx) {
+  const auto& args = ctx.args;
+  if (args.size() > 2) return ctx.reply.Error(errors::kSyntax);
+  VectorStore& vs = ctx.engine.vector_store();
+  std::string out;
+  if (args.size() == 1) {
+    const store::VectorStoreStats s = vs.Stats();
+    const vstore::Limits limits = vstore::LimitsOf(ctx.engine);
+    Line(out, "enabled", uint64_t{1});
+    Line(out, "sessions", s.sessions);
+    Line(out, "total_tokens", s.tokens);
+    Line(out, "total_fetches", ctx.engine.receipt().fetches.Sum());
+    Line(out, "layers", s.layers);
+    Line(out, "payload_bytes", s.payload_bytes);
+    Line(out, "allocated_bytes", s.allocated_bytes);
+    Line(out, "max_sessions", limits.max_sessions);
+    Line(out, "max_layers", limits.max_layers);
+    Line(out, "max_tokens", limits.max_tokens);
+    Line(out, "max_dim", limits.max_dim);
+    Line(out, "default_vquant", ctx.engine.settings().String(Setting::kVstoreDefaultVquant));
+    return ctx.reply.Bulk(out);
+  }
+  if (!vstore::ValidSid(ctx, args[1])) return;
+  auto detail = vs.Detail(args[1]);
+  if (!detail) return ctx.reply.Error(vstore::kSessionNotFound);
+  uint64_t total = 0;
+  for (const auto& [layer, length] : detail->layer_lengths) total += length;
+  Line(out, "session_idx", detail->info.index);
+  Line(out, "value_dim", detail->info.dim);
+  Line(out, "v_format", store::TierName(detail->info.tier));
+  Line(out, "num_layers",
+       detail->layer_lengths.empty() ? 0 : uint64_t{detail->layer_lengths.back().first} + 1);
+  Line(out, "schema", uint64_t{0});
+  for (const auto& [layer, length] : detail->layer_lengths) {
+    Line(out, "layer_" + std::to_string(layer) + "_tokens", length);
+  }
+  Line(out, "total_tokens", total);
+  Line(out, "row_bytes", detail->info.row_bytes);
+  Line(out, "payload_bytes", detail->payload_bytes);
+  Line(out, "allocated_bytes", detail->allocated_bytes);
+  ctx.reply.Bulk(out);
+}
+
+// V.DROP <sid>: :1 when it existed.
+void Drop(Context& ctx) {
+  const std::string_view sid = ctx.args[1];
+  if (!vstore::ValidSid(ctx, sid)) return;
+  persist::Mutation m;
+  m.type = persist::RecordType::kVDrop;
+  m.sid = sid;
+  bool dropped = false;
+  Mutate(ctx, m, [&](const auto& hook) { dropped = ctx.engine.vector_store().Drop(sid, hook); });
+  ctx.reply.Integer(dropped ? 1 : 0);
+}
+
+}  // namespace
+
+void RegisterVstoreCommands(Registry& r) {
+  auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
+                std::string summary, Handler h, std::string complexity) {
+    CommandSpec s;
+    s.name = std::move(name), s.arity = arity, s.flags = flags, s.group = "vstore";
+    s.first_key = 1, s.last_key = 1, s.key_step = 1;
+    s.since = "0.1.0", s.syntax = std::move(syntax), s.summary = std::move(summary), s.handler = h;
+    s.complexity = std::move(complexity);
+    return s;
+  };
+  r.Add(
+      cmd("v.create", -3, kWrite | kDenyOom, "<sid> <dim> [VQUANT fp32|fp16|bf16|int8|fp8|mlx4g32]",
+          "Creates a session of dim-value rows in a storage tier (default vstore-default-vquant); "
+          "returns its index, the existing one's if the sid exists.",
+          Create, "O(1)"));
+  r.Add(cmd("v.storebatch", -6, kWrite | kDenyOom,
+            "<sid> <layer> <start> <count> <blob> [FMT F16|BF16|F32]",
+            "Writes count rows at [start, start+count) of a layer, encoded to the session's tier; "
+            "the layer grows to the largest end, gaps read as zeros.",
+            StoreBatch, "O(N) in the rows written"));
+  r.Add(cmd("v.fetch", -4, kReadonly,
+            "<sid> <layer> <id> [id ...] | <sid> <layer> RANGE <start> <end> [FMT NATIVE] | "
+            "<sid> BATCH <start> <end> [layers] [FMT NATIVE]",
+            "Returns rows as fp32 (NATIVE: fp16/bf16 tiers as stored), zero past the layer's end, "
+            "nil for a layer with none; BATCH returns one per layer.",
+            Fetch, "O(N) in the rows returned; stored fp32/NATIVE rows are not copied"));
+  CommandSpec info = cmd("v.info", -1, kReadonly, "[sid]",
+                         "Describes the V-store, or one session's shape and layer lengths, as "
+                         "k:v lines.",
+                         Info, "O(N) in the session's layers");
+  info.first_key = info.last_key = info.key_step = 0;  // the sid is optional
+  r.Add(std::move(info));
+  r.Add(cmd("v.drop", 2, kWrite, "<sid>", "Removes a session and all its rows; 1 if it existed.",
+            Drop, "O(1); memory is released after the reply"));
+}
+
+}  // namespace prefixd::commands

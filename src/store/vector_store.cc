@@ -1,0 +1,558 @@
+#include "store/vector_store.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace prefixd::store {
+namespace {
+
+// Chunks aim at this many bytes: big enough that a 32K-token fetch is a few hundred iovecs,
+// small enough that rewriting one row copy-on-write copies little.
+constexpr uint64_t kChunkTargetBytes = 256 * 1024;
+constexpr uint64_t kMaxChunkRows = 4096;
+// A chunk's first allocation holds at least this many rows (or the whole chunk if smaller), then
+// doubles, so token-by-token appends cost amortised O(1).
+constexpr uint64_t kMinChunkRows = 16;
+constexpr size_t kZeroBytes = 1024 * 1024;
+// Rough bookkeeping costs for memory accounting.
+constexpr int64_t kSessionOverhead = 256;
+constexpr int64_t kLayerOverhead = 96;
+constexpr int64_t kChunkHandleOverhead = 32;
+
+// Shared all-zero bytes that gap rows and rows past a layer's end are read from.
+const Bytes& Zeros() {
+  static const Bytes zeros = [] {
+    Bytes b = Bytes::Allocate(kZeroBytes);
+    std::memset(b.mutable_data(), 0, kZeroBytes);
+    return b;
+  }();
+  return zeros;
+}
+
+// Appends `rows` zero rows as whole-row pieces.
+void AppendZeroRows(std::vector<Bytes>& pieces, uint64_t rows, size_t row_bytes) {
+  if (rows == 0 || row_bytes == 0) return;
+  const uint64_t per_piece = kZeroBytes / row_bytes;
+  if (per_piece == 0) {  // a row wider than the shared zeros: one zeroed buffer per row
+    for (uint64_t r = 0; r < rows; ++r) {
+      Bytes b = Bytes::Allocate(row_bytes);
+      std::memset(b.mutable_data(), 0, row_bytes);
+      pieces.push_back(std::move(b));
+    }
+    return;
+  }
+  while (rows > 0) {
+    const uint64_t n = std::min(rows, per_piece);
+    pieces.push_back(Zeros().Slice(0, n * row_bytes));
+    rows -= n;
+  }
+}
+
+template <typename Locks>
+void LockShards(Locks& locks, std::vector<size_t> indices, auto& shards) {
+  std::sort(indices.begin(), indices.end());
+  indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+  for (size_t i : indices) locks.emplace_back(shards[i].mu);
+}
+
+}  // namespace
+
+uint64_t RowSpan::bytes() const {
+  uint64_t total = 0;
+  for (const Bytes& p : pieces) total += p.size();
+  return total;
+}
+
+size_t VectorStore::StringHash::operator()(std::string_view s) const {
+  return static_cast<size_t>(XXH3_64bits(s.data(), s.size()));
+}
+
+VectorStore::VectorStore(size_t shard_count)
+    : shards_(std::make_unique<Shard[]>(shard_count)), shard_count_(shard_count) {}
+
+size_t VectorStore::ShardIndex(std::string_view sid) const {
+  // Upper bits pick the shard, independent of the table's bucket bits.
+  return (XXH3_64bits(sid.data(), sid.size()) >> 32) % shard_count_;
+}
+
+VectorStore::SessionPtr VectorStore::Find(std::string_view sid) const {
+  Shard& shard = shards_[ShardIndex(sid)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.sessions.find(sid);
+  return it == shard.sessions.end() ? nullptr : it->second;
+}
+
+VectorStore::SessionPtr VectorStore::NewSession(std::string_view sid, uint32_t dim, Tier tier,
+                                                uint64_t index) {
+  auto s = std::make_shared<Session>();
+  s->sid.assign(sid);
+  s->info.index = index;
+  s->info.dim = dim;
+  s->info.tier = tier;
+  s->info.row_bytes = RowBytes(tier, dim);
+  const uint64_t rows =
+      std::max<uint64_t>(1, kChunkTargetBytes / std::max<size_t>(1, s->info.row_bytes));
+  s->chunk_rows = std::min(kMaxChunkRows, std::bit_floor(rows));
+  // Replayed records carry their indices: later reservations must not hand them out again.
+  uint64_t next = next_index_.load();
+  while (next <= index && !next_index_.compare_exchange_weak(next, index + 1)) {
+  }
+  return s;
+}
+
+void VectorStore::Insert(Shard& shard, SessionPtr session) {
+  overhead_bytes_ += kSessionOverhead + static_cast<int64_t>(session->sid.size());
+  std::string key = session->sid;
+  shard.sessions.emplace(std::move(key), std::move(session));
+}
+
+bool VectorStore::ReserveSession(uint64_t max_sessions, uint64_t count) {
+  const int64_t before = sessions_.fetch_add(static_cast<int64_t>(count));
+  if (max_sessions != 0 && static_cast<uint64_t>(before) + count > max_sessions) {
+    sessions_ -= static_cast<int64_t>(count);
+    return false;
+  }
+  return true;
+}
+
+void VectorStore::Retire(Session& s) {
+  std::lock_guard lock(s.mu);
+  s.dropped = true;
+  sessions_ -= 1;
+  layers_ -= static_cast<int64_t>(s.layers.size());
+  tokens_ -= static_cast<int64_t>(s.tokens);
+  payload_bytes_ -= static_cast<int64_t>(s.tokens * s.info.row_bytes);
+  allocated_bytes_ -= static_cast<int64_t>(s.allocated);
+  int64_t overhead = kSessionOverhead + static_cast<int64_t>(s.sid.size());
+  for (const auto& [id, layer] : s.layers) {
+    overhead += kLayerOverhead + kChunkHandleOverhead * static_cast<int64_t>(layer.chunks.size());
+  }
+  overhead_bytes_ -= overhead;
+}
+
+VectorStore::CreateResult VectorStore::Create(std::string_view sid, uint32_t dim, Tier tier,
+                                              uint64_t index, uint64_t max_sessions,
+                                              VectorSessionInfo* info, const Hook& under_lock) {
+  Shard& shard = shards_[ShardIndex(sid)];
+  SessionPtr created;
+  {
+    std::lock_guard lock(shard.mu);
+    auto it = shard.sessions.find(sid);
+    if (it != shard.sessions.end()) {
+      if (info != nullptr) *info = it->second->info;
+      return CreateResult::kExists;
+    }
+    if (!ReserveSession(max_sessions, 1)) return CreateResult::kLimit;
+    if (under_lock) under_lock();
+    created = NewSession(sid, dim, tier, index);
+    if (info != nullptr) *info = created->info;
+    Insert(shard, created);
+  }
+  return CreateResult::kCreated;
+}
+
+std::optional<VectorSessionInfo> VectorStore::Describe(std::string_view sid) const {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return std::nullopt;
+  return s->info;  // immutable after creation
+}
+
+std::optional<SessionDetail> VectorStore::Detail(std::string_view sid) const {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return std::nullopt;
+  std::lock_guard lock(s->mu);
+  if (s->dropped) return std::nullopt;
+  SessionDetail d;
+  d.info = s->info;
+  for (const auto& [id, layer] : s->layers) d.layer_lengths.emplace_back(id, layer.length);
+  d.payload_bytes = s->tokens * s->info.row_bytes;
+  d.allocated_bytes = s->allocated;
+  return d;
+}
+
+void VectorStore::WriteRows(Session& s, Layer& layer, uint64_t start, uint64_t count,
+                            const uint8_t* rows) {
+  const size_t row_bytes = s.info.row_bytes;
+  const uint64_t r = s.chunk_rows;
+  const uint64_t end = start + count;
+  const uint64_t last_chunk = (end - 1) / r;
+  if (layer.chunks.size() <= last_chunk) {
+    overhead_bytes_ +=
+        kChunkHandleOverhead * static_cast<int64_t>(last_chunk + 1 - layer.chunks.size());
+    layer.chunks.resize(last_chunk + 1);
+  }
+  for (uint64_t c = start / r; c <= last_chunk; ++c) {
+    const uint64_t base = c * r;
+    const uint64_t lo = std::max(start, base) - base;
+    const uint64_t hi = std::min(end, base + r) - base;
+    Bytes& chunk = layer.chunks[c];
+    const uint64_t capacity = chunk.size() / row_bytes;
+    // In place only where no reader can have looked: rows at or past the layer's length.
+    const bool unseen = base + lo >= layer.length;
+    if (!unseen || hi > capacity) {
+      uint64_t rows_wanted = capacity;
+      if (hi > capacity) {
+        rows_wanted = std::min(r, std::max({hi, 2 * capacity, std::min(r, kMinChunkRows)}));
+      }
+      Bytes fresh = Bytes::Allocate(rows_wanted * row_bytes);
+      const size_t kept = capacity * row_bytes;
+      if (kept > 0) std::memcpy(fresh.mutable_data(), chunk.data(), kept);
+      std::memset(fresh.mutable_data() + kept, 0, fresh.size() - kept);
+      const int64_t grown = static_cast<int64_t>(fresh.capacity()) -
+                            static_cast<int64_t>(chunk.empty() ? 0 : chunk.capacity());
+      s.allocated += grown;
+      allocated_bytes_ += grown;
+      chunk = std::move(fresh);
+    }
+    std::memcpy(chunk.mutable_data() + lo * row_bytes, rows + (base + lo - start) * row_bytes,
+                (hi - lo) * row_bytes);
+  }
+  if (end > layer.length) {
+    const uint64_t added = end - layer.length;
+    layer.length = end;
+    s.tokens += added;
+    tokens_ += static_cast<int64_t>(added);
+    payload_bytes_ += static_cast<int64_t>(added * row_bytes);
+  }
+}
+
+VectorStore::StoreResult VectorStore::Store(std::string_view sid, uint32_t layer, uint64_t start,
+                                            uint64_t count, const Bytes& rows, uint32_t dim,
+                                            Tier tier, const Hook& under_lock) {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return StoreResult::kNoSession;
+  std::lock_guard lock(s->mu);
+  if (s->dropped) return StoreResult::kNoSession;
+  if (s->info.dim != dim || s->info.tier != tier) return StoreResult::kChanged;
+  if (count == 0 || rows.size() < count * s->info.row_bytes) return StoreResult::kChanged;
+  if (under_lock) under_lock();
+  auto [it, inserted] = s->layers.try_emplace(layer);
+  if (inserted) {
+    layers_ += 1;
+    overhead_bytes_ += kLayerOverhead;
+  }
+  WriteRows(*s, it->second, start, count, rows.data());
+  return StoreResult::kOk;
+}
+
+RowSpan VectorStore::Rows(const Session& s, const Layer& layer, uint64_t start,
+                          uint64_t end) const {
+  RowSpan span;
+  span.rows = end - start;
+  const size_t row_bytes = s.info.row_bytes;
+  const uint64_t r = s.chunk_rows;
+  const uint64_t stored_end = std::min(end, layer.length);
+  uint64_t zeros = 0;  // zero rows not yet appended, so runs of them become few pieces
+  for (uint64_t row = start; row < stored_end;) {
+    const uint64_t c = row / r, base = c * r;
+    const uint64_t hi = std::min(stored_end, base + r);
+    const Bytes* chunk = c < layer.chunks.size() ? &layer.chunks[c] : nullptr;
+    const uint64_t held = chunk == nullptr ? 0 : chunk->size() / row_bytes;
+    const uint64_t data_end = std::min(hi, base + held);
+    if (row < data_end) {
+      AppendZeroRows(span.pieces, zeros, row_bytes);
+      zeros = 0;
+      span.pieces.push_back(chunk->Slice((row - base) * row_bytes, (data_end - row) * row_bytes));
+      zeros += hi - data_end;
+    } else {
+      zeros += hi - row;
+    }
+    row = hi;
+  }
+  zeros += end - std::max(start, stored_end);
+  AppendZeroRows(span.pieces, zeros, row_bytes);
+  return span;
+}
+
+std::optional<std::pair<VectorSessionInfo, LayerRead>> VectorStore::ReadRange(std::string_view sid,
+                                                                              uint32_t layer,
+                                                                              uint64_t start,
+                                                                              uint64_t end) const {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return std::nullopt;
+  std::lock_guard lock(s->mu);
+  if (s->dropped) return std::nullopt;
+  LayerRead read;
+  read.layer = layer;
+  auto it = s->layers.find(layer);
+  if (it != s->layers.end() && it->second.length > 0) {
+    read.length = it->second.length;
+    read.rows = Rows(*s, it->second, start, end);
+  }
+  return std::make_pair(s->info, std::move(read));
+}
+
+std::optional<std::pair<VectorSessionInfo, LayerRead>> VectorStore::ReadIds(
+    std::string_view sid, uint32_t layer, std::span<const uint64_t> ids) const {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return std::nullopt;
+  std::lock_guard lock(s->mu);
+  if (s->dropped) return std::nullopt;
+  LayerRead read;
+  read.layer = layer;
+  auto it = s->layers.find(layer);
+  if (it != s->layers.end() && it->second.length > 0) {
+    read.length = it->second.length;
+    read.rows.rows = ids.size();
+    for (uint64_t id : ids) {
+      RowSpan one = Rows(*s, it->second, id, id + 1);
+      for (Bytes& p : one.pieces) read.rows.pieces.push_back(std::move(p));
+    }
+  }
+  return std::make_pair(s->info, std::move(read));
+}
+
+uint64_t VectorStore::LongestLayer(const Session& s) {
+  uint64_t longest = 0;
+  for (const auto& [id, layer] : s.layers) longest = std::max(longest, layer.length);
+  return longest;
+}
+
+std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> VectorStore::ReadBatch(
+    std::string_view sid, uint64_t start, uint64_t end, std::optional<uint32_t> layers) const {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return std::nullopt;
+  std::lock_guard lock(s->mu);
+  if (s->dropped) return std::nullopt;
+  uint32_t count = layers.value_or(s->layers.empty() ? 0 : s->layers.rbegin()->first + 1);
+  std::vector<LayerRead> out(count);
+  for (uint32_t i = 0; i < count; ++i) out[i].layer = i;
+  for (auto it = s->layers.begin(); it != s->layers.end() && it->first < count; ++it) {
+    LayerRead& read = out[it->first];
+    read.length = it->second.length;
+    if (read.length > 0) read.rows = Rows(*s, it->second, start, end);
+  }
+  return std::make_pair(s->info, std::move(out));
+}
+
+bool VectorStore::Drop(std::string_view sid, const Hook& under_lock) {
+  Shard& shard = shards_[ShardIndex(sid)];
+  SessionPtr released;  // freed after the lock: large buffers take time to unmap
+  std::lock_guard lock(shard.mu);
+  auto it = shard.sessions.find(sid);
+  if (it == shard.sessions.end()) return false;
+  if (under_lock) under_lock();
+  Retire(*it->second);
+  released = std::move(it->second);
+  shard.sessions.erase(it);
+  return true;
+}
+
+void VectorStore::Clear(const Hook& under_lock) {
+  std::vector<decltype(Shard::sessions)> released(shard_count_);
+  std::lock_guard prefixes_lock(prefixes_mu_);
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(shard_count_);
+  for (size_t i = 0; i < shard_count_; ++i) locks.emplace_back(shards_[i].mu);
+  // Sessions are marked dropped before the record is appended: a STOREBATCH waiting for one of
+  // them then fails instead of being logged after the flush.
+  for (size_t i = 0; i < shard_count_; ++i) {
+    for (auto& [sid, session] : shards_[i].sessions) Retire(*session);
+  }
+  if (under_lock) under_lock();
+  for (size_t i = 0; i < shard_count_; ++i) released[i].swap(shards_[i].sessions);
+  prefixes_.clear();
+}
+
+VectorStore::RegisterResult VectorStore::Register(std::string_view ns, const PrefixSpec& spec,
+                                                  uint64_t key_index, uint64_t value_index,
+                                                  uint64_t max_sessions, const Hook& under_lock) {
+  const std::string key_sid = KeySid(ns), value_sid = ValueSid(ns);
+  std::lock_guard prefixes_lock(prefixes_mu_);
+  const size_t key_shard = ShardIndex(key_sid), value_shard = ShardIndex(value_sid);
+  std::vector<std::unique_lock<std::mutex>> locks;
+  LockShards(locks, {key_shard, value_shard}, shards_);
+  auto prefix = prefixes_.find(ns);
+  const bool key_exists = shards_[key_shard].sessions.contains(key_sid);
+  const bool value_exists = shards_[value_shard].sessions.contains(value_sid);
+  if (prefix != prefixes_.end() && key_exists && value_exists) return RegisterResult::kExists;
+  const uint64_t missing = (key_exists ? 0 : 1) + (value_exists ? 0 : 1);
+  if (missing > 0 && !ReserveSession(max_sessions, missing)) return RegisterResult::kLimit;
+  if (under_lock) under_lock();
+  // Missing sessions take the registration's shape: the original one's when re-registering.
+  const PrefixSpec& shape = prefix != prefixes_.end() ? prefix->second.spec : spec;
+  if (!key_exists) {
+    Insert(shards_[key_shard], NewSession(key_sid, shape.kv_dim, shape.tier, key_index));
+  }
+  if (!value_exists) {
+    Insert(shards_[value_shard], NewSession(value_sid, shape.kv_dim, shape.tier, value_index));
+  }
+  if (prefix == prefixes_.end()) AddPrefix(ns, spec);
+  return RegisterResult::kCreated;
+}
+
+void VectorStore::AddPrefix(std::string_view ns, const PrefixSpec& spec) {
+  PrefixEntry p;
+  p.spec = spec;
+  const uint8_t* h = spec.block_hashes.data();
+  for (size_t i = 0; i + 8 <= spec.block_hashes.size(); i += 8) {
+    uint64_t v;
+    std::memcpy(&v, h + i, 8);
+    p.sorted_hashes.push_back(v);
+  }
+  std::sort(p.sorted_hashes.begin(), p.sorted_hashes.end());
+  overhead_bytes_ += kSessionOverhead + static_cast<int64_t>(ns.size()) +
+                     static_cast<int64_t>(spec.block_hashes.size() * 2);
+  prefixes_.emplace(std::string(ns), std::move(p));
+}
+
+void VectorStore::RestorePrefix(std::string_view ns, const PrefixSpec& spec) {
+  std::lock_guard lock(prefixes_mu_);
+  if (!prefixes_.contains(ns)) AddPrefix(ns, spec);
+}
+
+std::optional<PrefixSpec> VectorStore::Prefix(std::string_view ns) const {
+  std::lock_guard lock(prefixes_mu_);
+  auto it = prefixes_.find(ns);
+  if (it == prefixes_.end()) return std::nullopt;
+  return it->second.spec;
+}
+
+PrefixView VectorStore::ViewPrefix(std::string_view ns) const {
+  PrefixView view;
+  {
+    std::lock_guard lock(prefixes_mu_);
+    auto it = prefixes_.find(ns);
+    if (it != prefixes_.end()) {
+      view.registered = true;
+      view.prefill_us = it->second.spec.prefill_us;
+    }
+  }
+  auto inspect = [](const SessionPtr& s, bool& exists, uint64_t& tokens, uint64_t& bytes) {
+    if (s == nullptr) return;
+    std::lock_guard lock(s->mu);
+    if (s->dropped) return;
+    exists = true;
+    tokens = LongestLayer(*s);
+    bytes += s->tokens * s->info.row_bytes;
+  };
+  inspect(Find(KeySid(ns)), view.key_exists, view.key_tokens, view.bytes);
+  inspect(Find(ValueSid(ns)), view.value_exists, view.value_tokens, view.bytes);
+  return view;
+}
+
+std::optional<std::vector<bool>> VectorStore::Membership(std::string_view ns,
+                                                         std::span<const uint64_t> probes) const {
+  std::lock_guard lock(prefixes_mu_);
+  auto it = prefixes_.find(ns);
+  if (it == prefixes_.end() || it->second.spec.block_size == 0) return std::nullopt;
+  const auto& sorted = it->second.sorted_hashes;
+  std::vector<bool> present(probes.size());
+  for (size_t i = 0; i < probes.size(); ++i) {
+    present[i] = std::binary_search(sorted.begin(), sorted.end(), probes[i]);
+  }
+  return present;
+}
+
+bool VectorStore::DropPrefix(std::string_view ns, const Hook& under_lock) {
+  const std::string key_sid = KeySid(ns), value_sid = ValueSid(ns);
+  std::vector<SessionPtr> released;
+  std::lock_guard prefixes_lock(prefixes_mu_);
+  const size_t key_shard = ShardIndex(key_sid), value_shard = ShardIndex(value_sid);
+  std::vector<std::unique_lock<std::mutex>> locks;
+  LockShards(locks, {key_shard, value_shard}, shards_);
+  auto prefix = prefixes_.find(ns);
+  auto& keys = shards_[key_shard].sessions;
+  auto& values = shards_[value_shard].sessions;
+  auto key = keys.find(key_sid);
+  auto value = values.find(value_sid);
+  if (prefix == prefixes_.end() && key == keys.end() && value == values.end()) return false;
+  if (under_lock) under_lock();
+  if (key != keys.end()) {
+    Retire(*key->second);
+    released.push_back(std::move(key->second));
+    keys.erase(key);
+  }
+  if (value != values.end()) {
+    Retire(*value->second);
+    released.push_back(std::move(value->second));
+    values.erase(value);
+  }
+  if (prefix != prefixes_.end()) {
+    overhead_bytes_ -= kSessionOverhead + static_cast<int64_t>(ns.size()) +
+                       static_cast<int64_t>(prefix->second.spec.block_hashes.size() * 2);
+    prefixes_.erase(prefix);
+  }
+  return true;
+}
+
+std::pair<uint64_t, uint64_t> VectorStore::PrefixTotals() const {
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(prefixes_mu_);
+    names.reserve(prefixes_.size());
+    for (const auto& [ns, p] : prefixes_) names.push_back(ns);
+  }
+  uint64_t tokens = 0;
+  for (const auto& ns : names) {
+    if (SessionPtr s = Find(KeySid(ns))) {
+      std::lock_guard lock(s->mu);
+      if (!s->dropped) tokens += LongestLayer(*s);
+    }
+  }
+  return {names.size(), tokens};
+}
+
+void VectorStore::ForEachSession(
+    const std::function<void(const std::string&, const VectorSessionInfo&,
+                             const std::vector<LayerRead>&)>& visit) const {
+  struct Copied {
+    std::string sid;
+    VectorSessionInfo info;
+    std::vector<LayerRead> layers;
+  };
+  std::vector<Copied> copied;
+  for (size_t i = 0; i < shard_count_; ++i) {
+    copied.clear();
+    {
+      std::lock_guard lock(shards_[i].mu);
+      copied.reserve(shards_[i].sessions.size());
+      for (const auto& [sid, s] : shards_[i].sessions) {
+        std::lock_guard session_lock(s->mu);
+        Copied c{sid, s->info, {}};
+        for (const auto& [id, layer] : s->layers) {
+          LayerRead read;
+          read.layer = id;
+          read.length = layer.length;
+          read.rows = Rows(*s, layer, 0, layer.length);
+          c.layers.push_back(std::move(read));
+        }
+        copied.push_back(std::move(c));
+      }
+    }
+    for (const Copied& c : copied) visit(c.sid, c.info, c.layers);
+  }
+}
+
+void VectorStore::ForEachPrefix(
+    const std::function<void(const std::string&, const PrefixSpec&)>& visit) const {
+  std::vector<std::pair<std::string, PrefixSpec>> copied;
+  {
+    std::lock_guard lock(prefixes_mu_);
+    for (const auto& [ns, p] : prefixes_) copied.emplace_back(ns, p.spec);
+  }
+  for (const auto& [ns, spec] : copied) visit(ns, spec);
+}
+
+VectorStoreStats VectorStore::Stats() const {
+  VectorStoreStats s;
+  auto get = [](const std::atomic<int64_t>& v) {
+    return static_cast<uint64_t>(std::max<int64_t>(0, v.load()));
+  };
+  s.sessions = get(sessions_);
+  s.layers = get(layers_);
+  s.tokens = get(tokens_);
+  s.payload_bytes = get(payload_bytes_);
+  s.allocated_bytes = get(allocated_bytes_);
+  s.overhead_bytes = get(overhead_bytes_);
+  {
+    std::lock_guard lock(prefixes_mu_);
+    s.prefixes = prefixes_.size();
+  }
+  return s;
+}
+
+}  // namespace prefixd::store

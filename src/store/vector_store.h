@@ -1,0 +1,229 @@
+// VectorStore: the attention-layer V-store. Sessions (binary-safe sid) have a value_dim and a
+// storage tier and hold, per layer, a growable array of encoded rows (one per token); KV.PREFIX
+// registrations pair the `<ns>_pk` and `<ns>_pv` sessions of a prompt prefix. Thread-safe: any io
+// thread may call any method. Knows no RESP and no settings: callers pass the limits.
+//
+// Consistency without copies: a layer's rows sit in chunks of whole rows (shared Bytes). A chunk
+// is changed in place only where rows lie at or past the layer's length, which no reader has
+// seen; rows a reader may have seen are rewritten copy-on-write into a new chunk. A read takes
+// the session lock just long enough to copy chunk handles and the length, so a reply is one
+// consistent state of the layer (never a mix of two STOREBATCHes) and is sent from the stored
+// buffers themselves.
+//
+// Locks, always taken in this order: prefixes_mu_, shard locks (ascending), one session lock.
+// `under_lock` hooks run while the change is applied under the locks that order it against every
+// other change to the same session, so the durability log's order is the order of changes.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/bytes.h"
+#include "store/vector_codec.h"
+
+namespace prefixd::store {
+
+struct VectorSessionInfo {
+  uint64_t index = 0;
+  uint32_t dim = 0;
+  Tier tier = Tier::kFp16;
+  size_t row_bytes = 0;
+};
+
+// Consecutive stored rows, copy-free: pieces (chunk slices and shared zero bytes) whose sizes are
+// whole rows, all read from one state of the layer.
+struct RowSpan {
+  uint64_t rows = 0;
+  std::vector<Bytes> pieces;
+  uint64_t bytes() const;
+};
+
+struct LayerRead {
+  uint32_t layer = 0;
+  uint64_t length = 0;  // the layer's stored length; 0 when it holds no tokens
+  RowSpan rows;         // the rows asked for (empty when length is 0)
+};
+
+struct SessionDetail {
+  VectorSessionInfo info;
+  std::vector<std::pair<uint32_t, uint64_t>> layer_lengths;  // ascending by layer
+  uint64_t payload_bytes = 0;                                // stored rows
+  uint64_t allocated_bytes = 0;                              // chunks, incl. unused capacity
+};
+
+// A KV.PREFIX registration.
+struct PrefixSpec {
+  uint32_t kv_dim = 0;
+  Tier tier = Tier::kFp16;
+  uint32_t block_size = 0;  // 0: no BLOCKS given
+  Bytes block_hashes;       // n × u64 little-endian, as registered
+  std::optional<uint64_t> prefill_us;
+};
+
+// What LOOKUP needs about a prefix, read under its locks.
+struct PrefixView {
+  bool registered = false;
+  bool key_exists = false, value_exists = false;
+  uint64_t key_tokens = 0, value_tokens = 0;  // the longest layer of each session
+  uint64_t bytes = 0;                         // stored rows of both sessions
+  std::optional<uint64_t> prefill_us;         // from REGISTER ... PREFILL_MS
+};
+
+struct VectorStoreStats {
+  uint64_t sessions = 0;
+  uint64_t layers = 0;
+  uint64_t tokens = 0;           // rows over all layers of all sessions
+  uint64_t payload_bytes = 0;    // tokens × row bytes
+  uint64_t allocated_bytes = 0;  // chunk buffers
+  uint64_t overhead_bytes = 0;   // estimated bookkeeping
+  uint64_t prefixes = 0;
+};
+
+class VectorStore {
+ public:
+  using Hook = std::function<void()>;
+
+  explicit VectorStore(size_t shard_count = 64);
+  VectorStore(const VectorStore&) = delete;
+  VectorStore& operator=(const VectorStore&) = delete;
+
+  static std::string KeySid(std::string_view ns) { return std::string(ns) + "_pk"; }
+  static std::string ValueSid(std::string_view ns) { return std::string(ns) + "_pv"; }
+
+  // A session index never handed out before. Callers reserve it before taking any lock, so the
+  // record that creates the session can carry it.
+  uint64_t ReserveIndex() { return next_index_.fetch_add(1); }
+
+  enum class CreateResult { kCreated, kExists, kLimit };
+  // Creates the session unless `sid` exists; `info` (if given) receives the session's info,
+  // the existing one's for kExists. `max_sessions` 0 means no limit. The hook runs only when
+  // the session is created.
+  CreateResult Create(std::string_view sid, uint32_t dim, Tier tier, uint64_t index,
+                      uint64_t max_sessions, VectorSessionInfo* info, const Hook& under_lock = {});
+
+  std::optional<VectorSessionInfo> Describe(std::string_view sid) const;
+  std::optional<SessionDetail> Detail(std::string_view sid) const;
+
+  enum class StoreResult { kOk, kNoSession, kChanged };
+  // Writes `count` encoded rows (count × row bytes of `rows`) at [start, start + count) of
+  // `layer`; the layer's length becomes at least start + count, gaps read as zeros. kChanged
+  // when the session no longer has `dim` and `tier` (it was dropped and created again since the
+  // caller encoded the rows). The hook runs only on success.
+  StoreResult Store(std::string_view sid, uint32_t layer, uint64_t start, uint64_t count,
+                    const Bytes& rows, uint32_t dim, Tier tier, const Hook& under_lock = {});
+
+  // Rows [start, end) of `layer`, zero rows past its length; nullopt without the session.
+  std::optional<std::pair<VectorSessionInfo, LayerRead>> ReadRange(std::string_view sid,
+                                                                   uint32_t layer, uint64_t start,
+                                                                   uint64_t end) const;
+  // One row per id (zero rows past the length); nullopt without the session.
+  std::optional<std::pair<VectorSessionInfo, LayerRead>> ReadIds(
+      std::string_view sid, uint32_t layer, std::span<const uint64_t> ids) const;
+  // Rows [start, end) of layers 0 .. layers-1 (default: through the highest stored layer), all
+  // from one state of the session; nullopt without the session.
+  std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> ReadBatch(
+      std::string_view sid, uint64_t start, uint64_t end, std::optional<uint32_t> layers) const;
+
+  // Returns whether the session existed. The hook runs only when it did.
+  bool Drop(std::string_view sid, const Hook& under_lock = {});
+  // Removes every session and prefix; the hook always runs.
+  void Clear(const Hook& under_lock = {});
+
+  enum class RegisterResult { kCreated, kExists, kLimit };
+  // Registers `ns` with `spec` and creates `<ns>_pk` / `<ns>_pv` (indices `key_index` and
+  // `value_index`) where missing. An existing registration keeps its parameters, and existing
+  // sessions are kept as they are. kExists (no hook, no change) when the registration and both
+  // sessions are already there.
+  RegisterResult Register(std::string_view ns, const PrefixSpec& spec, uint64_t key_index,
+                          uint64_t value_index, uint64_t max_sessions, const Hook& under_lock = {});
+  // Replay of a snapshot's registration: records `ns` unless registered, creating no session.
+  void RestorePrefix(std::string_view ns, const PrefixSpec& spec);
+  std::optional<PrefixSpec> Prefix(std::string_view ns) const;
+  PrefixView ViewPrefix(std::string_view ns) const;
+  // Each probe's presence among the prefix's block hashes; nullopt when it has none.
+  std::optional<std::vector<bool>> Membership(std::string_view ns,
+                                              std::span<const uint64_t> probes) const;
+  // Removes the registration and both sessions; returns whether anything was there. The hook
+  // runs only then.
+  bool DropPrefix(std::string_view ns, const Hook& under_lock = {});
+  // Registered prefixes and the tokens their `_pk` sessions hold.
+  std::pair<uint64_t, uint64_t> PrefixTotals() const;
+
+  // Snapshot support: each session with its whole layers (copied one shard at a time, visited
+  // with no lock held), then each registration.
+  void ForEachSession(const std::function<void(const std::string& sid, const VectorSessionInfo&,
+                                               const std::vector<LayerRead>&)>& visit) const;
+  void ForEachPrefix(
+      const std::function<void(const std::string& ns, const PrefixSpec&)>& visit) const;
+
+  VectorStoreStats Stats() const;
+
+ private:
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const;
+  };
+  struct Layer {
+    uint64_t length = 0;
+    std::vector<Bytes> chunks;  // chunk c holds rows [c·R, (c+1)·R); rows past its size are 0
+  };
+  struct Session {
+    std::string sid;
+    VectorSessionInfo info;
+    uint64_t chunk_rows = 1;  // R
+    mutable std::mutex mu;
+    bool dropped = false;              // under mu
+    std::map<uint32_t, Layer> layers;  // under mu; only layers ever written
+    uint64_t allocated = 0;            // under mu
+    uint64_t tokens = 0;               // under mu
+  };
+  using SessionPtr = std::shared_ptr<Session>;
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<std::string, SessionPtr, StringHash, std::equal_to<>> sessions;
+  };
+  struct PrefixEntry {
+    PrefixSpec spec;
+    std::vector<uint64_t> sorted_hashes;
+  };
+
+  size_t ShardIndex(std::string_view sid) const;
+  SessionPtr Find(std::string_view sid) const;
+  // Builds a session; the caller inserts it under its shard lock.
+  SessionPtr NewSession(std::string_view sid, uint32_t dim, Tier tier, uint64_t index);
+  void Insert(Shard& shard, SessionPtr session);
+  // Marks a session dropped and forgets its figures; caller holds its shard lock.
+  void Retire(Session& session);
+  bool ReserveSession(uint64_t max_sessions, uint64_t count);
+  // Inserts a registration; caller holds prefixes_mu_.
+  void AddPrefix(std::string_view ns, const PrefixSpec& spec);
+  void WriteRows(Session& s, Layer& layer, uint64_t start, uint64_t count, const uint8_t* rows);
+  RowSpan Rows(const Session& s, const Layer& layer, uint64_t start, uint64_t end) const;
+  static uint64_t LongestLayer(const Session& s);
+
+  std::unique_ptr<Shard[]> shards_;
+  size_t shard_count_;
+  mutable std::mutex prefixes_mu_;
+  std::unordered_map<std::string, PrefixEntry, StringHash, std::equal_to<>> prefixes_;
+
+  std::atomic<uint64_t> next_index_{0};
+  std::atomic<int64_t> sessions_{0};
+  std::atomic<int64_t> layers_{0};
+  std::atomic<int64_t> tokens_{0};
+  std::atomic<int64_t> payload_bytes_{0};
+  std::atomic<int64_t> allocated_bytes_{0};
+  std::atomic<int64_t> overhead_bytes_{0};
+};
+
+}  // namespace prefixd::store

@@ -1,0 +1,277 @@
+// VectorStore: ranges with gaps and zero fill, ids, batches, copy-on-write snapshots under
+// concurrent writers (no torn replies), drops, limits, KV.PREFIX registrations and accounting.
+#include "store/vector_store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace prefixd::store {
+namespace {
+
+constexpr uint32_t kDim = 8;  // fp32 rows of 32 bytes
+
+// `count` fp32 rows whose every value is `value + row`.
+Bytes Rows(uint64_t count, float value, uint32_t dim = kDim) {
+  Bytes b = Bytes::Allocate(count * dim * 4);
+  auto* f = reinterpret_cast<float*>(b.mutable_data());
+  for (uint64_t r = 0; r < count; ++r) {
+    for (uint32_t j = 0; j < dim; ++j) f[r * dim + j] = value + static_cast<float>(r);
+  }
+  return b;
+}
+
+std::vector<float> Floats(const RowSpan& span) {
+  std::string joined;
+  for (const Bytes& p : span.pieces) joined.append(p.view());
+  std::vector<float> out(joined.size() / 4);
+  std::memcpy(out.data(), joined.data(), joined.size());
+  return out;
+}
+
+class VectorStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Create("s"); }
+  void Create(std::string_view sid, uint32_t dim = kDim, Tier tier = Tier::kFp32) {
+    ASSERT_EQ(store_.Create(sid, dim, tier, store_.ReserveIndex(), 0, nullptr),
+              VectorStore::CreateResult::kCreated);
+  }
+  void Put(uint32_t layer, uint64_t start, uint64_t count, float value) {
+    ASSERT_EQ(store_.Store("s", layer, start, count, Rows(count, value), kDim, Tier::kFp32),
+              VectorStore::StoreResult::kOk);
+  }
+  // The first value of each row of [s, e).
+  std::vector<float> Column(uint32_t layer, uint64_t s, uint64_t e) {
+    auto read = store_.ReadRange("s", layer, s, e);
+    EXPECT_TRUE(read.has_value());
+    EXPECT_EQ(read->second.rows.rows, e - s);
+    EXPECT_EQ(read->second.rows.bytes(), (e - s) * kDim * 4);
+    std::vector<float> all = Floats(read->second.rows), col;
+    for (size_t i = 0; i < all.size(); i += kDim) col.push_back(all[i]);
+    return col;
+  }
+  VectorStore store_{8};
+};
+
+TEST_F(VectorStoreTest, RangesAreHalfOpenWithGapsAndTheTailZeroFilled) {
+  Put(0, 2, 3, 10.0f);  // rows 2, 3, 4
+  EXPECT_EQ(Column(0, 0, 7), (std::vector<float>{0, 0, 10, 11, 12, 0, 0}));
+  auto read = store_.ReadRange("s", 0, 0, 1);
+  EXPECT_EQ(read->second.length, 5u);
+  // Another layer and an absent one.
+  EXPECT_EQ(store_.ReadRange("s", 1, 0, 4)->second.length, 0u);
+  EXPECT_EQ(store_.ReadRange("s", 1, 0, 4)->second.rows.pieces.size(), 0u);
+  EXPECT_FALSE(store_.ReadRange("nope", 0, 0, 4).has_value());
+}
+
+TEST_F(VectorStoreTest, OverwritesAndAppendsAcrossManyChunks) {
+  // fp32 rows of 32 bytes make 4096-row chunks; go well past several.
+  Put(3, 0, 20000, 0.0f);
+  Put(3, 4090, 10, 1e6f);   // straddles a chunk boundary, rows already visible
+  Put(3, 20000, 1, -5.0f);  // appended one token at a time
+  Put(3, 20001, 1, -6.0f);
+  Put(3, 30000, 2, 7.0f);  // past a gap
+  auto col = Column(3, 4085, 4105);
+  for (int i = 0; i < 20; ++i) {
+    float want =
+        (i >= 5 && i < 15) ? 1e6f + static_cast<float>(i - 5) : static_cast<float>(4085 + i);
+    EXPECT_EQ(col[i], want) << i;
+  }
+  EXPECT_EQ(Column(3, 19999, 20003), (std::vector<float>{19999, -5, -6, 0}));
+  EXPECT_EQ(Column(3, 29999, 30003), (std::vector<float>{0, 7, 8, 0}));
+  EXPECT_EQ(store_.Stats().tokens, 30002u);
+}
+
+TEST_F(VectorStoreTest, IdsAndBatchesReadOneState) {
+  Put(0, 0, 4, 1.0f);
+  Put(2, 0, 2, 100.0f);
+  const uint64_t ids[] = {3, 0, 9, 1};
+  auto read = store_.ReadIds("s", 0, ids);
+  std::vector<float> all = Floats(read->second.rows);
+  ASSERT_EQ(all.size(), 4 * kDim);
+  EXPECT_EQ(all[0], 4.0f);
+  EXPECT_EQ(all[kDim], 1.0f);
+  EXPECT_EQ(all[2 * kDim], 0.0f);
+  EXPECT_EQ(all[3 * kDim], 2.0f);
+
+  auto batch = store_.ReadBatch("s", 1, 3, std::nullopt);
+  ASSERT_EQ(batch->second.size(), 3u);  // through the highest stored layer
+  EXPECT_EQ(Floats(batch->second[0].rows)[0], 2.0f);
+  EXPECT_EQ(batch->second[1].length, 0u);
+  EXPECT_EQ(Floats(batch->second[2].rows)[kDim], 0.0f);  // row 2 of layer 2 is past its end
+  EXPECT_EQ(store_.ReadBatch("s", 0, 1, 5)->second.size(), 5u);
+}
+
+TEST_F(VectorStoreTest, CreateIsIdempotentAndLimited) {
+  VectorSessionInfo info;
+  EXPECT_EQ(store_.Create("s", 99, Tier::kInt8, store_.ReserveIndex(), 0, &info),
+            VectorStore::CreateResult::kExists);
+  EXPECT_EQ(info.dim, kDim);
+  EXPECT_EQ(info.tier, Tier::kFp32);
+  EXPECT_EQ(info.index, 0u);
+  EXPECT_EQ(store_.Create("t", kDim, Tier::kFp16, store_.ReserveIndex(), 2, nullptr),
+            VectorStore::CreateResult::kCreated);
+  EXPECT_EQ(store_.Create("u", kDim, Tier::kFp16, store_.ReserveIndex(), 2, nullptr),
+            VectorStore::CreateResult::kLimit);
+  EXPECT_EQ(store_.Stats().sessions, 2u);
+}
+
+TEST_F(VectorStoreTest, StoreRefusesARecreatedSession) {
+  EXPECT_EQ(store_.Store("s", 0, 0, 1, Rows(1, 0), kDim, Tier::kFp16),
+            VectorStore::StoreResult::kChanged);
+  EXPECT_EQ(store_.Store("x", 0, 0, 1, Rows(1, 0), kDim, Tier::kFp32),
+            VectorStore::StoreResult::kNoSession);
+  bool hooked = false;
+  store_.Store("x", 0, 0, 1, Rows(1, 0), kDim, Tier::kFp32, [&] { hooked = true; });
+  EXPECT_FALSE(hooked);
+}
+
+TEST_F(VectorStoreTest, DropReleasesEverything) {
+  Put(0, 0, 100, 1.0f);
+  auto held = store_.ReadRange("s", 0, 0, 100);  // a reply still being written keeps its bytes
+  EXPECT_TRUE(store_.Drop("s"));
+  EXPECT_FALSE(store_.Drop("s"));
+  EXPECT_FALSE(store_.Describe("s").has_value());
+  EXPECT_EQ(Floats(held->second.rows)[99 * kDim], 100.0f);
+  auto stats = store_.Stats();
+  EXPECT_EQ(stats.sessions, 0u);
+  EXPECT_EQ(stats.tokens, 0u);
+  EXPECT_EQ(stats.allocated_bytes, 0u);
+  EXPECT_EQ(stats.overhead_bytes, 0u);
+}
+
+// Every STOREBATCH writes one version number into all rows of [0, n). A reader must see a
+// single version in each reply: the copy-on-write chunks make every read one state.
+TEST_F(VectorStoreTest, ConcurrentReadsNeverSeeATornBatch) {
+  const uint64_t n = 60000;  // 15 chunks, 1.9 MB: copies take long enough to overlap
+  std::vector<Bytes> versions;
+  for (int v = 0; v < 8; ++v) {
+    Bytes b = Bytes::Allocate(n * kDim * 4);
+    auto* f = reinterpret_cast<float*>(b.mutable_data());
+    for (uint64_t i = 0; i < n * kDim; ++i) f[i] = static_cast<float>(v);
+    versions.push_back(b);
+  }
+  ASSERT_EQ(store_.Store("s", 0, 0, n, versions[0], kDim, Tier::kFp32),
+            VectorStore::StoreResult::kOk);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> reads{0}, torn{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        auto read = store_.ReadRange("s", 0, 0, n + 10);
+        std::vector<float> all = Floats(read->second.rows);
+        const float v = all[0];
+        for (size_t i = 0; i < n * kDim; ++i) {
+          if (all[i] != v) {
+            torn += 1;
+            break;
+          }
+        }
+        reads += 1;
+      }
+    });
+  }
+  std::thread appender([&] {  // grows the layer at the same time: in-place appends
+    for (uint64_t i = 0; i < 2000 && !stop.load(); ++i) {
+      store_.Store("s", 0, n + 10 + i, 1, Rows(1, -1.0f), kDim, Tier::kFp32);
+    }
+  });
+  // Enough rounds that reads overlap writes many times, bounded in time.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (int round = 0;
+       round < 200 || (reads.load() < 500 && std::chrono::steady_clock::now() < deadline);
+       ++round) {
+    ASSERT_EQ(store_.Store("s", 0, 0, n, versions[round % 8], kDim, Tier::kFp32),
+              VectorStore::StoreResult::kOk);
+  }
+  stop = true;
+  for (auto& t : readers) t.join();
+  appender.join();
+  EXPECT_GT(reads.load(), 0u);
+  EXPECT_EQ(torn.load(), 0u);
+}
+
+TEST_F(VectorStoreTest, HooksRunOnlyWhenSomethingChanges) {
+  int hooks = 0;
+  auto hook = [&] { ++hooks; };
+  store_.Create("s", kDim, Tier::kFp32, store_.ReserveIndex(), 0, nullptr, hook);  // exists
+  store_.Drop("none", hook);
+  store_.DropPrefix("none", hook);
+  EXPECT_EQ(hooks, 0);
+  store_.Store("s", 0, 0, 1, Rows(1, 0), kDim, Tier::kFp32, hook);
+  store_.Drop("s", hook);
+  store_.Clear(hook);  // always
+  EXPECT_EQ(hooks, 3);
+}
+
+TEST_F(VectorStoreTest, RegisterCreatesBothSessionsAndKeepsTheFirstShape) {
+  PrefixSpec spec;
+  spec.kv_dim = 64;
+  spec.tier = Tier::kInt8;
+  spec.block_size = 16;
+  uint64_t hashes[] = {7, 3, 1000};
+  spec.block_hashes = Bytes::CopyOf({reinterpret_cast<const char*>(hashes), sizeof hashes});
+  spec.prefill_us = 1234;
+  EXPECT_EQ(store_.Register("ns", spec, 10, 11, 0), VectorStore::RegisterResult::kCreated);
+  EXPECT_EQ(store_.Describe("ns_pk")->index, 10u);
+  EXPECT_EQ(store_.Describe("ns_pv")->tier, Tier::kInt8);
+  PrefixSpec other = spec;
+  other.kv_dim = 128;
+  EXPECT_EQ(store_.Register("ns", other, 12, 13, 0), VectorStore::RegisterResult::kExists);
+  EXPECT_EQ(store_.Prefix("ns")->kv_dim, 64u);
+  // A dropped half comes back with the registered shape.
+  EXPECT_TRUE(store_.Drop("ns_pv"));
+  EXPECT_EQ(store_.Register("ns", other, 14, 15, 0), VectorStore::RegisterResult::kCreated);
+  EXPECT_EQ(store_.Describe("ns_pv")->dim, 64u);
+  EXPECT_EQ(store_.Describe("ns_pv")->index, 15u);
+  // Indices reserved afterwards never collide with the ones records carried.
+  EXPECT_GE(store_.ReserveIndex(), 16u);
+
+  const uint64_t probes[] = {3, 4, 1000, 7, 0};
+  auto bits = store_.Membership("ns", probes);
+  ASSERT_TRUE(bits.has_value());
+  EXPECT_EQ(*bits, (std::vector<bool>{true, false, true, true, false}));
+  EXPECT_FALSE(store_.Membership("other", probes).has_value());
+
+  PrefixView view = store_.ViewPrefix("ns");
+  EXPECT_TRUE(view.registered && view.key_exists && view.value_exists);
+  EXPECT_EQ(view.key_tokens, 0u);
+  EXPECT_EQ(view.prefill_us, 1234u);
+  EXPECT_EQ(store_.Register("big", spec, 20, 21, 3), VectorStore::RegisterResult::kLimit);
+  EXPECT_EQ(store_.PrefixTotals().first, 1u);
+  EXPECT_TRUE(store_.DropPrefix("ns"));
+  EXPECT_FALSE(store_.ViewPrefix("ns").key_exists);
+  EXPECT_FALSE(store_.DropPrefix("ns"));
+  EXPECT_EQ(store_.Stats().sessions, 1u);  // "s" from SetUp
+}
+
+TEST_F(VectorStoreTest, ForEachSessionCopiesWholeLayers) {
+  Put(0, 0, 5, 1.0f);
+  Put(4, 3, 2, 9.0f);
+  Create("t", 32, Tier::kFp16);
+  int sessions = 0;
+  store_.ForEachSession([&](const std::string& sid, const VectorSessionInfo& info,
+                            const std::vector<LayerRead>& layers) {
+    ++sessions;
+    if (sid == "t") {
+      EXPECT_EQ(info.dim, 32u);
+      EXPECT_TRUE(layers.empty());
+      return;
+    }
+    ASSERT_EQ(layers.size(), 2u);
+    EXPECT_EQ(layers[1].layer, 4u);
+    EXPECT_EQ(layers[1].length, 5u);
+    EXPECT_EQ(Floats(layers[1].rows)[3 * kDim], 9.0f);
+    EXPECT_EQ(Floats(layers[1].rows)[0], 0.0f);
+  });
+  EXPECT_EQ(sessions, 2);
+}
+
+}  // namespace
+}  // namespace prefixd::store

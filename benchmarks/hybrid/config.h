@@ -1,0 +1,84 @@
+// ModelConfig: the shape of a Qwen3.5-architecture hybrid decoder (Gated DeltaNet layers and
+// gated full-attention layers, 3:1), from a built-in name or a Hugging Face style config.json.
+// Plain values: any thread.
+//
+// The math these shapes feed is in ../shared/reference/qwen35-arch.md; the names below follow the
+// Hugging Face fields (hidden_size, linear_num_value_heads, ...) so a config.json maps 1:1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "prefixd/status.h"
+
+namespace prefixd::hybrid {
+
+enum class LayerKind : uint8_t {
+  kLinear,         // Gated DeltaNet ("linear_attention")
+  kFullAttention,  // gated softmax attention ("full_attention")
+};
+
+struct ModelConfig {
+  std::string name;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = true;
+  std::vector<LayerKind> layers;
+
+  // Full attention.
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  double partial_rotary_factor = 0.25;
+  double rope_theta = 1e7;
+  bool attn_output_gate = true;
+
+  // Gated DeltaNet.
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel_dim = 4;
+
+  int64_t num_layers() const { return static_cast<int64_t>(layers.size()); }
+  int64_t rope_dim() const {
+    return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
+  }
+  // Query projection width: per head, D query values then (with the gate) D gate values.
+  int64_t q_proj_dim() const { return num_attention_heads * head_dim * (attn_output_gate ? 2 : 1); }
+  int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+  int64_t key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
+  int64_t value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+  int64_t num_linear_layers() const;
+  int64_t num_attention_layers() const;
+
+  // Every derived size positive, heads divisible, rope_dim even and within head_dim.
+  Status Validate() const;
+
+  // Every field in a fixed textual form: two configs with the same Canonical() compute the same
+  // function (given the same weights). Part of the prefix-cache namespace.
+  std::string Canonical() const;
+
+  // One line for logs: "qwen3.5-0.8b: 24 layers (18 GDN + 6 attention), hidden 1024, ...".
+  std::string Summary() const;
+};
+
+// "tiny" (tests), "small" (a scaled-down shape for 32K-token CPU sweeps), "qwen3.5-0.8b",
+// "qwen3.5-4b".
+Result<ModelConfig> BuiltinConfig(std::string_view name);
+std::vector<std::string> BuiltinConfigNames();
+
+// Parses a Hugging Face config.json. Qwen3.5 checkpoints are VLMs whose text settings sit under
+// "text_config"; tie_word_embeddings may sit at either level. Missing Qwen3.5 defaults
+// (head_dim 256, linear dims 128, conv 4, interval 4, ...) are filled in as in the reference.
+Result<ModelConfig> ConfigFromJson(std::string_view json_text, std::string name);
+
+// A built-in name, or a path to a config.json (or to a directory holding one).
+Result<ModelConfig> LoadConfig(std::string_view name_or_path);
+
+}  // namespace prefixd::hybrid

@@ -1,0 +1,636 @@
+// prefixd-hybrid: the reference client. `sweep` measures, for each prefix length, the time to
+// first token of a cold prefill against a warm start that fetches the prefix state from prefixd
+// in a separate process (`warm`, which the sweep spawns), and checks the two agree bit for bit.
+// Single-threaded driver; the model's own pool does the parallel work.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "cpu_backend.h"
+#include "model.h"
+#include "prefix_cache.h"
+#include "prefixd/client.h"
+#include "report.h"
+#include "weights.h"
+#ifdef PREFIXD_HYBRID_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
+
+extern char** environ;
+
+namespace prefixd::hybrid {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Settings shared by `sweep` and `warm`; the sweep passes its own to the warm process.
+struct Common {
+  std::string model = "tiny";
+  std::string weights = "synthetic";
+  std::string backend = "cpu";
+  std::string host = "127.0.0.1";
+  int port = 1974;
+  int threads = 0;
+  int64_t chunk = 512;
+  std::string kv_via = "auto";
+  bool verify = true;
+};
+
+struct SweepArgs {
+  std::string lengths = "512,1024,2048,4096,8192";
+  int suffix_tokens = 16;
+  int decode_tokens = 16;
+  uint64_t prompt_seed = 1;
+  std::string csv;
+  std::string chart;
+  std::string markdown;
+  bool keep = false;
+  int loopback_mb = 512;
+  int repeats = 1;
+};
+
+struct WarmArgs {
+  std::string request;
+  std::string result;
+};
+
+void Die(const std::string& what) {
+  std::fprintf(stderr, "prefixd-hybrid: %s\n", what.c_str());
+  std::exit(2);
+}
+
+template <typename T>
+T OrDie(Result<T> r, const std::string& what) {
+  if (!r.ok()) Die(what + ": " + r.status().ToString());
+  return std::move(r).value();
+}
+
+void OrDie(const Status& st, const std::string& what) {
+  if (!st.ok()) Die(what + ": " + st.ToString());
+}
+
+// The model, loaded and warmed up: what both processes have before any timing starts.
+struct Loaded {
+  ModelConfig config;
+  std::string weights_identity;
+  std::unique_ptr<Backend> backend;
+  double load_ms = 0;
+};
+
+Loaded LoadModel(const Common& common) {
+  Loaded out;
+  const auto start = Clock::now();
+  out.config = OrDie(LoadConfig(common.model), "model config");
+  const int threads = common.threads > 0
+                          ? common.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  auto weights = std::make_shared<ModelWeights>(
+      OrDie(LoadWeights(out.config, common.weights, threads), "weights"));
+  out.weights_identity = weights->identity;
+  if (common.backend == "cpu") {
+    out.backend = OrDie(MakeCpuBackend(out.config, weights,
+                                       {.threads = common.threads, .prefill_chunk = common.chunk}),
+                        "CPU backend");
+  } else if (common.backend == "cuda") {
+#ifdef PREFIXD_HYBRID_HAVE_CUDA
+    out.backend = OrDie(MakeCudaBackend(out.config, *weights, {.prefill_chunk = common.chunk}),
+                        "CUDA backend");
+#else
+    Die("this build has no CUDA backend (nvcc was not found at configure time)");
+#endif
+  } else {
+    Die("unknown backend '" + common.backend + "' (cpu|cuda)");
+  }
+  weights.reset();  // a device backend holds its own copy
+  // One short forward pass touches every weight page and allocates scratch, so neither process
+  // pays first-use costs inside a timed region.
+  const std::vector<int32_t> warmup = PseudoRandomTokens(8, out.config.vocab_size, 12345);
+  std::vector<float> logits(static_cast<size_t>(out.config.vocab_size));
+  OrDie(out.backend->Forward(warmup, logits), "warm-up forward pass");
+  out.backend->Reset();
+  out.load_ms = MsSince(start);
+  return out;
+}
+
+Client Connect(const Common& common) {
+  ClientOptions options;
+  options.io_timeout = std::chrono::milliseconds(600000);
+  return OrDie(Client::Connect(common.host, common.port, options),
+               "connecting to prefixd at " + common.host + ":" + std::to_string(common.port));
+}
+
+KvTransport ResolveTransport(const Common& common, Client& client) {
+  if (common.kv_via == "ssm") return KvTransport::kSsm;
+  const bool has = OrDie(ServerHasVStore(client), "asking the server for V-store commands");
+  if (common.kv_via == "vstore") {
+    if (!has) Die("the server has no V-store commands (V.STOREBATCH/V.FETCH/KV.PREFIX.REGISTER)");
+    return KvTransport::kVStore;
+  }
+  if (common.kv_via != "auto") Die("--kv-via must be auto, vstore or ssm");
+  if (!has) {
+    std::fprintf(stderr,
+                 "prefixd-hybrid: the server has no V-store; attention K/V go through "
+                 "SSM.PREFIX (--kv-via ssm)\n");
+  }
+  return has ? KvTransport::kVStore : KvTransport::kSsm;
+}
+
+std::vector<int64_t> ParseLengths(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v <= 0) Die("bad prefix length '" + item + "'");
+    out.push_back(v);
+  }
+  if (out.empty()) Die("--lengths is empty");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string TempPath(const std::string& stem) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + stem + "-XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) Die("cannot create a temporary file in " + path);
+  ::close(fd);
+  return path;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) Die("cannot write " + path);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string SelfExe() {
+  std::string path(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size() - 1);
+  if (n <= 0) Die("cannot find this executable (/proc/self/exe)");
+  path.resize(static_cast<size_t>(n));
+  return path;
+}
+
+// Runs `prefixd-hybrid warm ...` and waits for it; false if it failed.
+bool RunWarmProcess(const Common& common, KvTransport kv, const std::string& request,
+                    const std::string& result) {
+  std::vector<std::string> args = {SelfExe(),   "warm",
+                                   "--model",   common.model,
+                                   "--weights", common.weights,
+                                   "--backend", common.backend,
+                                   "--host",    common.host,
+                                   "--port",    std::to_string(common.port),
+                                   "--threads", std::to_string(common.threads),
+                                   "--chunk",   std::to_string(common.chunk),
+                                   "--kv-via",  std::string(KvTransportName(kv)),
+                                   "--verify",  common.verify ? "true" : "false",
+                                   "--request", request,
+                                   "--result",  result};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return false;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return false;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// One row from repeated trials of a length: the median cold TTFT, and the warm trial with the
+// median warm TTFT (so its fetch / hydrate / suffix split stays consistent). Correctness counts
+// take the worst trial.
+SweepRow CombineTrials(const std::vector<SweepRow>& trials) {
+  auto median_by = [&](auto key) {
+    std::vector<SweepRow> sorted = trials;
+    std::sort(sorted.begin(), sorted.end(),
+              [&](const SweepRow& a, const SweepRow& b) { return key(a) < key(b); });
+    return sorted[sorted.size() / 2];
+  };
+  const SweepRow cold = median_by([](const SweepRow& r) { return r.cold_ttft_ms; });
+  SweepRow row = median_by([](const SweepRow& r) { return r.warm_ttft_ms; });
+  row.cold_ttft_ms = cold.cold_ttft_ms;
+  row.cold_prefill_ms = cold.cold_prefill_ms;
+  row.store_ms = cold.store_ms;
+  for (const SweepRow& t : trials) {
+    row.bitexact_layers = std::min(row.bitexact_layers, t.bitexact_layers);
+    row.agreeing_tokens = std::min(row.agreeing_tokens, t.agreeing_tokens);
+    if (!t.warm_hit) {
+      row.warm_hit = false;
+      row.miss_reason = t.miss_reason;
+    }
+  }
+  return row;
+}
+
+int RunSweep(const Common& common, const SweepArgs& args) {
+  const std::vector<int64_t> lengths = ParseLengths(args.lengths);
+  if (args.suffix_tokens < 1) Die("--suffix-tokens must be at least 1 (the first token needs it)");
+  if (args.decode_tokens < 1) Die("--decode-tokens must be at least 1");
+  std::fprintf(stderr, "prefixd-hybrid: loading %s (%s weights, %s backend)...\n",
+               common.model.c_str(), common.weights.c_str(), common.backend.c_str());
+  Loaded model = LoadModel(common);
+  const ModelConfig& config = model.config;
+  Backend& backend = *model.backend;
+  std::fprintf(stderr, "prefixd-hybrid: %s\nprefixd-hybrid: loaded in %.1f s\n",
+               config.Summary().c_str(), model.load_ms / 1000);
+#ifdef PREFIXD_HYBRID_HAVE_CUDA
+  if (common.backend == "cuda") {
+    std::fprintf(stderr, "prefixd-hybrid: GPU %s\n",
+                 OrDie(CudaDeviceDescription(0), "CUDA device").c_str());
+  }
+#endif
+  if (common.backend == "cpu") {
+    std::fprintf(stderr, "prefixd-hybrid: OpenBLAS kernels: %s\n", BlasCoreName().c_str());
+    if (const std::string hint = BlasCoreHint(); !hint.empty()) {
+      std::fprintf(stderr, "prefixd-hybrid: note: %s\n", hint.c_str());
+    }
+  }
+  Client client = Connect(common);
+  const KvTransport kv = ResolveTransport(common, client);
+  HybridPrefixCache cache(config, {.kv = kv, .verify_digests = common.verify});
+  const double loopback = MeasureLoopbackGbps(static_cast<uint64_t>(args.loopback_mb) << 20, 3);
+  std::fprintf(stderr, "prefixd-hybrid: loopback TCP %.2f GB/s; K/V via %s\n", loopback,
+               std::string(KvTransportName(kv)).c_str());
+
+  std::vector<SweepRow> rows;
+  std::vector<float> logits(static_cast<size_t>(config.vocab_size));
+  const int repeats = std::max(args.repeats, 1);
+  ProgressBar bar(static_cast<int>(lengths.size()) * repeats);
+  bool all_good = true;
+  for (size_t step = 0; step < lengths.size(); ++step) {
+    const int64_t length = lengths[step];
+    const std::vector<int32_t> prefix =
+        PseudoRandomTokens(length, config.vocab_size, args.prompt_seed);
+    const std::vector<int32_t> suffix =
+        PseudoRandomTokens(args.suffix_tokens, config.vocab_size, args.prompt_seed + 1000003);
+    const std::string ns = PrefixNamespace(config, model.weights_identity, prefix);
+    std::vector<SweepRow> trials;
+    for (int rep = 0; rep < repeats; ++rep) {
+      const int s = static_cast<int>(step) * repeats + rep;
+      std::string label = "L=" + std::to_string(length);
+      if (repeats > 1) label += " #" + std::to_string(rep + 1);
+      OrDie(cache.Drop(client, ns), "dropping an old copy of " + ns);
+      SweepRow row;
+      row.prefix_tokens = length;
+
+      // Cold: prefix, then (after an untimed pause to snapshot and store the prefix state)
+      // suffix.
+      backend.Reset(length + args.suffix_tokens + args.decode_tokens);
+      auto start = Clock::now();
+      OrDie(backend.Forward(prefix, {},
+                            [&](int64_t done, int64_t total) {
+                              bar.Update(s, label + " cold prefill", double(done) / total);
+                            }),
+            "cold prefill");
+      row.cold_prefill_ms = MsSince(start);
+      bar.Update(s, label + " store", 0);
+      OrDie(backend.PullState(), "reading the device state");
+      const std::vector<std::string> cold_digests = DigestState(backend.host_state());
+      const StoreReport stored = OrDie(cache.Store(client, ns, backend.host_state()), "store");
+      row.store_ms = stored.ms;
+      start = Clock::now();
+      OrDie(backend.Forward(suffix, logits), "cold suffix");
+      const int32_t first = Argmax(logits);
+      row.cold_ttft_ms = row.cold_prefill_ms + MsSince(start);
+      const std::vector<int32_t> cold_tokens =
+          OrDie(GreedyContinue(backend, first, args.decode_tokens), "cold decode");
+
+      // Warm: another process.
+      bar.Update(s, label + " warm process", 0);
+      const std::string request = TempPath("prefixd-hybrid-request");
+      const std::string result = TempPath("prefixd-hybrid-result");
+      WriteFile(request, Json{{"ns", ns},
+                              {"prefix", prefix},
+                              {"suffix", suffix},
+                              {"decode_tokens", args.decode_tokens}}
+                             .dump());
+      const bool ran = RunWarmProcess(common, kv, request, result);
+      Json warm = Json::parse(ReadFile(result), nullptr, false);
+      if (args.keep) {
+        std::fprintf(stderr,
+                     "prefixd-hybrid: kept %s (replay: prefixd-hybrid warm ... --request)\n",
+                     request.c_str());
+      } else {
+        std::remove(request.c_str());
+      }
+      std::remove(result.c_str());
+      if (!ran || warm.is_discarded()) Die("the warm process failed at " + label);
+      if (warm["blas_core"].get<std::string>() != BlasCoreName()) {
+        std::fprintf(stderr,
+                     "prefixd-hybrid: warning: the warm process used %s kernels, this one %s"
+                     "; their results may differ in the last bits\n",
+                     warm["blas_core"].get<std::string>().c_str(), BlasCoreName().c_str());
+      }
+      row.warm_ttft_ms = warm["ttft_ms"].get<double>();
+      row.fetch_ms = warm["fetch_ms"].get<double>();
+      row.hydrate_ms = warm["hydrate_ms"].get<double>();
+      row.suffix_ms = warm["suffix_ms"].get<double>();
+      row.state_bytes = warm["state_bytes"].get<uint64_t>();
+      row.warm_hit = warm["hit"].get<bool>();
+      row.miss_reason = warm["miss_reason"].get<std::string>();
+      const auto warm_digests = warm["layer_digests"].get<std::vector<std::string>>();
+      row.total_layers = static_cast<int>(cold_digests.size());
+      for (size_t i = 0; i < cold_digests.size() && i < warm_digests.size(); ++i) {
+        row.bitexact_layers += cold_digests[i] == warm_digests[i];
+      }
+      const auto warm_tokens = warm["tokens"].get<std::vector<int32_t>>();
+      row.total_tokens = static_cast<int>(cold_tokens.size());
+      for (size_t i = 0; i < cold_tokens.size() && i < warm_tokens.size(); ++i) {
+        row.agreeing_tokens += cold_tokens[i] == warm_tokens[i];
+      }
+      if (!args.keep) OrDie(cache.Drop(client, ns), "dropping " + ns);
+      bar.Update(s, label + " done", 1);
+      bar.Finish();
+      std::fprintf(stderr,
+                   "%-14s cold %9.1f ms  warm %8.1f ms (fetch %.1f, hydrate %.1f, suffix %.1f) "
+                   "%6.1fx  %s  bit-exact %d/%d  tokens %d/%d\n",
+                   label.c_str(), row.cold_ttft_ms, row.warm_ttft_ms, row.fetch_ms, row.hydrate_ms,
+                   row.suffix_ms, row.speedup(), row.warm_hit ? "hit" : "MISS", row.bitexact_layers,
+                   row.total_layers, row.agreeing_tokens, row.total_tokens);
+      trials.push_back(row);
+    }
+    const SweepRow row = CombineTrials(trials);
+    all_good = all_good && row.warm_hit && row.states_bitexact() &&
+               row.agreeing_tokens == row.total_tokens;
+    rows.push_back(row);
+  }
+
+  std::string csv = CsvHeader();
+  for (const SweepRow& r : rows) csv += CsvRow(r);
+  if (!args.csv.empty()) WriteFile(args.csv, csv);
+  const std::string table = MarkdownTable(rows, loopback);
+  std::printf("%s", table.c_str());
+  if (!args.markdown.empty()) WriteFile(args.markdown, table);
+  if (!args.chart.empty()) {
+    WriteFile(args.chart,
+              SvgChart(rows, config.name + ": cold prefill vs warm start from prefixd (" +
+                                 common.backend + ")"));
+  }
+  std::printf("\nloopback %.2f GB/s; target = 1.5 x (state bytes / loopback + suffix ms)",
+              loopback);
+  if (repeats > 1) std::printf("; medians of %d runs per length", repeats);
+  std::printf("\n");
+  return all_good ? 0 : 1;
+}
+
+int RunWarm(const Common& common, const WarmArgs& args) {
+  Json request = Json::parse(ReadFile(args.request), nullptr, false);
+  if (request.is_discarded()) Die("cannot read the request " + args.request);
+  const std::string ns = request["ns"].get<std::string>();
+  const auto prefix = request["prefix"].get<std::vector<int32_t>>();
+  const auto suffix = request["suffix"].get<std::vector<int32_t>>();
+  const int decode_tokens = request["decode_tokens"].get<int>();
+  if (prefix.empty() || suffix.empty()) Die("the request needs a prefix and a suffix");
+
+  Loaded model = LoadModel(common);
+  Backend& backend = *model.backend;
+  if (PrefixNamespace(model.config, model.weights_identity, prefix) != ns) {
+    Die("namespace mismatch: this process's model, weights or tokens differ from the cold one's");
+  }
+  Client client = Connect(common);
+  const KvTransport kv = ResolveTransport(common, client);
+  HybridPrefixCache cache(model.config, {.kv = kv, .verify_digests = common.verify});
+  const int64_t n = static_cast<int64_t>(prefix.size());
+  backend.Reset(n + static_cast<int64_t>(suffix.size()) + decode_tokens);
+  std::vector<float> logits(static_cast<size_t>(model.config.vocab_size));
+
+  // The request arrives: fetch and hydrate, or prefill cold when the state is not all there.
+  const auto start = Clock::now();
+  FetchReport fetched = OrDie(cache.Fetch(client, ns, n, &backend.host_state()), "fetch");
+  double paused_ms = 0;
+  std::vector<std::string> digests;
+  if (fetched.hit) {
+    const auto push = Clock::now();
+    OrDie(backend.PushState(), "uploading the state");
+    fetched.hydrate_ms += MsSince(push);
+    digests = fetched.layer_digests;
+  } else {
+    OrDie(backend.Forward(prefix, {}), "fallback prefill");
+    const auto pause = Clock::now();
+    OrDie(backend.PullState(), "reading the device state");
+    digests = DigestState(backend.host_state());
+    paused_ms = MsSince(pause);
+  }
+  if (digests.empty()) {  // hit without verification: digest outside the timed region
+    const auto pause = Clock::now();
+    digests = DigestState(backend.host_state());
+    paused_ms += MsSince(pause);
+  }
+  const auto suffix_start = Clock::now();
+  OrDie(backend.Forward(suffix, logits), "suffix");
+  const int32_t first = Argmax(logits);
+  const double suffix_ms = MsSince(suffix_start);
+  const double ttft_ms = MsSince(start) - paused_ms;
+  const std::vector<int32_t> tokens =
+      OrDie(GreedyContinue(backend, first, decode_tokens), "decode");
+
+  Json out = {{"backend", std::string(backend.name())},
+              {"blas_core", BlasCoreName()},
+              {"hit", fetched.hit},
+              {"miss_reason", fetched.miss_reason},
+              {"fetch_ms", fetched.fetch_ms},
+              {"hydrate_ms", fetched.hydrate_ms},
+              {"suffix_ms", suffix_ms},
+              {"ttft_ms", ttft_ms},
+              {"state_bytes", fetched.hit ? fetched.bytes : backend.host_state().bytes()},
+              {"layer_digests", digests},
+              {"tokens", tokens}};
+  WriteFile(args.result, out.dump(1));
+  return 0;
+}
+
+struct CompareArgs {
+  std::string lengths = "40,300,2100";
+  int suffix_tokens = 7;
+  int decode_tokens = 8;
+  double tolerance = 2e-3;
+};
+
+// Largest |a − b| relative to the largest |b|.
+[[maybe_unused]] double RelativeError(std::span<const float> a, std::span<const float> b) {
+  double worst = 0;
+  double scale = 1e-30;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return worst / scale;
+}
+
+// The CUDA backend against the CPU backend on the same weights and prompts: logits and every
+// layer's state must agree to `tolerance`, and the CUDA backend must repeat itself bit for bit,
+// including across a pull / reset / push of its state (what hydration does).
+int RunCompare(const Common& common, const CompareArgs& args) {
+#ifndef PREFIXD_HYBRID_HAVE_CUDA
+  Die("this build has no CUDA backend (nvcc was not found at configure time)");
+  return 2;
+#else
+  std::fprintf(stderr, "prefixd-hybrid: GPU %s\n",
+               OrDie(CudaDeviceDescription(0), "CUDA device").c_str());
+  const ModelConfig config = OrDie(LoadConfig(common.model), "model config");
+  auto weights = std::make_shared<ModelWeights>(OrDie(
+      LoadWeights(config, common.weights, std::max(1, int(std::thread::hardware_concurrency()))),
+      "weights"));
+  auto cpu = OrDie(
+      MakeCpuBackend(config, weights, {.threads = common.threads, .prefill_chunk = common.chunk}),
+      "CPU backend");
+  auto gpu =
+      OrDie(MakeCudaBackend(config, *weights, {.prefill_chunk = common.chunk}), "CUDA backend");
+  bool ok = true;
+  std::vector<float> lc(static_cast<size_t>(config.vocab_size));
+  std::vector<float> lg(lc.size()), lg2(lc.size());
+  for (int64_t length : ParseLengths(args.lengths)) {
+    const auto prefix = PseudoRandomTokens(length, config.vocab_size, 7);
+    const auto suffix = PseudoRandomTokens(args.suffix_tokens, config.vocab_size, 8);
+    cpu->Reset(length + args.suffix_tokens + args.decode_tokens);
+    gpu->Reset(length + args.suffix_tokens + args.decode_tokens);
+    OrDie(cpu->Forward(prefix, {}), "CPU prefill");
+    OrDie(gpu->Forward(prefix, {}), "CUDA prefill");
+    OrDie(gpu->PullState(), "CUDA pull");
+    double worst_state = 0;
+    for (size_t i = 0; i < cpu->host_state().layers().size(); ++i) {
+      const LayerState& a = gpu->host_state().layers()[i];
+      const LayerState& b = cpu->host_state().layers()[i];
+      for (auto [x, y] : {std::pair{&a.conv, &b.conv}, std::pair{&a.recurrent, &b.recurrent},
+                          std::pair{&a.k, &b.k}, std::pair{&a.v, &b.v}}) {
+        worst_state = std::max(worst_state, RelativeError(x->span(), y->span()));
+      }
+    }
+    const SequenceState saved = gpu->host_state();
+    const std::vector<std::string> digests = DigestState(saved);
+    OrDie(cpu->Forward(suffix, lc), "CPU suffix");
+    OrDie(gpu->Forward(suffix, lg), "CUDA suffix");
+    const double logit_error = RelativeError(lg, lc);
+    const auto tc = OrDie(GreedyContinue(*cpu, Argmax(lc), args.decode_tokens), "CPU decode");
+    const auto tg = OrDie(GreedyContinue(*gpu, Argmax(lg), args.decode_tokens), "CUDA decode");
+    int agree = 0;
+    for (size_t i = 0; i < tc.size(); ++i) agree += tc[i] == tg[i];
+    // Repeatability: a fresh prefill gives the same state bits; a pushed state the same logits.
+    gpu->Reset(length + args.suffix_tokens);
+    OrDie(gpu->Forward(prefix, {}), "CUDA prefill again");
+    OrDie(gpu->PullState(), "CUDA pull");
+    const bool same_state = DigestState(gpu->host_state()) == digests;
+    gpu->Reset(length + args.suffix_tokens);
+    gpu->host_state() = saved;
+    OrDie(gpu->PushState(), "CUDA push");
+    OrDie(gpu->Forward(suffix, lg2), "CUDA suffix after push");
+    const bool same_logits = lg2 == lg;
+    const bool pass =
+        logit_error <= args.tolerance && worst_state <= args.tolerance && same_state && same_logits;
+    ok = ok && pass;
+    std::printf(
+        "L=%-6lld logits rel err %.2e  state rel err %.2e  greedy %d/%zu  "
+        "CUDA repeat: state %s, logits after push %s  %s\n",
+        static_cast<long long>(length), logit_error, worst_state, agree, tc.size(),
+        same_state ? "bit-exact" : "DIFFERS", same_logits ? "bit-exact" : "DIFFER",
+        pass ? "ok" : "FAIL");
+  }
+  return ok ? 0 : 1;
+#endif
+}
+
+void AddCommon(CLI::App* app, Common* c) {
+  app->add_option("--model", c->model, "tiny | small | qwen3.5-0.8b | qwen3.5-4b | config.json")
+      ->capture_default_str();
+  app->add_option("--weights", c->weights, "synthetic | synthetic:<seed> | file.safetensors | dir")
+      ->capture_default_str();
+  app->add_option("--backend", c->backend, "cpu | cuda")->capture_default_str();
+  app->add_option("--host", c->host, "prefixd host")->capture_default_str();
+  app->add_option("--port", c->port, "prefixd port")->capture_default_str();
+  app->add_option("--threads", c->threads, "CPU threads (0: one per core)")->capture_default_str();
+  app->add_option("--chunk", c->chunk, "prefill chunk in tokens")->capture_default_str();
+  app->add_option("--kv-via", c->kv_via, "attention K/V transport: auto | vstore | ssm")
+      ->capture_default_str();
+  app->add_option("--verify", c->verify, "check fetched layers against their digests")
+      ->capture_default_str();
+}
+
+}  // namespace
+}  // namespace prefixd::hybrid
+
+int main(int argc, char** argv) {
+  using namespace prefixd::hybrid;
+  CLI::App app{
+      "prefixd-hybrid: warm vs cold time to first token of a Qwen3.5-architecture hybrid "
+      "model, with its prefix state in prefixd"};
+  app.require_subcommand(1);
+  Common sweep_common, warm_common;
+  SweepArgs sweep;
+  WarmArgs warm;
+  CLI::App* sweep_cmd = app.add_subcommand("sweep", "Cold vs warm TTFT for each prefix length");
+  AddCommon(sweep_cmd, &sweep_common);
+  sweep_cmd->add_option("--lengths", sweep.lengths, "prefix lengths, comma-separated")
+      ->capture_default_str();
+  sweep_cmd->add_option("--suffix-tokens", sweep.suffix_tokens, "prompt tokens after the prefix")
+      ->capture_default_str();
+  sweep_cmd->add_option("--decode-tokens", sweep.decode_tokens, "greedy tokens to compare")
+      ->capture_default_str();
+  sweep_cmd->add_option("--prompt-seed", sweep.prompt_seed, "seed of the pseudo-random prompt")
+      ->capture_default_str();
+  sweep_cmd->add_option("--csv", sweep.csv, "write the CSV here");
+  sweep_cmd->add_option("--chart", sweep.chart, "write the SVG chart here");
+  sweep_cmd->add_option("--markdown", sweep.markdown, "write the markdown table here");
+  sweep_cmd->add_flag("--keep", sweep.keep,
+                      "leave each prefix state in the server and its warm request file");
+  sweep_cmd->add_option("--loopback-mb", sweep.loopback_mb, "bytes for the loopback probe (MiB)")
+      ->capture_default_str();
+  sweep_cmd
+      ->add_option("--repeats", sweep.repeats,
+                   "trials per length; rows report medians (worst correctness)")
+      ->capture_default_str();
+  CLI::App* warm_cmd =
+      app.add_subcommand("warm",
+                         "One warm start: fetch, hydrate, suffix, decode (the sweep runs "
+                         "this as its second process)");
+  AddCommon(warm_cmd, &warm_common);
+  warm_cmd->add_option("--request", warm.request, "JSON: ns, prefix, suffix, decode_tokens")
+      ->required();
+  warm_cmd->add_option("--result", warm.result, "JSON written with timings, digests, tokens")
+      ->required();
+  Common compare_common;
+  compare_common.backend = "cuda";
+  CompareArgs compare;
+  CLI::App* compare_cmd = app.add_subcommand(
+      "compare", "The CUDA backend against the CPU backend: agreement and repeatability");
+  AddCommon(compare_cmd, &compare_common);
+  compare_cmd->add_option("--lengths", compare.lengths, "prefix lengths, comma-separated")
+      ->capture_default_str();
+  compare_cmd->add_option("--tolerance", compare.tolerance, "largest relative error allowed")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (sweep_cmd->parsed()) return RunSweep(sweep_common, sweep);
+  if (compare_cmd->parsed()) return RunCompare(compare_common, compare);
+  return RunWarm(warm_common, warm);
+}

@@ -1,0 +1,362 @@
+#include "prefix_cache.h"
+
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "prefixd/state_blob.h"
+
+namespace prefixd::hybrid {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The V-store tier for K/V: they are fp32, so only fp32 keeps every bit.
+constexpr std::string_view kLosslessTier = "fp32";
+
+constexpr char kManifestMagic[8] = {'P', 'X', 'H', 'Y', 'B', 'M', 'F', '1'};
+constexpr uint32_t kManifestVersion = 1;
+constexpr size_t kManifestHeader = 8 + 4 + 4 + 8 + 4 + 4;
+constexpr size_t kManifestEntry = 4 + 4 + 8 + 8 + 8;
+
+struct ManifestEntry {
+  LayerKind kind = LayerKind::kLinear;
+  uint64_t bytes = 0;
+  LayerDigest digest{};
+};
+
+struct Manifest {
+  uint64_t n_tokens = 0;
+  KvTransport transport = KvTransport::kVStore;
+  std::vector<ManifestEntry> layers;
+};
+
+template <typename T>
+void Put(std::vector<uint8_t>& out, T value) {
+  uint8_t bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));  // little-endian host (checked by the blob codec)
+  out.insert(out.end(), bytes, bytes + sizeof(T));
+}
+
+template <typename T>
+T Get(const uint8_t* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+std::vector<uint8_t> EncodeManifest(const Manifest& m) {
+  std::vector<uint8_t> out(kManifestMagic, kManifestMagic + 8);
+  Put<uint32_t>(out, kManifestVersion);
+  Put<uint32_t>(out, static_cast<uint32_t>(m.layers.size()));
+  Put<uint64_t>(out, m.n_tokens);
+  Put<uint32_t>(out, m.transport == KvTransport::kVStore ? 0 : 1);
+  Put<uint32_t>(out, 0);
+  for (const ManifestEntry& e : m.layers) {
+    Put<uint32_t>(out, e.kind == LayerKind::kLinear ? 0 : 1);
+    Put<uint32_t>(out, 0);
+    Put<uint64_t>(out, e.bytes);
+    Put<uint64_t>(out, e.digest[0]);
+    Put<uint64_t>(out, e.digest[1]);
+  }
+  return out;
+}
+
+// The manifest, or the reason it is unusable.
+std::optional<Manifest> DecodeManifest(std::span<const uint8_t> blob, std::string* why) {
+  if (blob.size() < kManifestHeader || std::memcmp(blob.data(), kManifestMagic, 8) != 0) {
+    *why = "the manifest is malformed";
+    return std::nullopt;
+  }
+  const uint8_t* p = blob.data() + 8;
+  if (Get<uint32_t>(p) != kManifestVersion) {
+    *why = "the manifest has an unknown version";
+    return std::nullopt;
+  }
+  const uint32_t n_layers = Get<uint32_t>(p + 4);
+  if (blob.size() != kManifestHeader + uint64_t{n_layers} * kManifestEntry) {
+    *why = "the manifest has the wrong length";
+    return std::nullopt;
+  }
+  Manifest m;
+  m.n_tokens = Get<uint64_t>(p + 8);
+  m.transport = Get<uint32_t>(p + 16) == 0 ? KvTransport::kVStore : KvTransport::kSsm;
+  p = blob.data() + kManifestHeader;
+  for (uint32_t i = 0; i < n_layers; ++i, p += kManifestEntry) {
+    ManifestEntry e;
+    e.kind = Get<uint32_t>(p) == 0 ? LayerKind::kLinear : LayerKind::kFullAttention;
+    e.bytes = Get<uint64_t>(p + 8);
+    e.digest = {Get<uint64_t>(p + 16), Get<uint64_t>(p + 24)};
+    m.layers.push_back(e);
+  }
+  return m;
+}
+
+std::span<const uint8_t> Bytes(const FloatBuffer& b) { return b.byte_span(); }
+
+std::string PkSid(std::string_view ns) { return std::string(ns) + "_pk"; }
+std::string PvSid(std::string_view ns) { return std::string(ns) + "_pv"; }
+
+// A fetched array must have exactly this fp32 shape; copies it into `dst`.
+bool TakeArray(const StateArrayView& a, std::initializer_list<uint32_t> shape, FloatBuffer& dst) {
+  if (a.dtype != DType::kFloat32 ||
+      !std::equal(a.shape.begin(), a.shape.end(), shape.begin(), shape.end())) {
+    return false;
+  }
+  if (a.bytes.size() != dst.bytes()) return false;
+  std::memcpy(dst.data(), a.bytes.data(), a.bytes.size());
+  return true;
+}
+
+bool IsUnknownCommand(const Status& st) {
+  return st.code() == StatusCode::kServerError &&
+         st.message().find("unknown command") != std::string::npos;
+}
+
+}  // namespace
+
+std::string_view KvTransportName(KvTransport transport) {
+  return transport == KvTransport::kVStore ? "vstore" : "ssm";
+}
+
+std::string PrefixNamespace(const ModelConfig& config, std::string_view weights_identity,
+                            std::span<const int32_t> prefix_tokens) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  const std::string canonical = config.Canonical();
+  const uint64_t sizes[3] = {canonical.size(), weights_identity.size(), prefix_tokens.size()};
+  XXH3_128bits_update(st, sizes, sizeof(sizes));
+  XXH3_128bits_update(st, canonical.data(), canonical.size());
+  XXH3_128bits_update(st, weights_identity.data(), weights_identity.size());
+  XXH3_128bits_update(st, prefix_tokens.data(), prefix_tokens.size_bytes());
+  const XXH128_hash_t h = XXH3_128bits_digest(st);
+  XXH3_freeState(st);
+  return "hyb" + DigestHex({h.high64, h.low64});
+}
+
+HybridPrefixCache::HybridPrefixCache(const ModelConfig& config, PrefixCacheOptions options)
+    : config_(config), options_(options) {}
+
+Result<StoreReport> HybridPrefixCache::Store(Client& client, std::string_view ns,
+                                             const SequenceState& state) const {
+  const ModelConfig& c = config_;
+  if (static_cast<int64_t>(state.layers().size()) != c.num_layers()) {
+    return Status::InvalidArgument("state does not match the model config");
+  }
+  if (state.n_tokens() <= 0) return Status::InvalidArgument("nothing to store: empty prefix");
+  const auto start = Clock::now();
+  const uint32_t n = static_cast<uint32_t>(state.n_tokens());
+  const uint32_t kv_heads = static_cast<uint32_t>(c.num_key_value_heads);
+  const uint32_t head_dim = static_cast<uint32_t>(c.head_dim);
+
+  Manifest manifest;
+  manifest.n_tokens = n;
+  manifest.transport = options_.kv;
+  std::vector<std::vector<uint8_t>> blobs;
+  std::vector<uint32_t> blob_layers;
+  StoreReport report;
+  if (options_.kv == KvTransport::kVStore && c.num_attention_layers() > 0) {
+    PREFIXD_RETURN_IF_ERROR(
+        client.KvPrefixRegister(ns, static_cast<uint32_t>(c.kv_dim()), kLosslessTier));
+  }
+  int64_t rank = 0;
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const LayerState& layer = state.layers()[static_cast<size_t>(i)];
+    manifest.layers.push_back(
+        {layer.kind,
+         layer.conv.bytes() + layer.recurrent.bytes() + layer.k.bytes() + layer.v.bytes(),
+         DigestLayer(layer)});
+    report.bytes += manifest.layers.back().bytes;
+    if (layer.kind == LayerKind::kLinear) {
+      const StateArray arrays[2] = {{DType::kFloat32,
+                                     {1, static_cast<uint32_t>(c.linear_conv_kernel_dim - 1),
+                                      static_cast<uint32_t>(c.conv_dim())},
+                                     Bytes(layer.conv)},
+                                    {DType::kFloat32,
+                                     {1, static_cast<uint32_t>(c.linear_num_value_heads),
+                                      static_cast<uint32_t>(c.linear_value_head_dim),
+                                      static_cast<uint32_t>(c.linear_key_head_dim)},
+                                     Bytes(layer.recurrent)}};
+      PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, EncodeStateBlob(arrays));
+      blobs.push_back(std::move(blob));
+      blob_layers.push_back(static_cast<uint32_t>(i));
+      continue;
+    }
+    if (layer.k.size() != static_cast<size_t>(n) * c.kv_dim() || layer.v.size() != layer.k.size()) {
+      return Status::Internal("attention layer " + std::to_string(i) + " does not hold n rows");
+    }
+    if (options_.kv == KvTransport::kSsm) {
+      const StateArray arrays[2] = {{DType::kFloat32, {1, n, kv_heads, head_dim}, Bytes(layer.k)},
+                                    {DType::kFloat32, {1, n, kv_heads, head_dim}, Bytes(layer.v)}};
+      PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, EncodeStateBlob(arrays));
+      blobs.push_back(std::move(blob));
+      blob_layers.push_back(static_cast<uint32_t>(i));
+    } else {
+      for (const auto& [sid, rows] :
+           {std::pair{PkSid(ns), layer.k.span()}, std::pair{PvSid(ns), layer.v.span()}}) {
+        PREFIXD_RETURN_IF_ERROR(client.VStoreBatch(sid, static_cast<uint32_t>(rank), 0, n, rows));
+      }
+    }
+    ++rank;
+  }
+  blobs.push_back(EncodeManifest(manifest));
+  blob_layers.push_back(manifest_layer());
+  std::vector<LayerBlob> entries;
+  for (size_t i = 0; i < blobs.size(); ++i) entries.push_back({blob_layers[i], blobs[i]});
+  PREFIXD_RETURN_IF_ERROR(client.MStore(ns, entries));
+  report.ms = MsSince(start);
+  return report;
+}
+
+Result<FetchReport> HybridPrefixCache::Fetch(Client& client, std::string_view ns, int64_t n_tokens,
+                                             SequenceState* state) const {
+  auto result = FetchImpl(client, ns, n_tokens, state);
+  if (!result.ok() || !result->hit) state->Clear();
+  return result;
+}
+
+Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_view ns,
+                                                 int64_t n_tokens, SequenceState* state) const {
+  const ModelConfig& c = config_;
+  FetchReport report;
+  auto miss = [&](std::string why) {
+    report.hit = false;
+    report.miss_reason = std::move(why);
+    return report;
+  };
+  if (static_cast<int64_t>(state->layers().size()) != c.num_layers()) {
+    return Status::InvalidArgument("state does not match the model config");
+  }
+  const bool kv_in_ssm = options_.kv == KvTransport::kSsm;
+  std::vector<uint32_t> layers;
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    if (c.layers[static_cast<size_t>(i)] == LayerKind::kLinear || kv_in_ssm) {
+      layers.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  layers.push_back(manifest_layer());
+
+  auto t = Clock::now();
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<std::optional<Blob>> blobs, client.MFetch(ns, layers));
+  report.fetch_ms += MsSince(t);
+
+  t = Clock::now();
+  if (!blobs.back().has_value()) return miss("no manifest: the prefix is not stored");
+  std::string why;
+  std::optional<Manifest> manifest = DecodeManifest(*blobs.back(), &why);
+  if (!manifest.has_value()) return miss(why);
+  if (static_cast<int64_t>(manifest->layers.size()) != c.num_layers() ||
+      manifest->n_tokens != static_cast<uint64_t>(n_tokens) || manifest->transport != options_.kv) {
+    return miss("the manifest describes a different prefix, model or transport");
+  }
+  state->ResizeTokens(n_tokens);
+  const uint32_t n = static_cast<uint32_t>(n_tokens);
+  const uint32_t kv_heads = static_cast<uint32_t>(c.num_key_value_heads);
+  const uint32_t head_dim = static_cast<uint32_t>(c.head_dim);
+  for (size_t b = 0; b + 1 < blobs.size(); ++b) {
+    const uint32_t i = layers[b];
+    if (!blobs[b].has_value()) return miss("layer " + std::to_string(i) + " is absent");
+    auto arrays = DecodeStateBlob(*blobs[b]);
+    if (!arrays.ok() || arrays->size() != 2) {
+      return miss("layer " + std::to_string(i) + " is not a 2-array state blob");
+    }
+    LayerState& layer = state->layers()[i];
+    bool ok;
+    if (layer.kind == LayerKind::kLinear) {
+      ok = TakeArray((*arrays)[0],
+                     {1, static_cast<uint32_t>(c.linear_conv_kernel_dim - 1),
+                      static_cast<uint32_t>(c.conv_dim())},
+                     layer.conv) &&
+           TakeArray((*arrays)[1],
+                     {1, static_cast<uint32_t>(c.linear_num_value_heads),
+                      static_cast<uint32_t>(c.linear_value_head_dim),
+                      static_cast<uint32_t>(c.linear_key_head_dim)},
+                     layer.recurrent);
+    } else {
+      ok = TakeArray((*arrays)[0], {1, n, kv_heads, head_dim}, layer.k) &&
+           TakeArray((*arrays)[1], {1, n, kv_heads, head_dim}, layer.v);
+    }
+    if (!ok) return miss("layer " + std::to_string(i) + " has the wrong shapes");
+  }
+  blobs.clear();
+  report.hydrate_ms += MsSince(t);
+
+  if (!kv_in_ssm) {
+    // Rows land straight in the state's K and V buffers: nothing to hydrate but the check.
+    uint32_t rank = 0;
+    t = Clock::now();
+    for (int64_t i = 0; i < c.num_layers(); ++i) {
+      LayerState& layer = state->layers()[static_cast<size_t>(i)];
+      if (layer.kind != LayerKind::kFullAttention) continue;
+      for (auto [sid, dst] : {std::pair{PkSid(ns), &layer.k}, std::pair{PvSid(ns), &layer.v}}) {
+        auto got = client.VFetchRange(sid, rank, 0, static_cast<uint64_t>(n_tokens), dst->span());
+        const std::string where = sid + " layer " + std::to_string(rank);
+        if (!got.ok()) {
+          // An error reply (no such session, ...) is a miss; an unknown command or a broken
+          // connection is an error the caller should see.
+          if (got.status().code() != StatusCode::kServerError || IsUnknownCommand(got.status())) {
+            return got.status();
+          }
+          return miss(where + ": " + got.status().message());
+        }
+        if (!got->has_value()) return miss(where + " is absent");
+        if (**got != dst->size()) {
+          return miss(where + " returned " + std::to_string(**got) + " values, expected " +
+                      std::to_string(dst->size()));
+        }
+      }
+      ++rank;
+    }
+    report.fetch_ms += MsSince(t);
+  }
+
+  t = Clock::now();
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const LayerState& layer = state->layers()[static_cast<size_t>(i)];
+    const ManifestEntry& e = manifest->layers[static_cast<size_t>(i)];
+    const uint64_t bytes =
+        layer.conv.bytes() + layer.recurrent.bytes() + layer.k.bytes() + layer.v.bytes();
+    if (e.kind != layer.kind || e.bytes != bytes) {
+      return miss("layer " + std::to_string(i) + " does not match the manifest");
+    }
+    report.bytes += bytes;
+    if (!options_.verify_digests) continue;
+    const LayerDigest digest = DigestLayer(layer);
+    if (digest != e.digest) {
+      return miss("layer " + std::to_string(i) + " fails its digest check");
+    }
+    report.layer_digests.push_back(DigestHex(digest));
+  }
+  report.hydrate_ms += MsSince(t);
+  report.hit = true;
+  return report;
+}
+
+Status HybridPrefixCache::Drop(Client& client, std::string_view ns) const {
+  PREFIXD_RETURN_IF_ERROR(client.Drop(ns));
+  if (options_.kv == KvTransport::kVStore && config_.num_attention_layers() > 0) {
+    const std::string_view namespaces[1] = {ns};
+    auto dropped = client.KvPrefixDrop(namespaces);
+    if (!dropped.ok()) return dropped.status();
+  }
+  return Status::Ok();
+}
+
+Result<bool> ServerHasVStore(Client& client) {
+  for (std::string_view name : {"V.STOREBATCH", "V.FETCH", "KV.PREFIX.REGISTER"}) {
+    PREFIXD_ASSIGN_OR_RETURN(Reply reply, client.Command({"COMMAND", "INFO", name}));
+    if (reply.type != Reply::Type::kArray || reply.elements.empty() || reply.elements[0].is_nil()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace prefixd::hybrid

@@ -1,0 +1,96 @@
+// HybridPrefixCache: stores and fetches the whole prefix state of a hybrid model (Gated DeltaNet
+// layers and attention layers) in prefixd, for any C++ inference server that holds its state as
+// a SequenceState. Stateless apart from its settings: one instance may serve many threads, each
+// with its own prefixd::Client.
+//
+// Layout in the server, for a namespace `ns` (PrefixNamespace):
+//   SSM.PREFIX  ns, layer i (GDN layer i): v1 state blob, 2 arrays
+//                 conv [1, K−1, conv_dim] fp32 and recurrent [1, Hv, Dv, Dk] fp32;
+//   V-store     KV.PREFIX.REGISTER ns <kv_dim> fp32 → sessions ns_pk / ns_pv, where layer r (the
+//                 rank of the attention layer among attention layers) holds n_tokens fp32 rows
+//                 of kv_dim: K after k_norm + RoPE, and V;
+//               or, with KvTransport::kSsm, SSM.PREFIX ns, layer i: a v1 blob with
+//                 K [1, n, Hkv, D] and V [1, n, Hkv, D] fp32;
+//   SSM.PREFIX  ns, layer num_layers: the manifest (below), written last, in the same MSTORE as
+//                 the GDN layers, so its presence means every part was stored.
+// Manifest, little-endian: "PXHYBMF1", u32 version 1, u32 num_layers, u64 n_tokens,
+//   u32 transport (0 V-store, 1 SSM), u32 0, then per layer u32 kind (0 GDN, 1 attention), u32 0,
+//   u64 payload bytes, u64 digest high, u64 digest low (XXH3-128 as DigestLayer).
+//
+// A fetch is all or nothing: a missing manifest or layer, a length or shape mismatch, or a digest
+// that does not match (the V-store zero-fills rows it never stored) is a miss, and the state is
+// left empty for a cold prefill. Half a state is never used.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "config.h"
+#include "model.h"
+#include "prefixd/client.h"
+#include "prefixd/status.h"
+
+namespace prefixd::hybrid {
+
+enum class KvTransport : uint8_t { kVStore, kSsm };
+
+// "vstore" / "ssm".
+std::string_view KvTransportName(KvTransport transport);
+
+struct PrefixCacheOptions {
+  KvTransport kv = KvTransport::kVStore;
+  // Check every fetched layer against the manifest's digest (recommended: it is what catches
+  // V-store rows that were never stored; costs one hashing pass over the state).
+  bool verify_digests = true;
+};
+
+struct StoreReport {
+  uint64_t bytes = 0;  // state payload
+  double ms = 0;       // wall time of all commands
+};
+
+struct FetchReport {
+  bool hit = false;
+  std::string miss_reason;                 // why not, when !hit
+  uint64_t bytes = 0;                      // state payload hydrated
+  double fetch_ms = 0;                     // on the wire: MFETCH and V.FETCH
+  double hydrate_ms = 0;                   // decoding, copying into the state, digest checks
+  std::vector<std::string> layer_digests;  // per layer, DigestHex, when hit and verified
+};
+
+// "hyb" + 32 hex digits of XXH3-128 over (config.Canonical(), weights identity, the tokens).
+std::string PrefixNamespace(const ModelConfig& config, std::string_view weights_identity,
+                            std::span<const int32_t> prefix_tokens);
+
+class HybridPrefixCache {
+ public:
+  HybridPrefixCache(const ModelConfig& config, PrefixCacheOptions options);
+
+  // Stores `state` (the state after exactly the prefix) under `ns`, replacing what was there.
+  Result<StoreReport> Store(Client& client, std::string_view ns, const SequenceState& state) const;
+
+  // Fetches the prefix of `n_tokens` tokens into `state` (any previous content is replaced). On a
+  // miss or partial hit the report says why and `state` is cleared. A Status error means the
+  // server could not be asked (connection, unknown command); the state is cleared then too.
+  Result<FetchReport> Fetch(Client& client, std::string_view ns, int64_t n_tokens,
+                            SequenceState* state) const;
+
+  // Removes everything stored under `ns`.
+  Status Drop(Client& client, std::string_view ns) const;
+
+  uint32_t manifest_layer() const { return static_cast<uint32_t>(config_.num_layers()); }
+
+ private:
+  Result<FetchReport> FetchImpl(Client& client, std::string_view ns, int64_t n_tokens,
+                                SequenceState* state) const;
+
+  ModelConfig config_;
+  PrefixCacheOptions options_;
+};
+
+// True when the server at `client` knows the V-store commands this cache needs.
+Result<bool> ServerHasVStore(Client& client);
+
+}  // namespace prefixd::hybrid

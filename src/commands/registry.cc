@@ -82,13 +82,25 @@ void Registry::Add(CommandSpec spec) {
   table_.emplace(std::move(key), std::move(spec));
 }
 
+namespace {
+
+char FoldAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c; }
+
+}  // namespace
+
+size_t Registry::FoldedHash::operator()(std::string_view s) const {
+  // FNV-1a over the folded bytes: names are short, and this runs once per request.
+  uint64_t h = 1469598103934665603ull;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(FoldAscii(c))) * 1099511628211ull;
+  return static_cast<size_t>(h);
+}
+
+bool Registry::FoldedEqual::operator()(std::string_view a, std::string_view b) const {
+  return EqualsIgnoreCase(a, b);
+}
+
 const CommandSpec* Registry::Find(std::string_view name) const {
-  if (name.size() > 64) return nullptr;
-  // Reused per thread: a lookup runs for every request.
-  thread_local std::string key;
-  key.assign(name);
-  for (char& c : key) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
-  auto it = table_.find(key);
+  auto it = table_.find(name);
   return it == table_.end() ? nullptr : &it->second;
 }
 

@@ -37,7 +37,17 @@ class Registry : public server::Dispatcher {
 
  private:
   Engine& engine_;
-  std::unordered_map<std::string, CommandSpec> table_;
+  // Looked up for every request: hashed and compared with ASCII case folded on the fly, so a
+  // lookup neither copies nor lower-cases the name.
+  struct FoldedHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const;
+  };
+  struct FoldedEqual {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const;
+  };
+  std::unordered_map<std::string, CommandSpec, FoldedHash, FoldedEqual> table_;
 };
 
 // Each command family adds its commands to the table.

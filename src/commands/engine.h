@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,9 @@ class Engine {
   store::VectorStore& vector_store() { return vector_store_; }
   PrefixReceipt& receipt() { return receipt_; }
   ServerStats& stats() { return stats_; }
+  // Taken shared by every change of stored state and exclusively by FLUSHALL, so that no write
+  // lands between FLUSHALL's log record and the clear of the stores.
+  std::shared_mutex& mutation_gate() { return mutation_gate_; }
   // Null when appendonly is off.
   persist::Durability* durability() { return durability_.get(); }
   void set_durability(std::unique_ptr<persist::Durability> d) { durability_ = std::move(d); }
@@ -93,6 +97,7 @@ class Engine {
   std::atomic<uint64_t> next_client_id_{0};
   std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::function<void()> shutdown_hook_;
+  std::shared_mutex mutation_gate_;
   // Declared last: destroyed first, syncing the log while the store it logs is still alive.
   std::unique_ptr<persist::Durability> durability_;
 };

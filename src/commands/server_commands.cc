@@ -236,9 +236,11 @@ void FlushAll(Context& ctx) {
   }
   persist::Mutation m;
   m.type = persist::RecordType::kFlushAll;
-  // One record clears both stores; the V-store's locks nest inside the state store's.
-  Mutate(ctx, m, [&](const auto& hook) {
-    ctx.engine.state_store().Clear([&] { ctx.engine.vector_store().Clear(hook); });
+  // One record clears both stores.
+  MutateExclusive(ctx, m, [&](const auto& hook) {
+    hook();
+    ctx.engine.state_store().Clear();
+    ctx.engine.vector_store().Clear();
   });
   ctx.reply.Simple("OK");
 }

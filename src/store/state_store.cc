@@ -131,20 +131,15 @@ size_t StateStore::DropSession(std::string_view sid, const Hook& under_lock) {
   return released.layers.size();
 }
 
-void StateStore::Clear(const Hook& under_lock) {
-  std::vector<decltype(Shard::sessions)> released(shard_count_);
-  {
-    std::vector<std::unique_lock<std::mutex>> locks;
-    locks.reserve(shard_count_);
-    for (size_t i = 0; i < shard_count_; ++i) locks.emplace_back(shards_[i].mu);
-    if (under_lock) under_lock();
-    for (size_t i = 0; i < shard_count_; ++i) {
-      for (auto& [sid, session] : shards_[i].sessions) {
-        for (auto& [layer, value] : session.layers) Account(&value, nullptr);
-        ForgetSession(sid);
-      }
-      released[i].swap(shards_[i].sessions);
+void StateStore::Clear() {
+  for (size_t i = 0; i < shard_count_; ++i) {
+    decltype(Shard::sessions) released;  // freed after the lock
+    std::lock_guard lock(shards_[i].mu);
+    for (auto& [sid, session] : shards_[i].sessions) {
+      for (auto& [layer, value] : session.layers) Account(&value, nullptr);
+      ForgetSession(sid);
     }
+    released.swap(shards_[i].sessions);
   }
 }
 

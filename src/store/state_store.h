@@ -59,8 +59,9 @@ class StateStore {
   // log records the request as the client made it.
   size_t Drop(std::string_view sid, uint32_t layer, const Hook& under_lock = {});
   size_t DropSession(std::string_view sid, const Hook& under_lock = {});
-  // Takes every shard lock at once, so the hook's record is ordered against all other changes.
-  void Clear(const Hook& under_lock = {});
+  // Clears one shard at a time. A caller that needs the clear ordered against every other
+  // change (FLUSHALL and its log record) must keep writers out itself.
+  void Clear();
 
   // Calls `visit` for each session with handles to its layers, copied one shard at a time under
   // that shard's lock and visited after it is released (snapshots hold no lock while writing).

@@ -341,19 +341,14 @@ bool VectorStore::Drop(std::string_view sid, const Hook& under_lock) {
   return true;
 }
 
-void VectorStore::Clear(const Hook& under_lock) {
-  std::vector<decltype(Shard::sessions)> released(shard_count_);
+void VectorStore::Clear() {
   std::lock_guard prefixes_lock(prefixes_mu_);
-  std::vector<std::unique_lock<std::mutex>> locks;
-  locks.reserve(shard_count_);
-  for (size_t i = 0; i < shard_count_; ++i) locks.emplace_back(shards_[i].mu);
-  // Sessions are marked dropped before the record is appended: a STOREBATCH waiting for one of
-  // them then fails instead of being logged after the flush.
   for (size_t i = 0; i < shard_count_; ++i) {
+    decltype(Shard::sessions) released;  // freed after the lock
+    std::lock_guard lock(shards_[i].mu);
     for (auto& [sid, session] : shards_[i].sessions) Retire(*session);
+    released.swap(shards_[i].sessions);
   }
-  if (under_lock) under_lock();
-  for (size_t i = 0; i < shard_count_; ++i) released[i].swap(shards_[i].sessions);
   prefixes_.clear();
 }
 

@@ -137,8 +137,9 @@ class VectorStore {
 
   // Returns whether the session existed. The hook runs only when it did.
   bool Drop(std::string_view sid, const Hook& under_lock = {});
-  // Removes every session and prefix; the hook always runs.
-  void Clear(const Hook& under_lock = {});
+  // Removes every session and prefix, one shard at a time. A caller that needs the clear
+  // ordered against every other change (FLUSHALL) must keep writers out itself.
+  void Clear();
 
   enum class RegisterResult { kCreated, kExists, kLimit };
   // Registers `ns` with `spec` and creates `<ns>_pk` / `<ns>_pv` (indices `key_index` and

@@ -60,4 +60,17 @@ struct CommandSpec {
   std::string full_name;
 };
 
+// A table entry with the fields every family fills the same way. `keys`: how many leading
+// arguments after the name are keys (0: none), as COMMAND reports them.
+inline CommandSpec MakeSpec(std::string group, int keys, std::string name, int arity,
+                            uint32_t flags, std::string syntax, std::string summary,
+                            Handler handler, std::string complexity) {
+  CommandSpec s;
+  s.name = std::move(name), s.arity = arity, s.flags = flags, s.group = std::move(group);
+  if (keys != 0) s.first_key = 1, s.last_key = keys, s.key_step = 1;
+  s.since = "0.1.0", s.syntax = std::move(syntax), s.summary = std::move(summary);
+  s.handler = handler, s.complexity = std::move(complexity);
+  return s;
+}
+
 }  // namespace prefixd::commands

@@ -324,11 +324,8 @@ void HelpReply(Context& ctx, const CommandSpec& container);
 void RegisterConnectionCommands(Registry& r) {
   auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
                 std::string summary, Handler h) {
-    CommandSpec s;
-    s.name = std::move(name), s.arity = arity, s.flags = flags, s.group = "connection";
-    s.since = "0.1.0", s.syntax = std::move(syntax), s.summary = std::move(summary), s.handler = h;
-    s.complexity = "O(1)";
-    return s;
+    return MakeSpec("connection", 0, std::move(name), arity, flags, std::move(syntax),
+                    std::move(summary), h, "O(1)");
   };
   r.Add(cmd("ping", -1, kFast, "[message]", "Returns PONG, or the message given.", Ping));
   r.Add(cmd("echo", 2, kFast, "<message>", "Returns the message given.", Echo));

@@ -391,12 +391,8 @@ void VstoreInfoSection(Engine& e, std::string& out) {
 void RegisterKvPrefixCommands(Registry& r) {
   auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
                 std::string summary, Handler h, std::string complexity = "O(1)", int keys = 1) {
-    CommandSpec s;
-    s.name = std::move(name), s.arity = arity, s.flags = flags, s.group = "kvprefix";
-    if (keys != 0) s.first_key = 1, s.last_key = keys, s.key_step = 1;
-    s.since = "0.1.0", s.syntax = std::move(syntax), s.summary = std::move(summary), s.handler = h;
-    s.complexity = std::move(complexity);
-    return s;
+    return MakeSpec("kvprefix", keys, std::move(name), arity, flags, std::move(syntax),
+                    std::move(summary), h, std::move(complexity));
   };
   r.Add(cmd("kv.prefix.register", -4, kWrite | kDenyOom,
             "<ns> <kv_dim> <vquant> [BLOCKS <block_size> <n> <hashes>] [PREFILL_MS <ms>]",

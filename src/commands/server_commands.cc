@@ -275,11 +275,8 @@ void Shutdown(Context& ctx) {
 void RegisterServerCommands(Registry& r) {
   auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
                 std::string summary, Handler h, std::string complexity = "O(1)") {
-    CommandSpec s;
-    s.name = std::move(name), s.arity = arity, s.flags = flags, s.group = "server";
-    s.since = "0.1.0", s.syntax = std::move(syntax), s.summary = std::move(summary), s.handler = h;
-    s.complexity = std::move(complexity);
-    return s;
+    return MakeSpec("server", 0, std::move(name), arity, flags, std::move(syntax),
+                    std::move(summary), h, std::move(complexity));
   };
   CommandSpec command =
       cmd("command", -1, kLoading | kStale, "[subcommand]",

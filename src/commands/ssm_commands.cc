@@ -165,12 +165,8 @@ void Layers(Context& ctx) {
 void RegisterSsmCommands(Registry& r) {
   auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
                 std::string summary, Handler h, std::string complexity) {
-    CommandSpec s;
-    s.name = std::move(name), s.arity = arity, s.flags = flags, s.group = "ssm";
-    s.first_key = 1, s.last_key = 1, s.key_step = 1;
-    s.since = "0.1.0", s.syntax = std::move(syntax), s.summary = std::move(summary), s.handler = h;
-    s.complexity = std::move(complexity);
-    return s;
+    return MakeSpec("ssm", 1, std::move(name), arity, flags, std::move(syntax), std::move(summary),
+                    h, std::move(complexity));
   };
   r.Add(cmd("ssm.prefix.store", 4, kWrite | kDenyOom, "<sid> <layer> <blob>",
             "Stores a layer's state blob for a session, replacing any earlier one.", Store,

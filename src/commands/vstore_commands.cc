@@ -385,12 +385,8 @@ void Drop(Context& ctx) {
 void RegisterVstoreCommands(Registry& r) {
   auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
                 std::string summary, Handler h, std::string complexity) {
-    CommandSpec s;
-    s.name = std::move(name), s.arity = arity, s.flags = flags, s.group = "vstore";
-    s.first_key = 1, s.last_key = 1, s.key_step = 1;
-    s.since = "0.1.0", s.syntax = std::move(syntax), s.summary = std::move(summary), s.handler = h;
-    s.complexity = std::move(complexity);
-    return s;
+    return MakeSpec("vstore", 1, std::move(name), arity, flags, std::move(syntax),
+                    std::move(summary), h, std::move(complexity));
   };
   r.Add(
       cmd("v.create", -3, kWrite | kDenyOom, "<sid> <dim> [VQUANT fp32|fp16|bf16|int8|fp8|mlx4g32]",

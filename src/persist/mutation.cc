@@ -20,6 +20,11 @@ class Meta {
     bytes_.append(reinterpret_cast<char*>(b), 8);
   }
   void Text(std::string_view s) { bytes_.append(s); }
+  // `str` in docs/storage-format.md: a u32 length, then the bytes.
+  void Str(std::string_view s) {
+    U32(static_cast<uint32_t>(s.size()));
+    Text(s);
+  }
   // Moves the metadata gathered so far into `pieces`.
   void FlushTo(std::vector<Bytes>& pieces) {
     if (!bytes_.empty()) pieces.push_back(Bytes::CopyOf(bytes_));
@@ -75,13 +80,23 @@ Bytes VectorFields::joined_data() const {
   return out;
 }
 
+namespace {
+
+// Row data rides as the stored buffers themselves (no copy into the metadata piece).
+void AppendNonEmpty(const std::vector<Bytes>& data, std::vector<Bytes>& pieces) {
+  for (const Bytes& piece : data) {
+    if (!piece.empty()) pieces.push_back(piece);
+  }
+}
+
+}  // namespace
+
 std::vector<Bytes> EncodePayload(const Mutation& m) {
   std::vector<Bytes> pieces;
   Meta meta;
   switch (m.type) {
     case RecordType::kSsmPut:
-      meta.U32(static_cast<uint32_t>(m.sid.size()));
-      meta.Text(m.sid);
+      meta.Str(m.sid);
       meta.U32(static_cast<uint32_t>(m.layers.size()));
       for (const auto& [layer, blob] : m.layers) {
         meta.U32(layer);
@@ -91,13 +106,11 @@ std::vector<Bytes> EncodePayload(const Mutation& m) {
       }
       break;
     case RecordType::kSsmDropLayer:
-      meta.U32(static_cast<uint32_t>(m.sid.size()));
-      meta.Text(m.sid);
+      meta.Str(m.sid);
       meta.U32(m.layers.empty() ? 0 : m.layers.front().first);
       break;
     case RecordType::kSsmDropSession:
-      meta.U32(static_cast<uint32_t>(m.sid.size()));
-      meta.Text(m.sid);
+      meta.Str(m.sid);
       break;
     case RecordType::kFlushAll:
       break;
@@ -105,15 +118,13 @@ std::vector<Bytes> EncodePayload(const Mutation& m) {
       meta.U64(m.count);
       break;
     case RecordType::kVCreate:
-      meta.U32(static_cast<uint32_t>(m.sid.size()));
-      meta.Text(m.sid);
+      meta.Str(m.sid);
       meta.U64(m.vector.index);
       meta.U32(m.vector.dim);
       meta.U32(m.vector.tier);
       break;
     case RecordType::kVStore:
-      meta.U32(static_cast<uint32_t>(m.sid.size()));
-      meta.Text(m.sid);
+      meta.Str(m.sid);
       meta.U32(m.vector.layer);
       meta.U64(m.vector.start);
       meta.U64(m.vector.rows);
@@ -121,19 +132,15 @@ std::vector<Bytes> EncodePayload(const Mutation& m) {
       meta.U32(m.vector.tier);
       meta.U64(m.vector.data_size());
       meta.FlushTo(pieces);
-      for (const Bytes& piece : m.vector.data) {
-        if (!piece.empty()) pieces.push_back(piece);
-      }
+      AppendNonEmpty(m.vector.data, pieces);
       break;
     case RecordType::kVDrop:
     case RecordType::kKvDrop:
-      meta.U32(static_cast<uint32_t>(m.sid.size()));
-      meta.Text(m.sid);
+      meta.Str(m.sid);
       break;
     case RecordType::kKvRegister:
     case RecordType::kKvPrefix:
-      meta.U32(static_cast<uint32_t>(m.sid.size()));
-      meta.Text(m.sid);
+      meta.Str(m.sid);
       meta.U64(m.vector.index);
       meta.U64(m.vector.value_index);
       meta.U32(m.vector.dim);
@@ -142,9 +149,7 @@ std::vector<Bytes> EncodePayload(const Mutation& m) {
       meta.U64(m.vector.prefill_us);
       meta.U64(m.vector.data_size());
       meta.FlushTo(pieces);
-      for (const Bytes& piece : m.vector.data) {
-        if (!piece.empty()) pieces.push_back(piece);
-      }
+      AppendNonEmpty(m.vector.data, pieces);
       break;
   }
   meta.FlushTo(pieces);

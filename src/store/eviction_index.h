@@ -40,6 +40,12 @@ enum class EvictionPolicy : uint8_t {
   kVolatileTtl,
 };
 
+// The names in the order Redis lists them when CONFIG SET rejects a value ("argument(s) must be
+// one of the following: ...").
+inline constexpr std::string_view kEvictionPolicyChoices =
+    "volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, "
+    "allkeys-random, noeviction";
+
 // The policy named `name` (Redis's spelling, any ASCII case), or nullopt.
 std::optional<EvictionPolicy> ParseEvictionPolicy(std::string_view name);
 std::string_view EvictionPolicyName(EvictionPolicy policy);

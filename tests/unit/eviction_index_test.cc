@@ -24,6 +24,16 @@ TEST(EvictionPolicyTest, RedisNamesRoundTripInAnyCase) {
     EXPECT_EQ(ParseEvictionPolicy(EvictionPolicyName(p)), p);
   }
   EXPECT_EQ(ParseEvictionPolicy("AllKeys-LRU"), EvictionPolicy::kAllKeysLru);
+  // Every listed choice parses (the list is Redis's CONFIG SET error text).
+  std::string_view rest = kEvictionPolicyChoices;
+  int listed = 0;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(", ");
+    EXPECT_TRUE(ParseEvictionPolicy(rest.substr(0, comma))) << rest.substr(0, comma);
+    ++listed;
+    rest = comma == std::string_view::npos ? "" : rest.substr(comma + 2);
+  }
+  EXPECT_EQ(listed, 8);
   EXPECT_EQ(ParseEvictionPolicy("allkeys-lru "), std::nullopt);
   EXPECT_EQ(ParseEvictionPolicy("lru"), std::nullopt);
   EXPECT_EQ(ParseEvictionPolicy(""), std::nullopt);

@@ -1,0 +1,180 @@
+// The GPU path's arithmetic, on the CPU (no GPU is needed): attention_split.h, which the CUDA
+// attention kernels call: the split plan covers every key exactly once, and the per-split
+// online softmax merged by MergeSoftmaxPartials equals a direct double-precision softmax·V (the
+// kernels' tiling emulated step for step).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "attention_split.h"
+
+namespace prefixd::hybrid {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+float HostExp(float x) { return std::exp(x); }
+
+TEST(HybridSplitPlan, CoversEveryKeyOnceInTilesOf32) {
+  for (int64_t kv_heads : {1, 2, 4}) {
+    for (int64_t group : {1, 4, 6, 16}) {
+      for (auto [n, first] : {std::pair<int64_t, int64_t>{1, 0},
+                              {1, 32767},
+                              {16, 5000},
+                              {300, 0},
+                              {512, 31744},
+                              {7, 40}}) {
+        const attn::SplitPlan p = attn::PlanSplits(n, first, kv_heads, group);
+        SCOPED_TRACE(testing::Message() << "kv " << kv_heads << " group " << group << " n " << n
+                                        << " first " << first);
+        EXPECT_EQ(p.tokens_per_tile * group <= attn::kRowsPerBlock, true);
+        EXPECT_EQ(p.tiles * p.tokens_per_tile >= n, true);
+        EXPECT_EQ((p.tiles - 1) * p.tokens_per_tile < n, true);
+        EXPECT_EQ(p.split_keys % attn::kKeyTile, 0);
+        // Splits tile [0, first + n) without gaps or overlap, none of them empty.
+        EXPECT_EQ(p.key_begin(0), 0);
+        EXPECT_LT(p.key_begin(p.splits - 1), first + n);
+        EXPECT_GE(p.key_begin(p.splits - 1) + p.split_keys, first + n);
+        // The last tile's splits reach exactly its last token's position.
+        EXPECT_EQ(p.key_end(p.tiles - 1, p.splits - 1, n, first), first + n);
+        // Enough blocks to fill a GPU when the context allows, and a bounded partial buffer.
+        const int64_t most_splits = (first + n + attn::kMinSplitKeys - 1) / attn::kMinSplitKeys;
+        EXPECT_TRUE(p.blocks() >= attn::kTargetBlocks || p.splits >= most_splits - 1);
+        EXPECT_LE(p.splits * kv_heads * p.tiles,
+                  std::max(kv_heads * p.tiles, 2 * attn::kTargetBlocks));
+      }
+    }
+  }
+  // A decode step over 32K keys spreads over many blocks (the reason for splitting).
+  EXPECT_GE(attn::PlanSplits(1, 32767, 4, 4).blocks(), 4 * 64);
+}
+
+TEST(HybridSplitPlan, MergeOfOneSplitIsAccOverSumAndSkipsEmptySplits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> max = {-inf, 2.0f, -inf};
+  const std::vector<float> sum = {0.0f, 4.0f, 0.0f};
+  std::vector<float> acc = {9, 9, 2, 8, 9, 9};  // split 1 holds {2, 8}; the others are junk
+  std::vector<float> out(2);
+  attn::MergeSoftmaxPartials(max.data(), sum.data(), 1, acc.data(), 2, 3, 2, 0, 1, out.data(),
+                             HostExp);
+  EXPECT_EQ(out[0], 0.5f);
+  EXPECT_EQ(out[1], 2.0f);
+  // Lanes writing strided dims write only theirs.
+  std::vector<float> strided = {-1, -1};
+  attn::MergeSoftmaxPartials(max.data(), sum.data(), 1, acc.data(), 2, 3, 2, 1, 2, strided.data(),
+                             HostExp);
+  EXPECT_EQ(strided[0], -1.0f);
+  EXPECT_EQ(strided[1], 2.0f);
+}
+
+// The CUDA partial kernel's arithmetic for one KV head, transcribed: per block (tile, split),
+// per row, keys in tiles of 32 with a per-tile max, a correction of the running sums, and P·V;
+// then MergeSoftmaxPartials per row. Checked against softmax(q·kᵀ/√D)·v in double.
+void CheckSplitAttention(int64_t n, int64_t first, int64_t group, int64_t d) {
+  const int64_t keys = first + n;
+  const auto q = Random(static_cast<size_t>(n * group * d), 11);
+  const auto k = Random(static_cast<size_t>(keys * d), 12);
+  const auto v = Random(static_cast<size_t>(keys * d), 13);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const attn::SplitPlan p = attn::PlanSplits(n, first, 1, group);
+  const int64_t rows_per_block = attn::kRowsPerBlock;
+  const size_t items = static_cast<size_t>(p.tiles * p.splits);
+  std::vector<float> pmax(items * rows_per_block), psum(items * rows_per_block);
+  std::vector<float> pacc(items * rows_per_block * d);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t tile = 0; tile < p.tiles; ++tile) {
+    const int64_t t0 = tile * p.tokens_per_tile;
+    const int64_t rows = (std::min(n, t0 + p.tokens_per_tile) - t0) * group;
+    for (int64_t split = 0; split < p.splits; ++split) {
+      const size_t item = static_cast<size_t>(tile * p.splits + split);
+      const int64_t begin = p.key_begin(split);
+      const int64_t end = p.key_end(tile, split, n, first);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t t = t0 + r / group;
+        const float* qr = q.data() + (t * group + r % group) * d;
+        const int64_t last = first + t;
+        float run_max = neg_inf;
+        float run_sum = 0;
+        std::vector<float> acc(static_cast<size_t>(d), 0.0f);
+        for (int64_t k0 = begin; k0 < end; k0 += attn::kKeyTile) {
+          if (last < k0) break;
+          const int64_t kn = std::min<int64_t>(attn::kKeyTile, end - k0);
+          std::vector<float> s(attn::kKeyTile, neg_inf);
+          float tile_max = neg_inf;
+          for (int64_t j = 0; j < kn && k0 + j <= last; ++j) {
+            float dot = 0;
+            for (int64_t i = 0; i < d; ++i) dot += (qr[i] * scale) * k[(k0 + j) * d + i];
+            s[j] = dot;
+            tile_max = std::max(tile_max, dot);
+          }
+          const float new_max = std::max(run_max, tile_max);
+          const float correction = run_max == neg_inf ? 0.0f : std::exp(run_max - new_max);
+          float tile_sum = 0;
+          for (float& x : s) x = x == neg_inf ? 0.0f : std::exp(x - new_max), tile_sum += x;
+          run_sum = run_sum * correction + tile_sum;
+          run_max = new_max;
+          for (int64_t i = 0; i < d; ++i) {
+            acc[i] *= correction;
+            for (int64_t j = 0; j < kn; ++j) acc[i] += s[j] * v[(k0 + j) * d + i];
+          }
+        }
+        const size_t at = item * rows_per_block + static_cast<size_t>(r);
+        pmax[at] = run_max;
+        psum[at] = run_sum;
+        std::copy(acc.begin(), acc.end(), pacc.begin() + static_cast<ptrdiff_t>(at * d));
+      }
+    }
+  }
+  double worst = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < group; ++h) {
+      const int64_t tile = t / p.tokens_per_tile;
+      const int64_t r = (t - tile * p.tokens_per_tile) * group + h;
+      const size_t stat = static_cast<size_t>(tile * p.splits) * rows_per_block + r;
+      std::vector<float> out(static_cast<size_t>(d));
+      attn::MergeSoftmaxPartials(pmax.data() + stat, psum.data() + stat, rows_per_block,
+                                 pacc.data() + stat * d, rows_per_block * d, p.splits, d, 0, 1,
+                                 out.data(), HostExp);
+      // Direct softmax in double.
+      const float* qr = q.data() + (t * group + h) * d;
+      std::vector<double> sc(static_cast<size_t>(first + t + 1));
+      double m = -1e300;
+      for (size_t j = 0; j < sc.size(); ++j) {
+        double dot = 0;
+        for (int64_t i = 0; i < d; ++i) dot += double(qr[i]) * k[j * d + i];
+        sc[j] = dot / std::sqrt(double(d));
+        m = std::max(m, sc[j]);
+      }
+      double total = 0;
+      for (double& x : sc) x = std::exp(x - m), total += x;
+      for (int64_t i = 0; i < d; ++i) {
+        double want = 0;
+        for (size_t j = 0; j < sc.size(); ++j) want += sc[j] * v[j * d + i];
+        want /= total;
+        worst = std::max(worst, std::abs(out[i] - want));
+      }
+    }
+  }
+  EXPECT_LT(worst, 2e-5) << "n " << n << " first " << first << " group " << group << " splits "
+                         << p.splits;
+}
+
+TEST(HybridSplitPlan, SplitSoftmaxEqualsDirectSoftmax) {
+  CheckSplitAttention(1, 0, 4, 64);       // the first token: one key
+  CheckSplitAttention(1, 3000, 4, 64);    // decode over a long context: many splits
+  CheckSplitAttention(5, 700, 6, 96);     // a short suffix, a group that does not divide 16
+  CheckSplitAttention(40, 0, 1, 32);      // prefill, causal cuts inside tiles
+  CheckSplitAttention(3, 1000, 16, 160);  // a full block of one token's 16 heads
+}
+
+}  // namespace
+}  // namespace prefixd::hybrid

@@ -1,7 +1,9 @@
-// The GPU path's arithmetic, on the CPU (no GPU is needed): attention_split.h, which the CUDA
-// attention kernels call: the split plan covers every key exactly once, and the per-split
-// online softmax merged by MergeSoftmaxPartials equals a direct double-precision softmax·V (the
-// kernels' tiling emulated step for step).
+// The GPU path's arithmetic and its checks, on the CPU (no GPU is needed):
+// - attention_split.h, which the CUDA attention kernels call: the split plan covers every key
+//   exactly once, and the per-split online softmax merged by MergeSoftmaxPartials equals a
+//   direct double-precision softmax·V (the kernels' tiling emulated step for step);
+// - compare.h, the verdict of `prefixd-hybrid compare`: NaN, Inf, an error confined to a
+//   small-magnitude head and a token mismatch each fail it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "attention_split.h"
+#include "compare.h"
 
 namespace prefixd::hybrid {
 namespace {
@@ -174,6 +177,96 @@ TEST(HybridSplitPlan, SplitSoftmaxEqualsDirectSoftmax) {
   CheckSplitAttention(5, 700, 6, 96);     // a short suffix, a group that does not divide 16
   CheckSplitAttention(40, 0, 1, 32);      // prefill, causal cuts inside tiles
   CheckSplitAttention(3, 1000, 16, 160);  // a full block of one token's 16 heads
+}
+
+TEST(HybridCompare, AgreeingTensorsPass) {
+  const auto want = Random(1000, 3);
+  auto got = want;
+  got[17] += 1e-6f;
+  const TensorAgreement t = CompareTensor("logits", got, want, 1, 1000);
+  EXPECT_TRUE(t.ok(1e-5)) << t.Describe();
+  EXPECT_GT(t.worst_relative, 0.0);
+  CompareVerdict v;
+  v.tolerance = 1e-5;
+  v.tensors = {t};
+  v.tokens = CompareTokens(std::vector<int32_t>{1, 2, 3}, std::vector<int32_t>{1, 2, 3});
+  EXPECT_TRUE(v.pass());
+}
+
+TEST(HybridCompare, NanAndInfFailLoudly) {
+  const auto want = Random(64, 4);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    auto got = want;
+    got[5] = bad;
+    const TensorAgreement t = CompareTensor("state", got, want, 4, 16);
+    EXPECT_EQ(t.nonfinite_got, 1);
+    EXPECT_FALSE(t.ok(1e9));  // no tolerance admits a NaN
+    EXPECT_TRUE(std::isnan(t.worst_relative));
+    EXPECT_NE(t.Describe().find("NaN/Inf"), std::string::npos);
+    // In the reference as well.
+    EXPECT_FALSE(CompareTensor("state", want, got, 4, 16).ok(1e9));
+    CompareVerdict v;
+    v.tolerance = 1e-3;
+    v.tensors = {t};
+    v.tokens = CompareTokens(std::vector<int32_t>{1}, std::vector<int32_t>{1});
+    EXPECT_FALSE(v.pass());
+    EXPECT_TRUE(std::isnan(v.Worst("state")));
+  }
+}
+
+TEST(HybridCompare, ErrorInASmallMagnitudeHeadFails) {
+  // Head 0 has values ~100, head 1 ~0.01; a 1% error in head 1 is 1e-6 of the tensor's scale.
+  std::vector<float> want(2 * 8 * 32);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = ((i / 32) % 2 == 0 ? 100.0f : 0.01f);
+  auto got = want;
+  got[32 + 3] *= 1.01f;  // outer 0, head 1
+  EXPECT_TRUE(CompareTensor("k", got, want, 1, static_cast<int64_t>(want.size())).ok(1e-3));
+  const TensorAgreement per_head = CompareTensor("k", got, want, 2, 32);
+  EXPECT_FALSE(per_head.ok(1e-3)) << per_head.Describe();
+  EXPECT_EQ(per_head.worst_group, 1);
+  EXPECT_NEAR(per_head.worst_relative, 0.01, 1e-4);
+  // An all-zero head is judged by absolute error against the tensor's scale, not 0/0.
+  std::vector<float> zero_head(want.size());
+  for (size_t i = 0; i < want.size(); ++i) zero_head[i] = (i / 32) % 2 == 0 ? 1.0f : 0.0f;
+  EXPECT_TRUE(CompareTensor("v", zero_head, zero_head, 2, 32).ok(0));
+  auto off = zero_head;
+  off[33] = 1e-3f;
+  EXPECT_FALSE(CompareTensor("v", off, zero_head, 2, 32).ok(1e-3));
+}
+
+TEST(HybridCompare, SizeMismatchAndEmptyFail) {
+  const auto a = Random(10, 5);
+  const auto b = Random(11, 5);
+  EXPECT_FALSE(CompareTensor("x", a, b, 1, 10).ok(1));
+  EXPECT_FALSE(CompareTensor("x", a, a, 3, 1).ok(1));  // 10 is not a multiple of 3
+  CompareVerdict v;
+  v.tolerance = 1;
+  v.tokens = CompareTokens(std::vector<int32_t>{1}, std::vector<int32_t>{1});
+  EXPECT_FALSE(v.pass());  // nothing compared
+}
+
+TEST(HybridCompare, TokenMismatchFailsAndIsLocated) {
+  const TokenAgreement t =
+      CompareTokens(std::vector<int32_t>{5, 6, 7, 9}, std::vector<int32_t>{5, 6, 8, 9});
+  EXPECT_EQ(t.agree, 3);
+  EXPECT_EQ(t.total, 4);
+  EXPECT_EQ(t.first_mismatch, 2);
+  EXPECT_FALSE(t.ok());
+  EXPECT_FALSE(CompareTokens(std::vector<int32_t>{5}, std::vector<int32_t>{5, 6}).ok());
+  EXPECT_FALSE(CompareTokens({}, {}).ok());
+  const auto want = Random(16, 6);
+  CompareVerdict v;
+  v.tolerance = 1e-3;
+  v.tensors = {CompareTensor("logits", want, want, 1, 16)};
+  v.tokens = t;
+  const auto failures = v.Failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_NE(failures[0].find("3/4"), std::string::npos);
+  v.tokens = CompareTokens(std::vector<int32_t>{1}, std::vector<int32_t>{1});
+  EXPECT_TRUE(v.pass());
+  v.repeat_logits = false;
+  EXPECT_FALSE(v.pass());
 }
 
 }  // namespace

@@ -607,6 +607,50 @@ int RunCompare(const Common& common, const CompareArgs& args) {
   return ok ? 0 : 1;
 }
 
+struct LogitsArgs {
+  int64_t prompt_tokens = 64;
+  uint64_t prompt_seed = 1;
+  int decode_tokens = 8;
+  std::string out;
+};
+
+// Greedy decoding from a pseudo-random prompt, for comparison with another implementation
+// (scripts/hf_reference.py runs transformers on the same checkpoint): writes OUT.json (the
+// prompt, the greedy tokens, timings) and OUT.f32, the logits as raw little-endian fp32
+// [decode_tokens, vocab]: row 0 after the prompt, row s after feeding greedy token s − 1.
+int RunLogits(const Common& common, const LogitsArgs& args) {
+  if (args.prompt_tokens < 1 || args.decode_tokens < 1) {
+    Die("--prompt-tokens and --decode-tokens must be at least 1");
+  }
+  Loaded model = LoadModel(common);
+  Backend& backend = *model.backend;
+  const size_t vocab = static_cast<size_t>(model.config.vocab_size);
+  const auto prompt =
+      PseudoRandomTokens(args.prompt_tokens, model.config.vocab_size, args.prompt_seed);
+  backend.Reset(args.prompt_tokens + args.decode_tokens);
+  std::vector<float> all(vocab * static_cast<size_t>(args.decode_tokens));
+  const auto start = Clock::now();
+  OrDie(backend.Forward(prompt, {all.data(), vocab}), "prefill");
+  const double prefill_ms = MsSince(start);
+  std::vector<int32_t> tokens = {Argmax({all.data(), vocab})};
+  for (int step = 1; step < args.decode_tokens; ++step) {
+    const int32_t last = tokens.back();
+    std::span<float> row(all.data() + static_cast<size_t>(step) * vocab, vocab);
+    OrDie(backend.Forward({&last, 1}, row), "decode");
+    tokens.push_back(Argmax(row));
+  }
+  WriteFile(args.out + ".f32",
+            std::string(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(float)));
+  WriteFile(args.out + ".json", Json{{"backend", common.backend},
+                                     {"model", model.config.Summary()},
+                                     {"vocab", vocab},
+                                     {"prompt", prompt},
+                                     {"tokens", tokens},
+                                     {"prefill_ms", prefill_ms}}
+                                    .dump());
+  return 0;
+}
+
 void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--model", c->model, "tiny | small | qwen3.5-0.8b | qwen3.5-4b | config.json")
       ->capture_default_str();
@@ -683,8 +727,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   compare_cmd->add_option("--decode-tokens", compare.decode_tokens, "greedy tokens compared")
       ->capture_default_str();
+  Common logits_common;
+  LogitsArgs logits;
+  CLI::App* logits_cmd = app.add_subcommand(
+      "logits", "Greedy decoding from a pseudo-random prompt; writes the logits and tokens");
+  AddCommon(logits_cmd, &logits_common);
+  logits_cmd->add_option("--prompt-tokens", logits.prompt_tokens, "prompt length")
+      ->capture_default_str();
+  logits_cmd->add_option("--prompt-seed", logits.prompt_seed, "seed of the pseudo-random prompt")
+      ->capture_default_str();
+  logits_cmd->add_option("--decode-tokens", logits.decode_tokens, "greedy tokens (logits rows)")
+      ->capture_default_str();
+  logits_cmd->add_option("--out", logits.out, "writes OUT.json and OUT.f32")->required();
   CLI11_PARSE(app, argc, argv);
   if (sweep_cmd->parsed()) return RunSweep(sweep_common, sweep);
   if (compare_cmd->parsed()) return RunCompare(compare_common, compare);
+  if (logits_cmd->parsed()) return RunLogits(logits_common, logits);
   return RunWarm(warm_common, warm);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -338,10 +339,11 @@ __global__ void HeadNormRopeKernel(const float* x, size_t x_row, size_t x_head, 
 // AttentionPartialKernel: one block per (KV head g, query tile, key split) of attn::PlanSplits,
 // 4 warps. Its rows are (token, query head of g's group) pairs, row r on warp r % 4. The block
 // walks its split's keys in tiles of 32 staged in shared memory. For each tile a warp scores its
-// rows with lane j taking key j (a full dot product over D, in increasing i, reusing each key
-// element for all its rows), folds the tile into each row's online softmax (one max and one sum
-// butterfly per tile, not per key), and accumulates P·V with lane l owning dims l, l+32, ...
-// It writes each row's (max, sum, unnormalised acc) for the split.
+// 4 rows with lane j taking key j: a full dot product over D in increasing i, each 16-byte load
+// of the key (4 elements) and of the queries (one element of all 4 rows) feeding 16 FMAs. It
+// folds the tile into each row's online softmax (one max and one sum butterfly per tile, not per
+// key) and accumulates P·V with lane l owning dims l, l+32, ... It writes each row's (max, sum,
+// unnormalised acc) for the split.
 //
 // AttentionMergeKernel: one warp per row merges its splits in increasing order with
 // attn::MergeSoftmaxPartials, the function the CPU tests check against a direct softmax.
@@ -350,13 +352,16 @@ __global__ void HeadNormRopeKernel(const float* x, size_t x_row, size_t x_head, 
 // a decode step or a short suffix over a long context spreads over ~1K blocks, bound by reading
 // K and V rather than by one block's sequential walk.
 //
-// Dynamic shared memory, in floats: q [16][D] (scaled), k [32][D + 1] (padded so lane j reading
-// key j's element i hits bank (j·(D+1) + i) mod 32, all different), v [32][D], p [4][4][32].
+// Dynamic shared memory, in floats: q [4 warps][D][4 rows] (scaled; a warp's 4 rows interleaved
+// so one float4 holds element i of all of them), k [32][D + 4] (padded: the 8 lanes of a
+// 16-byte load phase, j·(D+4) + i apart, hit 8 different groups of 4 banks), v [32][D],
+// p [4][4][32].
+constexpr int kKeyPad = 4;
 template <int E>
 constexpr size_t AttentionSharedBytes() {
   constexpr int D = kWarp * E;
-  return sizeof(float) * (attn::kRowsPerBlock * D + attn::kKeyTile * (D + 1) + attn::kKeyTile * D +
-                          attn::kWarps * attn::kRowsPerWarp * attn::kKeyTile);
+  return sizeof(float) * (attn::kRowsPerBlock * D + attn::kKeyTile * (D + kKeyPad) +
+                          attn::kKeyTile * D + attn::kWarps * attn::kRowsPerWarp * attn::kKeyTile);
 }
 
 __device__ __forceinline__ float WarpMax(float v) {
@@ -389,10 +394,10 @@ __global__ void __launch_bounds__(attn::kWarps* kWarp)
   constexpr int kRows = attn::kRowsPerBlock;
   constexpr int kTile = attn::kKeyTile;
   extern __shared__ float shared[];
-  float* qs = shared;                // [kRows][D]
-  float* ks = qs + kRows * D;        // [kTile][D + 1]
-  float* vs = ks + kTile * (D + 1);  // [kTile][D]
-  float* ps = vs + kTile * D;        // [kWarps][kRowsPerWarp][kTile]
+  float* qs = shared;                      // [kWarps][D][kRowsPerWarp]
+  float* ks = qs + kRows * D;              // [kTile][D + kKeyPad]
+  float* vs = ks + kTile * (D + kKeyPad);  // [kTile][D]
+  float* ps = vs + kTile * D;              // [kWarps][kRowsPerWarp][kTile]
 
   const int item = blockIdx.x;
   const int split = item % a.splits;
@@ -411,7 +416,9 @@ __global__ void __launch_bounds__(attn::kWarps* kWarp)
     const int i = idx % D;
     const int t = t0 + r / a.group;
     const int h = g * a.group + r % a.group;
-    qs[idx] = r < rows ? a.q[t * a.q_stride + static_cast<size_t>(h) * D + i] * a.scale : 0.0f;
+    // Row r is warp r % 4's row r / 4.
+    qs[((r % attn::kWarps) * D + i) * attn::kRowsPerWarp + r / attn::kWarps] =
+        r < rows ? a.q[t * a.q_stride + static_cast<size_t>(h) * D + i] * a.scale : 0.0f;
   }
 
   float run_max[attn::kRowsPerWarp];
@@ -445,26 +452,29 @@ __global__ void __launch_bounds__(attn::kWarps* kWarp)
         kq = *reinterpret_cast<const float4*>(a.k + at);
         vq = *reinterpret_cast<const float4*>(a.v + at);
       }
-      float* kd = ks + j * (D + 1) + i;  // padded rows: not 16-byte aligned
-      kd[0] = kq.x;
-      kd[1] = kq.y;
-      kd[2] = kq.z;
-      kd[3] = kq.w;
+      *reinterpret_cast<float4*>(ks + j * (D + kKeyPad) + i) = kq;
       *reinterpret_cast<float4*>(vs + j * D + i) = vq;
     }
     __syncthreads();
 
     // Scores: lane j scores key k0 + j against each of the warp's rows.
+    static_assert(attn::kRowsPerWarp == 4, "a float4 holds one element of a warp's 4 rows");
     float score[attn::kRowsPerWarp];
 #pragma unroll
     for (int rr = 0; rr < attn::kRowsPerWarp; ++rr) score[rr] = 0.0f;
-    const float* krow = ks + lane * (D + 1);
-#pragma unroll 8
-    for (int i = 0; i < D; ++i) {
-      const float kd = krow[i];
+    const float4* krow = reinterpret_cast<const float4*>(ks + lane * (D + kKeyPad));
+    const float4* qrows = reinterpret_cast<const float4*>(qs) + warp * D;  // broadcast reads
+#pragma unroll 4
+    for (int i4 = 0; i4 < D / 4; ++i4) {
+      const float4 k4 = krow[i4];
+      const float kd[4] = {k4.x, k4.y, k4.z, k4.w};
 #pragma unroll
-      for (int rr = 0; rr < attn::kRowsPerWarp; ++rr) {
-        score[rr] += qs[(warp + attn::kWarps * rr) * D + i] * kd;
+      for (int c = 0; c < 4; ++c) {  // element i = 4·i4 + c, in increasing i
+        const float4 q4 = qrows[4 * i4 + c];
+        score[0] += q4.x * kd[c];
+        score[1] += q4.y * kd[c];
+        score[2] += q4.z * kd[c];
+        score[3] += q4.w * kd[c];
       }
     }
 
@@ -546,6 +556,16 @@ __global__ void AttentionMergeKernel(AttentionShape a, int kv_heads, int d, cons
                              out + t * out_stride + static_cast<size_t>(h) * d, DeviceExp{});
 }
 
+// Calls fn(std::integral_constant<int, value>) for a run-time value in [V, Max] (the caller has
+// checked the range; a value past Max gets Max), so kernels can take sizes as template arguments.
+template <int V, int Max, typename Fn>
+void DispatchInt(int value, Fn&& fn) {
+  if constexpr (V < Max) {
+    if (value > V) return DispatchInt<V + 1, Max>(value, fn);
+  }
+  fn(std::integral_constant<int, V>{});
+}
+
 unsigned Blocks(size_t count, int per_block) {
   return static_cast<unsigned>((count + per_block - 1) / per_block);
 }
@@ -564,8 +584,8 @@ struct DeviceLayer {
 // Page-locks the host mirror's buffers (cudaHostRegister) so state copies are DMA transfers
 // queued on the backend's stream, with no pageable staging. A FloatBuffer may move when it grows:
 // Track() then unregisters the old range before registering the new one. Buffers that cannot be
-// registered (a page shared with another registration) stay pageable: slower, still correct,
-// because every copy is followed by a stream synchronisation.
+// registered stay pageable: slower, still correct, because every copy is followed by a stream
+// synchronisation.
 class HostPins {
  public:
   ~HostPins() { static_cast<void>(ReleaseAll()); }
@@ -585,12 +605,20 @@ class HostPins {
     }
     if (base == nullptr || bytes < kMinBytes) return Status::Ok();
     const cudaError_t e = cudaHostRegister(const_cast<void*>(base), bytes, cudaHostRegisterDefault);
-    if (e == cudaErrorHostMemoryAlreadyRegistered) {
-      static_cast<void>(cudaGetLastError());  // not sticky: clear it and stay pageable
+    if (e != cudaSuccess) {
+      // Not sticky: clear it. AlreadyRegistered means a page shared with another registration;
+      // anything else (a platform without host registration) is said once. Either way the
+      // buffer stays pageable: slower copies, the same bytes.
+      static_cast<void>(cudaGetLastError());
+      if (e != cudaErrorHostMemoryAlreadyRegistered && !warned_) {
+        std::fprintf(stderr, "prefixd-hybrid: cudaHostRegister: %s; state copies stay pageable\n",
+                     cudaGetErrorString(e));
+        warned_ = true;
+      }
+      pin = {base, bytes, false};  // not retried (a retry would land in a timed hydration)
       return Status::Ok();
     }
-    if (e != cudaSuccess) return CudaFailure(e, "cudaHostRegister(host state mirror)");
-    pin = {base, bytes};
+    pin = {base, bytes, true};
     return Status::Ok();
   }
 
@@ -616,15 +644,20 @@ class HostPins {
   struct Pin {
     const void* base = nullptr;
     size_t bytes = 0;
+    bool registered = false;
   };
   static Status Unregister(Pin* pin) {
-    if (pin->base == nullptr) return Status::Ok();
+    if (!pin->registered) {
+      *pin = {};
+      return Status::Ok();
+    }
     const cudaError_t e = cudaHostUnregister(const_cast<void*>(pin->base));
     *pin = {};
     if (e != cudaSuccess) return CudaFailure(e, "cudaHostUnregister(host state mirror)");
     return Status::Ok();
   }
   std::map<const FloatBuffer*, Pin> pins_;
+  bool warned_ = false;
 };
 
 class CudaBackend final : public Backend {
@@ -904,36 +937,11 @@ class CudaBackend final : public Backend {
     return st;
   }
 
-  // Calls fn(std::integral_constant<int, head_dim / 32>). CheckSupported() has limited
-  // head_dim to multiples of 32 up to 256, so every case exists.
+  // Calls fn(std::integral_constant<int, head_dim / 32>); CheckSupported() has limited head_dim
+  // to multiples of 32 up to 256.
   template <typename Fn>
   void DispatchHeadDim(Fn&& fn) const {
-    switch (config_.head_dim / kWarp) {
-      case 1:
-        fn(std::integral_constant<int, 1>{});
-        break;
-      case 2:
-        fn(std::integral_constant<int, 2>{});
-        break;
-      case 3:
-        fn(std::integral_constant<int, 3>{});
-        break;
-      case 4:
-        fn(std::integral_constant<int, 4>{});
-        break;
-      case 5:
-        fn(std::integral_constant<int, 5>{});
-        break;
-      case 6:
-        fn(std::integral_constant<int, 6>{});
-        break;
-      case 7:
-        fn(std::integral_constant<int, 7>{});
-        break;
-      default:
-        fn(std::integral_constant<int, 8>{});
-        break;
-    }
+    DispatchInt<1, 8>(static_cast<int>(config_.head_dim / kWarp), fn);
   }
 
   // y[n, out] = x[n, in] · w[out, in]ᵀ (row-major), with y's rows `ldy` apart.
@@ -1037,32 +1045,9 @@ class CudaBackend final : public Backend {
           qkv_.get(), static_cast<int>(m), static_cast<int>(conv_dim), d.conv1d.get(), d.conv.get(),
           conv_out_.get());
     };
-    switch (c.linear_conv_kernel_dim) {  // CheckSupported(): 1..kMaxConvKernel
-      case 1:
-        conv(CausalConvKernel<1>);
-        break;
-      case 2:
-        conv(CausalConvKernel<2>);
-        break;
-      case 3:
-        conv(CausalConvKernel<3>);
-        break;
-      case 4:
-        conv(CausalConvKernel<4>);
-        break;
-      case 5:
-        conv(CausalConvKernel<5>);
-        break;
-      case 6:
-        conv(CausalConvKernel<6>);
-        break;
-      case 7:
-        conv(CausalConvKernel<7>);
-        break;
-      default:
-        conv(CausalConvKernel<8>);
-        break;
-    }
+    // CheckSupported(): 1 <= K <= kMaxConvKernel.
+    DispatchInt<1, kMaxConvKernel>(static_cast<int>(c.linear_conv_kernel_dim),
+                                   [&](auto k) { conv(CausalConvKernel<decltype(k)::value>); });
     HY_LAUNCHED();
     GdnPrepKernel<<<static_cast<unsigned>(m), kBlock, 0, stream_>>>(
         conv_out_.get(), static_cast<int>(conv_dim), static_cast<int>(c.key_dim()),

@@ -591,13 +591,17 @@ int RunCompare(const Common& common, const CompareArgs& args) {
 
     const bool pass = verdict.pass();
     ok = ok && pass;
+    double state_error = 0;  // NaN as soon as one state tensor is not finite
+    for (const char* kind : {"conv", "recurrent", "k", "v"}) {
+      const double e = verdict.Worst(kind);
+      if (std::isnan(e) || e > state_error) state_error = e;
+    }
     std::printf(
         "L=%-6lld logits rel err %.2e (suffix + %d decode steps)  state rel err %.2e  "
         "greedy %d/%d  repeat: state %s, logits after push %s  (%.1f s)  %s\n",
         static_cast<long long>(length), verdict.Worst("logits"), args.decode_tokens - 1,
-        std::max({verdict.Worst("conv"), verdict.Worst("recurrent"), verdict.Worst("k"),
-                  verdict.Worst("v")}),
-        verdict.tokens.agree, verdict.tokens.total, verdict.repeat_state ? "bit-exact" : "DIFFERS",
+        state_error, verdict.tokens.agree, verdict.tokens.total,
+        verdict.repeat_state ? "bit-exact" : "DIFFERS",
         verdict.repeat_logits ? "bit-exact" : "DIFFER", MsSince(start) / 1000,
         pass ? "ok" : "FAIL");
     for (const std::string& failure : verdict.Failures())

@@ -13,17 +13,10 @@
 
 #include "attention_split.h"
 #include "compare.h"
+#include "random_vectors.h"
 
 namespace prefixd::hybrid {
 namespace {
-
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 float HostExp(float x) { return std::exp(x); }
 

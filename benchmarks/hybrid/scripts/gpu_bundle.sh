@@ -74,11 +74,13 @@ for exe in prefixd-server prefixd-hybrid; do
     [ -f "$OUT_DIR/lib/$name" ] || cp -L "$path" "$OUT_DIR/lib/$name"
   done < <(ldd "$FROM/$exe" | awk '$2 == "=>" {print $1, $2, $3, $4}')
   # DT_RPATH, not RUNPATH: it also applies to the libraries' own dependencies.
+  # shellcheck disable=SC2016 # a literal $ORIGIN, for the loader
   patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$OUT_DIR/bin/$exe"
 done
 for lib in "$OUT_DIR"/lib/*; do
   chmod u+w "$lib"
   strip --strip-unneeded "$lib" 2>/dev/null || true
+  # shellcheck disable=SC2016
   patchelf --set-rpath '$ORIGIN' "$lib"
 done
 cp "$SCRIPTS/run-gpu-check.sh" "$SCRIPTS/hf_reference.py" "$OUT_DIR/"

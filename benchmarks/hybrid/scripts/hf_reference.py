@@ -76,8 +76,11 @@ def hf_config(shape):
     c["layer_types"] = ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
                         for i in range(c["num_hidden_layers"])]
     half = int(c["head_dim"] * 0.25) // 2
-    # M-RoPE sections sum to the rotated frequencies; for text all three positions are equal.
-    section = [half - 2 * (half // 3), half // 3, half // 3]
+    # M-RoPE sections sum to the rotated frequencies ([11, 11, 10] for head_dim 256); for text
+    # all three positions are equal, so they do not change the result.
+    first = -(-half // 3)
+    second = -(-(half - first) // 2)
+    section = [first, second, half - first - second]
     c["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e7,
                             "partial_rotary_factor": 0.25, "mrope_section": section,
                             "mrope_interleaved": True}

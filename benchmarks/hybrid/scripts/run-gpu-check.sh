@@ -87,9 +87,9 @@ step "CUDA vs CPU (compare.txt)"
 {
   run 20 "compare tiny" "$HYBRID" compare --model tiny --lengths 40,300,2100
   run 40 "compare small" "$HYBRID" compare --model small --lengths 600,6000
-  run 60 "compare 0.8B" "$HYBRID" compare --model qwen3.5-0.8b --lengths 300,5200
+  run 50 "compare 0.8B" "$HYBRID" compare --model qwen3.5-0.8b --lengths 300,5200
   if [ "${SKIP_4B_COMPARE:-0}" != 1 ]; then
-    run 60 "compare 4B" "$HYBRID" compare --model qwen3.5-4b --lengths 300 --decode-tokens 4
+    run 50 "compare 4B" "$HYBRID" compare --model qwen3.5-4b --lengths 300 --decode-tokens 4
   fi
 } 2>&1 | tee "$OUT/compare.txt"
 grep -q "FAIL\|!!!" "$OUT/compare.txt" && status=1
@@ -105,8 +105,8 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 for model in 0.8b 4b; do
-  limit=80
-  [ "$model" = 4b ] && limit=120
+  limit=70
+  [ "$model" = 4b ] && limit=150
   step "sweep qwen3.5-$model, 2K/8K/32K (sweep-$model.{csv,md})"
   run "$limit" "sweep $model" "$HYBRID" sweep --model "qwen3.5-$model" --backend cuda \
     --lengths 2048,8192,32768 --port "$PORT" --loopback-mb 256 \

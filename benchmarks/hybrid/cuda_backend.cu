@@ -48,12 +48,12 @@ template <typename T>
 class DeviceArray {
  public:
   DeviceArray() = default;
-  ~DeviceArray() { Release(); }
+  ~DeviceArray() { static_cast<void>(Release()); }  // a destructor has no one to tell
   DeviceArray(DeviceArray&& o) noexcept
       : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
   DeviceArray& operator=(DeviceArray&& o) noexcept {
     if (this != &o) {
-      Release();
+      static_cast<void>(Release());  // noexcept; Ensure() is where frees are checked
       ptr_ = std::exchange(o.ptr_, nullptr);
       count_ = std::exchange(o.count_, 0);
     }
@@ -63,7 +63,7 @@ class DeviceArray {
   // Makes room for at least `count` elements; the contents are lost when it grows.
   Status Ensure(size_t count) {
     if (count <= count_) return Status::Ok();
-    Release();
+    HY_CUDA(Release());
     HY_CUDA(cudaMalloc(&ptr_, std::max<size_t>(count, 1) * sizeof(T)));
     count_ = count;
     return Status::Ok();
@@ -73,10 +73,11 @@ class DeviceArray {
   size_t count() const { return count_; }
 
  private:
-  void Release() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+  cudaError_t Release() {
+    const cudaError_t e = ptr_ != nullptr ? cudaFree(ptr_) : cudaSuccess;
     ptr_ = nullptr;
     count_ = 0;
+    return e;
   }
   T* ptr_ = nullptr;
   size_t count_ = 0;

@@ -67,6 +67,39 @@ inline SplitPlan PlanSplits(int64_t n, int64_t first, int64_t kv_heads, int64_t 
   return p;
 }
 
+// Block `item` of a plan is KV head g, query tile `tile`, key split `split`, numbered
+// ((g · tiles) + tile) · splits + split; BlockIndex is the inverse.
+struct BlockCoords {
+  int64_t g = 0;
+  int64_t tile = 0;
+  int64_t split = 0;
+};
+PREFIXD_HYBRID_HOST_DEVICE inline BlockCoords DecodeBlock(int64_t item, int64_t tiles,
+                                                          int64_t splits) {
+  return {item / (splits * tiles), (item / splits) % tiles, item % splits};
+}
+PREFIXD_HYBRID_HOST_DEVICE inline int64_t BlockIndex(int64_t g, int64_t tile, int64_t split,
+                                                     int64_t tiles, int64_t splits) {
+  return (g * tiles + tile) * splits + split;
+}
+
+// Row r of a block of KV head g and query tile `tile`: the query token and query head it is.
+// Rows run over a token's `group` heads first, so one block covers whole tokens.
+struct RowCoords {
+  int64_t token = 0;
+  int64_t head = 0;
+};
+PREFIXD_HYBRID_HOST_DEVICE inline RowCoords RowOf(int64_t g, int64_t tile, int64_t r,
+                                                  int64_t tokens_per_tile, int64_t group) {
+  return {tile * tokens_per_tile + r / group, g * group + r % group};
+}
+
+// Where a block's per-row statistics go: row r of block `item` at item · kRowsPerBlock + r (and
+// its accumulator at that index · D).
+PREFIXD_HYBRID_HOST_DEVICE inline int64_t PartialRow(int64_t item, int64_t r) {
+  return item * kRowsPerBlock + r;
+}
+
 // Merges one query row's partial results over `splits` key splits, in increasing split order.
 // Split s holds max_s (the largest scaled score it saw, −∞ when it saw no key), sum_s =
 // Σ e^{score − max_s} and acc_s = Σ e^{score − max_s} · v over its keys. The row's output is

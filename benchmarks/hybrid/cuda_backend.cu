@@ -401,9 +401,10 @@ __global__ void __launch_bounds__(attn::kWarps* kWarp)
   float* ps = vs + kTile * D;              // [kWarps][kRowsPerWarp][kTile]
 
   const int item = blockIdx.x;
-  const int split = item % a.splits;
-  const int tile = (item / a.splits) % a.tiles;
-  const int g = item / (a.splits * a.tiles);
+  const attn::BlockCoords block = attn::DecodeBlock(item, a.tiles, a.splits);
+  const int split = static_cast<int>(block.split);
+  const int tile = static_cast<int>(block.tile);
+  const int g = static_cast<int>(block.g);
   const int t0 = tile * a.tokens_per_tile;
   const int t1 = min(a.n, t0 + a.tokens_per_tile);
   const int rows = (t1 - t0) * a.group;
@@ -415,11 +416,11 @@ __global__ void __launch_bounds__(attn::kWarps* kWarp)
   for (int idx = threadIdx.x; idx < kRows * D; idx += blockDim.x) {
     const int r = idx / D;
     const int i = idx % D;
-    const int t = t0 + r / a.group;
-    const int h = g * a.group + r % a.group;
+    const attn::RowCoords row = attn::RowOf(g, tile, r, a.tokens_per_tile, a.group);
     // Row r is warp r % 4's row r / 4.
     qs[((r % attn::kWarps) * D + i) * attn::kRowsPerWarp + r / attn::kWarps] =
-        r < rows ? a.q[t * a.q_stride + static_cast<size_t>(h) * D + i] * a.scale : 0.0f;
+        r < rows ? a.q[row.token * a.q_stride + static_cast<size_t>(row.head) * D + i] * a.scale
+                 : 0.0f;
   }
 
   float run_max[attn::kRowsPerWarp];
@@ -429,7 +430,10 @@ __global__ void __launch_bounds__(attn::kWarps* kWarp)
 #pragma unroll
   for (int rr = 0; rr < attn::kRowsPerWarp; ++rr) {
     const int r = warp + attn::kWarps * rr;
-    last_key[rr] = r < rows ? a.first + t0 + r / a.group : -1;
+    last_key[rr] =
+        r < rows
+            ? a.first + static_cast<int>(attn::RowOf(g, tile, r, a.tokens_per_tile, a.group).token)
+            : -1;
     run_max[rr] = -INFINITY;
     run_sum[rr] = 0.0f;
 #pragma unroll
@@ -519,7 +523,7 @@ __global__ void __launch_bounds__(attn::kWarps* kWarp)
   for (int rr = 0; rr < attn::kRowsPerWarp; ++rr) {
     const int r = warp + attn::kWarps * rr;
     if (r >= rows) continue;
-    const size_t at = static_cast<size_t>(item) * kRows + r;
+    const size_t at = static_cast<size_t>(attn::PartialRow(item, r));
     if (lane == 0) {
       part_max[at] = run_max[rr];
       part_sum[at] = run_sum[rr];
@@ -547,14 +551,14 @@ __global__ void AttentionMergeKernel(AttentionShape a, int kv_heads, int d, cons
   const int t0 = tile * a.tokens_per_tile;
   const int rows = (min(a.n, t0 + a.tokens_per_tile) - t0) * a.group;
   if (r >= rows) return;
-  const int t = t0 + r / a.group;
-  const int h = g * a.group + r % a.group;
-  const size_t first_item = (static_cast<size_t>(g) * a.tiles + tile) * a.splits;
-  const size_t stat = first_item * kRows + r;
-  attn::MergeSoftmaxPartials(part_max + stat, part_sum + stat, kRows,
-                             part_acc + stat * static_cast<size_t>(d),
-                             static_cast<int64_t>(kRows) * d, a.splits, d, lane, kWarp,
-                             out + t * out_stride + static_cast<size_t>(h) * d, DeviceExp{});
+  const attn::RowCoords row = attn::RowOf(g, tile, r, a.tokens_per_tile, a.group);
+  // Split s of this row: PartialRow(BlockIndex(g, tile, s), r), kRows apart for consecutive s.
+  const size_t stat =
+      static_cast<size_t>(attn::PartialRow(attn::BlockIndex(g, tile, 0, a.tiles, a.splits), r));
+  attn::MergeSoftmaxPartials(
+      part_max + stat, part_sum + stat, kRows, part_acc + stat * static_cast<size_t>(d),
+      static_cast<int64_t>(kRows) * d, a.splits, d, lane, kWarp,
+      out + row.token * out_stride + static_cast<size_t>(row.head) * d, DeviceExp{});
 }
 
 // Calls fn(std::integral_constant<int, value>) for a run-time value in [V, Max] (the caller has

@@ -72,81 +72,98 @@ TEST(HybridSplitPlan, MergeOfOneSplitIsAccOverSumAndSkipsEmptySplits) {
   EXPECT_EQ(strided[1], 2.0f);
 }
 
-// The CUDA partial kernel's arithmetic for one KV head, transcribed: per block (tile, split),
-// per row, keys in tiles of 32 with a per-tile max, a correction of the running sums, and P·V;
-// then MergeSoftmaxPartials per row. Checked against softmax(q·kᵀ/√D)·v in double.
-void CheckSplitAttention(int64_t n, int64_t first, int64_t group, int64_t d) {
+// The CUDA kernels' arithmetic and addressing, transcribed. The partial kernel: for every block
+// (DecodeBlock), every row (RowOf), keys in tiles of 32 with a per-tile max, a correction of the
+// running sums and P·V, written at PartialRow. The merge kernel: per (KV head, tile, row), the
+// splits read from PartialRow(BlockIndex(g, tile, 0), r) kRowsPerBlock apart and merged by
+// MergeSoftmaxPartials. Checked against softmax(q·kᵀ/√D)·v in double, and every output element
+// must be written exactly once. q is [n, heads, d], k and v [keys, kv_heads, d].
+void CheckSplitAttention(int64_t n, int64_t first, int64_t kv_heads, int64_t group, int64_t d) {
   const int64_t keys = first + n;
-  const auto q = Random(static_cast<size_t>(n * group * d), 11);
-  const auto k = Random(static_cast<size_t>(keys * d), 12);
-  const auto v = Random(static_cast<size_t>(keys * d), 13);
+  const int64_t heads = kv_heads * group;
+  const auto q = Random(static_cast<size_t>(n * heads * d), 11);
+  const auto k = Random(static_cast<size_t>(keys * kv_heads * d), 12);
+  const auto v = Random(static_cast<size_t>(keys * kv_heads * d), 13);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const attn::SplitPlan p = attn::PlanSplits(n, first, 1, group);
+  const attn::SplitPlan p = attn::PlanSplits(n, first, kv_heads, group);
   const int64_t rows_per_block = attn::kRowsPerBlock;
-  const size_t items = static_cast<size_t>(p.tiles * p.splits);
-  std::vector<float> pmax(items * rows_per_block), psum(items * rows_per_block);
-  std::vector<float> pacc(items * rows_per_block * d);
+  const size_t slots = static_cast<size_t>(p.blocks() * rows_per_block);
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (int64_t tile = 0; tile < p.tiles; ++tile) {
-    const int64_t t0 = tile * p.tokens_per_tile;
+  std::vector<float> pmax(slots, std::nanf("")), psum(slots, std::nanf(""));
+  std::vector<float> pacc(slots * static_cast<size_t>(d), std::nanf(""));
+  auto key_at = [&](const std::vector<float>& kv, int64_t key, int64_t g, int64_t i) {
+    return kv[static_cast<size_t>((key * kv_heads + g) * d + i)];
+  };
+  for (int64_t item = 0; item < p.blocks(); ++item) {
+    const attn::BlockCoords b = attn::DecodeBlock(item, p.tiles, p.splits);
+    ASSERT_EQ(attn::BlockIndex(b.g, b.tile, b.split, p.tiles, p.splits), item);
+    const int64_t t0 = b.tile * p.tokens_per_tile;
     const int64_t rows = (std::min(n, t0 + p.tokens_per_tile) - t0) * group;
-    for (int64_t split = 0; split < p.splits; ++split) {
-      const size_t item = static_cast<size_t>(tile * p.splits + split);
-      const int64_t begin = p.key_begin(split);
-      const int64_t end = p.key_end(tile, split, n, first);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t t = t0 + r / group;
-        const float* qr = q.data() + (t * group + r % group) * d;
-        const int64_t last = first + t;
-        float run_max = neg_inf;
-        float run_sum = 0;
-        std::vector<float> acc(static_cast<size_t>(d), 0.0f);
-        for (int64_t k0 = begin; k0 < end; k0 += attn::kKeyTile) {
-          if (last < k0) break;
-          const int64_t kn = std::min<int64_t>(attn::kKeyTile, end - k0);
-          std::vector<float> s(attn::kKeyTile, neg_inf);
-          float tile_max = neg_inf;
-          for (int64_t j = 0; j < kn && k0 + j <= last; ++j) {
-            float dot = 0;
-            for (int64_t i = 0; i < d; ++i) dot += (qr[i] * scale) * k[(k0 + j) * d + i];
-            s[j] = dot;
-            tile_max = std::max(tile_max, dot);
-          }
-          const float new_max = std::max(run_max, tile_max);
-          const float correction = run_max == neg_inf ? 0.0f : std::exp(run_max - new_max);
-          float tile_sum = 0;
-          for (float& x : s) x = x == neg_inf ? 0.0f : std::exp(x - new_max), tile_sum += x;
-          run_sum = run_sum * correction + tile_sum;
-          run_max = new_max;
-          for (int64_t i = 0; i < d; ++i) {
-            acc[i] *= correction;
-            for (int64_t j = 0; j < kn; ++j) acc[i] += s[j] * v[(k0 + j) * d + i];
-          }
+    const int64_t begin = p.key_begin(b.split);
+    const int64_t end = p.key_end(b.tile, b.split, n, first);
+    for (int64_t r = 0; r < rows; ++r) {
+      const attn::RowCoords row = attn::RowOf(b.g, b.tile, r, p.tokens_per_tile, group);
+      const float* qr = q.data() + (row.token * heads + row.head) * d;
+      const int64_t last = first + row.token;
+      float run_max = neg_inf;
+      float run_sum = 0;
+      std::vector<float> acc(static_cast<size_t>(d), 0.0f);
+      for (int64_t k0 = begin; k0 < end; k0 += attn::kKeyTile) {
+        if (last < k0) continue;
+        const int64_t kn = std::min<int64_t>(attn::kKeyTile, end - k0);
+        std::vector<float> s(attn::kKeyTile, neg_inf);
+        float tile_max = neg_inf;
+        for (int64_t j = 0; j < kn && k0 + j <= last; ++j) {
+          float dot = 0;
+          for (int64_t i = 0; i < d; ++i) dot += (qr[i] * scale) * key_at(k, k0 + j, b.g, i);
+          s[j] = dot;
+          tile_max = std::max(tile_max, dot);
         }
-        const size_t at = item * rows_per_block + static_cast<size_t>(r);
-        pmax[at] = run_max;
-        psum[at] = run_sum;
-        std::copy(acc.begin(), acc.end(), pacc.begin() + static_cast<ptrdiff_t>(at * d));
+        const float new_max = std::max(run_max, tile_max);
+        const float correction = run_max == neg_inf ? 0.0f : std::exp(run_max - new_max);
+        float tile_sum = 0;
+        for (float& x : s) x = x == neg_inf ? 0.0f : std::exp(x - new_max), tile_sum += x;
+        run_sum = run_sum * correction + tile_sum;
+        run_max = new_max;
+        for (int64_t i = 0; i < d; ++i) {
+          acc[i] *= correction;
+          for (int64_t j = 0; j < kn; ++j) acc[i] += s[j] * key_at(v, k0 + j, b.g, i);
+        }
+      }
+      const size_t at = static_cast<size_t>(attn::PartialRow(item, r));
+      pmax[at] = run_max;
+      psum[at] = run_sum;
+      std::copy(acc.begin(), acc.end(), pacc.begin() + static_cast<ptrdiff_t>(at * d));
+    }
+  }
+  std::vector<float> out(static_cast<size_t>(n * heads * d), std::nanf(""));
+  std::vector<int> writes(static_cast<size_t>(n * heads), 0);
+  for (int64_t g = 0; g < kv_heads; ++g) {
+    for (int64_t tile = 0; tile < p.tiles; ++tile) {
+      const int64_t t0 = tile * p.tokens_per_tile;
+      const int64_t rows = (std::min(n, t0 + p.tokens_per_tile) - t0) * group;
+      for (int64_t r = 0; r < rows; ++r) {
+        const attn::RowCoords row = attn::RowOf(g, tile, r, p.tokens_per_tile, group);
+        const size_t stat = static_cast<size_t>(
+            attn::PartialRow(attn::BlockIndex(g, tile, 0, p.tiles, p.splits), r));
+        attn::MergeSoftmaxPartials(pmax.data() + stat, psum.data() + stat, rows_per_block,
+                                   pacc.data() + stat * d, rows_per_block * d, p.splits, d, 0, 1,
+                                   out.data() + (row.token * heads + row.head) * d, HostExp);
+        ++writes[static_cast<size_t>(row.token * heads + row.head)];
       }
     }
   }
+  for (int w : writes) ASSERT_EQ(w, 1) << "every (token, head) is merged exactly once";
   double worst = 0;
   for (int64_t t = 0; t < n; ++t) {
-    for (int64_t h = 0; h < group; ++h) {
-      const int64_t tile = t / p.tokens_per_tile;
-      const int64_t r = (t - tile * p.tokens_per_tile) * group + h;
-      const size_t stat = static_cast<size_t>(tile * p.splits) * rows_per_block + r;
-      std::vector<float> out(static_cast<size_t>(d));
-      attn::MergeSoftmaxPartials(pmax.data() + stat, psum.data() + stat, rows_per_block,
-                                 pacc.data() + stat * d, rows_per_block * d, p.splits, d, 0, 1,
-                                 out.data(), HostExp);
-      // Direct softmax in double.
-      const float* qr = q.data() + (t * group + h) * d;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* qr = q.data() + (t * heads + h) * d;
+      const int64_t g = h / group;
       std::vector<double> sc(static_cast<size_t>(first + t + 1));
       double m = -1e300;
       for (size_t j = 0; j < sc.size(); ++j) {
         double dot = 0;
-        for (int64_t i = 0; i < d; ++i) dot += double(qr[i]) * k[j * d + i];
+        for (int64_t i = 0; i < d; ++i) dot += double(qr[i]) * key_at(k, j, g, i);
         sc[j] = dot / std::sqrt(double(d));
         m = std::max(m, sc[j]);
       }
@@ -154,22 +171,24 @@ void CheckSplitAttention(int64_t n, int64_t first, int64_t group, int64_t d) {
       for (double& x : sc) x = std::exp(x - m), total += x;
       for (int64_t i = 0; i < d; ++i) {
         double want = 0;
-        for (size_t j = 0; j < sc.size(); ++j) want += sc[j] * v[j * d + i];
+        for (size_t j = 0; j < sc.size(); ++j) want += sc[j] * key_at(v, j, g, i);
         want /= total;
-        worst = std::max(worst, std::abs(out[i] - want));
+        const float got = out[static_cast<size_t>((t * heads + h) * d + i)];
+        worst = std::isfinite(got) ? std::max(worst, std::abs(got - want)) : 1e300;
       }
     }
   }
-  EXPECT_LT(worst, 2e-5) << "n " << n << " first " << first << " group " << group << " splits "
-                         << p.splits;
+  EXPECT_LT(worst, 2e-5) << "n " << n << " first " << first << " kv_heads " << kv_heads << " group "
+                         << group << " splits " << p.splits;
 }
 
 TEST(HybridSplitPlan, SplitSoftmaxEqualsDirectSoftmax) {
-  CheckSplitAttention(1, 0, 4, 64);       // the first token: one key
-  CheckSplitAttention(1, 3000, 4, 64);    // decode over a long context: many splits
-  CheckSplitAttention(5, 700, 6, 96);     // a short suffix, a group that does not divide 16
-  CheckSplitAttention(40, 0, 1, 32);      // prefill, causal cuts inside tiles
-  CheckSplitAttention(3, 1000, 16, 160);  // a full block of one token's 16 heads
+  CheckSplitAttention(1, 0, 1, 4, 64);       // the first token: one key
+  CheckSplitAttention(1, 3000, 2, 4, 64);    // decode over a long context: many splits
+  CheckSplitAttention(5, 700, 2, 6, 96);     // a short suffix, a group that does not divide 16
+  CheckSplitAttention(40, 0, 2, 1, 32);      // prefill, causal cuts inside tiles
+  CheckSplitAttention(3, 1000, 1, 16, 160);  // a full block of one token's 16 heads
+  CheckSplitAttention(70, 300, 3, 2, 32);    // several tiles and splits per KV head
 }
 
 TEST(HybridCompare, AgreeingTensorsPass) {

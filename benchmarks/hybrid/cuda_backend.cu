@@ -762,13 +762,7 @@ class CudaBackend final : public Backend {
 
   Status PullState() override {
     PREFIXD_RETURN_IF_ERROR(status_);
-    // Growing a K/V buffer frees its old (registered) memory: unregister before it moves.
-    for (LayerState& h : host_state_.layers()) {
-      if (static_cast<size_t>(n_tokens_ * host_state_.kv_dim()) > h.k.capacity()) {
-        PREFIXD_RETURN_IF_ERROR(pins_.Forget(h.k));
-        PREFIXD_RETURN_IF_ERROR(pins_.Forget(h.v));
-      }
-    }
+    PREFIXD_RETURN_IF_ERROR(UnpinKvBeforeGrowth(n_tokens_));
     host_state_.ResizeTokens(n_tokens_);
     PREFIXD_RETURN_IF_ERROR(PinMirror());
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -859,13 +853,24 @@ class CudaBackend final : public Backend {
       HY_CUDA(cudaMemsetAsync(d.recurrent.get(), 0, d.recurrent.count() * sizeof(float), stream_));
     }
     PREFIXD_RETURN_IF_ERROR(EnsureCapacity(reserve_tokens));
-    // The mirror is reserved (and pinned) once here, so a hydration of up to reserve_tokens
-    // fills it in place.
-    PREFIXD_RETURN_IF_ERROR(pins_.ReleaseAll());
+    // The mirror is reserved (and pinned) here, so a hydration of up to reserve_tokens fills it
+    // in place; buffers that do not move stay registered from one sequence to the next.
+    PREFIXD_RETURN_IF_ERROR(UnpinKvBeforeGrowth(reserve_tokens));
     host_state_.Clear();
     host_state_.Reserve(reserve_tokens);
     PREFIXD_RETURN_IF_ERROR(PinMirror());
     return Sync();
+  }
+
+  // Growing a K/V buffer frees its old memory: unregister it while that memory still exists.
+  Status UnpinKvBeforeGrowth(int64_t tokens) {
+    const size_t needed = static_cast<size_t>(tokens * host_state_.kv_dim());
+    for (LayerState& h : host_state_.layers()) {
+      if (needed <= h.k.capacity() && needed <= h.v.capacity()) continue;
+      PREFIXD_RETURN_IF_ERROR(pins_.Forget(h.k));
+      PREFIXD_RETURN_IF_ERROR(pins_.Forget(h.v));
+    }
+    return Status::Ok();
   }
 
   Status PinMirror() {

@@ -100,7 +100,18 @@ struct Loaded {
   double load_ms = 0;
 };
 
+// Fails before any weights are made when the CUDA backend was asked for and no GPU is usable.
+void CheckBackendAvailable(const std::string& backend) {
+#ifdef PREFIXD_HYBRID_HAVE_CUDA
+  if (backend == "cuda") OrDie(CudaDeviceDescription(0), "CUDA device");
+#else
+  if (backend == "cuda")
+    Die("this build has no CUDA backend (nvcc was not found at configure time)");
+#endif
+}
+
 Loaded LoadModel(const Common& common) {
+  CheckBackendAvailable(common.backend);
   Loaded out;
   const auto start = Clock::now();
   out.config = OrDie(LoadConfig(common.model), "model config");
@@ -513,6 +524,7 @@ void AddStateChecks(const ModelConfig& c, const SequenceState& got, const Sequen
 // agreement at every step, and that the backend repeats itself bit for bit, including across a
 // pull / reset / push of its state (what hydration does).
 int RunCompare(const Common& common, const CompareArgs& args) {
+  CheckBackendAvailable(common.backend);
   const ModelConfig config = OrDie(LoadConfig(common.model), "model config");
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   auto weights = std::make_shared<ModelWeights>(

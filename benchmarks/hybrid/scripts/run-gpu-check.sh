@@ -95,7 +95,9 @@ step "CUDA vs CPU (compare.txt)"
 grep -q "FAIL\|!!!" "$OUT/compare.txt" && status=1
 
 step "warm vs cold sweeps on the GPU"
-DATA=$(mktemp -d)
+# Scratch next to the bundle (the checkout's disk), not /tmp, which may be a small tmpfs: the
+# 0.8B checkpoint for transformers is 3.2 GB.
+DATA=$(mktemp -d "$(dirname "$BUNDLE")/gpu-check-data.XXXXXX")
 PORT=$((20000 + RANDOM % 20000))
 "$SERVER" --port "$PORT" --dir "$DATA" --appendonly no --loglevel warning >"$DATA/server.log" 2>&1 &
 SERVER_PID=$!

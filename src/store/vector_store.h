@@ -177,7 +177,9 @@ class VectorStore {
   };
   struct Layer {
     uint64_t length = 0;
-    std::vector<Bytes> chunks;  // chunk c holds rows [c·R, (c+1)·R); rows past its size are 0
+    // Sparse: chunk c holds rows [c·R, (c+1)·R); rows past its size, and chunks never written
+    // with anything but zeros (absent), read as 0. Costs what was stored, not the length.
+    std::map<uint64_t, Bytes> chunks;
   };
   struct Session {
     std::string sid;

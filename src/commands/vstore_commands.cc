@@ -193,7 +193,10 @@ class DecodedRows : public protocol::ReplyProducer {
  public:
   DecodedRows(const store::VectorSessionInfo& info, std::vector<Bytes> pieces)
       : tier_(info.tier), dim_(info.dim), row_bytes_(info.row_bytes), pieces_(std::move(pieces)) {
-    for (const Bytes& p : pieces_) pinned_ += p.size();
+    // Slices of one buffer side by side (a run of shared zero rows) pin it once.
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      if (i == 0 || !pieces_[i].SharesStorage(pieces_[i - 1])) pinned_ += pieces_[i].size();
+    }
   }
 
   void Produce(std::span<uint8_t> out) override {

@@ -40,6 +40,9 @@ class Bytes {
   // A view of [offset, offset + length) sharing this buffer's storage; clamped to the end.
   Bytes Slice(size_t offset, size_t length) const;
 
+  // True when both handles are views of one allocation (slices of one buffer).
+  bool SharesStorage(const Bytes& other) const { return owner_ == other.owner_; }
+
   // Bytes attributed to this handle for memory accounting: the whole allocation for a buffer
   // from Allocate(), the slice's own length for a Slice().
   size_t capacity() const { return capacity_; }

@@ -14,8 +14,9 @@ void NoteFreed(size_t bytes);
 // Makes sure the reclaimer thread runs (the buffer pool calls it when it keeps a region).
 void EnsureReclaimer();
 
-// Pooled regions unused this long go back to the kernel.
-inline constexpr long kPoolIdleMs = 10000;
+// Pooled regions unused this long go back to the kernel: long enough for a steady stream of
+// overwrites to reuse them, short enough that a burst's buffers do not stay resident.
+inline constexpr long kPoolIdleMs = 3000;
 // malloc_trim runs once at least this much was reported freed since the last trim.
 inline constexpr size_t kTrimAfterBytes = size_t{4} << 20;
 

@@ -16,12 +16,15 @@ std::string& ReplyWriter::Tail() {
 }
 
 void ReplyWriter::Reference(const Bytes& value) {
+  // Slices of one buffer side by side (a run of shared zero rows) pin it once.
+  const bool same_buffer = !pieces_.empty() && pieces_.back().kind == Piece::Kind::kReference &&
+                           pieces_.back().referenced.SharesStorage(value);
+  if (!same_buffer) referenced_bytes_ += value.size();
   Piece p;
   p.referenced = value;
   p.kind = Piece::Kind::kReference;
   pieces_.push_back(std::move(p));
   pending_bytes_ += value.size();
-  referenced_bytes_ += value.size();
 }
 
 void ReplyWriter::Append(std::string_view bytes) {

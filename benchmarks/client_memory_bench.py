@@ -7,6 +7,8 @@ Against each server, on loopback, one after the other:
   closed    RSS 3 s after all of those connections closed, against the RSS before them.
   slowread  4 clients pipeline fetches of a 16 MB value and never read; a fifth client's PING
             latency (p50, p99, max over a bounded number of PINGs) and the server's RSS growth.
+  decoded   prefixd only: 2 clients ask for a 4 GiB decoded V.FETCH and never read; RSS growth
+            and the slowest PING meanwhile.
 Everything is bounded in count and time. Prints a markdown table.
 
   benchmarks/client_memory_bench.py [--build-dir build/dev] [--conns 1000] [--pings 2000]
@@ -151,7 +153,7 @@ def ping_under_slow_readers(server, pings):
         s = server.connect()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.setblocking(False)
-        request = server.fetch_request() * 64
+        request = server.fetch_request() * 16
         try:
             s.send(request)
         except BlockingIOError:
@@ -176,6 +178,34 @@ def ping_under_slow_readers(server, pings):
     return q(0.5), q(0.99), latencies[-1] * 1e3, grown
 
 
+def decoded_fetch_non_readers(server, pings):
+    """prefixd only: 2 clients ask for a 4 GiB decoded V.FETCH and never read (issue 8)."""
+    import struct
+    with server.connect() as s:
+        s.sendall(bulk("V.CREATE", "vs", 256, "VQUANT", "fp16"))
+        read_reply(s)
+        s.sendall(bulk("V.STOREBATCH", "vs", 0, 0, 1, struct.pack("<256f", *([0.5] * 256))))
+        assert read_reply(s) == b"+OK"
+    base = settle(server.proc.pid, 0.5)
+    hogs = []
+    for _ in range(2):
+        h = server.connect()
+        h.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        h.sendall(bulk("V.FETCH", "vs", 0, "RANGE", 0, 4194304))
+        hogs.append(h)
+    worst = 0.0
+    with server.connect() as p:
+        for _ in range(pings):
+            t = time.perf_counter()
+            p.sendall(b"PING\r\n")
+            assert read_reply(p) == b"+PONG"
+            worst = max(worst, time.perf_counter() - t)
+    grown = rss(server.proc.pid) - base
+    for h in hogs:
+        h.close()
+    return worst * 1e3, grown
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "dev"))
@@ -188,6 +218,7 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.conns + 100)), hard))
     rows = []
+    decoded = None
     for kind in ["prefixd", "redis"]:
         if args.only and kind != args.only:
             continue
@@ -197,6 +228,8 @@ def main():
                 idle, idle_closed = per_connection(server, args.conns, declare=False)
                 declared, declared_closed = per_connection(server, args.declared, declare=True)
                 p50, p99, worst, slow_grown = ping_under_slow_readers(server, args.pings)
+                if kind == "prefixd":
+                    decoded = decoded_fetch_non_readers(server, args.pings)
             finally:
                 server.stop()
         rows.append((kind, idle, idle_closed, declared, declared_closed, p50, p99, worst,
@@ -210,6 +243,10 @@ def main():
     for kind, idle, ic, dec, dc, p50, p99, worst, grown in rows:
         print(f"| {kind} | {idle / 1024:.1f} KiB | {ic / 1e6:.1f} MB | {dec / 1024:.1f} KiB "
               f"| {dc / 1e6:.1f} MB | {p50:.2f} / {p99:.2f} / {worst:.2f} ms | {grown / 1e6:.1f} MB |")
+    if decoded:
+        print(f"\nprefixd, 2 clients not reading a 4 GiB decoded `V.FETCH vs 0 RANGE 0 4194304`: "
+              f"RSS growth {decoded[1] / 1e6:.1f} MB, slowest of {args.pings} PINGs "
+              f"{decoded[0]:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -272,5 +272,37 @@ TEST_F(VectorStoreTest, ForEachSessionCopiesWholeLayers) {
   EXPECT_EQ(sessions, 2);
 }
 
+TEST_F(VectorStoreTest, ARowAtAHighStartCostsItsChunkNotATableUpToIt) {
+  const uint64_t before = store_.Stats().overhead_bytes;
+  Put(0, 4'000'000'000, 1, 7.0f);
+  const VectorStoreStats stats = store_.Stats();
+  EXPECT_EQ(stats.tokens, 4'000'000'001u);
+  // One chunk of at most 256 KiB and one handle, however high the start.
+  EXPECT_LE(stats.allocated_bytes, 256u * 1024);
+  EXPECT_LE(stats.overhead_bytes - before, 512u);
+  EXPECT_EQ(Column(0, 3'999'999'998, 4'000'000'002),
+            (std::vector<float>{0.0f, 0.0f, 7.0f, 0.0f}));
+  // A gap of any length reads as a few runs of shared zeros.
+  auto read = store_.ReadRange("s", 0, 0, 100'000);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_LE(read->second.rows.pieces.size(), 4u);
+}
+
+TEST_F(VectorStoreTest, ZeroRowsAllocateNothingWhereNothingIsStored) {
+  Bytes zeros = Bytes::Allocate(10'000 * kDim * 4);
+  std::memset(zeros.mutable_data(), 0, zeros.size());
+  ASSERT_EQ(store_.Store("s", 0, 0, 10'000, zeros, kDim, Tier::kFp32),
+            VectorStore::StoreResult::kOk);
+  EXPECT_EQ(store_.Stats().allocated_bytes, 0u);  // a replayed gap costs nothing
+  EXPECT_EQ(store_.Stats().tokens, 10'000u);
+  // Where rows are stored, zeros overwrite them as any rows do.
+  Put(1, 0, 4, 3.0f);
+  ASSERT_EQ(store_.Store("s", 1, 1, 2, Bytes::CopyOf(std::string(2 * kDim * 4, '\0')), kDim,
+                         Tier::kFp32),
+            VectorStore::StoreResult::kOk);
+  EXPECT_EQ(Column(1, 0, 5), (std::vector<float>{3.0f, 0.0f, 0.0f, 6.0f, 0.0f}));
+  EXPECT_EQ(Column(0, 9'998, 10'001), (std::vector<float>{0.0f, 0.0f, 0.0f}));
+}
+
 }  // namespace
 }  // namespace prefixd::store

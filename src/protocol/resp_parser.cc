@@ -262,7 +262,8 @@ std::span<uint8_t> RequestParser::DirectTarget() {
 void RequestParser::CommitDirect(size_t n) {
   large_filled_ += n;
   // Once data flows, huge pages for the stretch ahead cut its page faults 512-fold.
-  if (large_filled_ >= kHugePagesAfter && large_filled_ + kHugePagesAhead / 2 >= huge_advised_to_) {
+  if (large_filled_ >= kHugePagesAfter && huge_advised_to_ < large_.size() &&
+      large_filled_ + kHugePagesAhead / 2 >= huge_advised_to_) {
     const size_t from = std::max(huge_advised_to_, large_filled_);
     huge_advised_to_ = std::min(large_.size(), from + kHugePagesAhead);
     large_.AdviseHugePages(from, huge_advised_to_ - from);

@@ -205,7 +205,7 @@ TEST_F(ClientMemoryTest, LargeRequestsToUnknownCommandsAreFreed) {
   EXPECT_EQ(c->Call(small, 30s).substr(0, 24), "-ERR unknown command 'NO");
   EXPECT_EQ(c->Call({"NOSUCHCOMMAND", std::string(64 << 20, 'l')}, 30s).substr(0, 20),
             "-ERR unknown command");
-  const int64_t after = RssSettlesBelow(before + 16 * 1024, 6s);
+  const int64_t after = RssSettlesBelow(before + 16 * 1024, 8s);
   if (kRssMeaningful) {
     EXPECT_LE(after - before, 16 * 1024)
         << "KiB held after the requests; pool: " << Info("memory")["buffer_pool_free_bytes"];
@@ -238,7 +238,8 @@ TEST_F(ClientMemoryTest, DecodedFetchToNonReadersHoldsAWindowAndBlocksNoOne) {
     worst = std::max(worst, std::chrono::duration_cast<Millis>(Clock::now() - start));
     std::this_thread::sleep_for(2ms);
   }
-  EXPECT_LT(worst.count(), 250) << "ms for the slowest PING";
+  // Sanitized builds run several times slower; before the fix a PING waited for seconds.
+  EXPECT_LT(worst.count(), kRssMeaningful ? 250 : 1500) << "ms for the slowest PING";
   const int64_t grown = server_.RssKib() - before;
   if (kRssMeaningful) EXPECT_LE(grown, 64 * 1024) << "KiB for two 4 GiB replies nobody reads";
   EXPECT_LE(std::stoll(Info("memory")["mem_clients_normal"]), 64 << 20);

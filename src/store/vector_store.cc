@@ -278,6 +278,30 @@ RowSpan VectorStore::Rows(const Session& s, const Layer& layer, uint64_t start,
   return span;
 }
 
+std::vector<RowRun> VectorStore::StoredRuns(const Session& s, const Layer& layer) const {
+  std::vector<RowRun> runs;
+  const size_t row_bytes = s.info.row_bytes;
+  for (const auto& [c, chunk] : layer.chunks) {
+    const uint64_t base = c * s.chunk_rows;
+    const uint64_t end = std::min(layer.length, base + chunk.size() / row_bytes);
+    if (end <= base) continue;
+    if (runs.empty() || runs.back().start + runs.back().rows.rows != base) {
+      runs.push_back(RowRun{base, {}});
+    }
+    runs.back().rows.rows += end - base;
+    runs.back().rows.pieces.push_back(chunk.Slice(0, (end - base) * row_bytes));
+  }
+  // Rows past the last stored one still count towards the length.
+  if (layer.length > 0 &&
+      (runs.empty() || runs.back().start + runs.back().rows.rows < layer.length)) {
+    RowRun last{layer.length - 1, {}};
+    last.rows.rows = 1;
+    AppendZeroRows(last.rows.pieces, 1, row_bytes);
+    runs.push_back(std::move(last));
+  }
+  return runs;
+}
+
 std::optional<std::pair<VectorSessionInfo, LayerRead>> VectorStore::ReadRange(std::string_view sid,
                                                                               uint32_t layer,
                                                                               uint64_t start,
@@ -524,6 +548,7 @@ void VectorStore::ForEachSession(
           read.layer = id;
           read.length = layer.length;
           read.rows = Rows(*s, layer, 0, layer.length);
+          read.runs = StoredRuns(*s, layer);
           c.layers.push_back(std::move(read));
         }
         copied.push_back(std::move(c));

@@ -96,6 +96,7 @@ class ClientMemoryTest : public ServerTest {
   // Waits up to `timeout` for the server's RSS to come down to `kib`; returns the last reading.
   int64_t RssSettlesBelow(int64_t kib, Millis timeout) {
     int64_t rss = server_.RssKib();
+    if (!kRssMeaningful) return rss;  // nothing to wait for: the bound is not checked
     for (auto deadline = Clock::now() + timeout; rss > kib && Clock::now() < deadline;) {
       std::this_thread::sleep_for(100ms);
       rss = server_.RssKib();

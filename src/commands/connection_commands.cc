@@ -163,10 +163,15 @@ std::string DescribeClient(const server::ClientState& c) {
   out += " age=" + std::to_string(age);
   out += " idle=" + std::to_string((now - c.last_interaction_ms.load()) / 1000);
   out += " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1";
-  out += " qbuf=" + std::to_string(c.query_buffer_bytes.load()) + " qbuf-free=0 argv-mem=0";
+  // Memory as Redis words it: qbuf is the request bytes received and not yet run, qbuf-free the
+  // room of the read buffer, argv-mem the request's arguments, omem the replies queued (copied
+  // or pinned), tot-mem all of it plus the connection itself.
+  out += " qbuf=" + std::to_string(c.query_buffer_bytes.load());
+  out += " qbuf-free=" + std::to_string(c.query_buffer_free.load());
+  out += " argv-mem=" + std::to_string(c.argv_bytes.load());
   out += " multi-mem=0 rbs=0 rbp=0 obl=0 oll=0";
   out += " omem=" + std::to_string(c.output_bytes.load());
-  out += " tot-mem=" + std::to_string(c.query_buffer_bytes.load() + c.output_bytes.load());
+  out += " tot-mem=" + std::to_string(c.total_bytes.load());
   out += " events=r cmd=" + std::string(c.last_command.load());
   out += " user=default redir=-1 resp=" + std::to_string(c.resp.load());
   out += " lib-name=" + lib_name + " lib-ver=" + lib_version;

@@ -59,7 +59,12 @@ void ClientsSection(Engine& e, std::string& out) {
 
 void MemorySection(Engine& e, std::string& out) {
   store::StoreStats s = e.state_store().Stats();
-  uint64_t used = s.payload_bytes + s.overhead_bytes;
+  store::VectorStoreStats v = e.vector_store().Stats();
+  // As Redis: used_memory counts the data in every store and what the clients' buffers hold.
+  uint64_t clients = 0;
+  for (const auto& c : e.Clients()) clients += c->total_bytes.load(std::memory_order_relaxed);
+  const uint64_t dataset = s.payload_bytes + v.payload_bytes;
+  const uint64_t used = e.UsedMemory() + clients;
   uint64_t peak = e.stats().peak_memory.load();
   while (used > peak && !e.stats().peak_memory.compare_exchange_weak(peak, used)) {
   }
@@ -72,7 +77,10 @@ void MemorySection(Engine& e, std::string& out) {
   Field(out, "used_memory_rss_human", HumanBytes(rss));
   Field(out, "used_memory_peak", peak);
   Field(out, "used_memory_peak_human", HumanBytes(peak));
-  Field(out, "used_memory_dataset", s.payload_bytes);
+  Field(out, "used_memory_overhead", used - std::min(used, dataset));
+  Field(out, "used_memory_dataset", dataset);
+  Field(out, "mem_clients_slaves", uint64_t{0});
+  Field(out, "mem_clients_normal", clients);
   Field(out, "maxmemory", static_cast<uint64_t>(maxmemory));
   Field(out, "maxmemory_human", HumanBytes(static_cast<uint64_t>(maxmemory)));
   Field(out, "maxmemory_policy", "noeviction");
@@ -81,6 +89,9 @@ void MemorySection(Engine& e, std::string& out) {
   Field(out, "overhead_bytes", s.overhead_bytes);
   Field(out, "ssm_sessions", s.sessions);
   Field(out, "ssm_entries", s.entries);
+  Field(out, "vstore_payload_bytes", v.payload_bytes);
+  Field(out, "vstore_allocated_bytes", v.allocated_bytes);
+  Field(out, "vstore_overhead_bytes", v.overhead_bytes);
 }
 
 void PersistenceSection(Engine& e, std::string& out) {

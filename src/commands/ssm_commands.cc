@@ -10,6 +10,7 @@
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/mutate.h"
+#include "commands/output_limit.h"
 #include "commands/registry.h"
 #include "common/ascii.h"
 #include "common/numbers.h"
@@ -120,6 +121,10 @@ void MFetch(Context& ctx) {
     layers.push_back(*layer);
   }
   auto values = ctx.engine.state_store().GetMany(args[1], layers);
+  // Repeated layers are queued once each: the sum, not the distinct bytes, is what is held.
+  uint64_t total = 0;
+  for (const auto& v : values) total += v ? v->size() + 16 : 5;
+  if (!FitsOutputLimit(ctx, total, "SSM.PREFIX.MFETCH", "fetch fewer layers per call")) return;
   ctx.reply.ArrayLen(values.size());
   for (const auto& v : values) {
     CountLookup(ctx, v.has_value());

@@ -4,12 +4,16 @@
 // the stored chunks with a gather write, never joined or converted.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/mutate.h"
+#include "commands/output_limit.h"
 #include "commands/registry.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
@@ -178,18 +182,75 @@ uint64_t ReplyBytes(const store::VectorSessionInfo& info, uint64_t rows, bool na
 }
 
 bool FitsOutput(Context& ctx, uint64_t bytes) {
-  const auto limit =
-      static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kClientOutputBufferLimit));
-  if (bytes <= limit) return true;
-  ctx.reply.Error("ERR V.FETCH: a reply of " + std::to_string(bytes) +
-                  " bytes would exceed client-output-buffer-limit (" + std::to_string(limit) +
-                  "); fetch a smaller RANGE");
-  return false;
+  return FitsOutputLimit(ctx, bytes, "V.FETCH", "fetch a smaller RANGE");
 }
 
+// Decodes stored rows to fp32 as the reply is written, window by window: a large decoded reply
+// (4 GiB for a 4M-row RANGE) is never whole in memory, and the io thread decodes one window
+// between socket writes, serving its other clients in between. Keeps the rows' pieces (one
+// consistent state of the layer) referenced until it is done.
+class DecodedRows : public protocol::ReplyProducer {
+ public:
+  DecodedRows(const store::VectorSessionInfo& info, std::vector<Bytes> pieces)
+      : tier_(info.tier), dim_(info.dim), row_bytes_(info.row_bytes), pieces_(std::move(pieces)) {
+    // Slices of one buffer side by side (a run of shared zero rows) pin it once.
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      if (i == 0 || !pieces_[i].SharesStorage(pieces_[i - 1])) pinned_ += pieces_[i].size();
+    }
+  }
+
+  void Produce(std::span<uint8_t> out) override {
+    const size_t out_row = size_t{dim_} * 4;
+    while (!out.empty()) {
+      if (staged_offset_ < staged_.size()) {  // the rest of a row split between windows
+        const size_t n = std::min(out.size(), staged_.size() - staged_offset_);
+        std::memcpy(out.data(), staged_.data() + staged_offset_, n);
+        staged_offset_ += n;
+        out = out.subspan(n);
+        continue;
+      }
+      const Bytes& piece = pieces_[piece_];
+      const size_t rows_left = (piece.size() - piece_offset_) / row_bytes_;
+      const size_t whole = std::min(rows_left, out.size() / out_row);
+      const uint8_t* in = piece.data() + piece_offset_;
+      if (whole > 0) {
+        store::DecodeRows(tier_, dim_, in, whole, reinterpret_cast<float*>(out.data()));
+        Advance(whole);
+        out = out.subspan(whole * out_row);
+      } else {
+        staged_.resize(out_row);
+        store::DecodeRows(tier_, dim_, in, 1, reinterpret_cast<float*>(staged_.data()));
+        staged_offset_ = 0;
+        Advance(1);
+      }
+    }
+  }
+
+  size_t pinned_bytes() const override { return pinned_; }
+
+ private:
+  void Advance(size_t rows) {
+    piece_offset_ += rows * row_bytes_;
+    if (piece_offset_ == pieces_[piece_].size()) {
+      pieces_[piece_] = Bytes();  // no longer needed by this reply
+      ++piece_;
+      piece_offset_ = 0;
+    }
+  }
+
+  Tier tier_;
+  uint32_t dim_;
+  size_t row_bytes_;
+  std::vector<Bytes> pieces_;
+  size_t pinned_ = 0;
+  size_t piece_ = 0, piece_offset_ = 0;
+  std::vector<uint8_t> staged_;
+  size_t staged_offset_ = 0;
+};
+
 // One layer's rows as a bulk: as stored when that is the values (fp32 always, fp16 and bf16 with
-// NATIVE), else decoded to fp32; nil for a layer with no tokens.
-void ReplyRows(Context& ctx, const store::VectorSessionInfo& info, const store::LayerRead& read,
+// NATIVE), else decoded to fp32 as it is written; nil for a layer with no tokens.
+void ReplyRows(Context& ctx, const store::VectorSessionInfo& info, store::LayerRead& read,
                bool native) {
   if (read.length == 0) return ctx.reply.Null();
   PrefixReceipt& receipt = ctx.engine.receipt();
@@ -198,15 +259,8 @@ void ReplyRows(Context& ctx, const store::VectorSessionInfo& info, const store::
   if (store::StoresValues(info.tier) && (native || info.tier == Tier::kFp32)) {
     return ctx.reply.BulkPieces(read.rows.pieces);
   }
-  Bytes out = Bytes::Allocate(read.rows.rows * info.dim * 4);
-  auto* values = reinterpret_cast<float*>(out.mutable_data());
-  uint64_t done = 0;
-  for (const Bytes& piece : read.rows.pieces) {
-    const uint64_t n = piece.size() / info.row_bytes;
-    store::DecodeRows(info.tier, info.dim, piece.data(), n, values + done * info.dim);
-    done += n;
-  }
-  ctx.reply.Bulk(out);
+  ctx.reply.BulkProduced(read.rows.rows * info.dim * 4,
+                         std::make_unique<DecodedRows>(info, std::move(read.rows.pieces)));
 }
 
 // `[FMT NATIVE]` from args[from] on; nullopt (error queued) for anything else.
@@ -272,7 +326,7 @@ void FetchBatch(Context& ctx) {
   }
   if (!FitsOutput(ctx, total)) return;
   ctx.reply.ArrayLen(per_layer.size());
-  for (const auto& layer : per_layer) ReplyRows(ctx, info, layer, *native);
+  for (auto& layer : per_layer) ReplyRows(ctx, info, layer, *native);
 }
 
 // V.FETCH <sid> <layer> <id>... | <sid> <layer> RANGE <s> <e> [FMT NATIVE] | <sid> BATCH ...

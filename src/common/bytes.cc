@@ -10,6 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/memory_reclaimer.h"
+
 namespace prefixd {
 namespace {
 
@@ -31,34 +34,58 @@ size_t PooledSize(size_t n) {
 
 class LargeBufferPool {
  public:
-  uint8_t* Take(size_t size) {
-    {
-      std::lock_guard lock(mu_);
-      auto it = free_.find(size);
-      if (it != free_.end() && !it->second.empty()) {
-        uint8_t* p = it->second.back();
-        it->second.pop_back();
-        pooled_ -= size;
-        return p;
-      }
+  // `huge`: advise huge pages over the whole region; otherwise forbid them until
+  // AdviseHugePages() (a region filled as data arrives commits only what has arrived).
+  uint8_t* Take(size_t size, bool huge) {
+    uint8_t* p = Reuse(size);
+    if (p == nullptr) {
+      void* fresh =
+          ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (fresh == MAP_FAILED) throw std::bad_alloc();
+      p = static_cast<uint8_t*>(fresh);
     }
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
     // Transparent huge pages cut the faults of first touch 512-fold where the kernel allows.
-    if (size >= kHugePage) ::madvise(p, size, MADV_HUGEPAGE);
-    return static_cast<uint8_t*>(p);
+    if (size >= kHugePage) ::madvise(p, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    return p;
   }
 
   void Give(uint8_t* p, size_t size) {
+    bool kept = false;
     {
       std::lock_guard lock(mu_);
       if (pooled_ + size <= kPoolCap) {
-        free_[size].push_back(p);
+        free_[size].push_back({p, CoarseNowMs()});
         pooled_ += size;
-        return;
+        kept = true;
       }
     }
-    ::munmap(p, size);
+    if (!kept) {
+      ::munmap(p, size);
+      return;
+    }
+    memory::EnsureReclaimer();  // it hands the region back if nobody reuses it in time
+  }
+
+  size_t ReleaseIdle(int64_t idle_ms) {
+    std::vector<std::pair<uint8_t*, size_t>> released;
+    const int64_t cutoff = CoarseNowMs() - idle_ms;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [size, regions] : free_) {
+        // Oldest first: regions are pushed in release order and reused from the back.
+        size_t idle = 0;
+        while (idle < regions.size() && regions[idle].released_ms <= cutoff) ++idle;
+        for (size_t i = 0; i < idle; ++i) released.emplace_back(regions[i].data, size);
+        regions.erase(regions.begin(), regions.begin() + static_cast<ptrdiff_t>(idle));
+        pooled_ -= idle * size;
+      }
+    }
+    size_t bytes = 0;
+    for (auto [p, size] : released) {
+      ::munmap(p, size);
+      bytes += size;
+    }
+    return bytes;
   }
 
   size_t pooled() {
@@ -67,8 +94,23 @@ class LargeBufferPool {
   }
 
  private:
+  struct FreeRegion {
+    uint8_t* data;
+    int64_t released_ms;
+  };
+
+  uint8_t* Reuse(size_t size) {
+    std::lock_guard lock(mu_);
+    auto it = free_.find(size);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    uint8_t* p = it->second.back().data;
+    it->second.pop_back();
+    pooled_ -= size;
+    return p;
+  }
+
   std::mutex mu_;
-  std::unordered_map<size_t, std::vector<uint8_t*>> free_;
+  std::unordered_map<size_t, std::vector<FreeRegion>> free_;
   size_t pooled_ = 0;
 };
 
@@ -90,12 +132,26 @@ struct PoolDeleter {
 }  // namespace
 
 size_t PooledFreeBytes() { return Pool().pooled(); }
+size_t ReleaseIdlePooled(int64_t idle_ms) { return Pool().ReleaseIdle(idle_ms); }
 
-Bytes Bytes::Allocate(size_t size) {
+Bytes Bytes::Allocate(size_t size) { return AllocateWith(size, /*huge=*/true); }
+Bytes Bytes::AllocateForFill(size_t size) { return AllocateWith(size, /*huge=*/false); }
+
+void Bytes::AdviseHugePages(size_t offset, size_t length) const {
+  // Only buffers of this size lie in mappings of their own (the pool's); malloc'd ones are smaller.
+  if (size_ < kPooledFrom) return;
+  auto begin = reinterpret_cast<uintptr_t>(data_) + std::min(offset, size_);
+  auto end = reinterpret_cast<uintptr_t>(data_) + std::min(size_, offset + length);
+  begin = RoundUp(begin, kHugePage);
+  end = end / kHugePage * kHugePage;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
+Bytes Bytes::AllocateWith(size_t size, bool huge) {
   Bytes b;
   if (size >= kPooledFrom) {
     size_t pooled = PooledSize(size);
-    uint8_t* raw = Pool().Take(pooled);
+    uint8_t* raw = Pool().Take(pooled, huge);
     b.owner_ = std::shared_ptr<const uint8_t>(raw, PoolDeleter{pooled});
     b.data_ = raw;
     b.capacity_ = pooled;

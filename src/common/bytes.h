@@ -18,6 +18,11 @@ class Bytes {
   // Sizes from 1 MiB come from a pool of reused mmap'd regions (huge pages where the kernel
   // allows); a fresh region commits no memory until it is touched.
   static Bytes Allocate(size_t size);
+  // Like Allocate, for a buffer filled front to back as data arrives (a large argument read
+  // from the socket): no huge pages, so each 4 KiB is committed only once data reaches it. A
+  // client that declares a large argument and sends little costs little; AdviseHugePages()
+  // turns huge pages on for the stretch ahead once data has been flowing.
+  static Bytes AllocateForFill(size_t size);
   static Bytes CopyOf(std::string_view data);
 
   const uint8_t* data() const { return data_; }
@@ -28,14 +33,23 @@ class Bytes {
   // Writable only while the caller is the sole owner, i.e. between Allocate() and the first copy.
   uint8_t* mutable_data() { return const_cast<uint8_t*>(data_); }
 
+  // Asks for huge pages over the whole 2 MiB pages inside [offset, offset + length) of a pooled
+  // buffer not yet touched there (cuts its first-touch faults 512-fold); a no-op otherwise.
+  void AdviseHugePages(size_t offset, size_t length) const;
+
   // A view of [offset, offset + length) sharing this buffer's storage; clamped to the end.
   Bytes Slice(size_t offset, size_t length) const;
+
+  // True when both handles are views of one allocation (slices of one buffer).
+  bool SharesStorage(const Bytes& other) const { return owner_ == other.owner_; }
 
   // Bytes attributed to this handle for memory accounting: the whole allocation for a buffer
   // from Allocate(), the slice's own length for a Slice().
   size_t capacity() const { return capacity_; }
 
  private:
+  static Bytes AllocateWith(size_t size, bool huge);
+
   std::shared_ptr<const uint8_t> owner_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
@@ -44,5 +58,7 @@ class Bytes {
 
 // Bytes held by the large-buffer pool for reuse (counted in INFO memory).
 size_t PooledFreeBytes();
+// Unmaps pooled regions nobody has reused for `idle_ms`; returns the bytes released.
+size_t ReleaseIdlePooled(int64_t idle_ms);
 
 }  // namespace prefixd

@@ -1,5 +1,6 @@
 #include "protocol/reply_writer.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "common/numbers.h"
@@ -7,8 +8,23 @@
 namespace prefixd::protocol {
 
 std::string& ReplyWriter::Tail() {
-  if (pieces_.empty() || pieces_.back().is_reference) pieces_.emplace_back();
+  if (pieces_.empty() || pieces_.back().kind != Piece::Kind::kOwned ||
+      pieces_.back().owned.size() >= kOwnedChunk) {
+    pieces_.emplace_back();
+  }
   return pieces_.back().owned;
+}
+
+void ReplyWriter::Reference(const Bytes& value) {
+  // Slices of one buffer side by side (a run of shared zero rows) pin it once.
+  const bool same_buffer = !pieces_.empty() && pieces_.back().kind == Piece::Kind::kReference &&
+                           pieces_.back().referenced.SharesStorage(value);
+  if (!same_buffer) referenced_bytes_ += value.size();
+  Piece p;
+  p.referenced = value;
+  p.kind = Piece::Kind::kReference;
+  pieces_.push_back(std::move(p));
+  pending_bytes_ += value.size();
 }
 
 void ReplyWriter::Append(std::string_view bytes) {
@@ -57,11 +73,7 @@ void ReplyWriter::Bulk(std::string_view value) {
 void ReplyWriter::Bulk(const Bytes& value) {
   if (value.size() < kReferenceThreshold) return Bulk(value.view());
   Header('$', static_cast<int64_t>(value.size()));
-  Piece p;
-  p.referenced = value;
-  p.is_reference = true;
-  pieces_.push_back(std::move(p));
-  pending_bytes_ += value.size();
+  Reference(value);
   Append("\r\n");
 }
 
@@ -72,13 +84,23 @@ void ReplyWriter::BulkPieces(std::span<const Bytes> pieces) {
   for (const Bytes& piece : pieces) {
     if (piece.size() < kReferenceThreshold) {
       Append(piece.view());
-      continue;
+    } else {
+      Reference(piece);
     }
+  }
+  Append("\r\n");
+}
+
+void ReplyWriter::BulkProduced(uint64_t size, std::unique_ptr<ReplyProducer> producer) {
+  Header('$', static_cast<int64_t>(size));
+  if (size > 0) {
     Piece p;
-    p.referenced = piece;
-    p.is_reference = true;
+    p.kind = Piece::Kind::kProduced;
+    p.produced_size = size;
+    referenced_bytes_ += producer->pinned_bytes();
+    p.producer = std::move(producer);
     pieces_.push_back(std::move(p));
-    pending_bytes_ += piece.size();
+    pending_bytes_ += size;
   }
   Append("\r\n");
 }
@@ -122,25 +144,71 @@ std::vector<std::span<const uint8_t>> ReplyWriter::Buffers() const {
   std::vector<std::span<const uint8_t>> out;
   out.reserve(pieces_.size());
   for (const Piece& p : pieces_) {
-    if (p.is_reference) {
+    if (p.kind == Piece::Kind::kReference) {
       out.emplace_back(p.referenced.data(), p.referenced.size());
-    } else if (!p.owned.empty()) {
+    } else if (p.kind == Piece::Kind::kOwned && !p.owned.empty()) {
       out.emplace_back(reinterpret_cast<const uint8_t*>(p.owned.data()), p.owned.size());
     }
   }
   return out;
 }
 
-void ReplyWriter::Clear() {
-  // Keep the first owned chunk's capacity for the next batch of replies.
-  if (!pieces_.empty() && !pieces_.front().is_reference) {
+bool ReplyWriter::NextWrite(std::vector<std::span<const uint8_t>>& out) {
+  out.clear();
+  while (next_piece_ < pieces_.size() && out.size() < kMaxRun) {
+    Piece& p = pieces_[next_piece_];
+    if (p.kind == Piece::Kind::kOwned) {
+      if (!p.owned.empty()) {
+        out.emplace_back(reinterpret_cast<const uint8_t*>(p.owned.data()), p.owned.size());
+      }
+    } else if (p.kind == Piece::Kind::kReference) {
+      out.emplace_back(p.referenced.data(), p.referenced.size());
+    } else {
+      const auto n =
+          static_cast<size_t>(std::min<uint64_t>(kProduceWindow, p.produced_size - produced_));
+      if (scratch_.size() < n) scratch_.resize(n);
+      p.producer->Produce(std::span<uint8_t>(scratch_.data(), n));
+      out.emplace_back(scratch_.data(), n);
+      produced_ += n;
+      if (produced_ == p.produced_size) {
+        // Done: what it pinned can go now rather than when the whole batch is written.
+        referenced_bytes_ -= p.producer->pinned_bytes();
+        p.producer.reset();
+        produced_ = 0;
+        ++next_piece_;
+      }
+      return true;  // the scratch buffer is reused by the next call: write this run first
+    }
+    ++next_piece_;
+  }
+  return !out.empty();
+}
+
+size_t ReplyWriter::Clear() {
+  size_t freed = scratch_.capacity();
+  std::vector<uint8_t>().swap(scratch_);
+  // Keep a small first owned chunk for the next batch of replies; free everything else.
+  const bool keep_first = !pieces_.empty() && pieces_.front().kind == Piece::Kind::kOwned &&
+                          pieces_.front().owned.capacity() <= kKeptChunk;
+  for (size_t i = keep_first ? 1 : 0; i < pieces_.size(); ++i) freed += pieces_[i].owned.capacity();
+  if (keep_first) {
     pieces_.resize(1);
     pieces_.front().owned.clear();
   } else {
     pieces_.clear();
   }
+  if (pieces_.capacity() > 16) {
+    freed += pieces_.capacity() * sizeof(Piece);
+    std::vector<Piece> kept;
+    kept.swap(pieces_);
+    if (keep_first) pieces_.push_back(std::move(kept.front()));
+  }
   pending_bytes_ = 0;
   owned_bytes_ = 0;
+  referenced_bytes_ = 0;
+  next_piece_ = 0;
+  produced_ = 0;
+  return freed;
 }
 
 }  // namespace prefixd::protocol

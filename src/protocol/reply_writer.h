@@ -1,10 +1,13 @@
 // ReplyWriter: the reply verbs handlers use (simple, error, integer, bulk, null, aggregates and
 // the RESP3 types with Redis's RESP2 downgrades). Small replies are packed into owned chunks;
 // large bulk values are queued as references to their Bytes for a gather write, never copied.
+// A large computed reply (decoded V-store rows) is queued as a ReplyProducer and made window by
+// window as the socket drains, so a client that does not read costs one window, not the reply.
 // Owned by one connection's thread.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +16,17 @@
 #include "common/bytes.h"
 
 namespace prefixd::protocol {
+
+// Makes one queued reply's bytes on demand, front to back. Runs on the connection's thread,
+// possibly long after the handler returned: it must own (or pin) everything it reads.
+class ReplyProducer {
+ public:
+  virtual ~ReplyProducer() = default;
+  // Writes the next out.size() bytes of the reply (the writer never asks past its size).
+  virtual void Produce(std::span<uint8_t> out) = 0;
+  // Stored bytes the producer keeps referenced until it is done, for memory accounting.
+  virtual size_t pinned_bytes() const = 0;
+};
 
 class ReplyWriter {
  public:
@@ -31,6 +45,8 @@ class ReplyWriter {
   // One bulk string made of `pieces` back to back, each large piece queued by reference: a
   // value assembled from stored chunks goes out with a gather write, never joined.
   void BulkPieces(std::span<const Bytes> pieces);
+  // A bulk string of `size` bytes made by `producer` while it is being written.
+  void BulkProduced(uint64_t size, std::unique_ptr<ReplyProducer> producer);
   void Null();       // RESP3 `_`, RESP2 `$-1`
   void NullArray();  // RESP3 `_`, RESP2 `*-1`
   void ArrayLen(size_t n);
@@ -42,32 +58,61 @@ class ReplyWriter {
   // Bytes already encoded as RESP, appended as they are.
   void Raw(std::string_view resp);
 
-  // Everything queued, in order: owned chunks and referenced values.
+  // Everything queued, in order: owned chunks and referenced values (a produced piece is not
+  // made here: for tests of replies without one).
   std::vector<std::span<const uint8_t>> Buffers() const;
+
+  // The next run of queued bytes to write, in order, into `out` (cleared first): up to kMaxRun
+  // owned and referenced pieces as they are, or up to kProduceWindow bytes of a produced piece,
+  // made in a scratch buffer valid until the next call. Returns false once everything was
+  // handed out.
+  bool NextWrite(std::vector<std::span<const uint8_t>>& out);
+
+  // Bytes of the replies queued (what the client will receive).
   size_t pending_bytes() const { return pending_bytes_; }
-  // Bytes copied into owned chunks (the part that costs memory beyond stored values).
-  size_t owned_bytes() const { return owned_bytes_; }
+  // Memory the queued replies hold: copied bytes, referenced (pinned) stored values, and the
+  // scratch window of a produced piece. What client-output-buffer-limit bounds.
+  size_t held_bytes() const { return owned_bytes_ + referenced_bytes_ + scratch_.capacity(); }
   bool empty() const { return pending_bytes_ == 0; }
-  void Clear();
+  // Forgets everything queued; keeps a small first chunk for the next batch and frees the rest,
+  // so an idle connection holds no reply memory. Returns the bytes of owned storage freed.
+  size_t Clear();
 
   // Values referenced instead of copied when at least this long.
   static constexpr size_t kReferenceThreshold = 16 * 1024;
+  // A produced piece is made this much at a time: what a client that does not read costs.
+  static constexpr size_t kProduceWindow = 1 << 20;
+  // Pieces per run: what one writev takes (asio passes at most 64 buffers per call anyway), so
+  // the caller's buffer lists stay small after a reply of many pieces.
+  static constexpr size_t kMaxRun = 64;
+  // Owned chunks are sealed past this size, so many small replies never regrow (and copy) one
+  // huge string; the first chunk is kept across batches while no larger than kKeptChunk.
+  static constexpr size_t kOwnedChunk = 64 * 1024;
+  static constexpr size_t kKeptChunk = 4 * 1024;
 
  private:
   std::string& Tail();
   void Append(std::string_view bytes);
   void Header(char type, int64_t n);
+  void Reference(const Bytes& value);
 
   int protocol_;
-  // Pieces in output order; each is either an owned chunk or a referenced value.
+  // Pieces in output order: an owned chunk, a referenced value or a produced bulk body.
   struct Piece {
     std::string owned;
     Bytes referenced;
-    bool is_reference = false;
+    std::unique_ptr<ReplyProducer> producer;
+    uint64_t produced_size = 0;
+    enum class Kind : uint8_t { kOwned, kReference, kProduced } kind = Kind::kOwned;
   };
   std::vector<Piece> pieces_;
   size_t pending_bytes_ = 0;
   size_t owned_bytes_ = 0;
+  size_t referenced_bytes_ = 0;
+  // NextWrite's position: the next piece, and how much of a produced one was made already.
+  size_t next_piece_ = 0;
+  uint64_t produced_ = 0;
+  std::vector<uint8_t> scratch_;
 };
 
 }  // namespace prefixd::protocol

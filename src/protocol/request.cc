@@ -22,6 +22,31 @@ void Request::Clear() {
   inline_ = false;
 }
 
+size_t Request::ReleaseIdleMemory() {
+  size_t freed = 0;
+  if (!slots_.empty()) return 0;  // arguments still in use
+  if (arena_.capacity() > kIdleArenaCapacity) {
+    freed += arena_.capacity();
+    std::string().swap(arena_);
+  }
+  if (slots_.capacity() > kIdleSlotCapacity) {
+    freed += slots_.capacity() * sizeof(Slot);
+    std::vector<Slot>().swap(slots_);
+  }
+  if (large_.capacity() > kIdleSlotCapacity) {
+    freed += large_.capacity() * sizeof(Bytes);
+    std::vector<Bytes>().swap(large_);
+  }
+  return freed;
+}
+
+size_t Request::allocated_bytes() const {
+  size_t bytes =
+      arena_.capacity() + slots_.capacity() * sizeof(Slot) + large_.capacity() * sizeof(Bytes);
+  for (const Bytes& b : large_) bytes += b.capacity();
+  return bytes;
+}
+
 void Request::AddSmall(std::string_view arg) {
   BeginSmall(arg.size());
   AppendSmall(arg);

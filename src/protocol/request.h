@@ -28,6 +28,14 @@ class Request {
   size_t payload_bytes() const { return payload_bytes_; }
 
   void Clear();
+  // Frees storage a past request grew beyond everyday sizes (kept otherwise, to be reused).
+  // Returns the bytes freed.
+  size_t ReleaseIdleMemory();
+  // Heap bytes the request holds: arena and slot capacity plus its large arguments.
+  size_t allocated_bytes() const;
+  // The arena and slot table are freed between requests once past these.
+  static constexpr size_t kIdleArenaCapacity = 4096;
+  static constexpr size_t kIdleSlotCapacity = 64;
 
   // Builders for the parser (and for tests building requests by hand).
   void AddSmall(std::string_view arg);

@@ -226,8 +226,11 @@ void RequestParser::OnBulkLine() {
   if (declared_bytes_ > limits_.max_request_bytes) return Fail(ParseError::kRequestTooLarge);
   auto size = static_cast<size_t>(*length);
   if (size >= kLargeArgument) {
-    large_ = Bytes::Allocate(size);
+    // Committed as the bytes arrive: a client that declares a large argument and sends little
+    // costs what it sent.
+    large_ = Bytes::AllocateForFill(size);
     large_filled_ = 0;
+    huge_advised_to_ = 0;
     state_ = State::kLargeData;
   } else if (size == 0) {
     request_.BeginSmall(0);
@@ -258,6 +261,13 @@ std::span<uint8_t> RequestParser::DirectTarget() {
 
 void RequestParser::CommitDirect(size_t n) {
   large_filled_ += n;
+  // Once data flows, huge pages for the stretch ahead cut its page faults 512-fold.
+  if (large_filled_ >= kHugePagesAfter && huge_advised_to_ < large_.size() &&
+      large_filled_ + kHugePagesAhead / 2 >= huge_advised_to_) {
+    const size_t from = std::max(huge_advised_to_, large_filled_);
+    huge_advised_to_ = std::min(large_.size(), from + kHugePagesAhead);
+    large_.AdviseHugePages(from, huge_advised_to_ - from);
+  }
   if (large_filled_ == large_.size()) {
     request_.AddLarge(std::move(large_));
     large_ = Bytes();
@@ -274,6 +284,19 @@ void RequestParser::FinishArgument() {
   }
   state_ = State::kStart;
   ready_ = true;
+}
+
+size_t RequestParser::ReleaseIdleMemory() {
+  size_t freed = request_.ReleaseIdleMemory();
+  if (line_.capacity() > kIdleLineCapacity && line_.empty()) {
+    freed += line_.capacity();
+    std::string().swap(line_);
+  }
+  return freed;
+}
+
+size_t RequestParser::buffer_bytes() const {
+  return line_.capacity() + large_filled_ + request_.allocated_bytes();
 }
 
 void RequestParser::TakeRequest(Request& out) {

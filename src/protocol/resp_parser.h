@@ -30,6 +30,12 @@ enum class ParseError {
 
 class RequestParser {
  public:
+  // A large argument gets huge pages only past this much received data, in steps this long.
+  static constexpr size_t kHugePagesAfter = size_t{2} << 20;
+  static constexpr size_t kHugePagesAhead = size_t{32} << 20;
+  // A line buffer grown past this is freed between requests.
+  static constexpr size_t kIdleLineCapacity = 1024;
+
   explicit RequestParser(ParserLimits limits = {}) : limits_(limits) {}
 
   // Limits apply from the next length the parser reads (e.g. after AUTH succeeds).
@@ -56,6 +62,13 @@ class RequestParser {
 
   // Bytes of the request in progress, for diagnostics and the query-buffer figure in CLIENT LIST.
   size_t pending_bytes() const { return line_.size() + large_filled_ + request_.payload_bytes(); }
+  // Memory the request in progress holds: its line, the filled part of a large argument and its
+  // arena (the part of a declared argument not yet received is not committed).
+  size_t buffer_bytes() const;
+
+  // Between requests: frees buffers grown past their everyday size by an unusual request (a long
+  // inline line, a request of many small arguments). Returns the bytes freed.
+  size_t ReleaseIdleMemory();
 
  private:
   enum class State { kStart, kInlineLine, kCountLine, kBulkLine, kSmallData, kLargeData, kCrlf };
@@ -82,6 +95,7 @@ class RequestParser {
   int crlf_remaining_ = 0;
   Bytes large_;
   size_t large_filled_ = 0;
+  size_t huge_advised_to_ = 0;  // large_ has huge pages advised below this offset
   Request request_;
 };
 

@@ -30,8 +30,13 @@ struct ClientState {
   // Read by CLIENT LIST/INFO on any thread; written by the owner thread.
   std::atomic<int> resp{2};
   std::atomic<int64_t> last_interaction_ms{0};
+  // Memory figures (server/connection_memory.h): CLIENT LIST's qbuf, qbuf-free, argv-mem,
+  // omem and tot-mem, summed in INFO's mem_clients_normal.
   std::atomic<uint64_t> query_buffer_bytes{0};
+  std::atomic<uint64_t> query_buffer_free{0};
+  std::atomic<uint64_t> argv_bytes{0};
   std::atomic<uint64_t> output_bytes{0};
+  std::atomic<uint64_t> total_bytes{0};
 
   // Names change rarely and are read from other threads: behind a mutex.
   std::atomic<uint64_t> net_input_bytes{0};

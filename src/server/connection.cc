@@ -8,11 +8,11 @@
 
 #include "common/clock.h"
 #include "protocol/resp_parser.h"
+#include "server/connection_memory.h"
 
 namespace prefixd::server {
 namespace {
 
-constexpr size_t kReadChunk = 64 * 1024;
 // Replies are written out once this much is queued, so a long pipeline of requests never makes
 // the server hold more than about this much per client (plus one reply).
 constexpr size_t kFlushThreshold = 256 * 1024;
@@ -21,10 +21,7 @@ template <typename Socket>
 class Connection : public std::enable_shared_from_this<Connection<Socket>> {
  public:
   Connection(Socket socket, Dispatcher& dispatcher, std::shared_ptr<ClientState> client)
-      : socket_(std::move(socket)),
-        dispatcher_(dispatcher),
-        client_(std::move(client)),
-        input_(kReadChunk) {}
+      : socket_(std::move(socket)), dispatcher_(dispatcher), client_(std::move(client)) {}
 
   asio::awaitable<void> Run() {
     auto self = this->shared_from_this();
@@ -55,6 +52,7 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     Close();
     dispatcher_.OnDisconnect(client_);
     client_->kill = nullptr;
+    NoteConnectionClosed(*client_);
   }
 
  private:
@@ -87,6 +85,7 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
 
   asio::awaitable<void> Serve() {
     while (socket_.is_open()) {
+      PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
       auto direct = parser_.DirectTarget();
       if (!direct.empty()) {
         size_t n = co_await socket_.async_read_some(asio::buffer(direct.data(), direct.size()),
@@ -95,11 +94,16 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
         parser_.CommitDirect(n);
         continue;
       }
-      size_t n = co_await socket_.async_read_some(asio::buffer(input_), asio::use_awaitable);
+      auto target = input_.Target();
+      size_t n = co_await socket_.async_read_some(asio::buffer(target.data(), target.size()),
+                                                  asio::use_awaitable);
       Count(n);
-      if (!co_await Process(std::string_view(input_.data(), n))) co_return;
+      if (!co_await Process(std::string_view(target.data(), n))) co_return;
       if (!reply_.empty()) co_await Flush();
-      client_->query_buffer_bytes.store(parser_.pending_bytes(), std::memory_order_relaxed);
+      input_.AfterRead(n, [this] {
+        asio::error_code ec;
+        return socket_.available(ec);
+      });
     }
   }
 
@@ -119,16 +123,17 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
       if (!parser_.has_request()) break;
       parser_.TakeRequest(request_);
       dispatcher_.Dispatch(*client_, request_, reply_);
+      ReleaseRequest(request_, parser_);
       parser_.set_limits(dispatcher_.LimitsFor(*client_));
       if (client_->close_after_reply) {
         co_await Flush();
         co_return false;
       }
-      if (reply_.owned_bytes() > dispatcher_.OutputBufferLimit()) {
+      if (reply_.held_bytes() > dispatcher_.OutputBufferLimit()) {
         spdlog::warn(
             "Client id={} addr={} closed: {} bytes of replies exceed "
             "client-output-buffer-limit",
-            client_->id, client_->addr, reply_.owned_bytes());
+            client_->id, client_->addr, reply_.held_bytes());
         co_return false;
       }
       if (reply_.pending_bytes() >= kFlushThreshold) co_await Flush();
@@ -155,19 +160,21 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     if (uint64_t lsn = std::exchange(client_->reply_needs_lsn, 0); lsn != 0) {
       co_await AwaitDurable(lsn);
     }
-    auto pieces = reply_.Buffers();
-    buffers_.clear();
-    for (auto p : pieces) buffers_.emplace_back(p.data(), p.size());
-    client_->output_bytes.store(reply_.pending_bytes(), std::memory_order_relaxed);
+    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
     // asio writes at most 64 KiB per call by default; a large reply should go in as few
     // system calls as the socket allows.
     auto large_writes = [](const asio::error_code& ec, size_t) -> size_t {
       return ec ? 0 : size_t{1} << 30;
     };
-    size_t n = co_await asio::async_write(socket_, buffers_, large_writes, asio::use_awaitable);
-    client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
-    client_->output_bytes.store(0, std::memory_order_relaxed);
-    reply_.Clear();
+    // One gather write per run: everything, unless a produced reply is made window by window.
+    while (reply_.NextWrite(pieces_)) {
+      buffers_.clear();
+      for (auto p : pieces_) buffers_.emplace_back(p.data(), p.size());
+      size_t n = co_await asio::async_write(socket_, buffers_, large_writes, asio::use_awaitable);
+      client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
+    }
+    ReleaseReplies(reply_);
+    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
     reply_.set_protocol(client_->resp.load(std::memory_order_relaxed));
   }
 
@@ -184,10 +191,11 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   Socket socket_;
   Dispatcher& dispatcher_;
   std::shared_ptr<ClientState> client_;
-  std::vector<char> input_;
+  InputBuffer input_;
   protocol::RequestParser parser_;
   protocol::Request request_;
   protocol::ReplyWriter reply_;
+  std::vector<std::span<const uint8_t>> pieces_;
   std::vector<asio::const_buffer> buffers_;
 };
 

@@ -51,6 +51,10 @@ void AppendZeroRows(std::vector<Bytes>& pieces, uint64_t rows, size_t row_bytes)
   }
 }
 
+bool AllZero(const uint8_t* p, size_t n) {
+  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
+}
+
 template <typename Locks>
 void LockShards(Locks& locks, std::vector<size_t> indices, auto& shards) {
   std::sort(indices.begin(), indices.end());
@@ -179,16 +183,19 @@ void VectorStore::WriteRows(Session& s, Layer& layer, uint64_t start, uint64_t c
   const uint64_t r = s.chunk_rows;
   const uint64_t end = start + count;
   const uint64_t last_chunk = (end - 1) / r;
-  if (layer.chunks.size() <= last_chunk) {
-    overhead_bytes_ +=
-        kChunkHandleOverhead * static_cast<int64_t>(last_chunk + 1 - layer.chunks.size());
-    layer.chunks.resize(last_chunk + 1);
-  }
   for (uint64_t c = start / r; c <= last_chunk; ++c) {
     const uint64_t base = c * r;
     const uint64_t lo = std::max(start, base) - base;
     const uint64_t hi = std::min(end, base + r) - base;
-    Bytes& chunk = layer.chunks[c];
+    const uint8_t* source = rows + (base + lo - start) * row_bytes;
+    auto found = layer.chunks.find(c);
+    if (found == layer.chunks.end()) {
+      // An absent chunk already reads as zeros: zero rows (a replayed gap) cost nothing.
+      if (AllZero(source, (hi - lo) * row_bytes)) continue;
+      found = layer.chunks.emplace(c, Bytes()).first;
+      overhead_bytes_ += kChunkHandleOverhead;
+    }
+    Bytes& chunk = found->second;
     const uint64_t capacity = chunk.size() / row_bytes;
     // In place only where no reader can have looked: rows at or past the layer's length.
     const bool unseen = base + lo >= layer.length;
@@ -207,8 +214,7 @@ void VectorStore::WriteRows(Session& s, Layer& layer, uint64_t start, uint64_t c
       allocated_bytes_ += grown;
       chunk = std::move(fresh);
     }
-    std::memcpy(chunk.mutable_data() + lo * row_bytes, rows + (base + lo - start) * row_bytes,
-                (hi - lo) * row_bytes);
+    std::memcpy(chunk.mutable_data() + lo * row_bytes, source, (hi - lo) * row_bytes);
   }
   if (end > layer.length) {
     const uint64_t added = end - layer.length;
@@ -246,25 +252,54 @@ RowSpan VectorStore::Rows(const Session& s, const Layer& layer, uint64_t start,
   const uint64_t r = s.chunk_rows;
   const uint64_t stored_end = std::min(end, layer.length);
   uint64_t zeros = 0;  // zero rows not yet appended, so runs of them become few pieces
-  for (uint64_t row = start; row < stored_end;) {
-    const uint64_t c = row / r, base = c * r;
+  uint64_t row = start;
+  // Only the chunks present in [start, stored_end) are visited: a gap of any length is one run
+  // of zeros.
+  for (auto it = layer.chunks.lower_bound(start / r);
+       row < stored_end && it != layer.chunks.end() && it->first * r < stored_end; ++it) {
+    const uint64_t base = it->first * r;
     const uint64_t hi = std::min(stored_end, base + r);
-    const Bytes* chunk = c < layer.chunks.size() ? &layer.chunks[c] : nullptr;
-    const uint64_t held = chunk == nullptr ? 0 : chunk->size() / row_bytes;
-    const uint64_t data_end = std::min(hi, base + held);
-    if (row < data_end) {
+    const uint64_t from = std::max(row, base);
+    const uint64_t data_end = std::min(hi, base + it->second.size() / row_bytes);
+    zeros += from - row;
+    if (from < data_end) {
       AppendZeroRows(span.pieces, zeros, row_bytes);
       zeros = 0;
-      span.pieces.push_back(chunk->Slice((row - base) * row_bytes, (data_end - row) * row_bytes));
+      span.pieces.push_back(
+          it->second.Slice((from - base) * row_bytes, (data_end - from) * row_bytes));
       zeros += hi - data_end;
     } else {
-      zeros += hi - row;
+      zeros += hi - from;
     }
     row = hi;
   }
-  zeros += end - std::max(start, stored_end);
+  zeros += end - row;  // the gap after the last chunk, and rows past the layer's length
   AppendZeroRows(span.pieces, zeros, row_bytes);
   return span;
+}
+
+std::vector<RowRun> VectorStore::StoredRuns(const Session& s, const Layer& layer) const {
+  std::vector<RowRun> runs;
+  const size_t row_bytes = s.info.row_bytes;
+  for (const auto& [c, chunk] : layer.chunks) {
+    const uint64_t base = c * s.chunk_rows;
+    const uint64_t end = std::min(layer.length, base + chunk.size() / row_bytes);
+    if (end <= base) continue;
+    if (runs.empty() || runs.back().start + runs.back().rows.rows != base) {
+      runs.push_back(RowRun{base, {}});
+    }
+    runs.back().rows.rows += end - base;
+    runs.back().rows.pieces.push_back(chunk.Slice(0, (end - base) * row_bytes));
+  }
+  // Rows past the last stored one still count towards the length.
+  if (layer.length > 0 &&
+      (runs.empty() || runs.back().start + runs.back().rows.rows < layer.length)) {
+    RowRun last{layer.length - 1, {}};
+    last.rows.rows = 1;
+    AppendZeroRows(last.rows.pieces, 1, row_bytes);
+    runs.push_back(std::move(last));
+  }
+  return runs;
 }
 
 std::optional<std::pair<VectorSessionInfo, LayerRead>> VectorStore::ReadRange(std::string_view sid,
@@ -513,6 +548,7 @@ void VectorStore::ForEachSession(
           read.layer = id;
           read.length = layer.length;
           read.rows = Rows(*s, layer, 0, layer.length);
+          read.runs = StoredRuns(*s, layer);
           c.layers.push_back(std::move(read));
         }
         copied.push_back(std::move(c));

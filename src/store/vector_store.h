@@ -49,10 +49,20 @@ struct RowSpan {
   uint64_t bytes() const;
 };
 
+// Consecutive stored rows from `start`.
+struct RowRun {
+  uint64_t start = 0;
+  RowSpan rows;
+};
+
 struct LayerRead {
   uint32_t layer = 0;
   uint64_t length = 0;  // the layer's stored length; 0 when it holds no tokens
   RowSpan rows;         // the rows asked for (empty when length is 0)
+  // ForEachSession only: the stored chunks as ascending runs, gaps left out, the last one
+  // ending at `length` (one zero row when nothing is stored there). Written as records instead
+  // of `rows`, a sparse layer's snapshot is as small as what it stores, and replays the same.
+  std::vector<RowRun> runs;
 };
 
 struct SessionDetail {
@@ -177,7 +187,9 @@ class VectorStore {
   };
   struct Layer {
     uint64_t length = 0;
-    std::vector<Bytes> chunks;  // chunk c holds rows [c·R, (c+1)·R); rows past its size are 0
+    // Sparse: chunk c holds rows [c·R, (c+1)·R); rows past its size, and chunks never written
+    // with anything but zeros (absent), read as 0. Costs what was stored, not the length.
+    std::map<uint64_t, Bytes> chunks;
   };
   struct Session {
     std::string sid;
@@ -211,6 +223,7 @@ class VectorStore {
   void AddPrefix(std::string_view ns, const PrefixSpec& spec);
   void WriteRows(Session& s, Layer& layer, uint64_t start, uint64_t count, const uint8_t* rows);
   RowSpan Rows(const Session& s, const Layer& layer, uint64_t start, uint64_t end) const;
+  std::vector<RowRun> StoredRuns(const Session& s, const Layer& layer) const;
   static uint64_t LongestLayer(const Session& s);
 
   std::unique_ptr<Shard[]> shards_;

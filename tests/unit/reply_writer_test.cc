@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -195,7 +198,7 @@ TEST(ReplyWriterTest, ClearEmptiesTheWriter) {
   writer.Clear();
   EXPECT_TRUE(writer.empty());
   EXPECT_EQ(writer.pending_bytes(), 0u);
-  EXPECT_EQ(writer.owned_bytes(), 0u);
+  EXPECT_EQ(writer.held_bytes(), 0u);
   EXPECT_TRUE(writer.Buffers().empty());
   writer.Simple("OK");
   EXPECT_EQ(Flatten(writer), "+OK\r\n");
@@ -223,7 +226,76 @@ TEST(ReplyWriterTest, LargeBytesAreReferencedNotCopied) {
   EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(buffers[2].data()), buffers[2].size()),
             "\r\n:1\r\n");
   EXPECT_EQ(writer.pending_bytes(), 5 + 8 + value.size() + 2 + 4);
-  EXPECT_EQ(writer.owned_bytes(), 5 + 8 + 2 + 4);
+  // The referenced value counts as held: it stays pinned until the reply is written.
+  EXPECT_EQ(writer.held_bytes(), writer.pending_bytes());
+}
+
+// Counts up from `first`, one byte at a time, as the writer asks for them.
+class CountingProducer : public ReplyProducer {
+ public:
+  explicit CountingProducer(uint64_t size, int* asked) : size_(size), asked_(asked) {}
+  void Produce(std::span<uint8_t> out) override {
+    ++*asked_;
+    EXPECT_LE(made_ + out.size(), size_);
+    for (auto& b : out) b = static_cast<uint8_t>(made_++ % 251);
+  }
+  size_t pinned_bytes() const override { return 100; }
+
+ private:
+  uint64_t size_;
+  uint64_t made_ = 0;
+  int* asked_;
+};
+
+std::string Drain(ReplyWriter& writer, size_t* most = nullptr) {
+  std::string out;
+  std::vector<std::span<const uint8_t>> run;
+  while (writer.NextWrite(run)) {
+    size_t bytes = 0;
+    for (auto b : run) {
+      out.append(reinterpret_cast<const char*>(b.data()), b.size());
+      bytes += b.size();
+    }
+    if (most != nullptr) *most = std::max(*most, bytes);
+  }
+  return out;
+}
+
+TEST(ReplyWriterTest, ProducedBulkIsMadeOneWindowAtATime) {
+  const uint64_t size = 3 * ReplyWriter::kProduceWindow + 5;
+  int asked = 0;
+  ReplyWriter writer;
+  writer.Simple("OK");
+  writer.BulkProduced(size, std::make_unique<CountingProducer>(size, &asked));
+  writer.Integer(1);
+  EXPECT_EQ(asked, 0);  // nothing is made before it is written
+  EXPECT_EQ(writer.pending_bytes(), 5 + 10 + size + 2 + 4);
+  EXPECT_EQ(writer.held_bytes(), 5 + 10 + 2 + 4 + 100u);  // copied bytes + what it pins
+  size_t most = 0;
+  std::string out = Drain(writer, &most);
+  EXPECT_EQ(asked, 4);
+  EXPECT_LE(most, ReplyWriter::kProduceWindow + 64);
+  ASSERT_EQ(out.size(), writer.pending_bytes());
+  EXPECT_EQ(out.substr(0, 15), "+OK\r\n$3145733\r\n");
+  for (uint64_t i = 0; i < size; i += 4099) {
+    ASSERT_EQ(static_cast<uint8_t>(out[15 + i]), i % 251) << i;
+  }
+  EXPECT_EQ(out.substr(15 + size), "\r\n:1\r\n");
+  EXPECT_EQ(writer.held_bytes(), 5 + 10 + 2 + 4 + ReplyWriter::kProduceWindow);  // the scratch
+  writer.Clear();
+  EXPECT_EQ(writer.held_bytes(), 0u);
+}
+
+TEST(ReplyWriterTest, ManySmallRepliesNeverRegrowOneString) {
+  ReplyWriter writer;
+  const std::string value(16000, 'v');
+  for (int i = 0; i < 100; ++i) writer.Bulk(value);
+  // Chunks are sealed at kOwnedChunk: held memory is the bytes, not a doubled string.
+  EXPECT_EQ(writer.held_bytes(), writer.pending_bytes());
+  auto buffers = writer.Buffers();
+  EXPECT_GE(buffers.size(), writer.pending_bytes() / (ReplyWriter::kOwnedChunk + 16001));
+  for (auto b : buffers) EXPECT_LT(b.size(), ReplyWriter::kOwnedChunk + 16100);
+  EXPECT_GT(writer.Clear(), writer.pending_bytes() / 2);  // reports what it freed
 }
 
 TEST(ReplyWriterTest, SmallBytesAreCopied) {
@@ -233,7 +305,7 @@ TEST(ReplyWriterTest, SmallBytesAreCopied) {
   auto buffers = writer.Buffers();
   ASSERT_EQ(buffers.size(), 1u);
   EXPECT_NE(buffers[0].data(), value.data());
-  EXPECT_EQ(writer.owned_bytes(), writer.pending_bytes());
+  EXPECT_EQ(writer.held_bytes(), writer.pending_bytes());
   EXPECT_EQ(Flatten(writer), "$16383\r\n" + std::string(value.view()) + "\r\n");
 }
 

@@ -272,5 +272,77 @@ TEST_F(VectorStoreTest, ForEachSessionCopiesWholeLayers) {
   EXPECT_EQ(sessions, 2);
 }
 
+TEST_F(VectorStoreTest, ARowAtAHighStartCostsItsChunkNotATableUpToIt) {
+  const uint64_t before = store_.Stats().overhead_bytes;
+  Put(0, 4'000'000'000, 1, 7.0f);
+  const VectorStoreStats stats = store_.Stats();
+  EXPECT_EQ(stats.tokens, 4'000'000'001u);
+  // One chunk of at most 256 KiB and one handle, however high the start.
+  EXPECT_LE(stats.allocated_bytes, 256u * 1024);
+  EXPECT_LE(stats.overhead_bytes - before, 512u);
+  EXPECT_EQ(Column(0, 3'999'999'998, 4'000'000'002), (std::vector<float>{0.0f, 0.0f, 7.0f, 0.0f}));
+  // A gap of any length reads as a few runs of shared zeros.
+  auto read = store_.ReadRange("s", 0, 0, 100'000);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_LE(read->second.rows.pieces.size(), 4u);
+}
+
+TEST_F(VectorStoreTest, ZeroRowsAllocateNothingWhereNothingIsStored) {
+  Bytes zeros = Bytes::Allocate(10'000 * kDim * 4);
+  std::memset(zeros.mutable_data(), 0, zeros.size());
+  ASSERT_EQ(store_.Store("s", 0, 0, 10'000, zeros, kDim, Tier::kFp32),
+            VectorStore::StoreResult::kOk);
+  EXPECT_EQ(store_.Stats().allocated_bytes, 0u);  // a replayed gap costs nothing
+  EXPECT_EQ(store_.Stats().tokens, 10'000u);
+  // Where rows are stored, zeros overwrite them as any rows do.
+  Put(1, 0, 4, 3.0f);
+  ASSERT_EQ(
+      store_.Store("s", 1, 1, 2, Bytes::CopyOf(std::string(2 * kDim * 4, '\0')), kDim, Tier::kFp32),
+      VectorStore::StoreResult::kOk);
+  EXPECT_EQ(Column(1, 0, 5), (std::vector<float>{3.0f, 0.0f, 0.0f, 6.0f, 0.0f}));
+  EXPECT_EQ(Column(0, 9'998, 10'001), (std::vector<float>{0.0f, 0.0f, 0.0f}));
+}
+
+TEST_F(VectorStoreTest, SnapshotRunsHoldOnlyStoredRowsAndReplayTheSameLayer) {
+  Put(0, 0, 3, 1.0f);
+  Put(0, 1'000'000, 2, 5.0f);
+  Bytes zero_row = Bytes::CopyOf(std::string(kDim * 4, '\0'));
+  ASSERT_EQ(store_.Store("s", 0, 9'000'000, 1, zero_row, kDim, Tier::kFp32),
+            VectorStore::StoreResult::kOk);  // the length grows; nothing is stored
+  std::vector<LayerRead> layers;
+  store_.ForEachSession([&](const std::string&, const VectorSessionInfo&,
+                            const std::vector<LayerRead>& l) { layers = l; });
+  ASSERT_EQ(layers.size(), 1u);
+  const auto& runs = layers[0].runs;
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].start, 0u);
+  // Runs are whole stored chunks: the second starts at its chunk's first row.
+  EXPECT_GT(runs[1].start, 3u);
+  EXPECT_LE(runs[1].start, 1'000'000u);
+  EXPECT_GE(runs[1].start + runs[1].rows.rows, 1'000'002u);
+  EXPECT_EQ(runs[2].start, 9'000'000u);
+  EXPECT_EQ(runs[2].rows.rows, 1u);
+  uint64_t bytes = 0;
+  for (const auto& run : runs) bytes += run.rows.bytes();
+  EXPECT_LE(bytes, 2u * 256 * 1024);  // what the chunks hold, not 9M rows
+  // Replayed into a fresh store, the runs give back the same layer.
+  VectorStore replayed{8};
+  ASSERT_EQ(replayed.Create("s", kDim, Tier::kFp32, 0, 0, nullptr),
+            VectorStore::CreateResult::kCreated);
+  for (const auto& run : runs) {
+    std::string joined;
+    for (const Bytes& p : run.rows.pieces) joined.append(p.view());
+    ASSERT_EQ(
+        replayed.Store("s", 0, run.start, run.rows.rows, Bytes::CopyOf(joined), kDim, Tier::kFp32),
+        VectorStore::StoreResult::kOk);
+  }
+  for (auto [s, e] :
+       {std::pair<uint64_t, uint64_t>{0, 5}, {999'998, 1'000'003}, {8'999'999, 9'000'001}}) {
+    auto a = store_.ReadRange("s", 0, s, e), b = replayed.ReadRange("s", 0, s, e);
+    EXPECT_EQ(Floats(a->second.rows), Floats(b->second.rows)) << s;
+    EXPECT_EQ(a->second.length, b->second.length);
+  }
+}
+
 }  // namespace
 }  // namespace prefixd::store

@@ -1,0 +1,29 @@
+// The client-output-buffer-limit check a handler makes before it builds a large reply: the reply
+// plus everything already queued for the client (copied, or referenced and so pinned) must fit.
+// A pure function over the handler's Context; called on the handler's io thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "commands/command.h"
+#include "commands/engine.h"
+
+namespace prefixd::commands {
+
+// True when `reply_bytes` more fit; otherwise queues "ERR <command>: a reply of N bytes would
+// exceed client-output-buffer-limit (L); <advice>" and returns false.
+inline bool FitsOutputLimit(Context& ctx, uint64_t reply_bytes, std::string_view command,
+                            std::string_view advice) {
+  const auto limit =
+      static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kClientOutputBufferLimit));
+  const uint64_t queued = ctx.reply.held_bytes();
+  if (reply_bytes <= limit && queued <= limit - reply_bytes) return true;
+  ctx.reply.Error("ERR " + std::string(command) + ": a reply of " + std::to_string(reply_bytes) +
+                  " bytes would exceed client-output-buffer-limit (" + std::to_string(limit) +
+                  "); " + std::string(advice));
+  return false;
+}
+
+}  // namespace prefixd::commands

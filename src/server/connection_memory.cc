@@ -1,0 +1,67 @@
+#include "server/connection_memory.h"
+
+#include <vector>
+
+#include "common/memory_reclaimer.h"
+
+namespace prefixd::server {
+namespace {
+
+// Large input buffers handed back by this thread's connections, for its next bursts.
+std::vector<std::unique_ptr<char[]>>& ThreadCache() {
+  thread_local std::vector<std::unique_ptr<char[]>> cache;
+  return cache;
+}
+
+}  // namespace
+
+InputBuffer::~InputBuffer() {
+  if (large_) GiveBack();
+}
+
+void InputBuffer::Borrow() {
+  auto& cache = ThreadCache();
+  if (cache.empty()) {
+    large_ = std::make_unique_for_overwrite<char[]>(kLarge);
+    return;
+  }
+  large_ = std::move(cache.back());
+  cache.pop_back();
+}
+
+void InputBuffer::GiveBack() {
+  auto& cache = ThreadCache();
+  if (cache.size() < kCachedPerThread) {
+    cache.push_back(std::move(large_));
+    return;
+  }
+  large_.reset();
+  memory::NoteFreed(kLarge);
+}
+
+void ReleaseRequest(protocol::Request& done, protocol::RequestParser& parser) {
+  done.Clear();
+  memory::NoteFreed(done.ReleaseIdleMemory() + parser.ReleaseIdleMemory());
+}
+
+void PublishMemory(ClientState& client, const InputBuffer& input,
+                   const protocol::RequestParser& parser, const protocol::ReplyWriter& reply,
+                   size_t connection_bytes) {
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  const size_t argv = parser.buffer_bytes();
+  const size_t output = reply.held_bytes();
+  client.query_buffer_bytes.store(parser.pending_bytes(), kRelaxed);
+  client.query_buffer_free.store(input.capacity(), kRelaxed);
+  client.argv_bytes.store(argv, kRelaxed);
+  client.output_bytes.store(output, kRelaxed);
+  client.total_bytes.store(
+      connection_bytes + sizeof(ClientState) + input.capacity() + argv + output, kRelaxed);
+}
+
+void ReleaseReplies(protocol::ReplyWriter& reply) { memory::NoteFreed(reply.Clear()); }
+
+void NoteConnectionClosed(const ClientState& client) {
+  memory::NoteFreed(client.total_bytes.load(std::memory_order_relaxed));
+}
+
+}  // namespace prefixd::server

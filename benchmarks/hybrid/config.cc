@@ -250,7 +250,10 @@ Status CheckModelType(const Json& j) {
 Status RefuseUnimplemented(const Json& j) {
   std::string act;
   PREFIXD_RETURN_IF_ERROR(ReadString(j, "hidden_act", &act));
-  if (!act.empty() && act != "silu") return Unsupported("hidden_act", "is '" + act + "'");
+  // transformers' ACT2FN maps both names to the same SiLU.
+  if (!act.empty() && act != "silu" && act != "swish") {
+    return Unsupported("hidden_act", "is '" + act + "'");
+  }
   bool flag = false;
   PREFIXD_RETURN_IF_ERROR(ReadBool(j, "attention_bias", &flag));
   if (flag) return Unsupported("attention_bias", "is true");

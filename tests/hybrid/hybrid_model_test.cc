@@ -252,6 +252,7 @@ TEST(HybridConfig, UnimplementedSettingsAreRefusedByName) {
       {R"("model_type": "qwen3_next")", R"("model_type": "qwen3_5_text")", "\"model_type\""},
       {R"("model_type": "qwen3_5_moe_text")", R"("model_type": "qwen3_5")", "\"model_type\""},
       {R"("hidden_act": 1)", R"("hidden_act": null)", "\"hidden_act\""},
+      {R"("hidden_act": "gelu_pytorch_tanh")", R"("hidden_act": "swish")", "\"hidden_act\""},
   };
   for (const Case& k : cases) {
     for (bool nested : {false, true}) {

@@ -1,11 +1,14 @@
 #include "config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 namespace prefixd::hybrid {
 namespace {
@@ -190,19 +193,163 @@ Result<ModelConfig> BuiltinConfig(std::string_view name) {
   return c;
 }
 
+namespace {
+
+// Hugging Face transformers' Qwen3_5TextConfig defaults, for fields a config.json leaves out
+// (configuration_qwen3_5.py; rope_theta is PreTrainedConfig's default_theta). They differ from
+// the built-in shapes on purpose: a checkpoint must mean here what it means upstream.
+ModelConfig Qwen35UpstreamDefaults() {
+  ModelConfig c;
+  c.vocab_size = 248320;
+  c.hidden_size = 4096;
+  c.intermediate_size = 12288;
+  c.rms_norm_eps = 1e-6;
+  c.tie_word_embeddings = false;
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 4;
+  c.head_dim = 256;
+  c.partial_rotary_factor = 0.25;
+  c.rope_theta = 10000.0;
+  c.attn_output_gate = true;
+  c.linear_num_key_heads = 16;
+  c.linear_num_value_heads = 32;
+  c.linear_key_head_dim = 128;
+  c.linear_value_head_dim = 128;
+  c.linear_conv_kernel_dim = 4;
+  return c;
+}
+constexpr int64_t kUpstreamNumHiddenLayers = 32;
+constexpr int64_t kUpstreamFullAttentionInterval = 4;
+
+Status Unsupported(const std::string& field, const std::string& why) {
+  return Status::InvalidArgument("config.json: \"" + field + "\" " + why +
+                                 ": not implemented by this Qwen3.5 model");
+}
+
+// A string field, or "" when absent or null; a present non-string is an error.
+Status ReadString(const Json& j, const char* key, std::string* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_string()) {
+    return Status::InvalidArgument(std::string("config.json: \"") + key + "\" is not a string");
+  }
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+// Qwen3.5 (qwen3_5 around qwen3_5_text) only. Qwen3-Next and the Qwen3.5 MoE models share field
+// names but have expert MLPs and, for Qwen3-Next, a different projection layout.
+Status CheckModelType(const Json& j) {
+  std::string type;
+  PREFIXD_RETURN_IF_ERROR(ReadString(j, "model_type", &type));
+  if (type.empty() || type == "qwen3_5" || type == "qwen3_5_text") return Status::Ok();
+  return Unsupported("model_type", "is '" + type + "' (expected qwen3_5 or qwen3_5_text)");
+}
+
+// Fields whose non-default values change the math in ways this model does not compute.
+Status RefuseUnimplemented(const Json& j) {
+  std::string act;
+  PREFIXD_RETURN_IF_ERROR(ReadString(j, "hidden_act", &act));
+  // transformers' ACT2FN maps both names to the same SiLU.
+  if (!act.empty() && act != "silu" && act != "swish") {
+    return Unsupported("hidden_act", "is '" + act + "'");
+  }
+  bool flag = false;
+  PREFIXD_RETURN_IF_ERROR(ReadBool(j, "attention_bias", &flag));
+  if (flag) return Unsupported("attention_bias", "is true");
+  flag = true;
+  // Upstream's attention always has the output gate, whatever this field says.
+  PREFIXD_RETURN_IF_ERROR(ReadBool(j, "attn_output_gate", &flag));
+  if (!flag) return Unsupported("attn_output_gate", "is false");
+  for (const char* moe : {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                          "shared_expert_intermediate_size"}) {
+    int64_t n = 0;
+    PREFIXD_RETURN_IF_ERROR(ReadInt(j, moe, &n));
+    if (n != 0) return Unsupported(moe, "is " + std::to_string(n) + " (mixture of experts)");
+  }
+  return Status::Ok();
+}
+
+// RoPE settings: rope_theta and partial_rotary_factor at the top level (older files) or inside
+// rope_parameters / rope_scaling (newer), which win. Only the default rotation is implemented;
+// mrope_section / mrope_interleaved split frequencies among (t, h, w) positions, which are equal
+// for text, so for text they compute plain RoPE.
+Status ReadRope(const Json& j, ModelConfig* c) {
+  PREFIXD_RETURN_IF_ERROR(ReadDouble(j, "rope_theta", &c->rope_theta));
+  PREFIXD_RETURN_IF_ERROR(ReadDouble(j, "partial_rotary_factor", &c->partial_rotary_factor));
+  const Json* rope = nullptr;
+  std::string rope_key;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_object()) {
+      return Status::InvalidArgument(std::string("config.json: \"") + key + "\" is not an object");
+    }
+    if (rope != nullptr && *rope != *it) {
+      return Status::InvalidArgument(
+          "config.json: \"rope_scaling\" and \"rope_parameters\" disagree");
+    }
+    rope = &*it;
+    rope_key = key;
+  }
+  if (rope == nullptr) return Status::Ok();
+  for (const char* key : {"rope_type", "type"}) {
+    std::string type;
+    PREFIXD_RETURN_IF_ERROR(ReadString(*rope, key, &type));
+    if (!type.empty() && type != "default") return Unsupported(key, "is '" + type + "'");
+  }
+  for (auto field = rope->begin(); field != rope->end(); ++field) {
+    static constexpr std::string_view kKnown[] = {"rope_type",     "type",
+                                                  "rope_theta",    "partial_rotary_factor",
+                                                  "mrope_section", "mrope_interleaved"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), field.key()) == std::end(kKnown)) {
+      return Unsupported(rope_key + "." + field.key(), "is set");
+    }
+  }
+  PREFIXD_RETURN_IF_ERROR(ReadDouble(*rope, "rope_theta", &c->rope_theta));
+  return ReadDouble(*rope, "partial_rotary_factor", &c->partial_rotary_factor);
+}
+
+// A VLM file may say tie_word_embeddings at the top level, in text_config, or both; upstream
+// defaults it to false at both levels. Two different answers are refused rather than guessed.
+Status ReadTie(const Json& root, const Json& text, bool* tied) {
+  std::optional<bool> outer, inner;
+  for (auto [json, slot] : {std::pair{&root, &outer}, std::pair{&text, &inner}}) {
+    bool value = false;
+    if (auto it = json->find("tie_word_embeddings"); it != json->end() && !it->is_null()) {
+      PREFIXD_RETURN_IF_ERROR(ReadBool(*json, "tie_word_embeddings", &value));
+      *slot = value;
+    }
+  }
+  if (outer && inner && *outer != *inner) {
+    return Status::InvalidArgument(
+        "config.json: \"tie_word_embeddings\" is true at one level and false at the other");
+  }
+  *tied = inner.value_or(outer.value_or(false));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ModelConfig> ConfigFromJson(std::string_view json_text, std::string name) {
   Json root = Json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
     return Status::InvalidArgument("config.json: not a JSON object");
   }
   const Json* text = &root;
-  if (auto it = root.find("text_config"); it != root.end() && it->is_object()) text = &*it;
+  if (auto it = root.find("text_config"); it != root.end() && !it->is_null()) {
+    if (!it->is_object()) return Status::InvalidArgument("config.json: text_config not an object");
+    text = &*it;
+  }
   const Json& j = *text;
+  PREFIXD_RETURN_IF_ERROR(CheckModelType(root));
+  if (text != &root) PREFIXD_RETURN_IF_ERROR(CheckModelType(j));
+  PREFIXD_RETURN_IF_ERROR(RefuseUnimplemented(j));
 
-  ModelConfig c = Qwen35Defaults();
+  ModelConfig c = Qwen35UpstreamDefaults();
   c.name = std::move(name);
-  int64_t n_layers = 0;
-  int64_t interval = 4;
+  int64_t n_layers = kUpstreamNumHiddenLayers;
+  int64_t interval = kUpstreamFullAttentionInterval;
   PREFIXD_RETURN_IF_ERROR(ReadInt(j, "vocab_size", &c.vocab_size));
   PREFIXD_RETURN_IF_ERROR(ReadInt(j, "hidden_size", &c.hidden_size));
   PREFIXD_RETURN_IF_ERROR(ReadInt(j, "intermediate_size", &c.intermediate_size));
@@ -217,22 +364,12 @@ Result<ModelConfig> ConfigFromJson(std::string_view json_text, std::string name)
   PREFIXD_RETURN_IF_ERROR(ReadInt(j, "linear_value_head_dim", &c.linear_value_head_dim));
   PREFIXD_RETURN_IF_ERROR(ReadInt(j, "linear_conv_kernel_dim", &c.linear_conv_kernel_dim));
   PREFIXD_RETURN_IF_ERROR(ReadDouble(j, "rms_norm_eps", &c.rms_norm_eps));
-  PREFIXD_RETURN_IF_ERROR(ReadBool(j, "attn_output_gate", &c.attn_output_gate));
-  // Newer transformers keep RoPE settings in rope_parameters (or rope_scaling), older at the top.
-  PREFIXD_RETURN_IF_ERROR(ReadDouble(j, "rope_theta", &c.rope_theta));
-  PREFIXD_RETURN_IF_ERROR(ReadDouble(j, "partial_rotary_factor", &c.partial_rotary_factor));
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    if (auto it = j.find(key); it != j.end() && it->is_object()) {
-      PREFIXD_RETURN_IF_ERROR(ReadDouble(*it, "rope_theta", &c.rope_theta));
-      PREFIXD_RETURN_IF_ERROR(ReadDouble(*it, "partial_rotary_factor", &c.partial_rotary_factor));
-    }
-  }
-  // A VLM config may carry the tie flag at the top level only.
-  PREFIXD_RETURN_IF_ERROR(ReadBool(root, "tie_word_embeddings", &c.tie_word_embeddings));
-  if (text != &root)
-    PREFIXD_RETURN_IF_ERROR(ReadBool(j, "tie_word_embeddings", &c.tie_word_embeddings));
+  PREFIXD_RETURN_IF_ERROR(ReadRope(j, &c));
+  PREFIXD_RETURN_IF_ERROR(ReadTie(root, j, &c.tie_word_embeddings));
 
-  if (auto it = j.find("layer_types"); it != j.end() && it->is_array()) {
+  if (n_layers <= 0) return Status::InvalidArgument("config.json: num_hidden_layers <= 0");
+  if (auto it = j.find("layer_types"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return Status::InvalidArgument("config.json: layer_types not an array");
     for (const Json& t : *it) {
       if (!t.is_string()) return Status::InvalidArgument("config.json: layer_types not strings");
       const std::string s = t.get<std::string>();
@@ -244,17 +381,15 @@ Result<ModelConfig> ConfigFromJson(std::string_view json_text, std::string name)
         return Status::InvalidArgument("config.json: unknown layer type '" + s + "'");
       }
     }
-    if (n_layers != 0 && n_layers != c.num_layers()) {
+    // Upstream checks the same; a missing num_hidden_layers means its default of 32.
+    if (n_layers != c.num_layers()) {
       return Status::InvalidArgument("config.json: num_hidden_layers " + std::to_string(n_layers) +
                                      " but " + std::to_string(c.num_layers()) + " layer_types");
     }
   } else {
-    if (n_layers <= 0) return Status::InvalidArgument("config.json: no num_hidden_layers");
     if (interval <= 0) return Status::InvalidArgument("config.json: full_attention_interval <= 0");
     c.layers = InterleavedLayers(n_layers, interval);
   }
-  if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
-  if (c.linear_num_value_heads == 0) c.linear_num_value_heads = c.linear_num_key_heads;
   PREFIXD_RETURN_IF_ERROR(c.Validate());
   return c;
 }

@@ -73,9 +73,11 @@ struct ModelConfig {
 Result<ModelConfig> BuiltinConfig(std::string_view name);
 std::vector<std::string> BuiltinConfigNames();
 
-// Parses a Hugging Face config.json. Qwen3.5 checkpoints are VLMs whose text settings sit under
-// "text_config"; tie_word_embeddings may sit at either level. Missing Qwen3.5 defaults
-// (head_dim 256, linear dims 128, conv 4, interval 4, ...) are filled in as in the reference.
+// Parses a Hugging Face Qwen3.5 config.json (flat, or a VLM's with the text settings under
+// "text_config"). A missing field takes transformers' Qwen3_5TextConfig default (untied
+// embeddings, 32 linear value heads, rope_theta 10000, ...: docs/reference-client.md), never a
+// built-in shape's; a setting this model does not compute (rope_type other than default,
+// attention_bias, hidden_act other than silu, experts, another model_type) is an error naming it.
 Result<ModelConfig> ConfigFromJson(std::string_view json_text, std::string name);
 
 // A built-in name, or a path to a config.json (or to a directory holding one).

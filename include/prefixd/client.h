@@ -10,6 +10,10 @@
 // Errors: a server error reply gives kServerError with the server's text, and the connection
 // stays usable. An I/O error, a timeout or a malformed reply leaves the byte stream in an unknown
 // state, so the connection is closed and every later call gives kUnavailable until Reconnect().
+//
+// Where things are (src/client/): the RESP encoding in resp_encoding.*, the reply reading in
+// reply_reader.*, the connection in connection.*, and one file per command family, named in
+// each section below.
 #pragma once
 
 #include <chrono>
@@ -83,6 +87,11 @@ struct Reply {
 
 class Client {
  public:
+  // The connection behind a Client (src/client/connection.h); opaque to callers.
+  class Impl;
+
+  // --- Connection and server commands (client.cc). ---
+
   // Connects over TCP; `timeout` is both the connect and the I/O timeout.
   static Result<Client> Connect(std::string_view host, int port, std::chrono::milliseconds timeout);
   static Result<Client> Connect(std::string_view host, int port, const ClientOptions& options = {});
@@ -103,6 +112,8 @@ class Client {
   Status Ping();
   Status Auth(std::string_view password);
   Status Auth(std::string_view username, std::string_view password);
+
+  // --- SSM.PREFIX.*: per-layer recurrent-state blobs (ssm_prefix.cc). ---
 
   // SSM.PREFIX.STORE: stores (or overwrites) one layer's blob.
   Status Store(std::string_view sid, uint32_t layer, std::span<const uint8_t> blob);
@@ -142,7 +153,7 @@ class Client {
   // SSM.PREFIX.LAYERS: the session's layers and blob sizes, ascending by layer.
   Result<std::vector<LayerInfo>> Layers(std::string_view sid);
 
-  // --- The V-store and KV.PREFIX: attention-layer K/V, in Pion's commands. ---
+  // --- The V-store V.*: attention-layer K/V rows, in Pion's commands (vstore.cc). ---
   // Rows are sent from and fetched into the caller's memory without intermediate copies. The
   // typed overloads reinterpret host floats as little-endian bytes (every supported host).
 
@@ -176,6 +187,8 @@ class Client {
   // V.DROP: true when the session existed.
   Result<bool> VDrop(std::string_view sid);
 
+  // --- KV.PREFIX.*: attention-K/V namespaces, in Pion's commands (kv_prefix.cc). ---
+
   // KV.PREFIX.REGISTER: registers `ns` and creates `<ns>_pk` / `<ns>_pv` (kv_dim-value rows in
   // tier `vquant`); registering again changes nothing.
   Status KvPrefixRegister(std::string_view ns, uint32_t kv_dim, std::string_view vquant,
@@ -187,13 +200,17 @@ class Client {
   // KV.PREFIX.DROP: how many of the namespaces existed.
   Result<int64_t> KvPrefixDrop(std::span<const std::string_view> namespaces);
 
+  // --- The prefix index (SSM.PREFIX.* / KV.PREFIX.* block and checkpoint commands, the match
+  // and its lease): docs/prefix-index.md. Its calls go here, implemented in prefix_index.cc. ---
+
+  // --- Any command (client.cc). ---
+
   // Any request/reply command, arguments binary-safe. Commands that break the one-reply-per-
   // request rule (SUBSCRIBE and friends, MONITOR, CLIENT REPLY) and HELLO 3 (this client speaks
   // RESP2) are refused with kInvalidArgument before anything is sent.
   Result<Reply> Command(const std::vector<std::string_view>& argv);
 
  private:
-  class Impl;
   explicit Client(std::unique_ptr<Impl> impl);
 
   std::unique_ptr<Impl> impl_;

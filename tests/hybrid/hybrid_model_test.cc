@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
@@ -96,6 +97,181 @@ TEST(HybridConfig, FlatConfigUsesTheIntervalAndRejectsNonsense) {
                               "x")
                    .ok());  // 3 heads over 2 KV heads
   EXPECT_FALSE(ConfigFromJson(R"({"num_hidden_layers": 1, "layer_types": ["mamba"]})", "x").ok());
+}
+
+// Hugging Face transformers' Qwen3_5TextConfig defaults, written out independently of the loader.
+struct UpstreamDefault {
+  const char* field;
+  int64_t ModelConfig::*member;
+  int64_t value;
+};
+constexpr UpstreamDefault kUpstreamIntDefaults[] = {
+    {"vocab_size", &ModelConfig::vocab_size, 248320},
+    {"hidden_size", &ModelConfig::hidden_size, 4096},
+    {"intermediate_size", &ModelConfig::intermediate_size, 12288},
+    {"num_attention_heads", &ModelConfig::num_attention_heads, 16},
+    {"num_key_value_heads", &ModelConfig::num_key_value_heads, 4},
+    {"head_dim", &ModelConfig::head_dim, 256},
+    {"linear_num_key_heads", &ModelConfig::linear_num_key_heads, 16},
+    {"linear_num_value_heads", &ModelConfig::linear_num_value_heads, 32},
+    {"linear_key_head_dim", &ModelConfig::linear_key_head_dim, 128},
+    {"linear_value_head_dim", &ModelConfig::linear_value_head_dim, 128},
+    {"linear_conv_kernel_dim", &ModelConfig::linear_conv_kernel_dim, 4},
+};
+
+// Every field the loader reads, each set to something other than upstream's default.
+nlohmann::json NonDefaultTextConfig() {
+  return nlohmann::json::parse(R"({
+      "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6,
+      "full_attention_interval": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
+      "head_dim": 32, "linear_num_key_heads": 2, "linear_num_value_heads": 8,
+      "linear_key_head_dim": 16, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 3,
+      "rms_norm_eps": 1e-5, "tie_word_embeddings": true, "rope_theta": 5e6,
+      "partial_rotary_factor": 0.5})");
+}
+
+Result<ModelConfig> FromJson(const nlohmann::json& j) { return ConfigFromJson(j.dump(), "t"); }
+
+TEST(HybridConfig, EmptyConfigIsUpstreamsDefaultModel) {
+  for (const char* json : {"{}", R"({"text_config": {}})", R"({"text_config": null})"}) {
+    auto c = ConfigFromJson(json, "defaults");
+    ASSERT_TRUE(c.ok()) << json << ": " << c.status().ToString();
+    for (const UpstreamDefault& d : kUpstreamIntDefaults) {
+      EXPECT_EQ((*c).*d.member, d.value) << json << " " << d.field;
+    }
+    EXPECT_EQ(c->num_layers(), 32) << json;
+    EXPECT_EQ(c->num_attention_layers(), 8) << json;  // every 4th
+    EXPECT_EQ(c->layers[3], LayerKind::kFullAttention) << json;
+    EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-6) << json;
+    EXPECT_DOUBLE_EQ(c->rope_theta, 10000.0) << json;
+    EXPECT_DOUBLE_EQ(c->partial_rotary_factor, 0.25) << json;
+    EXPECT_FALSE(c->tie_word_embeddings) << json;
+    EXPECT_TRUE(c->attn_output_gate) << json;
+  }
+}
+
+TEST(HybridConfig, EachMissingFieldTakesUpstreamsDefaultFlatAndNested) {
+  for (bool nested : {false, true}) {
+    auto wrap = [&](nlohmann::json text) {
+      return nested ? nlohmann::json{{"text_config", std::move(text)}} : text;
+    };
+    auto all = FromJson(wrap(NonDefaultTextConfig()));
+    ASSERT_TRUE(all.ok()) << all.status().ToString();
+    for (const UpstreamDefault& d : kUpstreamIntDefaults) {
+      EXPECT_NE((*all).*d.member, d.value) << d.field << ": the base config must differ";
+      // Dropping one head count alone can break divisibility, so keep the pair consistent.
+      nlohmann::json text = NonDefaultTextConfig();
+      text.erase(d.field);
+      if (std::string(d.field) == "linear_num_key_heads") text["linear_num_value_heads"] = 64;
+      auto c = FromJson(wrap(text));
+      ASSERT_TRUE(c.ok()) << d.field << ": " << c.status().ToString();
+      EXPECT_EQ((*c).*d.member, d.value) << "nested=" << nested << " " << d.field;
+    }
+    nlohmann::json text = NonDefaultTextConfig();
+    for (const char* f : {"rms_norm_eps", "rope_theta", "partial_rotary_factor",
+                          "tie_word_embeddings", "full_attention_interval"}) {
+      text.erase(f);
+    }
+    text["head_dim"] = 64;  // a quarter of it stays even
+    auto c = FromJson(wrap(text));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-6);
+    EXPECT_DOUBLE_EQ(c->rope_theta, 10000.0);
+    EXPECT_EQ(c->rope_dim(), 16);
+    EXPECT_FALSE(c->tie_word_embeddings);
+    EXPECT_EQ(c->num_attention_layers(), 1);  // 6 layers, interval 4
+    EXPECT_EQ(c->layers[3], LayerKind::kFullAttention);
+    // Without num_hidden_layers upstream builds 32 layers, so 6 layer_types do not match.
+    text.erase("num_hidden_layers");
+    auto c32 = FromJson(wrap(text));
+    ASSERT_TRUE(c32.ok()) << c32.status().ToString();
+    EXPECT_EQ(c32->num_layers(), 32);
+    text["layer_types"] = nlohmann::json::array();
+    for (int i = 0; i < 6; ++i) text["layer_types"].push_back("linear_attention");
+    auto mismatch = FromJson(wrap(text));
+    ASSERT_FALSE(mismatch.ok());
+    EXPECT_NE(mismatch.status().message().find("num_hidden_layers 32"), std::string::npos);
+  }
+}
+
+TEST(HybridConfig, TieFlagAtEitherLevelAndConflictRefused) {
+  auto tie = [](const char* json) { return ConfigFromJson(json, "tie"); };
+  EXPECT_FALSE(tie(R"({"text_config": {}})")->tie_word_embeddings);
+  EXPECT_TRUE(tie(R"({"tie_word_embeddings": true, "text_config": {}})")->tie_word_embeddings);
+  EXPECT_TRUE(tie(R"({"text_config": {"tie_word_embeddings": true}})")->tie_word_embeddings);
+  EXPECT_TRUE(tie(R"({"tie_word_embeddings": true,
+                      "text_config": {"tie_word_embeddings": true}})")
+                  ->tie_word_embeddings);
+  auto conflict = tie(R"({"tie_word_embeddings": false,
+                          "text_config": {"tie_word_embeddings": true}})");
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_NE(conflict.status().message().find("\"tie_word_embeddings\""), std::string::npos);
+}
+
+TEST(HybridConfig, RopeParametersWinAndMropeIsAcceptedForText) {
+  auto c = ConfigFromJson(R"({"rope_theta": 5, "partial_rotary_factor": 0.5,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                          "mrope_section": [11, 11, 10], "mrope_interleaved": true}})",
+                          "rope");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1e7);
+  EXPECT_EQ(c->rope_dim(), 64);
+  auto legacy = ConfigFromJson(R"({"rope_scaling": {"type": "default", "rope_theta": 2e6}})", "l");
+  ASSERT_TRUE(legacy.ok()) << legacy.status().ToString();
+  EXPECT_DOUBLE_EQ(legacy->rope_theta, 2e6);
+}
+
+// What the model does not compute is refused, naming the field; the accepted neighbour of each
+// refused value (the limit) still loads, flat and inside text_config.
+TEST(HybridConfig, UnimplementedSettingsAreRefusedByName) {
+  struct Case {
+    const char* refused;
+    const char* accepted;
+    const char* field;
+  };
+  const Case cases[] = {
+      {R"("hidden_act": "gelu")", R"("hidden_act": "silu")", "\"hidden_act\""},
+      {R"("attention_bias": true)", R"("attention_bias": false)", "\"attention_bias\""},
+      {R"("attn_output_gate": false)", R"("attn_output_gate": true)", "\"attn_output_gate\""},
+      {R"("num_experts": 1)", R"("num_experts": 0)", "\"num_experts\""},
+      {R"("num_experts_per_tok": 1)", R"("num_experts_per_tok": 0)", "\"num_experts_per_tok\""},
+      {R"("moe_intermediate_size": 512)", R"("moe_intermediate_size": 0)",
+       "\"moe_intermediate_size\""},
+      {R"("shared_expert_intermediate_size": 512)", R"("shared_expert_intermediate_size": 0)",
+       "\"shared_expert_intermediate_size\""},
+      {R"("rope_parameters": {"rope_type": "yarn", "factor": 4})",
+       R"("rope_parameters": {"rope_type": "default"})", "\"rope_type\""},
+      {R"("rope_scaling": {"type": "linear", "factor": 2})",
+       R"("rope_scaling": {"type": "default"})", "\"type\""},
+      {R"("rope_scaling": {"factor": 2})", R"("rope_scaling": null)", "\"rope_scaling.factor\""},
+      {R"("rope_parameters": {"factor": 2})", R"("rope_parameters": {})",
+       "\"rope_parameters.factor\""},
+      {R"("rope_scaling": {"rope_theta": 1}, "rope_parameters": {"rope_theta": 2})",
+       R"("rope_scaling": {"rope_theta": 2}, "rope_parameters": {"rope_theta": 2})",
+       "\"rope_scaling\""},
+      {R"("model_type": "qwen3_next")", R"("model_type": "qwen3_5_text")", "\"model_type\""},
+      {R"("model_type": "qwen3_5_moe_text")", R"("model_type": "qwen3_5")", "\"model_type\""},
+      {R"("hidden_act": 1)", R"("hidden_act": null)", "\"hidden_act\""},
+      {R"("hidden_act": "gelu_pytorch_tanh")", R"("hidden_act": "swish")", "\"hidden_act\""},
+  };
+  for (const Case& k : cases) {
+    for (bool nested : {false, true}) {
+      auto doc = [&](const char* field) {
+        const std::string body = std::string("{") + field + "}";
+        return nested ? R"({"model_type": "qwen3_5", "text_config": )" + body + "}" : body;
+      };
+      auto refused = ConfigFromJson(doc(k.refused), "x");
+      ASSERT_FALSE(refused.ok()) << doc(k.refused);
+      EXPECT_NE(refused.status().message().find(k.field), std::string::npos)
+          << doc(k.refused) << " -> " << refused.status().ToString();
+      auto accepted = ConfigFromJson(doc(k.accepted), "x");
+      EXPECT_TRUE(accepted.ok()) << doc(k.accepted) << " -> " << accepted.status().ToString();
+    }
+  }
+  // The outer model_type of a VLM file counts too.
+  auto outer = ConfigFromJson(R"({"model_type": "qwen3_5_moe", "text_config": {}})", "x");
+  ASSERT_FALSE(outer.ok());
+  EXPECT_NE(outer.status().message().find("\"model_type\""), std::string::npos);
 }
 
 // ---- Weights --------------------------------------------------------------------------------

@@ -131,6 +131,22 @@ std::vector<std::span<const uint8_t>> ReplyWriter::Buffers() const {
   return out;
 }
 
+ReplyWriter::Mark ReplyWriter::GetMark() const {
+  Mark m{pieces_.size(), 0, pending_bytes_, owned_bytes_};
+  if (!pieces_.empty() && !pieces_.back().is_reference) m.tail_size = pieces_.back().owned.size();
+  return m;
+}
+
+void ReplyWriter::RewindTo(const Mark& mark) {
+  pieces_.resize(mark.pieces);
+  if (!pieces_.empty() && !pieces_.back().is_reference) {
+    pieces_.back().owned.resize(mark.tail_size);
+    pieces_.back().owned.shrink_to_fit();
+  }
+  pending_bytes_ = mark.pending_bytes;
+  owned_bytes_ = mark.owned_bytes;
+}
+
 void ReplyWriter::Clear() {
   // Keep the first owned chunk's capacity for the next batch of replies.
   if (!pieces_.empty() && !pieces_.front().is_reference) {

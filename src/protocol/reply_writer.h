@@ -50,6 +50,17 @@ class ReplyWriter {
   bool empty() const { return pending_bytes_ == 0; }
   void Clear();
 
+  // A point in the queue to go back to: a request that fails half-way through its reply (an
+  // exception) is answered with an error instead of the part written so far.
+  struct Mark {
+    size_t pieces = 0;
+    size_t tail_size = 0;
+    size_t pending_bytes = 0;
+    size_t owned_bytes = 0;
+  };
+  Mark GetMark() const;
+  void RewindTo(const Mark& mark);
+
   // Values referenced instead of copied when at least this long.
   static constexpr size_t kReferenceThreshold = 16 * 1024;
 

@@ -3,11 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/settings.h"
 #include "protocol/resp_parser.h"
+#include "server/log_limiter.h"
 
 namespace prefixd::server {
 namespace {
@@ -16,12 +20,37 @@ constexpr size_t kReadChunk = 64 * 1024;
 // Replies are written out once this much is queued, so a long pipeline of requests never makes
 // the server hold more than about this much per client (plus one reply).
 constexpr size_t kFlushThreshold = 256 * 1024;
+// A client on the TLS port must finish its handshake within this time, so that sockets which
+// never speak TLS cannot pile up.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 
-template <typename Socket>
-class Connection : public std::enable_shared_from_this<Connection<Socket>> {
+using TcpSocket = asio::ip::tcp::socket;
+using UnixSocket = asio::local::stream_protocol::socket;
+using TlsStream = asio::ssl::stream<TcpSocket>;
+
+template <typename Stream>
+constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
+
+// A request that throws is logged at most this often (a client can repeat it at will).
+LogLimiter request_failure_log(5, std::chrono::seconds(10));
+LogLimiter handshake_failure_log(5, std::chrono::seconds(10));
+LogLimiter refusal_log(5, std::chrono::seconds(10));
+
+// The error a client gets for a request that threw, in place of its reply.
+std::string FailureReply(const std::exception& e, const char* command) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return std::string("OOM not enough memory to run '") + command + "'";
+  }
+  return std::string("ERR internal error running '") + command + "': " + e.what();
+}
+
+template <typename Stream>
+class Connection : public std::enable_shared_from_this<Connection<Stream>> {
  public:
-  Connection(Socket socket, Dispatcher& dispatcher, std::shared_ptr<ClientState> client)
-      : socket_(std::move(socket)),
+  Connection(Stream stream, Dispatcher& dispatcher, std::shared_ptr<ClientState> client,
+             std::shared_ptr<void> keep_alive)
+      : keep_alive_(std::move(keep_alive)),
+        stream_(std::move(stream)),
         dispatcher_(dispatcher),
         client_(std::move(client)),
         input_(kReadChunk) {}
@@ -29,35 +58,89 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   asio::awaitable<void> Run() {
     auto self = this->shared_from_this();
     std::weak_ptr<Connection> weak = self;
-    auto executor = socket_.get_executor();
-    client_->kill = [weak, executor] {
+    auto executor = stream_.get_executor();
+    client_->SetKillHook([weak, executor] {
       asio::post(executor, [weak] {
         if (auto c = weak.lock()) c->Close();
       });
-    };
-    std::string refusal = dispatcher_.OnConnect(client_);
-    if (!refusal.empty()) {
-      spdlog::warn("Refused client {}: {}", client_->addr, refusal);
-      reply_.Error(refusal);
-      co_await Flush();
-      Close();
-      co_return;
-    }
-    spdlog::debug("Accepted client id={} addr={}", client_->id, client_->addr);
-    parser_.set_limits(dispatcher_.LimitsFor(*client_));
-    asio::co_spawn(executor, Watchdog(weak), asio::detached);
+    });
+    // However this coroutine ends (a reply, a reset, an exception, the io context stopping),
+    // the socket is closed, the kill hook dropped and the client's slot given back, once.
+    Release release(*this);
     try {
+      if constexpr (kIsTls<Stream>) {
+        if (!co_await Handshake(weak)) co_return;
+      }
+      std::string refusal = dispatcher_.OnConnect(client_);
+      if (!refusal.empty()) {
+        uint64_t suppressed = 0;
+        if (refusal_log.Allow(&suppressed)) {
+          spdlog::warn("Refused client {}: {}{}", client_->addr, refusal.substr(0, 80),
+                       suppressed ? fmt::format(" ({} more refusals not logged)", suppressed) : "");
+        }
+        reply_.Error(refusal);
+        co_await Flush();
+        co_return;
+      }
+      release.registered = true;
+      spdlog::debug("Accepted client id={} addr={}", client_->id, client_->addr);
+      parser_.set_limits(dispatcher_.LimitsFor(*client_));
+      asio::co_spawn(executor, Watchdog(weak), asio::detached);
       co_await Serve();
     } catch (const std::system_error& e) {
       // Peer closed or reset, or the connection was killed: nothing to report to anyone.
       spdlog::debug("Client id={} closed: {}", client_->id, e.code().message());
+    } catch (const std::exception& e) {
+      // Outside any one request (e.g. memory for the write list ran out): close, logged.
+      LogFailure("closed", e);
     }
-    Close();
-    dispatcher_.OnDisconnect(client_);
-    client_->kill = nullptr;
   }
 
  private:
+  struct Release {
+    explicit Release(Connection& c) : connection(c) {}
+    ~Release() {
+      connection.Close();
+      connection.client_->SetKillHook(nullptr);
+      if (registered) connection.dispatcher_.OnDisconnect(connection.client_);
+    }
+    Connection& connection;
+    bool registered = false;
+  };
+
+  auto& Socket() { return stream_.lowest_layer(); }
+
+  asio::awaitable<bool> Handshake(std::weak_ptr<Connection> weak) {
+    asio::steady_timer deadline(stream_.get_executor());
+    deadline.expires_after(kHandshakeTimeout);
+    deadline.async_wait([weak](const asio::error_code& ec) {
+      if (auto c = weak.lock(); c && !ec) c->Close();
+    });
+    asio::error_code ec;
+    co_await stream_.async_handshake(asio::ssl::stream_base::server,
+                                     asio::redirect_error(asio::use_awaitable, ec));
+    deadline.cancel();
+    if (ec) {
+      // A plain-text client on the TLS port, a bad certificate, a scanner: Redis logs these at
+      // verbose level; so do we, rate-limited.
+      uint64_t suppressed = 0;
+      if (handshake_failure_log.Allow(&suppressed)) {
+        spdlog::info("TLS handshake with {} failed: {}{}", client_->addr, ec.message(),
+                     suppressed ? fmt::format(" ({} more not logged)", suppressed) : "");
+      }
+      co_return false;
+    }
+    co_return true;
+  }
+
+  void LogFailure(std::string_view what, const std::exception& e) {
+    uint64_t suppressed = 0;
+    if (!request_failure_log.Allow(&suppressed)) return;
+    spdlog::warn("Client id={} addr={} {}: '{}' failed: {}{}", client_->id, client_->addr, what,
+                 client_->last_command.load(std::memory_order_relaxed), e.what(),
+                 suppressed ? fmt::format(" ({} more failures not logged)", suppressed) : "");
+  }
+
   // Closes the connection once it has been idle for `timeout` seconds. Holds only a weak
   // reference, so it never keeps a closed connection alive.
   static asio::awaitable<void> Watchdog(std::weak_ptr<Connection> weak) {
@@ -66,17 +149,17 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
       std::chrono::milliseconds wait{5000};  // re-read the setting this often when disabled
       {
         auto self = weak.lock();
-        if (!self || !self->socket_.is_open()) co_return;
-        int64_t timeout = self->dispatcher_.IdleTimeoutSeconds();
-        if (timeout > 0) {
+        if (!self || !self->Socket().is_open()) co_return;
+        int64_t timeout_ms = SaturatingMul(self->dispatcher_.IdleTimeoutSeconds(), 1000);
+        if (timeout_ms > 0) {
           int64_t idle = CoarseNowMs() - self->client_->last_interaction_ms.load();
-          if (idle >= timeout * 1000) {
+          if (idle >= timeout_ms) {
             spdlog::info("Closing idle client id={} addr={} after {} s", self->client_->id,
                          self->client_->addr, idle / 1000);
             self->Close();
             co_return;
           }
-          wait = std::chrono::milliseconds(timeout * 1000 - idle + 10);
+          wait = std::chrono::milliseconds(SaturatingAdd(timeout_ms - idle, 10));
         }
       }
       timer.expires_after(wait);
@@ -85,17 +168,18 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     }
   }
 
+  // --- reading: a large argument goes straight into its own buffer; the rest via input_ ---
   asio::awaitable<void> Serve() {
-    while (socket_.is_open()) {
+    while (Socket().is_open()) {
       auto direct = parser_.DirectTarget();
       if (!direct.empty()) {
-        size_t n = co_await socket_.async_read_some(asio::buffer(direct.data(), direct.size()),
+        size_t n = co_await stream_.async_read_some(asio::buffer(direct.data(), direct.size()),
                                                     asio::use_awaitable);
         Count(n);
         parser_.CommitDirect(n);
         continue;
       }
-      size_t n = co_await socket_.async_read_some(asio::buffer(input_), asio::use_awaitable);
+      size_t n = co_await stream_.async_read_some(asio::buffer(input_), asio::use_awaitable);
       Count(n);
       if (!co_await Process(std::string_view(input_.data(), n))) co_return;
       if (!reply_.empty()) co_await Flush();
@@ -108,7 +192,10 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   asio::awaitable<bool> Process(std::string_view input) {
     size_t pos = 0;
     while (pos < input.size() || parser_.has_request()) {
-      pos += parser_.Feed(input.substr(pos));
+      if (!Feed(input, pos)) {
+        co_await Flush();
+        co_return false;
+      }
       if (parser_.error() != protocol::ParseError::kNone) {
         reply_.Error(parser_.ErrorMessage());
         spdlog::info("Protocol error from client id={} addr={}: {}", client_->id, client_->addr,
@@ -118,7 +205,7 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
       }
       if (!parser_.has_request()) break;
       parser_.TakeRequest(request_);
-      dispatcher_.Dispatch(*client_, request_, reply_);
+      RunRequest();
       parser_.set_limits(dispatcher_.LimitsFor(*client_));
       if (client_->close_after_reply) {
         co_await Flush();
@@ -136,6 +223,33 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     co_return true;
   }
 
+  // Feeds the parser from `input` at `pos`, advancing it. False when the parser could not take
+  // the request (no memory for an argument): its place in the stream is lost, so the client
+  // gets an error and the connection closes.
+  bool Feed(std::string_view input, size_t& pos) {
+    try {
+      pos += parser_.Feed(input.substr(pos));
+      return true;
+    } catch (const std::exception& e) {
+      LogFailure("closed while reading a request", e);
+      reply_.Error(FailureReply(e, "(reading the request)"));
+      return false;
+    }
+  }
+
+  // The exception boundary of one request: whatever a command throws, the client gets an error
+  // in place of that request's (partial) reply, and the connection carries on.
+  void RunRequest() {
+    auto mark = reply_.GetMark();
+    try {
+      dispatcher_.Dispatch(*client_, request_, reply_);
+    } catch (const std::exception& e) {
+      reply_.RewindTo(mark);
+      LogFailure("request", e);
+      reply_.Error(FailureReply(e, client_->last_command.load(std::memory_order_relaxed)));
+    }
+  }
+
   // Resumes once log sequence number `lsn` is durable. The log thread's callback hops back to
   // this connection's executor.
   asio::awaitable<void> AwaitDurable(uint64_t lsn) {
@@ -149,8 +263,9 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
         asio::use_awaitable);
   }
 
+  // --- writing: every queued piece in one gather write ---
   asio::awaitable<void> Flush() {
-    if (reply_.empty() || !socket_.is_open()) co_return;
+    if (reply_.empty() || !Socket().is_open()) co_return;
     // A write is acknowledged only once its log record is as durable as the policy promises.
     if (uint64_t lsn = std::exchange(client_->reply_needs_lsn, 0); lsn != 0) {
       co_await AwaitDurable(lsn);
@@ -164,7 +279,7 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     auto large_writes = [](const asio::error_code& ec, size_t) -> size_t {
       return ec ? 0 : size_t{1} << 30;
     };
-    size_t n = co_await asio::async_write(socket_, buffers_, large_writes, asio::use_awaitable);
+    size_t n = co_await asio::async_write(stream_, buffers_, large_writes, asio::use_awaitable);
     client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
     client_->output_bytes.store(0, std::memory_order_relaxed);
     reply_.Clear();
@@ -178,10 +293,11 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
 
   void Close() {
     asio::error_code ignored;
-    socket_.close(ignored);
+    Socket().close(ignored);
   }
 
-  Socket socket_;
+  std::shared_ptr<void> keep_alive_;  // the TLS context the stream was made from: outlives it
+  Stream stream_;
   Dispatcher& dispatcher_;
   std::shared_ptr<ClientState> client_;
   std::vector<char> input_;
@@ -191,24 +307,42 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   std::vector<asio::const_buffer> buffers_;
 };
 
-}  // namespace
-
-template <typename Socket>
-void StartConnection(Socket socket, Dispatcher& dispatcher, std::string addr, std::string laddr,
-                     bool unix_socket) {
+std::shared_ptr<ClientState> MakeClient(Peer peer, int fd, bool tls) {
   auto client = std::make_shared<ClientState>();
-  client->addr = std::move(addr);
-  client->laddr = std::move(laddr);
-  client->fd = static_cast<int>(socket.native_handle());
-  client->unix_socket = unix_socket;
-  auto executor = socket.get_executor();
-  auto connection =
-      std::make_shared<Connection<Socket>>(std::move(socket), dispatcher, std::move(client));
+  client->addr = std::move(peer.addr);
+  client->laddr = std::move(peer.laddr);
+  client->fd = fd;
+  client->unix_socket = peer.unix_socket;
+  client->local = peer.local;
+  client->tls = tls;
+  return client;
+}
+
+template <typename Stream>
+void Spawn(Stream stream, Dispatcher& dispatcher, std::shared_ptr<ClientState> client,
+           std::shared_ptr<void> keep_alive) {
+  auto executor = stream.get_executor();
+  auto connection = std::make_shared<Connection<Stream>>(std::move(stream), dispatcher,
+                                                         std::move(client), std::move(keep_alive));
   asio::co_spawn(executor, connection->Run(), asio::detached);
 }
 
-template void StartConnection(asio::ip::tcp::socket, Dispatcher&, std::string, std::string, bool);
-template void StartConnection(asio::local::stream_protocol::socket, Dispatcher&, std::string,
-                              std::string, bool);
+}  // namespace
+
+template <typename Socket>
+void StartConnection(Socket socket, Dispatcher& dispatcher, Peer peer) {
+  auto client = MakeClient(std::move(peer), static_cast<int>(socket.native_handle()), false);
+  Spawn(std::move(socket), dispatcher, std::move(client), nullptr);
+}
+
+void StartTlsConnection(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::context> context,
+                        Dispatcher& dispatcher, Peer peer) {
+  auto client = MakeClient(std::move(peer), static_cast<int>(socket.native_handle()), true);
+  TlsStream stream(std::move(socket), *context);
+  Spawn(std::move(stream), dispatcher, std::move(client), std::move(context));
+}
+
+template void StartConnection(TcpSocket, Dispatcher&, Peer);
+template void StartConnection(UnixSocket, Dispatcher&, Peer);
 
 }  // namespace prefixd::server

@@ -3,10 +3,13 @@
 #include <fnmatch.h>
 #include <spdlog/spdlog.h>
 
+#include <thread>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <map>
+#include <thread>
 
 #include "commands/engine.h"
 #include "commands/errors.h"
@@ -301,6 +304,36 @@ void Shutdown(Context& ctx) {
   ctx.engine.RequestShutdown();
 }
 
+// DEBUG: only where enable-debug-command allows it (Redis's rule and text). SLEEP blocks the
+// client's io thread, to test how the rest of the server copes.
+void Debug(Context& ctx) {
+  const auto& args = ctx.args;
+  if (!ProtectedActionAllowed(ctx.engine.settings().String(Setting::kEnableDebugCommand),
+                              ctx.client.local)) {
+    return ctx.reply.Error(errors::kDebugNotAllowed);
+  }
+  if (EqualsIgnoreCase(args[1], "HELP") && args.size() == 2) {
+    static constexpr std::string_view kLines[] = {
+        "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "SLEEP <seconds>",
+        "    Stop the server for <seconds>. Decimals allowed.", "HELP", "    Print this help."};
+    ctx.reply.ArrayLen(std::size(kLines));
+    for (auto line : kLines) ctx.reply.Simple(line);
+    return;
+  }
+  if (EqualsIgnoreCase(args[1], "SLEEP") && args.size() == 3) {
+    std::string text(args[2]);
+    char* end = nullptr;
+    double seconds = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6) {
+      return ctx.reply.Error("ERR value is not a valid float");
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return ctx.reply.Simple("OK");
+  }
+  ctx.reply.Error("ERR unknown subcommand or wrong number of arguments for '" +
+                  std::string(args[1].substr(0, 128)) + "'. Try DEBUG HELP.");
+}
+
 }  // namespace
 
 void RegisterServerCommands(Registry& r) {
@@ -325,6 +358,9 @@ void RegisterServerCommands(Registry& r) {
           [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("command")); }),
   };
   r.Add(std::move(command));
+
+  r.Add(cmd("debug", -2, kAdmin | kNoScript | kLoading | kStale, "<subcommand> [arguments]",
+            "Debugging aids (SLEEP); allowed only as enable-debug-command says.", Debug));
 
   CommandSpec config =
       cmd("config", -2, 0, "<subcommand> [arguments]", "Reads and changes settings.", nullptr);

@@ -355,5 +355,33 @@ TEST_F(EdgeTest, ProtectedConfigsNeedEnableProtectedConfigs) {
   EXPECT_EQ(c->Call({"CONFIG", "SET", "tls-ca-cert-dir", "/etc/ssl/certs"}), "+OK\r\n");
 }
 
+// enable-debug-command: DEBUG is refused (Redis's text) unless the setting allows this client.
+TEST_F(EdgeTest, DebugNeedsEnableDebugCommand) {
+  const std::string refused =
+      "-ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", "
+      "you can run it from a local connection, otherwise you need to set this option in the "
+      "configuration file, and then restart the server.\r\n";
+  ServerProcess::Options options;
+  options.bind = "0.0.0.0";
+  options.flags = {"--protected-mode", "no"};
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto c = RawConnection::Tcp(server_.port());
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->Call({"DEBUG", "SLEEP", "0"}), refused);
+  EXPECT_EQ(c->Call({"DEBUG", "nonesuch", "0"}), refused);
+  server_.Stop();
+  options.flags = {"--protected-mode", "no", "--enable-debug-command", "local"};
+  ASSERT_TRUE(server_.Restart(options));
+  c = RawConnection::Tcp(server_.port());
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->Call({"DEBUG", "SLEEP", "0.01"}), "+OK\r\n");
+  EXPECT_EQ(c->Call({"DEBUG", "SLEEP", "soon"}), "-ERR value is not a valid float\r\n");
+  std::string address = NonLoopbackAddress();
+  if (address.empty()) return;
+  auto remote = RawConnection::TcpTo(address, server_.port());
+  ASSERT_TRUE(remote);
+  EXPECT_EQ(remote->Call({"DEBUG", "SLEEP", "0"}), refused);
+}
+
 }  // namespace
 }  // namespace prefixd::it

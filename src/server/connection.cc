@@ -12,6 +12,7 @@
 #include "common/settings.h"
 #include "protocol/resp_parser.h"
 #include "server/log_limiter.h"
+#include "server/tls_stream.h"
 
 namespace prefixd::server {
 namespace {
@@ -26,7 +27,6 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 
 using TcpSocket = asio::ip::tcp::socket;
 using UnixSocket = asio::local::stream_protocol::socket;
-using TlsStream = asio::ssl::stream<TcpSocket>;
 
 template <typename Stream>
 constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
@@ -35,6 +35,28 @@ constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 LogLimiter request_failure_log(5, std::chrono::seconds(10));
 LogLimiter handshake_failure_log(5, std::chrono::seconds(10));
 LogLimiter refusal_log(5, std::chrono::seconds(10));
+
+// Reading and writing, the same for every kind of stream: plain sockets through asio, TLS through
+// TlsStream (which encrypts from and decrypts into the same buffers).
+template <typename Socket>
+asio::awaitable<size_t> ReadSome(Socket& socket, asio::mutable_buffer out) {
+  co_return co_await socket.async_read_some(out, asio::use_awaitable);
+}
+asio::awaitable<size_t> ReadSome(TlsStream& stream, asio::mutable_buffer out) {
+  return stream.ReadSome(out);
+}
+template <typename Socket>
+asio::awaitable<size_t> WriteAll(Socket& socket, const std::vector<asio::const_buffer>& pieces) {
+  // asio writes at most 64 KiB per call by default; a large reply should go in as few system
+  // calls as the socket allows.
+  auto large_writes = [](const asio::error_code& ec, size_t) -> size_t {
+    return ec ? 0 : size_t{1} << 30;
+  };
+  co_return co_await asio::async_write(socket, pieces, large_writes, asio::use_awaitable);
+}
+asio::awaitable<size_t> WriteAll(TlsStream& stream, const std::vector<asio::const_buffer>& pieces) {
+  return stream.WriteAll(pieces);
+}
 
 // The error a client gets for a request that threw, in place of its reply.
 std::string FailureReply(const std::exception& e, const char* command) {
@@ -47,10 +69,11 @@ std::string FailureReply(const std::exception& e, const char* command) {
 template <typename Stream>
 class Connection : public std::enable_shared_from_this<Connection<Stream>> {
  public:
-  Connection(Stream stream, Dispatcher& dispatcher, std::shared_ptr<ClientState> client,
-             std::shared_ptr<void> keep_alive)
+  template <typename... StreamArgs>
+  Connection(Dispatcher& dispatcher, std::shared_ptr<ClientState> client,
+             std::shared_ptr<void> keep_alive, StreamArgs&&... stream_args)
       : keep_alive_(std::move(keep_alive)),
-        stream_(std::move(stream)),
+        stream_(std::forward<StreamArgs>(stream_args)...),
         dispatcher_(dispatcher),
         client_(std::move(client)),
         input_(kReadChunk) {}
@@ -116,16 +139,14 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     deadline.async_wait([weak](const asio::error_code& ec) {
       if (auto c = weak.lock(); c && !ec) c->Close();
     });
-    asio::error_code ec;
-    co_await stream_.async_handshake(asio::ssl::stream_base::server,
-                                     asio::redirect_error(asio::use_awaitable, ec));
+    std::string failure = co_await stream_.Handshake();
     deadline.cancel();
-    if (ec) {
+    if (!failure.empty()) {
       // A plain-text client on the TLS port, a bad certificate, a scanner: Redis logs these at
       // verbose level; so do we, rate-limited.
       uint64_t suppressed = 0;
       if (handshake_failure_log.Allow(&suppressed)) {
-        spdlog::info("TLS handshake with {} failed: {}{}", client_->addr, ec.message(),
+        spdlog::info("TLS handshake with {} failed: {}{}", client_->addr, failure,
                      suppressed ? fmt::format(" ({} more not logged)", suppressed) : "");
       }
       co_return false;
@@ -173,13 +194,12 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     while (Socket().is_open()) {
       auto direct = parser_.DirectTarget();
       if (!direct.empty()) {
-        size_t n = co_await stream_.async_read_some(asio::buffer(direct.data(), direct.size()),
-                                                    asio::use_awaitable);
+        size_t n = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
         Count(n);
         parser_.CommitDirect(n);
         continue;
       }
-      size_t n = co_await stream_.async_read_some(asio::buffer(input_), asio::use_awaitable);
+      size_t n = co_await ReadSome(stream_, asio::buffer(input_));
       Count(n);
       if (!co_await Process(std::string_view(input_.data(), n))) co_return;
       if (!reply_.empty()) co_await Flush();
@@ -274,12 +294,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     buffers_.clear();
     for (auto p : pieces) buffers_.emplace_back(p.data(), p.size());
     client_->output_bytes.store(reply_.pending_bytes(), std::memory_order_relaxed);
-    // asio writes at most 64 KiB per call by default; a large reply should go in as few
-    // system calls as the socket allows.
-    auto large_writes = [](const asio::error_code& ec, size_t) -> size_t {
-      return ec ? 0 : size_t{1} << 30;
-    };
-    size_t n = co_await asio::async_write(stream_, buffers_, large_writes, asio::use_awaitable);
+    size_t n = co_await WriteAll(stream_, buffers_);
     client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
     client_->output_bytes.store(0, std::memory_order_relaxed);
     reply_.Clear();
@@ -318,12 +333,13 @@ std::shared_ptr<ClientState> MakeClient(Peer peer, int fd, bool tls) {
   return client;
 }
 
-template <typename Stream>
-void Spawn(Stream stream, Dispatcher& dispatcher, std::shared_ptr<ClientState> client,
-           std::shared_ptr<void> keep_alive) {
-  auto executor = stream.get_executor();
-  auto connection = std::make_shared<Connection<Stream>>(std::move(stream), dispatcher,
-                                                         std::move(client), std::move(keep_alive));
+template <typename Stream, typename... StreamArgs>
+void Spawn(Dispatcher& dispatcher, std::shared_ptr<ClientState> client,
+           std::shared_ptr<void> keep_alive, asio::any_io_executor executor,
+           StreamArgs&&... stream_args) {
+  auto connection =
+      std::make_shared<Connection<Stream>>(dispatcher, std::move(client), std::move(keep_alive),
+                                           std::forward<StreamArgs>(stream_args)...);
   asio::co_spawn(executor, connection->Run(), asio::detached);
 }
 
@@ -332,14 +348,17 @@ void Spawn(Stream stream, Dispatcher& dispatcher, std::shared_ptr<ClientState> c
 template <typename Socket>
 void StartConnection(Socket socket, Dispatcher& dispatcher, Peer peer) {
   auto client = MakeClient(std::move(peer), static_cast<int>(socket.native_handle()), false);
-  Spawn(std::move(socket), dispatcher, std::move(client), nullptr);
+  auto executor = socket.get_executor();
+  Spawn<Socket>(dispatcher, std::move(client), nullptr, executor, std::move(socket));
 }
 
 void StartTlsConnection(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::context> context,
                         Dispatcher& dispatcher, Peer peer) {
   auto client = MakeClient(std::move(peer), static_cast<int>(socket.native_handle()), true);
-  TlsStream stream(std::move(socket), *context);
-  Spawn(std::move(stream), dispatcher, std::move(client), std::move(context));
+  auto executor = socket.get_executor();
+  SSL_CTX* native = context->native_handle();
+  Spawn<TlsStream>(dispatcher, std::move(client), std::move(context), executor, std::move(socket),
+                   native);
 }
 
 template void StartConnection(TcpSocket, Dispatcher&, Peer);

@@ -9,6 +9,8 @@
 namespace prefixd::server {
 namespace {
 
+constexpr size_t kReadAheadBytes = 128 * 1024;
+
 // OpenSSL's reasons for the last failure, oldest first, and the error queue cleared.
 std::string OpenSslErrors() {
   std::string out;
@@ -74,6 +76,9 @@ bool Configure(asio::ssl::context& context, const TlsOptions& o, std::string* er
   SSL_CTX_set_options(ctx, protocol_options | SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
                                SSL_OP_SINGLE_DH_USE | SSL_OP_SINGLE_ECDH_USE);
   if (o.prefer_server_ciphers) SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
+  // One recv() brings in as many records as have arrived (a large argument is many records).
+  SSL_CTX_set_read_ahead(ctx, 1);
+  SSL_CTX_set_default_read_buffer_len(ctx, kReadAheadBytes);
 
   if (o.session_caching) {
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);

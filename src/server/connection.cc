@@ -35,6 +35,7 @@ constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 LogLimiter request_failure_log(5, std::chrono::seconds(10));
 LogLimiter handshake_failure_log(5, std::chrono::seconds(10));
 LogLimiter refusal_log(5, std::chrono::seconds(10));
+LogLimiter protocol_error_log(5, std::chrono::seconds(10));
 
 // Reading and writing, the same for every kind of stream: plain sockets through asio, TLS through
 // TlsStream (which encrypts from and decrypts into the same buffers).
@@ -218,8 +219,12 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       }
       if (parser_.error() != protocol::ParseError::kNone) {
         reply_.Error(parser_.ErrorMessage());
-        spdlog::info("Protocol error from client id={} addr={}: {}", client_->id, client_->addr,
-                     parser_.ErrorMessage());
+        uint64_t suppressed = 0;
+        if (protocol_error_log.Allow(&suppressed)) {
+          spdlog::info("Protocol error from client id={} addr={}: {}{}", client_->id, client_->addr,
+                       parser_.ErrorMessage(),
+                       suppressed ? fmt::format(" ({} more not logged)", suppressed) : "");
+        }
         co_await Flush();
         co_return false;
       }

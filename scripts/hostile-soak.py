@@ -221,7 +221,10 @@ class Soak:
                     name, value = random.choice(bad)
                     s.sendall(resp("CONFIG", "SET", name, value))
                     reply = s.recv(512)
-                    self.count("config_refused" if reply.startswith(b"-") else "config_ACCEPTED")
+                    if reply.startswith(b"+"):
+                        self.count("config_ACCEPTED")
+                    else:  # an error, or killed by the CLIENT KILL attack
+                        self.count("config_refused" if reply else "config_killed")
                     s.sendall(resp("CONFIG", "SET", "maxmemory", 1, "maxmemory", 2))
                     s.recv(512)
             except OSError:

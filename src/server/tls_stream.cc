@@ -7,6 +7,10 @@
 namespace prefixd::server {
 namespace {
 
+// Replies at least this large are written through a buffer of kCoalesceBytes.
+constexpr size_t kCoalesceThreshold = 256 * 1024;
+constexpr long kCoalesceBytes = 256 * 1024;
+
 // OpenSSL's reasons for the last failure, oldest first; the thread's error queue is cleared.
 std::string TakeErrors() {
   std::string out;
@@ -113,9 +117,24 @@ asio::awaitable<void> TlsStream::Send(const char* data, size_t size) {
 asio::awaitable<size_t> TlsStream::WriteAll(std::span<const asio::const_buffer> pieces) {
   constexpr size_t kRecord = 16 * 1024;  // TLS's largest record
   size_t total = 0;
+  for (const asio::const_buffer& piece : pieces) total += piece.size();
+  // A large reply is many records; sent one send() each, every record would also wake the
+  // reader. Gather them into larger writes for this reply only (no memory held between replies).
+  BIO* coalescing = nullptr;
+  if (total >= kCoalesceThreshold) {
+    BIO* socket_bio = SSL_get_wbio(ssl_);
+    coalescing = BIO_new(BIO_f_buffer());
+    if (coalescing != nullptr && BIO_set_write_buffer_size(coalescing, kCoalesceBytes) == 1) {
+      BIO_up_ref(socket_bio);
+      BIO_push(coalescing, socket_bio);
+      SSL_set0_wbio(ssl_, coalescing);  // drops the reference the SSL held on the socket BIO
+    } else if (coalescing != nullptr) {
+      BIO_free(coalescing);
+      coalescing = nullptr;
+    }
+  }
   small_.clear();
   for (const asio::const_buffer& piece : pieces) {
-    total += piece.size();
     const char* data = static_cast<const char*>(piece.data());
     if (small_.size() + piece.size() <= kRecord) {
       small_.append(data, piece.size());
@@ -133,6 +152,17 @@ asio::awaitable<size_t> TlsStream::WriteAll(std::span<const asio::const_buffer> 
     }
   }
   if (!small_.empty()) co_await Send(small_.data(), small_.size());
+  if (coalescing != nullptr) {
+    while (true) {
+      ERR_clear_error();
+      if (BIO_flush(coalescing) > 0) break;
+      if (!BIO_should_retry(coalescing)) ThrowTls("TLS write");
+      co_await socket_.async_wait(asio::socket_base::wait_write, asio::use_awaitable);
+    }
+    BIO* socket_bio = BIO_next(coalescing);
+    BIO_up_ref(socket_bio);
+    SSL_set0_wbio(ssl_, socket_bio);  // frees the buffer, back to writing the socket directly
+  }
   co_return total;
 }
 

@@ -2,6 +2,9 @@
 // OpenSSL's s_client: client certificates required / optional / not asked for, a plain-text
 // client on the TLS port, large values both ways, certificate reload by CONFIG SET, tls-port with
 // port 0. Certificates are made fresh for each test by tls/make_certs.sh.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,16 +38,39 @@ Outcome Shell(const std::string& command) {
   return out;
 }
 
+// A port the kernel has just handed out as free (bound to port 0, then closed).
 int FreePort() {
-  std::random_device rd;
-  return 20000 + static_cast<int>(rd() % 30000);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// The server's log once it contains `text` (it writes from its own thread), waiting up to 3 s.
+std::string LogWith(ServerProcess& server, const std::string& text) {
+  std::string log;
+  for (int i = 0; i < 60; ++i) {
+    log = server.ReadLog();
+    if (log.find(text) != std::string::npos) break;
+    std::this_thread::sleep_for(Millis(50));
+  }
+  return log;
 }
 
 class TlsTest : public ServerTest {
  protected:
   void SetUp() override {
+    static int serial = 0;
     certs_ = std::filesystem::temp_directory_path().string() + "/prefixd-tls-" +
-             std::to_string(::getpid()) + "-" + std::to_string(FreePort());
+             std::to_string(::getpid()) + "-" + std::to_string(++serial);
     Outcome made = Shell(std::string(PREFIXD_TLS_CERT_SCRIPT) + " " + certs_);
     ASSERT_EQ(made.status, 0) << made.output;
   }
@@ -95,7 +121,7 @@ TEST_F(TlsTest, ClientCertificateRequiredByDefault) {
   // No certificate, or one from a CA the server does not trust: no session, no reply.
   EXPECT_EQ(Cli("", "PING").output.find("PONG"), std::string::npos);
   EXPECT_EQ(Cli("rogue-client", "PING").output.find("PONG"), std::string::npos);
-  std::string log = server_.ReadLog();
+  std::string log = LogWith(server_, "certificate verify failed");
   EXPECT_NE(log.find("peer did not return a certificate"), std::string::npos) << log;
   EXPECT_NE(log.find("certificate verify failed"), std::string::npos) << log;
   EXPECT_EQ(Cli("client", "PING").output, "PONG\n");
@@ -133,7 +159,7 @@ TEST_F(TlsTest, PlainTextClientOnTheTlsPortIsDroppedWithoutHarm) {
   auto plain_port = RawConnection::Tcp(server_.port());
   ASSERT_TRUE(plain_port);
   EXPECT_EQ(plain_port->Call("PING\r\n"), "+PONG\r\n");
-  std::string log = server_.ReadLog();
+  std::string log = LogWith(server_, "TLS handshake with");
   EXPECT_NE(log.find("TLS handshake with"), std::string::npos);
   // 20 failures, at most 5 lines per 10 s reach the log.
   size_t lines = 0;
@@ -205,7 +231,8 @@ TEST_F(TlsTest, ProtocolsAndCiphers) {
   EXPECT_EQ(Cli("client", "CONFIG SET tls-protocols TLSv9").output,
             "ERR CONFIG SET failed (possibly related to argument 'tls-protocols') - Unable to "
             "update TLS configuration. Check server logs.\n\n");  // redis-cli adds a blank line
-  EXPECT_NE(server_.ReadLog().find("Invalid tls-protocols specified"), std::string::npos);
+  EXPECT_NE(LogWith(server_, "Invalid tls-protocols").find("Invalid tls-protocols specified"),
+            std::string::npos);
 }
 
 TEST_F(TlsTest, TlsPortWithPortZeroServesOnlyTls) {

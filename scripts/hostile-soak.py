@@ -113,6 +113,19 @@ class Soak:
                 time.sleep(0.05)
         raise SystemExit("server did not start:\n" + open(self.log_path).read()[-3000:])
 
+    def store(self, sid, value):
+        # Retried: the CLIENT KILL attack may cut any connection, this one included.
+        while self.running():
+            try:
+                with connect(self.port, 30) as s:
+                    s.sendall(resp("SSM.PREFIX.STORE", sid, 0, value))
+                    if s.recv(16).startswith(b"+OK"):
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.1)
+        return False
+
     def running(self):
         return not self.stop.is_set() and time.monotonic() < self.deadline
 
@@ -160,11 +173,7 @@ class Soak:
             s.close()
 
     def nonreader(self):
-        try:
-            with connect(self.port, 30) as s:
-                s.sendall(resp("SSM.PREFIX.STORE", "huge", 0, os.urandom(16 << 20)))
-                s.recv(16)
-        except OSError:
+        if not self.store("huge", os.urandom(16 << 20)):
             return
         while self.running():
             try:
@@ -178,11 +187,7 @@ class Soak:
                 self.count("nonreader_failed")
 
     def throwing(self):
-        try:
-            with connect(self.port) as s:
-                s.sendall(resp("SSM.PREFIX.STORE", "amp", 0, b"y" * 16000))
-                s.recv(16)
-        except OSError:
+        if not self.store("amp", b"y" * 16000):
             return
         request = resp("SSM.PREFIX.MFETCH", "amp", *([0] * 40000))
         while self.running():

@@ -12,9 +12,13 @@
 // line: ops/s, payload GB/s (10^9 bytes), p50/p99 latency in ms. Fetched bytes are checked
 // against the last stored blob on the first and last fetch of each client (after the timed phase,
 // so checking costs no time), or on every fetch with --verify all (inline, and timed).
+// With --tls-cacert (and --tls-cert/--tls-key for a client certificate) every connection speaks
+// TLS through OpenSSL (SSL_write straight from the blob, SSL_read straight into the reply buffer).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -55,6 +59,9 @@ struct Options {
   Verify verify = Verify::kFirstLast;
   std::string key = "bench";
   int timeout_s = 60;  // socket send/receive timeout: a stuck server fails the run, not hangs it
+  std::string tls_cacert;  // non-empty: TLS
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -82,7 +89,7 @@ void Usage() {
                "usage: prefixd-blob-bench --mode prefixd|redis|loopback [--host H] [--port P]\n"
                "         [--size BYTES[k|m|g]] [--clients N] [--requests N] [--seconds S]\n"
                "         [--warmup N] [--verify first-last|all|none] [--key PREFIX]\n"
-               "         [--timeout S]\n"
+               "         [--timeout S] [--tls-cacert F [--tls-cert F --tls-key F]]\n"
                "  prefixd: SSM.PREFIX.STORE/FETCH <key>:<client> 0; redis: SET/GET <key>:<client>\n"
                "  --requests is the total per phase, split over the clients; --seconds caps\n"
                "  each phase. loopback: one thread sends size*requests bytes over 127.0.0.1\n"
@@ -144,6 +151,12 @@ Options ParseOptions(int argc, char** argv) {
       o.key = value;
     } else if (flag == "--timeout") {
       o.timeout_s = static_cast<int>(integer());
+    } else if (flag == "--tls-cacert") {
+      o.tls_cacert = value;
+    } else if (flag == "--tls-cert") {
+      o.tls_cert = value;
+    } else if (flag == "--tls-key") {
+      o.tls_key = value;
     } else {
       Usage();
       Die("unknown flag " + std::string(flag));
@@ -202,11 +215,85 @@ size_t RecvSome(int fd, char* buf, size_t have, size_t want, bool exact) {
   }
 }
 
+[[noreturn]] void DieTls(const std::string& what) {
+  char buf[256] = "unknown error";
+  if (unsigned long code = ERR_get_error()) ERR_error_string_n(code, buf, sizeof buf);
+  Die(what + ": " + buf);
+}
+
+// One client socket, plain or TLS.
+struct Link {
+  int fd = -1;
+  SSL* ssl = nullptr;
+};
+
+SSL_CTX* TlsContext(const Options& o) {
+  static SSL_CTX* ctx = [&] {
+    SSL_CTX* c = SSL_CTX_new(TLS_client_method());
+    if (c == nullptr) DieTls("SSL_CTX_new");
+    if (SSL_CTX_load_verify_locations(c, o.tls_cacert.c_str(), nullptr) != 1) {
+      DieTls("loading " + o.tls_cacert);
+    }
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);
+    // Read-ahead: one recv() for many records instead of two per record, so that the client's
+    // system calls do not hide the server's cost (the same for both servers).
+    SSL_CTX_set_read_ahead(c, 1);
+    SSL_CTX_set_default_read_buffer_len(c, 256 * 1024);
+    if (!o.tls_cert.empty()) {
+      if (SSL_CTX_use_certificate_chain_file(c, o.tls_cert.c_str()) != 1 ||
+          SSL_CTX_use_PrivateKey_file(c, o.tls_key.c_str(), SSL_FILETYPE_PEM) != 1) {
+        DieTls("loading the client certificate");
+      }
+    }
+    return c;
+  }();
+  return ctx;
+}
+
+Link ConnectLink(const Options& o) {
+  Link link{Connect(o), nullptr};
+  if (o.tls_cacert.empty()) return link;
+  link.ssl = SSL_new(TlsContext(o));
+  SSL_set_fd(link.ssl, link.fd);
+  if (SSL_connect(link.ssl) != 1) DieTls("TLS handshake");
+  return link;
+}
+
+void CloseLink(Link& link) {
+  if (link.ssl != nullptr) SSL_free(link.ssl);
+  ::close(link.fd);
+}
+
+void SendAll(Link& link, iovec* iov, int count) {
+  if (link.ssl == nullptr) return SendAll(link.fd, iov, count);
+  for (int i = 0; i < count; ++i) {
+    size_t sent = 0;
+    while (sent < iov[i].iov_len) {
+      size_t n = 0;
+      if (SSL_write_ex(link.ssl, static_cast<char*>(iov[i].iov_base) + sent, iov[i].iov_len - sent,
+                       &n) != 1) {
+        DieTls("TLS send");
+      }
+      sent += n;
+    }
+  }
+}
+
+size_t RecvSome(Link& link, char* buf, size_t have, size_t want, bool exact) {
+  if (link.ssl == nullptr) return RecvSome(link.fd, buf, have, want, exact);
+  do {
+    size_t n = 0;
+    if (SSL_read_ex(link.ssl, buf + have, want - have, &n) != 1) DieTls("TLS receive");
+    have += n;
+  } while (exact && have < want);
+  return have;
+}
+
 // One connection's requests and reply buffer. Requests are not pipelined, so a recv never
 // returns bytes of a later reply.
 class Client {
  public:
-  Client(const Options& o, int id) : o_(o), fd_(Connect(o)) {
+  Client(const Options& o, int id) : o_(o), link_(ConnectLink(o)) {
     std::string key = o.key + ":" + std::to_string(id);
     std::string size = std::to_string(o.size);
     if (o.mode == Mode::kPrefixd) {
@@ -227,7 +314,7 @@ class Client {
     }
     for (auto& r : reply_) r.assign(o.size + 4096, 0);  // room for the header or an error line
   }
-  ~Client() { ::close(fd_); }
+  ~Client() { CloseLink(link_); }
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
@@ -240,11 +327,11 @@ class Client {
     iovec iov[3] = {{store_header_.data(), store_header_.size()},
                     {blob_.data(), blob_.size()},
                     {const_cast<char*>("\r\n"), 2}};
-    SendAll(fd_, iov, 3);
+    SendAll(link_, iov, 3);
     std::vector<char>& r = reply_[0];
     size_t have = 0;
     while (have < 2 || r[have - 2] != '\r' || r[have - 1] != '\n') {
-      have = RecvSome(fd_, r.data(), have, r.size(), false);
+      have = RecvSome(link_, r.data(), have, r.size(), false);
     }
     if (r[0] != '+') Die("STORE failed: " + std::string(r.data(), have - 2));
   }
@@ -253,11 +340,11 @@ class Client {
   // returns the payload, valid until the next fetch into the same slot.
   std::string_view Fetch(int slot) {
     iovec iov[1] = {{fetch_.data(), fetch_.size()}};
-    SendAll(fd_, iov, 1);
+    SendAll(link_, iov, 1);
     std::vector<char>& r = reply_[slot];
     size_t have = 0, header = 0;
     while (header == 0) {
-      have = RecvSome(fd_, r.data(), have, r.size(), false);
+      have = RecvSome(link_, r.data(), have, r.size(), false);
       auto crlf = std::string_view(r.data(), have).find("\r\n");
       if (crlf != std::string_view::npos) header = crlf + 2;
     }
@@ -269,7 +356,7 @@ class Client {
           std::to_string(o_.size) + " bytes");
     }
     size_t total = header + length + 2;
-    while (have < total) have = RecvSome(fd_, r.data(), have, total, true);
+    while (have < total) have = RecvSome(link_, r.data(), have, total, true);
     return {r.data() + header, length};
   }
 
@@ -286,7 +373,7 @@ class Client {
   }
 
   const Options& o_;
-  int fd_;
+  Link link_;
   std::string store_header_;
   std::string fetch_;
   std::vector<char> blob_;

@@ -3,6 +3,7 @@ find_package(Threads REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
+find_package(OpenSSL REQUIRED)  # TLS: asio's SSL layer over Debian's libssl-dev
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)

@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libasio-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libhiredis-dev libxxhash-dev
+  libasio-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libhiredis-dev libxxhash-dev libssl-dev openssl
   redis-server redis-tools python3 python3-redis
   libopenblas-dev nlohmann-json3-dev patchelf python3-numpy
   clang-14 libclang-rt-14-dev libfuzzer-14-dev clang-format

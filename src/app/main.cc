@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "app/open_files.h"
 #include "app/options.h"
 #include "commands/engine.h"
 #include "commands/registry.h"
@@ -21,6 +22,29 @@ spdlog::level::level_enum LogLevel(const std::string& name) {
   if (name == "verbose") return spdlog::level::debug;
   if (name == "warning") return spdlog::level::warn;
   return spdlog::level::info;
+}
+
+prefixd::server::TlsOptions TlsFromSettings(const prefixd::Settings& s) {
+  using prefixd::Setting;
+  namespace server = prefixd::server;
+  server::TlsOptions o;
+  o.cert_file = s.String(Setting::kTlsCertFile);
+  o.key_file = s.String(Setting::kTlsKeyFile);
+  o.key_file_pass = s.String(Setting::kTlsKeyFilePass);
+  o.ca_cert_file = s.String(Setting::kTlsCaCertFile);
+  o.ca_cert_dir = s.String(Setting::kTlsCaCertDir);
+  std::string auth = s.String(Setting::kTlsAuthClients);
+  o.auth_clients = auth == "no"         ? server::TlsClientAuth::kNo
+                   : auth == "optional" ? server::TlsClientAuth::kOptional
+                                        : server::TlsClientAuth::kYes;
+  o.protocols = s.String(Setting::kTlsProtocols);
+  o.ciphers = s.String(Setting::kTlsCiphers);
+  o.ciphersuites = s.String(Setting::kTlsCiphersuites);
+  o.prefer_server_ciphers = s.Bool(Setting::kTlsPreferServerCiphers);
+  o.session_caching = s.Bool(Setting::kTlsSessionCaching);
+  o.session_cache_size = static_cast<int>(s.Int(Setting::kTlsSessionCacheSize));
+  o.session_cache_timeout = static_cast<int>(s.Int(Setting::kTlsSessionCacheTimeout));
+  return o;
 }
 
 }  // namespace
@@ -85,11 +109,18 @@ int main(int argc, char** argv) {
   server::ServerOptions options;
   options.bind = settings.String(Setting::kBind);
   options.port = static_cast<uint16_t>(settings.Int(Setting::kPort));
+  options.tls_port = static_cast<uint16_t>(settings.Int(Setting::kTlsPort));
   options.unix_socket = settings.String(Setting::kUnixSocket);
   options.unix_socket_perm = static_cast<int>(settings.Int(Setting::kUnixSocketPerm));
   options.io_threads = threads;
   options.backlog = static_cast<int>(settings.Int(Setting::kTcpBacklog));
   server::Server server(options, registry);
+  if (options.tls_port != 0) {
+    if (std::string err = server.ConfigureTls(TlsFromSettings(settings)); !err.empty()) {
+      spdlog::critical("Failed to configure TLS: {}", err);
+      return 1;
+    }
+  }
   try {
     server.Start();
   } catch (const std::exception& e) {
@@ -97,12 +128,43 @@ int main(int argc, char** argv) {
     return 1;
   }
   engine.set_shutdown_hook([&server] { server.Stop(); });
+  if (!app::AdjustOpenFilesLimit(settings)) return 1;
+
+  // CONFIG SET puts these into effect (and undoes its change when they fail).
+  settings.AddApplyHook({Setting::kMaxClients},
+                        [&settings] { return app::CheckMaxClients(settings); });
+  settings.AddApplyHook({Setting::kTlsCertFile, Setting::kTlsKeyFile, Setting::kTlsKeyFilePass,
+                         Setting::kTlsCaCertFile, Setting::kTlsCaCertDir, Setting::kTlsAuthClients,
+                         Setting::kTlsProtocols, Setting::kTlsCiphers, Setting::kTlsCiphersuites,
+                         Setting::kTlsPreferServerCiphers, Setting::kTlsSessionCaching,
+                         Setting::kTlsSessionCacheSize, Setting::kTlsSessionCacheTimeout},
+                        [&settings, &server, tls = options.tls_port != 0]() -> std::string {
+                          if (!tls) return {};
+                          std::string err = server.ConfigureTls(TlsFromSettings(settings));
+                          if (err.empty()) {
+                            spdlog::info("TLS configuration reloaded");
+                            return {};
+                          }
+                          spdlog::warn("Failed to update TLS configuration: {}", err);
+                          return "Unable to update TLS configuration. Check server logs.";
+                        });
 
   spdlog::info("prefixd {} (Redis {} wire) pid={}", commands::kPrefixdVersion,
                commands::kRedisCompatVersion, getpid());
-  spdlog::info("Listening on {}:{}{}; {} io threads; data dir {}", options.bind, server.tcp_port(),
+  spdlog::info("Listening on {}{}{}; {} io threads; data dir {}",
+               options.port != 0 ? fmt::format("{}:{}", options.bind, server.tcp_port())
+                                 : std::string("no plain TCP port"),
+               options.tls_port != 0 ? fmt::format(", TLS {}:{}", options.bind, server.tls_port())
+                                     : std::string(),
                options.unix_socket.empty() ? "" : " and unix socket " + options.unix_socket,
                threads, std::filesystem::absolute(dir, ec).string());
+  if (settings.Bool(Setting::kProtectedMode) && settings.String(Setting::kRequirePass).empty() &&
+      options.bind != "127.0.0.1" && options.bind != "::1") {
+    spdlog::warn(
+        "protected-mode is on and no requirepass is set: only loopback and unix socket clients "
+        "are served (set requirepass, or protected-mode no, to serve {})",
+        options.bind);
+  }
   spdlog::info("Persistence: appendonly {}, appendfsync {}", settings.String(Setting::kAppendOnly),
                settings.String(Setting::kAppendFsync));
   spdlog::info(

@@ -256,8 +256,8 @@ void ClientKill(Context& ctx) {
       if (c->addr == args[2]) {
         if (c.get() == &ctx.client) {
           ctx.client.close_after_reply = true;
-        } else if (c->kill) {
-          c->kill();
+        } else {
+          c->Kill();
         }
         return ctx.reply.Simple("OK");
       }
@@ -314,8 +314,8 @@ void ClientKill(Context& ctx) {
     if (is_me && skip_me) continue;
     if (is_me) {
       ctx.client.close_after_reply = true;
-    } else if (c->kill) {
-      c->kill();
+    } else {
+      c->Kill();
     }
     ++killed;
   }

@@ -16,6 +16,28 @@ inline constexpr std::string_view kWrongPass =
     "WRONGPASS invalid username-password pair or user is disabled.";
 inline constexpr std::string_view kOom = "OOM command not allowed when used memory > 'maxmemory'.";
 
+// Redis 7.0.15's reply to a client refused by protected mode, word for word (its typo included).
+inline constexpr std::string_view kProtectedMode =
+    "DENIED Redis is running in protected mode because protected mode is enabled and "
+    "no password is set for the default user. In this mode connections are only "
+    "accepted from the loopback interface. If you want to connect from external "
+    "computers to Redis you may adopt one of the following solutions: 1) Just "
+    "disable protected mode sending the command 'CONFIG SET protected-mode no' from "
+    "the loopback interface by connecting to Redis from the same host the server is "
+    "running, however MAKE SURE Redis is not publicly accessible from internet if "
+    "you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively "
+    "you can just disable the protected mode by editing the Redis configuration "
+    "file, and setting the protected mode option to 'no', and then restarting the "
+    "server. 3) If you started the server manually just for testing, restart it with "
+    "the '--protected-mode no' option. 4) Setup a an authentication password for the "
+    "default user. NOTE: You only need to do one of the above things in order for "
+    "the server to start accepting connections from the outside.";
+// CONFIG SET and DEBUG refused by enable-protected-configs / enable-debug-command.
+inline constexpr std::string_view kDebugNotAllowed =
+    "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you "
+    "can run it from a local connection, otherwise you need to set this option in the "
+    "configuration file, and then restart the server.";
+
 std::string WrongArity(std::string_view full_name);
 std::string UnknownCommand(const protocol::Request& request);
 std::string UnknownSubcommand(std::string_view subcommand, std::string_view command);

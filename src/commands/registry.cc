@@ -24,6 +24,11 @@ bool ArityOk(int arity, size_t argc) {
 
 }  // namespace
 
+bool ProtectedModeRefuses(const Settings& settings, const server::ClientState& client) {
+  return settings.Bool(Setting::kProtectedMode) && settings.String(Setting::kRequirePass).empty() &&
+         !client.local;
+}
+
 namespace errors {
 
 std::string WrongArity(std::string_view full_name) {
@@ -121,6 +126,10 @@ std::string Registry::OnConnect(const std::shared_ptr<server::ClientState>& clie
   if (engine_.ClientCount() >= static_cast<size_t>(engine_.settings().Int(Setting::kMaxClients))) {
     engine_.stats().rejected_connections += 1;
     return "ERR max number of clients reached";
+  }
+  if (ProtectedModeRefuses(engine_.settings(), *client)) {
+    engine_.stats().rejected_connections += 1;
+    return std::string(errors::kProtectedMode);
   }
   engine_.AddClient(client);
   return {};

@@ -50,6 +50,10 @@ class Registry : public server::Dispatcher {
   std::unordered_map<std::string, CommandSpec, FoldedHash, FoldedEqual> table_;
 };
 
+// Redis's protected mode: with protected-mode on and no password, only loopback and unix-socket
+// clients are served; the rest get errors::kProtectedMode and are closed.
+bool ProtectedModeRefuses(const Settings& settings, const server::ClientState& client);
+
 // Each command family adds its commands to the table.
 void RegisterConnectionCommands(Registry& registry);
 void RegisterServerCommands(Registry& registry);

@@ -3,10 +3,13 @@
 #include <fnmatch.h>
 #include <spdlog/spdlog.h>
 
+#include <thread>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <map>
+#include <thread>
 
 #include "commands/engine.h"
 #include "commands/errors.h"
@@ -183,7 +186,13 @@ void ConfigGet(Context& ctx) {
 void ConfigSet(Context& ctx) {
   const auto& args = ctx.args;
   if ((args.size() - 2) % 2 != 0) return ctx.reply.Error(errors::kSyntax);
-  // Validate every pair on a scratch copy first so a bad pair changes nothing.
+  auto failed = [&](std::string_view arg, std::string_view why) {
+    ctx.reply.Error("ERR CONFIG SET failed (possibly related to argument '" + std::string(arg) +
+                    "') - " + std::string(why));
+  };
+  Settings& settings = ctx.engine.settings();
+  // Checked in Redis's order: unknown, immutable, protected, duplicate, then every value on a
+  // scratch copy, so that a bad pair changes nothing.
   Settings scratch;
   std::vector<std::pair<Setting, std::string_view>> changes;
   for (size_t i = 2; i < args.size(); i += 2) {
@@ -192,24 +201,49 @@ void ConfigSet(Context& ctx) {
       return ctx.reply.Error("ERR Unknown option or number of arguments for CONFIG SET - '" +
                              std::string(args[i]) + "'");
     }
-    std::string err = scratch.Set(*id, args[i + 1], /*at_startup=*/false);
-    if (!err.empty()) {
-      return ctx.reply.Error("ERR CONFIG SET failed (possibly related to argument '" +
-                             std::string(args[i]) + "') - " + err);
+    const SettingSpec& spec = Settings::Specs()[static_cast<size_t>(*id)];
+    if (!spec.runtime_mutable) return failed(args[i], "can't set immutable config");
+    // Setting a path to what it already is only reloads it (TLS certificates): always allowed.
+    if (spec.is_protected && args[i + 1] != settings.Get(*id) &&
+        !ProtectedActionAllowed(settings.String(Setting::kEnableProtectedConfigs),
+                                ctx.client.local)) {
+      return failed(args[i], "can't set protected config");
+    }
+    for (const auto& [seen, value] : changes) {
+      if (seen == *id) return failed(args[i], "duplicate parameter");
+    }
+    if (std::string err = scratch.Set(*id, args[i + 1], /*at_startup=*/false); !err.empty()) {
+      return failed(args[i], err);
     }
     changes.emplace_back(*id, args[i + 1]);
   }
+  std::vector<std::string> previous;
+  std::vector<Setting> changed;
   for (auto [id, value] : changes) {
-    ctx.engine.settings().Set(id, value, /*at_startup=*/false);
+    previous.push_back(settings.Get(id));
+    settings.Set(id, value, /*at_startup=*/false);
+    changed.push_back(id);
+  }
+  Setting culprit = changed.front();
+  if (std::string err = settings.Apply(changed, &culprit); !err.empty()) {
+    // Put every value back and into effect again, as Redis does.
+    for (size_t i = 0; i < changed.size(); ++i) {
+      settings.Set(changed[i], previous[i], /*at_startup=*/true);
+    }
+    settings.Apply(changed);
+    size_t at = std::find(changed.begin(), changed.end(), culprit) - changed.begin();
+    return failed(args[2 + 2 * at], err);
+  }
+  for (Setting id : changed) {
     if (id == Setting::kAppendFsync && ctx.engine.durability() != nullptr) {
       ctx.engine.durability()->set_policy(
-          persist::ParsePolicy(ctx.engine.settings().String(Setting::kAppendFsync)));
+          persist::ParsePolicy(settings.String(Setting::kAppendFsync)));
     }
     if (id == Setting::kLogLevel) {
-      spdlog::set_level(spdlog::level::from_str(
-          ctx.engine.settings().String(id) == "notice"    ? "info"
-          : ctx.engine.settings().String(id) == "verbose" ? "debug"
-                                                          : ctx.engine.settings().String(id)));
+      spdlog::set_level(spdlog::level::from_str(settings.String(id) == "notice" ? "info"
+                                                : settings.String(id) == "verbose"
+                                                    ? "debug"
+                                                    : settings.String(id)));
     }
   }
   ctx.reply.Simple("OK");
@@ -270,6 +304,36 @@ void Shutdown(Context& ctx) {
   ctx.engine.RequestShutdown();
 }
 
+// DEBUG: only where enable-debug-command allows it (Redis's rule and text). SLEEP blocks the
+// client's io thread, to test how the rest of the server copes.
+void Debug(Context& ctx) {
+  const auto& args = ctx.args;
+  if (!ProtectedActionAllowed(ctx.engine.settings().String(Setting::kEnableDebugCommand),
+                              ctx.client.local)) {
+    return ctx.reply.Error(errors::kDebugNotAllowed);
+  }
+  if (EqualsIgnoreCase(args[1], "HELP") && args.size() == 2) {
+    static constexpr std::string_view kLines[] = {
+        "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "SLEEP <seconds>",
+        "    Stop the server for <seconds>. Decimals allowed.", "HELP", "    Print this help."};
+    ctx.reply.ArrayLen(std::size(kLines));
+    for (auto line : kLines) ctx.reply.Simple(line);
+    return;
+  }
+  if (EqualsIgnoreCase(args[1], "SLEEP") && args.size() == 3) {
+    std::string text(args[2]);
+    char* end = nullptr;
+    double seconds = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6) {
+      return ctx.reply.Error("ERR value is not a valid float");
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return ctx.reply.Simple("OK");
+  }
+  ctx.reply.Error("ERR unknown subcommand or wrong number of arguments for '" +
+                  std::string(args[1].substr(0, 128)) + "'. Try DEBUG HELP.");
+}
+
 }  // namespace
 
 void RegisterServerCommands(Registry& r) {
@@ -294,6 +358,9 @@ void RegisterServerCommands(Registry& r) {
           [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("command")); }),
   };
   r.Add(std::move(command));
+
+  r.Add(cmd("debug", -2, kAdmin | kNoScript | kLoading | kStale, "<subcommand> [arguments]",
+            "Debugging aids (SLEEP); allowed only as enable-debug-command says.", Debug));
 
   CommandSpec config =
       cmd("config", -2, 0, "<subcommand> [arguments]", "Reads and changes settings.", nullptr);

@@ -13,50 +13,56 @@ namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+constexpr int64_t kUintMax = std::numeric_limits<uint32_t>::max();
 
 using T = SettingType;
+// Ranges are Redis 7.0's where Redis has the directive (config.c); prefixd's own settings have
+// maximums that keep every derived size and product far inside 64 bits.
 const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpecs = {{
     {"bind", T::kString, false, "127.0.0.1", 0, 0, "", "Address to listen on for TCP clients"},
-    {"port", T::kInteger, false, "1974", 0, 65535, "", "TCP port (0 disables TCP)"},
+    {"port", T::kInteger, false, "1974", 0, 65535, "", "TCP port (0: no plain TCP listener)"},
     {"unixsocket", T::kString, false, "", 0, 0, "", "Path of a unix socket to listen on too"},
     {"unixsocketperm", T::kInteger, false, "0", 0, 0777, "",
      "Permission bits of the unix socket, octal (0 keeps the umask default)"},
-    {"dir", T::kString, false, "./data", 0, 0, "", "Data directory"},
+    {"dir", T::kString, false, "./data", 0, 0, "", "Data directory", true},
     {"loglevel", T::kEnum, true, "notice", 0, 0, "debug|verbose|notice|warning", "Log verbosity"},
-    {"logfile", T::kString, false, "", 0, 0, "", "Log to this file instead of standard output"},
+    {"logfile", T::kString, false, "", 0, 0, "", "Log to this file instead of standard output",
+     true},
     {"requirepass", T::kString, true, "", 0, 0, "", "Password clients must AUTH with"},
-    {"maxclients", T::kInteger, true, "10000", 1, 1000000, "", "Most simultaneous clients"},
+    {"maxclients", T::kInteger, true, "10000", 1, kUintMax, "",
+     "Most simultaneous clients (lowered at start to fit the open-files limit)"},
     {"proto-max-bulk-len", T::kMemory, true, "1gb", 1024 * 1024, kMax, "",
      "Largest bulk argument a request may carry"},
     {"client-query-buffer-limit", T::kMemory, true, "2gb", 1024 * 1024, (int64_t{4} << 30) - 1, "",
-     "Most argument bytes one request may declare"},
+     "Most argument bytes one request may declare (below 4 GiB)"},
     {"client-output-buffer-limit", T::kMemory, true, "4gb", 1024, kMax, "",
      "Replies a client may leave unread before it is disconnected"},
     {"io-threads", T::kInteger, false, "0", 0, 256, "", "Network threads (0: one per core)"},
-    {"timeout", T::kInteger, true, "0", 0, kMax, "",
+    {"timeout", T::kInteger, true, "0", 0, kIntMax, "",
      "Close a client idle for this many seconds (0: never)"},
-    {"tcp-backlog", T::kInteger, false, "511", 1, 65535, "", "Listen backlog"},
+    {"tcp-backlog", T::kInteger, false, "511", 0, kIntMax, "", "Listen backlog"},
     {"max-sid-len", T::kInteger, true, "1024", 1, 64 * 1024 * 1024, "",
      "Longest session id SSM.PREFIX accepts, in bytes"},
     {"maxmemory", T::kMemory, true, "0", 0, kMax, "",
      "Refuse writes once stored bytes exceed this (0: no limit)"},
-    {"appendonly", T::kEnum, false, "yes", 0, 0, "yes|no",
+    {"appendonly", T::kBool, false, "yes", 0, 0, "",
      "Keep every write in the data directory's log and snapshot (no: memory only)"},
     {"appendfsync", T::kEnum, true, "everysec", 0, 0, "always|everysec|no",
      "When the log is fsynced: before each reply, once a second, or when the OS decides"},
-    {"auto-aof-rewrite-percentage", T::kInteger, false, "100", 0, 1000000, "",
+    {"auto-aof-rewrite-percentage", T::kInteger, false, "100", 0, kIntMax, "",
      "Snapshot and cut the log once it grows this much past the live data (0: never)"},
     {"auto-aof-rewrite-min-size", T::kMemory, false, "64mb", 0, kMax, "",
      "Never rewrite automatically while the log is smaller than this"},
-    {"log-segment-size", T::kMemory, false, "256mb", 1024 * 1024, kMax, "",
+    {"log-segment-size", T::kMemory, false, "256mb", 1024 * 1024, int64_t{1} << 40, "",
      "Start a new log segment once the current one reaches this size"},
-    {"log-skip-corrupt", T::kEnum, false, "no", 0, 0, "yes|no",
+    {"log-skip-corrupt", T::kBool, false, "no", 0, 0, "",
      "Start even when a log record before the tail is corrupt, skipping (and logging) it"},
-    {"vstore-max-sessions", T::kInteger, true, "65536", 1, int64_t{1} << 40, "",
+    {"vstore-max-sessions", T::kInteger, true, "65536", 1, int64_t{1} << 32, "",
      "Most V-store sessions (a KV.PREFIX prefix takes two); V.CREATE and REGISTER fail past it"},
-    {"vstore-max-layers", T::kInteger, true, "1024", 1, 0x7fffffff, "",
+    {"vstore-max-layers", T::kInteger, true, "1024", 1, 1 << 20, "",
      "Layer ids a V-store session accepts: 0 to this minus one"},
-    {"vstore-max-tokens", T::kInteger, true, "4194304", 1, int64_t{1} << 40, "",
+    {"vstore-max-tokens", T::kInteger, true, "4194304", 1, int64_t{1} << 28, "",
      "Rows (tokens) a V-store layer may hold: the end of every STOREBATCH and fetched RANGE"},
     {"vstore-max-dim", T::kInteger, true, "65536", 1, 262144, "",
      "Largest value_dim (and KV.PREFIX kv_dim) a V-store session may have"},
@@ -64,6 +70,36 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Storage tier of a V.CREATE without VQUANT"},
     {"kvprefix-prefill-us-per-token", T::kInteger, true, "555", 0, 1000000000, "",
      "Prefill time a KV.PREFIX hit is credited per token when the client reports none (us)"},
+    {"protected-mode", T::kBool, true, "yes", 0, 0, "",
+     "Without a requirepass, refuse clients that are not on loopback or the unix socket"},
+    {"enable-protected-configs", T::kEnum, false, "no", 0, 0, "no|yes|local",
+     "Who may CONFIG SET a setting that names a file to a new path (local: loopback and unix "
+     "socket clients)"},
+    {"enable-debug-command", T::kEnum, false, "no", 0, 0, "no|yes|local",
+     "Who may run DEBUG (local: loopback and unix socket clients)"},
+    {"tls-port", T::kInteger, false, "0", 0, 65535, "", "TLS port (0: no TLS listener)"},
+    {"tls-cert-file", T::kString, true, "", 0, 0, "",
+     "Server certificate (PEM); CONFIG SET reloads the TLS files, even to the same path", true},
+    {"tls-key-file", T::kString, true, "", 0, 0, "", "Private key of tls-cert-file (PEM)", true},
+    {"tls-key-file-pass", T::kString, true, "", 0, 0, "", "Passphrase of tls-key-file"},
+    {"tls-ca-cert-file", T::kString, true, "", 0, 0, "",
+     "CA certificates (PEM) that client certificates are checked against", true},
+    {"tls-ca-cert-dir", T::kString, true, "", 0, 0, "",
+     "Directory of CA certificates (c_rehash layout), as tls-ca-cert-file", true},
+    {"tls-auth-clients", T::kEnum, true, "yes", 0, 0, "no|yes|optional",
+     "Client certificates: required, not asked for, or checked when offered"},
+    {"tls-protocols", T::kString, true, "", 0, 0, "",
+     "Allowed TLS versions, e.g. \"TLSv1.2 TLSv1.3\" (empty: TLSv1.2 and TLSv1.3)"},
+    {"tls-ciphers", T::kString, true, "", 0, 0, "", "TLSv1.2 cipher list (OpenSSL syntax)"},
+    {"tls-ciphersuites", T::kString, true, "", 0, 0, "", "TLSv1.3 cipher suites (OpenSSL syntax)"},
+    {"tls-prefer-server-ciphers", T::kBool, true, "no", 0, 0, "",
+     "Pick the cipher by the server's order rather than the client's"},
+    {"tls-session-caching", T::kBool, true, "yes", 0, 0, "",
+     "Let clients resume TLS sessions (skips a full handshake on reconnect)"},
+    {"tls-session-cache-size", T::kInteger, true, "20480", 0, kIntMax, "",
+     "TLS sessions kept for resumption (0: OpenSSL's default)"},
+    {"tls-session-cache-timeout", T::kInteger, true, "300", 0, kIntMax, "",
+     "Seconds a cached TLS session may be resumed"},
 }};
 
 size_t EditDistance(std::string_view a, std::string_view b) {
@@ -157,7 +193,10 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
       } else {
         v = spec.type == T::kMemory ? ParseMemory(value) : ParseInt64(value);
       }
-      if (!v) return "argument couldn't be parsed into an integer";
+      if (!v) {
+        return spec.type == T::kMemory ? "argument must be a memory value"
+                                       : "argument couldn't be parsed into an integer";
+      }
       if (*v < spec.min || *v > spec.max) {
         return "argument must be between " + std::to_string(spec.min) + " and " +
                std::to_string(spec.max) + " inclusive";
@@ -178,9 +217,16 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
         }
         pos = bar + 1;
       }
-      std::string allowed(choices);
-      std::replace(allowed.begin(), allowed.end(), '|', ',');
+      std::string allowed;
+      for (char c : choices) allowed += c == '|' ? std::string(", ") : std::string(1, c);
       return "argument(s) must be one of the following: " + allowed;
+    }
+    case T::kBool: {
+      std::string lower = AsciiLower(value);
+      if (lower != "yes" && lower != "no") return "argument must be 'yes' or 'no'";
+      std::lock_guard lock(strings_mu_);
+      strings_[index] = lower;
+      return {};
     }
     case T::kString: {
       std::lock_guard lock(strings_mu_);
@@ -207,6 +253,40 @@ std::string Settings::Get(Setting id) const {
 std::string Settings::String(Setting id) const {
   std::lock_guard lock(strings_mu_);
   return strings_[static_cast<size_t>(id)];
+}
+
+void Settings::AddApplyHook(std::vector<Setting> ids, std::function<std::string()> apply) {
+  hooks_.push_back({std::move(ids), std::move(apply)});
+}
+
+std::string Settings::Apply(const std::vector<Setting>& changed, Setting* culprit) const {
+  for (const ApplyHook& hook : hooks_) {
+    auto first = std::find_if(changed.begin(), changed.end(), [&](Setting id) {
+      return std::find(hook.ids.begin(), hook.ids.end(), id) != hook.ids.end();
+    });
+    if (first == changed.end()) continue;
+    if (std::string err = hook.apply(); !err.empty()) {
+      if (culprit != nullptr) *culprit = *first;
+      return err;
+    }
+  }
+  return {};
+}
+
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (!__builtin_mul_overflow(a, b, &out)) return out;
+  return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min() : kMax;
+}
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (!__builtin_add_overflow(a, b, &out)) return out;
+  return b < 0 ? std::numeric_limits<int64_t>::min() : kMax;
+}
+
+bool ProtectedActionAllowed(std::string_view setting_value, bool local_client) {
+  return setting_value == "yes" || (setting_value == "local" && local_client);
 }
 
 }  // namespace prefixd

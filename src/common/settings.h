@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -14,7 +15,7 @@
 
 namespace prefixd {
 
-enum class SettingType { kInteger, kMemory, kString, kEnum };
+enum class SettingType { kInteger, kMemory, kString, kEnum, kBool };
 
 // The index of each setting in the table; keep in step with kSettingSpecs in settings.cc.
 enum class Setting : size_t {
@@ -47,6 +48,23 @@ enum class Setting : size_t {
   kVstoreMaxDim,
   kVstoreDefaultVquant,
   kKvPrefixPrefillUsPerToken,
+  kProtectedMode,
+  kEnableProtectedConfigs,
+  kEnableDebugCommand,
+  kTlsPort,
+  kTlsCertFile,
+  kTlsKeyFile,
+  kTlsKeyFilePass,
+  kTlsCaCertFile,
+  kTlsCaCertDir,
+  kTlsAuthClients,
+  kTlsProtocols,
+  kTlsCiphers,
+  kTlsCiphersuites,
+  kTlsPreferServerCiphers,
+  kTlsSessionCaching,
+  kTlsSessionCacheSize,
+  kTlsSessionCacheTimeout,
   kCount,
 };
 
@@ -59,6 +77,9 @@ struct SettingSpec {
   int64_t max = 0;
   std::string_view choices;  // for kEnum: values separated by '|'
   std::string_view help;
+  // Names a file or directory the server opens: changing it at runtime takes
+  // enable-protected-configs (Redis's PROTECTED_CONFIG).
+  bool is_protected = false;
 };
 
 class Settings {
@@ -81,8 +102,24 @@ class Settings {
     return ints_[static_cast<size_t>(id)].load(std::memory_order_relaxed);
   }
   std::string String(Setting id) const;
+  bool Bool(Setting id) const { return String(id) == "yes"; }
+
+  // Runs after CONFIG SET has stored new values: `apply` puts the settings in `ids` into effect
+  // (e.g. reloads TLS certificates) and returns an error text, or empty on success. CONFIG SET
+  // runs each hook once per command even when several of its settings changed. Install hooks
+  // at start-up, before clients are served.
+  void AddApplyHook(std::vector<Setting> ids, std::function<std::string()> apply);
+  // Runs the hooks of the settings in `changed`; the first error text, or empty. On an error,
+  // `culprit` (if given) names the first setting in `changed` that the failing hook covers.
+  std::string Apply(const std::vector<Setting>& changed, Setting* culprit = nullptr) const;
 
  private:
+  struct ApplyHook {
+    std::vector<Setting> ids;
+    std::function<std::string()> apply;
+  };
+  std::vector<ApplyHook> hooks_;
+
   std::array<std::atomic<int64_t>, static_cast<size_t>(Setting::kCount)> ints_{};
   mutable std::mutex strings_mu_;
   std::array<std::string, static_cast<size_t>(Setting::kCount)> strings_;
@@ -90,5 +127,13 @@ class Settings {
 
 // "1gb", "512mb", "64k", "1024": Redis's memory units (k=1000, kb=1024, ...).
 std::optional<int64_t> ParseMemory(std::string_view text);
+
+// Settings arithmetic never wraps: a product or sum past int64's range is clamped to it.
+int64_t SaturatingMul(int64_t a, int64_t b);
+int64_t SaturatingAdd(int64_t a, int64_t b);
+
+// Redis's enable-protected-configs / enable-debug-command values: "yes", "no" or "local"
+// (allowed only from a loopback or unix-socket client).
+bool ProtectedActionAllowed(std::string_view setting_value, bool local_client);
 
 }  // namespace prefixd

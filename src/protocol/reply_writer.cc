@@ -184,6 +184,30 @@ bool ReplyWriter::NextWrite(std::vector<std::span<const uint8_t>>& out) {
   return !out.empty();
 }
 
+ReplyWriter::Mark ReplyWriter::GetMark() const {
+  Mark m{pieces_.size(), 0, pending_bytes_, owned_bytes_, referenced_bytes_};
+  if (!pieces_.empty() && pieces_.back().kind == Piece::Kind::kOwned) {
+    m.tail_size = pieces_.back().owned.size();
+  }
+  return m;
+}
+
+void ReplyWriter::RewindTo(const Mark& mark) {
+  // Dropping the pieces queued since the mark destroys their producers and Bytes handles, which
+  // releases what they pinned; the counters go back to what they were, as nothing queued since
+  // was handed to NextWrite (writes happen between batches, rewinds within one).
+  pieces_.resize(mark.pieces);
+  if (!pieces_.empty() && pieces_.back().kind == Piece::Kind::kOwned) {
+    std::string& tail = pieces_.back().owned;
+    tail.resize(mark.tail_size);
+    // A partial reply may have grown the tail far past a chunk (one large copied bulk).
+    if (tail.capacity() > kOwnedChunk) tail.shrink_to_fit();
+  }
+  pending_bytes_ = mark.pending_bytes;
+  owned_bytes_ = mark.owned_bytes;
+  referenced_bytes_ = mark.referenced_bytes;
+}
+
 size_t ReplyWriter::Clear() {
   size_t freed = scratch_.capacity();
   std::vector<uint8_t>().swap(scratch_);

@@ -78,6 +78,20 @@ class ReplyWriter {
   // so an idle connection holds no reply memory. Returns the bytes of owned storage freed.
   size_t Clear();
 
+  // A point in the queue to go back to: a request that fails half-way through its reply (an
+  // exception) is answered with an error instead of the part written so far. Rewinding drops
+  // every piece queued since (releasing what referenced and produced pieces pinned) and restores
+  // the byte counts; nothing queued after the mark may have been handed to NextWrite yet.
+  struct Mark {
+    size_t pieces = 0;
+    size_t tail_size = 0;
+    size_t pending_bytes = 0;
+    size_t owned_bytes = 0;
+    size_t referenced_bytes = 0;
+  };
+  Mark GetMark() const;
+  void RewindTo(const Mark& mark);
+
   // Values referenced instead of copied when at least this long.
   static constexpr size_t kReferenceThreshold = 16 * 1024;
   // A produced piece is made this much at a time: what a client that does not read costs.

@@ -18,6 +18,10 @@ struct ClientState {
   std::string laddr;
   int fd = -1;
   bool unix_socket = false;
+  // On the loopback interface or the unix socket: what protected mode and the "local" value of
+  // enable-protected-configs / enable-debug-command allow.
+  bool local = false;
+  bool tls = false;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
 
   // Owner thread only.
@@ -50,8 +54,25 @@ struct ClientState {
   // outlives every client.
   std::atomic<const char*> last_command{"NULL"};
 
-  // Closes the connection from any thread (CLIENT KILL, SHUTDOWN); set by the connection.
-  std::function<void()> kill;
+  // Closes the connection from any thread (CLIENT KILL); does nothing once it has closed. The
+  // hook is read and replaced under a mutex: a kill may race the connection's own close.
+  void Kill() const {
+    std::function<void()> hook;
+    {
+      std::lock_guard lock(kill_mu_);
+      hook = kill_hook_;
+    }
+    if (hook) hook();
+  }
+  // Set by the connection when it starts serving; cleared (nullptr) when it closes.
+  void SetKillHook(std::function<void()> hook) {
+    std::lock_guard lock(kill_mu_);
+    kill_hook_ = std::move(hook);
+  }
+
+ private:
+  mutable std::mutex kill_mu_;
+  std::function<void()> kill_hook_;
 };
 
 }  // namespace prefixd::server

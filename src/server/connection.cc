@@ -3,12 +3,17 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/settings.h"
 #include "protocol/resp_parser.h"
 #include "server/connection_memory.h"
+#include "server/log_limiter.h"
+#include "server/tls_stream.h"
 
 namespace prefixd::server {
 namespace {
@@ -16,46 +21,155 @@ namespace {
 // Replies are written out once this much is queued, so a long pipeline of requests never makes
 // the server hold more than about this much per client (plus one reply).
 constexpr size_t kFlushThreshold = 256 * 1024;
+// A client on the TLS port must finish its handshake within this time, so that sockets which
+// never speak TLS cannot pile up.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 
+using TcpSocket = asio::ip::tcp::socket;
+using UnixSocket = asio::local::stream_protocol::socket;
+
+template <typename Stream>
+constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
+
+// A request that throws is logged at most this often (a client can repeat it at will).
+LogLimiter request_failure_log(5, std::chrono::seconds(10));
+LogLimiter handshake_failure_log(5, std::chrono::seconds(10));
+LogLimiter refusal_log(5, std::chrono::seconds(10));
+LogLimiter protocol_error_log(5, std::chrono::seconds(10));
+
+// Reading and writing, the same for every kind of stream: plain sockets through asio, TLS through
+// TlsStream (which encrypts from and decrypts into the same buffers).
 template <typename Socket>
-class Connection : public std::enable_shared_from_this<Connection<Socket>> {
+asio::awaitable<size_t> ReadSome(Socket& socket, asio::mutable_buffer out) {
+  co_return co_await socket.async_read_some(out, asio::use_awaitable);
+}
+asio::awaitable<size_t> ReadSome(TlsStream& stream, asio::mutable_buffer out) {
+  return stream.ReadSome(out);
+}
+template <typename Socket>
+asio::awaitable<size_t> WriteAll(Socket& socket, const std::vector<asio::const_buffer>& pieces) {
+  // asio writes at most 64 KiB per call by default; a large reply should go in as few system
+  // calls as the socket allows.
+  auto large_writes = [](const asio::error_code& ec, size_t) -> size_t {
+    return ec ? 0 : size_t{1} << 30;
+  };
+  co_return co_await asio::async_write(socket, pieces, large_writes, asio::use_awaitable);
+}
+asio::awaitable<size_t> WriteAll(TlsStream& stream, const std::vector<asio::const_buffer>& pieces) {
+  return stream.WriteAll(pieces);
+}
+// Bytes received and not yet read: whether the client paused (the input buffer's cue).
+template <typename Socket>
+size_t BytesWaiting(Socket& socket) {
+  asio::error_code ec;
+  return socket.available(ec);
+}
+size_t BytesWaiting(TlsStream& stream) { return stream.BytesWaiting(); }
+
+// The error a client gets for a request that threw, in place of its reply.
+std::string FailureReply(const std::exception& e, const char* command) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return std::string("OOM not enough memory to run '") + command + "'";
+  }
+  return std::string("ERR internal error running '") + command + "': " + e.what();
+}
+
+template <typename Stream>
+class Connection : public std::enable_shared_from_this<Connection<Stream>> {
  public:
-  Connection(Socket socket, Dispatcher& dispatcher, std::shared_ptr<ClientState> client)
-      : socket_(std::move(socket)), dispatcher_(dispatcher), client_(std::move(client)) {}
+  template <typename... StreamArgs>
+  Connection(Dispatcher& dispatcher, std::shared_ptr<ClientState> client,
+             std::shared_ptr<void> keep_alive, StreamArgs&&... stream_args)
+      : keep_alive_(std::move(keep_alive)),
+        stream_(std::forward<StreamArgs>(stream_args)...),
+        dispatcher_(dispatcher),
+        client_(std::move(client)) {}
 
   asio::awaitable<void> Run() {
     auto self = this->shared_from_this();
     std::weak_ptr<Connection> weak = self;
-    auto executor = socket_.get_executor();
-    client_->kill = [weak, executor] {
+    auto executor = stream_.get_executor();
+    client_->SetKillHook([weak, executor] {
       asio::post(executor, [weak] {
         if (auto c = weak.lock()) c->Close();
       });
-    };
-    std::string refusal = dispatcher_.OnConnect(client_);
-    if (!refusal.empty()) {
-      spdlog::warn("Refused client {}: {}", client_->addr, refusal);
-      reply_.Error(refusal);
-      co_await Flush();
-      Close();
-      co_return;
-    }
-    spdlog::debug("Accepted client id={} addr={}", client_->id, client_->addr);
-    parser_.set_limits(dispatcher_.LimitsFor(*client_));
-    asio::co_spawn(executor, Watchdog(weak), asio::detached);
+    });
+    // However this coroutine ends (a reply, a reset, an exception, the io context stopping),
+    // the socket is closed, the kill hook dropped and the client's slot given back, once.
+    Release release(*this);
     try {
+      if constexpr (kIsTls<Stream>) {
+        if (!co_await Handshake(weak)) co_return;
+      }
+      std::string refusal = dispatcher_.OnConnect(client_);
+      if (!refusal.empty()) {
+        uint64_t suppressed = 0;
+        if (refusal_log.Allow(&suppressed)) {
+          spdlog::warn("Refused client {}: {}{}", client_->addr, refusal.substr(0, 80),
+                       suppressed ? fmt::format(" ({} more refusals not logged)", suppressed) : "");
+        }
+        reply_.Error(refusal);
+        co_await Flush();
+        co_return;
+      }
+      release.registered = true;
+      spdlog::debug("Accepted client id={} addr={}", client_->id, client_->addr);
+      parser_.set_limits(dispatcher_.LimitsFor(*client_));
+      asio::co_spawn(executor, Watchdog(weak), asio::detached);
       co_await Serve();
     } catch (const std::system_error& e) {
       // Peer closed or reset, or the connection was killed: nothing to report to anyone.
       spdlog::debug("Client id={} closed: {}", client_->id, e.code().message());
+    } catch (const std::exception& e) {
+      // Outside any one request (e.g. memory for the write list ran out): close, logged.
+      LogFailure("closed", e);
     }
-    Close();
-    dispatcher_.OnDisconnect(client_);
-    client_->kill = nullptr;
-    NoteConnectionClosed(*client_);
   }
 
  private:
+  struct Release {
+    explicit Release(Connection& c) : connection(c) {}
+    ~Release() {
+      connection.Close();
+      connection.client_->SetKillHook(nullptr);
+      if (registered) connection.dispatcher_.OnDisconnect(connection.client_);
+      NoteConnectionClosed(*connection.client_);
+    }
+    Connection& connection;
+    bool registered = false;
+  };
+
+  auto& Socket() { return stream_.lowest_layer(); }
+
+  asio::awaitable<bool> Handshake(std::weak_ptr<Connection> weak) {
+    asio::steady_timer deadline(stream_.get_executor());
+    deadline.expires_after(kHandshakeTimeout);
+    deadline.async_wait([weak](const asio::error_code& ec) {
+      if (auto c = weak.lock(); c && !ec) c->Close();
+    });
+    std::string failure = co_await stream_.Handshake();
+    deadline.cancel();
+    if (!failure.empty()) {
+      // A plain-text client on the TLS port, a bad certificate, a scanner: Redis logs these at
+      // verbose level; so do we, rate-limited.
+      uint64_t suppressed = 0;
+      if (handshake_failure_log.Allow(&suppressed)) {
+        spdlog::info("TLS handshake with {} failed: {}{}", client_->addr, failure,
+                     suppressed ? fmt::format(" ({} more not logged)", suppressed) : "");
+      }
+      co_return false;
+    }
+    co_return true;
+  }
+
+  void LogFailure(std::string_view what, const std::exception& e) {
+    uint64_t suppressed = 0;
+    if (!request_failure_log.Allow(&suppressed)) return;
+    spdlog::warn("Client id={} addr={} {}: '{}' failed: {}{}", client_->id, client_->addr, what,
+                 client_->last_command.load(std::memory_order_relaxed), e.what(),
+                 suppressed ? fmt::format(" ({} more failures not logged)", suppressed) : "");
+  }
+
   // Closes the connection once it has been idle for `timeout` seconds. Holds only a weak
   // reference, so it never keeps a closed connection alive.
   static asio::awaitable<void> Watchdog(std::weak_ptr<Connection> weak) {
@@ -64,17 +178,17 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
       std::chrono::milliseconds wait{5000};  // re-read the setting this often when disabled
       {
         auto self = weak.lock();
-        if (!self || !self->socket_.is_open()) co_return;
-        int64_t timeout = self->dispatcher_.IdleTimeoutSeconds();
-        if (timeout > 0) {
+        if (!self || !self->Socket().is_open()) co_return;
+        int64_t timeout_ms = SaturatingMul(self->dispatcher_.IdleTimeoutSeconds(), 1000);
+        if (timeout_ms > 0) {
           int64_t idle = CoarseNowMs() - self->client_->last_interaction_ms.load();
-          if (idle >= timeout * 1000) {
+          if (idle >= timeout_ms) {
             spdlog::info("Closing idle client id={} addr={} after {} s", self->client_->id,
                          self->client_->addr, idle / 1000);
             self->Close();
             co_return;
           }
-          wait = std::chrono::milliseconds(timeout * 1000 - idle + 10);
+          wait = std::chrono::milliseconds(SaturatingAdd(timeout_ms - idle, 10));
         }
       }
       timer.expires_after(wait);
@@ -83,27 +197,23 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     }
   }
 
+  // --- reading: a large argument goes straight into its own buffer; the rest via input_ ---
   asio::awaitable<void> Serve() {
-    while (socket_.is_open()) {
+    while (Socket().is_open()) {
       PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
       auto direct = parser_.DirectTarget();
       if (!direct.empty()) {
-        size_t n = co_await socket_.async_read_some(asio::buffer(direct.data(), direct.size()),
-                                                    asio::use_awaitable);
+        size_t n = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
         Count(n);
         parser_.CommitDirect(n);
         continue;
       }
       auto target = input_.Target();
-      size_t n = co_await socket_.async_read_some(asio::buffer(target.data(), target.size()),
-                                                  asio::use_awaitable);
+      size_t n = co_await ReadSome(stream_, asio::buffer(target.data(), target.size()));
       Count(n);
       if (!co_await Process(std::string_view(target.data(), n))) co_return;
       if (!reply_.empty()) co_await Flush();
-      input_.AfterRead(n, [this] {
-        asio::error_code ec;
-        return socket_.available(ec);
-      });
+      input_.AfterRead(n, [this] { return BytesWaiting(stream_); });
     }
   }
 
@@ -112,18 +222,24 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   asio::awaitable<bool> Process(std::string_view input) {
     size_t pos = 0;
     while (pos < input.size() || parser_.has_request()) {
-      pos += parser_.Feed(input.substr(pos));
+      if (!Feed(input, pos)) {
+        co_await Flush();
+        co_return false;
+      }
       if (parser_.error() != protocol::ParseError::kNone) {
         reply_.Error(parser_.ErrorMessage());
-        spdlog::info("Protocol error from client id={} addr={}: {}", client_->id, client_->addr,
-                     parser_.ErrorMessage());
+        uint64_t suppressed = 0;
+        if (protocol_error_log.Allow(&suppressed)) {
+          spdlog::info("Protocol error from client id={} addr={}: {}{}", client_->id, client_->addr,
+                       parser_.ErrorMessage(),
+                       suppressed ? fmt::format(" ({} more not logged)", suppressed) : "");
+        }
         co_await Flush();
         co_return false;
       }
       if (!parser_.has_request()) break;
       parser_.TakeRequest(request_);
-      dispatcher_.Dispatch(*client_, request_, reply_);
-      ReleaseRequest(request_, parser_);
+      RunRequest();
       parser_.set_limits(dispatcher_.LimitsFor(*client_));
       if (client_->close_after_reply) {
         co_await Flush();
@@ -141,6 +257,35 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     co_return true;
   }
 
+  // Feeds the parser from `input` at `pos`, advancing it. False when the parser could not take
+  // the request (no memory for an argument): its place in the stream is lost, so the client
+  // gets an error and the connection closes.
+  bool Feed(std::string_view input, size_t& pos) {
+    try {
+      pos += parser_.Feed(input.substr(pos));
+      return true;
+    } catch (const std::exception& e) {
+      LogFailure("closed while reading a request", e);
+      reply_.Error(FailureReply(e, "(reading the request)"));
+      return false;
+    }
+  }
+
+  // The exception boundary of one request: whatever a command throws, the client gets an error
+  // in place of that request's (partial) reply, and the connection carries on. The request's
+  // arguments are dropped either way; the rewind releases what the partial reply pinned.
+  void RunRequest() {
+    auto mark = reply_.GetMark();
+    try {
+      dispatcher_.Dispatch(*client_, request_, reply_);
+    } catch (const std::exception& e) {
+      reply_.RewindTo(mark);
+      LogFailure("request", e);
+      reply_.Error(FailureReply(e, client_->last_command.load(std::memory_order_relaxed)));
+    }
+    ReleaseRequest(request_, parser_);
+  }
+
   // Resumes once log sequence number `lsn` is durable. The log thread's callback hops back to
   // this connection's executor.
   asio::awaitable<void> AwaitDurable(uint64_t lsn) {
@@ -154,23 +299,19 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
         asio::use_awaitable);
   }
 
+  // --- writing: runs of gather writes (a produced reply window by window) ---
   asio::awaitable<void> Flush() {
-    if (reply_.empty() || !socket_.is_open()) co_return;
+    if (reply_.empty() || !Socket().is_open()) co_return;
     // A write is acknowledged only once its log record is as durable as the policy promises.
     if (uint64_t lsn = std::exchange(client_->reply_needs_lsn, 0); lsn != 0) {
       co_await AwaitDurable(lsn);
     }
     PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
-    // asio writes at most 64 KiB per call by default; a large reply should go in as few
-    // system calls as the socket allows.
-    auto large_writes = [](const asio::error_code& ec, size_t) -> size_t {
-      return ec ? 0 : size_t{1} << 30;
-    };
-    // One gather write per run: everything, unless a produced reply is made window by window.
+    // One write per run: everything, unless a produced reply is made window by window.
     while (reply_.NextWrite(pieces_)) {
       buffers_.clear();
       for (auto p : pieces_) buffers_.emplace_back(p.data(), p.size());
-      size_t n = co_await asio::async_write(socket_, buffers_, large_writes, asio::use_awaitable);
+      size_t n = co_await WriteAll(stream_, buffers_);
       client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
     }
     ReleaseReplies(reply_);
@@ -185,10 +326,11 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
 
   void Close() {
     asio::error_code ignored;
-    socket_.close(ignored);
+    Socket().close(ignored);
   }
 
-  Socket socket_;
+  std::shared_ptr<void> keep_alive_;  // the TLS context the stream was made from: outlives it
+  Stream stream_;
   Dispatcher& dispatcher_;
   std::shared_ptr<ClientState> client_;
   InputBuffer input_;
@@ -199,24 +341,46 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   std::vector<asio::const_buffer> buffers_;
 };
 
-}  // namespace
-
-template <typename Socket>
-void StartConnection(Socket socket, Dispatcher& dispatcher, std::string addr, std::string laddr,
-                     bool unix_socket) {
+std::shared_ptr<ClientState> MakeClient(Peer peer, int fd, bool tls) {
   auto client = std::make_shared<ClientState>();
-  client->addr = std::move(addr);
-  client->laddr = std::move(laddr);
-  client->fd = static_cast<int>(socket.native_handle());
-  client->unix_socket = unix_socket;
-  auto executor = socket.get_executor();
+  client->addr = std::move(peer.addr);
+  client->laddr = std::move(peer.laddr);
+  client->fd = fd;
+  client->unix_socket = peer.unix_socket;
+  client->local = peer.local;
+  client->tls = tls;
+  return client;
+}
+
+template <typename Stream, typename... StreamArgs>
+void Spawn(Dispatcher& dispatcher, std::shared_ptr<ClientState> client,
+           std::shared_ptr<void> keep_alive, asio::any_io_executor executor,
+           StreamArgs&&... stream_args) {
   auto connection =
-      std::make_shared<Connection<Socket>>(std::move(socket), dispatcher, std::move(client));
+      std::make_shared<Connection<Stream>>(dispatcher, std::move(client), std::move(keep_alive),
+                                           std::forward<StreamArgs>(stream_args)...);
   asio::co_spawn(executor, connection->Run(), asio::detached);
 }
 
-template void StartConnection(asio::ip::tcp::socket, Dispatcher&, std::string, std::string, bool);
-template void StartConnection(asio::local::stream_protocol::socket, Dispatcher&, std::string,
-                              std::string, bool);
+}  // namespace
+
+template <typename Socket>
+void StartConnection(Socket socket, Dispatcher& dispatcher, Peer peer) {
+  auto client = MakeClient(std::move(peer), static_cast<int>(socket.native_handle()), false);
+  auto executor = socket.get_executor();
+  Spawn<Socket>(dispatcher, std::move(client), nullptr, executor, std::move(socket));
+}
+
+void StartTlsConnection(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::context> context,
+                        Dispatcher& dispatcher, Peer peer) {
+  auto client = MakeClient(std::move(peer), static_cast<int>(socket.native_handle()), true);
+  auto executor = socket.get_executor();
+  SSL_CTX* native = context->native_handle();
+  Spawn<TlsStream>(dispatcher, std::move(client), std::move(context), executor, std::move(socket),
+                   native);
+}
+
+template void StartConnection(TcpSocket, Dispatcher&, Peer);
+template void StartConnection(UnixSocket, Dispatcher&, Peer);
 
 }  // namespace prefixd::server

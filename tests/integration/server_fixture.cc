@@ -200,8 +200,11 @@ ServerProcess::~ServerProcess() {
 ::testing::AssertionResult ServerProcess::Launch(const Options& options, bool* port_taken) {
   port_ = PickFreePort();
   if (port_ <= 0) return ::testing::AssertionFailure() << "no free loopback port";
-  std::vector<std::string> args = {ServerBinary(),        "--bind", "127.0.0.1", "--port",
-                                   std::to_string(port_), "--dir",  data_dir_};
+  std::vector<std::string> args = options.launcher;
+  for (std::string a : {ServerBinary(), std::string("--bind"), options.bind, std::string("--port"),
+                        std::to_string(port_), std::string("--dir"), data_dir_}) {
+    args.push_back(std::move(a));
+  }
   if (!unix_socket_.empty()) {
     args.push_back("--unixsocket");
     args.push_back(unix_socket_);
@@ -349,6 +352,11 @@ void ServerTest::StartServer(ServerProcess::Options options) {
 // RawConnection
 
 std::unique_ptr<RawConnection> RawConnection::Tcp(int port, std::string* error) {
+  return TcpTo("127.0.0.1", port, error);
+}
+
+std::unique_ptr<RawConnection> RawConnection::TcpTo(const std::string& ipv4, int port,
+                                                    std::string* error) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     if (error) *error = std::strerror(errno);
@@ -356,7 +364,11 @@ std::unique_ptr<RawConnection> RawConnection::Tcp(int port, std::string* error) 
   }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, ipv4.c_str(), &addr.sin_addr) != 1) {
+    if (error) *error = "not an IPv4 address: " + ipv4;
+    ::close(fd);
+    return nullptr;
+  }
   addr.sin_port = htons(static_cast<uint16_t>(port));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     if (error) *error = std::strerror(errno);

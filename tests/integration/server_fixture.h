@@ -45,6 +45,11 @@ class ServerProcess {
     Millis startup_timeout{10000};
     // Use this data directory (`--dir`) instead of one inside the temp root; it is not removed.
     std::string data_dir;
+    // A command the server is started through, e.g. {"/usr/bin/prlimit", "--nofile=256:256",
+    // "--"}: it must exec the server in the same process (pid() is the server's).
+    std::vector<std::string> launcher;
+    // Address to bind (`--bind`); the fixture still connects to 127.0.0.1.
+    std::string bind = "127.0.0.1";
   };
 
   ServerProcess() = default;
@@ -108,6 +113,8 @@ class ServerTest : public ::testing::Test {
 class RawConnection {
  public:
   static std::unique_ptr<RawConnection> Tcp(int port, std::string* error = nullptr);
+  static std::unique_ptr<RawConnection> TcpTo(const std::string& ipv4, int port,
+                                              std::string* error = nullptr);
   static std::unique_ptr<RawConnection> Unix(const std::string& path, std::string* error = nullptr);
   ~RawConnection();
   RawConnection(const RawConnection&) = delete;

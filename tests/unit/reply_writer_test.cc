@@ -286,6 +286,76 @@ TEST(ReplyWriterTest, ProducedBulkIsMadeOneWindowAtATime) {
   EXPECT_EQ(writer.held_bytes(), 0u);
 }
 
+// A producer that says when it is destroyed (and so has let go of what it pinned).
+class TrackedProducer : public ReplyProducer {
+ public:
+  explicit TrackedProducer(bool* destroyed) : destroyed_(destroyed) {}
+  ~TrackedProducer() override { *destroyed_ = true; }
+  void Produce(std::span<uint8_t> out) override { std::fill(out.begin(), out.end(), 'p'); }
+  size_t pinned_bytes() const override { return 5000; }
+
+ private:
+  bool* destroyed_;
+};
+
+TEST(ReplyWriterTest, RewindDropsAPartialReplyAcrossEveryPieceKind) {
+  ReplyWriter writer;
+  writer.Simple("OK");
+  const auto mark = writer.GetMark();
+  const size_t pending = writer.pending_bytes();
+  const size_t held = writer.held_bytes();
+  // A failing request's partial reply: copied bytes in the same chunk, a referenced value, a
+  // produced body and a large copied bulk that grows a chunk far past kOwnedChunk.
+  const Bytes stored = Bytes::CopyOf(std::string(ReplyWriter::kReferenceThreshold, 'r'));
+  bool destroyed = false;
+  writer.ArrayLen(3);
+  writer.Bulk(stored);
+  writer.BulkProduced(3 * ReplyWriter::kProduceWindow,
+                      std::make_unique<TrackedProducer>(&destroyed));
+  writer.Bulk(std::string(4 * ReplyWriter::kOwnedChunk, 'c'));
+  EXPECT_GT(writer.held_bytes(), held + stored.size() + 5000);
+
+  writer.RewindTo(mark);
+  EXPECT_TRUE(destroyed);  // the produced piece's pins are released now, not at Clear
+  EXPECT_EQ(writer.pending_bytes(), pending);
+  EXPECT_EQ(writer.held_bytes(), held);
+  writer.Error("ERR failed");
+  EXPECT_EQ(writer.held_bytes(), writer.pending_bytes());
+  EXPECT_EQ(Drain(writer), "+OK\r\n-ERR failed\r\n");
+}
+
+TEST(ReplyWriterTest, RewindKeepsWhatCameBeforeTheMark) {
+  bool destroyed = false;
+  ReplyWriter writer;
+  writer.Integer(1);
+  writer.BulkProduced(10, std::make_unique<TrackedProducer>(&destroyed));
+  const Bytes stored = Bytes::CopyOf(std::string(20000, 'r'));
+  writer.Bulk(stored);
+  const auto mark = writer.GetMark();
+  const size_t held = writer.held_bytes();
+  EXPECT_EQ(held, 4 + 5 + 2 + 5000 + 8 + stored.size() + 2);
+  writer.Simple("partial");
+  writer.Bulk(stored);
+  writer.RewindTo(mark);
+  EXPECT_FALSE(destroyed);  // queued before the mark: still to be written
+  EXPECT_EQ(writer.held_bytes(), held);
+  writer.Simple("next");
+  EXPECT_EQ(Drain(writer),
+            ":1\r\n$10\r\npppppppppp\r\n$20000\r\n" + std::string(stored.view()) + "\r\n+next\r\n");
+  EXPECT_TRUE(destroyed);  // made and released once written
+
+  // A mark on an empty writer (after Clear) rewinds to nothing at all.
+  writer.Clear();
+  const auto empty = writer.GetMark();
+  destroyed = false;
+  writer.BulkProduced(10, std::make_unique<TrackedProducer>(&destroyed));
+  writer.RewindTo(empty);
+  EXPECT_TRUE(destroyed);
+  EXPECT_TRUE(writer.empty());
+  EXPECT_EQ(writer.held_bytes(), 0u);
+  EXPECT_EQ(Drain(writer), "");
+}
+
 TEST(ReplyWriterTest, ManySmallRepliesNeverRegrowOneString) {
   ReplyWriter writer;
   const std::string value(16000, 'v');

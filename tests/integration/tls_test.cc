@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "integration/server_fixture.h"
 
@@ -189,6 +190,29 @@ TEST_F(TlsTest, LargeValuesRoundTrip) {
   auto plain = RawConnection::Tcp(server_.port());
   ASSERT_TRUE(plain);
   EXPECT_EQ(plain->Call({"SSM.PREFIX.FETCH", "s", "0"}).size(), 5u * 1024 * 1024 + 3 + 12);
+}
+
+// A decoded V.FETCH reply is made 1 MiB at a time as the socket drains (a ReplyProducer): over
+// TLS too, every window arrives whole and in order (1200-byte rows: windows cut rows in two).
+TEST_F(TlsTest, DecodedRowsMadeWindowByWindowArriveExact) {
+  ASSERT_NO_FATAL_FAILURE(StartTls());
+  constexpr int kDim = 300, kRows = 3000;
+  std::vector<float> values(size_t{kDim} * kRows);
+  // Multiples of 1/8 below 250 are exact in fp16.
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 2000) / 8.0f;
+  const std::string bytes(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  auto admin = RawConnection::Tcp(server_.port());
+  ASSERT_TRUE(admin);
+  ASSERT_EQ(admin->Call({"V.CREATE", "w", std::to_string(kDim), "VQUANT", "fp16"}), ":0\r\n");
+  ASSERT_EQ(admin->Call({"V.STOREBATCH", "w", "0", "0", std::to_string(kRows), bytes}), "+OK\r\n");
+  const std::string expected_path = certs_ + "/rows";
+  std::ofstream(expected_path, std::ios::binary) << bytes;
+  Outcome same =
+      Shell("sh -c 'redis-cli -p " + std::to_string(tls_port_) + " --tls --cacert " +
+            Cert("ca.crt") + " --cert " + Cert("client.crt") + " --key " + Cert("client.key") +
+            " --raw V.FETCH w 0 RANGE 0 " + std::to_string(kRows) + " | head -c " +
+            std::to_string(bytes.size()) + " | cmp - " + expected_path + "'");
+  EXPECT_EQ(same.status, 0) << same.output;
 }
 
 TEST_F(TlsTest, ConfigSetReloadsCertificates) {

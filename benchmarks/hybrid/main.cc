@@ -113,6 +113,10 @@ Loaded LoadModel(const Common& common) {
                                        {.threads = common.threads, .prefill_chunk = common.chunk}),
                         "CPU backend");
   } else if (common.backend == "cuda") {
+    if (out.config.family != ModelFamily::kQwen35) {
+      Die("the CUDA backend runs the Qwen3.5 family only; use --backend cpu for " +
+          out.config.name);
+    }
 #ifdef PREFIXD_HYBRID_HAVE_CUDA
     out.backend = OrDie(MakeCudaBackend(out.config, *weights, {.prefill_chunk = common.chunk}),
                         "CUDA backend");
@@ -500,6 +504,9 @@ int RunCompare(const Common& common, const CompareArgs& args) {
   std::fprintf(stderr, "prefixd-hybrid: GPU %s\n",
                OrDie(CudaDeviceDescription(0), "CUDA device").c_str());
   const ModelConfig config = OrDie(LoadConfig(common.model), "model config");
+  if (config.family != ModelFamily::kQwen35) {
+    Die("the CUDA backend runs the Qwen3.5 family only, not " + config.name);
+  }
   auto weights = std::make_shared<ModelWeights>(OrDie(
       LoadWeights(config, common.weights, std::max(1, int(std::thread::hardware_concurrency()))),
       "weights"));
@@ -562,7 +569,9 @@ int RunCompare(const Common& common, const CompareArgs& args) {
 }
 
 void AddCommon(CLI::App* app, Common* c) {
-  app->add_option("--model", c->model, "tiny | small | qwen3.5-0.8b | qwen3.5-4b | config.json")
+  app->add_option("--model", c->model,
+                  "tiny | small | qwen3.5-0.8b | qwen3.5-4b | mamba2-tiny | mamba2-130m | "
+                  "mamba2-370m | rwkv7-tiny | rwkv7-0.1b | config.json")
       ->capture_default_str();
   app->add_option("--weights", c->weights, "synthetic | synthetic:<seed> | file.safetensors | dir")
       ->capture_default_str();

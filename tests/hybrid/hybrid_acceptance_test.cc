@@ -4,8 +4,6 @@
 // bit-exact and every token the same; a partial hit (a layer dropped or corrupted) must fall back
 // to a cold prefill with the same tokens. Also runs the `sweep` program end to end.
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,39 +15,22 @@
 
 #include "config.h"
 #include "cpu_backend.h"
+#include "hybrid_test_util.h"
 #include "integration/server_fixture.h"
 #include "model.h"
 #include "prefix_cache.h"
 #include "prefixd/client.h"
 #include "weights.h"
 
-extern char** environ;
-
 namespace prefixd::hybrid {
 namespace {
 
 using Json = nlohmann::json;
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::ReadText;
 
-// Runs prefixd-hybrid with `args`; its exit status (-1 if it did not exit normally).
 int RunHybrid(std::vector<std::string> args) {
-  args.insert(args.begin(), PREFIXD_HYBRID_BINARY);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return test::RunProgram(PREFIXD_HYBRID_BINARY, std::move(args));
 }
 
 // What the cold process saw.

@@ -1,0 +1,225 @@
+// The drift check for Mamba-2 and RWKV-7 through a real prefixd-server and two processes: this
+// test is the cold process (prefill, store, suffix, greedy decode) and `prefixd-hybrid warm` the
+// warm one. Every layer must be bit-exact and all 2048 decoded tokens (the seeds' drift-check
+// length) the same; a partial hit must fall back to a cold prefill with the same tokens; and the
+// sweep program must run end to end for each family.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "cpu_backend.h"
+#include "hybrid_test_util.h"
+#include "integration/server_fixture.h"
+#include "model.h"
+#include "prefix_cache.h"
+#include "prefixd/client.h"
+#include "prefixd/state_blob.h"
+#include "weights.h"
+
+namespace prefixd::hybrid {
+namespace {
+
+using Json = nlohmann::json;
+
+using test::ReadText;
+
+int RunHybrid(std::vector<std::string> args) {
+  return test::RunProgram(PREFIXD_HYBRID_BINARY, std::move(args));
+}
+
+struct ColdRun {
+  std::string ns;
+  std::vector<int32_t> prefix, suffix, tokens;
+  std::vector<std::string> prefix_digests;
+};
+
+class FamilyAcceptance : public it::ServerTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartServer());
+    auto client = Client::Connect("127.0.0.1", server_.port());
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::make_unique<Client>(std::move(*client));
+    config_ = *BuiltinConfig(GetParam());
+    auto weights = SyntheticWeights(config_, 0, 2);  // what --weights synthetic means
+    ASSERT_TRUE(weights.ok());
+    identity_ = weights->identity;
+    // One thread: decoding 2048 single tokens is dispatch-bound, and sanitizer builds run this.
+    backend_ = std::move(*MakeCpuBackend(
+        config_, std::make_shared<ModelWeights>(std::move(*weights)), {.threads = 1}));
+    tmp_ = std::filesystem::temp_directory_path() / ("family-acc-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(tmp_);
+  }
+  void TearDown() override { std::filesystem::remove_all(tmp_); }
+
+  ColdRun Cold(const HybridPrefixCache& cache, int64_t prefix_len, uint64_t seed, int decode) {
+    ColdRun run;
+    run.prefix = PseudoRandomTokens(prefix_len, config_.vocab_size, seed);
+    run.suffix = PseudoRandomTokens(7, config_.vocab_size, seed + 1);
+    run.ns = PrefixNamespace(config_, identity_, run.prefix);
+    backend_->Reset();
+    EXPECT_TRUE(backend_->Forward(run.prefix, {}).ok());
+    run.prefix_digests = DigestState(backend_->host_state());
+    auto stored = cache.Store(*client_, run.ns, backend_->host_state());
+    EXPECT_TRUE(stored.ok()) << stored.status().ToString();
+    std::vector<float> logits(config_.vocab_size);
+    EXPECT_TRUE(backend_->Forward(run.suffix, logits).ok());
+    run.tokens = *GreedyContinue(*backend_, Argmax(logits), decode);
+    return run;
+  }
+
+  Json Warm(const ColdRun& run) {
+    const std::string request = (tmp_ / "request.json").string();
+    const std::string result = (tmp_ / "result.json").string();
+    std::ofstream(request) << Json{
+        {"ns", run.ns},
+        {"prefix", run.prefix},
+        {"suffix", run.suffix},
+        {"decode_tokens",
+         run.tokens.size()}}.dump();
+    std::filesystem::remove(result);
+    const int rc = RunHybrid({"warm", "--model", GetParam(), "--weights", "synthetic", "--port",
+                              std::to_string(server_.port()), "--threads", "1", "--kv-via", "ssm",
+                              "--request", request, "--result", result});
+    EXPECT_EQ(rc, 0) << "prefixd-hybrid warm failed";
+    Json out = Json::parse(ReadText(result), nullptr, false);
+    EXPECT_FALSE(out.is_discarded()) << "no result file";
+    return out;
+  }
+
+  void ExpectSameAsCold(const ColdRun& run, const Json& warm) {
+    ASSERT_TRUE(warm.contains("layer_digests"));
+    const auto digests = warm["layer_digests"].get<std::vector<std::string>>();
+    ASSERT_EQ(digests.size(), run.prefix_digests.size());
+    for (size_t i = 0; i < digests.size(); ++i) {
+      EXPECT_EQ(digests[i], run.prefix_digests[i]) << "layer " << i << " differs";
+    }
+    const auto tokens = warm["tokens"].get<std::vector<int32_t>>();
+    ASSERT_EQ(tokens.size(), run.tokens.size());
+    size_t agree = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) agree += tokens[i] == run.tokens[i];
+    EXPECT_EQ(agree, tokens.size()) << "token agreement " << agree << "/" << tokens.size();
+  }
+
+  std::unique_ptr<Client> client_;
+  ModelConfig config_;
+  std::string identity_;
+  std::unique_ptr<Backend> backend_;
+  std::filesystem::path tmp_;
+};
+
+// The drift check: 2048 greedy tokens after a hydrated prefix, all equal to the cold run's.
+TEST_P(FamilyAcceptance, BitExactAndAll2048TokensAgreeThroughTwoProcesses) {
+  HybridPrefixCache cache(config_, {.kv = KvTransport::kSsm});
+  const ColdRun run = Cold(cache, 300, 11, 2048);
+  const Json warm = Warm(run);
+  EXPECT_TRUE(warm["hit"].get<bool>()) << warm["miss_reason"];
+  // A constant-size state: the same bytes whatever the length.
+  SequenceState empty(config_);
+  EXPECT_EQ(warm["state_bytes"].get<uint64_t>(), empty.bytes());
+  ExpectSameAsCold(run, warm);
+  // The greedy tokens are not one token repeated (the check would be weak then).
+  EXPECT_GT(std::set<int32_t>(run.tokens.begin(), run.tokens.end()).size(), 8u);
+}
+
+// Each layer is one SSM.PREFIX blob of the v1 codec with the documented arrays.
+TEST_P(FamilyAcceptance, EachLayerIsOneV1BlobWithTheDocumentedArrays) {
+  HybridPrefixCache cache(config_, {.kv = KvTransport::kSsm});
+  const ColdRun run = Cold(cache, 64, 12, 1);
+  for (int64_t i = 0; i < config_.num_layers(); ++i) {
+    auto blob = client_->Fetch(run.ns, static_cast<uint32_t>(i));
+    ASSERT_TRUE(blob.ok() && blob->has_value()) << "layer " << i;
+    auto arrays = DecodeStateBlob(**blob);
+    ASSERT_TRUE(arrays.ok()) << arrays.status().ToString();
+    const auto specs = RecurrentStateArrays(config_, config_.layers[static_cast<size_t>(i)]);
+    ASSERT_EQ(arrays->size(), specs.size());
+    ASSERT_EQ(specs.size(), config_.family == ModelFamily::kRwkv7 ? 3u : 2u);
+    for (size_t a = 0; a < specs.size(); ++a) {
+      EXPECT_EQ((*arrays)[a].dtype, DType::kFloat32);
+      EXPECT_EQ((*arrays)[a].shape, specs[a].shape);
+    }
+  }
+}
+
+TEST_P(FamilyAcceptance, PartialHitsFallBackToColdWithTheSameTokens) {
+  HybridPrefixCache cache(config_, {.kv = KvTransport::kSsm});
+  // A dropped layer.
+  ColdRun run = Cold(cache, 120, 21, 16);
+  ASSERT_TRUE(client_->Drop(run.ns, 1).ok());
+  Json warm = Warm(run);
+  EXPECT_FALSE(warm["hit"].get<bool>());
+  EXPECT_NE(warm["miss_reason"].get<std::string>().find("layer 1"), std::string::npos)
+      << warm["miss_reason"];
+  ExpectSameAsCold(run, warm);
+  // A layer replaced by a blob with the wrong shapes.
+  run = Cold(cache, 121, 22, 16);
+  const std::vector<uint8_t> zeros(64, 0);
+  const StateArray wrong[1] = {{DType::kFloat32, {1, 16}, zeros}};
+  ASSERT_TRUE(client_->Store(run.ns, 2, *EncodeStateBlob(wrong)).ok());
+  warm = Warm(run);
+  EXPECT_FALSE(warm["hit"].get<bool>());
+  EXPECT_NE(warm["miss_reason"].get<std::string>().find("layer 2"), std::string::npos)
+      << warm["miss_reason"];
+  ExpectSameAsCold(run, warm);
+  // A layer with the right shapes but other contents: caught by the manifest's digest.
+  run = Cold(cache, 122, 23, 16);
+  SequenceState other(config_);
+  std::vector<StateArray> arrays;
+  for (const StateArraySpec& a : RecurrentStateArrays(config_, config_.layers[0])) {
+    arrays.push_back({DType::kFloat32, a.shape, SlotBuffer(other.layers()[0], a.slot).byte_span()});
+  }
+  ASSERT_TRUE(client_->Store(run.ns, 0, *EncodeStateBlob(arrays)).ok());
+  warm = Warm(run);
+  EXPECT_FALSE(warm["hit"].get<bool>());
+  EXPECT_NE(warm["miss_reason"].get<std::string>().find("digest"), std::string::npos)
+      << warm["miss_reason"];
+  ExpectSameAsCold(run, warm);
+  // A prefix never stored.
+  run = Cold(cache, 50, 24, 16);
+  ASSERT_TRUE(cache.Drop(*client_, run.ns).ok());
+  warm = Warm(run);
+  EXPECT_FALSE(warm["hit"].get<bool>());
+  EXPECT_NE(warm["miss_reason"].get<std::string>().find("manifest"), std::string::npos);
+  ExpectSameAsCold(run, warm);
+}
+
+TEST_P(FamilyAcceptance, SweepProgramEndToEnd) {
+  const std::string csv = (tmp_ / "sweep.csv").string();
+  const int rc =
+      RunHybrid({"sweep", "--model", GetParam(), "--lengths", "130,40", "--suffix-tokens", "5",
+                 "--decode-tokens", "6", "--threads", "1", "--port", std::to_string(server_.port()),
+                 "--csv", csv, "--loopback-mb", "8"});
+  EXPECT_EQ(rc, 0);
+  std::istringstream lines(ReadText(csv));
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line,
+            "prefix_tokens,cold_ttft_ms,warm_ttft_ms,speedup,state_bytes,fetch_ms,hydrate_ms,"
+            "suffix_ms,states_bitexact,token_agreement");
+  std::vector<std::string> rows;
+  while (std::getline(lines, line)) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_TRUE(rows[0].starts_with("40,"));
+  EXPECT_TRUE(rows[1].starts_with("130,"));
+  // The state is the same size at both lengths.
+  const std::string bytes = "," + std::to_string(SequenceState(config_).bytes()) + ",";
+  for (const std::string& r : rows) {
+    EXPECT_TRUE(r.ends_with(",true,6/6")) << r;
+    EXPECT_NE(r.find(bytes), std::string::npos) << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyAcceptance, ::testing::Values("mamba2-tiny", "rwkv7-tiny"),
+                         test::ModelParamName());
+
+}  // namespace
+}  // namespace prefixd::hybrid

@@ -1,5 +1,6 @@
 // ModelConfig: the shape of a Qwen3.5-architecture hybrid decoder (Gated DeltaNet layers and
-// gated full-attention layers, 3:1), from a built-in name or a Hugging Face style config.json.
+// gated full-attention layers, 3:1), or of a pure recurrent Mamba-2 or RWKV-7 model
+// (family_config.h), from a built-in name or a Hugging Face style config.json.
 // Plain values: any thread.
 //
 // The math these shapes feed is in ../shared/reference/qwen35-arch.md; the names below follow the

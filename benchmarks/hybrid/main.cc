@@ -1,6 +1,7 @@
 // prefixd-hybrid: the reference client. `sweep` measures, for each prefix length, the time to
 // first token of a cold prefill against a warm start that fetches the prefix state from prefixd
 // in a separate process (`warm`, which the sweep spawns), and checks the two agree bit for bit.
+// Models: Qwen3.5 (Gated DeltaNet + attention), Mamba-2 and RWKV-7 (CPU only).
 // Single-threaded driver; the model's own pool does the parallel work.
 #include <spawn.h>
 #include <sys/wait.h>
@@ -592,7 +593,7 @@ void AddCommon(CLI::App* app, Common* c) {
 int main(int argc, char** argv) {
   using namespace prefixd::hybrid;
   CLI::App app{
-      "prefixd-hybrid: warm vs cold time to first token of a Qwen3.5-architecture hybrid "
+      "prefixd-hybrid: warm vs cold time to first token of a Qwen3.5 hybrid, Mamba-2 or RWKV-7 "
       "model, with its prefix state in prefixd"};
   app.require_subcommand(1);
   Common sweep_common, warm_common;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -202,6 +203,199 @@ double MaxRelError(std::span<const float> a, std::span<const float> b) {
   return worst / scale;
 }
 
+// ---- Independent double-precision references, token by token ------------------------------
+
+using Vec = std::vector<double>;
+
+// The weights by their upstream names, as doubles.
+struct NamedWeights {
+  NamedWeights(const ModelConfig& c, ModelWeights& w) {
+    for (const TensorSlot& s : TensorSlots(c, &w)) {
+      tensors[s.name] = Vec(s.dest->span().begin(), s.dest->span().end());
+    }
+  }
+  const Vec& operator()(const std::string& name) const { return tensors.at(name); }
+  std::map<std::string, Vec> tensors;
+};
+
+// y = W x, W row-major [rows, x.size()].
+Vec MatVec(const Vec& w, const Vec& x) {
+  Vec y(w.size() / x.size(), 0.0);
+  for (size_t r = 0; r < y.size(); ++r) {
+    for (size_t i = 0; i < x.size(); ++i) y[r] += w[r * x.size() + i] * x[i];
+  }
+  return y;
+}
+double Sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+Vec Rms(const Vec& x, const Vec& w, double eps) {
+  double sq = 0;
+  for (double v : x) sq += v * v;
+  const double inv = 1 / std::sqrt(sq / x.size() + eps);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = w[i] * x[i] * inv;
+  return y;
+}
+// LayerNorm of x[begin, begin + n) with w, b at the same offsets.
+void Ln(Vec& x, size_t begin, size_t n, const Vec& w, const Vec& b, double eps) {
+  double mean = 0, var = 0;
+  for (size_t i = begin; i < begin + n; ++i) mean += x[i];
+  mean /= n;
+  for (size_t i = begin; i < begin + n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= n;
+  for (size_t i = begin; i < begin + n; ++i) {
+    x[i] = (x[i] - mean) / std::sqrt(var + eps) * w[i] + b[i];
+  }
+}
+
+// Mamba-2 as transformers' Mamba2 torch path computes it, one token at a time.
+Vec Mamba2Reference(const ModelConfig& c, const NamedWeights& W, std::span<const int32_t> tokens) {
+  const Mamba2Shape& s = c.mamba2;
+  const size_t hidden = c.hidden_size, inter = s.intermediate(), conv_dim = s.conv_dim();
+  const size_t heads = s.num_heads, p = s.head_dim, n = s.state_size, groups = s.n_groups;
+  const size_t k = s.conv_kernel;
+  const double eps = c.rms_norm_eps;
+  std::vector<std::vector<Vec>> hist(c.num_layers(), std::vector<Vec>(k - 1, Vec(conv_dim, 0)));
+  std::vector<Vec> ssm(c.num_layers(), Vec(heads * p * n, 0));
+  Vec x;
+  for (int32_t tok : tokens) {
+    const Vec& e = W("embeddings.weight");
+    x.assign(e.begin() + tok * hidden, e.begin() + (tok + 1) * hidden);
+    for (int64_t l = 0; l < c.num_layers(); ++l) {
+      const std::string m = "layers." + std::to_string(l) + ".mixer.";
+      const Vec h = Rms(x, W("layers." + std::to_string(l) + ".norm.weight"), eps);
+      const Vec proj = MatVec(W(m + "in_proj.weight"), h);
+      Vec conv(conv_dim);
+      for (size_t ch = 0; ch < conv_dim; ++ch) {
+        double acc = W(m + "conv1d.bias")[ch];
+        for (size_t j = 0; j < k; ++j) {
+          const double in = j + 1 < k ? hist[l][j][ch] : proj[inter + ch];
+          acc += W(m + "conv1d.weight")[ch * k + j] * in;
+        }
+        conv[ch] = acc * Sigmoid(acc);
+      }
+      for (size_t j = 0; j + 1 < k; ++j) {
+        for (size_t ch = 0; ch < conv_dim; ++ch) {
+          hist[l][j][ch] = j + 2 < k ? hist[l][j + 1][ch] : proj[inter + ch];
+        }
+      }
+      Vec y(inter);
+      for (size_t hd = 0; hd < heads; ++hd) {
+        const double raw = proj[inter + conv_dim + hd] + W(m + "dt_bias")[hd];
+        const double dt = raw > 20 ? raw : std::log1p(std::exp(raw));
+        const double decay = std::exp(dt * -std::exp(W(m + "A_log")[hd]));
+        const size_t g = hd / (heads / groups);
+        for (size_t i = 0; i < p; ++i) {
+          const double xi = conv[hd * p + i];
+          double acc = W(m + "D")[hd] * xi;
+          for (size_t j = 0; j < n; ++j) {
+            double& st = ssm[l][(hd * p + i) * n + j];
+            st = st * decay + dt * conv[inter + g * n + j] * xi;
+            acc += st * conv[inter + groups * n + g * n + j];
+          }
+          y[hd * p + i] = acc * proj[hd * p + i] * Sigmoid(proj[hd * p + i]);
+        }
+      }
+      const Vec out = MatVec(W(m + "out_proj.weight"), Rms(y, W(m + "norm.weight"), eps));
+      for (size_t i = 0; i < hidden; ++i) x[i] += out[i];
+    }
+  }
+  const Vec head = c.tie_word_embeddings ? W("embeddings.weight") : W("lm_head.weight");
+  return MatVec(head, Rms(x, W("norm_f.weight"), eps));
+}
+
+// RWKV-7 as BlinkDL's reference / fla's RWKV7 model computes it, one token at a time.
+Vec Rwkv7Reference(const ModelConfig& c, const NamedWeights& W, std::span<const int32_t> tokens) {
+  const size_t hidden = c.hidden_size, n = c.rwkv7.head_dim, heads = hidden / n;
+  const double eps = c.rms_norm_eps;
+  std::vector<Vec> att_shift(c.num_layers(), Vec(hidden, 0)), ffn_shift = att_shift;
+  std::vector<Vec> wkv(c.num_layers(), Vec(heads * n * n, 0));
+  Vec x;
+  auto lora = [&](const std::string& name, const Vec& in, auto act, bool bias) {
+    Vec low = MatVec(W(name + ".lora.0.weight"), in);
+    for (double& v : low) v = act(v);
+    Vec out = MatVec(W(name + ".lora.2.weight"), low);
+    if (bias) {
+      for (size_t i = 0; i < out.size(); ++i) out[i] += W(name + ".lora.2.bias")[i];
+    }
+    return out;
+  };
+  auto identity = [](double v) { return v; };
+  for (int32_t tok : tokens) {
+    const Vec& e = W("embeddings.weight");
+    x.assign(e.begin() + tok * hidden, e.begin() + (tok + 1) * hidden);
+    Vec v_first;
+    for (int64_t l = 0; l < c.num_layers(); ++l) {
+      const std::string p = "layers." + std::to_string(l) + ".", a = p + "attn.";
+      if (l == 0) Ln(x, 0, hidden, W(p + "pre_norm.weight"), W(p + "pre_norm.bias"), eps);
+      Vec h = x;
+      Ln(h, 0, hidden, W(p + "attn_norm.weight"), W(p + "attn_norm.bias"), eps);
+      auto mix = [&](const std::string& mu, const Vec& prev, const Vec& cur) {
+        Vec out(hidden);
+        for (size_t i = 0; i < hidden; ++i) out[i] = cur[i] + (prev[i] - cur[i]) * W(mu)[i];
+        return out;
+      };
+      const Vec xr = mix(a + "x_r", att_shift[l], h), xw = mix(a + "x_w", att_shift[l], h),
+                xk = mix(a + "x_k", att_shift[l], h), xv = mix(a + "x_v", att_shift[l], h),
+                xa = mix(a + "x_a", att_shift[l], h), xg = mix(a + "x_g", att_shift[l], h);
+      att_shift[l] = h;
+      const Vec r = MatVec(W(a + "r_proj.weight"), xr);
+      Vec k = MatVec(W(a + "k_proj.weight"), xk);
+      Vec v = MatVec(W(a + "v_proj.weight"), xv);
+      Vec w = lora(
+          a + "w_lora", xw, [](double z) { return std::tanh(z); }, true);
+      for (double& d : w) d = std::exp(-std::exp(-0.5) * Sigmoid(d));
+      if (l == 0) {
+        v_first = v;
+      } else {
+        const Vec gate = lora(a + "v_lora", xv, identity, true);
+        for (size_t i = 0; i < hidden; ++i) v[i] += (v_first[i] - v[i]) * Sigmoid(gate[i]);
+      }
+      Vec aa = lora(a + "a_lora", xa, identity, true);
+      for (double& d : aa) d = Sigmoid(d);
+      const Vec g = lora(
+          a + "g_lora", xg, [](double z) { return Sigmoid(z); }, false);
+      Vec kk(hidden);
+      for (size_t i = 0; i < hidden; ++i) kk[i] = k[i] * W(a + "k_k")[i];
+      for (size_t hd = 0; hd < heads; ++hd) {
+        double norm = 0;
+        for (size_t i = 0; i < n; ++i) norm += kk[hd * n + i] * kk[hd * n + i];
+        for (size_t i = 0; i < n; ++i) kk[hd * n + i] /= std::max(std::sqrt(norm), 1e-12);
+      }
+      for (size_t i = 0; i < hidden; ++i) k[i] *= 1 + (aa[i] - 1) * W(a + "k_a")[i];
+      Vec o(hidden);
+      for (size_t hd = 0; hd < heads; ++hd) {
+        double* S = wkv[l].data() + hd * n * n;
+        const size_t b = hd * n;
+        for (size_t i = 0; i < n; ++i) {
+          double sa = 0;
+          for (size_t j = 0; j < n; ++j) sa -= S[i * n + j] * kk[b + j];
+          for (size_t j = 0; j < n; ++j) {
+            S[i * n + j] =
+                S[i * n + j] * w[b + j] + sa * kk[b + j] * aa[b + j] + v[b + i] * k[b + j];
+            o[b + i] += S[i * n + j] * r[b + j];
+          }
+        }
+        Ln(o, b, n, W(a + "g_norm.weight"), W(a + "g_norm.bias"), eps * n);
+        double bonus = 0;
+        for (size_t j = 0; j < n; ++j) bonus += r[b + j] * k[b + j] * W(a + "r_k")[b + j];
+        for (size_t i = 0; i < n; ++i) o[b + i] = (o[b + i] + bonus * v[b + i]) * g[b + i];
+      }
+      const Vec att = MatVec(W(a + "o_proj.weight"), o);
+      for (size_t i = 0; i < hidden; ++i) x[i] += att[i];
+      Vec f = x;
+      Ln(f, 0, hidden, W(p + "ffn_norm.weight"), W(p + "ffn_norm.bias"), eps);
+      const Vec fk = mix(p + "ffn.x_k", ffn_shift[l], f);
+      ffn_shift[l] = f;
+      Vec key = MatVec(W(p + "ffn.key.weight"), fk);
+      for (double& d : key) d = d > 0 ? d * d : 0;
+      const Vec ffn = MatVec(W(p + "ffn.value.weight"), key);
+      for (size_t i = 0; i < hidden; ++i) x[i] += ffn[i];
+    }
+  }
+  Ln(x, 0, hidden, W("norm.weight"), W("norm.bias"), eps);
+  return MatVec(c.tie_word_embeddings ? W("embeddings.weight") : W("lm_head.weight"), x);
+}
+
 class FamilyModel : public ::testing::TestWithParam<std::string> {};
 
 // Prefill in one call, in chunks of 7, and one token at a time: the same function up to rounding
@@ -236,6 +430,21 @@ TEST_P(FamilyModel, TokenByTokenMatchesChunkedPrefill) {
   // The logits are not degenerate.
   EXPECT_GT(*std::max_element(whole.begin(), whole.end()),
             *std::min_element(whole.begin(), whole.end()) + 1e-3f);
+}
+
+// The CPU backend against the independent double-precision reference of the same math.
+TEST_P(FamilyModel, CpuForwardMatchesTheReference) {
+  Model model(GetParam(), 4);
+  const NamedWeights named(model.config, *model.weights);
+  const auto prompt = PseudoRandomTokens(24, model.config.vocab_size, 12);
+  const Vec reference = model.config.family == ModelFamily::kMamba2
+                            ? Mamba2Reference(model.config, named, prompt)
+                            : Rwkv7Reference(model.config, named, prompt);
+  std::vector<float> logits(model.config.vocab_size);
+  ASSERT_TRUE(model.Make(2, 5)->Forward(prompt, logits).ok());
+  std::vector<float> ref_f(reference.begin(), reference.end());
+  EXPECT_LT(MaxRelError(logits, ref_f), 1e-4);
+  EXPECT_EQ(Argmax(logits), Argmax(ref_f));
 }
 
 TEST_P(FamilyModel, ThreadCountsGiveTheSameBits) {

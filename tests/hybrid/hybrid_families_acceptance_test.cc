@@ -42,7 +42,8 @@ struct ColdRun {
   std::vector<std::string> prefix_digests;
 };
 
-class FamilyAcceptance : public it::ServerTest, public ::testing::WithParamInterface<std::string> {
+class HybridFamilyAcceptance : public it::ServerTest,
+                               public ::testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(StartServer());
@@ -118,7 +119,7 @@ class FamilyAcceptance : public it::ServerTest, public ::testing::WithParamInter
 };
 
 // The drift check: 2048 greedy tokens after a hydrated prefix, all equal to the cold run's.
-TEST_P(FamilyAcceptance, BitExactAndAll2048TokensAgreeThroughTwoProcesses) {
+TEST_P(HybridFamilyAcceptance, BitExactAndAll2048TokensAgreeThroughTwoProcesses) {
   HybridPrefixCache cache(config_, {.kv = KvTransport::kSsm});
   const ColdRun run = Cold(cache, 300, 11, 2048);
   const Json warm = Warm(run);
@@ -132,7 +133,7 @@ TEST_P(FamilyAcceptance, BitExactAndAll2048TokensAgreeThroughTwoProcesses) {
 }
 
 // Each layer is one SSM.PREFIX blob of the v1 codec with the documented arrays.
-TEST_P(FamilyAcceptance, EachLayerIsOneV1BlobWithTheDocumentedArrays) {
+TEST_P(HybridFamilyAcceptance, EachLayerIsOneV1BlobWithTheDocumentedArrays) {
   HybridPrefixCache cache(config_, {.kv = KvTransport::kSsm});
   const ColdRun run = Cold(cache, 64, 12, 1);
   for (int64_t i = 0; i < config_.num_layers(); ++i) {
@@ -150,7 +151,7 @@ TEST_P(FamilyAcceptance, EachLayerIsOneV1BlobWithTheDocumentedArrays) {
   }
 }
 
-TEST_P(FamilyAcceptance, PartialHitsFallBackToColdWithTheSameTokens) {
+TEST_P(HybridFamilyAcceptance, PartialHitsFallBackToColdWithTheSameTokens) {
   HybridPrefixCache cache(config_, {.kv = KvTransport::kSsm});
   // A dropped layer.
   ColdRun run = Cold(cache, 120, 21, 16);
@@ -192,7 +193,7 @@ TEST_P(FamilyAcceptance, PartialHitsFallBackToColdWithTheSameTokens) {
   ExpectSameAsCold(run, warm);
 }
 
-TEST_P(FamilyAcceptance, SweepProgramEndToEnd) {
+TEST_P(HybridFamilyAcceptance, SweepProgramEndToEnd) {
   const std::string csv = (tmp_ / "sweep.csv").string();
   const int rc =
       RunHybrid({"sweep", "--model", GetParam(), "--lengths", "130,40", "--suffix-tokens", "5",
@@ -218,8 +219,8 @@ TEST_P(FamilyAcceptance, SweepProgramEndToEnd) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, FamilyAcceptance, ::testing::Values("mamba2-tiny", "rwkv7-tiny"),
-                         test::ModelParamName());
+INSTANTIATE_TEST_SUITE_P(Families, HybridFamilyAcceptance,
+                         ::testing::Values("mamba2-tiny", "rwkv7-tiny"), test::ModelParamName());
 
 }  // namespace
 }  // namespace prefixd::hybrid

@@ -46,7 +46,7 @@ Matrix Multiply(const Matrix& a, const Matrix& b) {
 
 // y_t = C_t-weighted sum over s ≤ t of (Π_{s<r≤t} e^{dt_r A}) dt_s x_s B_sᵀ, plus the decayed
 // initial state, plus D x_t: the closed form of the sequential scan.
-TEST(FamilyMath, Mamba2ScanMatchesItsClosedForm) {
+TEST(HybridFamilyMath, Mamba2ScanMatchesItsClosedForm) {
   for (const auto& [p, ns] : {std::pair<int64_t, int64_t>{4, 16}, {3, 21}, {8, 40}}) {
     const int64_t n = 7;
     const int64_t x_stride = p + 5;  // strided, as the heads sit inside xBC
@@ -102,7 +102,7 @@ TEST(FamilyMath, Mamba2ScanMatchesItsClosedForm) {
 
 // S_t = S_0 Π_{r≤t} T_r + Σ_{s≤t} v_s k_sᵀ Π_{s<r≤t} T_r with T_r = diag(w_r) − κ̂_r (κ̂_r ⊙ a_r)ᵀ,
 // and o_t = S_t r_t: the closed form of the generalised delta rule.
-TEST(FamilyMath, Rwkv7WkvMatchesItsClosedForm) {
+TEST(HybridFamilyMath, Rwkv7WkvMatchesItsClosedForm) {
   for (const int64_t dim : {8, 20, 32}) {
     const int64_t n = 6;
     const int64_t stride = dim + 3;
@@ -184,7 +184,7 @@ TEST(FamilyMath, Rwkv7WkvMatchesItsClosedForm) {
 
 // ---- Causal conv with bias and strides ------------------------------------------------------
 
-TEST(FamilyMath, BiasedStridedConvMatchesItsDefinitionAndAnyChunking) {
+TEST(HybridFamilyMath, BiasedStridedConvMatchesItsDefinitionAndAnyChunking) {
   ThreadPool pool(3);
   const int64_t channels = 600;  // more than one 512-channel block
   const int64_t kernel = 4;
@@ -261,7 +261,7 @@ TEST(FamilyMath, BiasedStridedConvMatchesItsDefinitionAndAnyChunking) {
 
 // ---- Norms ---------------------------------------------------------------------------------
 
-TEST(FamilyMath, NormsMatchTheirDefinitions) {
+TEST(HybridFamilyMath, NormsMatchTheirDefinitions) {
   for (const int64_t dim : {5, 16, 64, 77}) {
     const auto x = Random(static_cast<size_t>(dim), 31, -3.0f, 2.0f);
     const auto z = Random(static_cast<size_t>(dim), 32, -4.0f, 4.0f);

@@ -34,7 +34,7 @@ uint64_t StateBytesPerLayer(const ModelConfig& c) {
   return s.layers()[0].bytes();
 }
 
-TEST(FamilyConfig, BuiltinsHaveThePublishedShapes) {
+TEST(HybridFamilyConfig, BuiltinsHaveThePublishedShapes) {
   for (const std::string& name : FamilyBuiltinNames()) {
     auto c = BuiltinConfig(name);
     ASSERT_TRUE(c.ok()) << name << ": " << c.status().ToString();
@@ -75,7 +75,7 @@ TEST(FamilyConfig, BuiltinsHaveThePublishedShapes) {
   EXPECT_LT(params, 175'000'000u);
 }
 
-TEST(FamilyConfig, ParsesTransformersMamba2Json) {
+TEST(HybridFamilyConfig, ParsesTransformersMamba2Json) {
   // As transformers writes it: Python's json module spells float("inf") as a bare Infinity.
   const char* json = R"({
     "architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2",
@@ -106,7 +106,7 @@ TEST(FamilyConfig, ParsesTransformersMamba2Json) {
   }
 }
 
-TEST(FamilyConfig, ParsesFlaRwkv7Json) {
+TEST(HybridFamilyConfig, ParsesFlaRwkv7Json) {
   const char* json = R"({
     "architectures": ["RWKV7ForCausalLM"], "model_type": "rwkv7", "attn": null,
     "attn_mode": "chunk", "hidden_size": 768, "num_hidden_layers": 12, "head_dim": 64,
@@ -138,7 +138,7 @@ TEST(FamilyConfig, ParsesFlaRwkv7Json) {
 
 // ---- Weights --------------------------------------------------------------------------------
 
-TEST(FamilyWeights, UpstreamNamesAndDeterministicSynthesis) {
+TEST(HybridFamilyWeights, UpstreamNamesAndDeterministicSynthesis) {
   for (const char* name : {"mamba2-tiny", "rwkv7-tiny"}) {
     const ModelConfig c = *BuiltinConfig(name);
     ModelWeights slots_of;
@@ -396,11 +396,11 @@ Vec Rwkv7Reference(const ModelConfig& c, const NamedWeights& W, std::span<const 
   return MatVec(c.tie_word_embeddings ? W("embeddings.weight") : W("lm_head.weight"), x);
 }
 
-class FamilyModel : public ::testing::TestWithParam<std::string> {};
+class HybridFamilyModel : public ::testing::TestWithParam<std::string> {};
 
 // Prefill in one call, in chunks of 7, and one token at a time: the same function up to rounding
 // (GEMM shapes differ), in the logits and in every state array.
-TEST_P(FamilyModel, TokenByTokenMatchesChunkedPrefill) {
+TEST_P(HybridFamilyModel, TokenByTokenMatchesChunkedPrefill) {
   Model model(GetParam());
   const auto prompt = PseudoRandomTokens(100, model.config.vocab_size, 3);
   const size_t vocab = static_cast<size_t>(model.config.vocab_size);
@@ -433,7 +433,7 @@ TEST_P(FamilyModel, TokenByTokenMatchesChunkedPrefill) {
 }
 
 // The CPU backend against the independent double-precision reference of the same math.
-TEST_P(FamilyModel, CpuForwardMatchesTheReference) {
+TEST_P(HybridFamilyModel, CpuForwardMatchesTheReference) {
   Model model(GetParam(), 4);
   const NamedWeights named(model.config, *model.weights);
   const auto prompt = PseudoRandomTokens(24, model.config.vocab_size, 12);
@@ -447,7 +447,7 @@ TEST_P(FamilyModel, CpuForwardMatchesTheReference) {
   EXPECT_EQ(Argmax(logits), Argmax(ref_f));
 }
 
-TEST_P(FamilyModel, ThreadCountsGiveTheSameBits) {
+TEST_P(HybridFamilyModel, ThreadCountsGiveTheSameBits) {
   Model model(GetParam());
   const auto prompt = PseudoRandomTokens(150, model.config.vocab_size, 4);
   std::vector<float> a(model.config.vocab_size), b(model.config.vocab_size);
@@ -462,7 +462,7 @@ TEST_P(FamilyModel, ThreadCountsGiveTheSameBits) {
   EXPECT_EQ(a, b) << "a second run changed the logits";
 }
 
-TEST_P(FamilyModel, HydratedStateContinuesBitExactly) {
+TEST_P(HybridFamilyModel, HydratedStateContinuesBitExactly) {
   Model model(GetParam());
   const auto prefix = PseudoRandomTokens(120, model.config.vocab_size, 5);
   const auto suffix = PseudoRandomTokens(9, model.config.vocab_size, 6);
@@ -485,7 +485,7 @@ TEST_P(FamilyModel, HydratedStateContinuesBitExactly) {
   EXPECT_NE(lc, lw);
 }
 
-TEST_P(FamilyModel, ActivationsStayFiniteOverLongPrompts) {
+TEST_P(HybridFamilyModel, ActivationsStayFiniteOverLongPrompts) {
   Model model(GetParam());
   auto backend = model.Make(2, 512);
   const auto prompt = PseudoRandomTokens(3000, model.config.vocab_size, 8);
@@ -502,7 +502,7 @@ TEST_P(FamilyModel, ActivationsStayFiniteOverLongPrompts) {
   EXPECT_GT(std::set<int32_t>(tokens->begin(), tokens->end()).size(), 1u);
 }
 
-TEST_P(FamilyModel, RejectsBadTokens) {
+TEST_P(HybridFamilyModel, RejectsBadTokens) {
   Model model(GetParam());
   auto backend = model.Make();
   const int32_t bad = static_cast<int32_t>(model.config.vocab_size);
@@ -515,7 +515,7 @@ TEST_P(FamilyModel, RejectsBadTokens) {
 
 // A checkpoint written with the upstream names (and prefixes: "backbone." for Mamba-2, "model."
 // for RWKV-7) loads into exactly the synthetic weights it was written from.
-TEST_P(FamilyModel, LoadsACheckpointWithTheUpstreamNames) {
+TEST_P(HybridFamilyModel, LoadsACheckpointWithTheUpstreamNames) {
   Model model(GetParam(), 9);
   const std::string prefix = model.config.family == ModelFamily::kMamba2 ? "backbone." : "model.";
   ModelWeights& w = *model.weights;
@@ -549,8 +549,8 @@ TEST_P(FamilyModel, LoadsACheckpointWithTheUpstreamNames) {
   EXPECT_EQ(a, b);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, FamilyModel, ::testing::Values("mamba2-tiny", "rwkv7-tiny"),
-                         test::ModelParamName());
+INSTANTIATE_TEST_SUITE_P(Families, HybridFamilyModel,
+                         ::testing::Values("mamba2-tiny", "rwkv7-tiny"), test::ModelParamName());
 
 }  // namespace
 }  // namespace prefixd::hybrid

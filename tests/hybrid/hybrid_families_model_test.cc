@@ -136,6 +136,23 @@ TEST(HybridFamilyConfig, ParsesFlaRwkv7Json) {
   }
 }
 
+// Python's json module writes non-finite floats as bare literals; the reader rewrites them only
+// outside strings, and leaves strict JSON untouched.
+TEST(HybridFamilyConfig, NonFiniteLiteralsAreRewrittenOutsideStrings) {
+  EXPECT_EQ(ReplaceNonFiniteJsonLiterals(R"({"a": [0.0, Infinity, -Infinity, NaN]})"),
+            R"({"a": [0.0, 1e308, -1e308, null]})");
+  EXPECT_EQ(ReplaceNonFiniteJsonLiterals(R"({"s": "Infinity \" NaN", "t": Infinity})"),
+            R"({"s": "Infinity \" NaN", "t": 1e308})");
+  const std::string strict = R"({"k": "v", "n": [1, 2.5e3, -4], "o": {"x": null}})";
+  EXPECT_EQ(ReplaceNonFiniteJsonLiterals(strict), strict);
+  // Arbitrary bytes: no crash, and a truncated literal stays as it was.
+  EXPECT_EQ(ReplaceNonFiniteJsonLiterals("Infinit"), "Infinit");
+  std::string noise;
+  for (int i = 0; i < 4096; ++i) noise += static_cast<char>((i * 7919) % 256);
+  (void)ReplaceNonFiniteJsonLiterals(noise);
+  EXPECT_FALSE(ConfigFromJson(noise, "noise").ok());
+}
+
 // ---- Weights --------------------------------------------------------------------------------
 
 TEST(HybridFamilyWeights, UpstreamNamesAndDeterministicSynthesis) {

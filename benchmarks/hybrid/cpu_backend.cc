@@ -22,9 +22,7 @@ class CpuBackend final : public Backend {
       : config_(config),
         weights_(std::move(weights)),
         chunk_(std::max<int64_t>(options.prefill_chunk, 1)),
-        pool_(options.threads > 0
-                  ? options.threads
-                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+        pool_(ResolveThreads(options.threads)),
         state_(config) {
     // Our pool owns the parallelism; OpenBLAS threads would contend with it for the cores.
     openblas_set_num_threads(1);
@@ -280,6 +278,10 @@ Result<std::unique_ptr<Backend>> MakeCpuBackend(const ModelConfig& config,
     return MakeRwkv7CpuBackend(config, std::move(weights), options);
   }
   return std::unique_ptr<Backend>(new CpuBackend(config, std::move(weights), options));
+}
+
+int ResolveThreads(int threads) {
+  return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 std::string BlasCoreName() {

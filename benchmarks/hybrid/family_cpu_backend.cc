@@ -2,8 +2,6 @@
 
 #include <cblas.h>
 
-#include <thread>
-
 #include "cpu_kernels.h"
 
 namespace prefixd::hybrid {
@@ -14,9 +12,7 @@ FamilyCpuBackend::FamilyCpuBackend(const ModelConfig& config,
     : config_(config),
       weights_(std::move(weights)),
       chunk_(std::max<int64_t>(options.prefill_chunk, 1)),
-      pool_(options.threads > 0
-                ? options.threads
-                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+      pool_(ResolveThreads(options.threads)),
       state_(config),
       last_(static_cast<size_t>(config.hidden_size)) {
   // Our pool owns the parallelism; OpenBLAS threads would contend with it for the cores.

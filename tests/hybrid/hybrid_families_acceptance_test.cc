@@ -23,6 +23,7 @@
 #include "prefix_cache.h"
 #include "prefixd/client.h"
 #include "prefixd/state_blob.h"
+#include "two_process_fixture.h"
 #include "weights.h"
 
 namespace prefixd::hybrid {
@@ -30,92 +31,17 @@ namespace {
 
 using Json = nlohmann::json;
 
+using test::ColdRun;
 using test::ReadText;
+using test::RunHybrid;
 
-int RunHybrid(std::vector<std::string> args) {
-  return test::RunProgram(PREFIXD_HYBRID_BINARY, std::move(args));
-}
-
-struct ColdRun {
-  std::string ns;
-  std::vector<int32_t> prefix, suffix, tokens;
-  std::vector<std::string> prefix_digests;
-};
-
-class HybridFamilyAcceptance : public it::ServerTest,
+class HybridFamilyAcceptance : public test::TwoProcessTest,
                                public ::testing::WithParamInterface<std::string> {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartServer());
-    auto client = Client::Connect("127.0.0.1", server_.port());
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::make_unique<Client>(std::move(*client));
-    config_ = *BuiltinConfig(GetParam());
-    auto weights = SyntheticWeights(config_, 0, 2);  // what --weights synthetic means
-    ASSERT_TRUE(weights.ok());
-    identity_ = weights->identity;
-    // One thread: decoding 2048 single tokens is dispatch-bound, and sanitizer builds run this.
-    backend_ = std::move(*MakeCpuBackend(
-        config_, std::make_shared<ModelWeights>(std::move(*weights)), {.threads = 1}));
-    tmp_ = std::filesystem::temp_directory_path() / ("family-acc-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(tmp_);
-  }
-  void TearDown() override { std::filesystem::remove_all(tmp_); }
+  // One thread: decoding 2048 single tokens is dispatch-bound.
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start(GetParam(), 1)); }
 
-  ColdRun Cold(const HybridPrefixCache& cache, int64_t prefix_len, uint64_t seed, int decode) {
-    ColdRun run;
-    run.prefix = PseudoRandomTokens(prefix_len, config_.vocab_size, seed);
-    run.suffix = PseudoRandomTokens(7, config_.vocab_size, seed + 1);
-    run.ns = PrefixNamespace(config_, identity_, run.prefix);
-    backend_->Reset();
-    EXPECT_TRUE(backend_->Forward(run.prefix, {}).ok());
-    run.prefix_digests = DigestState(backend_->host_state());
-    auto stored = cache.Store(*client_, run.ns, backend_->host_state());
-    EXPECT_TRUE(stored.ok()) << stored.status().ToString();
-    std::vector<float> logits(config_.vocab_size);
-    EXPECT_TRUE(backend_->Forward(run.suffix, logits).ok());
-    run.tokens = *GreedyContinue(*backend_, Argmax(logits), decode);
-    return run;
-  }
-
-  Json Warm(const ColdRun& run) {
-    const std::string request = (tmp_ / "request.json").string();
-    const std::string result = (tmp_ / "result.json").string();
-    std::ofstream(request) << Json{
-        {"ns", run.ns},
-        {"prefix", run.prefix},
-        {"suffix", run.suffix},
-        {"decode_tokens",
-         run.tokens.size()}}.dump();
-    std::filesystem::remove(result);
-    const int rc = RunHybrid({"warm", "--model", GetParam(), "--weights", "synthetic", "--port",
-                              std::to_string(server_.port()), "--threads", "1", "--kv-via", "ssm",
-                              "--request", request, "--result", result});
-    EXPECT_EQ(rc, 0) << "prefixd-hybrid warm failed";
-    Json out = Json::parse(ReadText(result), nullptr, false);
-    EXPECT_FALSE(out.is_discarded()) << "no result file";
-    return out;
-  }
-
-  void ExpectSameAsCold(const ColdRun& run, const Json& warm) {
-    ASSERT_TRUE(warm.contains("layer_digests"));
-    const auto digests = warm["layer_digests"].get<std::vector<std::string>>();
-    ASSERT_EQ(digests.size(), run.prefix_digests.size());
-    for (size_t i = 0; i < digests.size(); ++i) {
-      EXPECT_EQ(digests[i], run.prefix_digests[i]) << "layer " << i << " differs";
-    }
-    const auto tokens = warm["tokens"].get<std::vector<int32_t>>();
-    ASSERT_EQ(tokens.size(), run.tokens.size());
-    size_t agree = 0;
-    for (size_t i = 0; i < tokens.size(); ++i) agree += tokens[i] == run.tokens[i];
-    EXPECT_EQ(agree, tokens.size()) << "token agreement " << agree << "/" << tokens.size();
-  }
-
-  std::unique_ptr<Client> client_;
-  ModelConfig config_;
-  std::string identity_;
-  std::unique_ptr<Backend> backend_;
-  std::filesystem::path tmp_;
+  nlohmann::json Warm(const ColdRun& run) { return TwoProcessTest::Warm(run, KvTransport::kSsm); }
 };
 
 // The drift check: 2048 greedy tokens after a hydrated prefix, all equal to the cold run's.

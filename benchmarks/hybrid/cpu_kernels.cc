@@ -23,13 +23,6 @@ constexpr int64_t kConvBlock = 512;
 
 }  // namespace
 
-float ReduceLanes(float* acc) {
-  for (int width = kLanes / 2; width >= 1; width /= 2) {
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  }
-  return acc[0];
-}
-
 float Dot(const float* a, const float* b, int64_t n) {
   float acc[kLanes] = {};
   int64_t i = 0;

@@ -50,7 +50,13 @@ inline float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x));
 float Dot(const float* a, const float* b, int64_t n);
 float SumSquares(const float* x, int64_t n);
 // Adds 16 lane partial sums pairwise (l + 8, l + 4, l + 2, l + 1), in place; returns the total.
-float ReduceLanes(float* acc);
+// Inline: the recurrences call it once per state row and token.
+inline float ReduceLanes(float* acc) {
+  for (int width = 8; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  }
+  return acc[0];
+}
 
 // y[n, out] = x[n, in] · w[out, in]ᵀ, row-major, all leading dimensions dense.
 void Gemm(ThreadPool& pool, const float* x, int64_t n, int64_t in, const float* w, int64_t out,

@@ -99,6 +99,13 @@ struct Loaded {
   double load_ms = 0;
 };
 
+// The CUDA backend has the Qwen3.5 kernels only; Mamba-2 and RWKV-7 run on the CPU for now.
+void RequireCudaFamily(const ModelConfig& config) {
+  if (config.family != ModelFamily::kQwen35) {
+    Die("the CUDA backend runs the Qwen3.5 family only; use --backend cpu for " + config.name);
+  }
+}
+
 Loaded LoadModel(const Common& common) {
   Loaded out;
   const auto start = Clock::now();
@@ -114,10 +121,7 @@ Loaded LoadModel(const Common& common) {
                                        {.threads = common.threads, .prefill_chunk = common.chunk}),
                         "CPU backend");
   } else if (common.backend == "cuda") {
-    if (out.config.family != ModelFamily::kQwen35) {
-      Die("the CUDA backend runs the Qwen3.5 family only; use --backend cpu for " +
-          out.config.name);
-    }
+    RequireCudaFamily(out.config);
 #ifdef PREFIXD_HYBRID_HAVE_CUDA
     out.backend = OrDie(MakeCudaBackend(out.config, *weights, {.prefill_chunk = common.chunk}),
                         "CUDA backend");
@@ -498,6 +502,7 @@ struct CompareArgs {
 // layer's state must agree to `tolerance`, and the CUDA backend must repeat itself bit for bit,
 // including across a pull / reset / push of its state (what hydration does).
 int RunCompare(const Common& common, const CompareArgs& args) {
+  RequireCudaFamily(OrDie(LoadConfig(common.model), "model config"));
 #ifndef PREFIXD_HYBRID_HAVE_CUDA
   Die("this build has no CUDA backend (nvcc was not found at configure time)");
   return 2;
@@ -505,9 +510,6 @@ int RunCompare(const Common& common, const CompareArgs& args) {
   std::fprintf(stderr, "prefixd-hybrid: GPU %s\n",
                OrDie(CudaDeviceDescription(0), "CUDA device").c_str());
   const ModelConfig config = OrDie(LoadConfig(common.model), "model config");
-  if (config.family != ModelFamily::kQwen35) {
-    Die("the CUDA backend runs the Qwen3.5 family only, not " + config.name);
-  }
   auto weights = std::make_shared<ModelWeights>(OrDie(
       LoadWeights(config, common.weights, std::max(1, int(std::thread::hardware_concurrency()))),
       "weights"));

@@ -145,6 +145,15 @@ TEST_P(HybridFamilyAcceptance, SweepProgramEndToEnd) {
   }
 }
 
+// The CUDA backend runs Qwen3.5 only: asking it for a family model is a clear error (exit 2), in
+// builds with and without CUDA.
+TEST_P(HybridFamilyAcceptance, CudaBackendIsRefusedWithAMessage) {
+  EXPECT_EQ(RunHybrid({"sweep", "--model", GetParam(), "--backend", "cuda", "--lengths", "8",
+                       "--port", std::to_string(server_.port())}),
+            2);
+  EXPECT_EQ(RunHybrid({"compare", "--model", GetParam()}), 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, HybridFamilyAcceptance,
                          ::testing::Values("mamba2-tiny", "rwkv7-tiny"), test::ModelParamName());
 

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -165,17 +166,28 @@ KvTransport ResolveTransport(const Common& common, Client& client) {
   return has ? KvTransport::kVStore : KvTransport::kSsm;
 }
 
-std::vector<int64_t> ParseLengths(const std::string& text) {
+// A comma-separated list of integers in [min, max]; `what` names an item in errors.
+std::vector<int64_t> ParseIntList(const std::string& text, const std::string& what, int64_t min,
+                                  int64_t max) {
   std::vector<int64_t> out;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
     char* end = nullptr;
+    errno = 0;
     const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v <= 0) Die("bad prefix length '" + item + "'");
+    if (item.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
+      Die("bad " + what + " '" + item + "'");
+    }
     out.push_back(v);
   }
-  if (out.empty()) Die("--lengths is empty");
+  if (out.empty()) Die("no " + what + " given");
+  return out;
+}
+
+std::vector<int64_t> ParseLengths(const std::string& text) {
+  std::vector<int64_t> out =
+      ParseIntList(text, "prefix length", 1, std::numeric_limits<int64_t>::max());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -480,6 +492,44 @@ int RunWarm(const Common& common, const WarmArgs& args) {
   return 0;
 }
 
+struct ForwardArgs {
+  std::string tokens;
+  int decode_tokens = 0;
+  std::string out;
+};
+
+// One prompt through the model: the last token's logits, their argmax, every layer's state digest
+// and a greedy continuation, as JSON. For checking this implementation against the upstream code
+// on the same checkpoint (--model dir --weights dir) with the same token ids.
+int RunForward(const Common& common, const ForwardArgs& args) {
+  std::vector<int32_t> tokens;
+  for (int64_t t : ParseIntList(args.tokens, "token id", 0, std::numeric_limits<int32_t>::max())) {
+    tokens.push_back(static_cast<int32_t>(t));
+  }
+  Loaded model = LoadModel(common);
+  std::vector<float> logits(static_cast<size_t>(model.config.vocab_size));
+  OrDie(model.backend->Forward(tokens, logits), "forward");
+  OrDie(model.backend->PullState(), "reading the device state");
+  const std::vector<std::string> digests = DigestState(model.backend->host_state());
+  const int32_t first = Argmax(logits);
+  const std::vector<int32_t> greedy =
+      OrDie(GreedyContinue(*model.backend, first, args.decode_tokens), "decode");
+  const std::string text = Json{
+      {"model", model.config.Summary()},
+      {"weights", model.weights_identity},
+      {"tokens", tokens.size()},
+      {"argmax", first},
+      {"logits", logits},
+      {"layer_digests", digests},
+      {"greedy", greedy}}.dump();
+  if (args.out.empty()) {
+    std::printf("%s\n", text.c_str());
+  } else {
+    WriteFile(args.out, text);
+  }
+  return 0;
+}
+
 struct CompareArgs {
   std::string lengths = "40,300,2100";
   int suffix_tokens = 7;
@@ -641,8 +691,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   compare_cmd->add_option("--tolerance", compare.tolerance, "largest relative error allowed")
       ->capture_default_str();
+  Common forward_common;
+  ForwardArgs forward;
+  CLI::App* forward_cmd = app.add_subcommand(
+      "forward", "One prompt through the model: logits, state digests, greedy tokens (JSON)");
+  AddCommon(forward_cmd, &forward_common);
+  forward_cmd->add_option("--tokens", forward.tokens, "prompt token ids, comma-separated")
+      ->required();
+  forward_cmd->add_option("--decode-tokens", forward.decode_tokens, "greedy tokens to append")
+      ->capture_default_str();
+  forward_cmd->add_option("--out", forward.out, "write the JSON here (default: stdout)");
   CLI11_PARSE(app, argc, argv);
   if (sweep_cmd->parsed()) return RunSweep(sweep_common, sweep);
+  if (forward_cmd->parsed()) return RunForward(forward_common, forward);
   if (compare_cmd->parsed()) return RunCompare(compare_common, compare);
   return RunWarm(warm_common, warm);
 }

@@ -145,6 +145,35 @@ TEST_P(HybridFamilyAcceptance, SweepProgramEndToEnd) {
   }
 }
 
+// `prefixd-hybrid forward` (what a check against the upstream code runs) gives this process's
+// logits, state digests and greedy tokens bit for bit.
+TEST_P(HybridFamilyAcceptance, ForwardCommandReportsTheSameBits) {
+  const auto prompt = PseudoRandomTokens(40, config_.vocab_size, 31);
+  std::string ids;
+  for (int32_t t : prompt) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  const std::string out = (tmp_ / "forward.json").string();
+  ASSERT_EQ(RunHybrid({"forward", "--model", GetParam(), "--tokens", ids, "--decode-tokens", "5",
+                       "--out", out}),
+            0);
+  const Json got = Json::parse(ReadText(out), nullptr, false);
+  ASSERT_FALSE(got.is_discarded());
+  backend_->Reset();
+  std::vector<float> logits(config_.vocab_size);
+  ASSERT_TRUE(backend_->Forward(prompt, logits).ok());
+  EXPECT_EQ(got["logits"].get<std::vector<float>>(), logits);
+  EXPECT_EQ(got["layer_digests"].get<std::vector<std::string>>(),
+            DigestState(backend_->host_state()));
+  EXPECT_EQ(got["argmax"].get<int32_t>(), Argmax(logits));
+  EXPECT_EQ(got["greedy"].get<std::vector<int32_t>>(),
+            *GreedyContinue(*backend_, Argmax(logits), 5));
+  EXPECT_EQ(got["weights"].get<std::string>(), identity_);
+  // Ids outside the vocabulary or not numbers are refused.
+  EXPECT_EQ(
+      RunHybrid({"forward", "--model", GetParam(), "--tokens", std::to_string(config_.vocab_size)}),
+      2);
+  EXPECT_EQ(RunHybrid({"forward", "--model", GetParam(), "--tokens", "1,,2"}), 2);
+}
+
 // The CUDA backend runs Qwen3.5 only: asking it for a family model is a clear error (exit 2), in
 // builds with and without CUDA.
 TEST_P(HybridFamilyAcceptance, CudaBackendIsRefusedWithAMessage) {

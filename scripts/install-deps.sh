@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 packages=(
   build-essential cmake ninja-build pkg-config git
   libasio-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libhiredis-dev libxxhash-dev
-  redis-server redis-tools python3 python3-redis
+  redis-server redis-tools python3 python3-redis python3-numpy
   libopenblas-dev nlohmann-json3-dev
   clang-14 libclang-rt-14-dev libfuzzer-14-dev clang-format
 )

@@ -141,72 +141,19 @@ std::string Durability::Recover() {
   return {};
 }
 
-void Durability::Apply(Mutation& m) {
-  switch (m.type) {
-    case RecordType::kSsmPut:
-      store_.PutMany(m.sid, std::move(m.layers));
-      break;
-    case RecordType::kSsmDropLayer:
-      store_.Drop(m.sid, m.layers.front().first);
-      break;
-    case RecordType::kSsmDropSession:
-      store_.DropSession(m.sid);
-      break;
-    case RecordType::kFlushAll:
-      store_.Clear();
-      if (vectors_ != nullptr) vectors_->Clear();
-      break;
-    case RecordType::kSnapshotEnd:
-      break;
-    default:
-      if (vectors_ != nullptr) ApplyVector(m);
-      break;
+std::string Durability::Replay(const Record& record, Mutation& m) {
+  std::string err = DecodePayload(record.header.type, record.payload, m);
+  if (!err.empty()) return "its payload does not decode: " + err;
+  // Checked again as the live path checked it: a record that would exhaust memory or break an
+  // invariant of the stores is reported, never applied.
+  const Verdict verdict = Check(m, Limits::Hard());
+  if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
+  try {
+    Apply(m, Stores{store_, vectors_, 0}, {});
+  } catch (const std::exception& e) {
+    return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
   }
-}
-
-void Durability::ApplyVector(Mutation& m) {
-  const VectorFields& v = m.vector;
-  auto tier = store::TierFromCode(v.tier);
-  switch (m.type) {
-    case RecordType::kVCreate:
-      if (!tier) break;
-      vectors_->Create(m.sid, v.dim, *tier, v.index, 0, nullptr);
-      return;
-    case RecordType::kVStore:
-      // A session dropped (or created again with another shape) later in the log, with the
-      // snapshot already showing that, makes the rows moot: skipping them is the replay.
-      if (!tier || v.rows == 0 || v.data_size() != v.rows * store::RowBytes(*tier, v.dim)) break;
-      vectors_->Store(m.sid, v.layer, v.start, v.rows, v.joined_data(), v.dim, *tier);
-      return;
-    case RecordType::kVDrop:
-      vectors_->Drop(m.sid);
-      return;
-    case RecordType::kKvRegister:
-    case RecordType::kKvPrefix: {
-      if (!tier) break;
-      store::PrefixSpec spec;
-      spec.kv_dim = v.dim;
-      spec.tier = *tier;
-      spec.block_size = v.block_size;
-      spec.block_hashes = v.joined_data();
-      if (v.prefill_us != VectorFields::kNoPrefill) spec.prefill_us = v.prefill_us;
-      if (m.type == RecordType::kKvPrefix) {
-        vectors_->RestorePrefix(m.sid, spec);
-      } else {
-        vectors_->Register(m.sid, spec, v.index, v.value_index, 0);
-      }
-      return;
-    }
-    case RecordType::kKvDrop:
-      vectors_->DropPrefix(m.sid);
-      return;
-    default:
-      return;
-  }
-  spdlog::warn(
-      "Skipping a V-store record for session '{}' with tier code {} and {} bytes of rows "
-      "that do not match",
-      m.sid, v.tier, v.data_size());
+  return {};
 }
 
 std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
@@ -227,21 +174,21 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
              std::to_string(status == ReadStatus::kBad ? reader.bad_offset() : record.offset) +
              ": " + (status == ReadStatus::kBad ? reader.problem() : "records after its end");
     }
-    err = DecodePayload(record.header.type, record.payload, m);
+    if (record.header.type == RecordType::kSnapshotEnd) {
+      err = DecodePayload(record.header.type, record.payload, m);
+      if (err.empty() && std::get<SnapshotEnd>(m).count != progress.records()) {
+        err = "it ends the snapshot after " + std::to_string(progress.records()) +
+              " records but says it holds " + std::to_string(std::get<SnapshotEnd>(m).count);
+      }
+      ended = true;
+    } else {
+      err = Replay(record, m);
+      progress.Add(record.payload.size());
+    }
     if (!err.empty()) {
       return "snapshot " + path + " has a bad record at offset " + std::to_string(record.offset) +
              ": " + err;
     }
-    if (m.type == RecordType::kSnapshotEnd) {
-      if (m.count != progress.records()) {
-        return "snapshot " + path + " ends after " + std::to_string(progress.records()) +
-               " records but says it holds " + std::to_string(m.count);
-      }
-      ended = true;
-      continue;
-    }
-    progress.Add(record.payload.size());
-    Apply(m);
   }
   if (!ended) return "snapshot " + path + " has no end record: it is incomplete";
   recovered_records_ += progress.records();
@@ -319,14 +266,21 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
       }
       info.last_lsn = std::max(info.last_lsn, lsn);
       if (lsn < base_lsn) continue;  // already in the snapshot
-      err = DecodePayload(record.header.type, record.payload, m);
-      if (!err.empty()) {
-        return "log segment " + path + " has a bad record at offset " +
-               std::to_string(record.offset) + ": " + err;
-      }
       last_lsn = lsn;
+      err = Replay(record, m);
+      if (!err.empty()) {
+        // Its checksum matched, so it was written whole: corruption (or a bug), never a torn
+        // tail. Stop, or skip just this record when told to.
+        std::string where = "log segment " + path + " has a bad record at offset " +
+                            std::to_string(record.offset) + " (lsn " + std::to_string(lsn) +
+                            "): " + err;
+        if (!options_.skip_corrupt) {
+          return where + ". Start with --log-skip-corrupt yes to skip it, losing what it held";
+        }
+        spdlog::error("Skipping a record: {}", where);
+        continue;
+      }
       progress.Add(record.payload.size());
-      Apply(m);
     }
     segments.push_back(info);
   }
@@ -361,24 +315,17 @@ std::string Durability::WriteSnapshot() {
   auto write = [&](const Mutation& m) {
     if (!err.empty()) return;
     auto payload = EncodePayload(m);
-    err = WriteRecord(fd, m.type, 0, payload);
+    err = WriteRecord(fd, TypeOf(m), 0, payload);
     for (const Bytes& p : payload) bytes += p.size();
     bytes += kRecordHeaderSize;
     ++count;
   };
-  store_.ForEachSession(
-      [&](const std::string& sid, const std::vector<std::pair<uint32_t, Bytes>>& layers) {
-        Mutation m;
-        m.type = RecordType::kSsmPut;
-        m.sid = sid;
-        m.layers = layers;
-        write(m);
-      });
+  store_.ForEachSession([&](const std::string& sid, const LayerBlobs& layers) {
+    write(SsmPut{sid, layers});
+  });
   if (vectors_ != nullptr) WriteVectorSnapshot(write);
   if (err.empty()) {
-    Mutation end;
-    end.type = RecordType::kSnapshotEnd;
-    end.count = count;
+    const Mutation end = SnapshotEnd{count};
     err = WriteRecord(fd, RecordType::kSnapshotEnd, 0, EncodePayload(end));
   }
   if (err.empty() && ::fdatasync(fd) != 0) err = std::string("fdatasync: ") + std::strerror(errno);
@@ -409,33 +356,22 @@ void Durability::WriteVectorSnapshot(const std::function<void(const Mutation&)>&
   // their own: a half dropped with V.DROP must not come back from the snapshot.
   vectors_->ForEachSession([&](const std::string& sid, const store::VectorSessionInfo& info,
                                const std::vector<store::LayerRead>& layers) {
-    Mutation m;
-    m.type = RecordType::kVCreate;
-    m.sid = sid;
-    m.vector.index = info.index;
-    m.vector.dim = info.dim;
-    m.vector.tier = static_cast<uint32_t>(info.tier);
-    write(m);
-    m.type = RecordType::kVStore;
+    const auto tier = static_cast<uint32_t>(info.tier);
+    write(VCreate{sid, info.index, info.dim, tier});
     for (const store::LayerRead& layer : layers) {
       if (layer.length == 0) continue;
-      m.vector.layer = layer.layer;
-      m.vector.start = 0;
-      m.vector.rows = layer.length;
-      m.vector.data = layer.rows.pieces;
-      write(m);
+      write(VStore{sid, layer.layer, 0, layer.length, info.dim, tier, Blob{layer.rows.pieces}});
     }
   });
   vectors_->ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
-    Mutation m;
-    m.type = RecordType::kKvPrefix;
-    m.sid = ns;
-    m.vector.dim = spec.kv_dim;
-    m.vector.tier = static_cast<uint32_t>(spec.tier);
-    m.vector.block_size = spec.block_size;
-    if (spec.prefill_us) m.vector.prefill_us = *spec.prefill_us;
-    if (!spec.block_hashes.empty()) m.vector.data.push_back(spec.block_hashes);
-    write(m);
+    KvPrefix record;
+    record.ns = ns;
+    record.kv_dim = spec.kv_dim;
+    record.tier = static_cast<uint32_t>(spec.tier);
+    record.block_size = spec.block_size;
+    if (spec.prefill_us) record.prefill_us = *spec.prefill_us;
+    if (!spec.block_hashes.empty()) record.block_hashes.pieces.push_back(spec.block_hashes);
+    write(record);
   });
 }
 

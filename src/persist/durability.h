@@ -17,6 +17,8 @@
 
 #include "common/bytes.h"
 #include "persist/log_writer.h"
+#include "persist/mutation.h"
+#include "persist/record_reader.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 
@@ -93,9 +95,9 @@ class Durability {
   std::string LoadSnapshot(const std::string& path, uint64_t& base_lsn);
   std::string ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn, uint64_t& next_sequence,
                              std::vector<SegmentInfo>& segments);
-  void Apply(struct Mutation& m);
-  void ApplyVector(struct Mutation& m);
-  void WriteVectorSnapshot(const std::function<void(const struct Mutation&)>& write);
+  // Decodes, checks and applies one record; an error text says why it could not be.
+  std::string Replay(const Record& record, Mutation& m);
+  void WriteVectorSnapshot(const std::function<void(const Mutation&)>& write);
   std::string WriteSnapshot();
   void MaintenanceLoop();
 

@@ -1107,5 +1107,43 @@ TEST_F(DurabilityDamageTest, TornTailIsCutAtStartup) {
   EXPECT_EQ(Check(kCount), "");
 }
 
+// Issue 8, finding 2: after raising vstore-max-tokens, one V.STOREBATCH at a start of 2^40 - 1
+// dropped the connection without a reply, and every later start aborted on std::bad_alloc. The
+// live path now checks the change (with an estimate of the memory it would take) before anything
+// is logged: the client gets -OOM, and the next start succeeds.
+TEST(DurabilityLimitsTest, AStoreBatchTooBigForMemoryIsRefusedBeforeItIsLogged) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start());
+  {
+    auto ctx = ConnectHiredis(server.port());
+    ASSERT_NE(ctx, nullptr);
+    RedisReply r =
+        HiredisCommand(ctx.get(), {"CONFIG", "SET", "vstore-max-tokens", "1099511627776"});
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    r = HiredisCommand(ctx.get(), {"V.CREATE", "t", "65536", "VQUANT", "fp32"});
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(r->type, REDIS_REPLY_INTEGER) << DescribeReply(r.get());
+    const std::string row(65536 * 4, '\0');
+    r = HiredisCommand(ctx.get(), {"V.STOREBATCH", "t", "0", "1099511627775", "1", row});
+    ASSERT_NE(r, nullptr) << "the connection dropped: " << ctx->errstr;
+    ASSERT_EQ(r->type, REDIS_REPLY_ERROR) << DescribeReply(r.get());
+    EXPECT_TRUE(std::string_view(r->str, r->len).starts_with("OOM ")) << DescribeReply(r.get());
+    // The limit itself still holds exactly: the last row below it is accepted.
+    r = HiredisCommand(ctx.get(), {"V.STOREBATCH", "t", "0", "3", "1", row});
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  }
+  ASSERT_TRUE(server.Kill());
+  ASSERT_TRUE(server.Restart()) << "the start after the refused write failed";
+  auto ctx = ConnectHiredis(server.port());
+  ASSERT_NE(ctx, nullptr);
+  RedisReply r = HiredisCommand(ctx.get(), {"V.INFO", "t"});
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->type, REDIS_REPLY_STRING) << DescribeReply(r.get());
+  EXPECT_NE(std::string(r->str, r->len).find("total_tokens:4\r\n"), std::string::npos)
+      << std::string(r->str, r->len);
+}
+
 }  // namespace
 }  // namespace prefixd::it

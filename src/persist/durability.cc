@@ -30,9 +30,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 // Writes one sealed record (header plus payload pieces) with a gather write.
-std::string WriteRecord(int fd, RecordType type, uint64_t lsn, const std::vector<Bytes>& payload) {
+std::string WriteRecord(int fd, uint64_t seed, RecordType type, const std::vector<Bytes>& payload) {
   uint8_t header[kRecordHeaderSize];
-  SealRecord(type, lsn, payload, header);
+  SealRecord(seed, type, 0, payload, header);
   std::string err = WriteAll(fd, header, kRecordHeaderSize);
   for (const Bytes& piece : payload) {
     if (!err.empty()) break;
@@ -305,9 +305,8 @@ std::string Durability::WriteSnapshot() {
   std::string final_path = options_.dir + "/" + kSnapshotName;
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return "can't create " + temp + ": " + std::strerror(errno);
-  FileHeader h;
-  std::memcpy(h.magic, kSnapshotFileMagic, 8);
-  h.base_lsn = base_lsn;
+  const FileHeader h = NewFileHeader(kSnapshotFileMagic, 0, base_lsn);
+  const uint64_t seed = FileSeed(h);
   uint8_t header[kFileHeaderSize];
   EncodeFileHeader(h, header);
   std::string err = WriteAll(fd, header, kFileHeaderSize);
@@ -315,7 +314,7 @@ std::string Durability::WriteSnapshot() {
   auto write = [&](const Mutation& m) {
     if (!err.empty()) return;
     auto payload = EncodePayload(m);
-    err = WriteRecord(fd, TypeOf(m), 0, payload);
+    err = WriteRecord(fd, seed, TypeOf(m), payload);
     for (const Bytes& p : payload) bytes += p.size();
     bytes += kRecordHeaderSize;
     ++count;
@@ -326,7 +325,7 @@ std::string Durability::WriteSnapshot() {
   if (vectors_ != nullptr) WriteVectorSnapshot(write);
   if (err.empty()) {
     const Mutation end = SnapshotEnd{count};
-    err = WriteRecord(fd, RecordType::kSnapshotEnd, 0, EncodePayload(end));
+    err = WriteRecord(fd, seed, RecordType::kSnapshotEnd, EncodePayload(end));
   }
   if (err.empty() && ::fdatasync(fd) != 0) err = std::string("fdatasync: ") + std::strerror(errno);
   ::close(fd);

@@ -77,10 +77,7 @@ std::string LogWriter::OpenSegment(uint64_t first_lsn) {
   std::string path = dir_ + "/" + name;
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return "can't create " + path + ": " + std::strerror(errno);
-  FileHeader h;
-  std::memcpy(h.magic, kLogFileMagic, 8);
-  h.sequence = next_sequence_;
-  h.base_lsn = first_lsn;
+  const FileHeader h = NewFileHeader(kLogFileMagic, next_sequence_, first_lsn);
   uint8_t header[kFileHeaderSize];
   EncodeFileHeader(h, header);
   std::string err = WriteAll(fd, header, kFileHeaderSize);
@@ -94,6 +91,7 @@ std::string LogWriter::OpenSegment(uint64_t first_lsn) {
     return "can't start segment " + path + ": " + err;
   }
   fd_ = fd;
+  seed_ = FileSeed(h);
   current_offset_ = kFileHeaderSize;
   segments_.push_back(SegmentInfo{next_sequence_, path, first_lsn, 0, kFileHeaderSize});
   ++next_sequence_;
@@ -262,7 +260,7 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
       continue;
     }
     uint8_t* header = headers[i].data();
-    SealRecord(p.type, p.lsn, p.payload, header);
+    SealRecord(seed_, p.type, p.lsn, p.payload, header);
     iov.push_back(iovec{header, kRecordHeaderSize});
     for (const Bytes& piece : p.payload) {
       if (!piece.empty()) iov.push_back(iovec{const_cast<uint8_t*>(piece.data()), piece.size()});

@@ -117,6 +117,7 @@ class LogWriter {
 
   mutable std::mutex file_mu_;  // fd_, segments_, current segment bookkeeping
   int fd_ = -1;
+  uint64_t seed_ = 0;  // checksum seed of the current segment
   uint64_t next_sequence_;
   std::vector<SegmentInfo> segments_;  // the last one is current once started
   uint64_t current_offset_ = 0;

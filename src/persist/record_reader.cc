@@ -42,10 +42,14 @@ std::string RecordReader::Open(const std::string& path, const char (&magic)[8]) 
   }
   file_header_ = DecodeFileHeader(header);
   if (std::memcmp(file_header_.magic, magic, 8) != 0) return path + ": not a prefixd file";
-  if (file_header_.version != kFormatVersion) {
+  if (file_header_.version < kOldestReadableVersion || file_header_.version > kFormatVersion) {
     return path + ": format version " + std::to_string(file_header_.version) +
-           " is not supported (this build reads version " + std::to_string(kFormatVersion) + ")";
+           " is not supported (this build reads versions " +
+           std::to_string(kOldestReadableVersion) + " to " + std::to_string(kFormatVersion) + ")";
   }
+  seed_ = FileSeed(file_header_);
+  is_log_ = std::memcmp(magic, kLogFileMagic, 8) == 0;
+  expected_lsn_ = is_log_ ? file_header_.base_lsn : 0;
   position_ = kFileHeaderSize;
   return {};
 }
@@ -56,7 +60,7 @@ ReadStatus RecordReader::Bad(uint64_t offset, std::string problem) {
   return ReadStatus::kBad;
 }
 
-bool RecordReader::ReadRecordAt(uint64_t offset, Record& out, std::string& problem) {
+bool RecordReader::ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std::string& problem) {
   if (file_size_ - offset < kRecordHeaderSize) {
     problem = "record header cut short (" + std::to_string(file_size_ - offset) + " bytes left)";
     return false;
@@ -83,8 +87,17 @@ bool RecordReader::ReadRecordAt(uint64_t offset, Record& out, std::string& probl
     return false;
   }
   std::array<std::string_view, 1> pieces{payload.view()};
-  if (RecordChecksum(header, pieces) != h.checksum) {
+  if (RecordChecksum(seed_, header, pieces) != h.checksum) {
     problem = "checksum mismatch";
+    return false;
+  }
+  // Only now is the lsn the writer's: a log's records continue its sequence, one by one.
+  const bool lsn_ok = !is_log_                  ? h.lsn == 0
+                      : rule == LsnRule::kExact ? h.lsn == expected_lsn_
+                                                : h.lsn >= expected_lsn_;
+  if (!lsn_ok) {
+    problem = "lsn " + std::to_string(h.lsn) + " does not continue the sequence (expected " +
+              (is_log_ ? std::to_string(expected_lsn_) : std::string("0 in a snapshot")) + ")";
     return false;
   }
   out.header = h;
@@ -96,8 +109,12 @@ bool RecordReader::ReadRecordAt(uint64_t offset, Record& out, std::string& probl
 ReadStatus RecordReader::Next(Record& out) {
   if (position_ == file_size_) return ReadStatus::kEnd;
   std::string problem;
-  if (!ReadRecordAt(position_, out, problem)) return Bad(position_, problem);
+  if (!ReadRecordAt(position_, resync_ ? LsnRule::kAtLeast : LsnRule::kExact, out, problem)) {
+    return Bad(position_, problem);
+  }
+  resync_ = false;
   position_ += kRecordHeaderSize + out.header.payload_length;
+  if (is_log_) expected_lsn_ = out.header.lsn + 1;
   return ReadStatus::kRecord;
 }
 
@@ -114,9 +131,11 @@ uint64_t RecordReader::NextValidRecord(uint64_t offset) {
       if (std::memcmp(buf.data() + i, magic, 4) != 0) continue;
       uint64_t candidate = base + i;
       if (candidate < 8 + offset + 1) continue;  // the magic sits 8 bytes into a header
+      // A record of this file (its seed) that continues the sequence: a copy of an earlier
+      // record, or of another file's, stored inside a value, is neither.
       Record r;
       std::string ignored;
-      if (ReadRecordAt(candidate - 8, r, ignored)) return candidate - 8;
+      if (ReadRecordAt(candidate - 8, LsnRule::kAtLeast, r, ignored)) return candidate - 8;
     }
   }
   return 0;

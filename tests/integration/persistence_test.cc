@@ -1145,5 +1145,115 @@ TEST(DurabilityLimitsTest, AStoreBatchTooBigForMemoryIsRefusedBeforeItIsLogged) 
       << std::string(r->str, r->len);
 }
 
+// Issue 9, item 3: a value holding copies of the data directory's files (a backup tool storing
+// them, or anyone who wants to) holds bytes that look like records. Cut inside that value's
+// record, as a crash mid-write leaves it, the log must still read as a torn tail: the start
+// succeeds, the earlier values are intact and the torn one is absent. The same value inside a
+// snapshot, cut there, is corruption reported with the snapshot's name and the record's offset.
+TEST(DurabilityFramingTest, ATornValueHoldingCopiesOfTheFilesIsCutNotMistakenForCorruption) {
+  ServerProcess server;
+  ServerProcess::Options options;
+  options.flags = {"--appendfsync", "always"};
+  ASSERT_TRUE(server.Start(options));
+  const std::string first = MakeBlob(5000, 1), second = MakeBlob(3000, 2);
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::string copies;
+  {
+    auto ctx = ConnectHiredis(server.port());
+    ASSERT_NE(ctx, nullptr);
+    for (auto args : {std::vector<std::string_view>{"SSM.PREFIX.STORE", "a", "0", first},
+                      std::vector<std::string_view>{"SAVE"},
+                      std::vector<std::string_view>{"SSM.PREFIX.STORE", "a", "1", second}}) {
+      RedisReply r = HiredisCommand(ctx.get(), args);
+      ASSERT_NE(r, nullptr);
+      ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    }
+    for (int round = 0; round < 2; ++round) {
+      for (const auto& segment : LogSegments(server.data_dir())) copies += slurp(segment.path);
+      copies += slurp(server.data_dir() + "/snapshot.pds");
+    }
+    RedisReply r = HiredisCommand(ctx.get(), {"SSM.PREFIX.STORE", "b", "0", copies});
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  }
+  ASSERT_TRUE(server.Kill());
+  const std::string newest = LogSegments(server.data_dir()).back().path;
+  const std::vector<uint64_t> starts = RecordStarts(newest);
+  ASSERT_EQ(starts.size(), 2u) << newest;
+  const std::string whole = slurp(newest);
+  auto expect_value = [&](redisContext* ctx, const char* sid, const char* layer,
+                          const std::string* want) {
+    RedisReply r = HiredisCommand(ctx, {"SSM.PREFIX.FETCH", sid, layer});
+    ASSERT_NE(r, nullptr);
+    if (want == nullptr) {
+      EXPECT_EQ(r->type, REDIS_REPLY_NIL) << sid << "/" << layer << ": " << DescribeReply(r.get());
+    } else {
+      ASSERT_EQ(r->type, REDIS_REPLY_STRING) << sid << "/" << layer;
+      EXPECT_TRUE(std::string(r->str, r->len) == *want) << sid << "/" << layer << " differs";
+    }
+  };
+  // Cut just after the first copy of this very segment, in the middle, and one byte short.
+  const uint64_t value_at = starts[1] + 32 + 4 + 1 + 4 + 4 + 8;
+  for (uint64_t cut : {value_at + whole.size() / 2 + 40, starts[1] + (whole.size() - starts[1]) / 2,
+                       uint64_t{whole.size()} - 1}) {
+    SCOPED_TRACE("log cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
+    {
+      std::ofstream out(newest, std::ios::binary | std::ios::trunc);
+      out.write(whole.data(), static_cast<std::streamsize>(cut));
+    }
+    // The crash state again: the segment the last start opened goes.
+    for (const auto& segment : LogSegments(server.data_dir())) {
+      if (segment.path > newest) fs::remove(segment.path);
+    }
+    size_t log_mark = server.ReadLog().size();
+    ASSERT_TRUE(server.Restart(options)) << "refused to start:\n"
+                                         << server.ReadLog().substr(log_mark);
+    EXPECT_NE(
+        server.ReadLog().substr(log_mark).find("torn tail at offset " + std::to_string(starts[1])),
+        std::string::npos)
+        << server.ReadLog().substr(log_mark);
+    auto ctx = ConnectHiredis(server.port());
+    ASSERT_NE(ctx, nullptr);
+    ASSERT_NO_FATAL_FAILURE(expect_value(ctx.get(), "a", "0", &first));
+    ASSERT_NO_FATAL_FAILURE(expect_value(ctx.get(), "a", "1", &second));
+    ASSERT_NO_FATAL_FAILURE(expect_value(ctx.get(), "b", "0", nullptr));
+    ASSERT_TRUE(server.Kill());
+  }
+
+  // The same value in a snapshot: a cut there is corruption, named, never a misread record.
+  ASSERT_TRUE(server.Restart(options));
+  {
+    auto ctx = ConnectHiredis(server.port());
+    ASSERT_NE(ctx, nullptr);
+    for (auto args : {std::vector<std::string_view>{"SSM.PREFIX.STORE", "b", "0", copies},
+                      std::vector<std::string_view>{"SAVE"}}) {
+      RedisReply r = HiredisCommand(ctx.get(), args);
+      ASSERT_NE(r, nullptr);
+      ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    }
+  }
+  std::string text;
+  ASSERT_TRUE(server.Stop(&text)) << text;
+  const std::string snapshot = server.data_dir() + "/snapshot.pds";
+  const std::vector<uint64_t> records = RecordStarts(snapshot);
+  uint64_t value_record = 0;
+  for (uint64_t at : records) {
+    if (at + 32 < fs::file_size(snapshot) && slurp(snapshot).substr(at + 36, 1) == "b")
+      value_record = at;
+  }
+  ASSERT_NE(value_record, 0u);
+  ASSERT_EQ(::truncate(snapshot.c_str(), static_cast<off_t>(value_record + 32 + copies.size() / 2)),
+            0);
+  size_t log_mark = server.ReadLog().size();
+  EXPECT_FALSE(server.Restart(options)) << "started on a cut snapshot";
+  const std::string log = server.ReadLog().substr(log_mark);
+  EXPECT_NE(log.find(snapshot + " is corrupt at offset " + std::to_string(value_record)),
+            std::string::npos)
+      << log;
+}
+
 }  // namespace
 }  // namespace prefixd::it

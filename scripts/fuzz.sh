@@ -13,20 +13,23 @@ artifacts="${build}/artifacts"
 cmake -S "${root}" -B "${build}" -G Ninja \
   -DCMAKE_C_COMPILER="${FUZZ_CC:-clang-14}" -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREFIXD_BUILD_FUZZERS=ON -DPREFIXD_BUILD_BENCHMARKS=OFF
-ninja -C "${build}" -j "${FUZZ_JOBS:-2}" request_parser_fuzz reply_reader_fuzz
+targets=(request_parser reply_reader record snapshot state_blob config)
+ninja -C "${build}" -j "${FUZZ_JOBS:-2}" "${targets[@]/%/_fuzz}"
 
 scratch="$(mktemp -d)"
 trap 'rm -rf "${scratch}"' EXIT
 mkdir -p "${artifacts}"
 
 status=0
-for target in request_parser reply_reader; do
+for target in "${targets[@]}"; do
   corpus="${scratch}/${target}"
   mkdir -p "${corpus}"
   cp "${root}/tests/fuzz/corpus/${target}/"* "${corpus}/"
   echo "=== ${target}: ${seconds}s"
+  dict=()
+  case "${target}" in request_parser | reply_reader) dict=(-dict="${root}/tests/fuzz/resp.dict") ;; esac
   if ! "${build}/tests/fuzz/${target}_fuzz" "${corpus}" \
-      -max_total_time="${seconds}" -dict="${root}/tests/fuzz/resp.dict" -timeout=10 \
+      -max_total_time="${seconds}" "${dict[@]}" -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="${artifacts}/${target}-" -print_final_stats=1; then
     echo "=== ${target}: FAILED (inputs in ${artifacts})" >&2
     status=1

@@ -152,7 +152,9 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
   if (!err.empty()) return "its payload does not decode: " + err;
   // Checked again as the live path checked it: a record that would exhaust memory or break an
   // invariant of the stores is reported, never applied.
-  const Verdict verdict = Check(m, Limits::Hard());
+  Limits limits = Limits::Hard();
+  if (options_.memory_budget != 0) limits.memory_budget = options_.memory_budget;
+  const Verdict verdict = Check(m, limits);
   if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
   try {
     Apply(m, Stores{store_, vectors_, 0}, {});

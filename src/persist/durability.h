@@ -38,6 +38,8 @@ struct DurabilityOptions {
   uint64_t auto_rewrite_min_size = uint64_t{64} << 20;
   // Every file operation goes through it (null: the real file system).
   Env* env = nullptr;
+  // Bytes one replayed change may make the stores take (0: the machine's memory, MemoryBudget).
+  uint64_t memory_budget = 0;
   // How long a failed log write waits before it is retried.
   std::chrono::milliseconds log_retry_interval{1000};
 };

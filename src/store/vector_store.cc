@@ -22,6 +22,11 @@ constexpr int64_t kSessionOverhead = 256;
 constexpr int64_t kLayerOverhead = 96;
 constexpr int64_t kChunkHandleOverhead = 32;
 
+uint64_t ChunkRows(size_t row_bytes) {
+  const uint64_t rows = std::max<uint64_t>(1, kChunkTargetBytes / std::max<size_t>(1, row_bytes));
+  return std::min(kMaxChunkRows, std::bit_floor(rows));
+}
+
 // Shared all-zero bytes that gap rows and rows past a layer's end are read from.
 const Bytes& Zeros() {
   static const Bytes zeros = [] {
@@ -97,14 +102,21 @@ VectorStore::SessionPtr VectorStore::NewSession(std::string_view sid, uint32_t d
   s->info.dim = dim;
   s->info.tier = tier;
   s->info.row_bytes = RowBytes(tier, dim);
-  const uint64_t rows =
-      std::max<uint64_t>(1, kChunkTargetBytes / std::max<size_t>(1, s->info.row_bytes));
-  s->chunk_rows = std::min(kMaxChunkRows, std::bit_floor(rows));
+  s->chunk_rows = ChunkRows(s->info.row_bytes);
   // Replayed records carry their indices: later reservations must not hand them out again.
   uint64_t next = next_index_.load();
   while (next <= index && !next_index_.compare_exchange_weak(next, index + 1)) {
   }
   return s;
+}
+
+uint64_t VectorStore::WriteCostEstimate(uint32_t dim, Tier tier, uint64_t start, uint64_t count) {
+  const size_t row_bytes = RowBytes(tier, dim);
+  const uint64_t chunks = (start + count - 1) / ChunkRows(row_bytes) + 1;
+  const long double cost =
+      static_cast<long double>(count) * row_bytes +
+      static_cast<long double>(chunks) * (sizeof(Bytes) + kChunkHandleOverhead);
+  return cost >= 1.8e19L ? ~uint64_t{0} : static_cast<uint64_t>(cost);
 }
 
 void VectorStore::Insert(Shard& shard, SessionPtr session) {

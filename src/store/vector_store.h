@@ -125,6 +125,11 @@ class VectorStore {
   std::optional<VectorSessionInfo> Describe(std::string_view sid) const;
   std::optional<SessionDetail> Detail(std::string_view sid) const;
 
+  // Estimated bytes a write of rows [start, start + count) may make a layer take (the rows and
+  // the bookkeeping up to its end), saturating. Writes are refused, before they are logged, when
+  // this passes what the process may use.
+  static uint64_t WriteCostEstimate(uint32_t dim, Tier tier, uint64_t start, uint64_t count);
+
   enum class StoreResult { kOk, kNoSession, kChanged };
   // Writes `count` encoded rows (count × row bytes of `rows`) at [start, start + count) of
   // `layer`; the layer's length becomes at least start + count, gaps read as zeros. kChanged

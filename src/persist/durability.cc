@@ -363,14 +363,18 @@ std::string Durability::WriteSnapshot() {
 
 void Durability::WriteVectorSnapshot(const std::function<void(const Mutation&)>& write) {
   // Sessions (each with its index, then its layers' rows as stored), then the registrations on
-  // their own: a half dropped with V.DROP must not come back from the snapshot.
+  // their own: a half dropped with V.DROP must not come back from the snapshot. A layer is one
+  // record per run of stored chunks, so a sparse layer (one row at a high index) writes what it
+  // stores, not zeros from row 0; the last run ends at the layer's length.
   vectors_->ForEachSession([&](const std::string& sid, const store::VectorSessionInfo& info,
                                const std::vector<store::LayerRead>& layers) {
     const auto tier = static_cast<uint32_t>(info.tier);
     write(VCreate{sid, info.index, info.dim, tier});
     for (const store::LayerRead& layer : layers) {
-      if (layer.length == 0) continue;
-      write(VStore{sid, layer.layer, 0, layer.length, info.dim, tier, Blob{layer.rows.pieces}});
+      for (const store::RowRun& run : layer.runs) {
+        write(VStore{sid, layer.layer, run.start, run.rows.rows, info.dim, tier,
+                     Blob{run.rows.pieces}});
+      }
     }
   });
   vectors_->ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {

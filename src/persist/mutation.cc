@@ -445,7 +445,8 @@ uint64_t MemoryBudget() {
 }
 
 Limits Limits::Hard() {
-  // The maxima of max-sid-len, vstore-max-layers, vstore-max-tokens and vstore-max-dim.
+  // At least the maxima of max-sid-len, vstore-max-layers, vstore-max-tokens (2^28; 2^40 in
+  // earlier builds, whose logs must still replay) and vstore-max-dim.
   return Limits{uint64_t{64} << 20, 0x7fffffff, uint64_t{1} << 40, 262144, MemoryBudget()};
 }
 

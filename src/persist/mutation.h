@@ -170,8 +170,9 @@ std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out);
 std::string Describe(const Mutation& m);
 
 // The bounds a record is checked against. Live: the settings at the time of the request.
-// Replay: Hard(), the largest value each setting may take, so a record accepted under raised
-// limits still replays after a restart with the defaults.
+// Replay: Hard(), at least the largest value each setting may take (and vstore-max-tokens up to
+// 2^40, what earlier builds allowed), so a record accepted under raised limits still replays
+// after a restart with the defaults.
 struct Limits {
   uint64_t max_sid_len = 0;
   uint64_t max_layers = 0;  // V-store layer ids 0 .. max_layers - 1

@@ -106,7 +106,8 @@ std::string Observe(const store::StateStore& ssm, const store::VectorStore& vect
     entry = std::to_string(info.index) + "/" + std::to_string(info.dim) + "|";
     for (const store::LayerRead& layer : layers) {
       entry += std::to_string(layer.layer) + ":" + std::to_string(layer.length) + ":";
-      for (const Bytes& piece : layer.rows.pieces) entry.append(piece.view());
+      auto read = vectors.ReadRange(sid, layer.layer, 0, layer.length);
+      for (const Bytes& piece : read->second.rows.pieces) entry.append(piece.view());
     }
   });
   vectors.ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {

@@ -22,6 +22,7 @@
 #include <xxhash.h>
 
 #include "common/bytes.h"
+#include "common/settings.h"
 #include "persist/log_format.h"
 #include "persist/log_writer.h"
 #include "persist/mutation.h"
@@ -661,6 +662,20 @@ TEST(MutationCodecTest, RejectsUnknownTypesAndAbsurdLayerCounts) {
   std::string put = Concat(EncodePayload(Put("s", {{1, "abcd"}})));
   PutU64(reinterpret_cast<uint8_t*>(put.data()) + 4 + 1 + 4 + 4, uint64_t{1} << 62);
   EXPECT_NE(DecodePayload(RecordType::kSsmPut, Bytes::CopyOf(put), back), "");
+}
+
+// Replay checks against limits no setting can pass: a record accepted live under any value the
+// settings allow must replay after a restart with the defaults.
+TEST(MutationLimitsTest, ReplayLimitsAreAtLeastTheLargestSettings) {
+  const Limits hard = Limits::Hard();
+  auto max = [](Setting id) {
+    return static_cast<uint64_t>(Settings::Specs()[static_cast<size_t>(id)].max);
+  };
+  EXPECT_GE(hard.max_sid_len, max(Setting::kMaxSidLen));
+  EXPECT_GE(hard.max_layers, max(Setting::kVstoreMaxLayers));
+  EXPECT_GE(hard.max_tokens, max(Setting::kVstoreMaxTokens));
+  EXPECT_GE(hard.max_tokens, uint64_t{1} << 40) << "logs of builds that allowed 2^40 tokens";
+  EXPECT_EQ(hard.max_dim, max(Setting::kVstoreMaxDim));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -75,15 +75,20 @@ TEST_F(RegistryTest, MaxmemoryRefusesWritesButServesReads) {
   EXPECT_EQ(Call({"ssm.prefix.drop", "s"}), "+OK\r\n") << "a drop frees memory: it must pass";
 }
 
-TEST_F(RegistryTest, AChangeThatWouldExhaustMemoryIsRefusedBeforeItIsApplied) {
-  ASSERT_EQ(settings_.Set("vstore-max-tokens", "1099511627776", false), "");
+// vstore-max-tokens at its largest (2^28; 2^40 once, in the build of issue 8's finding 2): a
+// write past it is refused before it touches the store, and the last row below it is accepted
+// and costs one chunk, not a table up to it.
+TEST_F(RegistryTest, AWriteIsCheckedBeforeItIsAppliedAndAHighStartCostsItsChunk) {
+  ASSERT_NE(settings_.Set("vstore-max-tokens", "268435457", false), "");
+  ASSERT_EQ(settings_.Set("vstore-max-tokens", "268435456", false), "");
   EXPECT_EQ(Call({"v.create", "t", "65536", "VQUANT", "fp32"}), ":0\r\n");
-  const std::string reply =
-      Call({"v.storebatch", "t", "0", "1099511627775", "1", std::string(65536 * 4, '\0')});
-  EXPECT_EQ(reply.substr(0, 24), "-OOM V-store rows refuse") << reply;
+  const std::string row(65536 * 4, '\x01');
+  const std::string reply = Call({"v.storebatch", "t", "0", "268435456", "1", row});
+  EXPECT_EQ(reply.substr(0, 5), "-ERR ") << reply;
   EXPECT_EQ(engine_.vector_store().Stats().tokens, 0u);
-  EXPECT_EQ(Call({"v.storebatch", "t", "0", "0", "1", std::string(65536 * 4, '\0')}), "+OK\r\n");
-  EXPECT_EQ(engine_.vector_store().Stats().tokens, 1u);
+  EXPECT_EQ(Call({"v.storebatch", "t", "0", "268435455", "1", row}), "+OK\r\n");
+  EXPECT_EQ(engine_.vector_store().Stats().tokens, uint64_t{1} << 28);
+  EXPECT_LE(engine_.vector_store().Stats().allocated_bytes, uint64_t{512} << 10);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "persist/durability.h"
 #include "persist/log_writer.h"
@@ -141,7 +142,10 @@ class Node {
       std::string& o = out[sid];
       o = std::to_string(info.index) + "/" + std::to_string(info.dim) + "/" +
           std::string(store::TierName(info.tier));
-      for (const auto& l : layers) o += "|" + std::to_string(l.layer) + ":" + Joined(l.rows);
+      for (const auto& l : layers) {
+        auto read = vectors_.ReadRange(sid, l.layer, 0, l.length);
+        o += "|" + std::to_string(l.layer) + ":" + Joined(read->second.rows);
+      }
     });
     vectors_.ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
       out["prefix " + ns] = std::to_string(spec.kv_dim) + "/" + std::to_string(spec.block_size) +
@@ -238,49 +242,123 @@ TEST_F(VectorDurabilityTest, RowsOfASessionDroppedLaterAreSkippedOnReplay) {
   EXPECT_TRUE(node->Observe() == want);
 }
 
+// SAVE of a sparse layer writes what it stores, one record per run of stored chunks, not the
+// layer densely from row 0: a dim-65536 fp32 layer with one row at 2^28 - 1 (a dense 64 TiB)
+// makes a snapshot of about that row, and the layers come back byte for byte from it alone.
+TEST_F(VectorDurabilityTest, ASparseLayerSnapshotsSmallAndRestoresByteIdentical) {
+  const uint64_t high = (uint64_t{1} << 28) - 1;
+  auto node = Reopen();
+  node->Create("wide", 65536, Tier::kFp32);
+  node->Store("wide", 0, high, 1, 1);
+  node->Create("narrow", 64, Tier::kFp16);  // 2048 rows per chunk
+  node->Store("narrow", 1, 0, 3, 2);
+  node->Store("narrow", 1, 5'000'000, 10, 3);
+  node->Store("narrow", 1, 9'000'000'000, 1, 4);
+  // Everything stored, as runs with their starts, and windows read around each stored row.
+  auto observe = [](VectorStore& vectors) {
+    std::map<std::string, std::string> out;
+    vectors.ForEachSession([&](const std::string& sid, const store::VectorSessionInfo&,
+                               const std::vector<store::LayerRead>& layers) {
+      for (const auto& l : layers) {
+        std::string& o = out[sid + "/" + std::to_string(l.layer)];
+        o = std::to_string(l.length);
+        for (const auto& run : l.runs)
+          o += "|" + std::to_string(run.start) + ":" + Joined(run.rows);
+      }
+    });
+    for (auto [sid, layer, start, end] :
+         {std::tuple<const char*, uint32_t, uint64_t, uint64_t>{"wide", 0, 0, 2},
+          {"wide", 0, high - 1, high + 2},
+          {"narrow", 1, 0, 4},
+          {"narrow", 1, 4'999'999, 5'000'011},
+          {"narrow", 1, 8'999'999'999, 9'000'000'001}}) {
+      auto read = vectors.ReadRange(sid, layer, start, end);
+      out[std::string(sid) + " read " + std::to_string(start)] = Joined(read->second.rows);
+    }
+    return out;
+  };
+  const auto before = observe(node->vectors());
+  ASSERT_EQ(node->durability().Save(), "");
+  const uint64_t snapshot = std::filesystem::file_size(dir_ + "/snapshot.pds");
+  // The wide row (256 KiB) and three narrow chunks' stored rows, not 2^28 wide rows.
+  EXPECT_LT(snapshot, uint64_t{1} << 20) << "bytes in the snapshot";
+  EXPECT_GT(snapshot, uint64_t{256} << 10);
+  node.reset();
+  node = Reopen();  // from the snapshot alone: the log after it holds nothing
+  const auto after = observe(node->vectors());
+  EXPECT_TRUE(after == before);
+  EXPECT_EQ(after.at("wide/0").substr(0, 10), "268435456|");
+  EXPECT_EQ(node->vectors().Stats().tokens, (uint64_t{1} << 28) + 9'000'000'001);
+  EXPECT_LE(node->vectors().Stats().allocated_bytes, uint64_t{1} << 20);
+}
+
 // Issue 8, finding 2, from the replay side: a rows record at a start of 2^40 - 1 (accepted
-// live once by a build that did not estimate its memory) made every later start abort with
-// std::bad_alloc. Replay now checks each record as the live path does: the start stops with a
-// message naming the file, the offset and what the record held, and --log-skip-corrupt skips
-// just that record.
+// live once by a build that allowed vstore-max-tokens up to 2^40) made every later start abort
+// with std::bad_alloc. With the sparse chunk table it costs one chunk and replays. A record that
+// really is too big for the memory the process may use (here a budget of 1 MiB against 2 MiB of
+// rows) is checked on replay as on the live path: the start stops with a message naming the
+// file, the offset and what the record held, never aborting, and --log-skip-corrupt skips just
+// that record.
 TEST_F(VectorDurabilityTest, ARecordTooBigForMemoryStopsTheStartByNameInsteadOfAborting) {
   const uint32_t dim = 65536;
-  const uint64_t start = (uint64_t{1} << 40) - 1;
-  Bytes row = Bytes::Allocate(dim * 4);
-  std::memset(row.mutable_data(), 0, row.size());
+  const uint64_t high = (uint64_t{1} << 40) - 1;
+  Bytes row = Encoded(Tier::kFp32, dim, 1, 7);
+  Bytes eight = Encoded(Tier::kFp32, dim, 8, 8);
+  const uint32_t fp32 = static_cast<uint32_t>(Tier::kFp32);
+  const std::vector<Mutation> records = {
+      VCreate{"t", 0, dim, fp32}, VStore{"t", 0, high, 1, dim, fp32, {{row}}},
+      VStore{"t", 1, 0, 8, dim, fp32, {{eight}}}, VCreate{"after", 1, 8, fp32}};
+  uint64_t offset = kFileHeaderSize;  // of the record of 8 rows
   {
     LogWriter writer(dir_, FsyncPolicy::kAlways, uint64_t{1} << 30, 1, 1, {});
     ASSERT_EQ(writer.Start(), "");
-    const uint32_t fp32 = static_cast<uint32_t>(Tier::kFp32);
-    for (const Mutation& m : {Mutation(VCreate{"t", 0, dim, fp32}),
-                              Mutation(VStore{"t", 0, start, 1, dim, fp32, {{row}}}),
-                              Mutation(VCreate{"after", 1, 8, fp32})}) {
-      writer.Append(TypeOf(m), EncodePayload(m));
+    for (size_t i = 0; i < records.size(); ++i) {
+      std::vector<Bytes> payload = EncodePayload(records[i]);
+      if (i < 2) {
+        offset += kRecordHeaderSize;
+        for (const Bytes& piece : payload) offset += piece.size();
+      }
+      writer.Append(TypeOf(records[i]), std::move(payload));
     }
     writer.Sync();
   }
   const std::string segment = dir_ + "/log-00000000000000000001.seg";
-  const uint64_t offset = kFileHeaderSize + kRecordHeaderSize + 4 + 1 + 8 + 4 + 4;
+  auto open = [&](uint64_t budget, bool skip_corrupt, store::StateStore& ssm,
+                  VectorStore& vectors) {
+    DurabilityOptions options;
+    options.dir = dir_;
+    options.memory_budget = budget;
+    options.skip_corrupt = skip_corrupt;
+    Durability durability(options, ssm, &vectors);
+    return durability.Open();
+  };
   {
-    Node node(dir_);
-    const std::string err = node.Open();
+    store::StateStore ssm;
+    VectorStore vectors;
+    const std::string err = open(uint64_t{1} << 20, false, ssm, vectors);
     EXPECT_NE(err.find(segment), std::string::npos) << err;
     EXPECT_NE(err.find("offset " + std::to_string(offset)), std::string::npos) << err;
-    EXPECT_NE(err.find("start " + std::to_string(start)), std::string::npos) << err;
+    EXPECT_NE(err.find("layer 1, start 0, rows 8"), std::string::npos) << err;
     EXPECT_NE(err.find("V-store rows"), std::string::npos) << err;
   }
-  DurabilityOptions options;
-  options.dir = dir_;
-  options.skip_corrupt = true;
+  {
+    store::StateStore ssm;
+    VectorStore vectors;
+    ASSERT_EQ(open(uint64_t{1} << 20, true, ssm, vectors), "");
+    EXPECT_TRUE(vectors.Describe("after").has_value()) << "records after the bad one were lost";
+    EXPECT_EQ(vectors.Stats().tokens, uint64_t{1} << 40) << "only the bad record is skipped";
+    EXPECT_EQ(vectors.ReadRange("t", 1, 0, 1)->second.length, 0u);
+  }
+  // With the machine's memory as the budget every record replays; the row at 2^40 - 1 is a
+  // chunk of its own, not a table up to it.
   store::StateStore ssm;
   VectorStore vectors;
-  {
-    Durability durability(options, ssm, &vectors);
-    ASSERT_EQ(durability.Open(), "");
-  }
-  EXPECT_TRUE(vectors.Describe("t").has_value());
-  EXPECT_TRUE(vectors.Describe("after").has_value()) << "records after the bad one were lost";
-  EXPECT_EQ(vectors.Stats().tokens, 0u);
+  ASSERT_EQ(open(0, false, ssm, vectors), "");
+  EXPECT_EQ(vectors.Stats().tokens, (uint64_t{1} << 40) + 8);
+  EXPECT_LE(vectors.Stats().allocated_bytes, uint64_t{3} << 20);
+  auto read = vectors.ReadRange("t", 0, high, high + 1);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_TRUE(Joined(read->second.rows) == std::string(row.view()));
 }
 
 }  // namespace

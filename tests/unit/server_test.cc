@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -65,16 +66,41 @@ class FakeDispatcher : public Dispatcher {
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerOptions options;
-    options.port = 0;
-    options.io_threads = 2;
-    server_ = std::make_unique<Server>(options, dispatcher_);
-    server_->Start();
-    runner_ = std::thread([this] { server_->Run(); });
+    // Port 0 means "no TCP listener" (as in Redis): take a port the kernel just handed out, and
+    // another if someone took it in between.
+    for (int attempt = 0; attempt < 20 && runner_.get_id() == std::thread::id(); ++attempt) {
+      ServerOptions options;
+      options.port = FreeLoopbackPort();
+      options.io_threads = 2;
+      server_ = std::make_unique<Server>(options, dispatcher_);
+      try {
+        server_->Start();
+      } catch (const std::runtime_error&) {  // the port was taken, or none was free
+        continue;
+      }
+      runner_ = std::thread([this] { server_->Run(); });
+    }
+    ASSERT_TRUE(runner_.joinable()) << "no free loopback port";
   }
   void TearDown() override {
+    if (!runner_.joinable()) return;
     server_->Stop();
     runner_.join();
+  }
+
+  static uint16_t FreeLoopbackPort() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    uint16_t port = 0;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port = ntohs(addr.sin_port);
+    }
+    ::close(fd);
+    return port;
   }
 
   int Connect() {

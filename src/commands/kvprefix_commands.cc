@@ -73,12 +73,10 @@ void Register(Context& ctx) {
   if (std::string why = store::CheckDim(*tier, static_cast<uint32_t>(*dim)); !why.empty()) {
     return ctx.reply.Error("ERR KV.PREFIX.REGISTER: " + why);
   }
-  persist::Mutation m;
-  m.type = persist::RecordType::kKvRegister;
-  m.sid = ns;
-  store::PrefixSpec spec;
-  spec.kv_dim = static_cast<uint32_t>(*dim);
-  spec.tier = *tier;
+  persist::KvRegister record;
+  record.ns = ns;
+  record.kv_dim = static_cast<uint32_t>(*dim);
+  record.tier = static_cast<uint32_t>(*tier);
   for (size_t i = 4; i < args.size();) {
     if (EqualsIgnoreCase(args[i], "BLOCKS") && i + 3 < args.size()) {
       auto bs = vstore::ParseCount(args[i + 1]);
@@ -94,12 +92,13 @@ void Register(Context& ctx) {
                                std::to_string(*n * 8) + " (" + std::to_string(*n) +
                                " x u64 little-endian)");
       }
-      spec.block_size = static_cast<uint32_t>(*bs);
-      spec.block_hashes = args.TakeBytes(i + 3);
+      record.block_size = static_cast<uint32_t>(*bs);
+      record.block_hashes.pieces = {args.TakeBytes(i + 3)};
       i += 4;
     } else if (EqualsIgnoreCase(args[i], "PREFILL_MS") && i + 1 < args.size()) {
-      spec.prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.REGISTER", args[i + 1]);
-      if (!spec.prefill_us) return;
+      auto prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.REGISTER", args[i + 1]);
+      if (!prefill_us) return;
+      record.prefill_us = *prefill_us;
       i += 2;
     } else {
       return ctx.reply.Error("ERR KV.PREFIX.REGISTER: unknown option '" +
@@ -108,18 +107,11 @@ void Register(Context& ctx) {
     }
   }
   VectorStore& vs = ctx.engine.vector_store();
-  m.vector.index = vs.ReserveIndex();
-  m.vector.value_index = vs.ReserveIndex();
-  m.vector.dim = spec.kv_dim;
-  m.vector.tier = static_cast<uint32_t>(spec.tier);
-  m.vector.block_size = spec.block_size;
-  if (spec.prefill_us) m.vector.prefill_us = *spec.prefill_us;
-  if (!spec.block_hashes.empty()) m.vector.data.push_back(spec.block_hashes);
-  auto result = VectorStore::RegisterResult::kExists;
-  Mutate(ctx, m, [&](const auto& hook) {
-    result = vs.Register(ns, spec, m.vector.index, m.vector.value_index, limits.max_sessions, hook);
-  });
-  if (result == VectorStore::RegisterResult::kLimit) {
+  record.key_index = vs.ReserveIndex();
+  record.value_index = vs.ReserveIndex();
+  auto done = Mutate(ctx, record);
+  if (!done) return;
+  if (done->kind == persist::Outcome::Kind::kLimit) {
     return ctx.reply.Error(vstore::SessionLimitError("KV.PREFIX.REGISTER", limits.max_sessions));
   }
   ctx.reply.Simple("OK");
@@ -183,13 +175,9 @@ void DropPrefixes(Context& ctx) {
   }
   int64_t dropped = 0;
   for (size_t i = 1; i < args.size(); ++i) {
-    persist::Mutation m;
-    m.type = persist::RecordType::kKvDrop;
-    m.sid = args[i];
-    bool removed = false;
-    Mutate(ctx, m, [&](const auto& hook) {
-      removed = ctx.engine.vector_store().DropPrefix(args[i], hook);
-    });
+    auto done = Mutate(ctx, persist::KvDrop{std::string(args[i])});
+    if (!done) return;
+    const bool removed = done->kind == persist::Outcome::Kind::kApplied;
     dropped += removed ? 1 : 0;
   }
   ctx.reply.Integer(dropped);

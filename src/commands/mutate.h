@@ -1,11 +1,16 @@
-// Mutate: how a handler changes stored state so that the change reaches the durability log in
-// the same order as the store, and the reply waits until the record is durable. Called on the
-// handler's io thread.
+// Mutate: the one way a handler changes stored state. The record is checked against the limits
+// before anything is logged, encoded outside any lock, appended to the durability log under the
+// store lock that orders the change (so log order is the order of changes) and applied by
+// persist::Apply, the same function replay uses; the reply then waits until the record is
+// durable. Called on the handler's io thread.
 #pragma once
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "commands/command.h"
@@ -14,32 +19,45 @@
 
 namespace prefixd::commands {
 
-// Applies a change through `apply(hook)`, which must pass `hook` to the store call (or call it
-// itself). With durability on, the change's record is encoded here, outside the store lock, and
-// appended by the hook; the reply is then held until the record is durable.
-template <typename Apply>
-void MutateHoldingGate(Context& ctx, const persist::Mutation& m, Apply apply) {
+// The limits a live change is checked against: the settings now.
+inline persist::Limits LiveLimits(const Engine& e) {
+  const Settings& s = e.settings();
+  static const uint64_t budget = persist::MemoryBudget();
+  return persist::Limits{static_cast<uint64_t>(s.Int(Setting::kMaxSidLen)),
+                         static_cast<uint64_t>(s.Int(Setting::kVstoreMaxLayers)),
+                         static_cast<uint64_t>(s.Int(Setting::kVstoreMaxTokens)),
+                         static_cast<uint64_t>(s.Int(Setting::kVstoreMaxDim)), budget};
+}
+
+// Checks, logs and applies `m`; nullopt (with the error queued as the reply) when the check
+// refuses it. FLUSHALL holds the mutation gate exclusively, so it can append its record and clear
+// the stores shard by shard with no write landing in between; every other change holds it shared.
+inline std::optional<persist::Outcome> Mutate(Context& ctx, const persist::Mutation& m) {
+  const persist::Verdict verdict = persist::Check(m, LiveLimits(ctx.engine));
+  if (!verdict.ok) {
+    std::string name(std::visit([](const auto& r) { return std::string(r.kName); }, m));
+    ctx.reply.Error((verdict.out_of_memory ? "OOM " : "ERR ") + name + " refused: " + verdict.why);
+    return std::nullopt;
+  }
+  const persist::Stores stores{
+      ctx.engine.state_store(), &ctx.engine.vector_store(),
+      static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kVstoreMaxSessions))};
+  std::shared_lock shared(ctx.engine.mutation_gate(), std::defer_lock);
+  std::unique_lock exclusive(ctx.engine.mutation_gate(), std::defer_lock);
+  if (std::holds_alternative<persist::FlushAll>(m)) {
+    exclusive.lock();
+  } else {
+    shared.lock();
+  }
   persist::Durability* durability = ctx.engine.durability();
-  if (durability == nullptr) return apply(store::StateStore::Hook([] {}));
+  if (durability == nullptr) return persist::Apply(m, stores, {});
   std::vector<Bytes> payload = persist::EncodePayload(m);
+  const persist::RecordType type = persist::TypeOf(m);
   uint64_t lsn = 0;
-  apply(store::StateStore::Hook([&] { lsn = durability->Append(m.type, std::move(payload)); }));
+  persist::Outcome outcome =
+      persist::Apply(m, stores, [&] { lsn = durability->Append(type, std::move(payload)); });
   ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, lsn);
-}
-
-// Every change but FLUSHALL: many run at once (the gate is shared).
-template <typename Apply>
-void Mutate(Context& ctx, const persist::Mutation& m, Apply apply) {
-  std::shared_lock gate(ctx.engine.mutation_gate());
-  MutateHoldingGate(ctx, m, apply);
-}
-
-// FLUSHALL: no other change runs meanwhile, so the stores can be cleared shard by shard after
-// the record is appended and still match the log.
-template <typename Apply>
-void MutateExclusive(Context& ctx, const persist::Mutation& m, Apply apply) {
-  std::unique_lock gate(ctx.engine.mutation_gate());
-  MutateHoldingGate(ctx, m, apply);
+  return outcome;
 }
 
 }  // namespace prefixd::commands

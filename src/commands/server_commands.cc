@@ -268,14 +268,7 @@ void FlushAll(Context& ctx) {
       !EqualsIgnoreCase(ctx.args[1], "SYNC")) {
     return ctx.reply.Error(errors::kSyntax);
   }
-  persist::Mutation m;
-  m.type = persist::RecordType::kFlushAll;
-  // One record clears both stores.
-  MutateExclusive(ctx, m, [&](const auto& hook) {
-    hook();
-    ctx.engine.state_store().Clear();
-    ctx.engine.vector_store().Clear();
-  });
+  if (!Mutate(ctx, persist::FlushAll{})) return;  // one record clears every store
   ctx.reply.Simple("OK");
 }
 

@@ -57,13 +57,8 @@ void CountLookup(Context& ctx, bool hit) {
   (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
 }
 
-void Put(Context& ctx, std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers) {
-  persist::Mutation m;
-  m.type = persist::RecordType::kSsmPut;
-  if (ctx.engine.durability() != nullptr) m.sid = sid, m.layers = layers;
-  Mutate(ctx, m,
-         [&](const auto& hook) { ctx.engine.state_store().PutMany(sid, std::move(layers), hook); });
-  ctx.reply.Simple("OK");
+void Put(Context& ctx, std::string_view sid, persist::LayerBlobs layers) {
+  if (Mutate(ctx, persist::SsmPut{std::string(sid), std::move(layers)})) ctx.reply.Simple("OK");
 }
 
 void Store(Context& ctx) {
@@ -140,18 +135,15 @@ void Drop(Context& ctx) {
   const auto& args = ctx.args;
   if (args.size() > 3) return ctx.reply.Error(errors::kSyntax);
   if (!ValidSid(ctx, args[1])) return;
-  persist::Mutation m;
-  m.sid = args[1];
+  std::optional<persist::Outcome> done;
   if (args.size() == 3) {
     auto layer = ParseLayer(ctx, args[2]);
     if (!layer) return;
-    m.type = persist::RecordType::kSsmDropLayer;
-    m.layers.emplace_back(*layer, Bytes());
-    Mutate(ctx, m, [&](const auto& hook) { ctx.engine.state_store().Drop(args[1], *layer, hook); });
+    done = Mutate(ctx, persist::SsmDropLayer{std::string(args[1]), *layer});
   } else {
-    m.type = persist::RecordType::kSsmDropSession;
-    Mutate(ctx, m, [&](const auto& hook) { ctx.engine.state_store().DropSession(args[1], hook); });
+    done = Mutate(ctx, persist::SsmDropSession{std::string(args[1])});
   }
+  if (!done) return;
   ctx.reply.Simple("OK");
 }
 

@@ -65,21 +65,14 @@ void Create(Context& ctx) {
   if (std::string why = store::CheckDim(*tier, static_cast<uint32_t>(*dim)); !why.empty()) {
     return ctx.reply.Error("ERR V.CREATE: " + why);
   }
-  VectorStore& vs = ctx.engine.vector_store();
-  persist::Mutation m;
-  m.type = persist::RecordType::kVCreate;
-  m.sid = sid;
-  m.vector.index = vs.ReserveIndex();
-  m.vector.dim = static_cast<uint32_t>(*dim);
-  m.vector.tier = static_cast<uint32_t>(*tier);
-  store::VectorSessionInfo info;
-  auto result = VectorStore::CreateResult::kExists;
-  Mutate(ctx, m, [&](const auto& hook) {
-    result = vs.Create(sid, m.vector.dim, *tier, m.vector.index, limits.max_sessions, &info, hook);
-  });
-  if (result == VectorStore::CreateResult::kLimit) {
+  const persist::VCreate record{std::string(sid), ctx.engine.vector_store().ReserveIndex(),
+                                static_cast<uint32_t>(*dim), static_cast<uint32_t>(*tier)};
+  auto done = Mutate(ctx, record);
+  if (!done) return;
+  if (done->kind == persist::Outcome::Kind::kLimit) {
     return ctx.reply.Error(vstore::SessionLimitError("V.CREATE", limits.max_sessions));
   }
+  const store::VectorSessionInfo& info = done->info;
   ctx.reply.Integer(static_cast<int64_t>(info.index));
 }
 
@@ -151,23 +144,19 @@ void StoreBatch(Context& ctx) {
     if (!err.empty()) return ctx.reply.Error("ERR V.STOREBATCH: " + err);
     rows = std::move(encoded);
   }
-  persist::Mutation m;
-  m.type = persist::RecordType::kVStore;
-  m.sid = sid;
-  m.vector.layer = static_cast<uint32_t>(*layer);
-  m.vector.start = *start;
-  m.vector.rows = *count;
-  m.vector.dim = info->dim;
-  m.vector.tier = static_cast<uint32_t>(tier);
-  m.vector.data.push_back(rows);
-  auto result = VectorStore::StoreResult::kNoSession;
-  Mutate(ctx, m, [&](const auto& hook) {
-    result = vs.Store(sid, m.vector.layer, *start, *count, rows, info->dim, tier, hook);
-  });
-  if (result == VectorStore::StoreResult::kNoSession) {
+  persist::VStore record{std::string(sid),
+                         static_cast<uint32_t>(*layer),
+                         *start,
+                         *count,
+                         info->dim,
+                         static_cast<uint32_t>(tier),
+                         {{std::move(rows)}}};
+  auto done = Mutate(ctx, record);
+  if (!done) return;
+  if (done->kind == persist::Outcome::Kind::kNoSession) {
     return ctx.reply.Error(vstore::kSessionNotFound);
   }
-  if (result == VectorStore::StoreResult::kChanged) {
+  if (done->kind == persist::Outcome::Kind::kChanged) {
     return ctx.reply.Error(
         "ERR V.STOREBATCH: the session was dropped and created again with another shape while "
         "this batch was being stored; send it again");
@@ -426,11 +415,9 @@ void Info(Context& ctx) {
 void Drop(Context& ctx) {
   const std::string_view sid = ctx.args[1];
   if (!vstore::ValidSid(ctx, sid)) return;
-  persist::Mutation m;
-  m.type = persist::RecordType::kVDrop;
-  m.sid = sid;
-  bool dropped = false;
-  Mutate(ctx, m, [&](const auto& hook) { dropped = ctx.engine.vector_store().Drop(sid, hook); });
+  auto done = Mutate(ctx, persist::VDrop{std::string(sid)});
+  if (!done) return;
+  const bool dropped = done->kind == persist::Outcome::Kind::kApplied;
   ctx.reply.Integer(dropped ? 1 : 0);
 }
 

@@ -12,24 +12,29 @@
 namespace prefixd::persist {
 
 // Every record starts with this 32-byte header, little-endian:
-//   u64 checksum        XXH3-64 of header bytes [8, 32) followed by the payload
+//   u64 checksum        XXH3-64, seeded with its file's seed, of header bytes [8, 32) followed
+//                       by the payload
 //   u32 magic           kRecordMagic, to find record starts and reject zero-filled tails
 //   u8  type            RecordType
 //   u8  flags           0
 //   u16 reserved        0
-//   u64 lsn             log sequence number, strictly increasing within a log
+//   u64 lsn             log sequence number: a segment's records are base_lsn, base_lsn + 1, ...
+//                       (snapshot records: 0)
 //   u64 payload_length
 inline constexpr size_t kRecordHeaderSize = 32;
 inline constexpr uint32_t kRecordMagic = 0x52584650;  // "PFXR" read as little-endian bytes
 
 // Every file (log segment or snapshot) starts with a 32-byte file header:
-//   char[8] magic ("PFXDLOG\0" or "PFXDSNP\0"), u32 version, u32 reserved,
-//   u64 sequence (segment number; snapshot: 0), u64 base_lsn (segment: first lsn it may hold;
-//   snapshot: the lsn replay starts from)
+//   char[8] magic ("PFXDLOG\0" or "PFXDSNP\0"), u32 version, u32 salt (random per file; 0 in
+//   version 1), u64 sequence (segment number; snapshot: 0), u64 base_lsn (segment: first lsn it
+//   may hold; snapshot: the lsn replay starts from).
+// The file's checksum seed is XXH3-64 of these 32 bytes (version 1: 0), so a copy of a record
+// of another file, stored inside a value, never passes for a record of this one.
 inline constexpr size_t kFileHeaderSize = 32;
 inline constexpr char kLogFileMagic[8] = {'P', 'F', 'X', 'D', 'L', 'O', 'G', '\0'};
 inline constexpr char kSnapshotFileMagic[8] = {'P', 'F', 'X', 'D', 'S', 'N', 'P', '\0'};
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestReadableVersion = 1;
 
 enum class RecordType : uint8_t {
   kSsmPut = 1,          // one session, one or more (layer, blob) pairs, applied atomically
@@ -59,7 +64,7 @@ struct RecordHeader {
 struct FileHeader {
   char magic[8] = {};
   uint32_t version = kFormatVersion;
-  uint32_t reserved = 0;
+  uint32_t salt = 0;
   uint64_t sequence = 0;
   uint64_t base_lsn = 0;
 };
@@ -88,20 +93,25 @@ inline uint64_t GetU64(const uint8_t* p) {
 void EncodeRecordHeader(const RecordHeader& h, uint8_t out[kRecordHeaderSize]);
 RecordHeader DecodeRecordHeader(const uint8_t in[kRecordHeaderSize]);
 
-// Checksum of header bytes [8, 32) followed by the payload pieces in order.
-uint64_t RecordChecksum(const uint8_t header[kRecordHeaderSize],
+// Checksum, seeded with the file's seed, of header bytes [8, 32) followed by the payload pieces
+// in order.
+uint64_t RecordChecksum(uint64_t seed, const uint8_t header[kRecordHeaderSize],
                         std::span<const std::string_view> payload);
 
 // Fills `header` for a record of `type` and `lsn` whose payload is `payload`, checksum included.
 template <typename Pieces>
-void SealRecord(RecordType type, uint64_t lsn, const Pieces& payload,
+void SealRecord(uint64_t seed, RecordType type, uint64_t lsn, const Pieces& payload,
                 uint8_t header[kRecordHeaderSize]);
 
 void EncodeFileHeader(const FileHeader& h, uint8_t out[kFileHeaderSize]);
 FileHeader DecodeFileHeader(const uint8_t in[kFileHeaderSize]);
+// The checksum seed of the records of a file with this header.
+uint64_t FileSeed(const FileHeader& h);
+// A header for a new file: this version and a fresh random salt.
+FileHeader NewFileHeader(const char (&magic)[8], uint64_t sequence, uint64_t base_lsn);
 
 template <typename Pieces>
-void SealRecord(RecordType type, uint64_t lsn, const Pieces& payload,
+void SealRecord(uint64_t seed, RecordType type, uint64_t lsn, const Pieces& payload,
                 uint8_t header[kRecordHeaderSize]) {
   RecordHeader h;
   h.type = type;
@@ -113,7 +123,7 @@ void SealRecord(RecordType type, uint64_t lsn, const Pieces& payload,
     h.payload_length += piece.size();
   }
   EncodeRecordHeader(h, header);
-  PutU64(header, RecordChecksum(header, views));
+  PutU64(header, RecordChecksum(seed, header, views));
 }
 
 }  // namespace prefixd::persist

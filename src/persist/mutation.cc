@@ -1,243 +1,463 @@
 #include "persist/mutation.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
-#include <string_view>
+#include <limits>
+#include <optional>
+#include <type_traits>
+
+#include "store/vector_codec.h"
 
 namespace prefixd::persist {
 namespace {
 
-// Appends little-endian fields into one small metadata piece.
-class Meta {
+// Appends little-endian fields into small metadata pieces; blobs ride as their own pieces (the
+// stored buffers themselves, no copy).
+class Encoder {
  public:
-  void U32(uint32_t v) {
+  explicit Encoder(std::vector<Bytes>& pieces) : pieces_(pieces) {}
+  ~Encoder() { Flush(); }
+
+  void operator()(uint32_t v) {
     uint8_t b[4];
     PutU32(b, v);
-    bytes_.append(reinterpret_cast<char*>(b), 4);
+    meta_.append(reinterpret_cast<char*>(b), 4);
   }
-  void U64(uint64_t v) {
+  void operator()(uint64_t v) {
     uint8_t b[8];
     PutU64(b, v);
-    bytes_.append(reinterpret_cast<char*>(b), 8);
+    meta_.append(reinterpret_cast<char*>(b), 8);
   }
-  void Text(std::string_view s) { bytes_.append(s); }
-  // `str` in docs/storage-format.md: a u32 length, then the bytes.
-  void Str(std::string_view s) {
-    U32(static_cast<uint32_t>(s.size()));
-    Text(s);
+  void operator()(const std::string& s) {
+    (*this)(static_cast<uint32_t>(s.size()));
+    meta_.append(s);
   }
-  // Moves the metadata gathered so far into `pieces`.
-  void FlushTo(std::vector<Bytes>& pieces) {
-    if (!bytes_.empty()) pieces.push_back(Bytes::CopyOf(bytes_));
-    bytes_.clear();
+  void operator()(const Blob& blob) {
+    (*this)(blob.size());
+    for (const Bytes& piece : blob.pieces) Piece(piece);
+  }
+  void operator()(const LayerBlobs& layers) {
+    (*this)(static_cast<uint32_t>(layers.size()));
+    for (const auto& [layer, bytes] : layers) {
+      (*this)(layer);
+      (*this)(static_cast<uint64_t>(bytes.size()));
+      Piece(bytes);
+    }
   }
 
  private:
-  std::string bytes_;
+  void Piece(const Bytes& piece) {
+    if (piece.empty()) return;
+    Flush();
+    pieces_.push_back(piece);
+  }
+  void Flush() {
+    if (!meta_.empty()) pieces_.push_back(Bytes::CopyOf(meta_));
+    meta_.clear();
+  }
+
+  std::vector<Bytes>& pieces_;
+  std::string meta_;
 };
 
-// Reads little-endian fields, failing (not crashing) on a short payload.
-class Cursor {
+// Reads little-endian fields, failing (not crashing) on a short payload: `ok` turns false and
+// stays false, naming the first field that ran past the end.
+class Decoder {
  public:
-  explicit Cursor(const Bytes& b) : bytes_(b) {}
-  bool U32(uint32_t& v) {
-    if (Remaining() < 4) return false;
-    v = GetU32(bytes_.data() + pos_), pos_ += 4;
-    return true;
+  explicit Decoder(const Bytes& b) : bytes_(b) {}
+
+  void operator()(uint32_t& v) {
+    if (Need(4, "u32")) v = GetU32(bytes_.data() + pos_), pos_ += 4;
   }
-  bool U64(uint64_t& v) {
-    if (Remaining() < 8) return false;
-    v = GetU64(bytes_.data() + pos_), pos_ += 8;
-    return true;
+  void operator()(uint64_t& v) {
+    if (Need(8, "u64")) v = GetU64(bytes_.data() + pos_), pos_ += 8;
   }
-  bool Take(uint64_t n, Bytes& out) {
-    if (Remaining() < n) return false;
-    out = bytes_.Slice(pos_, n), pos_ += n;
-    return true;
+  void operator()(std::string& s) {
+    uint32_t length = 0;
+    (*this)(length);
+    Bytes b;
+    if (Take(length, b, "string")) s.assign(b.view());
   }
+  void operator()(Blob& blob) {
+    uint64_t length = 0;
+    (*this)(length);
+    blob.pieces.clear();
+    if (Take(length, blob.pieces.emplace_back(), "blob")) return;
+    blob.pieces.clear();
+  }
+  void operator()(LayerBlobs& layers) {
+    uint32_t count = 0;
+    (*this)(count);
+    // Each layer needs at least 12 bytes: this bounds the count before anything is reserved.
+    if (ok_ && count > Remaining() / 12) return Fail("layer count exceeds the payload");
+    layers.reserve(count);
+    for (uint32_t i = 0; i < count && ok_; ++i) {
+      uint32_t layer = 0;
+      uint64_t length = 0;
+      Bytes blob;
+      (*this)(layer);
+      (*this)(length);
+      if (Take(length, blob, "layer blob")) layers.emplace_back(layer, std::move(blob));
+    }
+  }
+
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
   size_t Remaining() const { return bytes_.size() - pos_; }
 
  private:
+  bool Need(uint64_t n, std::string_view what) {
+    if (!ok_) return false;
+    if (Remaining() >= n) return true;
+    Fail(std::string(what) + " at payload offset " + std::to_string(pos_) + " runs past the end");
+    return false;
+  }
+  bool Take(uint64_t n, Bytes& out, std::string_view what) {
+    if (!Need(n, what)) return false;
+    out = bytes_.Slice(pos_, n), pos_ += n;
+    return true;
+  }
+  void Fail(std::string why) {
+    if (ok_) ok_ = false, error_ = std::move(why);
+  }
+
   const Bytes& bytes_;
   size_t pos_ = 0;
+  bool ok_ = true;
+  std::string error_;
+};
+
+// Appends one field's value for Describe.
+class Describer {
+ public:
+  explicit Describer(std::string& out) : out_(out) {}
+  void operator()(uint32_t v) { out_ += std::to_string(v); }
+  void operator()(uint64_t v) { out_ += std::to_string(v); }
+  void operator()(const std::string& s) {
+    out_ += '\'';
+    for (char c : std::string_view(s).substr(0, 64)) {
+      if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+        out_ += c;
+      } else {
+        char hex[5];
+        std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned char>(c));
+        out_ += hex;
+      }
+    }
+    out_ += s.size() > 64 ? "'..." : "'";
+  }
+  void operator()(const Blob& blob) { out_ += std::to_string(blob.size()) + " bytes"; }
+  void operator()(const LayerBlobs& layers) {
+    uint64_t bytes = 0;
+    for (const auto& [layer, blob] : layers) bytes += blob.size();
+    out_ += std::to_string(layers.size()) + " layers of " + std::to_string(bytes) + " bytes";
+  }
+
+ private:
+  std::string& out_;
+};
+
+template <typename Record, typename Visit>
+void ForEachField(Record& r, Visit&& visit) {
+  std::apply([&](auto&... field) { (visit(field), ...); }, std::remove_cvref_t<Record>::Tie(r));
+}
+
+// The alternative of Mutation whose kType is `type`; false for an unknown type.
+template <size_t I = 0>
+bool Emplace(RecordType type, Mutation& out) {
+  if constexpr (I == std::variant_size_v<Mutation>) {
+    return false;
+  } else {
+    if (std::variant_alternative_t<I, Mutation>::kType == type) {
+      out.emplace<I>();
+      return true;
+    }
+    return Emplace<I + 1>(type, out);
+  }
+}
+
+uint64_t SaturatingMul(uint64_t a, uint64_t b) {
+  if (a != 0 && b > std::numeric_limits<uint64_t>::max() / a) {
+    return std::numeric_limits<uint64_t>::max();
+  }
+  return a * b;
+}
+
+// Checks shared by the record types.
+struct Checker {
+  const Limits& limits;
+  Verdict verdict;
+
+  bool Fail(std::string why, bool out_of_memory = false) {
+    if (verdict.ok) verdict = Verdict{false, out_of_memory, std::move(why)};
+    return false;
+  }
+  bool Sid(const std::string& sid, std::string_view what, size_t min, size_t suffix = 0) {
+    const uint64_t most = limits.max_sid_len > suffix ? limits.max_sid_len - suffix : 0;
+    if (sid.size() >= min && sid.size() <= most) return true;
+    return Fail(std::string(what) + " of " + std::to_string(sid.size()) +
+                " bytes is outside 1 to " + std::to_string(most));
+  }
+  // A known tier, dim within limits and storable in it; the tier on success.
+  std::optional<store::Tier> Shape(uint32_t tier_code, uint32_t dim) {
+    auto tier = store::TierFromCode(tier_code);
+    if (!tier) return Fail("unknown tier code " + std::to_string(tier_code)), std::nullopt;
+    if (dim < 1 || dim > limits.max_dim) {
+      return Fail("dim " + std::to_string(dim) + " is outside 1 to " +
+                  std::to_string(limits.max_dim)),
+             std::nullopt;
+    }
+    if (std::string why = store::CheckDim(*tier, dim); !why.empty()) {
+      return Fail(why), std::nullopt;
+    }
+    return tier;
+  }
+
+  void operator()(const SsmPut& r) {
+    Sid(r.sid, "sid", 0);
+    for (const auto& [layer, blob] : r.layers) {
+      if (layer > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+        Fail("layer " + std::to_string(layer) + " is past 2147483647");
+        return;
+      }
+    }
+    if (r.layers.empty()) Fail("no layers");
+  }
+  void operator()(const SsmDropLayer& r) {
+    Sid(r.sid, "sid", 0);
+    if (r.layer > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+      Fail("layer " + std::to_string(r.layer) + " is past 2147483647");
+    }
+  }
+  void operator()(const SsmDropSession& r) { Sid(r.sid, "sid", 0); }
+  void operator()(const FlushAll&) {}
+  void operator()(const SnapshotEnd&) {}
+  void operator()(const VCreate& r) {
+    if (Sid(r.sid, "sid", 1)) Shape(r.tier, r.dim);
+  }
+  void operator()(const VStore& r) {
+    if (!Sid(r.sid, "sid", 1)) return;
+    auto tier = Shape(r.tier, r.dim);
+    if (!tier) return;
+    if (r.layer >= limits.max_layers) {
+      Fail("layer " + std::to_string(r.layer) + " is not below the layer limit " +
+           std::to_string(limits.max_layers));
+      return;
+    }
+    if (r.rows == 0 || r.start > limits.max_tokens || r.rows > limits.max_tokens - r.start) {
+      Fail("rows [" + std::to_string(r.start) + ", +" + std::to_string(r.rows) +
+           ") do not end within 1 to " + std::to_string(limits.max_tokens));
+      return;
+    }
+    const uint64_t expected = SaturatingMul(r.rows, store::RowBytes(*tier, r.dim));
+    if (r.data.size() != expected) {
+      Fail(std::to_string(r.data.size()) + " bytes of rows where " + std::to_string(r.rows) +
+           " rows take " + std::to_string(expected));
+      return;
+    }
+    const uint64_t cost = store::VectorStore::WriteCostEstimate(r.dim, *tier, r.start, r.rows);
+    if (cost > limits.memory_budget) {
+      Fail("storing rows [" + std::to_string(r.start) + ", " + std::to_string(r.start + r.rows) +
+               ") would take about " + std::to_string(cost) + " bytes, more than the " +
+               std::to_string(limits.memory_budget) + " this process may use",
+           /*out_of_memory=*/true);
+    }
+  }
+  void operator()(const VDrop& r) { Sid(r.sid, "sid", 1); }
+  void Prefix(const PrefixFields& r) {
+    if (!Sid(r.ns, "namespace", 1, 3) || !Shape(r.tier, r.kv_dim)) return;
+    if (r.block_hashes.size() % 8 != 0) {
+      Fail(std::to_string(r.block_hashes.size()) + " bytes of block hashes: not whole u64s");
+    } else if (r.block_hashes.size() > kMaxBlockHashBytes) {
+      Fail(std::to_string(r.block_hashes.size() / 8) + " block hashes: more than 16777216");
+    } else if (r.block_size > kMaxBlockSize) {
+      Fail("block size " + std::to_string(r.block_size) + " is past 2147483648");
+    }
+  }
+  void operator()(const KvRegister& r) { Prefix(r); }
+  void operator()(const KvPrefix& r) { Prefix(r); }
+  void operator()(const KvDrop& r) { Sid(r.ns, "namespace", 1, 3); }
+
+  static constexpr uint64_t kMaxBlockHashBytes = (uint64_t{1} << 24) * 8;
+  static constexpr uint64_t kMaxBlockSize = uint64_t{1} << 31;
+};
+
+store::PrefixSpec SpecOf(const PrefixFields& r) {
+  store::PrefixSpec spec;
+  spec.kv_dim = r.kv_dim;
+  spec.tier = *store::TierFromCode(r.tier);
+  spec.block_size = r.block_size;
+  spec.block_hashes = r.block_hashes.Joined();
+  if (r.prefill_us != PrefixFields::kNoPrefill) spec.prefill_us = r.prefill_us;
+  return spec;
+}
+
+using Kind = Outcome::Kind;
+
+Outcome Applied(bool changed) { return Outcome{changed ? Kind::kApplied : Kind::kUnchanged, {}}; }
+
+struct Applier {
+  const Stores& stores;
+  const std::function<void()>& hook;
+
+  Outcome operator()(const SsmPut& r) {
+    stores.state.PutMany(r.sid, r.layers, hook);
+    return Applied(true);
+  }
+  Outcome operator()(const SsmDropLayer& r) {
+    return Applied(stores.state.Drop(r.sid, r.layer, hook) > 0);
+  }
+  Outcome operator()(const SsmDropSession& r) {
+    return Applied(stores.state.DropSession(r.sid, hook) > 0);
+  }
+  Outcome operator()(const FlushAll&) {
+    // The caller keeps every other change out (the mutation gate), so the log record and the
+    // clear of both stores are one step to everyone else.
+    if (hook) hook();
+    stores.state.Clear();
+    if (stores.vectors != nullptr) stores.vectors->Clear();
+    return Applied(true);
+  }
+  Outcome operator()(const SnapshotEnd&) { return Applied(false); }
+  Outcome operator()(const VCreate& r) {
+    if (stores.vectors == nullptr) return Applied(false);
+    Outcome out;
+    auto result = stores.vectors->Create(r.sid, r.dim, *store::TierFromCode(r.tier), r.index,
+                                         stores.max_sessions, &out.info, hook);
+    if (result == store::VectorStore::CreateResult::kExists) out.kind = Kind::kUnchanged;
+    if (result == store::VectorStore::CreateResult::kLimit) out.kind = Kind::kLimit;
+    return out;
+  }
+  Outcome operator()(const VStore& r) {
+    if (stores.vectors == nullptr) return Applied(false);
+    // Rows of a session dropped (or created again with another shape) later in the log, with a
+    // snapshot already showing that, are moot: kNoSession / kChanged, and replay goes on.
+    auto result = stores.vectors->Store(r.sid, r.layer, r.start, r.rows, r.data.Joined(), r.dim,
+                                        *store::TierFromCode(r.tier), hook);
+    if (result == store::VectorStore::StoreResult::kNoSession) return Outcome{Kind::kNoSession, {}};
+    if (result == store::VectorStore::StoreResult::kChanged) return Outcome{Kind::kChanged, {}};
+    return Applied(true);
+  }
+  Outcome operator()(const VDrop& r) {
+    if (stores.vectors == nullptr) return Applied(false);
+    return Applied(stores.vectors->Drop(r.sid, hook));
+  }
+  Outcome operator()(const KvRegister& r) {
+    if (stores.vectors == nullptr) return Applied(false);
+    auto result = stores.vectors->Register(r.ns, SpecOf(r), r.key_index, r.value_index,
+                                           stores.max_sessions, hook);
+    if (result == store::VectorStore::RegisterResult::kExists) return Applied(false);
+    if (result == store::VectorStore::RegisterResult::kLimit) return Outcome{Kind::kLimit, {}};
+    return Applied(true);
+  }
+  Outcome operator()(const KvPrefix& r) {
+    if (stores.vectors == nullptr) return Applied(false);
+    if (hook) hook();
+    stores.vectors->RestorePrefix(r.ns, SpecOf(r));
+    return Applied(true);
+  }
+  Outcome operator()(const KvDrop& r) {
+    if (stores.vectors == nullptr) return Applied(false);
+    return Applied(stores.vectors->DropPrefix(r.ns, hook));
+  }
 };
 
 }  // namespace
 
-uint64_t VectorFields::data_size() const {
+uint64_t Blob::size() const {
   uint64_t total = 0;
-  for (const Bytes& piece : data) total += piece.size();
+  for (const Bytes& piece : pieces) total += piece.size();
   return total;
 }
 
-Bytes VectorFields::joined_data() const {
-  if (data.size() == 1) return data.front();
-  Bytes out = Bytes::Allocate(data_size());
+Bytes Blob::Joined() const {
+  if (pieces.empty()) return Bytes();
+  if (pieces.size() == 1) return pieces.front();
+  Bytes out = Bytes::Allocate(size());
   size_t at = 0;
-  for (const Bytes& piece : data) {
+  for (const Bytes& piece : pieces) {
     if (!piece.empty()) std::memcpy(out.mutable_data() + at, piece.data(), piece.size());
     at += piece.size();
   }
   return out;
 }
 
-namespace {
-
-// Row data rides as the stored buffers themselves (no copy into the metadata piece).
-void AppendNonEmpty(const std::vector<Bytes>& data, std::vector<Bytes>& pieces) {
-  for (const Bytes& piece : data) {
-    if (!piece.empty()) pieces.push_back(piece);
-  }
+RecordType TypeOf(const Mutation& m) {
+  return std::visit([](const auto& r) { return std::remove_cvref_t<decltype(r)>::kType; }, m);
 }
-
-}  // namespace
 
 std::vector<Bytes> EncodePayload(const Mutation& m) {
   std::vector<Bytes> pieces;
-  Meta meta;
-  switch (m.type) {
-    case RecordType::kSsmPut:
-      meta.Str(m.sid);
-      meta.U32(static_cast<uint32_t>(m.layers.size()));
-      for (const auto& [layer, blob] : m.layers) {
-        meta.U32(layer);
-        meta.U64(blob.size());
-        meta.FlushTo(pieces);
-        if (!blob.empty()) pieces.push_back(blob);
-      }
-      break;
-    case RecordType::kSsmDropLayer:
-      meta.Str(m.sid);
-      meta.U32(m.layers.empty() ? 0 : m.layers.front().first);
-      break;
-    case RecordType::kSsmDropSession:
-      meta.Str(m.sid);
-      break;
-    case RecordType::kFlushAll:
-      break;
-    case RecordType::kSnapshotEnd:
-      meta.U64(m.count);
-      break;
-    case RecordType::kVCreate:
-      meta.Str(m.sid);
-      meta.U64(m.vector.index);
-      meta.U32(m.vector.dim);
-      meta.U32(m.vector.tier);
-      break;
-    case RecordType::kVStore:
-      meta.Str(m.sid);
-      meta.U32(m.vector.layer);
-      meta.U64(m.vector.start);
-      meta.U64(m.vector.rows);
-      meta.U32(m.vector.dim);
-      meta.U32(m.vector.tier);
-      meta.U64(m.vector.data_size());
-      meta.FlushTo(pieces);
-      AppendNonEmpty(m.vector.data, pieces);
-      break;
-    case RecordType::kVDrop:
-    case RecordType::kKvDrop:
-      meta.Str(m.sid);
-      break;
-    case RecordType::kKvRegister:
-    case RecordType::kKvPrefix:
-      meta.Str(m.sid);
-      meta.U64(m.vector.index);
-      meta.U64(m.vector.value_index);
-      meta.U32(m.vector.dim);
-      meta.U32(m.vector.tier);
-      meta.U32(m.vector.block_size);
-      meta.U64(m.vector.prefill_us);
-      meta.U64(m.vector.data_size());
-      meta.FlushTo(pieces);
-      AppendNonEmpty(m.vector.data, pieces);
-      break;
+  {
+    Encoder encoder(pieces);
+    std::visit([&](const auto& r) { ForEachField(r, encoder); }, m);
   }
-  meta.FlushTo(pieces);
   return pieces;
 }
 
 std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out) {
-  out = Mutation{};
-  out.type = type;
-  Cursor c(payload);
-  auto read_sid = [&]() {
-    uint32_t length = 0;
-    Bytes sid;
-    if (!c.U32(length) || !c.Take(length, sid)) return false;
-    out.sid.assign(sid.view());
-    return true;
-  };
-  switch (type) {
-    case RecordType::kSsmPut: {
-      uint32_t count = 0;
-      if (!read_sid() || !c.U32(count)) return "short SSM put header";
-      // Each layer needs at least 12 bytes, which bounds the count before reserving.
-      if (count > c.Remaining() / 12 + 1) return "SSM put layer count exceeds the payload";
-      out.layers.reserve(count);
-      for (uint32_t i = 0; i < count; ++i) {
-        uint32_t layer = 0;
-        uint64_t length = 0;
-        Bytes blob;
-        if (!c.U32(layer) || !c.U64(length) || !c.Take(length, blob)) {
-          return "SSM put layer " + std::to_string(i) + " runs past the payload";
-        }
-        out.layers.emplace_back(layer, std::move(blob));
-      }
-      break;
-    }
-    case RecordType::kSsmDropLayer: {
-      uint32_t layer = 0;
-      if (!read_sid() || !c.U32(layer)) return "short SSM drop-layer payload";
-      out.layers.emplace_back(layer, Bytes());
-      break;
-    }
-    case RecordType::kSsmDropSession:
-      if (!read_sid()) return "short SSM drop-session payload";
-      break;
-    case RecordType::kFlushAll:
-      break;
-    case RecordType::kSnapshotEnd:
-      if (!c.U64(out.count)) return "short snapshot end payload";
-      break;
-    case RecordType::kVCreate: {
-      VectorFields& v = out.vector;
-      if (!read_sid() || !c.U64(v.index) || !c.U32(v.dim) || !c.U32(v.tier)) {
-        return "short V-store create payload";
-      }
-      break;
-    }
-    case RecordType::kVStore: {
-      VectorFields& v = out.vector;
-      uint64_t length = 0;
-      if (!read_sid() || !c.U32(v.layer) || !c.U64(v.start) || !c.U64(v.rows) || !c.U32(v.dim) ||
-          !c.U32(v.tier) || !c.U64(length)) {
-        return "short V-store rows header";
-      }
-      if (!c.Take(length, v.data.emplace_back())) return "V-store rows run past the payload";
-      break;
-    }
-    case RecordType::kVDrop:
-    case RecordType::kKvDrop:
-      if (!read_sid()) return "short drop payload";
-      break;
-    case RecordType::kKvRegister:
-    case RecordType::kKvPrefix: {
-      VectorFields& v = out.vector;
-      uint64_t length = 0;
-      if (!read_sid() || !c.U64(v.index) || !c.U64(v.value_index) || !c.U32(v.dim) ||
-          !c.U32(v.tier) || !c.U32(v.block_size) || !c.U64(v.prefill_us) || !c.U64(length)) {
-        return "short KV.PREFIX register header";
-      }
-      if (!c.Take(length, v.data.emplace_back())) {
-        return "KV.PREFIX block hashes run past the payload";
-      }
-      break;
-    }
-    default:
-      return "unknown record type " + std::to_string(static_cast<int>(type));
+  if (!Emplace(type, out)) return "unknown record type " + std::to_string(static_cast<int>(type));
+  Decoder decoder(payload);
+  std::visit([&](auto& r) { ForEachField(r, decoder); }, out);
+  if (!decoder.ok()) return decoder.error();
+  if (decoder.Remaining() != 0) {
+    return std::to_string(decoder.Remaining()) + " unexpected trailing bytes";
   }
-  if (c.Remaining() != 0) return std::to_string(c.Remaining()) + " unexpected trailing bytes";
   return {};
+}
+
+std::string Describe(const Mutation& m) {
+  std::string out;
+  std::visit(
+      [&](const auto& r) {
+        using R = std::remove_cvref_t<decltype(r)>;
+        out.append(R::kName);
+        if constexpr (R::kFields.empty()) return;
+        out += " (";
+        size_t i = 0;
+        Describer describe(out);
+        ForEachField(r, [&](const auto& field) {
+          if (i > 0) out += ", ";
+          out.append(R::kFields[i++]).append(" ");
+          describe(field);
+        });
+        out += ")";
+      },
+      m);
+  return out;
+}
+
+uint64_t MemoryBudget() {
+  uint64_t budget = SaturatingMul(static_cast<uint64_t>(std::max<long>(0, sysconf(_SC_PHYS_PAGES))),
+                                  static_cast<uint64_t>(std::max<long>(1, sysconf(_SC_PAGE_SIZE))));
+  if (budget == 0) budget = std::numeric_limits<uint64_t>::max();
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit limit{};
+    if (getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      budget = std::min<uint64_t>(budget, limit.rlim_cur);
+    }
+  }
+  return budget;
+}
+
+Limits Limits::Hard() {
+  // At least the maxima of max-sid-len, vstore-max-layers, vstore-max-tokens (2^28; 2^40 in
+  // earlier builds, whose logs must still replay) and vstore-max-dim.
+  return Limits{uint64_t{64} << 20, 0x7fffffff, uint64_t{1} << 40, 262144, MemoryBudget()};
+}
+
+Verdict Check(const Mutation& m, const Limits& limits) {
+  Checker checker{limits, {}};
+  std::visit([&](const auto& r) { checker(r); }, m);
+  return checker.verdict;
+}
+
+Outcome Apply(const Mutation& m, const Stores& stores, const std::function<void()>& under_lock) {
+  return std::visit(Applier{stores, under_lock}, m);
 }
 
 }  // namespace prefixd::persist

@@ -1,56 +1,225 @@
-// Mutation: one change to the stored state as the log and snapshots record it, and the codec
-// between a Mutation and a record payload. Pure data and functions; any thread.
+// Mutation: every kind of change to the stored state as one typed record: its payload fields in
+// order (the codec, Describe and the golden tests follow them), the checks it must pass before it
+// is logged or replayed, and how it is applied to the stores. The live path and replay apply a
+// record through the same Apply. Adding a kind of change is adding a struct here (and its case
+// in Check and Apply in mutation.cc). Pure data and functions; any thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "common/bytes.h"
 #include "persist/log_format.h"
+#include "store/state_store.h"
+#include "store/vector_store.h"
 
 namespace prefixd::persist {
 
-// The fields of V-store and KV.PREFIX records (types 32 and up).
-struct VectorFields {
-  static constexpr uint64_t kNoPrefill = ~uint64_t{0};
+// A payload field: `u64 length`, then the bytes. Written as its pieces back to back (a snapshot
+// sends a layer's chunks without joining them); decoding gives one piece, a slice of the payload.
+struct Blob {
+  std::vector<Bytes> pieces;
 
-  uint64_t index = 0;        // kVCreate; kKvRegister: the `_pk` session's
-  uint64_t value_index = 0;  // kKvRegister: the `_pv` session's
-  uint32_t dim = 0;          // kVCreate, kVStore; kKvRegister: kv_dim
-  uint32_t tier = 0;         // store::Tier code
-  uint32_t layer = 0;        // kVStore
-  uint64_t start = 0;        // kVStore: first row
-  uint64_t rows = 0;         // kVStore: row count
-  // kVStore: the encoded rows; kKvRegister: the block hashes. Written as the pieces back to back
-  // (a snapshot sends a layer's chunks without joining them); decoding gives one piece.
-  std::vector<Bytes> data;
-  uint32_t block_size = 0;           // kKvRegister (0: no BLOCKS)
-  uint64_t prefill_us = kNoPrefill;  // kKvRegister
-
-  uint64_t data_size() const;
-  // The data as one buffer: the piece itself when there is one, else a joined copy.
-  Bytes joined_data() const;
+  uint64_t size() const;
+  // One buffer: the piece itself when there is one, else a joined copy.
+  Bytes Joined() const;
 };
 
-struct Mutation {
-  RecordType type = RecordType::kSsmPut;
-  // The session id; for kKvRegister and kKvDrop the namespace.
+// A payload field: `u32 count`, then count × (`u32 layer`, `u64 length`, the bytes).
+using LayerBlobs = std::vector<std::pair<uint32_t, Bytes>>;
+
+// Each record: kType, kName (for messages), Tie (its fields in payload order) and kFields (their
+// names). `str` fields are std::string, `u32`/`u64` the integers.
+
+struct SsmPut {  // all layers are applied together (MSTORE is one record)
+  static constexpr RecordType kType = RecordType::kSsmPut;
+  static constexpr std::string_view kName = "SSM put";
+  static constexpr std::array<std::string_view, 2> kFields = {"sid", "layers"};
   std::string sid;
-  // kSsmPut: the layers and their blobs. kSsmDropLayer: one entry, blob unused.
-  std::vector<std::pair<uint32_t, Bytes>> layers;
-  // kSnapshotEnd: the number of records before it in the snapshot.
-  uint64_t count = 0;
-  VectorFields vector;
+  LayerBlobs layers;
+  static auto Tie(auto& r) { return std::tie(r.sid, r.layers); }
 };
+
+struct SsmDropLayer {
+  static constexpr RecordType kType = RecordType::kSsmDropLayer;
+  static constexpr std::string_view kName = "SSM drop layer";
+  static constexpr std::array<std::string_view, 2> kFields = {"sid", "layer"};
+  std::string sid;
+  uint32_t layer = 0;
+  static auto Tie(auto& r) { return std::tie(r.sid, r.layer); }
+};
+
+struct SsmDropSession {
+  static constexpr RecordType kType = RecordType::kSsmDropSession;
+  static constexpr std::string_view kName = "SSM drop session";
+  static constexpr std::array<std::string_view, 1> kFields = {"sid"};
+  std::string sid;
+  static auto Tie(auto& r) { return std::tie(r.sid); }
+};
+
+struct FlushAll {  // every entry of every store
+  static constexpr RecordType kType = RecordType::kFlushAll;
+  static constexpr std::string_view kName = "flush all";
+  static constexpr std::array<std::string_view, 0> kFields = {};
+  static auto Tie(auto&) { return std::tie(); }
+};
+
+struct SnapshotEnd {  // the number of records before it in its snapshot
+  static constexpr RecordType kType = RecordType::kSnapshotEnd;
+  static constexpr std::string_view kName = "snapshot end";
+  static constexpr std::array<std::string_view, 1> kFields = {"count"};
+  uint64_t count = 0;
+  static auto Tie(auto& r) { return std::tie(r.count); }
+};
+
+struct VCreate {  // creates the session unless the sid exists
+  static constexpr RecordType kType = RecordType::kVCreate;
+  static constexpr std::string_view kName = "V-store create";
+  static constexpr std::array<std::string_view, 4> kFields = {"sid", "index", "dim", "tier"};
+  std::string sid;
+  uint64_t index = 0;
+  uint32_t dim = 0;
+  uint32_t tier = 0;  // store::Tier code
+  static auto Tie(auto& r) { return std::tie(r.sid, r.index, r.dim, r.tier); }
+};
+
+struct VStore {  // encoded rows [start, start + rows) of one layer, as stored
+  static constexpr RecordType kType = RecordType::kVStore;
+  static constexpr std::string_view kName = "V-store rows";
+  static constexpr std::array<std::string_view, 7> kFields = {"sid", "layer", "start", "rows",
+                                                              "dim", "tier",  "data"};
+  std::string sid;
+  uint32_t layer = 0;
+  uint64_t start = 0;
+  uint64_t rows = 0;
+  uint32_t dim = 0;
+  uint32_t tier = 0;
+  Blob data;
+  static auto Tie(auto& r) {
+    return std::tie(r.sid, r.layer, r.start, r.rows, r.dim, r.tier, r.data);
+  }
+};
+
+struct VDrop {
+  static constexpr RecordType kType = RecordType::kVDrop;
+  static constexpr std::string_view kName = "V-store drop";
+  static constexpr std::array<std::string_view, 1> kFields = {"sid"};
+  std::string sid;
+  static auto Tie(auto& r) { return std::tie(r.sid); }
+};
+
+// The fields of a KV.PREFIX registration (types 35 and 37 share the layout).
+struct PrefixFields {
+  static constexpr uint64_t kNoPrefill = ~uint64_t{0};
+  static constexpr std::array<std::string_view, 8> kFields = {
+      "ns", "key_index", "value_index", "kv_dim", "tier", "block_size", "prefill_us", "hashes"};
+  std::string ns;
+  uint64_t key_index = 0;
+  uint64_t value_index = 0;
+  uint32_t kv_dim = 0;
+  uint32_t tier = 0;
+  uint32_t block_size = 0;  // 0: no BLOCKS
+  uint64_t prefill_us = kNoPrefill;
+  Blob block_hashes;  // n × u64 little-endian
+  static auto Tie(auto& r) {
+    return std::tie(r.ns, r.key_index, r.value_index, r.kv_dim, r.tier, r.block_size, r.prefill_us,
+                    r.block_hashes);
+  }
+};
+
+struct KvRegister : PrefixFields {  // registers and creates `<ns>_pk` / `<ns>_pv` where missing
+  static constexpr RecordType kType = RecordType::kKvRegister;
+  static constexpr std::string_view kName = "KV.PREFIX register";
+};
+
+struct KvPrefix : PrefixFields {  // snapshots: the registration alone, creating no session
+  static constexpr RecordType kType = RecordType::kKvPrefix;
+  static constexpr std::string_view kName = "KV.PREFIX registration";
+};
+
+struct KvDrop {  // the registration and both sessions
+  static constexpr RecordType kType = RecordType::kKvDrop;
+  static constexpr std::string_view kName = "KV.PREFIX drop";
+  static constexpr std::array<std::string_view, 1> kFields = {"ns"};
+  std::string ns;
+  static auto Tie(auto& r) { return std::tie(r.ns); }
+};
+
+using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
+                              VStore, VDrop, KvRegister, KvDrop, KvPrefix>;
+
+RecordType TypeOf(const Mutation& m);
 
 // The payload as pieces to be written in order: small metadata pieces and the blobs themselves,
 // so large values reach the file without being copied into a staging buffer.
 std::vector<Bytes> EncodePayload(const Mutation& m);
 
 // Decodes a record payload. Blobs are slices of `payload` (no copy). Returns an error text, or
-// empty on success.
+// empty on success. The payload must be consumed exactly.
 std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out);
+
+// What a record holds, for messages: its name and fields, strings cut at 64 bytes and blobs by
+// size, e.g. `V-store rows (sid 't', layer 0, start 5, rows 1, dim 8, tier 8, data 32 bytes)`.
+std::string Describe(const Mutation& m);
+
+// The bounds a record is checked against. Live: the settings at the time of the request.
+// Replay: Hard(), at least the largest value each setting may take (and vstore-max-tokens up to
+// 2^40, what earlier builds allowed), so a record accepted under raised limits still replays
+// after a restart with the defaults.
+struct Limits {
+  uint64_t max_sid_len = 0;
+  uint64_t max_layers = 0;  // V-store layer ids 0 .. max_layers - 1
+  uint64_t max_tokens = 0;  // the end of a V-store row range
+  uint64_t max_dim = 0;
+  // Bytes one change may make the stores take (an estimate): the machine's memory, or less.
+  uint64_t memory_budget = 0;
+
+  static Limits Hard();
+};
+
+// The memory this process may use: physical memory, lowered by RLIMIT_AS / RLIMIT_DATA.
+uint64_t MemoryBudget();
+
+struct Verdict {
+  bool ok = true;
+  bool out_of_memory = false;  // the change would need more memory than the budget
+  std::string why;
+};
+
+// Checks a record's fields against `limits` and its own consistency (sizes that match, known
+// tiers, ranges that do not overflow). The live path checks before anything is logged; replay
+// checks every record again, so a bad one is reported, never applied.
+Verdict Check(const Mutation& m, const Limits& limits);
+
+// What applying a record did, for the live path's reply.
+struct Outcome {
+  enum class Kind {
+    kApplied,    // the change happened
+    kUnchanged,  // nothing to do: the session exists (create), or nothing was there (drop)
+    kLimit,      // vstore-max-sessions reached
+    kNoSession,  // V-store rows for a session that does not exist
+    kChanged,    // ... or that was created again with another dim or tier
+  };
+  Kind kind = Kind::kApplied;
+  store::VectorSessionInfo info;  // V-store create: the session's (the existing one's)
+};
+
+struct Stores {
+  store::StateStore& state;
+  store::VectorStore* vectors = nullptr;  // V-store and KV.PREFIX records are ignored without
+  uint64_t max_sessions = 0;              // 0: no limit (replay)
+};
+
+// Applies a checked record. `under_lock` runs while the change is applied under the locks that
+// order it against every other change it conflicts with (the log append), and only when the
+// change happens. Shared by the live path and replay.
+Outcome Apply(const Mutation& m, const Stores& stores, const std::function<void()>& under_lock);
 
 }  // namespace prefixd::persist

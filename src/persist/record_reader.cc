@@ -1,51 +1,35 @@
 #include "persist/record_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <array>
-#include <cerrno>
 #include <cstring>
 #include <vector>
 
 namespace prefixd::persist {
-namespace {
 
-// Reads exactly `length` bytes at `offset`; false on a short read or error.
-bool ReadFully(int fd, uint64_t offset, uint8_t* out, uint64_t length) {
-  while (length > 0) {
-    ssize_t n = ::pread(fd, out, length, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    out += n, offset += static_cast<uint64_t>(n), length -= static_cast<uint64_t>(n);
-  }
-  return true;
-}
+RecordReader::~RecordReader() = default;
 
-}  // namespace
-
-RecordReader::~RecordReader() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-std::string RecordReader::Open(const std::string& path, const char (&magic)[8]) {
+std::string RecordReader::Open(const std::string& path, const char (&magic)[8], Env* env) {
   path_ = path;
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) return "can't open " + path + ": " + std::strerror(errno);
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) return "can't stat " + path + ": " + std::strerror(errno);
-  file_size_ = static_cast<uint64_t>(st.st_size);
+  auto file = env->Open(path, OpenMode::kRead);
+  if (!file.ok()) return "can't open " + path + ": " + file.status().message();
+  file_ = std::move(file).value();
+  auto size = file_->Size();
+  if (!size.ok()) return "can't stat " + path + ": " + size.status().message();
+  file_size_ = *size;
   uint8_t header[kFileHeaderSize];
-  if (file_size_ < kFileHeaderSize || !ReadFully(fd_, 0, header, kFileHeaderSize)) {
+  if (file_size_ < kFileHeaderSize || !file_->ReadAt(0, header, kFileHeaderSize).ok()) {
     return path + ": file header is missing or short (" + std::to_string(file_size_) + " bytes)";
   }
   file_header_ = DecodeFileHeader(header);
   if (std::memcmp(file_header_.magic, magic, 8) != 0) return path + ": not a prefixd file";
-  if (file_header_.version != kFormatVersion) {
+  if (file_header_.version < kOldestReadableVersion || file_header_.version > kFormatVersion) {
     return path + ": format version " + std::to_string(file_header_.version) +
-           " is not supported (this build reads version " + std::to_string(kFormatVersion) + ")";
+           " is not supported (this build reads versions " +
+           std::to_string(kOldestReadableVersion) + " to " + std::to_string(kFormatVersion) + ")";
   }
+  seed_ = FileSeed(file_header_);
+  is_log_ = std::memcmp(magic, kLogFileMagic, 8) == 0;
+  expected_lsn_ = is_log_ ? file_header_.base_lsn : 0;
   position_ = kFileHeaderSize;
   return {};
 }
@@ -56,14 +40,14 @@ ReadStatus RecordReader::Bad(uint64_t offset, std::string problem) {
   return ReadStatus::kBad;
 }
 
-bool RecordReader::ReadRecordAt(uint64_t offset, Record& out, std::string& problem) {
+bool RecordReader::ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std::string& problem) {
   if (file_size_ - offset < kRecordHeaderSize) {
     problem = "record header cut short (" + std::to_string(file_size_ - offset) + " bytes left)";
     return false;
   }
   uint8_t header[kRecordHeaderSize];
-  if (!ReadFully(fd_, offset, header, kRecordHeaderSize)) {
-    problem = std::string("read error: ") + std::strerror(errno);
+  if (Status read = file_->ReadAt(offset, header, kRecordHeaderSize); !read.ok()) {
+    problem = "read error: " + read.message();
     return false;
   }
   RecordHeader h = DecodeRecordHeader(header);
@@ -78,13 +62,24 @@ bool RecordReader::ReadRecordAt(uint64_t offset, Record& out, std::string& probl
     return false;
   }
   Bytes payload = Bytes::Allocate(h.payload_length);
-  if (!ReadFully(fd_, offset + kRecordHeaderSize, payload.mutable_data(), h.payload_length)) {
-    problem = std::string("read error: ") + std::strerror(errno);
+  if (Status read =
+          file_->ReadAt(offset + kRecordHeaderSize, payload.mutable_data(), h.payload_length);
+      !read.ok()) {
+    problem = "read error: " + read.message();
     return false;
   }
   std::array<std::string_view, 1> pieces{payload.view()};
-  if (RecordChecksum(header, pieces) != h.checksum) {
+  if (RecordChecksum(seed_, header, pieces) != h.checksum) {
     problem = "checksum mismatch";
+    return false;
+  }
+  // Only now is the lsn the writer's: a log's records continue its sequence, one by one.
+  const bool lsn_ok = !is_log_                  ? h.lsn == 0
+                      : rule == LsnRule::kExact ? h.lsn == expected_lsn_
+                                                : h.lsn >= expected_lsn_;
+  if (!lsn_ok) {
+    problem = "lsn " + std::to_string(h.lsn) + " does not continue the sequence (expected " +
+              (is_log_ ? std::to_string(expected_lsn_) : std::string("0 in a snapshot")) + ")";
     return false;
   }
   out.header = h;
@@ -96,8 +91,12 @@ bool RecordReader::ReadRecordAt(uint64_t offset, Record& out, std::string& probl
 ReadStatus RecordReader::Next(Record& out) {
   if (position_ == file_size_) return ReadStatus::kEnd;
   std::string problem;
-  if (!ReadRecordAt(position_, out, problem)) return Bad(position_, problem);
+  if (!ReadRecordAt(position_, resync_ ? LsnRule::kAtLeast : LsnRule::kExact, out, problem)) {
+    return Bad(position_, problem);
+  }
+  resync_ = false;
   position_ += kRecordHeaderSize + out.header.payload_length;
+  if (is_log_) expected_lsn_ = out.header.lsn + 1;
   return ReadStatus::kRecord;
 }
 
@@ -109,14 +108,16 @@ uint64_t RecordReader::NextValidRecord(uint64_t offset) {
   PutU32(magic, kRecordMagic);
   for (uint64_t base = offset + 1; base + kRecordHeaderSize <= file_size_; base += kChunk) {
     uint64_t n = std::min<uint64_t>(kChunk + 3, file_size_ - base);
-    if (!ReadFully(fd_, base, buf.data(), n)) return 0;
+    if (!file_->ReadAt(base, buf.data(), n).ok()) return 0;
     for (uint64_t i = 0; i + 4 <= n && i < kChunk; ++i) {
       if (std::memcmp(buf.data() + i, magic, 4) != 0) continue;
       uint64_t candidate = base + i;
       if (candidate < 8 + offset + 1) continue;  // the magic sits 8 bytes into a header
+      // A record of this file (its seed) that continues the sequence: a copy of an earlier
+      // record, or of another file's, stored inside a value, is neither.
       Record r;
       std::string ignored;
-      if (ReadRecordAt(candidate - 8, r, ignored)) return candidate - 8;
+      if (ReadRecordAt(candidate - 8, LsnRule::kAtLeast, r, ignored)) return candidate - 8;
     }
   }
   return 0;
@@ -127,8 +128,8 @@ std::string RecordReader::ReadAt(uint64_t offset, uint64_t length, Bytes& out) {
     return "range past the end of " + path_;
   }
   out = Bytes::Allocate(length);
-  if (!ReadFully(fd_, offset, out.mutable_data(), length)) {
-    return "read error in " + path_ + ": " + std::strerror(errno);
+  if (Status read = file_->ReadAt(offset, out.mutable_data(), length); !read.ok()) {
+    return "read error in " + path_ + ": " + read.message();
   }
   return {};
 }

@@ -1,12 +1,15 @@
 // RecordReader: reads the records of one log segment or snapshot file in order, checking each
-// record's framing and checksum, and tells a clean end from a torn or corrupt record (with its
-// offset). Used by recovery and tests on one thread at a time.
+// record's framing, its checksum (seeded per file) and its lsn (a segment's records continue its
+// sequence one by one), and tells a clean end from a torn or corrupt record (with its offset).
+// Used by recovery and tests on one thread at a time.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/bytes.h"
+#include "persist/env.h"
 #include "persist/log_format.h"
 
 namespace prefixd::persist {
@@ -31,7 +34,7 @@ class RecordReader {
   RecordReader& operator=(const RecordReader&) = delete;
 
   // Opens `path` and checks its file header against `magic`. Returns an error text or empty.
-  std::string Open(const std::string& path, const char (&magic)[8]);
+  std::string Open(const std::string& path, const char (&magic)[8], Env* env = Env::Posix());
 
   const FileHeader& file_header() const { return file_header_; }
   uint64_t file_size() const { return file_size_; }
@@ -40,25 +43,34 @@ class RecordReader {
   uint64_t bad_offset() const { return bad_offset_; }
   const std::string& problem() const { return problem_; }
 
-  // The offset of the first whole valid record after `offset`, or 0 when there is none: then a
-  // bad record at `offset` is a torn tail, otherwise corruption inside the file.
+  // The offset of the first whole valid record of this file after `offset` whose lsn is at
+  // least the one expected next, or 0 when there is none: then a bad record at `offset` is a
+  // torn tail, otherwise corruption inside the file. Records stored inside a value (copies of
+  // this or any other file) never qualify: another file's fail the seeded checksum, this one's
+  // have lsns already read.
   uint64_t NextValidRecord(uint64_t offset);
-  // Continues reading at `offset` (a record start found by NextValidRecord).
-  void Seek(uint64_t offset) { position_ = offset; }
+  // Continues reading at `offset` (a record start found by NextValidRecord); the sequence
+  // resumes from the lsn found there.
+  void Seek(uint64_t offset) { position_ = offset, resync_ = true; }
 
   // Reads `length` bytes at `offset` (a stored value located by segment and offset).
   std::string ReadAt(uint64_t offset, uint64_t length, Bytes& out);
 
  private:
+  enum class LsnRule { kExact, kAtLeast };
   ReadStatus Bad(uint64_t offset, std::string problem);
   // Checks the record at `offset` without consuming it; fills `out` when valid.
-  bool ReadRecordAt(uint64_t offset, Record& out, std::string& problem);
+  bool ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std::string& problem);
 
-  int fd_ = -1;
+  std::unique_ptr<File> file_;
   std::string path_;
   FileHeader file_header_;
   uint64_t file_size_ = 0;
   uint64_t position_ = 0;
+  uint64_t seed_ = 0;
+  bool is_log_ = false;
+  uint64_t expected_lsn_ = 0;  // of the next record (a log); 0 in a snapshot
+  bool resync_ = false;        // after Seek: the next lsn may skip ahead
   uint64_t bad_offset_ = 0;
   std::string problem_;
 };

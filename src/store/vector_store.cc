@@ -21,6 +21,13 @@ constexpr size_t kZeroBytes = 1024 * 1024;
 constexpr int64_t kSessionOverhead = 256;
 constexpr int64_t kLayerOverhead = 96;
 constexpr int64_t kChunkHandleOverhead = 32;
+// A chunk table entry beyond its handle: the std::map node (links, colour, key).
+constexpr uint64_t kMapNodeBytes = 48;
+
+uint64_t ChunkRows(size_t row_bytes) {
+  const uint64_t rows = std::max<uint64_t>(1, kChunkTargetBytes / std::max<size_t>(1, row_bytes));
+  return std::min(kMaxChunkRows, std::bit_floor(rows));
+}
 
 // Shared all-zero bytes that gap rows and rows past a layer's end are read from.
 const Bytes& Zeros() {
@@ -97,14 +104,28 @@ VectorStore::SessionPtr VectorStore::NewSession(std::string_view sid, uint32_t d
   s->info.dim = dim;
   s->info.tier = tier;
   s->info.row_bytes = RowBytes(tier, dim);
-  const uint64_t rows =
-      std::max<uint64_t>(1, kChunkTargetBytes / std::max<size_t>(1, s->info.row_bytes));
-  s->chunk_rows = std::min(kMaxChunkRows, std::bit_floor(rows));
+  s->chunk_rows = ChunkRows(s->info.row_bytes);
   // Replayed records carry their indices: later reservations must not hand them out again.
   uint64_t next = next_index_.load();
   while (next <= index && !next_index_.compare_exchange_weak(next, index + 1)) {
   }
   return s;
+}
+
+uint64_t VectorStore::WriteCostEstimate(uint32_t dim, Tier tier, uint64_t start, uint64_t count) {
+  if (count == 0) return 0;
+  const size_t row_bytes = RowBytes(tier, dim);
+  const uint64_t r = ChunkRows(row_bytes);
+  // The chunk table is sparse: only the chunks the write touches are allocated, the first from
+  // its base row (a chunk grows from row 0), so at most R - 1 rows more than the write itself.
+  if (count - 1 > ~uint64_t{0} - start) return ~uint64_t{0};  // ends past any row id
+  const uint64_t first_chunk = start / r;
+  const uint64_t touched = (start + (count - 1)) / r - first_chunk + 1;
+  const long double rows = static_cast<long double>(start % r) + static_cast<long double>(count);
+  const long double cost =
+      rows * static_cast<long double>(row_bytes) +
+      static_cast<long double>(touched) * (sizeof(Bytes) + kChunkHandleOverhead + kMapNodeBytes);
+  return cost >= 1.8e19L ? ~uint64_t{0} : static_cast<uint64_t>(cost);
 }
 
 void VectorStore::Insert(Shard& shard, SessionPtr session) {
@@ -547,7 +568,6 @@ void VectorStore::ForEachSession(
           LayerRead read;
           read.layer = id;
           read.length = layer.length;
-          read.rows = Rows(*s, layer, 0, layer.length);
           read.runs = StoredRuns(*s, layer);
           c.layers.push_back(std::move(read));
         }

@@ -58,10 +58,10 @@ struct RowRun {
 struct LayerRead {
   uint32_t layer = 0;
   uint64_t length = 0;  // the layer's stored length; 0 when it holds no tokens
-  RowSpan rows;         // the rows asked for (empty when length is 0)
+  RowSpan rows;         // the rows asked for (empty when length is 0; ForEachSession: empty)
   // ForEachSession only: the stored chunks as ascending runs, gaps left out, the last one
-  // ending at `length` (one zero row when nothing is stored there). Written as records instead
-  // of `rows`, a sparse layer's snapshot is as small as what it stores, and replays the same.
+  // ending at `length` (one zero row when nothing is stored there). Written as records, a
+  // sparse layer's snapshot is as small as what it stores, and replays the same layer.
   std::vector<RowRun> runs;
 };
 
@@ -125,6 +125,12 @@ class VectorStore {
   std::optional<VectorSessionInfo> Describe(std::string_view sid) const;
   std::optional<SessionDetail> Detail(std::string_view sid) const;
 
+  // Estimated bytes a write of rows [start, start + count) may make a layer take: the chunks it
+  // touches (the sparse table holds no others, however high the start) and their bookkeeping,
+  // saturating. Writes are refused, before they are logged, when this passes what the process
+  // may use.
+  static uint64_t WriteCostEstimate(uint32_t dim, Tier tier, uint64_t start, uint64_t count);
+
   enum class StoreResult { kOk, kNoSession, kChanged };
   // Writes `count` encoded rows (count × row bytes of `rows`) at [start, start + count) of
   // `layer`; the layer's length becomes at least start + count, gaps read as zeros. kChanged
@@ -171,8 +177,9 @@ class VectorStore {
   // Registered prefixes and the tokens their `_pk` sessions hold.
   std::pair<uint64_t, uint64_t> PrefixTotals() const;
 
-  // Snapshot support: each session with its whole layers (copied one shard at a time, visited
-  // with no lock held), then each registration.
+  // Snapshot support: each session with its whole layers as stored runs (chunk handles copied
+  // one shard at a time, visited with no lock held; a gap costs nothing), then each
+  // registration.
   void ForEachSession(const std::function<void(const std::string& sid, const VectorSessionInfo&,
                                                const std::vector<LayerRead>&)>& visit) const;
   void ForEachPrefix(

@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -781,25 +783,77 @@ std::string StoreRequest(const std::string& sid, uint32_t layer, const Value& v)
   return Multibulk({"SSM.PREFIX.STORE", sid, std::to_string(layer), Materialize(v)});
 }
 
-TEST(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwards) {
-  TmpfsMount mount;  // declared first: unmounted after the server has stopped
-  if (std::string why = mount.Mount(32u << 20); !why.empty()) {
-    GTEST_SKIP() << "needs a 32 MiB tmpfs (root or CAP_SYS_ADMIN): " << why;
-  }
-  // Fill most of it, so the log runs out of space after a few megabytes.
-  std::string filler = mount.dir() + "/filler";
-  {
-    std::ofstream out(filler, std::ios::binary);
+// How a test makes the data directory run out of space: a small tmpfs filled almost full
+// (needs root or CAP_SYS_ADMIN), or, as any user, a file-size limit on the server process
+// (RLIMIT_FSIZE set with prlimit, SIGXFSZ ignored: a write past it fails with EFBIG, the way a
+// full disk fails it with ENOSPC). Both run: the second makes these tests run everywhere.
+enum class FullDisk { kTmpfs, kFileSizeLimit };
+
+class DiskFiller {
+ public:
+  explicit DiskFiller(FullDisk kind) : kind_(kind) {}
+  // Leaves about `free_bytes` for the server; returns why that is not possible here, or empty.
+  std::string Prepare(uint64_t free_bytes) {
+    free_bytes_ = free_bytes;
+    if (kind_ == FullDisk::kFileSizeLimit) {
+      ::signal(SIGXFSZ, SIG_IGN);  // inherited by the server: the write fails instead
+      return {};
+    }
+    if (std::string why = mount_.Mount(32u << 20); !why.empty()) {
+      return "needs a 32 MiB tmpfs (root or CAP_SYS_ADMIN): " + why;
+    }
+    filler_ = mount_.dir() + "/filler";
+    std::ofstream out(filler_, std::ios::binary);
     std::string chunk(1 << 20, 'F');
-    for (int i = 0; i < 26; ++i)
+    for (uint64_t i = 0; i < (32u << 20) / chunk.size() - free_bytes / chunk.size(); ++i) {
       out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    ASSERT_TRUE(out.good()) << "can't write the filler file";
+    }
+    if (!out.good()) return "can't write the filler file";
+    return {};
   }
+  // The data directory to start the server on (empty: its own temp root).
+  std::string data_dir() const { return kind_ == FullDisk::kTmpfs ? mount_.dir() + "/data" : ""; }
+  // Call once the server runs.
+  void Apply(const ServerProcess& server) {
+    if (kind_ == FullDisk::kFileSizeLimit) SetLimit(server.pid(), free_bytes_);
+  }
+  // Gives the space back.
+  void Free(const ServerProcess& server) {
+    if (kind_ == FullDisk::kFileSizeLimit) {
+      // A stopped server needs nothing: the next start runs without the limit.
+      rlimit none{RLIM_INFINITY, RLIM_INFINITY};
+      if (::prlimit(server.pid(), RLIMIT_FSIZE, &none, nullptr) != 0) ASSERT_EQ(errno, ESRCH);
+    } else {
+      ASSERT_EQ(::unlink(filler_.c_str()), 0);
+    }
+  }
+  std::string_view error_text() const {
+    return kind_ == FullDisk::kTmpfs ? "No space left on device" : "File too large";
+  }
+
+ private:
+  static void SetLimit(pid_t pid, rlim_t bytes) {
+    rlimit limit{bytes, RLIM_INFINITY};
+    ASSERT_EQ(::prlimit(pid, RLIMIT_FSIZE, &limit, nullptr), 0) << strerror(errno);
+  }
+
+  FullDisk kind_;
+  TmpfsMount mount_;  // unmounted after the server (declared in the test before it) stops
+  std::string filler_;
+  uint64_t free_bytes_ = 0;
+};
+
+class DurabilityDiskFullTest : public ::testing::TestWithParam<FullDisk> {};
+
+TEST_P(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwards) {
+  DiskFiller disk(GetParam());  // declared first: released after the server has stopped
+  if (std::string why = disk.Prepare(6u << 20); !why.empty()) GTEST_SKIP() << why;
   ServerProcess::Options options;
-  options.data_dir = mount.dir() + "/data";
+  options.data_dir = disk.data_dir();
   options.flags = {"--auto-aof-rewrite-percentage", "0"};
   ServerProcess server;
   ASSERT_TRUE(server.Start(options));
+  ASSERT_NO_FATAL_FAILURE(disk.Apply(server));
 
   Model model;
   const std::string sid = "full";
@@ -829,7 +883,7 @@ TEST(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwar
   ASSERT_NE(other, nullptr);
   std::string reply = other->Call(Multibulk({"SSM.PREFIX.STORE", "other", "0", "small"}), 5s);
   EXPECT_EQ(reply.rfind("-MISCONF Errors writing to the AOF file: ", 0), 0u) << reply;
-  EXPECT_NE(reply.find("No space left on device"), std::string::npos) << reply;
+  EXPECT_NE(reply.find(disk.error_text()), std::string::npos) << reply;
 
   // Reads still work, and every acknowledged write is readable.
   auto reader = Connect(server);
@@ -851,7 +905,7 @@ TEST(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwar
   EXPECT_NE(InfoField(reader.get(), "aof_last_write_error"), "");
 
   // Free the space: the held write is acknowledged and new writes succeed within seconds.
-  ASSERT_EQ(::unlink(filler.c_str()), 0);
+  ASSERT_NO_FATAL_FAILURE(disk.Free(server));
   if (held) {
     std::optional<std::string> late = writer->ReadReply(10s);
     ASSERT_TRUE(late.has_value()) << "the held write was never answered after space was freed";
@@ -912,25 +966,16 @@ TEST(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwar
   EXPECT_NE(log.find("succeed again"), std::string::npos);
 }
 
-TEST(DurabilityDiskFullTest, SnapshotAndShutdownWhileTheLogIsFullDoNotHang) {
-  TmpfsMount mount;
-  if (std::string why = mount.Mount(32u << 20); !why.empty()) {
-    GTEST_SKIP() << "needs a 32 MiB tmpfs (root or CAP_SYS_ADMIN): " << why;
-  }
+TEST_P(DurabilityDiskFullTest, SnapshotAndShutdownWhileTheLogIsFullDoNotHang) {
+  DiskFiller disk(GetParam());
   // ~4 MiB free: room for a small snapshot, not for the 6 MiB record below.
-  std::string filler = mount.dir() + "/filler";
-  {
-    std::ofstream out(filler, std::ios::binary);
-    std::string chunk(1 << 20, 'F');
-    for (int i = 0; i < 28; ++i)
-      out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    ASSERT_TRUE(out.good()) << "can't write the filler file";
-  }
+  if (std::string why = disk.Prepare(4u << 20); !why.empty()) GTEST_SKIP() << why;
   ServerProcess::Options options;
-  options.data_dir = mount.dir() + "/data";
+  options.data_dir = disk.data_dir();
   options.flags = {"--auto-aof-rewrite-percentage", "0"};
   ServerProcess server;
   ASSERT_TRUE(server.Start(options));
+  ASSERT_NO_FATAL_FAILURE(disk.Apply(server));
   Model model;
   auto writer = RawConnection::Tcp(server.port());
   ASSERT_NE(writer, nullptr);
@@ -960,7 +1005,7 @@ TEST(DurabilityDiskFullTest, SnapshotAndShutdownWhileTheLogIsFullDoNotHang) {
   EXPECT_TRUE(server.Stop(&how)) << "SIGTERM while the log is full: " << how;
   EXPECT_LT(Clock::now() - stop_start, 10s);
 
-  ASSERT_EQ(::unlink(filler.c_str()), 0);
+  ASSERT_NO_FATAL_FAILURE(disk.Free(server));  // the restart runs without the limit
   ASSERT_TRUE(server.Restart(options));
   auto ctx = Connect(server);
   ASSERT_NE(ctx, nullptr);
@@ -970,6 +1015,12 @@ TEST(DurabilityDiskFullTest, SnapshotAndShutdownWhileTheLogIsFullDoNotHang) {
   big_op.layers.emplace_back(0, big);
   EXPECT_EQ(Verify(ctx.get(), {"small", "big"}, model, {big_op}), "");
 }
+
+INSTANTIATE_TEST_SUITE_P(Kinds, DurabilityDiskFullTest,
+                         ::testing::Values(FullDisk::kTmpfs, FullDisk::kFileSizeLimit),
+                         [](const auto& info) {
+                           return info.param == FullDisk::kTmpfs ? "tmpfs" : "file_size_limit";
+                         });
 
 // ---------------------------------------------------------------------------------------------
 // e. Damaged logs
@@ -1105,6 +1156,168 @@ TEST_F(DurabilityDamageTest, TornTailIsCutAtStartup) {
   ASSERT_TRUE(server_.Restart());
   EXPECT_EQ(server_.ReadLog().substr(log_mark).find("torn"), std::string::npos);
   EXPECT_EQ(Check(kCount), "");
+}
+
+// Issue 8, finding 2: after raising vstore-max-tokens (to 2^40 then; 2^28 is its largest value
+// now), one V.STOREBATCH at the highest start dropped the connection without a reply, and every
+// later start aborted on std::bad_alloc. Now every change is checked before it is logged: a
+// write past the limit is refused and never reaches the log; the write at the last row is
+// accepted and costs one chunk (the chunk table is sparse), and the next start replays it.
+TEST(DurabilityLimitsTest, AStoreBatchAtTheHighestStartIsCheckedBeforeItIsLoggedAndReplays) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start());
+  std::string row(65536 * 4, '\0');
+  for (size_t i = 0; i < 65536; ++i) {
+    const float value = static_cast<float>(i % 1000) * 0.25f - 100.0f;
+    std::memcpy(row.data() + i * 4, &value, 4);
+  }
+  {
+    auto ctx = ConnectHiredis(server.port());
+    ASSERT_NE(ctx, nullptr);
+    RedisReply r = HiredisCommand(ctx.get(), {"CONFIG", "SET", "vstore-max-tokens", "268435457"});
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(r->type, REDIS_REPLY_ERROR) << DescribeReply(r.get());
+    r = HiredisCommand(ctx.get(), {"CONFIG", "SET", "vstore-max-tokens", "268435456"});
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    r = HiredisCommand(ctx.get(), {"V.CREATE", "t", "65536", "VQUANT", "fp32"});
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(r->type, REDIS_REPLY_INTEGER) << DescribeReply(r.get());
+    // One past the limit: refused with a reply, before anything is logged.
+    r = HiredisCommand(ctx.get(), {"V.STOREBATCH", "t", "0", "268435456", "1", row});
+    ASSERT_NE(r, nullptr) << "the connection dropped: " << ctx->errstr;
+    ASSERT_EQ(r->type, REDIS_REPLY_ERROR) << DescribeReply(r.get());
+    // At the limit: accepted, cheap.
+    r = HiredisCommand(ctx.get(), {"V.STOREBATCH", "t", "0", "268435455", "1", row});
+    ASSERT_NE(r, nullptr) << "the connection dropped: " << ctx->errstr;
+    ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    r = HiredisCommand(ctx.get(), {"V.STOREBATCH", "t", "0", "3", "1", row});
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  }
+  ASSERT_TRUE(server.Kill());
+  ASSERT_TRUE(server.Restart()) << "the start after the high write failed";
+  auto ctx = ConnectHiredis(server.port());
+  ASSERT_NE(ctx, nullptr);
+  RedisReply r = HiredisCommand(ctx.get(), {"V.INFO", "t"});
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->type, REDIS_REPLY_STRING) << DescribeReply(r.get());
+  const std::string info(r->str, r->len);
+  EXPECT_NE(info.find("total_tokens:268435456\r\n"), std::string::npos) << info;
+  r = HiredisCommand(ctx.get(), {"V.FETCH", "t", "0", "268435455"});
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->type, REDIS_REPLY_STRING) << DescribeReply(r.get());
+  EXPECT_TRUE(std::string_view(r->str, r->len) == row) << "the replayed row differs";
+}
+
+// Issue 9, item 3: a value holding copies of the data directory's files (a backup tool storing
+// them, or anyone who wants to) holds bytes that look like records. Cut inside that value's
+// record, as a crash mid-write leaves it, the log must still read as a torn tail: the start
+// succeeds, the earlier values are intact and the torn one is absent. The same value inside a
+// snapshot, cut there, is corruption reported with the snapshot's name and the record's offset.
+TEST(DurabilityFramingTest, ATornValueHoldingCopiesOfTheFilesIsCutNotMistakenForCorruption) {
+  ServerProcess server;
+  ServerProcess::Options options;
+  options.flags = {"--appendfsync", "always"};
+  ASSERT_TRUE(server.Start(options));
+  const std::string first = MakeBlob(5000, 1), second = MakeBlob(3000, 2);
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::string copies;
+  {
+    auto ctx = ConnectHiredis(server.port());
+    ASSERT_NE(ctx, nullptr);
+    for (auto args : {std::vector<std::string_view>{"SSM.PREFIX.STORE", "a", "0", first},
+                      std::vector<std::string_view>{"SAVE"},
+                      std::vector<std::string_view>{"SSM.PREFIX.STORE", "a", "1", second}}) {
+      RedisReply r = HiredisCommand(ctx.get(), args);
+      ASSERT_NE(r, nullptr);
+      ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    }
+    for (int round = 0; round < 2; ++round) {
+      for (const auto& segment : LogSegments(server.data_dir())) copies += slurp(segment.path);
+      copies += slurp(server.data_dir() + "/snapshot.pds");
+    }
+    RedisReply r = HiredisCommand(ctx.get(), {"SSM.PREFIX.STORE", "b", "0", copies});
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  }
+  ASSERT_TRUE(server.Kill());
+  const std::string newest = LogSegments(server.data_dir()).back().path;
+  const std::vector<uint64_t> starts = RecordStarts(newest);
+  ASSERT_EQ(starts.size(), 2u) << newest;
+  const std::string whole = slurp(newest);
+  auto expect_value = [&](redisContext* ctx, const char* sid, const char* layer,
+                          const std::string* want) {
+    RedisReply r = HiredisCommand(ctx, {"SSM.PREFIX.FETCH", sid, layer});
+    ASSERT_NE(r, nullptr);
+    if (want == nullptr) {
+      EXPECT_EQ(r->type, REDIS_REPLY_NIL) << sid << "/" << layer << ": " << DescribeReply(r.get());
+    } else {
+      ASSERT_EQ(r->type, REDIS_REPLY_STRING) << sid << "/" << layer;
+      EXPECT_TRUE(std::string(r->str, r->len) == *want) << sid << "/" << layer << " differs";
+    }
+  };
+  // Cut just after the first copy of this very segment, in the middle, and one byte short.
+  const uint64_t value_at = starts[1] + 32 + 4 + 1 + 4 + 4 + 8;
+  for (uint64_t cut : {value_at + whole.size() / 2 + 40, starts[1] + (whole.size() - starts[1]) / 2,
+                       uint64_t{whole.size()} - 1}) {
+    SCOPED_TRACE("log cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
+    {
+      std::ofstream out(newest, std::ios::binary | std::ios::trunc);
+      out.write(whole.data(), static_cast<std::streamsize>(cut));
+    }
+    // The crash state again: the segment the last start opened goes.
+    for (const auto& segment : LogSegments(server.data_dir())) {
+      if (segment.path > newest) fs::remove(segment.path);
+    }
+    size_t log_mark = server.ReadLog().size();
+    ASSERT_TRUE(server.Restart(options)) << "refused to start:\n"
+                                         << server.ReadLog().substr(log_mark);
+    EXPECT_NE(
+        server.ReadLog().substr(log_mark).find("torn tail at offset " + std::to_string(starts[1])),
+        std::string::npos)
+        << server.ReadLog().substr(log_mark);
+    auto ctx = ConnectHiredis(server.port());
+    ASSERT_NE(ctx, nullptr);
+    ASSERT_NO_FATAL_FAILURE(expect_value(ctx.get(), "a", "0", &first));
+    ASSERT_NO_FATAL_FAILURE(expect_value(ctx.get(), "a", "1", &second));
+    ASSERT_NO_FATAL_FAILURE(expect_value(ctx.get(), "b", "0", nullptr));
+    ASSERT_TRUE(server.Kill());
+  }
+
+  // The same value in a snapshot: a cut there is corruption, named, never a misread record.
+  ASSERT_TRUE(server.Restart(options));
+  {
+    auto ctx = ConnectHiredis(server.port());
+    ASSERT_NE(ctx, nullptr);
+    for (auto args : {std::vector<std::string_view>{"SSM.PREFIX.STORE", "b", "0", copies},
+                      std::vector<std::string_view>{"SAVE"}}) {
+      RedisReply r = HiredisCommand(ctx.get(), args);
+      ASSERT_NE(r, nullptr);
+      ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    }
+  }
+  std::string text;
+  ASSERT_TRUE(server.Stop(&text)) << text;
+  const std::string snapshot = server.data_dir() + "/snapshot.pds";
+  const std::vector<uint64_t> records = RecordStarts(snapshot);
+  uint64_t value_record = 0;
+  for (uint64_t at : records) {
+    if (at + 32 < fs::file_size(snapshot) && slurp(snapshot).substr(at + 36, 1) == "b")
+      value_record = at;
+  }
+  ASSERT_NE(value_record, 0u);
+  ASSERT_EQ(::truncate(snapshot.c_str(), static_cast<off_t>(value_record + 32 + copies.size() / 2)),
+            0);
+  size_t log_mark = server.ReadLog().size();
+  EXPECT_FALSE(server.Restart(options)) << "started on a cut snapshot";
+  const std::string log = server.ReadLog().substr(log_mark);
+  EXPECT_NE(log.find(snapshot + " is corrupt at offset " + std::to_string(value_record)),
+            std::string::npos)
+      << log;
 }
 
 }  // namespace

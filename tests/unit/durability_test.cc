@@ -138,26 +138,16 @@ class Node {
 
   uint64_t Put(const std::string& sid, const std::vector<std::pair<uint32_t, std::string>>& in,
                Dump* model = nullptr) {
-    Mutation m;
-    m.type = RecordType::kSsmPut;
-    m.sid = sid;
+    SsmPut m{sid, {}};
     for (const auto& [layer, blob] : in) m.layers.emplace_back(layer, Bytes::CopyOf(blob));
-    std::vector<std::pair<uint32_t, Bytes>> layers = m.layers;
-    uint64_t lsn = Apply(m, [&](const store::StateStore::Hook& hook) {
-      store_.PutMany(sid, std::move(layers), hook);
-    });
+    uint64_t lsn = Apply(m);
     if (model != nullptr) {
       for (const auto& [layer, blob] : in) (*model)[sid][layer] = blob;
     }
     return lsn;
   }
   uint64_t DropLayer(const std::string& sid, uint32_t layer, Dump* model = nullptr) {
-    Mutation m;
-    m.type = RecordType::kSsmDropLayer;
-    m.sid = sid;
-    m.layers.emplace_back(layer, Bytes());
-    uint64_t lsn =
-        Apply(m, [&](const store::StateStore::Hook& hook) { store_.Drop(sid, layer, hook); });
+    uint64_t lsn = Apply(SsmDropLayer{sid, layer});
     if (model != nullptr && model->contains(sid)) {
       (*model)[sid].erase(layer);
       if ((*model)[sid].empty()) model->erase(sid);
@@ -165,31 +155,25 @@ class Node {
     return lsn;
   }
   uint64_t DropSession(const std::string& sid, Dump* model = nullptr) {
-    Mutation m;
-    m.type = RecordType::kSsmDropSession;
-    m.sid = sid;
-    uint64_t lsn =
-        Apply(m, [&](const store::StateStore::Hook& hook) { store_.DropSession(sid, hook); });
+    uint64_t lsn = Apply(SsmDropSession{sid});
     if (model != nullptr) model->erase(sid);
     return lsn;
   }
   uint64_t FlushAll(Dump* model = nullptr) {
-    Mutation m;
-    m.type = RecordType::kFlushAll;
-    uint64_t lsn = Apply(m, [&](const store::StateStore::Hook& hook) {
-      hook();  // the record first; nothing else writes meanwhile in this test
-      store_.Clear();
-    });
+    // Nothing else writes meanwhile in this test, so no gate is needed.
+    uint64_t lsn = Apply(persist::FlushAll{});
     if (model != nullptr) model->clear();
     return lsn;
   }
 
  private:
-  template <typename Change>
-  uint64_t Apply(const Mutation& m, Change change) {
+  // The live path's steps (commands/mutate.h) without the gate: encode, then apply through
+  // persist::Apply with the append as its hook.
+  uint64_t Apply(const Mutation& m) {
     std::vector<Bytes> payload = EncodePayload(m);
     uint64_t lsn = 0;
-    change([&] { lsn = durability_->Append(m.type, std::move(payload)); });
+    persist::Apply(m, Stores{store_, nullptr, 0},
+                   [&] { lsn = durability_->Append(TypeOf(m), std::move(payload)); });
     return lsn;
   }
 

@@ -19,7 +19,10 @@
 #include <string>
 #include <vector>
 
+#include <xxhash.h>
+
 #include "common/bytes.h"
+#include "common/settings.h"
 #include "persist/log_format.h"
 #include "persist/log_writer.h"
 #include "persist/mutation.h"
@@ -41,40 +44,15 @@ std::string RandomBytes(size_t size, uint64_t seed) {
 }
 
 Mutation Put(std::string sid, std::vector<std::pair<uint32_t, std::string>> layers) {
-  Mutation m;
-  m.type = RecordType::kSsmPut;
-  m.sid = std::move(sid);
+  SsmPut m{std::move(sid), {}};
   for (auto& [layer, blob] : layers) m.layers.emplace_back(layer, Bytes::CopyOf(blob));
   return m;
 }
 
-Mutation DropLayer(std::string sid, uint32_t layer) {
-  Mutation m;
-  m.type = RecordType::kSsmDropLayer;
-  m.sid = std::move(sid);
-  m.layers.emplace_back(layer, Bytes());
-  return m;
-}
-
-Mutation DropSession(std::string sid) {
-  Mutation m;
-  m.type = RecordType::kSsmDropSession;
-  m.sid = std::move(sid);
-  return m;
-}
-
-Mutation FlushAll() {
-  Mutation m;
-  m.type = RecordType::kFlushAll;
-  return m;
-}
-
-Mutation SnapshotEnd(uint64_t count) {
-  Mutation m;
-  m.type = RecordType::kSnapshotEnd;
-  m.count = count;
-  return m;
-}
+Mutation DropLayer(std::string sid, uint32_t layer) { return SsmDropLayer{std::move(sid), layer}; }
+Mutation DropSession(std::string sid) { return SsmDropSession{std::move(sid)}; }
+Mutation Flush() { return FlushAll{}; }
+Mutation End(uint64_t count) { return SnapshotEnd{count}; }
 
 std::string Concat(const std::vector<Bytes>& pieces) {
   std::string out;
@@ -82,28 +60,11 @@ std::string Concat(const std::vector<Bytes>& pieces) {
   return out;
 }
 
-// A readable description of a mutation, so two can be compared with one EXPECT_EQ.
-std::string Describe(const Mutation& m) {
-  std::ostringstream out;
-  out << "type=" << static_cast<int>(m.type) << " sid='" << m.sid << "' count=" << m.count
-      << " layers=[";
-  for (const auto& [layer, blob] : m.layers) {
-    out << layer << ":" << blob.size() << ":" << std::hash<std::string_view>()(blob.view()) << " ";
-  }
-  out << "]";
-  return out.str();
-}
-
+// Same type and the same payload bytes.
 void ExpectSameMutation(const Mutation& expected, const Mutation& actual) {
-  EXPECT_EQ(actual.type, expected.type);
-  EXPECT_EQ(actual.sid, expected.sid);
-  EXPECT_EQ(actual.count, expected.count);
-  ASSERT_EQ(actual.layers.size(), expected.layers.size()) << Describe(actual);
-  for (size_t i = 0; i < expected.layers.size(); ++i) {
-    EXPECT_EQ(actual.layers[i].first, expected.layers[i].first) << "layer entry " << i;
-    EXPECT_TRUE(actual.layers[i].second.view() == expected.layers[i].second.view())
-        << "blob of layer entry " << i << " differs";
-  }
+  EXPECT_EQ(TypeOf(actual), TypeOf(expected));
+  EXPECT_TRUE(Concat(EncodePayload(actual)) == Concat(EncodePayload(expected)))
+      << Describe(actual) << " differs from " << Describe(expected);
 }
 
 // The six records every segment test uses: mixed types and sizes, with a ~2.4 KB record in the
@@ -114,7 +75,7 @@ std::vector<Mutation> SampleMutations() {
       DropLayer("s0", 7),
       Put("session-2", {{0, ""}, {1, RandomBytes(300, 2)}, {5, RandomBytes(2000, 3)}}),
       Put("s3", {{9, RandomBytes(9000, 4)}}),
-      FlushAll(),
+      Flush(),
       DropSession("s5"),
   };
 }
@@ -127,11 +88,25 @@ struct Image {
   std::vector<uint64_t> ends;
 };
 
-std::string FileHeaderBytes(const char (&magic)[8], uint64_t sequence, uint64_t base_lsn,
-                            uint32_t version = kFormatVersion) {
+constexpr uint32_t kSalt = 0x5a17f00d;
+
+FileHeader MakeFileHeader(const char (&magic)[8], uint64_t sequence, uint64_t base_lsn,
+                          uint32_t version = kFormatVersion, uint32_t salt = kSalt) {
   FileHeader h;
   std::memcpy(h.magic, magic, 8);
   h.version = version;
+  h.salt = salt;
+  h.sequence = sequence;
+  h.base_lsn = base_lsn;
+  return h;
+}
+
+std::string FileHeaderBytes(const char (&magic)[8], uint64_t sequence, uint64_t base_lsn,
+                            uint32_t version = kFormatVersion, uint32_t salt = kSalt) {
+  FileHeader h;
+  std::memcpy(h.magic, magic, 8);
+  h.version = version;
+  h.salt = salt;
   h.sequence = sequence;
   h.base_lsn = base_lsn;
   uint8_t out[kFileHeaderSize];
@@ -139,20 +114,21 @@ std::string FileHeaderBytes(const char (&magic)[8], uint64_t sequence, uint64_t 
   return std::string(reinterpret_cast<char*>(out), kFileHeaderSize);
 }
 
-std::string RecordBytes(const Mutation& m, uint64_t lsn) {
+std::string RecordBytes(const Mutation& m, uint64_t lsn, uint64_t seed) {
   std::vector<Bytes> payload = EncodePayload(m);
   uint8_t header[kRecordHeaderSize];
-  SealRecord(m.type, lsn, payload, header);
+  SealRecord(seed, TypeOf(m), lsn, payload, header);
   return std::string(reinterpret_cast<char*>(header), kRecordHeaderSize) + Concat(payload);
 }
 
-Image BuildImage(const std::vector<Mutation>& ms, uint64_t first_lsn = 1) {
+Image BuildImage(const std::vector<Mutation>& ms, uint64_t first_lsn = 1, uint32_t salt = kSalt) {
   Image image;
-  image.bytes = FileHeaderBytes(kLogFileMagic, 1, first_lsn);
+  image.bytes = FileHeaderBytes(kLogFileMagic, 1, first_lsn, kFormatVersion, salt);
+  const uint64_t seed = FileSeed(MakeFileHeader(kLogFileMagic, 1, first_lsn, kFormatVersion, salt));
   uint64_t lsn = first_lsn;
   for (const Mutation& m : ms) {
     image.starts.push_back(image.bytes.size());
-    image.bytes += RecordBytes(m, lsn++);
+    image.bytes += RecordBytes(m, lsn++, seed);
     image.ends.push_back(image.bytes.size());
   }
   return image;
@@ -248,7 +224,7 @@ class RecordReaderTest : public ::testing::Test {
       size_t k = first + i;
       EXPECT_EQ(r.offset, image_.starts[k] + shift) << "record " << k;
       EXPECT_EQ(r.header.lsn, k + 1) << "record " << k;
-      EXPECT_EQ(r.header.type, mutations_[k].type) << "record " << k;
+      EXPECT_EQ(r.header.type, TypeOf(mutations_[k])) << "record " << k;
       Mutation decoded;
       ASSERT_EQ(DecodePayload(r.header.type, r.payload, decoded), "") << "record " << k;
       ExpectSameMutation(mutations_[k], decoded);
@@ -303,11 +279,13 @@ TEST_F(RecordReaderTest, ChecksumCoversHeaderTailAndPayloadWhateverThePieces) {
   std::vector<Bytes> one = {Bytes::CopyOf("hello world")};
   std::vector<Bytes> three = {Bytes::CopyOf("hel"), Bytes::CopyOf(""), Bytes::CopyOf("lo world")};
   uint8_t a[kRecordHeaderSize], b[kRecordHeaderSize], c[kRecordHeaderSize];
-  SealRecord(RecordType::kSsmPut, 5, one, a);
-  SealRecord(RecordType::kSsmPut, 5, three, b);
+  SealRecord(9, RecordType::kSsmPut, 5, one, a);
+  SealRecord(9, RecordType::kSsmPut, 5, three, b);
   EXPECT_EQ(std::memcmp(a, b, kRecordHeaderSize), 0) << "checksum depends on piece boundaries";
-  SealRecord(RecordType::kSsmPut, 6, one, c);
+  SealRecord(9, RecordType::kSsmPut, 6, one, c);
   EXPECT_NE(GetU64(a), GetU64(c)) << "the lsn is not covered by the checksum";
+  SealRecord(10, RecordType::kSsmPut, 5, one, c);
+  EXPECT_NE(GetU64(a), GetU64(c)) << "the seed does not change the checksum";
   EXPECT_EQ(GetU64(a + 24), 11u);
 }
 
@@ -315,7 +293,7 @@ TEST_F(RecordReaderTest, LogWriterWritesTheDocumentedBytes) {
   {
     LogWriter writer(dir_, FsyncPolicy::kAlways, uint64_t{1} << 20, 1, 1, {});
     ASSERT_EQ(writer.Start(), "");
-    for (const Mutation& m : mutations_) writer.Append(m.type, EncodePayload(m));
+    for (const Mutation& m : mutations_) writer.Append(TypeOf(m), EncodePayload(m));
     writer.Sync();
     LogStats stats = writer.Stats();
     EXPECT_EQ(stats.written_lsn, mutations_.size());
@@ -324,6 +302,9 @@ TEST_F(RecordReaderTest, LogWriterWritesTheDocumentedBytes) {
   }
   ASSERT_TRUE(fs::exists(path_)) << "segment name is not log-<20 digits>.seg";
   std::string written = ReadFile(path_);
+  ASSERT_GE(written.size(), kFileHeaderSize);
+  // The salt is random per file; the rest follows from it.
+  image_ = BuildImage(mutations_, 1, GetU32(reinterpret_cast<const uint8_t*>(written.data()) + 12));
   ASSERT_EQ(written.size(), image_.bytes.size());
   EXPECT_TRUE(written == image_.bytes) << "LogWriter and the format description disagree";
 
@@ -490,6 +471,63 @@ TEST_F(RecordReaderTest, JunkBetweenRecordsIsCorruptionAndReadingResumesAfterIt)
   ExpectSampleRecords(s.resumed, 3, mutations_.size() - 3, junk.size());
 }
 
+// Issue 9, item 3: a value may hold bytes that look like records (a backup of the data
+// directory stored as a value). Cut inside such a value's record, the file must still read as a
+// torn tail: records copied from this file have lsns already read, and records copied from any
+// other file (another segment, a snapshot) fail this file's seeded checksum.
+TEST_F(RecordReaderTest, RecordsStoredInsideAValueNeverPassForRecordsOfTheLog) {
+  const Image other_segment = BuildImage(mutations_, 1, kSalt + 1);
+  std::string snapshot = FileHeaderBytes(kSnapshotFileMagic, 0, 7, kFormatVersion, 77);
+  const uint64_t snapshot_seed =
+      FileSeed(MakeFileHeader(kSnapshotFileMagic, 0, 7, kFormatVersion, 77));
+  for (const Mutation& m : mutations_) snapshot += RecordBytes(m, 0, snapshot_seed);
+  // The same file as it was before the value, twice, then another segment and a snapshot.
+  const std::string copies = image_.bytes + image_.bytes + other_segment.bytes + snapshot;
+  std::vector<Mutation> with_value = mutations_;
+  with_value.push_back(Put("backup", {{0, copies}}));
+  const Image image = BuildImage(with_value);
+  const uint64_t begin = image.starts.back(), end = image.ends.back();
+  ASSERT_NO_FATAL_FAILURE(WriteFile(path_, image.bytes));
+  for (uint64_t cut = end - 1; cut > begin; cut -= 97) {
+    ASSERT_EQ(::truncate(path_.c_str(), static_cast<off_t>(cut)), 0);
+    SCOPED_TRACE("cut at " + std::to_string(cut));
+    Scan s = ScanFile(path_);
+    ASSERT_EQ(s.records.size(), mutations_.size());
+    EXPECT_EQ(s.bad_offset, begin);
+    EXPECT_EQ(s.verdict, Verdict::kTornTail) << "a copy at " << s.next_valid << " passed";
+  }
+}
+
+TEST_F(RecordReaderTest, AnLsnThatDoesNotContinueTheSequenceIsBad) {
+  // Records 1, 2, 4: the third is whole and checksummed, but not the next record of this log.
+  std::string bytes = image_.bytes.substr(0, image_.ends[1]);
+  const uint64_t seed = FileSeed(MakeFileHeader(kLogFileMagic, 1, 1));
+  bytes += RecordBytes(mutations_[2], 4, seed);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(path_, bytes));
+  Scan s = ScanFile(path_);
+  ASSERT_EQ(s.records.size(), 2u);
+  EXPECT_EQ(s.bad_offset, image_.ends[1]);
+  EXPECT_NE(s.problem.find("expected 3"), std::string::npos) << s.problem;
+  // A segment whose first record is not its base lsn.
+  ASSERT_NO_FATAL_FAILURE(WriteFile(path_, BuildImage(mutations_, 1).bytes));
+  std::string shifted = FileHeaderBytes(kLogFileMagic, 1, 2) +
+                        BuildImage(mutations_, 1).bytes.substr(kFileHeaderSize);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(path_, shifted));
+  s = ScanFile(path_);
+  EXPECT_TRUE(s.records.empty());
+  EXPECT_EQ(s.bad_offset, kFileHeaderSize);
+}
+
+TEST_F(RecordReaderTest, VersionOneFilesStillReadWithSeedZero) {
+  std::string bytes = FileHeaderBytes(kLogFileMagic, 1, 1, 1, 0);
+  for (size_t k = 0; k < mutations_.size(); ++k) bytes += RecordBytes(mutations_[k], k + 1, 0);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(path_, bytes));
+  Scan s = ScanFile(path_);
+  ASSERT_EQ(s.open_error, "");
+  EXPECT_EQ(s.verdict, Verdict::kClean) << s.problem;
+  EXPECT_EQ(s.records.size(), mutations_.size());
+}
+
 TEST_F(RecordReaderTest, FileHeaderChecks) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(path_, image_.bytes));
   {
@@ -500,12 +538,13 @@ TEST_F(RecordReaderTest, FileHeaderChecks) {
     RecordReader reader;
     EXPECT_NE(reader.Open(dir_ + "/missing.seg", kLogFileMagic), "");
   }
-  std::string v2 = FileHeaderBytes(kLogFileMagic, 1, 1, 2) + image_.bytes.substr(kFileHeaderSize);
-  ASSERT_NO_FATAL_FAILURE(WriteFile(path_, v2));
-  {
+  for (uint32_t version : {0u, kFormatVersion + 1}) {
+    std::string other =
+        FileHeaderBytes(kLogFileMagic, 1, 1, version) + image_.bytes.substr(kFileHeaderSize);
+    ASSERT_NO_FATAL_FAILURE(WriteFile(path_, other));
     RecordReader reader;
     std::string err = reader.Open(path_, kLogFileMagic);
-    EXPECT_NE(err.find("version 2"), std::string::npos) << err;
+    EXPECT_NE(err.find("version " + std::to_string(version)), std::string::npos) << err;
   }
   ASSERT_NO_FATAL_FAILURE(WriteFile(path_, image_.bytes.substr(0, kFileHeaderSize)));
   {
@@ -546,9 +585,9 @@ std::vector<Mutation> CodecSamples() {
       DropLayer("", 12),
       DropSession("sess"),
       DropSession(""),
-      FlushAll(),
-      SnapshotEnd(0),
-      SnapshotEnd(uint64_t{1} << 40),
+      Flush(),
+      End(0),
+      End(uint64_t{1} << 40),
   };
   return out;
 }
@@ -560,7 +599,7 @@ TEST(MutationCodecTest, RoundTripsEveryRecordType) {
     SCOPED_TRACE(Describe(m));
     Bytes payload = Encoded(m);
     Mutation back;
-    ASSERT_EQ(DecodePayload(m.type, payload, back), "");
+    ASSERT_EQ(DecodePayload(TypeOf(m), payload, back), "");
     ExpectSameMutation(m, back);
   }
 }
@@ -570,25 +609,15 @@ TEST(MutationCodecTest, LargeBlobRoundTripsAsASliceWithoutACopy) {
   std::vector<Bytes> pieces = EncodePayload(m);
   // The blobs themselves are pieces, not copied into a metadata buffer.
   bool found = false;
-  for (const Bytes& p : pieces) found |= p.data() == m.layers[0].second.data();
+  for (const Bytes& p : pieces) found |= p.data() == std::get<SsmPut>(m).layers[0].second.data();
   EXPECT_TRUE(found) << "the 3 MB blob was copied into the payload pieces";
   Bytes payload = Bytes::CopyOf(Concat(pieces));
   Mutation back;
-  ASSERT_EQ(DecodePayload(m.type, payload, back), "");
+  ASSERT_EQ(DecodePayload(TypeOf(m), payload, back), "");
   ExpectSameMutation(m, back);
-  const uint8_t* blob = back.layers[0].second.data();
+  const uint8_t* blob = std::get<SsmPut>(back).layers[0].second.data();
   EXPECT_TRUE(blob >= payload.data() && blob < payload.data() + payload.size())
       << "decoded blob is not a slice of the payload";
-}
-
-TEST(MutationCodecTest, DropLayerWithoutALayerEncodesLayerZero) {
-  Mutation m;
-  m.type = RecordType::kSsmDropLayer;
-  m.sid = "s";
-  Mutation back;
-  ASSERT_EQ(DecodePayload(m.type, Encoded(m), back), "");
-  ASSERT_EQ(back.layers.size(), 1u);
-  EXPECT_EQ(back.layers[0].first, 0u);
 }
 
 TEST(MutationCodecTest, RejectsEveryTruncation) {
@@ -598,7 +627,7 @@ TEST(MutationCodecTest, RejectsEveryTruncation) {
     for (size_t length = 0; length < full.size(); ++length) {
       Bytes cut = Bytes::CopyOf(std::string_view(full).substr(0, length));
       Mutation back;
-      EXPECT_NE(DecodePayload(m.type, cut, back), "")
+      EXPECT_NE(DecodePayload(TypeOf(m), cut, back), "")
           << "accepted a payload cut to " << length << " of " << full.size() << " bytes";
     }
   }
@@ -609,7 +638,7 @@ TEST(MutationCodecTest, RejectsTrailingBytes) {
     SCOPED_TRACE(Describe(m));
     Bytes longer = Bytes::CopyOf(Concat(EncodePayload(m)) + "Z");
     Mutation back;
-    std::string err = DecodePayload(m.type, longer, back);
+    std::string err = DecodePayload(TypeOf(m), longer, back);
     EXPECT_NE(err.find("trailing"), std::string::npos) << err;
   }
 }
@@ -633,6 +662,112 @@ TEST(MutationCodecTest, RejectsUnknownTypesAndAbsurdLayerCounts) {
   std::string put = Concat(EncodePayload(Put("s", {{1, "abcd"}})));
   PutU64(reinterpret_cast<uint8_t*>(put.data()) + 4 + 1 + 4 + 4, uint64_t{1} << 62);
   EXPECT_NE(DecodePayload(RecordType::kSsmPut, Bytes::CopyOf(put), back), "");
+}
+
+// Replay checks against limits no setting can pass: a record accepted live under any value the
+// settings allow must replay after a restart with the defaults.
+TEST(MutationLimitsTest, ReplayLimitsAreAtLeastTheLargestSettings) {
+  const Limits hard = Limits::Hard();
+  auto max = [](Setting id) {
+    return static_cast<uint64_t>(Settings::Specs()[static_cast<size_t>(id)].max);
+  };
+  EXPECT_GE(hard.max_sid_len, max(Setting::kMaxSidLen));
+  EXPECT_GE(hard.max_layers, max(Setting::kVstoreMaxLayers));
+  EXPECT_GE(hard.max_tokens, max(Setting::kVstoreMaxTokens));
+  EXPECT_GE(hard.max_tokens, uint64_t{1} << 40) << "logs of builds that allowed 2^40 tokens";
+  EXPECT_EQ(hard.max_dim, max(Setting::kVstoreMaxDim));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Golden bytes: each payload layout of docs/storage-format.md written out by hand from the
+// document's tables (little-endian; `str` is a u32 length and the bytes), not produced by the
+// encoder under test.
+
+std::string Hex(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == ' ') {
+      ++i;
+      continue;
+    }
+    out += static_cast<char>(std::stoi(std::string(text.substr(i, 2)), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
+TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
+  const std::string row(16, '\x11'), hashes = Hex("0102030405060708");
+  KvRegister reg;
+  reg.ns = "ns", reg.key_index = 5, reg.value_index = 6, reg.kv_dim = 32, reg.tier = 2;
+  reg.block_size = 16, reg.prefill_us = 1000, reg.block_hashes.pieces = {Bytes::CopyOf(hashes)};
+  KvPrefix prefix;
+  static_cast<PrefixFields&>(prefix) = reg;
+  prefix.key_index = prefix.value_index = 0;
+  prefix.prefill_us = PrefixFields::kNoPrefill;
+  const std::string register_tail = "20000000 02000000 10000000";
+  const std::vector<std::pair<Mutation, std::string>> cases = {
+      {Put("ab", {{7, "xyz"}}), Hex("02000000 6162 01000000 07000000 0300000000000000") + "xyz"},
+      {DropLayer("ab", 9), Hex("02000000 6162 09000000")},
+      {DropSession("ab"), Hex("02000000 6162")},
+      {Flush(), ""},
+      {End(5), Hex("0500000000000000")},
+      {VCreate{"v", 3, 64, 2}, Hex("01000000 76 0300000000000000 40000000 02000000")},
+      {VStore{"v", 1, 2, 1, 4, 8, Blob{{Bytes::CopyOf(row)}}},
+       Hex("01000000 76 01000000 0200000000000000 0100000000000000 04000000 08000000 "
+           "1000000000000000") +
+           row},
+      {VDrop{"v"}, Hex("01000000 76")},
+      {reg, Hex("02000000 6e73 0500000000000000 0600000000000000 " + register_tail +
+                " e803000000000000 0800000000000000") +
+                hashes},
+      {KvDrop{"ns"}, Hex("02000000 6e73")},
+      {prefix, Hex("02000000 6e73 0000000000000000 0000000000000000 " + register_tail +
+                   " ffffffffffffffff 0800000000000000") +
+                   hashes},
+  };
+  std::vector<bool> seen(64);
+  for (const auto& [m, golden] : cases) {
+    SCOPED_TRACE(Describe(m));
+    seen[static_cast<size_t>(TypeOf(m))] = true;
+    EXPECT_TRUE(Concat(EncodePayload(m)) == golden) << "the encoder disagrees with the document";
+    Mutation back;
+    ASSERT_EQ(DecodePayload(TypeOf(m), Bytes::CopyOf(golden), back), "");
+    EXPECT_TRUE(Concat(EncodePayload(back)) == golden);
+  }
+  // Every record type the decoder knows has a golden case.
+  for (size_t type = 0; type < 64; ++type) {
+    Mutation m;
+    if (DecodePayload(static_cast<RecordType>(type), Bytes(), m).starts_with("unknown")) continue;
+    EXPECT_TRUE(seen[type]) << "no golden bytes for record type " << type;
+  }
+}
+
+TEST(GoldenBytesTest, FileHeaderSeedAndRecordChecksumAreTheDocumentedOnes) {
+  // A segment header with salt 0x01020304, sequence 3, base lsn 10.
+  const std::string header = std::string("PFXDLOG\0", 8) + Hex("02000000 04030201") +
+                             Hex("0300000000000000 0a00000000000000");
+  const FileHeader decoded = DecodeFileHeader(reinterpret_cast<const uint8_t*>(header.data()));
+  EXPECT_EQ(decoded.salt, 0x01020304u);
+  EXPECT_EQ(decoded.sequence, 3u);
+  const uint64_t seed = XXH3_64bits(header.data(), header.size());
+  EXPECT_EQ(FileSeed(decoded), seed);
+  // A drop-session record of sid "ab" at lsn 10: header bytes [8, 32) then the payload, hashed
+  // with the file's seed.
+  const std::string tail = Hex("50465852 03 00 0000 0a00000000000000 0600000000000000");
+  const std::string payload = Hex("02000000 6162");
+  const std::string hashed = tail + payload;
+  const uint64_t checksum = XXH3_64bits_withSeed(hashed.data(), hashed.size(), seed);
+  uint8_t sealed[kRecordHeaderSize];
+  SealRecord(seed, RecordType::kSsmDropSession, 10, EncodePayload(DropSession("ab")), sealed);
+  std::string expected(8, '\0');
+  PutU64(reinterpret_cast<uint8_t*>(expected.data()), checksum);
+  expected += tail;
+  EXPECT_TRUE(std::string(reinterpret_cast<char*>(sealed), kRecordHeaderSize) == expected);
+  // Version 1 files: seed 0.
+  FileHeader v1 = decoded;
+  v1.version = 1;
+  EXPECT_EQ(FileSeed(v1), 0u);
 }
 
 }  // namespace

@@ -266,8 +266,12 @@ TEST_F(VectorStoreTest, ForEachSessionCopiesWholeLayers) {
     ASSERT_EQ(layers.size(), 2u);
     EXPECT_EQ(layers[1].layer, 4u);
     EXPECT_EQ(layers[1].length, 5u);
-    EXPECT_EQ(Floats(layers[1].rows)[3 * kDim], 9.0f);
-    EXPECT_EQ(Floats(layers[1].rows)[0], 0.0f);
+    // Rows as stored: the chunk from its first row, the gap before row 3 zero.
+    ASSERT_EQ(layers[1].runs.size(), 1u);
+    EXPECT_EQ(layers[1].runs[0].start, 0u);
+    EXPECT_EQ(layers[1].runs[0].rows.rows, 5u);
+    EXPECT_EQ(Floats(layers[1].runs[0].rows)[3 * kDim], 9.0f);
+    EXPECT_EQ(Floats(layers[1].runs[0].rows)[0], 0.0f);
   });
   EXPECT_EQ(sessions, 2);
 }
@@ -341,6 +345,39 @@ TEST_F(VectorStoreTest, SnapshotRunsHoldOnlyStoredRowsAndReplayTheSameLayer) {
     auto a = store_.ReadRange("s", 0, s, e), b = replayed.ReadRange("s", 0, s, e);
     EXPECT_EQ(Floats(a->second.rows), Floats(b->second.rows)) << s;
     EXPECT_EQ(a->second.length, b->second.length);
+  }
+}
+
+// The estimate a write is checked against before it is logged counts the chunks the write
+// touches: a row at a high start costs what a row at 0 does (plus at most a chunk), never a
+// table up to it; and it bounds what the write really allocates.
+TEST_F(VectorStoreTest, WriteCostEstimateCountsOnlyTheChunksAWriteTouches) {
+  const uint64_t wide_row = 65536 * 4;  // dim 65536 fp32: one row per chunk
+  const uint64_t at_zero = VectorStore::WriteCostEstimate(65536, Tier::kFp32, 0, 1);
+  EXPECT_GE(at_zero, wide_row);
+  EXPECT_EQ(VectorStore::WriteCostEstimate(65536, Tier::kFp32, (uint64_t{1} << 28) - 1, 1),
+            at_zero);
+  EXPECT_EQ(VectorStore::WriteCostEstimate(65536, Tier::kFp32, (uint64_t{1} << 40) - 1, 1),
+            at_zero);
+  // Narrow rows (4096 per chunk): at most one chunk more than the rows, wherever they start.
+  const uint64_t row = kDim * 4;
+  for (uint64_t start : {uint64_t{0}, uint64_t{4095}, uint64_t{1} << 40}) {
+    const uint64_t cost = VectorStore::WriteCostEstimate(kDim, Tier::kFp32, start, 10);
+    EXPECT_GE(cost, 10 * row) << start;
+    EXPECT_LE(cost, (10 + 4096) * row + 1024) << start;
+  }
+  // A dense write costs its rows; a range past any row id saturates.
+  EXPECT_GE(VectorStore::WriteCostEstimate(kDim, Tier::kFp32, 0, 1'000'000), 1'000'000 * row);
+  EXPECT_EQ(VectorStore::WriteCostEstimate(kDim, Tier::kFp32, ~uint64_t{0}, 2), ~uint64_t{0});
+  // Real writes stay within their estimates.
+  Put(5, 0, 1, 1.0f);  // the layer's own bookkeeping is not a write's
+  for (auto [start, count] :
+       {std::pair<uint64_t, uint64_t>{4'000'000'000, 1}, {4093, 7}, {0, 9000}}) {
+    const uint64_t before = store_.Stats().allocated_bytes + store_.Stats().overhead_bytes;
+    Put(5, start, count, 1.0f);
+    const uint64_t after = store_.Stats().allocated_bytes + store_.Stats().overhead_bytes;
+    EXPECT_LE(after - before, VectorStore::WriteCostEstimate(kDim, Tier::kFp32, start, count))
+        << start;
   }
 }
 

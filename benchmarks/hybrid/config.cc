@@ -10,6 +10,8 @@
 #include <sstream>
 #include <utility>
 
+#include "family_config.h"
+
 namespace prefixd::hybrid {
 namespace {
 
@@ -36,6 +38,10 @@ ModelConfig Qwen35Defaults() {
   c.linear_conv_kernel_dim = 4;
   return c;
 }
+
+}  // namespace
+
+namespace config_json {
 
 // Reads an integer field, keeping `*out` when absent; a present non-integer is an error.
 Status ReadInt(const Json& j, const char* key, int64_t* out) {
@@ -68,7 +74,11 @@ Status ReadBool(const Json& j, const char* key, bool* out) {
   return Status::Ok();
 }
 
-}  // namespace
+}  // namespace config_json
+
+using config_json::ReadBool;
+using config_json::ReadDouble;
+using config_json::ReadInt;
 
 int64_t ModelConfig::num_linear_layers() const {
   int64_t n = 0;
@@ -76,9 +86,14 @@ int64_t ModelConfig::num_linear_layers() const {
   return n;
 }
 
-int64_t ModelConfig::num_attention_layers() const { return num_layers() - num_linear_layers(); }
+int64_t ModelConfig::num_attention_layers() const {
+  int64_t n = 0;
+  for (LayerKind k : layers) n += k == LayerKind::kFullAttention;
+  return n;
+}
 
 Status ModelConfig::Validate() const {
+  if (family != ModelFamily::kQwen35) return ValidateFamily(*this);
   auto bad = [&](const std::string& what) {
     return Status::InvalidArgument("model config " + name + ": " + what);
   };
@@ -112,6 +127,7 @@ Status ModelConfig::Validate() const {
 }
 
 std::string ModelConfig::Canonical() const {
+  if (family != ModelFamily::kQwen35) return FamilyCanonical(*this);
   std::ostringstream out;
   out.precision(17);
   out << "qwen35-hybrid/v1 vocab=" << vocab_size << " hidden=" << hidden_size
@@ -127,6 +143,7 @@ std::string ModelConfig::Canonical() const {
 }
 
 std::string ModelConfig::Summary() const {
+  if (family != ModelFamily::kQwen35) return FamilySummary(*this);
   std::ostringstream out;
   out << name << ": " << num_layers() << " layers (" << num_linear_layers() << " GDN + "
       << num_attention_layers() << " attention), hidden " << hidden_size << ", FFN "
@@ -139,10 +156,15 @@ std::string ModelConfig::Summary() const {
 }
 
 std::vector<std::string> BuiltinConfigNames() {
-  return {"tiny", "small", "qwen3.5-0.8b", "qwen3.5-4b"};
+  std::vector<std::string> names = {"tiny", "small", "qwen3.5-0.8b", "qwen3.5-4b"};
+  for (std::string& n : FamilyBuiltinNames()) names.push_back(std::move(n));
+  return names;
 }
 
 Result<ModelConfig> BuiltinConfig(std::string_view name) {
+  if (auto family = FamilyBuiltinConfig(name); family.status().code() != StatusCode::kNotFound) {
+    return family;
+  }
   ModelConfig c = Qwen35Defaults();
   c.name = std::string(name);
   if (name == "tiny") {
@@ -333,9 +355,15 @@ Status ReadTie(const Json& root, const Json& text, bool* tied) {
 
 Result<ModelConfig> ConfigFromJson(std::string_view json_text, std::string name) {
   Json root = Json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    // Python's json module writes float("inf") as a bare Infinity (Mamba-2's time_step_limit).
+    const std::string finite = ReplaceNonFiniteJsonLiterals(json_text);
+    root = Json::parse(finite, nullptr, /*allow_exceptions=*/false);
+  }
   if (root.is_discarded() || !root.is_object()) {
     return Status::InvalidArgument("config.json: not a JSON object");
   }
+  if (auto family = FamilyConfigFromJson(root, name); family.has_value()) return *family;
   const Json* text = &root;
   if (auto it = root.find("text_config"); it != root.end() && !it->is_null()) {
     if (!it->is_object()) return Status::InvalidArgument("config.json: text_config not an object");

@@ -1,5 +1,6 @@
 // ModelConfig: the shape of a Qwen3.5-architecture hybrid decoder (Gated DeltaNet layers and
-// gated full-attention layers, 3:1), from a built-in name or a Hugging Face style config.json.
+// gated full-attention layers, 3:1), or of a pure recurrent Mamba-2 or RWKV-7 model
+// (family_config.h), from a built-in name or a Hugging Face style config.json.
 // Plain values: any thread.
 //
 // The math these shapes feed is in ../shared/reference/qwen35-arch.md; the names below follow the
@@ -18,10 +19,45 @@ namespace prefixd::hybrid {
 enum class LayerKind : uint8_t {
   kLinear,         // Gated DeltaNet ("linear_attention")
   kFullAttention,  // gated softmax attention ("full_attention")
+  kMamba2,         // a Mamba-2 (SSD) mixer block (family_config.h)
+  kRwkv7,          // an RWKV-7 time-mix + channel-mix block (family_config.h)
+};
+
+// Which architecture the layers belong to. Qwen3.5 mixes kLinear and kFullAttention; the pure
+// recurrent families have one layer kind each.
+enum class ModelFamily : uint8_t { kQwen35, kMamba2, kRwkv7 };
+
+// Mamba-2's shape (Hugging Face Mamba2Config names). intermediate = num_heads · head_dim
+// (= expand · hidden_size); B and C are shared by the heads of each of n_groups groups.
+struct Mamba2Shape {
+  int64_t state_size = 128;
+  int64_t n_groups = 1;
+  int64_t num_heads = 0;
+  int64_t head_dim = 64;
+  int64_t conv_kernel = 4;
+  bool use_conv_bias = true;
+  bool use_bias = false;
+  double time_step_min = 0.0;  // time_step_limit: dt is clamped to [min, max]
+  double time_step_max = 1e300;
+
+  int64_t intermediate() const { return num_heads * head_dim; }
+  int64_t conv_dim() const { return intermediate() + 2 * n_groups * state_size; }
+  int64_t in_proj_dim() const { return 2 * intermediate() + 2 * n_groups * state_size + num_heads; }
+};
+
+// RWKV-7's shape (flash-linear-attention RWKV7Config names). Heads are hidden_size / head_dim;
+// the FFN width is ModelConfig::intermediate_size.
+struct Rwkv7Shape {
+  int64_t head_dim = 64;
+  int64_t decay_low_rank_dim = 64;
+  int64_t a_low_rank_dim = 64;
+  int64_t v_low_rank_dim = 32;
+  int64_t gate_low_rank_dim = 128;
 };
 
 struct ModelConfig {
   std::string name;
+  ModelFamily family = ModelFamily::kQwen35;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -43,6 +79,10 @@ struct ModelConfig {
   int64_t linear_key_head_dim = 0;
   int64_t linear_value_head_dim = 0;
   int64_t linear_conv_kernel_dim = 4;
+
+  // The pure recurrent families (family_config.h); rms_norm_eps is their norm epsilon.
+  Mamba2Shape mamba2;
+  Rwkv7Shape rwkv7;
 
   int64_t num_layers() const { return static_cast<int64_t>(layers.size()); }
   int64_t rope_dim() const {

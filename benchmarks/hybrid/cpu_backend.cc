@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cpu_kernels.h"
+#include "family_cpu_backend.h"
 #include "thread_pool.h"
 
 namespace prefixd::hybrid {
@@ -21,9 +22,7 @@ class CpuBackend final : public Backend {
       : config_(config),
         weights_(std::move(weights)),
         chunk_(std::max<int64_t>(options.prefill_chunk, 1)),
-        pool_(options.threads > 0
-                  ? options.threads
-                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+        pool_(ResolveThreads(options.threads)),
         state_(config) {
     // Our pool owns the parallelism; OpenBLAS threads would contend with it for the cores.
     openblas_set_num_threads(1);
@@ -41,15 +40,7 @@ class CpuBackend final : public Backend {
 
   Status Forward(std::span<const int32_t> tokens, std::span<float> logits,
                  const ProgressFn& progress) override {
-    if (tokens.empty()) return Status::InvalidArgument("Forward needs at least one token");
-    if (!logits.empty() && static_cast<int64_t>(logits.size()) != config_.vocab_size) {
-      return Status::InvalidArgument("logits buffer is not vocab_size floats");
-    }
-    for (int32_t t : tokens) {
-      if (t < 0 || t >= config_.vocab_size) {
-        return Status::InvalidArgument("token id " + std::to_string(t) + " outside the vocabulary");
-      }
-    }
+    PREFIXD_RETURN_IF_ERROR(CheckForwardArgs(config_, tokens, logits));
     const int64_t total = static_cast<int64_t>(tokens.size());
     state_.Reserve(state_.n_tokens() + total);
     for (int64_t done = 0; done < total;) {
@@ -280,7 +271,17 @@ Result<std::unique_ptr<Backend>> MakeCpuBackend(const ModelConfig& config,
   if (weights == nullptr || static_cast<int64_t>(weights->layers.size()) != config.num_layers()) {
     return Status::InvalidArgument("weights do not match the model config");
   }
+  if (config.family == ModelFamily::kMamba2) {
+    return MakeMamba2CpuBackend(config, std::move(weights), options);
+  }
+  if (config.family == ModelFamily::kRwkv7) {
+    return MakeRwkv7CpuBackend(config, std::move(weights), options);
+  }
   return std::unique_ptr<Backend>(new CpuBackend(config, std::move(weights), options));
+}
+
+int ResolveThreads(int threads) {
+  return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 std::string BlasCoreName() {

@@ -14,6 +14,9 @@ struct CpuOptions {
   int64_t prefill_chunk = 512;  // tokens per forward step in a long prefill
 };
 
+// The pool size for CpuOptions::threads: itself when positive, else one per core.
+int ResolveThreads(int threads);
+
 // `weights` must match `config` (TensorSlots) and is shared, read-only, by every backend built
 // from it.
 Result<std::unique_ptr<Backend>> MakeCpuBackend(const ModelConfig& config,

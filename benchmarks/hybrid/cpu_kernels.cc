@@ -21,13 +21,6 @@ constexpr int64_t kKeySplit = 4096;
 // Channels per causal-conv work item.
 constexpr int64_t kConvBlock = 512;
 
-float ReduceLanes(float* acc) {
-  for (int width = kLanes / 2; width >= 1; width /= 2) {
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  }
-  return acc[0];
-}
-
 }  // namespace
 
 float Dot(const float* a, const float* b, int64_t n) {
@@ -71,6 +64,22 @@ void L2NormalizeRow(float* x, int64_t dim, float eps, float scale) {
 
 void CausalConvSilu(ThreadPool& pool, const float* in, int64_t n, int64_t channels,
                     const float* weight, int64_t kernel, float* state, float* out) {
+  CausalConvBiasSilu(pool, {.in = in,
+                            .in_stride = channels,
+                            .n = n,
+                            .channels = channels,
+                            .weight = weight,
+                            .bias = nullptr,
+                            .kernel = kernel,
+                            .state = state,
+                            .out = out,
+                            .out_stride = channels});
+}
+
+void CausalConvBiasSilu(ThreadPool& pool, const ConvArgs& a) {
+  const int64_t kernel = a.kernel;
+  const int64_t channels = a.channels;
+  const int64_t n = a.n;
   const int64_t history = kernel - 1;
   const int64_t blocks = (channels + kConvBlock - 1) / kConvBlock;
   pool.For(blocks, [&](int64_t b) {
@@ -79,14 +88,14 @@ void CausalConvSilu(ThreadPool& pool, const float* in, int64_t n, int64_t channe
     // Tap-major weights for this block, so the channel loop is contiguous.
     std::vector<float> taps(static_cast<size_t>(kernel * width));
     for (int64_t j = 0; j < kernel; ++j) {
-      for (int64_t c = 0; c < width; ++c) taps[j * width + c] = weight[(c0 + c) * kernel + j];
+      for (int64_t c = 0; c < width; ++c) taps[j * width + c] = a.weight[(c0 + c) * kernel + j];
     }
     // Input row s of the extended sequence [state; in], s in [-history, n).
     auto row = [&](int64_t s) -> const float* {
-      return s < 0 ? state + (history + s) * channels + c0 : in + s * channels + c0;
+      return s < 0 ? a.state + (history + s) * channels + c0 : a.in + s * a.in_stride + c0;
     };
     for (int64_t t = 0; t < n; ++t) {
-      float* o = out + t * channels + c0;
+      float* o = a.out + t * a.out_stride + c0;
       const float* x0 = row(t - history);
       for (int64_t c = 0; c < width; ++c) o[c] = taps[c] * x0[c];
       for (int64_t j = 1; j < kernel; ++j) {
@@ -94,12 +103,15 @@ void CausalConvSilu(ThreadPool& pool, const float* in, int64_t n, int64_t channe
         const float* tj = taps.data() + j * width;
         for (int64_t c = 0; c < width; ++c) o[c] += tj[c] * xj[c];
       }
+      if (a.bias != nullptr) {
+        for (int64_t c = 0; c < width; ++c) o[c] += a.bias[c0 + c];
+      }
       for (int64_t c = 0; c < width; ++c) o[c] = Silu(o[c]);
     }
     // The new history is the last K-1 rows of [state; in]; rows move forward, so copy in order.
     for (int64_t h = 0; h < history; ++h) {
       const float* src = row(n - history + h);
-      float* dst = state + h * channels + c0;
+      float* dst = a.state + h * channels + c0;
       if (src != dst) std::copy(src, src + width, dst);
     }
   });

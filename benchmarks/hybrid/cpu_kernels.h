@@ -49,6 +49,14 @@ inline float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x));
 // increasing i, then lanes are added pairwise (l + 8, l + 4, l + 2, l + 1).
 float Dot(const float* a, const float* b, int64_t n);
 float SumSquares(const float* x, int64_t n);
+// Adds 16 lane partial sums pairwise (l + 8, l + 4, l + 2, l + 1), in place; returns the total.
+// Inline: the recurrences call it once per state row and token.
+inline float ReduceLanes(float* acc) {
+  for (int width = 8; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  }
+  return acc[0];
+}
 
 // y[n, out] = x[n, in] · w[out, in]ᵀ, row-major, all leading dimensions dense.
 void Gemm(ThreadPool& pool, const float* x, int64_t n, int64_t in, const float* w, int64_t out,
@@ -68,6 +76,23 @@ void L2NormalizeRow(float* x, int64_t dim, float eps, float scale);
 // advanced to the last K−1 inputs. `weight` is [channels, K].
 void CausalConvSilu(ThreadPool& pool, const float* in, int64_t n, int64_t channels,
                     const float* weight, int64_t kernel, float* state, float* out);
+
+// The same with a per-channel bias added before the SiLU (null: none) and row strides: token t's
+// channels are read at in + t·in_stride and written at out + t·out_stride (Mamba-2's xBC is a
+// column range of its input projection).
+struct ConvArgs {
+  const float* in;
+  int64_t in_stride;
+  int64_t n;
+  int64_t channels;
+  const float* weight;
+  const float* bias;
+  int64_t kernel;
+  float* state;
+  float* out;
+  int64_t out_stride;
+};
+void CausalConvBiasSilu(ThreadPool& pool, const ConvArgs& args);
 
 // The Gated DeltaNet recurrence of one value head over n tokens, canonical and sequential:
 //   M ← α_t M;  u = M k_t;  M ← M + β_t (v_t − u) k_tᵀ;  o_t = M q_t

@@ -1,6 +1,7 @@
 // prefixd-hybrid: the reference client. `sweep` measures, for each prefix length, the time to
 // first token of a cold prefill against a warm start that fetches the prefix state from prefixd
 // in a separate process (`warm`, which the sweep spawns), and checks the two agree bit for bit.
+// Models: Qwen3.5 (Gated DeltaNet + attention), Mamba-2 and RWKV-7 (CPU only).
 // Single-threaded driver; the model's own pool does the parallel work.
 #include <spawn.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -110,6 +112,13 @@ void CheckBackendAvailable(const std::string& backend) {
 #endif
 }
 
+// The CUDA backend has the Qwen3.5 kernels only; Mamba-2 and RWKV-7 run on the CPU for now.
+void RequireCudaFamily(const ModelConfig& config) {
+  if (config.family != ModelFamily::kQwen35) {
+    Die("the CUDA backend runs the Qwen3.5 family only; use --backend cpu for " + config.name);
+  }
+}
+
 Loaded LoadModel(const Common& common) {
   CheckBackendAvailable(common.backend);
   Loaded out;
@@ -126,6 +135,7 @@ Loaded LoadModel(const Common& common) {
                                        {.threads = common.threads, .prefill_chunk = common.chunk}),
                         "CPU backend");
   } else if (common.backend == "cuda") {
+    RequireCudaFamily(out.config);
 #ifdef PREFIXD_HYBRID_HAVE_CUDA
     out.backend = OrDie(MakeCudaBackend(out.config, *weights, {.prefill_chunk = common.chunk}),
                         "CUDA backend");
@@ -169,17 +179,28 @@ KvTransport ResolveTransport(const Common& common, Client& client) {
   return has ? KvTransport::kVStore : KvTransport::kSsm;
 }
 
-std::vector<int64_t> ParseLengths(const std::string& text) {
+// A comma-separated list of integers in [min, max]; `what` names an item in errors.
+std::vector<int64_t> ParseIntList(const std::string& text, const std::string& what, int64_t min,
+                                  int64_t max) {
   std::vector<int64_t> out;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
     char* end = nullptr;
+    errno = 0;
     const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v <= 0) Die("bad prefix length '" + item + "'");
+    if (item.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
+      Die("bad " + what + " '" + item + "'");
+    }
     out.push_back(v);
   }
-  if (out.empty()) Die("--lengths is empty");
+  if (out.empty()) Die("no " + what + " given");
+  return out;
+}
+
+std::vector<int64_t> ParseLengths(const std::string& text) {
+  std::vector<int64_t> out =
+      ParseIntList(text, "prefix length", 1, std::numeric_limits<int64_t>::max());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -484,6 +505,44 @@ int RunWarm(const Common& common, const WarmArgs& args) {
   return 0;
 }
 
+struct ForwardArgs {
+  std::string tokens;
+  int decode_tokens = 0;
+  std::string out;
+};
+
+// One prompt through the model: the last token's logits, their argmax, every layer's state digest
+// and a greedy continuation, as JSON. For checking this implementation against the upstream code
+// on the same checkpoint (--model dir --weights dir) with the same token ids.
+int RunForward(const Common& common, const ForwardArgs& args) {
+  std::vector<int32_t> tokens;
+  for (int64_t t : ParseIntList(args.tokens, "token id", 0, std::numeric_limits<int32_t>::max())) {
+    tokens.push_back(static_cast<int32_t>(t));
+  }
+  Loaded model = LoadModel(common);
+  std::vector<float> logits(static_cast<size_t>(model.config.vocab_size));
+  OrDie(model.backend->Forward(tokens, logits), "forward");
+  OrDie(model.backend->PullState(), "reading the device state");
+  const std::vector<std::string> digests = DigestState(model.backend->host_state());
+  const int32_t first = Argmax(logits);
+  const std::vector<int32_t> greedy =
+      OrDie(GreedyContinue(*model.backend, first, args.decode_tokens), "decode");
+  const std::string text = Json{
+      {"model", model.config.Summary()},
+      {"weights", model.weights_identity},
+      {"tokens", tokens.size()},
+      {"argmax", first},
+      {"logits", logits},
+      {"layer_digests", digests},
+      {"greedy", greedy}}.dump();
+  if (args.out.empty()) {
+    std::printf("%s\n", text.c_str());
+  } else {
+    WriteFile(args.out, text);
+  }
+  return 0;
+}
+
 struct CompareArgs {
   std::string lengths = "40,300,2100";
   int suffix_tokens = 7;
@@ -525,6 +584,11 @@ void AddStateChecks(const ModelConfig& c, const SequenceState& got, const Sequen
 // pull / reset / push of its state (what hydration does).
 int RunCompare(const Common& common, const CompareArgs& args) {
   CheckBackendAvailable(common.backend);
+  // The per-head state checks below know the Qwen3.5 layer layout, and the CUDA backend runs
+  // no other family yet.
+  if (OrDie(LoadConfig(common.model), "model config").family != ModelFamily::kQwen35) {
+    Die("compare checks the Qwen3.5 family only; Mamba-2 and RWKV-7 run on the CPU backend");
+  }
   const ModelConfig config = OrDie(LoadConfig(common.model), "model config");
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   auto weights = std::make_shared<ModelWeights>(
@@ -668,7 +732,9 @@ int RunLogits(const Common& common, const LogitsArgs& args) {
 }
 
 void AddCommon(CLI::App* app, Common* c) {
-  app->add_option("--model", c->model, "tiny | small | qwen3.5-0.8b | qwen3.5-4b | config.json")
+  app->add_option("--model", c->model,
+                  "tiny | small | qwen3.5-0.8b | qwen3.5-4b | mamba2-tiny | mamba2-130m | "
+                  "mamba2-370m | rwkv7-tiny | rwkv7-0.1b | config.json")
       ->capture_default_str();
   app->add_option("--weights", c->weights, "synthetic | synthetic:<seed> | file.safetensors | dir")
       ->capture_default_str();
@@ -689,7 +755,7 @@ void AddCommon(CLI::App* app, Common* c) {
 int main(int argc, char** argv) {
   using namespace prefixd::hybrid;
   CLI::App app{
-      "prefixd-hybrid: warm vs cold time to first token of a Qwen3.5-architecture hybrid "
+      "prefixd-hybrid: warm vs cold time to first token of a Qwen3.5 hybrid, Mamba-2 or RWKV-7 "
       "model, with its prefix state in prefixd"};
   app.require_subcommand(1);
   Common sweep_common, warm_common;
@@ -755,8 +821,19 @@ int main(int argc, char** argv) {
   logits_cmd->add_option("--decode-tokens", logits.decode_tokens, "greedy tokens (logits rows)")
       ->capture_default_str();
   logits_cmd->add_option("--out", logits.out, "writes OUT.json and OUT.f32")->required();
+  Common forward_common;
+  ForwardArgs forward;
+  CLI::App* forward_cmd = app.add_subcommand(
+      "forward", "One prompt through the model: logits, state digests, greedy tokens (JSON)");
+  AddCommon(forward_cmd, &forward_common);
+  forward_cmd->add_option("--tokens", forward.tokens, "prompt token ids, comma-separated")
+      ->required();
+  forward_cmd->add_option("--decode-tokens", forward.decode_tokens, "greedy tokens to append")
+      ->capture_default_str();
+  forward_cmd->add_option("--out", forward.out, "write the JSON here (default: stdout)");
   CLI11_PARSE(app, argc, argv);
   if (sweep_cmd->parsed()) return RunSweep(sweep_common, sweep);
+  if (forward_cmd->parsed()) return RunForward(forward_common, forward);
   if (compare_cmd->parsed()) return RunCompare(compare_common, compare);
   if (logits_cmd->parsed()) return RunLogits(logits_common, logits);
   return RunWarm(warm_common, warm);

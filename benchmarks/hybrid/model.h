@@ -7,6 +7,14 @@
 //                   recurrent [Hv, Dv, Dk]     fp32, value-major: element (h, i, j) is row i,
 //                                               column j of M_h = S_hᵀ (S_h key-major as in HF).
 //   full attention: k, v      [n_tokens, Hkv·D] fp32, K after k_norm and RoPE, V raw.
+//   Mamba-2:        conv      [K−1, conv_dim]  fp32, the last K−1 pre-conv xBC rows, oldest first;
+//                   recurrent [H, P, N]        fp32, the SSM state (HF's ssm_states layout).
+//   RWKV-7:         conv      [1, hidden]      fp32, time-mix token shift: the last attn_norm
+//                                               output;
+//                   recurrent [H, Dv, Dk]      fp32, value-major WKV state (BlinkDL's layout,
+//                                               the transpose of fla's key-major one);
+//                   ffn_shift [1, hidden]      fp32, channel-mix token shift: the last ffn_norm
+//                                               output.
 //
 // Bit-exactness contract: Forward() is one function for prefill and decode, deterministic for
 // given (state, tokens) on one binary and CPU. So hydrating the state a cold prefill produced
@@ -37,7 +45,23 @@ struct LayerState {
   FloatBuffer recurrent;  // GDN: [Hv, Dv, Dk]
   FloatBuffer k;          // attention: [n_tokens, kv_dim] (size() is exactly n_tokens rows)
   FloatBuffer v;          // attention: [n_tokens, kv_dim]
+  FloatBuffer ffn_shift;  // RWKV-7: [1, hidden]
+
+  uint64_t bytes() const {
+    return conv.bytes() + recurrent.bytes() + k.bytes() + v.bytes() + ffn_shift.bytes();
+  }
 };
+
+// The fixed-size arrays of a recurrent layer's state (GDN, Mamba-2, RWKV-7) in stored order,
+// each with its state-blob shape (a leading batch dimension of 1); empty for attention layers.
+enum class StateSlot : uint8_t { kConv, kRecurrent, kFfnShift };
+struct StateArraySpec {
+  StateSlot slot;
+  std::vector<uint32_t> shape;
+};
+FloatBuffer& SlotBuffer(LayerState& layer, StateSlot slot);
+const FloatBuffer& SlotBuffer(const LayerState& layer, StateSlot slot);
+std::vector<StateArraySpec> RecurrentStateArrays(const ModelConfig& config, LayerKind kind);
 
 class SequenceState {
  public:
@@ -66,7 +90,7 @@ class SequenceState {
   std::vector<LayerState> layers_;
 };
 
-// 128-bit XXH3 of one layer's state in its stored order: conv then recurrent, or k then v.
+// 128-bit XXH3 of one layer's state in its stored order: conv, recurrent(, ffn_shift), or k, v.
 using LayerDigest = std::array<uint64_t, 2>;
 LayerDigest DigestLayer(const LayerState& layer);
 std::string DigestHex(const LayerDigest& digest);
@@ -95,6 +119,11 @@ class Backend {
   // Empty sequence, with room for `reserve_tokens` attention rows.
   virtual void Reset(int64_t reserve_tokens = 0) = 0;
 };
+
+// The checks every Backend::Forward makes: at least one token, every id inside the vocabulary,
+// and `logits` empty or exactly vocab_size floats.
+Status CheckForwardArgs(const ModelConfig& config, std::span<const int32_t> tokens,
+                        std::span<const float> logits);
 
 // Index of the largest logit; the first on ties.
 int32_t Argmax(std::span<const float> logits);

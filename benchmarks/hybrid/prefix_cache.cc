@@ -60,7 +60,7 @@ std::vector<uint8_t> EncodeManifest(const Manifest& m) {
   Put<uint32_t>(out, m.transport == KvTransport::kVStore ? 0 : 1);
   Put<uint32_t>(out, 0);
   for (const ManifestEntry& e : m.layers) {
-    Put<uint32_t>(out, e.kind == LayerKind::kLinear ? 0 : 1);
+    Put<uint32_t>(out, static_cast<uint32_t>(e.kind));
     Put<uint32_t>(out, 0);
     Put<uint64_t>(out, e.bytes);
     Put<uint64_t>(out, e.digest[0]);
@@ -91,7 +91,12 @@ std::optional<Manifest> DecodeManifest(std::span<const uint8_t> blob, std::strin
   p = blob.data() + kManifestHeader;
   for (uint32_t i = 0; i < n_layers; ++i, p += kManifestEntry) {
     ManifestEntry e;
-    e.kind = Get<uint32_t>(p) == 0 ? LayerKind::kLinear : LayerKind::kFullAttention;
+    const uint32_t kind = Get<uint32_t>(p);
+    if (kind > static_cast<uint32_t>(LayerKind::kRwkv7)) {
+      *why = "the manifest names an unknown layer kind";
+      return std::nullopt;
+    }
+    e.kind = static_cast<LayerKind>(kind);
     e.bytes = Get<uint64_t>(p + 8);
     e.digest = {Get<uint64_t>(p + 16), Get<uint64_t>(p + 24)};
     m.layers.push_back(e);
@@ -105,7 +110,7 @@ std::string PkSid(std::string_view ns) { return std::string(ns) + "_pk"; }
 std::string PvSid(std::string_view ns) { return std::string(ns) + "_pv"; }
 
 // A fetched array must have exactly this fp32 shape; copies it into `dst`.
-bool TakeArray(const StateArrayView& a, std::initializer_list<uint32_t> shape, FloatBuffer& dst) {
+bool TakeArray(const StateArrayView& a, std::span<const uint32_t> shape, FloatBuffer& dst) {
   if (a.dtype != DType::kFloat32 ||
       !std::equal(a.shape.begin(), a.shape.end(), shape.begin(), shape.end())) {
     return false;
@@ -169,21 +174,13 @@ Result<StoreReport> HybridPrefixCache::Store(Client& client, std::string_view ns
   int64_t rank = 0;
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const LayerState& layer = state.layers()[static_cast<size_t>(i)];
-    manifest.layers.push_back(
-        {layer.kind,
-         layer.conv.bytes() + layer.recurrent.bytes() + layer.k.bytes() + layer.v.bytes(),
-         DigestLayer(layer)});
+    manifest.layers.push_back({layer.kind, layer.bytes(), DigestLayer(layer)});
     report.bytes += manifest.layers.back().bytes;
-    if (layer.kind == LayerKind::kLinear) {
-      const StateArray arrays[2] = {{DType::kFloat32,
-                                     {1, static_cast<uint32_t>(c.linear_conv_kernel_dim - 1),
-                                      static_cast<uint32_t>(c.conv_dim())},
-                                     Bytes(layer.conv)},
-                                    {DType::kFloat32,
-                                     {1, static_cast<uint32_t>(c.linear_num_value_heads),
-                                      static_cast<uint32_t>(c.linear_value_head_dim),
-                                      static_cast<uint32_t>(c.linear_key_head_dim)},
-                                     Bytes(layer.recurrent)}};
+    if (layer.kind != LayerKind::kFullAttention) {
+      std::vector<StateArray> arrays;
+      for (const StateArraySpec& a : RecurrentStateArrays(c, layer.kind)) {
+        arrays.push_back({DType::kFloat32, a.shape, Bytes(SlotBuffer(layer, a.slot))});
+      }
       PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, EncodeStateBlob(arrays));
       blobs.push_back(std::move(blob));
       blob_layers.push_back(static_cast<uint32_t>(i));
@@ -237,7 +234,7 @@ Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_vie
   const bool kv_in_ssm = options_.kv == KvTransport::kSsm;
   std::vector<uint32_t> layers;
   for (int64_t i = 0; i < c.num_layers(); ++i) {
-    if (c.layers[static_cast<size_t>(i)] == LayerKind::kLinear || kv_in_ssm) {
+    if (c.layers[static_cast<size_t>(i)] != LayerKind::kFullAttention || kv_in_ssm) {
       layers.push_back(static_cast<uint32_t>(i));
     }
   }
@@ -263,25 +260,22 @@ Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_vie
   for (size_t b = 0; b + 1 < blobs.size(); ++b) {
     const uint32_t i = layers[b];
     if (!blobs[b].has_value()) return miss("layer " + std::to_string(i) + " is absent");
-    auto arrays = DecodeStateBlob(*blobs[b]);
-    if (!arrays.ok() || arrays->size() != 2) {
-      return miss("layer " + std::to_string(i) + " is not a 2-array state blob");
-    }
     LayerState& layer = state->layers()[i];
-    bool ok;
-    if (layer.kind == LayerKind::kLinear) {
-      ok = TakeArray((*arrays)[0],
-                     {1, static_cast<uint32_t>(c.linear_conv_kernel_dim - 1),
-                      static_cast<uint32_t>(c.conv_dim())},
-                     layer.conv) &&
-           TakeArray((*arrays)[1],
-                     {1, static_cast<uint32_t>(c.linear_num_value_heads),
-                      static_cast<uint32_t>(c.linear_value_head_dim),
-                      static_cast<uint32_t>(c.linear_key_head_dim)},
-                     layer.recurrent);
+    const std::vector<StateArraySpec> specs = RecurrentStateArrays(c, layer.kind);
+    const size_t expected = layer.kind == LayerKind::kFullAttention ? 2 : specs.size();
+    auto arrays = DecodeStateBlob(*blobs[b]);
+    if (!arrays.ok() || arrays->size() != expected) {
+      return miss("layer " + std::to_string(i) + " is not a " + std::to_string(expected) +
+                  "-array state blob");
+    }
+    bool ok = true;
+    if (layer.kind != LayerKind::kFullAttention) {
+      for (size_t a = 0; a < specs.size() && ok; ++a) {
+        ok = TakeArray((*arrays)[a], specs[a].shape, SlotBuffer(layer, specs[a].slot));
+      }
     } else {
-      ok = TakeArray((*arrays)[0], {1, n, kv_heads, head_dim}, layer.k) &&
-           TakeArray((*arrays)[1], {1, n, kv_heads, head_dim}, layer.v);
+      const uint32_t kv_shape[4] = {1, n, kv_heads, head_dim};
+      ok = TakeArray((*arrays)[0], kv_shape, layer.k) && TakeArray((*arrays)[1], kv_shape, layer.v);
     }
     if (!ok) return miss("layer " + std::to_string(i) + " has the wrong shapes");
   }
@@ -321,8 +315,7 @@ Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_vie
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const LayerState& layer = state->layers()[static_cast<size_t>(i)];
     const ManifestEntry& e = manifest->layers[static_cast<size_t>(i)];
-    const uint64_t bytes =
-        layer.conv.bytes() + layer.recurrent.bytes() + layer.k.bytes() + layer.v.bytes();
+    const uint64_t bytes = layer.bytes();
     if (e.kind != layer.kind || e.bytes != bytes) {
       return miss("layer " + std::to_string(i) + " does not match the manifest");
     }

@@ -1,11 +1,15 @@
-// HybridPrefixCache: stores and fetches the whole prefix state of a hybrid model (Gated DeltaNet
-// layers and attention layers) in prefixd, for any C++ inference server that holds its state as
-// a SequenceState. Stateless apart from its settings: one instance may serve many threads, each
-// with its own prefixd::Client.
+// HybridPrefixCache: stores and fetches the whole prefix state of a hybrid or recurrent model
+// (Gated DeltaNet and attention layers, or Mamba-2 or RWKV-7 layers) in prefixd, for any C++
+// inference server that holds its state as a SequenceState. Stateless apart from its settings: one
+// instance may serve many threads, each with its own prefixd::Client.
 //
 // Layout in the server, for a namespace `ns` (PrefixNamespace):
-//   SSM.PREFIX  ns, layer i (GDN layer i): v1 state blob, 2 arrays
-//                 conv [1, K−1, conv_dim] fp32 and recurrent [1, Hv, Dv, Dk] fp32;
+//   SSM.PREFIX  ns, layer i (a recurrent layer): v1 state blob, the arrays of
+//                 RecurrentStateArrays (model.h), all fp32:
+//                 GDN      conv [1, K−1, conv_dim], recurrent [1, Hv, Dv, Dk];
+//                 Mamba-2  conv [1, K−1, conv_dim], ssm [1, H, P, N];
+//                 RWKV-7   time-mix shift [1, 1, hidden], wkv [1, H, N, N] (value-major),
+//                          channel-mix shift [1, 1, hidden];
 //   V-store     KV.PREFIX.REGISTER ns <kv_dim> fp32 → sessions ns_pk / ns_pv, where layer r (the
 //                 rank of the attention layer among attention layers) holds n_tokens fp32 rows
 //                 of kv_dim: K after k_norm + RoPE, and V;
@@ -14,7 +18,8 @@
 //   SSM.PREFIX  ns, layer num_layers: the manifest (below), written last, in the same MSTORE as
 //                 the GDN layers, so its presence means every part was stored.
 // Manifest, little-endian: "PXHYBMF1", u32 version 1, u32 num_layers, u64 n_tokens,
-//   u32 transport (0 V-store, 1 SSM), u32 0, then per layer u32 kind (0 GDN, 1 attention), u32 0,
+//   u32 transport (0 V-store, 1 SSM), u32 0, then per layer u32 kind (0 GDN, 1 attention,
+//   2 Mamba-2, 3 RWKV-7), u32 0,
 //   u64 payload bytes, u64 digest high, u64 digest low (XXH3-128 as DigestLayer).
 //
 // A fetch is all or nothing: a missing manifest or layer, a length or shape mismatch, or a digest

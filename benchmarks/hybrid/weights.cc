@@ -28,6 +28,7 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 
 constexpr std::string_view kTextPrefix = "model.language_model.";
 constexpr std::string_view kTextOnlyPrefix = "model.";
+constexpr std::string_view kMambaPrefix = "backbone.";
 // The safetensors reference refuses headers over 100 MB; so do we, before allocating.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
@@ -71,7 +72,12 @@ void Synthesise(const TensorSlot& slot, uint64_t seed, int64_t begin, int64_t en
       half_width = static_cast<float>(sqrt3 * 0.02);
       break;
     case InitKind::kZeroCentredNorm:
+    case InitKind::kBias:
       half_width = 0.05f;
+      break;
+    case InitKind::kUnitInterval:
+      half_width = 0.5f;
+      center = 0.5f;
       break;
     case InitKind::kPlainNorm:
       half_width = 0.05f;
@@ -137,7 +143,7 @@ Status Bad(const std::string& path, const std::string& what) {
 }  // namespace
 
 size_t ModelWeights::bytes() const {
-  size_t n = embed.bytes() + final_norm.bytes() + lm_head.bytes();
+  size_t n = embed.bytes() + final_norm.bytes() + lm_head.bytes() + final_norm_bias.bytes();
   for (const LayerWeights& l : layers) {
     for (const FloatBuffer* b :
          {&l.input_norm,       &l.post_norm,          &l.mlp_gate,         &l.mlp_up,
@@ -147,11 +153,13 @@ size_t ModelWeights::bytes() const {
           &l.attn.v_proj,      &l.attn.o_proj,        &l.attn.q_norm,      &l.attn.k_norm}) {
       n += b->bytes();
     }
+    for (const FloatBuffer* b : FamilyLayerBuffers(l)) n += b->bytes();
   }
   return n;
 }
 
 std::vector<TensorSlot> TensorSlots(const ModelConfig& c, ModelWeights* w) {
+  if (c.family != ModelFamily::kQwen35) return FamilyTensorSlots(c, w);
   std::vector<TensorSlot> slots;
   const int64_t hidden = c.hidden_size;
   auto add = [&](std::string name, std::vector<int64_t> shape, FloatBuffer* dest, InitKind init,
@@ -412,7 +420,8 @@ Result<ModelWeights> LoadSafetensorsWeights(const ModelConfig& config, const std
     if (slot.name == "lm_head.weight") {
       candidates = {"lm_head.weight", std::string(kTextPrefix) + "lm_head.weight"};
     } else {
-      candidates = {std::string(kTextPrefix) + slot.name, std::string(kTextOnlyPrefix) + slot.name};
+      candidates = {std::string(kTextPrefix) + slot.name, std::string(kTextOnlyPrefix) + slot.name,
+                    std::string(kMambaPrefix) + slot.name};
     }
     auto found = index.end();
     for (const std::string& name : candidates) {

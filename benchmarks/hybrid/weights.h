@@ -48,6 +48,44 @@ struct FullAttentionWeights {
   FloatBuffer k_norm;  // [D], zero-centred
 };
 
+// A Mamba-2 mixer (transformers' Mamba2Mixer), under "backbone.layers.N.mixer.".
+struct Mamba2Weights {
+  FloatBuffer in_proj;        // [2·intermediate + 2·G·N + H, hidden], rows [z | xBC | dt]
+  FloatBuffer in_proj_bias;   // [in_proj_dim], use_bias only
+  FloatBuffer conv1d;         // [conv_dim, K]
+  FloatBuffer conv1d_bias;    // [conv_dim], use_conv_bias only
+  FloatBuffer dt_bias;        // [H]
+  FloatBuffer a_log;          // [H]
+  FloatBuffer d;              // [H]
+  FloatBuffer norm;           // [intermediate], gated RMSNorm weight (plain)
+  FloatBuffer out_proj;       // [hidden, intermediate]
+  FloatBuffer out_proj_bias;  // [hidden], use_bias only
+};
+
+// A low-rank path: up · act(down · x) + bias ("lora.0.weight", "lora.2.weight", "lora.2.bias").
+struct LoraWeights {
+  FloatBuffer down;  // [rank, hidden]
+  FloatBuffer up;    // [out, rank]
+  FloatBuffer bias;  // [out]; empty for the gate path
+};
+
+// An RWKV-7 block (flash-linear-attention's RWKV7Block), under "model.layers.N.".
+struct Rwkv7Weights {
+  FloatBuffer pre_norm_w, pre_norm_b;        // [hidden], layer 0 only (LayerNorm on the embedding)
+  FloatBuffer attn_norm_w, attn_norm_b;      // [hidden]
+  FloatBuffer x_r, x_w, x_k, x_v, x_a, x_g;  // [hidden] token-shift mixes
+  FloatBuffer k_k, k_a;                      // [hidden]
+  FloatBuffer r_k;                           // [H, N]
+  FloatBuffer r_proj, k_proj, v_proj;        // [hidden, hidden]
+  FloatBuffer o_proj;                        // [hidden, hidden]
+  LoraWeights w_lora, a_lora, v_lora, g_lora;  // v_lora: layers > 0 only
+  FloatBuffer g_norm_w, g_norm_b;              // [hidden], GroupNorm of H groups
+  FloatBuffer ffn_norm_w, ffn_norm_b;          // [hidden]
+  FloatBuffer ffn_x_k;                         // [hidden]
+  FloatBuffer ffn_key;                         // [ffn, hidden]
+  FloatBuffer ffn_value;                       // [hidden, ffn]
+};
+
 struct LayerWeights {
   LayerKind kind = LayerKind::kLinear;
   FloatBuffer input_norm;         // [hidden], zero-centred
@@ -57,12 +95,15 @@ struct LayerWeights {
   FloatBuffer mlp_down;           // [hidden, ffn]
   LinearAttentionWeights linear;  // kLinear only
   FullAttentionWeights attn;      // kFullAttention only
+  Mamba2Weights mamba2;           // kMamba2 only (input_norm: the block's plain RMSNorm)
+  Rwkv7Weights rwkv7;             // kRwkv7 only
 };
 
 struct ModelWeights {
-  FloatBuffer embed;       // [vocab, hidden]
-  FloatBuffer final_norm;  // [hidden], zero-centred
-  FloatBuffer lm_head;     // [vocab, hidden]; empty when the embeddings are tied
+  FloatBuffer embed;            // [vocab, hidden]
+  FloatBuffer final_norm;       // [hidden], zero-centred
+  FloatBuffer lm_head;          // [vocab, hidden]; empty when the embeddings are tied
+  FloatBuffer final_norm_bias;  // [hidden], RWKV-7's final LayerNorm only
   std::vector<LayerWeights> layers;
   // What produced these numbers, for the prefix-cache namespace: "synthetic:v1:seed=N" or
   // "safetensors:<digest of headers and sizes>".
@@ -81,9 +122,12 @@ enum class InitKind : uint8_t {
   kALog,             // log(U(1, 16)), as the reference init
   kDtBias,           // softplus^-1(dt), dt log-uniform in [1e-3, 1e-1]
   kConv,             // uniform, std = 1 / sqrt(3 K)
+  kBias,             // uniform in [-0.05, 0.05]
+  kUnitInterval,     // uniform in [0, 1) (RWKV-7's token-shift mixes)
 };
 
-// One parameter: its checkpoint name below "model.language_model." (or "lm_head.weight"), its
+// One parameter: its checkpoint name below "model.language_model." (Qwen3.5), "model." (Qwen3.5
+// text-only, RWKV-7) or "backbone." (Mamba-2), or "lm_head.weight"; its
 // checkpoint shape, where it goes, and how to synthesise it.
 struct TensorSlot {
   std::string name;
@@ -95,6 +139,10 @@ struct TensorSlot {
 
 // Every parameter the config needs, in a fixed order; `weights->layers` is sized to match.
 std::vector<TensorSlot> TensorSlots(const ModelConfig& config, ModelWeights* weights);
+// The same for the Mamba-2 and RWKV-7 families (family_weights.cc).
+std::vector<TensorSlot> FamilyTensorSlots(const ModelConfig& config, ModelWeights* weights);
+// Every family-specific buffer of a layer, for byte counts.
+std::vector<const FloatBuffer*> FamilyLayerBuffers(const LayerWeights& layer);
 
 // Deterministic synthetic weights: element i of tensor `name` is a function of (seed, name, i)
 // only, so generation runs in parallel on `threads` threads and gives the same bits anywhere.

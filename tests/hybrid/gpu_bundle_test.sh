@@ -22,9 +22,12 @@ for f in bin/prefixd-server bin/prefixd-hybrid run-gpu-check.sh; do
   [ -x "$BUNDLE/$f" ] || fail "$f is missing or not executable"
 done
 [ -f "$BUNDLE/hf_reference.py" ] || fail "hf_reference.py is missing"
-ls "$BUNDLE"/lib/*.so* >/dev/null 2>&1 || fail "lib/ is empty"
+[ -f "$BUNDLE/lib.tar.xz" ] || fail "lib.tar.xz is missing"
+[ -e "$BUNDLE/lib" ] && fail "lib/ should travel packed"
 bytes=$(du -sb "$BUNDLE" | cut -f1)
-[ "$bytes" -le $((56 << 20)) ] || fail "the bundle is $bytes bytes, over 56 MiB"
+[ "$bytes" -le $((48 << 20)) ] || fail "the bundle is $bytes bytes as carried, over 48 MiB"
+tar -C "$BUNDLE" -xJf "$BUNDLE/lib.tar.xz" || fail "lib.tar.xz does not unpack"
+ls "$BUNDLE"/lib/*.so* >/dev/null 2>&1 || fail "lib/ is empty"
 
 # The directory holding the CUDA runtime libraries here, standing in for the GPU image's.
 cuda_dir=""

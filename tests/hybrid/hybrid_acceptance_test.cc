@@ -4,8 +4,6 @@
 // bit-exact and every token the same; a partial hit (a layer dropped or corrupted) must fall back
 // to a cold prefill with the same tokens. Also runs the `sweep` program end to end.
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,119 +15,36 @@
 
 #include "config.h"
 #include "cpu_backend.h"
+#include "hybrid_test_util.h"
 #include "integration/server_fixture.h"
 #include "model.h"
 #include "prefix_cache.h"
 #include "prefixd/client.h"
+#include "two_process_fixture.h"
 #include "weights.h"
-
-extern char** environ;
 
 namespace prefixd::hybrid {
 namespace {
 
 using Json = nlohmann::json;
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::ColdRun;
+using test::ReadText;
+using test::RunHybrid;
 
-// Runs prefixd-hybrid with `args`; its exit status (-1 if it did not exit normally).
-int RunHybrid(std::vector<std::string> args) {
-  args.insert(args.begin(), PREFIXD_HYBRID_BINARY);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// What the cold process saw.
-struct ColdRun {
-  std::string ns;
-  std::vector<int32_t> prefix, suffix, tokens;
-  std::vector<std::string> prefix_digests;
-};
-
-class HybridAcceptance : public it::ServerTest {
+class HybridAcceptance : public test::TwoProcessTest {
  protected:
   static constexpr int kDecode = 12;
 
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartServer());
-    auto client = Client::Connect("127.0.0.1", server_.port());
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::make_unique<Client>(std::move(*client));
-    config_ = *BuiltinConfig("tiny");
-    auto weights = SyntheticWeights(config_, 0, 2);  // what --weights synthetic means
-    ASSERT_TRUE(weights.ok());
-    identity_ = weights->identity;
-    backend_ =
-        std::move(*MakeCpuBackend(config_, std::make_shared<ModelWeights>(std::move(*weights))));
-    tmp_ = std::filesystem::temp_directory_path() / ("hybrid-acc-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(tmp_);
-  }
-  void TearDown() override { std::filesystem::remove_all(tmp_); }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start("tiny", 0)); }
 
   bool HasVStore() {
     auto has = ServerHasVStore(*client_);
     return has.ok() && *has;
   }
 
-  // Cold: prefill the prefix, store its state, then the suffix and greedy decoding.
   ColdRun Cold(const HybridPrefixCache& cache, int64_t prefix_len, uint64_t seed) {
-    ColdRun run;
-    run.prefix = PseudoRandomTokens(prefix_len, config_.vocab_size, seed);
-    run.suffix = PseudoRandomTokens(7, config_.vocab_size, seed + 1);
-    run.ns = PrefixNamespace(config_, identity_, run.prefix);
-    backend_->Reset();
-    EXPECT_TRUE(backend_->Forward(run.prefix, {}).ok());
-    run.prefix_digests = DigestState(backend_->host_state());
-    auto stored = cache.Store(*client_, run.ns, backend_->host_state());
-    EXPECT_TRUE(stored.ok()) << stored.status().ToString();
-    std::vector<float> logits(config_.vocab_size);
-    EXPECT_TRUE(backend_->Forward(run.suffix, logits).ok());
-    run.tokens = *GreedyContinue(*backend_, Argmax(logits), kDecode);
-    return run;
-  }
-
-  // The warm process for `run`; its result file as JSON.
-  Json Warm(const ColdRun& run, KvTransport kv) {
-    const std::string request = (tmp_ / "request.json").string();
-    const std::string result = (tmp_ / "result.json").string();
-    std::ofstream(request) << Json{
-        {"ns", run.ns},
-        {"prefix", run.prefix},
-        {"suffix", run.suffix},
-        {"decode_tokens",
-         kDecode}}.dump();
-    std::filesystem::remove(result);
-    const int rc =
-        RunHybrid({"warm", "--model", "tiny", "--weights", "synthetic", "--port",
-                   std::to_string(server_.port()), "--kv-via", std::string(KvTransportName(kv)),
-                   "--request", request, "--result", result});
-    EXPECT_EQ(rc, 0) << "prefixd-hybrid warm failed";
-    Json out = Json::parse(ReadText(result), nullptr, false);
-    EXPECT_FALSE(out.is_discarded()) << "no result file";
-    return out;
-  }
-
-  void ExpectSameAsCold(const ColdRun& run, const Json& warm) {
-    ASSERT_TRUE(warm.contains("layer_digests"));
-    const auto digests = warm["layer_digests"].get<std::vector<std::string>>();
-    ASSERT_EQ(digests.size(), run.prefix_digests.size());
-    for (size_t i = 0; i < digests.size(); ++i) {
-      EXPECT_EQ(digests[i], run.prefix_digests[i]) << "layer " << i << " differs";
-    }
-    EXPECT_EQ(warm["tokens"].get<std::vector<int32_t>>(), run.tokens);
+    return TwoProcessTest::Cold(cache, prefix_len, seed, kDecode);
   }
 
   void BitExactThroughTwoProcesses(KvTransport kv) {
@@ -143,12 +58,6 @@ class HybridAcceptance : public it::ServerTest {
                                                    config_.kv_dim() * 4);
     ExpectSameAsCold(run, warm);
   }
-
-  std::unique_ptr<Client> client_;
-  ModelConfig config_;
-  std::string identity_;
-  std::unique_ptr<Backend> backend_;
-  std::filesystem::path tmp_;
 };
 
 TEST_F(HybridAcceptance, BitExactThroughTwoProcessesKvViaSsm) {

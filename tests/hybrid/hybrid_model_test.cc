@@ -24,6 +24,7 @@ TEST(HybridConfig, BuiltinsHaveTheReferenceShapes) {
   for (const std::string& name : BuiltinConfigNames()) {
     auto c = BuiltinConfig(name);
     ASSERT_TRUE(c.ok()) << name << ": " << c.status().ToString();
+    if (c->family != ModelFamily::kQwen35) continue;  // hybrid_families_model_test
     EXPECT_EQ(c->num_layers() % 4, 0) << name;
     for (int64_t i = 0; i < c->num_layers(); ++i) {
       EXPECT_EQ(c->layers[i] == LayerKind::kFullAttention, (i + 1) % 4 == 0) << name << " " << i;

@@ -47,6 +47,16 @@ run() {
   return 0
 }
 
+# lib/ travels packed (gpu_bundle.sh): unpack it next to bin/, where the binaries' RPATH looks.
+if [ ! -d "$BUNDLE/lib" ] && [ -f "$BUNDLE/lib.tar.xz" ]; then
+  if command -v xz >/dev/null; then
+    tar -C "$BUNDLE" -xJf "$BUNDLE/lib.tar.xz"
+  else
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$BUNDLE/lib.tar.xz" "$BUNDLE"
+  fi || { echo "!!! could not unpack lib.tar.xz"; exit 2; }
+fi
+
 step "machine (bundle $(cat "$BUNDLE/VERSION" 2>/dev/null))"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 echo "CPUs: $(nproc); memory: $(awk '/MemTotal/ {print int($2/1048576) " GiB"}' /proc/meminfo)"

@@ -11,7 +11,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libasio-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libhiredis-dev libxxhash-dev
   redis-server redis-tools python3 python3-redis
-  libopenblas-dev nlohmann-json3-dev
+  libopenblas-dev nlohmann-json3-dev patchelf python3-numpy
   clang-14 libclang-rt-14-dev libfuzzer-14-dev clang-format
 )
 missing=()

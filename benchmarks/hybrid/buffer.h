@@ -69,6 +69,7 @@ class FloatBuffer {
   float* data() { return data_.get(); }
   const float* data() const { return data_.get(); }
   size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
   size_t bytes() const { return size_ * sizeof(float); }
   bool empty() const { return size_ == 0; }
   float& operator[](size_t i) { return data_[i]; }

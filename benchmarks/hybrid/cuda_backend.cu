@@ -5,10 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "attention_split.h"
 
 namespace prefixd::hybrid {
 namespace {
@@ -34,17 +39,21 @@ Status CudaFailure(cudaError_t e, const char* what) {
     }                                                                   \
   } while (false)
 
+// After every kernel launch: a bad configuration (too many threads, too much shared memory)
+// fails here, at the launch that caused it, rather than at the next synchronisation.
+#define HY_LAUNCHED() HY_CUDA(cudaGetLastError())
+
 // Owned device memory of `count` elements of T.
 template <typename T>
 class DeviceArray {
  public:
   DeviceArray() = default;
-  ~DeviceArray() { Release(); }
+  ~DeviceArray() { static_cast<void>(Release()); }  // a destructor has no one to tell
   DeviceArray(DeviceArray&& o) noexcept
       : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
   DeviceArray& operator=(DeviceArray&& o) noexcept {
     if (this != &o) {
-      Release();
+      static_cast<void>(Release());  // noexcept; Ensure() is where frees are checked
       ptr_ = std::exchange(o.ptr_, nullptr);
       count_ = std::exchange(o.count_, 0);
     }
@@ -54,7 +63,7 @@ class DeviceArray {
   // Makes room for at least `count` elements; the contents are lost when it grows.
   Status Ensure(size_t count) {
     if (count <= count_) return Status::Ok();
-    Release();
+    HY_CUDA(Release());
     HY_CUDA(cudaMalloc(&ptr_, std::max<size_t>(count, 1) * sizeof(T)));
     count_ = count;
     return Status::Ok();
@@ -64,20 +73,23 @@ class DeviceArray {
   size_t count() const { return count_; }
 
  private:
-  void Release() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+  cudaError_t Release() {
+    const cudaError_t e = ptr_ != nullptr ? cudaFree(ptr_) : cudaSuccess;
     ptr_ = nullptr;
     count_ = 0;
+    return e;
   }
   T* ptr_ = nullptr;
   size_t count_ = 0;
 };
 using DeviceFloats = DeviceArray<float>;
 
-Status Upload(const FloatBuffer& host, DeviceFloats* dev) {
+// Queues the copy of `host` into `dev` on `stream`; the caller synchronises the stream before the
+// host buffer may change or the device copy is read.
+Status Upload(const FloatBuffer& host, DeviceFloats* dev, cudaStream_t stream) {
   PREFIXD_RETURN_IF_ERROR(dev->Ensure(host.size()));
   if (!host.empty()) {
-    HY_CUDA(cudaMemcpy(dev->get(), host.data(), host.bytes(), cudaMemcpyHostToDevice));
+    HY_CUDA(cudaMemcpyAsync(dev->get(), host.data(), host.bytes(), cudaMemcpyHostToDevice, stream));
   }
   return Status::Ok();
 }
@@ -153,24 +165,32 @@ __global__ void OutputGateKernel(float* attn, const float* qg, int heads, int d,
 }
 
 // Causal depthwise conv + SiLU, one thread per channel walking the tokens in order; `state`
-// ([K−1, channels], oldest first) supplies the history and is advanced.
+// ([K−1, channels], oldest first) supplies the history and is advanced. K is a template
+// parameter so the weights and the sliding window live in registers (fully unrolled loops over
+// fixed-size arrays), never in local memory.
 constexpr int kMaxConvKernel = 8;
+template <int K>
 __global__ void CausalConvKernel(const float* in, int n, int channels, const float* weight,
-                                 int kernel, float* state, float* out) {
+                                 float* state, float* out) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= channels) return;
-  float w[kMaxConvKernel];
-  float window[kMaxConvKernel];  // window[j] = x[t − (K−1) + j]
-  for (int j = 0; j < kernel; ++j) w[j] = weight[static_cast<size_t>(c) * kernel + j];
-  for (int j = 0; j + 1 < kernel; ++j) window[j] = state[static_cast<size_t>(j) * channels + c];
+  float w[K];
+  float window[K];  // window[j] = x[t − (K−1) + j]
+#pragma unroll
+  for (int j = 0; j < K; ++j) w[j] = weight[static_cast<size_t>(c) * K + j];
+#pragma unroll
+  for (int j = 0; j + 1 < K; ++j) window[j] = state[static_cast<size_t>(j) * channels + c];
   for (int t = 0; t < n; ++t) {
-    window[kernel - 1] = in[static_cast<size_t>(t) * channels + c];
+    window[K - 1] = in[static_cast<size_t>(t) * channels + c];
     float acc = w[0] * window[0];
-    for (int j = 1; j < kernel; ++j) acc += w[j] * window[j];
+#pragma unroll
+    for (int j = 1; j < K; ++j) acc += w[j] * window[j];
     out[static_cast<size_t>(t) * channels + c] = DevSilu(acc);
-    for (int j = 0; j + 1 < kernel; ++j) window[j] = window[j + 1];
+#pragma unroll
+    for (int j = 0; j + 1 < K; ++j) window[j] = window[j + 1];
   }
-  for (int j = 0; j + 1 < kernel; ++j) state[static_cast<size_t>(j) * channels + c] = window[j];
+#pragma unroll
+  for (int j = 0; j + 1 < K; ++j) state[static_cast<size_t>(j) * channels + c] = window[j];
 }
 
 // Per token: L2-normalise the q and k heads of the conv output (q also scaled by 1/√Dk), and turn
@@ -270,13 +290,27 @@ __global__ void GatedNormKernel(float* core, const float* z, const float* w, int
   for (int i = lane; i < dv; i += kWarp) o[i] = w[i] * (o[i] * scale) * DevSilu(zr[i]);
 }
 
+// cos/sin of RoPE angle position · θ^(−2i/rope_dim) for positions [0, positions) and
+// i < half, in double then rounded to float, as the CPU backend computes them. Built once per
+// capacity on the device; the table is [positions, half].
+__global__ void RopeTableKernel(int positions, int half, double theta, float* cos_table,
+                                float* sin_table) {
+  const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<size_t>(positions) * half) return;
+  const int i = static_cast<int>(idx % half);
+  const double position = static_cast<double>(idx / half);
+  const double inv_freq = pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(2 * half));
+  cos_table[idx] = static_cast<float>(cos(position * inv_freq));
+  sin_table[idx] = static_cast<float>(sin(position * inv_freq));
+}
+
 // Zero-centred RMSNorm of one attention head then rotate-half RoPE on its first 2·half dims, one
 // warp per (token, head). Reads x (row t, head h at x + t·x_row + h·x_head), writes y likewise;
-// x may equal y. cos/sin are [tokens, half], computed on the host exactly as the CPU does.
+// x may equal y. Token t sits at position first + t of the RoPE tables.
 __global__ void HeadNormRopeKernel(const float* x, size_t x_row, size_t x_head, float* y,
                                    size_t y_row, size_t y_head, int heads, int rows, const float* w,
                                    int d, float eps, const float* cos_table, const float* sin_table,
-                                   int half) {
+                                   int half, int first) {
   const int r = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (r >= rows) return;
   const int lane = threadIdx.x % kWarp;
@@ -290,9 +324,10 @@ __global__ void HeadNormRopeKernel(const float* x, size_t x_row, size_t x_head, 
   const float scale = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
   for (int i = lane; i < d; i += kWarp) yr[i] = xr[i] * scale * (1.0f + w[i]);
   __syncwarp();
+  const size_t row = static_cast<size_t>(first + t) * half;
   for (int i = lane; i < half; i += kWarp) {
-    const float c = cos_table[static_cast<size_t>(t) * half + i];
-    const float s = sin_table[static_cast<size_t>(t) * half + i];
+    const float c = cos_table[row + i];
+    const float s = sin_table[row + i];
     const float x1 = yr[i];
     const float x2 = yr[i + half];
     yr[i] = x1 * c - x2 * s;
@@ -300,94 +335,240 @@ __global__ void HeadNormRopeKernel(const float* x, size_t x_row, size_t x_head, 
   }
 }
 
-// Causal GQA attention. A block is one KV head and `tokens_per_tile` query tokens of its group's
-// query heads (32 rows: 8 warps × 4 rows). Keys stream through shared memory in tiles of 16; each
-// warp walks them in order per row with an online softmax (a dot product per key: lane partial
-// sums in e order and a butterfly), so each row's result is fixed by the shapes alone.
-constexpr int kAttnWarps = 8;
-constexpr int kRowsPerWarp = 4;
-constexpr int kAttnRows = kAttnWarps * kRowsPerWarp;
-constexpr int kKeyTile = 16;
+// Causal GQA attention, split over the keys (flash-decoding), in two kernels.
+//
+// AttentionPartialKernel: one block per (KV head g, query tile, key split) of attn::PlanSplits,
+// 4 warps. Its rows are (token, query head of g's group) pairs, row r on warp r % 4. The block
+// walks its split's keys in tiles of 32 staged in shared memory. For each tile a warp scores its
+// 4 rows with lane j taking key j: a full dot product over D in increasing i, each 16-byte load
+// of the key (4 elements) and of the queries (one element of all 4 rows) feeding 16 FMAs. It
+// folds the tile into each row's online softmax (one max and one sum butterfly per tile, not per
+// key) and accumulates P·V with lane l owning dims l, l+32, ... It writes each row's (max, sum,
+// unnormalised acc) for the split.
+//
+// AttentionMergeKernel: one warp per row merges its splits in increasing order with
+// attn::MergeSoftmaxPartials, the function the CPU tests check against a direct softmax.
+//
+// Every value has one owner and a loop order fixed by the shapes, so results are deterministic;
+// a decode step or a short suffix over a long context spreads over ~1K blocks, bound by reading
+// K and V rather than by one block's sequential walk.
+//
+// Dynamic shared memory, in floats: q [4 warps][D][4 rows] (scaled; a warp's 4 rows interleaved
+// so one float4 holds element i of all of them), k [32][D + 4] (padded: the 8 lanes of a
+// 16-byte load phase, j·(D+4) + i apart, hit 8 different groups of 4 banks), v [32][D],
+// p [4][4][32].
+constexpr int kKeyPad = 4;
+template <int E>
+constexpr size_t AttentionSharedBytes() {
+  constexpr int D = kWarp * E;
+  return sizeof(float) * (attn::kRowsPerBlock * D + attn::kKeyTile * (D + kKeyPad) +
+                          attn::kKeyTile * D + attn::kWarps * attn::kRowsPerWarp * attn::kKeyTile);
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+struct AttentionShape {
+  const float* q;
+  size_t q_stride;
+  const float* k;
+  const float* v;
+  size_t kv_stride;
+  int n;
+  int first;
+  int group;
+  int tokens_per_tile;
+  int tiles;
+  int splits;
+  int split_keys;
+  float scale;
+};
 
 template <int E>
-__global__ void AttentionKernel(const float* q, size_t q_stride, const float* kc, const float* vc,
-                                size_t kv_stride, float* out, size_t out_stride, int n, int first,
-                                int heads, int kv_heads, int tokens_per_tile, float scale) {
+__global__ void __launch_bounds__(attn::kWarps* kWarp)
+    AttentionPartialKernel(AttentionShape a, float* part_max, float* part_sum, float* part_acc) {
   constexpr int D = kWarp * E;
-  __shared__ float ks[kKeyTile][D];
-  __shared__ float vs[kKeyTile][D];
-  const int group = heads / kv_heads;
-  const int tiles = (n + tokens_per_tile - 1) / tokens_per_tile;
-  const int g = blockIdx.x / tiles;
-  const int t0 = (blockIdx.x % tiles) * tokens_per_tile;
-  const int t1 = min(n, t0 + tokens_per_tile);
-  const int rows = (t1 - t0) * group;
+  constexpr int kRows = attn::kRowsPerBlock;
+  constexpr int kTile = attn::kKeyTile;
+  extern __shared__ float shared[];
+  float* qs = shared;                      // [kWarps][D][kRowsPerWarp]
+  float* ks = qs + kRows * D;              // [kTile][D + kKeyPad]
+  float* vs = ks + kTile * (D + kKeyPad);  // [kTile][D]
+  float* ps = vs + kTile * D;              // [kWarps][kRowsPerWarp][kTile]
+
+  const int item = blockIdx.x;
+  const attn::BlockCoords block = attn::DecodeBlock(item, a.tiles, a.splits);
+  const int split = static_cast<int>(block.split);
+  const int tile = static_cast<int>(block.tile);
+  const int g = static_cast<int>(block.g);
+  const int t0 = tile * a.tokens_per_tile;
+  const int t1 = min(a.n, t0 + a.tokens_per_tile);
+  const int rows = (t1 - t0) * a.group;
+  const int key_begin = split * a.split_keys;
+  const int key_end = min(key_begin + a.split_keys, a.first + t1);
   const int warp = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
 
-  float qr[kRowsPerWarp][E];
-  float acc[kRowsPerWarp][E];
-  float run_max[kRowsPerWarp];
-  float run_sum[kRowsPerWarp];
-  int last_key[kRowsPerWarp];
+  for (int idx = threadIdx.x; idx < kRows * D; idx += blockDim.x) {
+    const int r = idx / D;
+    const int i = idx % D;
+    const attn::RowCoords row = attn::RowOf(g, tile, r, a.tokens_per_tile, a.group);
+    // Row r is warp r % 4's row r / 4.
+    qs[((r % attn::kWarps) * D + i) * attn::kRowsPerWarp + r / attn::kWarps] =
+        r < rows ? a.q[row.token * a.q_stride + static_cast<size_t>(row.head) * D + i] * a.scale
+                 : 0.0f;
+  }
+
+  float run_max[attn::kRowsPerWarp];
+  float run_sum[attn::kRowsPerWarp];
+  float acc[attn::kRowsPerWarp][E];
+  int last_key[attn::kRowsPerWarp];  // the row's own position; −1 for rows past the tile
 #pragma unroll
-  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-    const int r = warp + kAttnWarps * rr;
-    const int t = t0 + r / group;
-    const int h = g * group + r % group;
-    last_key[rr] = r < rows ? first + t : -1;
+  for (int rr = 0; rr < attn::kRowsPerWarp; ++rr) {
+    const int r = warp + attn::kWarps * rr;
+    last_key[rr] =
+        r < rows
+            ? a.first + static_cast<int>(attn::RowOf(g, tile, r, a.tokens_per_tile, a.group).token)
+            : -1;
     run_max[rr] = -INFINITY;
     run_sum[rr] = 0.0f;
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      qr[rr][e] =
-          r < rows ? q[t * q_stride + static_cast<size_t>(h) * D + lane + kWarp * e] * scale : 0.0f;
-      acc[rr][e] = 0.0f;
-    }
+    for (int e = 0; e < E; ++e) acc[rr][e] = 0.0f;
   }
-  const int n_keys = first + t1;
-  for (int k0 = 0; k0 < n_keys; k0 += kKeyTile) {
-    const int kn = min(kKeyTile, n_keys - k0);
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < kKeyTile * D; idx += blockDim.x) {
-      const int j = idx / D;
-      const int i = idx % D;
-      const size_t at = static_cast<size_t>(k0 + j) * kv_stride + static_cast<size_t>(g) * D + i;
-      ks[j][i] = j < kn ? kc[at] : 0.0f;
-      vs[j][i] = j < kn ? vc[at] : 0.0f;
+
+  for (int k0 = key_begin; k0 < key_end; k0 += kTile) {
+    const int kn = min(kTile, key_end - k0);
+    __syncthreads();  // the previous tile (and, the first time, qs) is no longer being written
+    // 16-byte loads (D, kv_stride and g·D are multiples of 4 floats, cudaMalloc aligns to 256).
+    constexpr int kQuads = D / 4;
+#pragma unroll 4
+    for (int idx = threadIdx.x; idx < kTile * kQuads; idx += blockDim.x) {
+      const int j = idx / kQuads;
+      const int i = (idx % kQuads) * 4;
+      float4 kq = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      float4 vq = kq;
+      if (j < kn) {
+        const size_t at =
+            static_cast<size_t>(k0 + j) * a.kv_stride + static_cast<size_t>(g) * D + i;
+        kq = *reinterpret_cast<const float4*>(a.k + at);
+        vq = *reinterpret_cast<const float4*>(a.v + at);
+      }
+      *reinterpret_cast<float4*>(ks + j * (D + kKeyPad) + i) = kq;
+      *reinterpret_cast<float4*>(vs + j * D + i) = vq;
     }
     __syncthreads();
+
+    // Scores: lane j scores key k0 + j against each of the warp's rows.
+    static_assert(attn::kRowsPerWarp == 4, "a float4 holds one element of a warp's 4 rows");
+    float score[attn::kRowsPerWarp];
 #pragma unroll
-    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-      const int limit = min(kn, last_key[rr] - k0 + 1);  // warp-uniform
-      for (int j = 0; j < limit; ++j) {
-        float partial = 0.0f;
+    for (int rr = 0; rr < attn::kRowsPerWarp; ++rr) score[rr] = 0.0f;
+    const float4* krow = reinterpret_cast<const float4*>(ks + lane * (D + kKeyPad));
+    const float4* qrows = reinterpret_cast<const float4*>(qs) + warp * D;  // broadcast reads
+#pragma unroll 4
+    for (int i4 = 0; i4 < D / 4; ++i4) {
+      const float4 k4 = krow[i4];
+      const float kd[4] = {k4.x, k4.y, k4.z, k4.w};
 #pragma unroll
-        for (int e = 0; e < E; ++e) partial += qr[rr][e] * ks[j][lane + kWarp * e];
-        const float s = WarpSum(partial);
-        const float new_max = fmaxf(run_max[rr], s);
-        const float correction = expf(run_max[rr] - new_max);
-        const float p = expf(s - new_max);
-        run_sum[rr] = run_sum[rr] * correction + p;
-#pragma unroll
-        for (int e = 0; e < E; ++e)
-          acc[rr][e] = acc[rr][e] * correction + p * vs[j][lane + kWarp * e];
-        run_max[rr] = new_max;
+      for (int c = 0; c < 4; ++c) {  // element i = 4·i4 + c, in increasing i
+        const float4 q4 = qrows[4 * i4 + c];
+        score[0] += q4.x * kd[c];
+        score[1] += q4.y * kd[c];
+        score[2] += q4.z * kd[c];
+        score[3] += q4.w * kd[c];
       }
     }
-  }
+
+    // Online softmax, one tile at a time: the same update as the CPU backend's per block.
 #pragma unroll
-  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-    const int r = warp + kAttnWarps * rr;
-    if (r >= rows) continue;
-    const int t = t0 + r / group;
-    const int h = g * group + r % group;
-    const float inv = 1.0f / run_sum[rr];
+    for (int rr = 0; rr < attn::kRowsPerWarp; ++rr) {
+      float* p_row = ps + (warp * attn::kRowsPerWarp + rr) * kTile;
+      if (last_key[rr] < k0) {  // warp-uniform: no key of this tile is visible to the row
+        p_row[lane] = 0.0f;
+        continue;
+      }
+      const bool visible = lane < kn && k0 + lane <= last_key[rr];
+      const float tile_max = WarpMax(visible ? score[rr] : -INFINITY);
+      const float new_max = fmaxf(run_max[rr], tile_max);
+      const float correction = run_max[rr] == -INFINITY ? 0.0f : expf(run_max[rr] - new_max);
+      const float p = visible ? expf(score[rr] - new_max) : 0.0f;
+      run_sum[rr] = run_sum[rr] * correction + WarpSum(p);
+      run_max[rr] = new_max;
+      p_row[lane] = p;
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      out[t * out_stride + static_cast<size_t>(h) * D + lane + kWarp * e] = acc[rr][e] * inv;
+      for (int e = 0; e < E; ++e) acc[rr][e] *= correction;
     }
+    __syncwarp();
+
+    // acc += P · V: lane l owns dims l + 32e of each row.
+    for (int j = 0; j < kn; ++j) {
+      float v[E];
+#pragma unroll
+      for (int e = 0; e < E; ++e) v[e] = vs[j * D + lane + kWarp * e];
+#pragma unroll
+      for (int rr = 0; rr < attn::kRowsPerWarp; ++rr) {
+        const float p = ps[(warp * attn::kRowsPerWarp + rr) * kTile + j];
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[rr][e] += p * v[e];
+      }
+    }
+    __syncwarp();
   }
+
+#pragma unroll
+  for (int rr = 0; rr < attn::kRowsPerWarp; ++rr) {
+    const int r = warp + attn::kWarps * rr;
+    if (r >= rows) continue;
+    const size_t at = static_cast<size_t>(attn::PartialRow(item, r));
+    if (lane == 0) {
+      part_max[at] = run_max[rr];
+      part_sum[at] = run_sum[rr];
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) part_acc[at * D + lane + kWarp * e] = acc[rr][e];
+  }
+}
+
+struct DeviceExp {
+  __device__ float operator()(float x) const { return expf(x); }
+};
+
+// One warp per row (KV head g, tile, row r): merges the row's splits into out.
+__global__ void AttentionMergeKernel(AttentionShape a, int kv_heads, int d, const float* part_max,
+                                     const float* part_sum, const float* part_acc, float* out,
+                                     size_t out_stride) {
+  constexpr int kRows = attn::kRowsPerBlock;
+  const int warp_id = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  if (warp_id >= kv_heads * a.tiles * kRows) return;
+  const int lane = threadIdx.x % kWarp;
+  const int r = warp_id % kRows;
+  const int tile = (warp_id / kRows) % a.tiles;
+  const int g = warp_id / (kRows * a.tiles);
+  const int t0 = tile * a.tokens_per_tile;
+  const int rows = (min(a.n, t0 + a.tokens_per_tile) - t0) * a.group;
+  if (r >= rows) return;
+  const attn::RowCoords row = attn::RowOf(g, tile, r, a.tokens_per_tile, a.group);
+  // Split s of this row: PartialRow(BlockIndex(g, tile, s), r), kRows apart for consecutive s.
+  const size_t stat =
+      static_cast<size_t>(attn::PartialRow(attn::BlockIndex(g, tile, 0, a.tiles, a.splits), r));
+  attn::MergeSoftmaxPartials(
+      part_max + stat, part_sum + stat, kRows, part_acc + stat * static_cast<size_t>(d),
+      static_cast<int64_t>(kRows) * d, a.splits, d, lane, kWarp,
+      out + row.token * out_stride + static_cast<size_t>(row.head) * d, DeviceExp{});
+}
+
+// Calls fn(std::integral_constant<int, value>) for a run-time value in [V, Max] (the caller has
+// checked the range; a value past Max gets Max), so kernels can take sizes as template arguments.
+template <int V, int Max, typename Fn>
+void DispatchInt(int value, Fn&& fn) {
+  if constexpr (V < Max) {
+    if (value > V) return DispatchInt<V + 1, Max>(value, fn);
+  }
+  fn(std::integral_constant<int, V>{});
 }
 
 unsigned Blocks(size_t count, int per_block) {
@@ -405,6 +586,85 @@ struct DeviceLayer {
   DeviceFloats conv, recurrent, k, v;
 };
 
+// Page-locks the host mirror's buffers (cudaHostRegister) so state copies are DMA transfers
+// queued on the backend's stream, with no pageable staging. A FloatBuffer may move when it grows:
+// Track() then unregisters the old range before registering the new one. Buffers that cannot be
+// registered stay pageable: slower, still correct, because every copy is followed by a stream
+// synchronisation.
+class HostPins {
+ public:
+  ~HostPins() { static_cast<void>(ReleaseAll()); }
+
+  Status Track(const FloatBuffer& buffer) {
+    const void* base = buffer.data();
+    const size_t bytes = buffer.capacity() * sizeof(float);
+    Pin& pin = pins_[&buffer];
+    if (pin.base == base && pin.bytes == bytes) return Status::Ok();
+    if (pin.base != base) {
+      // The buffer moved: its old memory is already freed, so the driver may or may not still
+      // know the range. Either way it is released now; an error here says nothing about `buffer`.
+      static_cast<void>(Unregister(&pin));
+      static_cast<void>(cudaGetLastError());
+    } else {
+      PREFIXD_RETURN_IF_ERROR(Unregister(&pin));  // grew in place: re-register the larger range
+    }
+    if (base == nullptr || bytes < kMinBytes) return Status::Ok();
+    const cudaError_t e = cudaHostRegister(const_cast<void*>(base), bytes, cudaHostRegisterDefault);
+    if (e != cudaSuccess) {
+      // Not sticky: clear it. AlreadyRegistered means a page shared with another registration;
+      // anything else (a platform without host registration) is said once. Either way the
+      // buffer stays pageable: slower copies, the same bytes.
+      static_cast<void>(cudaGetLastError());
+      if (e != cudaErrorHostMemoryAlreadyRegistered && !warned_) {
+        std::fprintf(stderr, "prefixd-hybrid: cudaHostRegister: %s; state copies stay pageable\n",
+                     cudaGetErrorString(e));
+        warned_ = true;
+      }
+      pin = {base, bytes, false};  // not retried (a retry would land in a timed hydration)
+      return Status::Ok();
+    }
+    pin = {base, bytes, true};
+    return Status::Ok();
+  }
+
+  // Before a buffer is freed or regrown by code outside Track()'s view.
+  Status Forget(const FloatBuffer& buffer) {
+    auto it = pins_.find(&buffer);
+    if (it == pins_.end()) return Status::Ok();
+    return Unregister(&it->second);
+  }
+
+  Status ReleaseAll() {
+    Status first;
+    for (auto& [buffer, pin] : pins_) {
+      Status s = Unregister(&pin);
+      if (first.ok()) static_cast<void>(first = std::move(s));
+    }
+    return first;
+  }
+
+ private:
+  // Small buffers may share pages with other allocations; their copies are tiny anyway.
+  static constexpr size_t kMinBytes = size_t{128} << 10;
+  struct Pin {
+    const void* base = nullptr;
+    size_t bytes = 0;
+    bool registered = false;
+  };
+  static Status Unregister(Pin* pin) {
+    if (!pin->registered) {
+      *pin = {};
+      return Status::Ok();
+    }
+    const cudaError_t e = cudaHostUnregister(const_cast<void*>(pin->base));
+    *pin = {};
+    if (e != cudaSuccess) return CudaFailure(e, "cudaHostUnregister(host state mirror)");
+    return Status::Ok();
+  }
+  std::map<const FloatBuffer*, Pin> pins_;
+  bool warned_ = false;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const ModelConfig& config, const CudaOptions& options)
@@ -414,33 +674,43 @@ class CudaBackend final : public Backend {
         host_state_(config) {}
 
   ~CudaBackend() override {
+    static_cast<void>(pins_.ReleaseAll());
     if (blas_ != nullptr) cublasDestroy(blas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
-  Status Init(const ModelWeights& w) {
-    const ModelConfig& c = config_;
-    if (c.head_dim % kWarp != 0 || c.head_dim / kWarp > 8) {
-      if (c.num_attention_layers() > 0) {
-        return Status::InvalidArgument("the CUDA backend needs head_dim a multiple of 32, <= 256");
+  // Everything that would fail later is refused here, before any state exists.
+  static Status CheckSupported(const ModelConfig& c) {
+    if (c.num_attention_layers() > 0) {
+      if (c.head_dim % kWarp != 0 || c.head_dim / kWarp < 1 || c.head_dim / kWarp > 8) {
+        return Status::InvalidArgument(
+            "the CUDA backend needs head_dim a multiple of 32, <= 256 (got " +
+            std::to_string(c.head_dim) + ")");
+      }
+      if (c.num_attention_heads / c.num_key_value_heads > attn::kRowsPerBlock) {
+        return Status::InvalidArgument("the CUDA backend needs at most 16 query heads per KV head");
       }
     }
-    if (c.linear_key_head_dim > 8 * kWarp || c.linear_conv_kernel_dim > kMaxConvKernel) {
+    if (c.num_linear_layers() > 0 &&
+        (c.linear_key_head_dim > 8 * kWarp || c.linear_conv_kernel_dim > kMaxConvKernel)) {
       return Status::InvalidArgument("the CUDA backend needs Dk <= 256 and a conv kernel <= 8");
     }
-    if (c.num_attention_heads / c.num_key_value_heads > kAttnRows) {
-      return Status::InvalidArgument("the CUDA backend needs at most 32 query heads per KV head");
-    }
+    return Status::Ok();
+  }
+
+  Status Init(const ModelWeights& w) {
+    PREFIXD_RETURN_IF_ERROR(CheckSupported(config_));
     HY_CUDA(cudaSetDevice(device_));
     HY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     HY_CUBLAS(cublasCreate(&blas_));
     HY_CUBLAS(cublasSetStream(blas_, stream_));
     // Exact fp32 products: no TF32 or other reduced-precision shortcuts.
     HY_CUBLAS(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));
+    if (config_.num_attention_layers() > 0) PREFIXD_RETURN_IF_ERROR(AllowAttentionSharedMemory());
 
-    PREFIXD_RETURN_IF_ERROR(Upload(w.embed, &embed_));
-    PREFIXD_RETURN_IF_ERROR(Upload(w.final_norm, &final_norm_));
-    if (!w.lm_head.empty()) PREFIXD_RETURN_IF_ERROR(Upload(w.lm_head, &lm_head_));
+    PREFIXD_RETURN_IF_ERROR(Upload(w.embed, &embed_, stream_));
+    PREFIXD_RETURN_IF_ERROR(Upload(w.final_norm, &final_norm_, stream_));
+    if (!w.lm_head.empty()) PREFIXD_RETURN_IF_ERROR(Upload(w.lm_head, &lm_head_, stream_));
     layers_.resize(w.layers.size());
     for (size_t i = 0; i < w.layers.size(); ++i) {
       const LayerWeights& lw = w.layers[i];
@@ -466,68 +736,68 @@ class CudaBackend final : public Backend {
                               std::pair{&lw.attn.o_proj, &d.o_proj},
                               std::pair{&lw.attn.q_norm, &d.q_norm},
                               std::pair{&lw.attn.k_norm, &d.k_norm}}) {
-        if (!src->empty()) PREFIXD_RETURN_IF_ERROR(Upload(*src, dst));
+        if (!src->empty()) PREFIXD_RETURN_IF_ERROR(Upload(*src, dst, stream_));
       }
       if (d.kind == LayerKind::kLinear) {
         PREFIXD_RETURN_IF_ERROR(d.conv.Ensure(host_state_.layers()[i].conv.size()));
         PREFIXD_RETURN_IF_ERROR(d.recurrent.Ensure(host_state_.layers()[i].recurrent.size()));
       }
     }
+    // The weights' host copies may be freed once this returns: wait for every upload.
+    PREFIXD_RETURN_IF_ERROR(Sync());
     Reset(0);
-    return Sync();
+    return status_;
   }
 
   std::string_view name() const override { return "cuda"; }
   const ModelConfig& config() const override { return config_; }
   SequenceState& host_state() override { return host_state_; }
 
+  // Reset cannot return a Status (the Backend interface); a failure is kept and returned by the
+  // next Forward / PullState / PushState. The first failure sticks: after a CUDA error the
+  // device context is not trusted again.
   void Reset(int64_t reserve_tokens) override {
-    n_tokens_ = 0;
-    for (DeviceLayer& d : layers_) {
-      if (d.kind != LayerKind::kLinear) continue;
-      cudaMemsetAsync(d.conv.get(), 0, d.conv.count() * sizeof(float), stream_);
-      cudaMemsetAsync(d.recurrent.get(), 0, d.recurrent.count() * sizeof(float), stream_);
-    }
-    static_cast<void>(status_ = EnsureCapacity(reserve_tokens));
-    host_state_.Clear();
-    host_state_.Reserve(reserve_tokens);
-    cudaStreamSynchronize(stream_);
+    static_cast<void>(Remember(ResetDevice(reserve_tokens)));
   }
 
   Status PullState() override {
     PREFIXD_RETURN_IF_ERROR(status_);
+    PREFIXD_RETURN_IF_ERROR(UnpinKvBeforeGrowth(n_tokens_));
     host_state_.ResizeTokens(n_tokens_);
+    PREFIXD_RETURN_IF_ERROR(PinMirror());
     for (size_t i = 0; i < layers_.size(); ++i) {
       LayerState& h = host_state_.layers()[i];
       const DeviceLayer& d = layers_[i];
       if (d.kind == LayerKind::kLinear) {
-        HY_CUDA(cudaMemcpy(h.conv.data(), d.conv.get(), h.conv.bytes(), cudaMemcpyDeviceToHost));
-        HY_CUDA(cudaMemcpy(h.recurrent.data(), d.recurrent.get(), h.recurrent.bytes(),
-                           cudaMemcpyDeviceToHost));
+        PREFIXD_RETURN_IF_ERROR(CopyToHost(d.conv, &h.conv));
+        PREFIXD_RETURN_IF_ERROR(CopyToHost(d.recurrent, &h.recurrent));
       } else if (n_tokens_ > 0) {
-        HY_CUDA(cudaMemcpy(h.k.data(), d.k.get(), h.k.bytes(), cudaMemcpyDeviceToHost));
-        HY_CUDA(cudaMemcpy(h.v.data(), d.v.get(), h.v.bytes(), cudaMemcpyDeviceToHost));
+        PREFIXD_RETURN_IF_ERROR(CopyToHost(d.k, &h.k));
+        PREFIXD_RETURN_IF_ERROR(CopyToHost(d.v, &h.v));
       }
     }
-    return Status::Ok();
+    return Sync();
   }
 
   Status PushState() override {
     PREFIXD_RETURN_IF_ERROR(status_);
     const int64_t n = host_state_.n_tokens();
     PREFIXD_RETURN_IF_ERROR(EnsureCapacity(n));
+    // The caller filled the mirror, possibly growing (moving) its buffers.
+    PREFIXD_RETURN_IF_ERROR(PinMirror());
     for (size_t i = 0; i < layers_.size(); ++i) {
       const LayerState& h = host_state_.layers()[i];
       DeviceLayer& d = layers_[i];
       if (d.kind == LayerKind::kLinear) {
-        HY_CUDA(cudaMemcpy(d.conv.get(), h.conv.data(), h.conv.bytes(), cudaMemcpyHostToDevice));
-        HY_CUDA(cudaMemcpy(d.recurrent.get(), h.recurrent.data(), h.recurrent.bytes(),
-                           cudaMemcpyHostToDevice));
+        PREFIXD_RETURN_IF_ERROR(CopyToDevice(h.conv, &d.conv));
+        PREFIXD_RETURN_IF_ERROR(CopyToDevice(h.recurrent, &d.recurrent));
       } else if (n > 0) {
-        HY_CUDA(cudaMemcpy(d.k.get(), h.k.data(), h.k.bytes(), cudaMemcpyHostToDevice));
-        HY_CUDA(cudaMemcpy(d.v.get(), h.v.data(), h.v.bytes(), cudaMemcpyHostToDevice));
+        PREFIXD_RETURN_IF_ERROR(CopyToDevice(h.k, &d.k));
+        PREFIXD_RETURN_IF_ERROR(CopyToDevice(h.v, &d.v));
       }
     }
+    // Every byte has landed before the state is used or the mirror changes.
+    PREFIXD_RETURN_IF_ERROR(Sync());
     n_tokens_ = n;
     return Status::Ok();
   }
@@ -545,30 +815,92 @@ class CudaBackend final : public Backend {
       }
     }
     const int64_t total = static_cast<int64_t>(tokens.size());
-    PREFIXD_RETURN_IF_ERROR(EnsureCapacity(n_tokens_ + total));
+    PREFIXD_RETURN_IF_ERROR(Remember(EnsureCapacity(n_tokens_ + total)));
     for (int64_t done = 0; done < total;) {
       const int64_t m = std::min(chunk_, total - done);
       const bool last = done + m == total;
       PREFIXD_RETURN_IF_ERROR(
-          ForwardChunk(tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(m)),
-                       last ? logits : std::span<float>()));
+          Remember(ForwardChunk(tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(m)),
+                                last ? logits : std::span<float>())));
       done += m;
       if (progress) {
-        PREFIXD_RETURN_IF_ERROR(Sync());
+        PREFIXD_RETURN_IF_ERROR(Remember(Sync()));
         progress(done, total);
       }
     }
-    return Sync();
+    return Remember(Sync());
   }
 
  private:
+  // Keeps the first failure; returns `s` so call sites can pass it on.
+  Status Remember(Status s) {
+    if (status_.ok() && !s.ok()) static_cast<void>(status_ = s);
+    return s;
+  }
+
   Status Sync() {
     HY_CUDA(cudaStreamSynchronize(stream_));
     HY_CUDA(cudaGetLastError());
     return Status::Ok();
   }
 
-  // Room for `tokens` rows of K and V in every attention layer, keeping the rows held.
+  Status ResetDevice(int64_t reserve_tokens) {
+    PREFIXD_RETURN_IF_ERROR(status_);
+    n_tokens_ = 0;
+    for (DeviceLayer& d : layers_) {
+      if (d.kind != LayerKind::kLinear) continue;
+      HY_CUDA(cudaMemsetAsync(d.conv.get(), 0, d.conv.count() * sizeof(float), stream_));
+      HY_CUDA(cudaMemsetAsync(d.recurrent.get(), 0, d.recurrent.count() * sizeof(float), stream_));
+    }
+    PREFIXD_RETURN_IF_ERROR(EnsureCapacity(reserve_tokens));
+    // The mirror is reserved (and pinned) here, so a hydration of up to reserve_tokens fills it
+    // in place; buffers that do not move stay registered from one sequence to the next.
+    PREFIXD_RETURN_IF_ERROR(UnpinKvBeforeGrowth(reserve_tokens));
+    host_state_.Clear();
+    host_state_.Reserve(reserve_tokens);
+    PREFIXD_RETURN_IF_ERROR(PinMirror());
+    return Sync();
+  }
+
+  // Growing a K/V buffer frees its old memory: unregister it while that memory still exists.
+  Status UnpinKvBeforeGrowth(int64_t tokens) {
+    const size_t needed = static_cast<size_t>(tokens * host_state_.kv_dim());
+    for (LayerState& h : host_state_.layers()) {
+      if (needed <= h.k.capacity() && needed <= h.v.capacity()) continue;
+      PREFIXD_RETURN_IF_ERROR(pins_.Forget(h.k));
+      PREFIXD_RETURN_IF_ERROR(pins_.Forget(h.v));
+    }
+    return Status::Ok();
+  }
+
+  Status PinMirror() {
+    for (LayerState& h : host_state_.layers()) {
+      for (const FloatBuffer* b : {&h.conv, &h.recurrent, &h.k, &h.v}) {
+        PREFIXD_RETURN_IF_ERROR(pins_.Track(*b));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status CopyToHost(const DeviceFloats& dev, FloatBuffer* host) {
+    if (host->empty()) return Status::Ok();
+    HY_CUDA(
+        cudaMemcpyAsync(host->data(), dev.get(), host->bytes(), cudaMemcpyDeviceToHost, stream_));
+    return Status::Ok();
+  }
+
+  Status CopyToDevice(const FloatBuffer& host, DeviceFloats* dev) {
+    if (host.empty()) return Status::Ok();
+    if (host.size() > dev->count()) {
+      return Status::InvalidArgument("the host state is larger than the device state");
+    }
+    HY_CUDA(
+        cudaMemcpyAsync(dev->get(), host.data(), host.bytes(), cudaMemcpyHostToDevice, stream_));
+    return Status::Ok();
+  }
+
+  // Room for `tokens` rows of K and V in every attention layer, keeping the rows held, and RoPE
+  // tables for every position up to the capacity.
   Status EnsureCapacity(int64_t tokens) {
     if (tokens <= capacity_) return Status::Ok();
     const int64_t capacity = std::max(tokens, capacity_ + capacity_ / 2);
@@ -583,12 +915,43 @@ class CudaBackend final : public Backend {
                                   static_cast<size_t>(n_tokens_) * kv_dim * sizeof(float),
                                   cudaMemcpyDeviceToDevice, stream_));
         }
-        HY_CUDA(cudaStreamSynchronize(stream_));
+        PREFIXD_RETURN_IF_ERROR(Sync());  // the old buffer is freed next
         *buf = std::move(fresh);
       }
     }
+    const int half = static_cast<int>(config_.rope_dim() / 2);
+    if (config_.num_attention_layers() > 0 && half > 0) {
+      const size_t entries = static_cast<size_t>(capacity) * static_cast<size_t>(half);
+      PREFIXD_RETURN_IF_ERROR(rope_cos_.Ensure(entries));
+      PREFIXD_RETURN_IF_ERROR(rope_sin_.Ensure(entries));
+      RopeTableKernel<<<Blocks(entries, kBlock), kBlock, 0, stream_>>>(
+          static_cast<int>(capacity), half, config_.rope_theta, rope_cos_.get(), rope_sin_.get());
+      HY_LAUNCHED();
+    }
     capacity_ = capacity;
     return Status::Ok();
+  }
+
+  // The attention kernel needs more than the default 48 KiB of shared memory for large heads.
+  Status AllowAttentionSharedMemory() {
+    Status st;
+    DispatchHeadDim([&](auto e) {
+      constexpr int E = decltype(e)::value;
+      const cudaError_t err = cudaFuncSetAttribute(AttentionPartialKernel<E>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(AttentionSharedBytes<E>()));
+      if (err != cudaSuccess) {
+        static_cast<void>(st = CudaFailure(err, "cudaFuncSetAttribute(attention shared memory)"));
+      }
+    });
+    return st;
+  }
+
+  // Calls fn(std::integral_constant<int, head_dim / 32>); CheckSupported() has limited head_dim
+  // to multiples of 32 up to 256.
+  template <typename Fn>
+  void DispatchHeadDim(Fn&& fn) const {
+    DispatchInt<1, 8>(static_cast<int>(config_.head_dim / kWarp), fn);
   }
 
   // y[n, out] = x[n, in] · w[out, in]ᵀ (row-major), with y's rows `ldy` apart.
@@ -617,9 +980,7 @@ class CudaBackend final : public Backend {
           std::pair{&beta_, c.linear_num_value_heads}, std::pair{&alpha_, c.linear_num_value_heads},
           std::pair{&core_, c.value_dim()}, std::pair{&qg_, c.q_proj_dim()},
           std::pair{&q_, c.num_attention_heads * c.head_dim},
-          std::pair{&attn_, c.num_attention_heads * c.head_dim},
-          std::pair{&rope_cos_, std::max<int64_t>(c.rope_dim() / 2, 1)},
-          std::pair{&rope_sin_, std::max<int64_t>(c.rope_dim() / 2, 1)}}) {
+          std::pair{&attn_, c.num_attention_heads * c.head_dim}}) {
       PREFIXD_RETURN_IF_ERROR(buf->Ensure(t * static_cast<size_t>(std::max<int64_t>(width, 1))));
     }
     PREFIXD_RETURN_IF_ERROR(tokens_.Ensure(t));
@@ -633,67 +994,47 @@ class CudaBackend final : public Backend {
     const int64_t hidden = c.hidden_size;
     const float eps = static_cast<float>(c.rms_norm_eps);
     PREFIXD_RETURN_IF_ERROR(Scratch(m));
+    // From pageable memory: the call returns once the ids are staged, so `tokens` may go.
     HY_CUDA(cudaMemcpyAsync(tokens_.get(), tokens.data(), tokens.size_bytes(),
                             cudaMemcpyHostToDevice, stream_));
     EmbedKernel<<<static_cast<unsigned>(m), kBlock, 0, stream_>>>(
         tokens_.get(), embed_.get(), static_cast<int>(hidden), x_.get());
-    if (c.num_attention_layers() > 0) PREFIXD_RETURN_IF_ERROR(RopeTables(m));
+    HY_LAUNCHED();
     const size_t elems = static_cast<size_t>(m * hidden);
     for (DeviceLayer& d : layers_) {
       RmsNormKernel<<<static_cast<unsigned>(m), kBlock, 0, stream_>>>(
           x_.get(), d.input_norm.get(), static_cast<int>(hidden), eps, h_.get());
+      HY_LAUNCHED();
       if (d.kind == LayerKind::kLinear) {
         PREFIXD_RETURN_IF_ERROR(LinearAttention(d, m));
       } else {
         PREFIXD_RETURN_IF_ERROR(FullAttention(d, m));
       }
       AddKernel<<<Blocks(elems, kBlock), kBlock, 0, stream_>>>(x_.get(), mix_.get(), elems);
+      HY_LAUNCHED();
       RmsNormKernel<<<static_cast<unsigned>(m), kBlock, 0, stream_>>>(
           x_.get(), d.post_norm.get(), static_cast<int>(hidden), eps, h_.get());
+      HY_LAUNCHED();
       const int64_t ffn = c.intermediate_size;
       PREFIXD_RETURN_IF_ERROR(Gemm(h_.get(), m, hidden, d.mlp_gate.get(), ffn, gate_.get()));
       PREFIXD_RETURN_IF_ERROR(Gemm(h_.get(), m, hidden, d.mlp_up.get(), ffn, up_.get()));
       const size_t ffn_elems = static_cast<size_t>(m * ffn);
       SiluMulKernel<<<Blocks(ffn_elems, kBlock), kBlock, 0, stream_>>>(gate_.get(), up_.get(),
                                                                        ffn_elems);
+      HY_LAUNCHED();
       PREFIXD_RETURN_IF_ERROR(Gemm(gate_.get(), m, ffn, d.mlp_down.get(), hidden, mix_.get()));
       AddKernel<<<Blocks(elems, kBlock), kBlock, 0, stream_>>>(x_.get(), mix_.get(), elems);
+      HY_LAUNCHED();
     }
-    HY_CUDA(cudaGetLastError());
     n_tokens_ += m;
     if (logits.empty()) return Status::Ok();
     RmsNormKernel<<<1, kBlock, 0, stream_>>>(x_.get() + (m - 1) * hidden, final_norm_.get(),
                                              static_cast<int>(hidden), eps, last_.get());
+    HY_LAUNCHED();
     const float* head = lm_head_.count() > 0 ? lm_head_.get() : embed_.get();
     PREFIXD_RETURN_IF_ERROR(Gemm(last_.get(), 1, hidden, head, c.vocab_size, logits_.get()));
     HY_CUDA(cudaMemcpyAsync(logits.data(), logits_.get(), logits.size_bytes(),
                             cudaMemcpyDeviceToHost, stream_));
-    return Sync();
-  }
-
-  // cos/sin of every (position, frequency) of this chunk, computed on the host in double like
-  // the CPU backend's.
-  Status RopeTables(int64_t m) {
-    const int64_t half = config_.rope_dim() / 2;
-    if (half == 0) return Status::Ok();
-    cos_host_.resize(static_cast<size_t>(m * half));
-    sin_host_.resize(static_cast<size_t>(m * half));
-    for (int64_t t = 0; t < m; ++t) {
-      const double position = static_cast<double>(n_tokens_ + t);
-      for (int64_t i = 0; i < half; ++i) {
-        const double inv_freq = std::pow(
-            config_.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(2 * half));
-        cos_host_[static_cast<size_t>(t * half + i)] =
-            static_cast<float>(std::cos(position * inv_freq));
-        sin_host_[static_cast<size_t>(t * half + i)] =
-            static_cast<float>(std::sin(position * inv_freq));
-      }
-    }
-    HY_CUDA(cudaMemcpyAsync(rope_cos_.get(), cos_host_.data(), cos_host_.size() * sizeof(float),
-                            cudaMemcpyHostToDevice, stream_));
-    HY_CUDA(cudaMemcpyAsync(rope_sin_.get(), sin_host_.data(), sin_host_.size() * sizeof(float),
-                            cudaMemcpyHostToDevice, stream_));
-    // The host tables are rewritten by the next chunk: wait until they have been read.
     return Sync();
   }
 
@@ -709,14 +1050,21 @@ class CudaBackend final : public Backend {
     PREFIXD_RETURN_IF_ERROR(Gemm(h_.get(), m, hidden, d.in_proj_z.get(), value_dim, z_.get()));
     PREFIXD_RETURN_IF_ERROR(Gemm(h_.get(), m, hidden, d.in_proj_b.get(), hv, beta_.get()));
     PREFIXD_RETURN_IF_ERROR(Gemm(h_.get(), m, hidden, d.in_proj_a.get(), hv, alpha_.get()));
-    CausalConvKernel<<<Blocks(static_cast<size_t>(conv_dim), kBlock), kBlock, 0, stream_>>>(
-        qkv_.get(), static_cast<int>(m), static_cast<int>(conv_dim), d.conv1d.get(),
-        static_cast<int>(c.linear_conv_kernel_dim), d.conv.get(), conv_out_.get());
+    auto conv = [&](auto kernel) {
+      kernel<<<Blocks(static_cast<size_t>(conv_dim), kBlock), kBlock, 0, stream_>>>(
+          qkv_.get(), static_cast<int>(m), static_cast<int>(conv_dim), d.conv1d.get(), d.conv.get(),
+          conv_out_.get());
+    };
+    // CheckSupported(): 1 <= K <= kMaxConvKernel.
+    DispatchInt<1, kMaxConvKernel>(static_cast<int>(c.linear_conv_kernel_dim),
+                                   [&](auto k) { conv(CausalConvKernel<decltype(k)::value>); });
+    HY_LAUNCHED();
     GdnPrepKernel<<<static_cast<unsigned>(m), kBlock, 0, stream_>>>(
         conv_out_.get(), static_cast<int>(conv_dim), static_cast<int>(c.key_dim()),
         static_cast<int>(c.linear_num_key_heads), static_cast<int>(dk),
         1.0f / std::sqrt(static_cast<float>(dk)), alpha_.get(), beta_.get(), d.a_log.get(),
         d.dt_bias.get(), static_cast<int>(hv));
+    HY_LAUNCHED();
     const int rows = static_cast<int>(hv * dv);
     constexpr int kWarpsPerBlock = 4;
     const unsigned blocks = Blocks(static_cast<size_t>(rows), kWarpsPerBlock);
@@ -737,10 +1085,12 @@ class CudaBackend final : public Backend {
     } else {
       launch(GdnRecurrenceKernel<8>);
     }
+    HY_LAUNCHED();
     const int norm_rows = static_cast<int>(m * hv);
     GatedNormKernel<<<Blocks(static_cast<size_t>(norm_rows), 8), 8 * kWarp, 0, stream_>>>(
         core_.get(), z_.get(), d.norm.get(), norm_rows, static_cast<int>(dv),
         static_cast<float>(c.rms_norm_eps));
+    HY_LAUNCHED();
     return Gemm(core_.get(), m, value_dim, d.out_proj.get(), hidden, mix_.get());
   }
 
@@ -760,53 +1110,67 @@ class CudaBackend final : public Backend {
     PREFIXD_RETURN_IF_ERROR(Gemm(h_.get(), m, hidden, d.k_proj.get(), kv_dim, k_new));
     PREFIXD_RETURN_IF_ERROR(Gemm(h_.get(), m, hidden, d.v_proj.get(), kv_dim, v_new));
     const int half = static_cast<int>(c.rope_dim() / 2);
+    const int first = static_cast<int>(n_tokens_);
     const int q_rows = static_cast<int>(m * heads);
     HeadNormRopeKernel<<<Blocks(static_cast<size_t>(q_rows), 8), 8 * kWarp, 0, stream_>>>(
         qg_.get(), static_cast<size_t>(q_proj), static_cast<size_t>(per_head), q_.get(),
         static_cast<size_t>(heads * hd), static_cast<size_t>(hd), static_cast<int>(heads), q_rows,
-        d.q_norm.get(), static_cast<int>(hd), eps, rope_cos_.get(), rope_sin_.get(), half);
+        d.q_norm.get(), static_cast<int>(hd), eps, rope_cos_.get(), rope_sin_.get(), half, first);
+    HY_LAUNCHED();
     const int k_rows = static_cast<int>(m * kv_heads);
     HeadNormRopeKernel<<<Blocks(static_cast<size_t>(k_rows), 8), 8 * kWarp, 0, stream_>>>(
         k_new, static_cast<size_t>(kv_dim), static_cast<size_t>(hd), k_new,
         static_cast<size_t>(kv_dim), static_cast<size_t>(hd), static_cast<int>(kv_heads), k_rows,
-        d.k_norm.get(), static_cast<int>(hd), eps, rope_cos_.get(), rope_sin_.get(), half);
-
-    const int group = static_cast<int>(heads / kv_heads);
-    const int tokens_per_tile = std::max(1, kAttnRows / group);
-    const unsigned blocks =
-        static_cast<unsigned>(kv_heads * ((m + tokens_per_tile - 1) / tokens_per_tile));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    auto launch = [&](auto kernel) {
-      kernel<<<blocks, kAttnWarps * kWarp, 0, stream_>>>(
-          q_.get(), static_cast<size_t>(heads * hd), d.k.get(), d.v.get(),
-          static_cast<size_t>(kv_dim), attn_.get(), static_cast<size_t>(heads * hd),
-          static_cast<int>(m), static_cast<int>(n_tokens_), static_cast<int>(heads),
-          static_cast<int>(kv_heads), tokens_per_tile, scale);
-    };
-    switch (hd / kWarp) {
-      case 1:
-        launch(AttentionKernel<1>);
-        break;
-      case 2:
-        launch(AttentionKernel<2>);
-        break;
-      case 4:
-        launch(AttentionKernel<4>);
-        break;
-      case 8:
-        launch(AttentionKernel<8>);
-        break;
-      default:
-        return Status::InvalidArgument(
-            "the CUDA attention kernel needs head_dim 32, 64, 128 or 256");
-    }
+        d.k_norm.get(), static_cast<int>(hd), eps, rope_cos_.get(), rope_sin_.get(), half, first);
+    HY_LAUNCHED();
+    PREFIXD_RETURN_IF_ERROR(Attention(d, m));
     if (c.attn_output_gate) {
       const size_t count = static_cast<size_t>(m * heads * hd);
       OutputGateKernel<<<Blocks(count, kBlock), kBlock, 0, stream_>>>(
           attn_.get(), qg_.get(), static_cast<int>(heads), static_cast<int>(hd),
           static_cast<int>(q_proj), count);
+      HY_LAUNCHED();
     }
     return Gemm(attn_.get(), m, heads * hd, d.o_proj.get(), hidden, mix_.get());
+  }
+
+  // q_ (this chunk's queries) against every key of the layer so far, into attn_.
+  Status Attention(DeviceLayer& d, int64_t m) {
+    const ModelConfig& c = config_;
+    const int64_t group = c.num_attention_heads / c.num_key_value_heads;
+    const attn::SplitPlan plan = attn::PlanSplits(m, n_tokens_, c.num_key_value_heads, group);
+    const size_t rows = static_cast<size_t>(plan.blocks()) * attn::kRowsPerBlock;
+    PREFIXD_RETURN_IF_ERROR(part_max_.Ensure(rows));
+    PREFIXD_RETURN_IF_ERROR(part_sum_.Ensure(rows));
+    PREFIXD_RETURN_IF_ERROR(part_acc_.Ensure(rows * static_cast<size_t>(c.head_dim)));
+    const size_t row_stride = static_cast<size_t>(c.num_attention_heads * c.head_dim);
+    const AttentionShape shape{.q = q_.get(),
+                               .q_stride = row_stride,
+                               .k = d.k.get(),
+                               .v = d.v.get(),
+                               .kv_stride = static_cast<size_t>(c.kv_dim()),
+                               .n = static_cast<int>(m),
+                               .first = static_cast<int>(n_tokens_),
+                               .group = static_cast<int>(group),
+                               .tokens_per_tile = static_cast<int>(plan.tokens_per_tile),
+                               .tiles = static_cast<int>(plan.tiles),
+                               .splits = static_cast<int>(plan.splits),
+                               .split_keys = static_cast<int>(plan.split_keys),
+                               .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+    DispatchHeadDim([&](auto e) {
+      constexpr int E = decltype(e)::value;
+      AttentionPartialKernel<E>
+          <<<static_cast<unsigned>(plan.blocks()), attn::kWarps * kWarp, AttentionSharedBytes<E>(),
+             stream_>>>(shape, part_max_.get(), part_sum_.get(), part_acc_.get());
+    });
+    HY_LAUNCHED();
+    const size_t merge_rows =
+        static_cast<size_t>(c.num_key_value_heads * plan.tiles) * attn::kRowsPerBlock;
+    AttentionMergeKernel<<<Blocks(merge_rows, 8), 8 * kWarp, 0, stream_>>>(
+        shape, static_cast<int>(c.num_key_value_heads), static_cast<int>(c.head_dim),
+        part_max_.get(), part_sum_.get(), part_acc_.get(), attn_.get(), row_stride);
+    HY_LAUNCHED();
+    return Status::Ok();
   }
 
   const ModelConfig config_;
@@ -814,18 +1178,20 @@ class CudaBackend final : public Backend {
   const int device_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  Status status_;  // a failure Reset() could not return
+  Status status_;  // the first failure; every later call returns it
 
   DeviceFloats embed_, final_norm_, lm_head_;
   std::vector<DeviceLayer> layers_;
   int64_t n_tokens_ = 0;
   int64_t capacity_ = 0;
   SequenceState host_state_;
+  HostPins pins_;  // after host_state_: unregisters before the mirror is freed
 
   DeviceFloats x_, h_, mix_, gate_, up_, qkv_, conv_out_, z_, beta_, alpha_, core_, qg_, q_, attn_,
-      rope_cos_, rope_sin_, last_, logits_;
+      last_, logits_;
+  DeviceFloats rope_cos_, rope_sin_;             // [capacity, rope_dim / 2]
+  DeviceFloats part_max_, part_sum_, part_acc_;  // attention's per-split partial results
   DeviceArray<int32_t> tokens_;
-  std::vector<float> cos_host_, sin_host_;
 };
 
 }  // namespace

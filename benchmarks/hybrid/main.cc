@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "compare.h"
 #include "config.h"
 #include "cpu_backend.h"
 #include "model.h"
@@ -98,7 +100,18 @@ struct Loaded {
   double load_ms = 0;
 };
 
+// Fails before any weights are made when the CUDA backend was asked for and no GPU is usable.
+void CheckBackendAvailable(const std::string& backend) {
+#ifdef PREFIXD_HYBRID_HAVE_CUDA
+  if (backend == "cuda") OrDie(CudaDeviceDescription(0), "CUDA device");
+#else
+  if (backend == "cuda")
+    Die("this build has no CUDA backend (nvcc was not found at configure time)");
+#endif
+}
+
 Loaded LoadModel(const Common& common) {
+  CheckBackendAvailable(common.backend);
   Loaded out;
   const auto start = Clock::now();
   out.config = OrDie(LoadConfig(common.model), "model config");
@@ -435,18 +448,18 @@ int RunWarm(const Common& common, const WarmArgs& args) {
     const auto push = Clock::now();
     OrDie(backend.PushState(), "uploading the state");
     fetched.hydrate_ms += MsSince(push);
-    digests = fetched.layer_digests;
+    // Untimed: read the state back from where the model will use it (the device, for a device
+    // backend) and digest that, so a bad upload cannot pass as bit-exact.
+    const auto pause = Clock::now();
+    OrDie(backend.PullState(), "reading the uploaded state back");
+    digests = DigestState(backend.host_state());
+    paused_ms = MsSince(pause);
   } else {
     OrDie(backend.Forward(prefix, {}), "fallback prefill");
     const auto pause = Clock::now();
     OrDie(backend.PullState(), "reading the device state");
     digests = DigestState(backend.host_state());
     paused_ms = MsSince(pause);
-  }
-  if (digests.empty()) {  // hit without verification: digest outside the timed region
-    const auto pause = Clock::now();
-    digests = DigestState(backend.host_state());
-    paused_ms += MsSince(pause);
   }
   const auto suffix_start = Clock::now();
   OrDie(backend.Forward(suffix, logits), "suffix");
@@ -478,87 +491,180 @@ struct CompareArgs {
   double tolerance = 2e-3;
 };
 
-// Largest |a − b| relative to the largest |b|.
-[[maybe_unused]] double RelativeError(std::span<const float> a, std::span<const float> b) {
-  double worst = 0;
-  double scale = 1e-30;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::abs(double(b[i])));
+// Every layer's state, judged per head: conv per key/value head of channels (when Dk = Dv),
+// recurrent per value head, K and V per KV head.
+void AddStateChecks(const ModelConfig& c, const SequenceState& got, const SequenceState& want,
+                    std::vector<TensorAgreement>* out) {
+  for (size_t i = 0; i < want.layers().size(); ++i) {
+    const LayerState& a = got.layers()[i];
+    const LayerState& b = want.layers()[i];
+    const std::string at = "[" + std::to_string(i) + "]";
+    if (b.kind == LayerKind::kLinear) {
+      const bool square = c.linear_key_head_dim == c.linear_value_head_dim;
+      const int64_t inner = square ? c.linear_key_head_dim : c.conv_dim();
+      out->push_back(
+          CompareTensor("conv" + at, a.conv.span(), b.conv.span(), c.conv_dim() / inner, inner));
+      out->push_back(CompareTensor("recurrent" + at, a.recurrent.span(), b.recurrent.span(),
+                                   c.linear_num_value_heads,
+                                   c.linear_value_head_dim * c.linear_key_head_dim));
+    } else {
+      out->push_back(
+          CompareTensor("k" + at, a.k.span(), b.k.span(), c.num_key_value_heads, c.head_dim));
+      out->push_back(
+          CompareTensor("v" + at, a.v.span(), b.v.span(), c.num_key_value_heads, c.head_dim));
+    }
   }
-  return worst / scale;
 }
 
-// The CUDA backend against the CPU backend on the same weights and prompts: logits and every
-// layer's state must agree to `tolerance`, and the CUDA backend must repeat itself bit for bit,
-// including across a pull / reset / push of its state (what hydration does).
+// The backend under test (--backend: cuda, or cpu to exercise this command without a GPU, with
+// its own --chunk) against the CPU backend with 512-token chunks on the same weights and
+// prompts. Per length it checks, each per head and never letting a NaN or Inf pass: every
+// layer's state after the prefix, the logits after the suffix and after each decode step
+// (both fed the reference's greedy tokens, so one early difference cannot cascade), greedy-token
+// agreement at every step, and that the backend repeats itself bit for bit, including across a
+// pull / reset / push of its state (what hydration does).
 int RunCompare(const Common& common, const CompareArgs& args) {
-#ifndef PREFIXD_HYBRID_HAVE_CUDA
-  Die("this build has no CUDA backend (nvcc was not found at configure time)");
-  return 2;
-#else
-  std::fprintf(stderr, "prefixd-hybrid: GPU %s\n",
-               OrDie(CudaDeviceDescription(0), "CUDA device").c_str());
+  CheckBackendAvailable(common.backend);
   const ModelConfig config = OrDie(LoadConfig(common.model), "model config");
-  auto weights = std::make_shared<ModelWeights>(OrDie(
-      LoadWeights(config, common.weights, std::max(1, int(std::thread::hardware_concurrency()))),
-      "weights"));
-  auto cpu = OrDie(
-      MakeCpuBackend(config, weights, {.threads = common.threads, .prefill_chunk = common.chunk}),
-      "CPU backend");
-  auto gpu =
-      OrDie(MakeCudaBackend(config, *weights, {.prefill_chunk = common.chunk}), "CUDA backend");
+  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  auto weights = std::make_shared<ModelWeights>(
+      OrDie(LoadWeights(config, common.weights, threads), "weights"));
+  auto ref = OrDie(MakeCpuBackend(config, weights, {.threads = common.threads}), "CPU backend");
+  std::unique_ptr<Backend> dut;
+  if (common.backend == "cpu") {
+    dut = OrDie(
+        MakeCpuBackend(config, weights, {.threads = common.threads, .prefill_chunk = common.chunk}),
+        "CPU backend under test");
+  } else if (common.backend == "cuda") {
+#ifdef PREFIXD_HYBRID_HAVE_CUDA
+    std::fprintf(stderr, "prefixd-hybrid: GPU %s\n",
+                 OrDie(CudaDeviceDescription(0), "CUDA device").c_str());
+    dut = OrDie(MakeCudaBackend(config, *weights, {.prefill_chunk = common.chunk}), "CUDA backend");
+#else
+    Die("this build has no CUDA backend (nvcc was not found at configure time)");
+#endif
+  } else {
+    Die("unknown backend '" + common.backend + "' (cpu|cuda)");
+  }
+  if (args.suffix_tokens < 1 || args.decode_tokens < 1) {
+    Die("--suffix-tokens and --decode-tokens must be at least 1");
+  }
+  std::printf("compare: %s (chunk %lld) against cpu (chunk 512); %s; tolerance %.1e per head\n",
+              common.backend.c_str(), static_cast<long long>(common.chunk),
+              config.Summary().c_str(), args.tolerance);
   bool ok = true;
-  std::vector<float> lc(static_cast<size_t>(config.vocab_size));
-  std::vector<float> lg(lc.size()), lg2(lc.size());
+  const size_t vocab = static_cast<size_t>(config.vocab_size);
+  std::vector<float> want(vocab), got(vocab), got_suffix(vocab);
   for (int64_t length : ParseLengths(args.lengths)) {
+    const auto start = Clock::now();
     const auto prefix = PseudoRandomTokens(length, config.vocab_size, 7);
     const auto suffix = PseudoRandomTokens(args.suffix_tokens, config.vocab_size, 8);
-    cpu->Reset(length + args.suffix_tokens + args.decode_tokens);
-    gpu->Reset(length + args.suffix_tokens + args.decode_tokens);
-    OrDie(cpu->Forward(prefix, {}), "CPU prefill");
-    OrDie(gpu->Forward(prefix, {}), "CUDA prefill");
-    OrDie(gpu->PullState(), "CUDA pull");
-    double worst_state = 0;
-    for (size_t i = 0; i < cpu->host_state().layers().size(); ++i) {
-      const LayerState& a = gpu->host_state().layers()[i];
-      const LayerState& b = cpu->host_state().layers()[i];
-      for (auto [x, y] : {std::pair{&a.conv, &b.conv}, std::pair{&a.recurrent, &b.recurrent},
-                          std::pair{&a.k, &b.k}, std::pair{&a.v, &b.v}}) {
-        worst_state = std::max(worst_state, RelativeError(x->span(), y->span()));
-      }
-    }
-    const SequenceState saved = gpu->host_state();
+    const int64_t reserve = length + args.suffix_tokens + args.decode_tokens;
+    CompareVerdict verdict;
+    verdict.tolerance = args.tolerance;
+    ref->Reset(reserve);
+    dut->Reset(reserve);
+    std::fprintf(stderr, "compare: L=%lld prefill\n", static_cast<long long>(length));
+    OrDie(ref->Forward(prefix, {}), "reference prefill");
+    OrDie(dut->Forward(prefix, {}), common.backend + " prefill");
+    OrDie(dut->PullState(), "reading the state back");
+    AddStateChecks(config, dut->host_state(), ref->host_state(), &verdict.tensors);
+    const SequenceState saved = dut->host_state();
     const std::vector<std::string> digests = DigestState(saved);
-    OrDie(cpu->Forward(suffix, lc), "CPU suffix");
-    OrDie(gpu->Forward(suffix, lg), "CUDA suffix");
-    const double logit_error = RelativeError(lg, lc);
-    const auto tc = OrDie(GreedyContinue(*cpu, Argmax(lc), args.decode_tokens), "CPU decode");
-    const auto tg = OrDie(GreedyContinue(*gpu, Argmax(lg), args.decode_tokens), "CUDA decode");
-    int agree = 0;
-    for (size_t i = 0; i < tc.size(); ++i) agree += tc[i] == tg[i];
-    // Repeatability: a fresh prefill gives the same state bits; a pushed state the same logits.
-    gpu->Reset(length + args.suffix_tokens);
-    OrDie(gpu->Forward(prefix, {}), "CUDA prefill again");
-    OrDie(gpu->PullState(), "CUDA pull");
-    const bool same_state = DigestState(gpu->host_state()) == digests;
-    gpu->Reset(length + args.suffix_tokens);
-    gpu->host_state() = saved;
-    OrDie(gpu->PushState(), "CUDA push");
-    OrDie(gpu->Forward(suffix, lg2), "CUDA suffix after push");
-    const bool same_logits = lg2 == lg;
-    const bool pass =
-        logit_error <= args.tolerance && worst_state <= args.tolerance && same_state && same_logits;
+
+    OrDie(ref->Forward(suffix, want), "reference suffix");
+    OrDie(dut->Forward(suffix, got), common.backend + " suffix");
+    got_suffix = got;
+    verdict.tensors.push_back(
+        CompareTensor("logits after the suffix", got, want, 1, static_cast<int64_t>(vocab)));
+    std::vector<int32_t> want_tokens = {Argmax(want)};
+    std::vector<int32_t> got_tokens = {Argmax(got)};
+    for (int step = 1; step < args.decode_tokens; ++step) {
+      const int32_t next = want_tokens.back();
+      OrDie(ref->Forward({&next, 1}, want), "reference decode");
+      OrDie(dut->Forward({&next, 1}, got), common.backend + " decode");
+      verdict.tensors.push_back(CompareTensor("logits at decode step " + std::to_string(step), got,
+                                              want, 1, static_cast<int64_t>(vocab)));
+      want_tokens.push_back(Argmax(want));
+      got_tokens.push_back(Argmax(got));
+    }
+    verdict.tokens = CompareTokens(got_tokens, want_tokens);
+
+    // Repeatability: a fresh prefill gives the same state bits; the pushed state the same logits.
+    dut->Reset(reserve);
+    OrDie(dut->Forward(prefix, {}), common.backend + " prefill again");
+    OrDie(dut->PullState(), "reading the state back");
+    verdict.repeat_state = DigestState(dut->host_state()) == digests;
+    dut->Reset(reserve);
+    dut->host_state() = saved;
+    OrDie(dut->PushState(), "pushing the state");
+    OrDie(dut->Forward(suffix, got), common.backend + " suffix after push");
+    verdict.repeat_logits = std::memcmp(got.data(), got_suffix.data(), vocab * sizeof(float)) == 0;
+
+    const bool pass = verdict.pass();
     ok = ok && pass;
+    double state_error = 0;  // NaN as soon as one state tensor is not finite
+    for (const char* kind : {"conv", "recurrent", "k", "v"}) {
+      const double e = verdict.Worst(kind);
+      if (std::isnan(e) || e > state_error) state_error = e;
+    }
     std::printf(
-        "L=%-6lld logits rel err %.2e  state rel err %.2e  greedy %d/%zu  "
-        "CUDA repeat: state %s, logits after push %s  %s\n",
-        static_cast<long long>(length), logit_error, worst_state, agree, tc.size(),
-        same_state ? "bit-exact" : "DIFFERS", same_logits ? "bit-exact" : "DIFFER",
+        "L=%-6lld logits rel err %.2e (suffix + %d decode steps)  state rel err %.2e  "
+        "greedy %d/%d  repeat: state %s, logits after push %s  (%.1f s)  %s\n",
+        static_cast<long long>(length), verdict.Worst("logits"), args.decode_tokens - 1,
+        state_error, verdict.tokens.agree, verdict.tokens.total,
+        verdict.repeat_state ? "bit-exact" : "DIFFERS",
+        verdict.repeat_logits ? "bit-exact" : "DIFFER", MsSince(start) / 1000,
         pass ? "ok" : "FAIL");
+    for (const std::string& failure : verdict.Failures())
+      std::printf("    FAIL %s\n", failure.c_str());
+    std::fflush(stdout);
   }
   return ok ? 0 : 1;
-#endif
+}
+
+struct LogitsArgs {
+  int64_t prompt_tokens = 64;
+  uint64_t prompt_seed = 1;
+  int decode_tokens = 8;
+  std::string out;
+};
+
+// Greedy decoding from a pseudo-random prompt, for comparison with another implementation
+// (scripts/hf_reference.py runs transformers on the same checkpoint): writes OUT.json (the
+// prompt, the greedy tokens, timings) and OUT.f32, the logits as raw little-endian fp32
+// [decode_tokens, vocab]: row 0 after the prompt, row s after feeding greedy token s − 1.
+int RunLogits(const Common& common, const LogitsArgs& args) {
+  if (args.prompt_tokens < 1 || args.decode_tokens < 1) {
+    Die("--prompt-tokens and --decode-tokens must be at least 1");
+  }
+  Loaded model = LoadModel(common);
+  Backend& backend = *model.backend;
+  const size_t vocab = static_cast<size_t>(model.config.vocab_size);
+  const auto prompt =
+      PseudoRandomTokens(args.prompt_tokens, model.config.vocab_size, args.prompt_seed);
+  backend.Reset(args.prompt_tokens + args.decode_tokens);
+  std::vector<float> all(vocab * static_cast<size_t>(args.decode_tokens));
+  const auto start = Clock::now();
+  OrDie(backend.Forward(prompt, {all.data(), vocab}), "prefill");
+  const double prefill_ms = MsSince(start);
+  std::vector<int32_t> tokens = {Argmax({all.data(), vocab})};
+  for (int step = 1; step < args.decode_tokens; ++step) {
+    const int32_t last = tokens.back();
+    std::span<float> row(all.data() + static_cast<size_t>(step) * vocab, vocab);
+    OrDie(backend.Forward({&last, 1}, row), "decode");
+    tokens.push_back(Argmax(row));
+  }
+  WriteFile(args.out + ".f32",
+            std::string(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(float)));
+  WriteFile(args.out + ".json", Json{{"backend", common.backend},
+                                     {"model", model.config.Summary()},
+                                     {"vocab", vocab},
+                                     {"prompt", prompt},
+                                     {"tokens", tokens},
+                                     {"prefill_ms", prefill_ms}}
+                                    .dump());
+  return 0;
 }
 
 void AddCommon(CLI::App* app, Common* c) {
@@ -623,14 +729,35 @@ int main(int argc, char** argv) {
   compare_common.backend = "cuda";
   CompareArgs compare;
   CLI::App* compare_cmd = app.add_subcommand(
-      "compare", "The CUDA backend against the CPU backend: agreement and repeatability");
+      "compare",
+      "A backend (CUDA by default) against the CPU backend: agreement and repeatability");
   AddCommon(compare_cmd, &compare_common);
   compare_cmd->add_option("--lengths", compare.lengths, "prefix lengths, comma-separated")
       ->capture_default_str();
-  compare_cmd->add_option("--tolerance", compare.tolerance, "largest relative error allowed")
+  compare_cmd
+      ->add_option("--tolerance", compare.tolerance,
+                   "largest relative error allowed, per head (of max |reference| in the head)")
       ->capture_default_str();
+  compare_cmd
+      ->add_option("--suffix-tokens", compare.suffix_tokens, "prompt tokens after the prefix")
+      ->capture_default_str();
+  compare_cmd->add_option("--decode-tokens", compare.decode_tokens, "greedy tokens compared")
+      ->capture_default_str();
+  Common logits_common;
+  LogitsArgs logits;
+  CLI::App* logits_cmd = app.add_subcommand(
+      "logits", "Greedy decoding from a pseudo-random prompt; writes the logits and tokens");
+  AddCommon(logits_cmd, &logits_common);
+  logits_cmd->add_option("--prompt-tokens", logits.prompt_tokens, "prompt length")
+      ->capture_default_str();
+  logits_cmd->add_option("--prompt-seed", logits.prompt_seed, "seed of the pseudo-random prompt")
+      ->capture_default_str();
+  logits_cmd->add_option("--decode-tokens", logits.decode_tokens, "greedy tokens (logits rows)")
+      ->capture_default_str();
+  logits_cmd->add_option("--out", logits.out, "writes OUT.json and OUT.f32")->required();
   CLI11_PARSE(app, argc, argv);
   if (sweep_cmd->parsed()) return RunSweep(sweep_common, sweep);
   if (compare_cmd->parsed()) return RunCompare(compare_common, compare);
+  if (logits_cmd->parsed()) return RunLogits(logits_common, logits);
   return RunWarm(warm_common, warm);
 }

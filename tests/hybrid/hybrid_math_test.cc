@@ -9,18 +9,11 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "random_vectors.h"
 #include "thread_pool.h"
 
 namespace prefixd::hybrid {
 namespace {
-
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double Silu(double x) { return x * Sigmoid(x); }

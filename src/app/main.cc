@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
         static_cast<uint64_t>(settings.Int(Setting::kAutoRewriteMinSize));
     auto d = std::make_unique<persist::Durability>(durability, engine.state_store(),
                                                    &engine.vector_store());
+    d->set_keyspace(&engine.keyspace());
     if (std::string err = d->Open(); !err.empty()) {
       spdlog::critical("Can't recover the data in '{}': {}", dir, err);
       return 1;
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   engine.set_shutdown_hook([&server] { server.Stop(); });
+  engine.StartActiveExpiry();
 
   spdlog::info("prefixd {} (Redis {} wire) pid={}", commands::kPrefixdVersion,
                commands::kRedisCompatVersion, getpid());

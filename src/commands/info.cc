@@ -12,6 +12,7 @@
 #include "commands/engine.h"
 #include "commands/registry.h"
 #include "common/ascii.h"
+#include "common/clock.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
@@ -127,6 +128,8 @@ void StatsSection(Engine& e, std::string& out) {
   Field(out, "rejected_calls", st.rejected_calls.Sum());
   Field(out, "keyspace_hits", st.keyspace_hits.Sum());
   Field(out, "keyspace_misses", st.keyspace_misses.Sum());
+  Field(out, "expired_keys", st.expired_keys.load());
+  Field(out, "evicted_keys", st.evicted_keys.load());
 }
 
 void ReplicationSection(Engine&, std::string& out) {
@@ -149,8 +152,13 @@ void CpuSection(Engine&, std::string& out) {
 }
 
 void KeyspaceSection(Engine& e, std::string& out) {
-  uint64_t keys = e.state_store().Stats().entries;
-  if (keys > 0) Field(out, "db0", "keys=" + std::to_string(keys) + ",expires=0,avg_ttl=0");
+  // Redis's avg_ttl: the mean remaining ms over keys with an expiry.
+  const store::KeyspaceStats s = e.keyspace().Stats(CoarseNowMs());
+  if (s.keys == 0) return;
+  const uint64_t avg_ttl = s.volatile_keys == 0 ? 0 : s.ttl_sum_ms / s.volatile_keys;
+  Field(out, "db0",
+        "keys=" + std::to_string(s.keys) + ",expires=" + std::to_string(s.volatile_keys) +
+            ",avg_ttl=" + std::to_string(avg_ttl));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "commands/errors.h"
+#include "commands/key_access.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 
@@ -68,6 +69,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterPersistenceCommands(*this);
   RegisterVstoreCommands(*this);
   RegisterKvPrefixCommands(*this);
+  RegisterKeyCommands(*this);
 }
 
 void Registry::Add(CommandSpec spec) {
@@ -171,6 +173,7 @@ void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
   }
   engine_.stats().total_commands.Add();
   Context ctx{client, request, reply, engine_, *spec};
+  if (!PrepareTypedKeys(ctx)) return;
   spec->handler(ctx);
 }
 

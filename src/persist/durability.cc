@@ -149,7 +149,7 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
   const Verdict verdict = Check(m, Limits::Hard());
   if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
   try {
-    Apply(m, Stores{store_, vectors_, 0}, {});
+    Apply(m, Stores{store_, vectors_, 0, keys_}, {});
   } catch (const std::exception& e) {
     return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
   }
@@ -323,6 +323,12 @@ std::string Durability::WriteSnapshot() {
     write(SsmPut{sid, layers});
   });
   if (vectors_ != nullptr) WriteVectorSnapshot(write);
+  // Expiries last, once every key they name exists.
+  if (keys_ != nullptr) {
+    keys_->ForEach([&](const std::string& key, const store::KeyInfo& info) {
+      if (info.expire_at_ms != 0) write(KeyExpire{key, static_cast<uint64_t>(info.expire_at_ms)});
+    });
+  }
   if (err.empty()) {
     const Mutation end = SnapshotEnd{count};
     err = WriteRecord(fd, seed, RecordType::kSnapshotEnd, EncodePayload(end));

@@ -63,6 +63,9 @@ class Durability {
   Durability(const Durability&) = delete;
   Durability& operator=(const Durability&) = delete;
 
+  // The keyspace recovered along with the stores (types, expiries); set before Open().
+  void set_keyspace(store::Keyspace* keys) { keys_ = keys; }
+
   // Loads the snapshot and replays the log into the store, then opens the log for appends.
   // Returns an error text that names the file and offset of any damage it could not pass.
   std::string Open();
@@ -104,6 +107,7 @@ class Durability {
   DurabilityOptions options_;
   store::StateStore& store_;
   store::VectorStore* vectors_;
+  store::Keyspace* keys_ = nullptr;
   std::unique_ptr<LogWriter> log_;
   int lock_fd_ = -1;
 

@@ -1,0 +1,36 @@
+// Key lookups as every command makes them: lazy expiry (an expired key is deleted through the
+// mutation path and reads as missing), access stamps, the type check before a typed command
+// (-WRONGTYPE) and the active expiry cycle. Called on io threads and the expiry thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "commands/command.h"
+#include "commands/engine.h"
+#include "persist/mutation.h"
+#include "store/keyspace.h"
+
+namespace prefixd::commands {
+
+inline constexpr std::string_view kWrongType =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+// The record that deletes `key` whole, whatever its type (DEL, expiry).
+persist::Mutation DeleteRecord(std::string_view key, store::KeyType type);
+
+// The key's entry, or nullopt when it does not exist or has expired (then it is deleted, the
+// reply waiting for that record as for any change). `touch`: a read or write lookup (Redis's
+// lookupKey); false for the commands Redis runs with LOOKUP_NOTOUCH.
+std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool touch);
+
+// Before a typed command (group ssm, vstore, kvprefix): its keys expire lazily, are touched, and
+// one of another type answers -WRONGTYPE. False when the error reply was queued.
+bool PrepareTypedKeys(Context& ctx);
+
+// One active expiry pass: up to `per_shard` expired keys of each shard are deleted. Returns how
+// many were.
+uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard);
+
+}  // namespace prefixd::commands

@@ -76,7 +76,10 @@ void MemorySection(Engine& e, std::string& out) {
   Field(out, "used_memory_dataset", s.payload_bytes);
   Field(out, "maxmemory", static_cast<uint64_t>(maxmemory));
   Field(out, "maxmemory_human", HumanBytes(static_cast<uint64_t>(maxmemory)));
-  Field(out, "maxmemory_policy", "noeviction");
+  Field(out, "maxmemory_policy", e.settings().String(Setting::kMaxMemoryPolicy));
+  // Replies held past their key's eviction are counted in used_memory (as Redis counts client
+  // buffers), so nothing is left out of the eviction figure.
+  Field(out, "mem_not_counted_for_evict", uint64_t{0});
   Field(out, "buffer_pool_free_bytes", PooledFreeBytes());
   Field(out, "payload_bytes", s.payload_bytes);
   Field(out, "overhead_bytes", s.overhead_bytes);

@@ -1,5 +1,6 @@
 #include "commands/key_access.h"
 
+#include <mutex>
 #include <string>
 
 #include "commands/mutate.h"
@@ -54,6 +55,28 @@ bool PrepareTypedKeys(Context& ctx) {
       ctx.reply.Error(kWrongType);
       return false;
     }
+  }
+  return true;
+}
+
+store::EvictionPolicy CurrentPolicy(const Engine& engine) {
+  return store::ParseEvictionPolicy(engine.settings().String(Setting::kMaxMemoryPolicy))
+      .value_or(store::EvictionPolicy::kNoEviction);
+}
+
+bool MakeRoom(Engine& engine) {
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  if (limit <= 0 || engine.UsedMemory() <= static_cast<uint64_t>(limit)) return true;
+  const store::EvictionPolicy policy = CurrentPolicy(engine);
+  if (policy == store::EvictionPolicy::kNoEviction) return false;
+  // One eviction pass at a time, so two writers never evict the same budget twice.
+  static std::mutex pass;
+  std::lock_guard lock(pass);
+  while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
+    auto victim = engine.keyspace().PickVictim(policy);
+    if (!victim) return false;
+    if (!MutateEngine(engine, DeleteRecord(victim->first, victim->second)).outcome) return false;
+    engine.stats().evicted_keys += 1;
   }
   return true;
 }

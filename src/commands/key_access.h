@@ -29,6 +29,15 @@ std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool
 // one of another type answers -WRONGTYPE. False when the error reply was queued.
 bool PrepareTypedKeys(Context& ctx);
 
+// Before a command that may grow memory: while used memory is past maxmemory, evicts whole
+// keys by maxmemory-policy (each a logged delete, as Redis propagates evictions). False when it
+// is still past the limit (noeviction, or nothing left in the policy's scope): the caller
+// answers Redis's -OOM.
+bool MakeRoom(Engine& engine);
+
+// The policy maxmemory-policy names now.
+store::EvictionPolicy CurrentPolicy(const Engine& engine);
+
 // One active expiry pass: up to `per_shard` expired keys of each shard are deleted. Returns how
 // many were.
 uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard);

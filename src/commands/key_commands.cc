@@ -205,6 +205,10 @@ constexpr std::string_view kLfuNotSelected =
     "that when switching between policies at runtime LRU and LFU data will take some time to "
     "adjust.";
 
+constexpr std::string_view kLfuSelected =
+    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
+    "switching between policies at runtime LRU and LFU data will take some time to adjust.";
+
 void ObjectEncoding(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
@@ -221,14 +225,15 @@ void ObjectRefcount(Context& ctx) {
 void ObjectIdletime(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
+  if (store::TracksFrequency(CurrentPolicy(ctx.engine))) return ctx.reply.Error(kLfuSelected);
   ctx.reply.Integer(std::max<int64_t>(0, CoarseNowMs() - info->last_access_ms) / 1000);
 }
 
 void ObjectFreq(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
-  // maxmemory-policy is noeviction until eviction lands: no LFU policy is selected.
-  ctx.reply.Error(kLfuNotSelected);
+  if (!store::TracksFrequency(CurrentPolicy(ctx.engine))) return ctx.reply.Error(kLfuNotSelected);
+  ctx.reply.Integer(ctx.engine.keyspace().Frequency(ctx.args[2]).value_or(0));
 }
 
 uint64_t KeyBytes(Engine& engine, std::string_view key, store::KeyType type) {

@@ -165,8 +165,7 @@ void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
                        engine_.durability()->last_error());
   }
   if (spec->flags & kDenyOom) {
-    int64_t limit = engine_.settings().Int(Setting::kMaxMemory);
-    if (limit > 0 && engine_.UsedMemory() > static_cast<uint64_t>(limit)) {
+    if (!MakeRoom(engine_)) {
       engine_.stats().rejected_calls.Add();
       return reply.Error(errors::kOom);
     }

@@ -35,6 +35,7 @@ enum class Setting : size_t {
   kTcpBacklog,
   kMaxSidLen,
   kMaxMemory,
+  kMaxMemoryPolicy,
   kAppendOnly,
   kAppendFsync,
   kAutoRewritePercentage,

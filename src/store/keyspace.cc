@@ -69,13 +69,18 @@ void Keyspace::Set(std::string_view key, KeyType type, int64_t now_ms) {
   info.slot = KeySlot(key);
   info.last_access_ms = now_ms;
   info.lfu_counter = kLfuInitial;
-  shard.keys.emplace(Position{at.hash, std::string(key)}, info);
+  info.handle = shard.index.Insert(EvictionClockMicros());
+  auto placed = shard.keys.emplace(Position{at.hash, std::string(key)}, info).first;
+  if (shard.key_of_handle.size() <= info.handle) shard.key_of_handle.resize(info.handle + 1);
+  shard.key_of_handle[info.handle] = &placed->first.key;
   shard.keys_in_slot[info.slot >> kShardBits] += 1;
 }
 
 void Keyspace::Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it) {
   if (it->second.expire_at_ms != 0) shard.expiries.erase({it->second.expire_at_ms, it->first.key});
   shard.keys_in_slot[it->second.slot >> kShardBits] -= 1;
+  shard.index.Erase(it->second.handle);
+  shard.key_of_handle[it->second.handle] = nullptr;
   shard.keys.erase(it);
 }
 
@@ -94,6 +99,8 @@ void Keyspace::Clear() {
     released.swap(shard.keys);
     shard.expiries.clear();
     shard.keys_in_slot.fill(0);
+    for (const auto& [pos, info] : released) shard.index.Erase(info.handle);
+    shard.key_of_handle.clear();
   }
 }
 
@@ -122,6 +129,7 @@ void Keyspace::Touch(std::string_view key, int64_t now_ms) {
     }
   }
   info.last_access_ms = now_ms;
+  shard.index.Touch(info.handle, EvictionClockMicros());
 }
 
 bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
@@ -134,7 +142,12 @@ bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
   KeyInfo& info = it->second;
   if (info.expire_at_ms != 0) shard.expiries.erase({info.expire_at_ms, it->first.key});
   info.expire_at_ms = at_ms;
-  if (at_ms != 0) shard.expiries.emplace(at_ms, it->first.key);
+  if (at_ms != 0) {
+    shard.expiries.emplace(at_ms, it->first.key);
+    shard.index.SetExpiry(info.handle, at_ms);
+  } else {
+    shard.index.ClearExpiry(info.handle);
+  }
   return true;
 }
 
@@ -220,6 +233,51 @@ std::optional<std::string> Keyspace::Random() const {
     return it->first.key;
   }
   return std::nullopt;
+}
+
+std::optional<std::pair<std::string, KeyType>> Keyspace::PickVictim(EvictionPolicy policy) {
+  std::lock_guard pick(policy_mu_);
+  if (policy != ordered_for_) {
+    // One shard at a time: a client waits at most one shard's rebuild.
+    for (size_t i = 0; i < kShardCount; ++i) {
+      std::lock_guard lock(shards_[i].mu);
+      shards_[i].index.SetPolicy(policy);
+    }
+    ordered_for_ = policy;
+  }
+  if (policy == EvictionPolicy::kNoEviction) return std::nullopt;
+  const bool random =
+      policy == EvictionPolicy::kAllKeysRandom || policy == EvictionPolicy::kVolatileRandom;
+  EvictionRound round(kShardCount);
+  for (size_t i = 0; i < kShardCount; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    round.Offer(i, shards_[i].index.PickVictim(), shards_[i].index.RandomCandidates());
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  // Scores only grow, so a shard whose fresh pick is still the best holds the global victim;
+  // otherwise its new score is recorded and the next best is tried.
+  for (size_t attempt = 0; attempt < 4 * kShardCount; ++attempt) {
+    auto best = random ? round.RandomShard(rng()) : round.Best();
+    if (!best) return std::nullopt;
+    Shard& shard = shards_[*best];
+    std::lock_guard lock(shard.mu);
+    auto victim = shard.index.PickVictim();
+    if (victim && (random || round.Accepts(*best, victim->score))) {
+      const std::string* key = shard.key_of_handle[victim->handle];
+      auto it = shard.keys.find(ViewOf(*key));
+      return std::make_pair(*key, it->second.type);
+    }
+    round.Offer(*best, victim, shard.index.RandomCandidates());
+  }
+  return std::nullopt;
+}
+
+std::optional<uint8_t> Keyspace::Frequency(std::string_view key) const {
+  const Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it == shard.keys.end()) return std::nullopt;
+  return shard.index.Frequency(it->second.handle, EvictionClockMicros());
 }
 
 uint64_t Keyspace::CountInSlot(uint16_t slot) const {

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "store/eviction_index.h"
+
 namespace prefixd::store {
 
 // A key's type, as TYPE names it. The string type and a prefix-index type take the next codes.
@@ -35,6 +37,7 @@ struct KeyInfo {
   int64_t last_access_ms = 0;  // for OBJECT IDLETIME
   uint8_t lfu_counter = 5;     // Redis's logarithmic counter, for OBJECT FREQ
   uint32_t lfu_hits = 0;       // hits since the counter last stepped (deterministic LFU)
+  EvictionIndex::Handle handle = EvictionIndex::kNoHandle;  // the node in the shard's index
 };
 
 struct KeyspaceStats {
@@ -77,6 +80,13 @@ class Keyspace {
   // A key picked uniformly enough (shard weighted by size, then a random position), or nullopt.
   std::optional<std::string> Random() const;
 
+  // The key the policy evicts next across every shard (docs/cache-design.md, "Across shards"),
+  // or nullopt when nothing is in the policy's scope. The index is rebuilt first when `policy`
+  // differs from the one it was ordered for. The caller deletes the key (a logged DEL).
+  std::optional<std::pair<std::string, KeyType>> PickVictim(EvictionPolicy policy);
+  // OBJECT FREQ under an LFU policy: the shard index's decayed counter.
+  std::optional<uint8_t> Frequency(std::string_view key) const;
+
   uint64_t CountInSlot(uint16_t slot) const;
   KeyspaceStats Stats(int64_t now_ms) const;
   uint64_t size() const;
@@ -105,12 +115,16 @@ class Keyspace {
     std::map<Position, KeyInfo, Less> keys;
     std::set<std::pair<int64_t, std::string>> expiries;  // (expire_at_ms, key)
     std::array<uint32_t, 256> keys_in_slot{};            // slot >> 6 within this shard
+    EvictionIndex index;
+    std::vector<const std::string*> key_of_handle;  // the map node's key, stable while it lives
   };
 
   static PositionView ViewOf(std::string_view key);
   void Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it);
 
   std::unique_ptr<Shard[]> shards_;
+  std::mutex policy_mu_;  // one pick at a time; guards the policy the indexes are ordered for
+  EvictionPolicy ordered_for_ = EvictionPolicy::kNoEviction;
 };
 
 }  // namespace prefixd::store

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <string>
@@ -266,6 +267,158 @@ TEST_F(KeyspaceTest, ExpiryTimesSurviveRestartThroughLogAndSnapshot) {
   EXPECT_EQ(Call({"DBSIZE"}), ":3\r\n");
   const std::string keyspace = Call({"INFO", "keyspace"});
   EXPECT_NE(keyspace.find("\r\ndb0:keys=3,expires=2,avg_ttl="), std::string::npos) << keyspace;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Budget and eviction: whole keys, by each of Redis's eight policies.
+
+class EvictionTest : public ServerTest {
+ protected:
+  static constexpr size_t kLayerBytes = 50 * 1024;  // two layers: ~100 KiB a session
+  static constexpr int kSessions = 60;              // ~6 MiB offered to a 2 MiB budget
+
+  void Start(const std::string& policy) {
+    ASSERT_NO_FATAL_FAILURE(StartServer(
+        {.flags = {"--appendonly", "no", "--maxmemory", "2mb", "--maxmemory-policy", policy}}));
+    conn_ = RawConnection::Tcp(server_.port());
+    ASSERT_NE(conn_, nullptr);
+  }
+  std::string Call(const std::vector<std::string>& args) { return conn_->Call(args); }
+  std::string Store(const std::string& sid) {
+    return Call({"SSM.PREFIX.MSTORE", sid, "0", std::string(kLayerBytes, 'a'), "1",
+                 std::string(kLayerBytes, 'b')});
+  }
+  int64_t Stat(const std::string& section, const std::string& field) {
+    const std::string info = Call({"INFO", section});
+    const size_t at = info.find("\r\n" + field + ":");
+    if (at == std::string::npos) return -1;
+    return std::stoll(info.substr(at + field.size() + 3));
+  }
+  // Every remaining session holds both of its layers.
+  void ExpectWholeSessions() {
+    for (int i = 0; i < kSessions; ++i) {
+      std::string reply = Call({"SSM.PREFIX.MFETCH", "s" + std::to_string(i), "0", "1"});
+      const bool none = reply == "*2\r\n$-1\r\n$-1\r\n";
+      const bool both =
+          reply.size() == 4 + 2 * (kLayerBytes + 10) && reply.find("$-1") == std::string::npos;
+      EXPECT_TRUE(none || both) << "session " << i << " came back partial";
+    }
+  }
+  std::unique_ptr<RawConnection> conn_;
+};
+
+TEST_F(EvictionTest, NoevictionAnswersRedisOomText) {
+  ASSERT_NO_FATAL_FAILURE(Start("noeviction"));
+  std::string reply;
+  for (int i = 0; i < kSessions && reply.empty(); ++i) {
+    std::string r = Store("s" + std::to_string(i));
+    if (r != "+OK\r\n") reply = r;
+  }
+  EXPECT_EQ(reply, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+  EXPECT_EQ(Stat("stats", "evicted_keys"), 0);
+  // Reads still work, and deleting makes room again.
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "s0", "0", "RANGE", "0", "1"}), "$1\r\na\r\n");
+}
+
+TEST_F(EvictionTest, AllKeysPoliciesEvictWholeSessionsWithinTheBudget) {
+  for (const std::string policy : {"allkeys-lru", "allkeys-lfu", "allkeys-random"}) {
+    SCOPED_TRACE(policy);
+    ASSERT_NO_FATAL_FAILURE(Start(policy));
+    ASSERT_EQ(Store("hot"), "+OK\r\n");
+    for (int i = 0; i < kSessions; ++i) {
+      ASSERT_EQ(Store("s" + std::to_string(i)), "+OK\r\n");
+      // "hot" is read after every write: LRU and LFU keep it.
+      const std::string hot = Call({"SSM.PREFIX.FETCH", "hot", "0", "RANGE", "0", "1"});
+      if (policy != "allkeys-random") ASSERT_EQ(hot, "$1\r\na\r\n") << "after s" << i;
+    }
+    EXPECT_GT(Stat("stats", "evicted_keys"), kSessions / 2);
+    EXPECT_LE(Stat("memory", "used_memory"), 2 * 1024 * 1024 + 2 * int64_t{kLayerBytes} + 4096);
+    EXPECT_NE(Call({"INFO", "memory"}).find("maxmemory_policy:" + policy), std::string::npos);
+    ExpectWholeSessions();
+    if (policy != "allkeys-random") EXPECT_EQ(Call({"EXISTS", "hot"}), ":1\r\n");
+    // LRU: the oldest untouched sessions went first.
+    if (policy == "allkeys-lru") {
+      EXPECT_EQ(Call({"EXISTS", "s0"}), ":0\r\n");
+      EXPECT_EQ(Call({"EXISTS", "s" + std::to_string(kSessions - 1)}), ":1\r\n");
+    }
+    ASSERT_TRUE(server_.Stop());
+  }
+}
+
+TEST_F(EvictionTest, VolatilePoliciesEvictOnlyKeysWithAnExpiry) {
+  for (const std::string policy :
+       {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"}) {
+    SCOPED_TRACE(policy);
+    ASSERT_NO_FATAL_FAILURE(Start(policy));
+    // Persistent sessions fill half the budget; they must all survive.
+    for (int i = 0; i < 8; ++i) ASSERT_EQ(Store("keep" + std::to_string(i)), "+OK\r\n");
+    for (int i = 0; i < kSessions; ++i) {
+      const std::string sid = "s" + std::to_string(i);
+      ASSERT_EQ(Store(sid), "+OK\r\n") << i;
+      // volatile-ttl: later sessions live longer, so the earliest go first.
+      ASSERT_EQ(Call({"EXPIRE", sid, std::to_string(1000 + i)}), ":1\r\n");
+    }
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(Call({"EXISTS", "keep" + std::to_string(i)}), ":1\r\n");
+    EXPECT_GT(Stat("stats", "evicted_keys"), 0);
+    ExpectWholeSessions();
+    if (policy == "volatile-ttl") {
+      EXPECT_EQ(Call({"EXISTS", "s0"}), ":0\r\n");
+      EXPECT_EQ(Call({"EXISTS", "s" + std::to_string(kSessions - 1)}), ":1\r\n");
+    }
+    // With nothing volatile left to evict, a write is refused as under noeviction.
+    ASSERT_EQ(Call({"FLUSHALL"}), "+OK\r\n");
+    std::string refused;
+    for (int i = 0; i < kSessions && refused.empty(); ++i) {
+      std::string r = Store("p" + std::to_string(i));
+      if (r != "+OK\r\n") refused = r;
+    }
+    EXPECT_EQ(refused, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+    ASSERT_TRUE(server_.Stop());
+  }
+}
+
+TEST_F(EvictionTest, ObjectFreqAndIdletimeFollowThePolicy) {
+  ASSERT_NO_FATAL_FAILURE(Start("allkeys-lfu"));
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "k", "0", "v"}), "+OK\r\n");
+  for (int i = 0; i < 100; ++i) Call({"SSM.PREFIX.FETCH", "k", "0"});
+  // Redis's counter after ~100 hits from 5 with lfu-log-factor 10: about 10.
+  const std::string freq = Call({"OBJECT", "FREQ", "k"});
+  ASSERT_EQ(freq.substr(0, 1), ":");
+  EXPECT_GE(std::stoi(freq.substr(1)), 8);
+  EXPECT_LE(std::stoi(freq.substr(1)), 12);
+  EXPECT_EQ(Call({"OBJECT", "IDLETIME", "k"}).substr(0, 25), "-ERR An LFU maxmemory pol");
+  ASSERT_EQ(Call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "+OK\r\n");
+  EXPECT_EQ(Call({"OBJECT", "IDLETIME", "k"}), ":0\r\n");
+  EXPECT_EQ(Call({"OBJECT", "FREQ", "k"}).substr(0, 25), "-ERR An LFU maxmemory pol");
+}
+
+// A reader never sees part of a session while writers force evictions.
+TEST_F(EvictionTest, EvictionIsAtomicWithRespectToMfetch) {
+  ASSERT_NO_FATAL_FAILURE(Start("allkeys-random"));
+  std::atomic<bool> stop{false};
+  std::atomic<int> partial{0}, whole{0};
+  std::thread reader([&] {
+    auto c = RawConnection::Tcp(server_.port());
+    if (!c) return;
+    for (int n = 0; !stop; ++n) {
+      std::string reply =
+          c->Call({"SSM.PREFIX.MFETCH", "s" + std::to_string(n % kSessions), "0", "1"});
+      if (reply == "*2\r\n$-1\r\n$-1\r\n") continue;
+      if (reply.size() == 4 + 2 * (kLayerBytes + 10) && reply.find("$-1") == std::string::npos) {
+        ++whole;
+      } else {
+        ++partial;
+      }
+    }
+  });
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kSessions; ++i) ASSERT_EQ(Store("s" + std::to_string(i)), "+OK\r\n");
+  }
+  stop = true;
+  reader.join();
+  EXPECT_EQ(partial.load(), 0);
+  EXPECT_GT(whole.load(), 0);
+  EXPECT_GT(Stat("stats", "evicted_keys"), kSessions);
 }
 
 }  // namespace

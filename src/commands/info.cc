@@ -60,7 +60,7 @@ void ClientsSection(Engine& e, std::string& out) {
 
 void MemorySection(Engine& e, std::string& out) {
   store::StoreStats s = e.state_store().Stats();
-  uint64_t used = s.payload_bytes + s.overhead_bytes;
+  uint64_t used = e.UsedMemory();  // the figure maxmemory is checked against
   uint64_t peak = e.stats().peak_memory.load();
   while (used > peak && !e.stats().peak_memory.compare_exchange_weak(peak, used)) {
   }

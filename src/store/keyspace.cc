@@ -26,6 +26,16 @@ uint8_t Decayed(const KeyInfo& info, int64_t now_ms) {
   return periods >= info.lfu_counter ? 0 : static_cast<uint8_t>(info.lfu_counter - periods);
 }
 
+// A std::map node (links, colour, the Position and KeyInfo), the index's node and handle slot;
+// keys longer than the short-string buffer add their own allocation.
+int64_t EntryBytes(std::string_view key) {
+  return 136 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
+}
+// A std::set node holding (time, key).
+int64_t ExpiryBytes(std::string_view key) {
+  return 72 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
+}
+
 }  // namespace
 
 std::string_view KeyTypeName(KeyType type) {
@@ -73,11 +83,16 @@ void Keyspace::Set(std::string_view key, KeyType type, int64_t now_ms) {
   auto placed = shard.keys.emplace(Position{at.hash, std::string(key)}, info).first;
   if (shard.key_of_handle.size() <= info.handle) shard.key_of_handle.resize(info.handle + 1);
   shard.key_of_handle[info.handle] = &placed->first.key;
+  bytes_ += EntryBytes(key);
   shard.keys_in_slot[info.slot >> kShardBits] += 1;
 }
 
 void Keyspace::Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it) {
-  if (it->second.expire_at_ms != 0) shard.expiries.erase({it->second.expire_at_ms, it->first.key});
+  if (it->second.expire_at_ms != 0) {
+    shard.expiries.erase({it->second.expire_at_ms, it->first.key});
+    bytes_ -= ExpiryBytes(it->first.key);
+  }
+  bytes_ -= EntryBytes(it->first.key);
   shard.keys_in_slot[it->second.slot >> kShardBits] -= 1;
   shard.index.Erase(it->second.handle);
   shard.key_of_handle[it->second.handle] = nullptr;
@@ -99,7 +114,10 @@ void Keyspace::Clear() {
     released.swap(shard.keys);
     shard.expiries.clear();
     shard.keys_in_slot.fill(0);
-    for (const auto& [pos, info] : released) shard.index.Erase(info.handle);
+    for (const auto& [pos, info] : released) {
+      shard.index.Erase(info.handle);
+      bytes_ -= EntryBytes(pos.key) + (info.expire_at_ms != 0 ? ExpiryBytes(pos.key) : 0);
+    }
     shard.key_of_handle.clear();
   }
 }
@@ -140,7 +158,11 @@ bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
   if (it == shard.keys.end()) return false;
   if (under_lock) under_lock();
   KeyInfo& info = it->second;
-  if (info.expire_at_ms != 0) shard.expiries.erase({info.expire_at_ms, it->first.key});
+  if (info.expire_at_ms != 0) {
+    shard.expiries.erase({info.expire_at_ms, it->first.key});
+    bytes_ -= ExpiryBytes(it->first.key);
+  }
+  if (at_ms != 0) bytes_ += ExpiryBytes(it->first.key);
   info.expire_at_ms = at_ms;
   if (at_ms != 0) {
     shard.expiries.emplace(at_ms, it->first.key);

@@ -6,7 +6,9 @@
 // per slot. Thread-safe: any thread may call any method; each call takes one shard lock.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -90,6 +92,8 @@ class Keyspace {
   uint64_t CountInSlot(uint16_t slot) const;
   KeyspaceStats Stats(int64_t now_ms) const;
   uint64_t size() const;
+  // Estimated bytes the directory holds: map nodes, keys, index nodes, expiry entries.
+  uint64_t MemoryBytes() const { return static_cast<uint64_t>(std::max<int64_t>(0, bytes_.load())); }
 
   static size_t ShardOf(std::string_view key);
 
@@ -123,6 +127,7 @@ class Keyspace {
   void Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it);
 
   std::unique_ptr<Shard[]> shards_;
+  std::atomic<int64_t> bytes_{0};
   std::mutex policy_mu_;  // one pick at a time; guards the policy the indexes are ordered for
   EvictionPolicy ordered_for_ = EvictionPolicy::kNoEviction;
 };

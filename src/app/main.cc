@@ -126,6 +126,8 @@ int main(int argc, char** argv) {
   });
   server.Run();
   stopped = true;
+  // No expiry deletes may reach the log once it is closed.
+  engine.StopActiveExpiry();
   // Write and sync the log now, while the io contexts that durability waiters post to still
   // exist (the server is destroyed before the engine).
   engine.set_durability(nullptr);

@@ -64,6 +64,12 @@ void Engine::StartActiveExpiry() {
   });
 }
 
+void Engine::StopActiveExpiry() {
+  if (!active_expiry_.joinable()) return;
+  active_expiry_.request_stop();
+  active_expiry_.join();
+}
+
 void Engine::RequestShutdown() {
   if (shutdown_hook_) shutdown_hook_();
 }

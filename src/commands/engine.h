@@ -89,6 +89,8 @@ class Engine {
   // Starts active expiry: hz times a second, keys past their expiry are deleted through the
   // mutation path. Call once the durability log (if any) is installed; stopped by the destructor.
   void StartActiveExpiry();
+  // Stops it and waits for a pass under way; before the durability log is closed.
+  void StopActiveExpiry();
 
   // The command table, for COMMAND and HELP replies; set by the Registry that serves this engine.
   const Registry* registry = nullptr;

@@ -40,7 +40,7 @@ std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool
     ctx.engine.stats().expired_keys += 1;
     return std::nullopt;
   }
-  if (touch) ctx.engine.keyspace().Touch(key, now);
+  if (touch) ctx.engine.keyspace().Touch(key);
   return info;
 }
 

@@ -226,7 +226,8 @@ void ObjectIdletime(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
   if (store::TracksFrequency(CurrentPolicy(ctx.engine))) return ctx.reply.Error(kLfuSelected);
-  ctx.reply.Integer(std::max<int64_t>(0, CoarseNowMs() - info->last_access_ms) / 1000);
+  ctx.reply.Integer(
+      static_cast<int64_t>(ctx.engine.keyspace().IdleMs(ctx.args[2]).value_or(0) / 1000));
 }
 
 void ObjectFreq(Context& ctx) {

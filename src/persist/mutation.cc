@@ -10,7 +10,6 @@
 #include <optional>
 #include <type_traits>
 
-#include "common/clock.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::persist {
@@ -376,15 +375,14 @@ struct Applier {
 // exists, with the type of the store that holds it, or it does not.
 struct KeySync {
   const Stores& stores;
-  int64_t now_ms;
 
   void Key(std::string_view key) const {
     if (stores.state.Contains(key)) {
-      stores.keys->Set(key, store::KeyType::kSsmPrefix, now_ms);
+      stores.keys->Set(key, store::KeyType::kSsmPrefix);
     } else if (stores.vectors != nullptr && stores.vectors->Describe(key)) {
-      stores.keys->Set(key, store::KeyType::kVstore, now_ms);
+      stores.keys->Set(key, store::KeyType::kVstore);
     } else if (stores.vectors != nullptr && stores.vectors->Prefix(key)) {
-      stores.keys->Set(key, store::KeyType::kKvPrefix, now_ms);
+      stores.keys->Set(key, store::KeyType::kKvPrefix);
     } else {
       stores.keys->Remove(key);
     }
@@ -498,7 +496,7 @@ Verdict Check(const Mutation& m, const Limits& limits) {
 
 Outcome Apply(const Mutation& m, const Stores& stores, const std::function<void()>& under_lock) {
   Outcome outcome = std::visit(Applier{stores, under_lock}, m);
-  if (stores.keys != nullptr) std::visit(KeySync{stores, CoarseNowMs()}, m);
+  if (stores.keys != nullptr) std::visit(KeySync{stores}, m);
   return outcome;
 }
 

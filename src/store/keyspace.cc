@@ -15,21 +15,10 @@ namespace {
 constexpr int kShardBits = 6;  // 64 shards
 constexpr int kHashBits = 64 - kShardBits;
 constexpr uint64_t kHashMask = (uint64_t{1} << kHashBits) - 1;
-// Redis's defaults for lfu-log-factor and lfu-decay-time (minutes).
-constexpr uint32_t kLfuLogFactor = 10;
-constexpr int64_t kLfuDecayMs = 60'000;
-constexpr uint8_t kLfuInitial = 5;
-
-// The counter as Redis's LFUDecrAndReturn sees it: one step down per decay period idle.
-uint8_t Decayed(const KeyInfo& info, int64_t now_ms) {
-  const int64_t periods = std::max<int64_t>(0, now_ms - info.last_access_ms) / kLfuDecayMs;
-  return periods >= info.lfu_counter ? 0 : static_cast<uint8_t>(info.lfu_counter - periods);
-}
-
-// A std::map node (links, colour, the Position and KeyInfo), the index's node and handle slot;
-// keys longer than the short-string buffer add their own allocation.
+// A std::map node (links, colour, the Position and the 16-byte KeyInfo), the index's node and
+// handle slot; keys longer than the short-string buffer add their own allocation.
 int64_t EntryBytes(std::string_view key) {
-  return 136 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
+  return 120 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
 }
 // A std::set node holding (time, key).
 int64_t ExpiryBytes(std::string_view key) {
@@ -65,7 +54,7 @@ Keyspace::PositionView Keyspace::ViewOf(std::string_view key) {
   return PositionView{XXH3_64bits(key.data(), key.size()) & kHashMask, key};
 }
 
-void Keyspace::Set(std::string_view key, KeyType type, int64_t now_ms) {
+void Keyspace::Set(std::string_view key, KeyType type) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   const PositionView at = ViewOf(key);
@@ -77,8 +66,6 @@ void Keyspace::Set(std::string_view key, KeyType type, int64_t now_ms) {
   KeyInfo info;
   info.type = type;
   info.slot = KeySlot(key);
-  info.last_access_ms = now_ms;
-  info.lfu_counter = kLfuInitial;
   info.handle = shard.index.Insert(EvictionClockMicros());
   auto placed = shard.keys.emplace(Position{at.hash, std::string(key)}, info).first;
   if (shard.key_of_handle.size() <= info.handle) shard.key_of_handle.resize(info.handle + 1);
@@ -130,24 +117,11 @@ std::optional<KeyInfo> Keyspace::Find(std::string_view key) const {
   return it->second;
 }
 
-void Keyspace::Touch(std::string_view key, int64_t now_ms) {
+void Keyspace::Touch(std::string_view key) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   auto it = shard.keys.find(ViewOf(key));
-  if (it == shard.keys.end()) return;
-  KeyInfo& info = it->second;
-  // Redis steps the counter with probability 1/((c-5)·factor+1); here after exactly that many
-  // hits, so the counter follows Redis's expected curve without randomness.
-  info.lfu_counter = Decayed(info, now_ms);
-  if (info.lfu_counter < 255) {
-    const uint32_t base = info.lfu_counter > kLfuInitial ? info.lfu_counter - kLfuInitial : 0;
-    if (++info.lfu_hits >= base * kLfuLogFactor + 1) {
-      info.lfu_counter += 1;
-      info.lfu_hits = 0;
-    }
-  }
-  info.last_access_ms = now_ms;
-  shard.index.Touch(info.handle, EvictionClockMicros());
+  if (it != shard.keys.end()) shard.index.Touch(it->second.handle, EvictionClockMicros());
 }
 
 bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
@@ -300,6 +274,14 @@ std::optional<uint8_t> Keyspace::Frequency(std::string_view key) const {
   auto it = shard.keys.find(ViewOf(key));
   if (it == shard.keys.end()) return std::nullopt;
   return shard.index.Frequency(it->second.handle, EvictionClockMicros());
+}
+
+std::optional<uint64_t> Keyspace::IdleMs(std::string_view key) const {
+  const Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it == shard.keys.end()) return std::nullopt;
+  return shard.index.IdleMicros(it->second.handle, EvictionClockMicros()) / 1000;
 }
 
 uint64_t Keyspace::CountInSlot(uint16_t slot) const {

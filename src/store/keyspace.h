@@ -35,11 +35,9 @@ std::optional<KeyType> KeyTypeFromName(std::string_view name);
 struct KeyInfo {
   KeyType type = KeyType::kSsmPrefix;
   uint16_t slot = 0;
-  int64_t expire_at_ms = 0;    // absolute Unix ms; 0: no expiry
-  int64_t last_access_ms = 0;  // for OBJECT IDLETIME
-  uint8_t lfu_counter = 5;     // Redis's logarithmic counter, for OBJECT FREQ
-  uint32_t lfu_hits = 0;       // hits since the counter last stepped (deterministic LFU)
   EvictionIndex::Handle handle = EvictionIndex::kNoHandle;  // the node in the shard's index
+  int64_t expire_at_ms = 0;                                 // absolute Unix ms; 0: no expiry
+  // Last access and the LFU counter live in the index node only (IdleMs, Frequency).
 };
 
 struct KeyspaceStats {
@@ -57,13 +55,13 @@ class Keyspace {
   Keyspace& operator=(const Keyspace&) = delete;
 
   // `key` now exists with `type`; an existing key keeps its expiry and stamps.
-  void Set(std::string_view key, KeyType type, int64_t now_ms);
+  void Set(std::string_view key, KeyType type);
   void Remove(std::string_view key);
   void Clear();
 
   std::optional<KeyInfo> Find(std::string_view key) const;
   // Records an access: last access time and the LFU counter (Redis's lookupKey).
-  void Touch(std::string_view key, int64_t now_ms);
+  void Touch(std::string_view key);
   // Sets (at_ms > 0) or clears (0) the key's expiry; false when the key does not exist.
   // `under_lock` runs under the shard lock when the key exists (the log append).
   bool SetExpiry(std::string_view key, int64_t at_ms, const std::function<void()>& under_lock);
@@ -88,12 +86,16 @@ class Keyspace {
   std::optional<std::pair<std::string, KeyType>> PickVictim(EvictionPolicy policy);
   // OBJECT FREQ under an LFU policy: the shard index's decayed counter.
   std::optional<uint8_t> Frequency(std::string_view key) const;
+  // OBJECT IDLETIME: milliseconds since the last access.
+  std::optional<uint64_t> IdleMs(std::string_view key) const;
 
   uint64_t CountInSlot(uint16_t slot) const;
   KeyspaceStats Stats(int64_t now_ms) const;
   uint64_t size() const;
   // Estimated bytes the directory holds: map nodes, keys, index nodes, expiry entries.
-  uint64_t MemoryBytes() const { return static_cast<uint64_t>(std::max<int64_t>(0, bytes_.load())); }
+  uint64_t MemoryBytes() const {
+    return static_cast<uint64_t>(std::max<int64_t>(0, bytes_.load()));
+  }
 
   static size_t ShardOf(std::string_view key);
 

@@ -16,26 +16,74 @@ std::optional<store::KeyType> TypeOfGroup(std::string_view group) {
   return std::nullopt;
 }
 
-}  // namespace
-
-persist::Mutation DeleteRecord(std::string_view key, store::KeyType type) {
-  switch (type) {
-    case store::KeyType::kSsmPrefix:
-      return persist::SsmDropSession{std::string(key)};
-    case store::KeyType::kVstore:
-      return persist::VDrop{std::string(key)};
-    case store::KeyType::kKvPrefix:
-      return persist::KvDrop{std::string(key)};
-  }
-  return persist::SsmDropSession{std::string(key)};
+// SSM state stored under a KV.PREFIX registration's name belongs to that prefix (Pion stores a
+// hybrid model's recurrent state there): SSM and KV.PREFIX commands both work on it.
+bool Compatible(store::KeyType have, store::KeyType wanted) {
+  if (have == wanted) return true;
+  const auto hybrid = [](store::KeyType t) {
+    return t == store::KeyType::kSsmPrefix || t == store::KeyType::kKvPrefix;
+  };
+  return hybrid(have) && hybrid(wanted);
 }
 
+}  // namespace
+
+Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type) {
+  std::vector<persist::Mutation> records;
+  switch (type) {
+    case store::KeyType::kSsmPrefix:
+      records.push_back(persist::SsmDropSession{std::string(key)});
+      break;
+    case store::KeyType::kVstore:
+      records.push_back(persist::VDrop{std::string(key)});
+      break;
+    case store::KeyType::kKvPrefix:
+      records.push_back(persist::KvDrop{std::string(key)});
+      records.push_back(persist::SsmDropSession{std::string(key)});
+      break;
+  }
+  Deleted out;
+  for (const persist::Mutation& m : records) {
+    MutationResult r = MutateEngine(engine, m);
+    if (!r.outcome) {
+      out.error = r.error;
+      return out;
+    }
+    out.lsn = std::max(out.lsn, r.lsn);
+    out.applied = out.applied || r.outcome->kind == persist::Outcome::Kind::kApplied;
+  }
+  out.ok = true;
+  return out;
+}
+
+namespace {
+
+// Redis counts keyspace_hits/misses in its read lookups (EXISTS, TYPE, TTL, OBJECT, ...); the
+// typed families count per value read in their handlers, so only generic reads count here.
+void CountGenericRead(Context& ctx, bool hit) {
+  if (ctx.spec.group != "generic" || !(ctx.spec.flags & kReadonly)) return;
+  if (ctx.spec.full_name == "randomkey") return;
+  (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
+}
+
+std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch);
+
+}  // namespace
+
 std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool touch) {
+  auto info = FindLive(ctx, key, touch);
+  CountGenericRead(ctx, info.has_value());
+  return info;
+}
+
+namespace {
+
+std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch) {
   auto info = ctx.engine.keyspace().Find(key);
   if (!info) return std::nullopt;
   const int64_t now = CoarseNowMs();
   if (info->expire_at_ms != 0 && info->expire_at_ms <= now) {
-    MutationResult deleted = MutateEngine(ctx.engine, DeleteRecord(key, info->type));
+    Deleted deleted = DeleteKey(ctx.engine, key, info->type);
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);
     ctx.engine.stats().expired_keys += 1;
     return std::nullopt;
@@ -44,6 +92,8 @@ std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool
   return info;
 }
 
+}  // namespace
+
 bool PrepareTypedKeys(Context& ctx) {
   const auto wanted = TypeOfGroup(ctx.spec.group);
   if (!wanted || ctx.spec.first_key <= 0) return true;
@@ -51,7 +101,7 @@ bool PrepareTypedKeys(Context& ctx) {
   for (size_t i = static_cast<size_t>(ctx.spec.first_key); i <= last && i < ctx.args.size();
        i += static_cast<size_t>(ctx.spec.key_step)) {
     auto info = LookupKey(ctx, ctx.args[i], /*touch=*/true);
-    if (info && info->type != *wanted) {
+    if (info && !Compatible(info->type, *wanted)) {
       ctx.reply.Error(kWrongType);
       return false;
     }
@@ -75,7 +125,7 @@ bool MakeRoom(Engine& engine) {
   while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
     auto victim = engine.keyspace().PickVictim(policy);
     if (!victim) return false;
-    if (!MutateEngine(engine, DeleteRecord(victim->first, victim->second)).outcome) return false;
+    if (!DeleteKey(engine, victim->first, victim->second).ok) return false;
     engine.stats().evicted_keys += 1;
   }
   return true;
@@ -88,7 +138,7 @@ uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard) {
       // Looked up again: a write may have cleared or moved the expiry since the list was made.
       auto info = engine.keyspace().Find(key);
       if (!info || info->expire_at_ms == 0 || info->expire_at_ms > now_ms) continue;
-      if (MutateEngine(engine, DeleteRecord(key, info->type)).outcome) {
+      if (DeleteKey(engine, key, info->type).ok) {
         engine.stats().expired_keys += 1;
         deleted += 1;
       }

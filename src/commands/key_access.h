@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "commands/command.h"
@@ -17,8 +18,16 @@ namespace prefixd::commands {
 inline constexpr std::string_view kWrongType =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-// The record that deletes `key` whole, whatever its type (DEL, expiry).
-persist::Mutation DeleteRecord(std::string_view key, store::KeyType type);
+// Deletes `key` whole, whatever its type (DEL, expiry, eviction), through the mutation path. A
+// KV.PREFIX registration goes with its `_pk`/`_pv` sessions and the SSM state stored under its
+// name (a hybrid model's prefix: one entry). `applied` when something was there.
+struct Deleted {
+  bool ok = false;  // false: refused (`error` says why)
+  bool applied = false;
+  std::string error;
+  uint64_t lsn = 0;
+};
+Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type);
 
 // The key's entry, or nullopt when it does not exist or has expired (then it is deleted, the
 // reply waiting for that record as for any change). `touch`: a read or write lookup (Redis's

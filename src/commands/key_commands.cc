@@ -33,9 +33,10 @@ void Del(Context& ctx) {
   for (size_t i = 1; i < ctx.args.size(); ++i) {
     auto info = LookupKey(ctx, ctx.args[i], /*touch=*/false);
     if (!info) continue;
-    auto done = Mutate(ctx, DeleteRecord(ctx.args[i], info->type));
-    if (!done) return;
-    if (done->kind == persist::Outcome::Kind::kApplied) ++removed;
+    Deleted done = DeleteKey(ctx.engine, ctx.args[i], info->type);
+    if (!done.ok) return ctx.reply.Error(done.error);
+    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+    if (done.applied) ++removed;
   }
   ctx.reply.Integer(removed);
 }
@@ -79,9 +80,12 @@ void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
   switch (expiry::DecideExpire(request.value, current, now)) {
     case expiry::ExpireOutcome::kUnchanged:
       return ctx.reply.Integer(0);
-    case expiry::ExpireOutcome::kDelete:
-      if (!Mutate(ctx, DeleteRecord(ctx.args[1], info->type))) return;
+    case expiry::ExpireOutcome::kDelete: {
+      Deleted done = DeleteKey(ctx.engine, ctx.args[1], info->type);
+      if (!done.ok) return ctx.reply.Error(done.error);
+      ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
       return ctx.reply.Integer(1);
+    }
     case expiry::ExpireOutcome::kSet: {
       persist::KeyExpire record{std::string(ctx.args[1]),
                                 static_cast<uint64_t>(request.value.at_ms)};

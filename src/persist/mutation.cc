@@ -377,12 +377,13 @@ struct KeySync {
   const Stores& stores;
 
   void Key(std::string_view key) const {
-    if (stores.state.Contains(key)) {
+    // A registration first: SSM state under its name is part of the prefix (one entry).
+    if (stores.vectors != nullptr && stores.vectors->Prefix(key)) {
+      stores.keys->Set(key, store::KeyType::kKvPrefix);
+    } else if (stores.state.Contains(key)) {
       stores.keys->Set(key, store::KeyType::kSsmPrefix);
     } else if (stores.vectors != nullptr && stores.vectors->Describe(key)) {
       stores.keys->Set(key, store::KeyType::kVstore);
-    } else if (stores.vectors != nullptr && stores.vectors->Prefix(key)) {
-      stores.keys->Set(key, store::KeyType::kKvPrefix);
     } else {
       stores.keys->Remove(key);
     }

@@ -95,6 +95,24 @@ TEST_F(KeyspaceTest, EveryEntryIsAKeyWithAType) {
   EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "ssm", "1"}), "$-1\r\n");
   EXPECT_EQ(Call({"UNLINK", "vec"}), ":1\r\n");
   EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
+  // A KV.PREFIX registration is a key tying its two V-store sessions; deleting or expiring it
+  // removes all three.
+  ASSERT_EQ(Call({"KV.PREFIX.REGISTER", "ns", "8", "fp16"}), "+OK\r\n");
+  EXPECT_EQ(Call({"TYPE", "ns"}), "+kvprefix\r\n");
+  EXPECT_EQ(Call({"TYPE", "ns_pk"}), "+vstore\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":3\r\n");
+  EXPECT_EQ(Call({"V.CREATE", "ns", "8"}), kWrongType);
+  // SSM state under the registration's name is the hybrid prefix's own (Pion stores it there).
+  EXPECT_EQ(Call({"SSM.PREFIX.STORE", "ns", "0", "x"}), "+OK\r\n");
+  EXPECT_EQ(Call({"TYPE", "ns"}), "+kvprefix\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":3\r\n");
+  EXPECT_EQ(Call({"DEL", "ns"}), ":1\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "ns", "0"}), "$-1\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
+  ASSERT_EQ(Call({"KV.PREFIX.REGISTER", "ns2", "8", "fp16"}), "+OK\r\n");
+  ASSERT_EQ(Call({"PEXPIRE", "ns2", "1"}), ":1\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(Call({"EXISTS", "ns2", "ns2_pk", "ns2_pv"}), ":0\r\n");
   EXPECT_EQ(Call({"RANDOMKEY"}), "$-1\r\n");
 }
 

@@ -377,16 +377,15 @@ struct KeySync {
   const Stores& stores;
 
   void Key(std::string_view key) const {
-    // A registration first: SSM state under its name is part of the prefix (one entry).
-    if (stores.vectors != nullptr && stores.vectors->Prefix(key)) {
-      stores.keys->Set(key, store::KeyType::kKvPrefix);
-    } else if (stores.state.Contains(key)) {
-      stores.keys->Set(key, store::KeyType::kSsmPrefix);
-    } else if (stores.vectors != nullptr && stores.vectors->Describe(key)) {
-      stores.keys->Set(key, store::KeyType::kVstore);
-    } else {
-      stores.keys->Remove(key);
-    }
+    stores.keys->Sync(key, [&]() -> std::optional<store::KeyType> {
+      // A registration first: SSM state under its name is part of the prefix (one entry).
+      if (stores.vectors != nullptr && stores.vectors->Prefix(key))
+        return store::KeyType::kKvPrefix;
+      if (stores.state.Contains(key)) return store::KeyType::kSsmPrefix;
+      if (stores.vectors != nullptr && stores.vectors->Describe(key))
+        return store::KeyType::kVstore;
+      return std::nullopt;
+    });
   }
   void Registration(const std::string& ns) const {
     Key(ns);

@@ -57,6 +57,18 @@ Keyspace::PositionView Keyspace::ViewOf(std::string_view key) {
 void Keyspace::Set(std::string_view key, KeyType type) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
+  SetLocked(shard, key, type);
+}
+
+void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyType>()>& probe) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  if (auto type = probe()) return SetLocked(shard, key, *type);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it != shard.keys.end()) Erase(shard, it);
+}
+
+void Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
   const PositionView at = ViewOf(key);
   auto it = shard.keys.find(at);
   if (it != shard.keys.end()) {

@@ -56,6 +56,10 @@ class Keyspace {
 
   // `key` now exists with `type`; an existing key keeps its expiry and stamps.
   void Set(std::string_view key, KeyType type);
+  // Set or Remove by what `probe` says the stores hold now (nullopt: nothing), read under the
+  // key's shard lock, so of two racing syncs of one key the later read also lands last.
+  // `probe` may take store locks (the order is always keyspace shard, then store shard).
+  void Sync(std::string_view key, const std::function<std::optional<KeyType>()>& probe);
   void Remove(std::string_view key);
   void Clear();
 
@@ -126,6 +130,7 @@ class Keyspace {
   };
 
   static PositionView ViewOf(std::string_view key);
+  void SetLocked(Shard& shard, std::string_view key, KeyType type);
   void Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it);
 
   std::unique_ptr<Shard[]> shards_;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang in build-fuzz and runs the parsers for SECONDS each
-# (default 60) and the glob matcher, a smaller input space, for a quarter of that (at least 5),
-# on a scratch copy of each seed corpus, so the committed corpus stays as it is.
+# Builds the libFuzzer targets with clang in build-fuzz and runs each for SECONDS (default 60) and
+# the glob matcher, a smaller input space, for a quarter of that (at least 5), on a scratch copy
+# of each seed corpus, so the committed corpus stays as it is.
 # Usage: scripts/fuzz.sh [SECONDS]. Exits non-zero when a target crashes; the crashing input is
 # left in build-fuzz/artifacts/. FUZZ_JOBS sets build parallelism (default 2).
 set -euo pipefail
@@ -14,7 +14,8 @@ artifacts="${build}/artifacts"
 cmake -S "${root}" -B "${build}" -G Ninja \
   -DCMAKE_C_COMPILER="${FUZZ_CC:-clang-14}" -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREFIXD_BUILD_FUZZERS=ON -DPREFIXD_BUILD_BENCHMARKS=OFF
-ninja -C "${build}" -j "${FUZZ_JOBS:-2}" request_parser_fuzz reply_reader_fuzz glob_fuzz
+targets=(request_parser reply_reader glob record snapshot state_blob config)
+ninja -C "${build}" -j "${FUZZ_JOBS:-2}" "${targets[@]/%/_fuzz}"
 
 scratch="$(mktemp -d)"
 trap 'rm -rf "${scratch}"' EXIT
@@ -22,15 +23,19 @@ mkdir -p "${artifacts}"
 
 status=0
 glob_seconds=$(( seconds / 4 > 5 ? seconds / 4 : 5 ))
-for run in "request_parser ${seconds} resp" "reply_reader ${seconds} resp" \
-    "glob ${glob_seconds} glob"; do
-  read -r target target_seconds dict <<<"${run}"
+for target in "${targets[@]}"; do
   corpus="${scratch}/${target}"
   mkdir -p "${corpus}"
   cp "${root}/tests/fuzz/corpus/${target}/"* "${corpus}/"
+  target_seconds="${seconds}"
+  dict=()
+  case "${target}" in
+    request_parser | reply_reader) dict=(-dict="${root}/tests/fuzz/resp.dict") ;;
+    glob) dict=(-dict="${root}/tests/fuzz/glob.dict") target_seconds="${glob_seconds}" ;;
+  esac
   echo "=== ${target}: ${target_seconds}s"
   if ! "${build}/tests/fuzz/${target}_fuzz" "${corpus}" \
-      -max_total_time="${target_seconds}" -dict="${root}/tests/fuzz/${dict}.dict" -timeout=10 \
+      -max_total_time="${target_seconds}" "${dict[@]}" -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="${artifacts}/${target}-" -print_final_stats=1; then
     echo "=== ${target}: FAILED (inputs in ${artifacts})" >&2
     status=1

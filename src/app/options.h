@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "app/config_text.h"
 #include "common/settings.h"
 
 namespace prefixd::app {
@@ -17,8 +18,5 @@ struct StartupOptions {
 // should stop now (--help, --version, or an error, which has been printed).
 std::optional<int> ParseCommandLine(int argc, char** argv, Settings& settings,
                                     StartupOptions& startup);
-
-// Applies "directive value" lines; returns an error naming the line, or empty.
-std::string ApplyConfigText(const std::string& text, const std::string& origin, Settings& settings);
 
 }  // namespace prefixd::app

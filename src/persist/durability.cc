@@ -1,9 +1,6 @@
 #include "persist/durability.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,17 +8,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 
 #include "common/clock.h"
-#include "persist/fs.h"
 #include "persist/mutation.h"
 #include "persist/record_reader.h"
 
 namespace prefixd::persist {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr const char* kSnapshotName = "snapshot.pds";
 
@@ -29,16 +22,22 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Writes one sealed record (header plus payload pieces) with a gather write.
-std::string WriteRecord(int fd, uint64_t seed, RecordType type, const std::vector<Bytes>& payload) {
+// Writes one sealed record (header plus payload pieces) at `offset` with a gather write and
+// advances `offset` past it.
+Status WriteRecord(File& file, uint64_t& offset, uint64_t seed, RecordType type,
+                   const std::vector<Bytes>& payload) {
   uint8_t header[kRecordHeaderSize];
   SealRecord(seed, type, 0, payload, header);
-  std::string err = WriteAll(fd, header, kRecordHeaderSize);
+  std::vector<iovec> iov;
+  iov.reserve(payload.size() + 1);
+  iov.push_back(iovec{header, kRecordHeaderSize});
   for (const Bytes& piece : payload) {
-    if (!err.empty()) break;
-    err = WriteAll(fd, piece.data(), piece.size());
+    if (!piece.empty()) iov.push_back(iovec{const_cast<uint8_t*>(piece.data()), piece.size()});
   }
-  return err;
+  uint64_t written = 0;
+  Status status = file.WriteAt(offset, iov, &written);
+  offset += written;
+  return status;
 }
 
 // Reports recovery progress every few seconds for large stores.
@@ -73,7 +72,10 @@ FsyncPolicy ParsePolicy(std::string_view name) {
 
 Durability::Durability(DurabilityOptions options, store::StateStore& store,
                        store::VectorStore* vectors)
-    : options_(std::move(options)), store_(store), vectors_(vectors) {}
+    : options_(std::move(options)),
+      env_(options_.env != nullptr ? options_.env : Env::Posix()),
+      store_(store),
+      vectors_(vectors) {}
 
 Durability::~Durability() {
   {
@@ -84,19 +86,19 @@ Durability::~Durability() {
   if (maintenance_thread_.joinable()) maintenance_thread_.join();
   if (bgsave_thread_.joinable()) bgsave_thread_.join();
   log_.reset();  // writes and syncs what is queued
-  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 std::string Durability::Open() {
-  std::string err = CreateDirectories(options_.dir);
-  if (!err.empty()) return err;
-  std::string lock_path = options_.dir + "/LOCK";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) return "can't open " + lock_path + ": " + std::strerror(errno);
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    return "data directory " + options_.dir + " is in use by another prefixd process";
+  if (Status made = env_->CreateDirs(options_.dir); !made.ok()) return made.message();
+  auto lock = env_->Lock(options_.dir + "/LOCK");
+  if (!lock.ok()) {
+    if (lock.status().code() == StatusCode::kUnavailable) {
+      return "data directory " + options_.dir + " is in use by another prefixd process";
+    }
+    return "can't lock " + options_.dir + ": " + lock.status().message();
   }
-  err = Recover();
+  lock_ = std::move(lock).value();
+  std::string err = Recover();
   if (!err.empty()) return err;
   maintenance_thread_ = std::thread([this] { MaintenanceLoop(); });
   return {};
@@ -104,23 +106,26 @@ std::string Durability::Open() {
 
 std::string Durability::Recover() {
   auto start = std::chrono::steady_clock::now();
+  auto names = env_->List(options_.dir);
+  if (!names.ok()) return "can't list " + options_.dir + ": " + names.status().message();
   // A snapshot that was being written when the process stopped is incomplete: drop it.
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
-    std::string name = entry.path().filename().string();
-    if (name.starts_with("temp-") && name.ends_with(".pds")) fs::remove(entry.path(), ec);
+  for (const std::string& name : *names) {
+    if (name.starts_with("temp-") && name.ends_with(".pds")) {
+      if (Status removed = env_->Remove(options_.dir + "/" + name); !removed.ok()) {
+        return "can't remove the incomplete snapshot " + name + ": " + removed.message();
+      }
+    }
   }
   uint64_t base_lsn = 1;
   std::string snapshot = options_.dir + "/" + kSnapshotName;
-  if (fs::exists(snapshot, ec)) {
+  auto info = env_->Stat(snapshot);
+  if (info.ok()) {
     std::string err = LoadSnapshot(snapshot, base_lsn);
     if (!err.empty()) return err;
-    snapshot_bytes_ = fs::file_size(snapshot, ec);
-    last_save_time_ = std::chrono::duration_cast<std::chrono::seconds>(
-                          fs::last_write_time(snapshot, ec).time_since_epoch() -
-                          (fs::file_time_type::clock::now().time_since_epoch() -
-                           std::chrono::system_clock::now().time_since_epoch()))
-                          .count();
+    snapshot_bytes_ = info->size;
+    last_save_time_ = info->modified_unix_seconds;
+  } else if (info.status().code() != StatusCode::kNotFound) {
+    return "can't read " + snapshot + ": " + info.status().message();
   }
   uint64_t next_lsn = base_lsn, next_sequence = 1;
   std::vector<SegmentInfo> segments;
@@ -134,7 +139,8 @@ std::string Durability::Recover() {
       recovered_records_, recovered_bytes_ / 1e6, recovery_seconds_, s.sessions, s.entries,
       s.payload_bytes / 1e6);
   log_ = std::make_unique<LogWriter>(options_.dir, options_.policy, options_.segment_bytes,
-                                     next_lsn, next_sequence, std::move(segments));
+                                     next_lsn, next_sequence, std::move(segments), env_);
+  log_->set_retry_interval(options_.log_retry_interval);
   err = log_->Start();
   if (!err.empty()) return err;
   log_base_bytes_ = log_->Stats().bytes;
@@ -146,7 +152,9 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
   if (!err.empty()) return "its payload does not decode: " + err;
   // Checked again as the live path checked it: a record that would exhaust memory or break an
   // invariant of the stores is reported, never applied.
-  const Verdict verdict = Check(m, Limits::Hard());
+  Limits limits = Limits::Hard();
+  if (options_.memory_budget != 0) limits.memory_budget = options_.memory_budget;
+  const Verdict verdict = Check(m, limits);
   if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
   try {
     Apply(m, Stores{store_, vectors_, 0, keys_}, {});
@@ -158,7 +166,7 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
 
 std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
   RecordReader reader;
-  std::string err = reader.Open(path, kSnapshotFileMagic);
+  std::string err = reader.Open(path, kSnapshotFileMagic, env_);
   if (!err.empty()) return "snapshot: " + err;
   base_lsn = reader.file_header().base_lsn;
   Progress progress("Loading snapshot " + path);
@@ -200,12 +208,12 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
                                        uint64_t& next_sequence,
                                        std::vector<SegmentInfo>& segments) {
   std::vector<std::pair<uint64_t, std::string>> files;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
-    std::string name = entry.path().filename().string();
+  auto names = env_->List(options_.dir);
+  if (!names.ok()) return "can't list " + options_.dir + ": " + names.status().message();
+  for (const std::string& name : *names) {
     if (!name.starts_with("log-") || !name.ends_with(".seg")) continue;
     uint64_t sequence = std::strtoull(name.c_str() + 4, nullptr, 10);
-    files.emplace_back(sequence, entry.path().string());
+    files.emplace_back(sequence, options_.dir + "/" + name);
   }
   std::sort(files.begin(), files.end());
   Progress progress("Replaying log");
@@ -215,13 +223,15 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
     bool is_last = i + 1 == files.size();
     next_sequence = sequence + 1;
     RecordReader reader;
-    std::string err = reader.Open(path, kLogFileMagic);
+    std::string err = reader.Open(path, kLogFileMagic, env_);
     if (!err.empty()) {
       // A crash right after creating the newest segment can leave it without a whole header.
       if (is_last && reader.file_size() < kFileHeaderSize) {
         spdlog::warn("Removing log segment {} cut short at creation ({} bytes)", path,
                      reader.file_size());
-        fs::remove(path, ec);
+        if (Status removed = env_->Remove(path); !removed.ok()) {
+          return "can't remove " + path + ": " + removed.message();
+        }
         continue;
       }
       return "log: " + err;
@@ -240,8 +250,8 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
               "Log segment {} has a torn tail at offset {} ({}): cutting {} bytes that "
               "were never acknowledged",
               path, offset, reader.problem(), reader.file_size() - offset);
-          if (::truncate(path.c_str(), static_cast<off_t>(offset)) != 0) {
-            return "can't cut the torn tail of " + path + ": " + std::strerror(errno);
+          if (Status cut = CutFile(path, offset); !cut.ok()) {
+            return "can't cut the torn tail of " + path + ": " + cut.message();
           }
           info.bytes = offset;
           break;
@@ -291,6 +301,13 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
   return {};
 }
 
+Status Durability::CutFile(const std::string& path, uint64_t size) {
+  auto file = env_->Open(path, OpenMode::kReadWrite);
+  if (!file.ok()) return file.status();
+  PREFIXD_RETURN_IF_ERROR((*file)->Truncate(size));
+  return (*file)->Sync();
+}
+
 uint64_t Durability::Append(RecordType type, std::vector<Bytes> payload) {
   changes_since_save_.fetch_add(1, std::memory_order_relaxed);
   return log_->Append(type, std::move(payload));
@@ -303,20 +320,16 @@ std::string Durability::WriteSnapshot() {
   uint64_t changes_at_start = changes_since_save_.load();
   std::string temp = options_.dir + "/temp-" + std::to_string(getpid()) + ".pds";
   std::string final_path = options_.dir + "/" + kSnapshotName;
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "can't create " + temp + ": " + std::strerror(errno);
+  auto file = env_->Open(temp, OpenMode::kCreateTruncate);
+  if (!file.ok()) return "snapshot failed: can't create " + temp + ": " + file.status().message();
   const FileHeader h = NewFileHeader(kSnapshotFileMagic, 0, base_lsn);
   const uint64_t seed = FileSeed(h);
   uint8_t header[kFileHeaderSize];
   EncodeFileHeader(h, header);
-  std::string err = WriteAll(fd, header, kFileHeaderSize);
+  Status status = WriteAllAt(**file, 0, header, kFileHeaderSize);
   uint64_t count = 0, bytes = kFileHeaderSize;
   auto write = [&](const Mutation& m) {
-    if (!err.empty()) return;
-    auto payload = EncodePayload(m);
-    err = WriteRecord(fd, seed, TypeOf(m), payload);
-    for (const Bytes& p : payload) bytes += p.size();
-    bytes += kRecordHeaderSize;
+    if (status.ok()) status = WriteRecord(**file, bytes, seed, TypeOf(m), EncodePayload(m));
     ++count;
   };
   store_.ForEachSession([&](const std::string& sid, const LayerBlobs& layers) {
@@ -329,19 +342,17 @@ std::string Durability::WriteSnapshot() {
       if (info.expire_at_ms != 0) write(KeyExpire{key, static_cast<uint64_t>(info.expire_at_ms)});
     });
   }
-  if (err.empty()) {
+  if (status.ok()) {
     const Mutation end = SnapshotEnd{count};
-    err = WriteRecord(fd, seed, RecordType::kSnapshotEnd, EncodePayload(end));
+    status = WriteRecord(**file, bytes, seed, RecordType::kSnapshotEnd, EncodePayload(end));
   }
-  if (err.empty() && ::fdatasync(fd) != 0) err = std::string("fdatasync: ") + std::strerror(errno);
-  ::close(fd);
-  if (err.empty() && ::rename(temp.c_str(), final_path.c_str()) != 0) {
-    err = std::string("rename: ") + std::strerror(errno);
-  }
-  if (err.empty()) err = SyncDirectory(options_.dir);
-  if (!err.empty()) {
-    ::unlink(temp.c_str());
-    return "snapshot failed: " + err;
+  if (status.ok()) status = (*file)->Sync();
+  file->reset();
+  if (status.ok()) status = env_->Rename(temp, final_path);
+  if (status.ok()) status = env_->SyncDir(options_.dir);
+  if (!status.ok()) {
+    (void)env_->Remove(temp);  // best effort: the next start removes it anyway
+    return "snapshot failed: " + status.message();
   }
   // The log is cut only now that the snapshot is durable.
   log_->Sync();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "persist/env.h"
 #include "persist/log_writer.h"
 #include "persist/mutation.h"
 #include "persist/record_reader.h"
@@ -34,6 +36,12 @@ struct DurabilityOptions {
   // grown by this percentage (0 disables).
   int64_t auto_rewrite_percentage = 100;
   uint64_t auto_rewrite_min_size = uint64_t{64} << 20;
+  // Every file operation goes through it (null: the real file system).
+  Env* env = nullptr;
+  // Bytes one replayed change may make the stores take (0: the machine's memory, MemoryBudget).
+  uint64_t memory_budget = 0;
+  // How long a failed log write waits before it is retried.
+  std::chrono::milliseconds log_retry_interval{1000};
 };
 
 struct PersistStats {
@@ -101,15 +109,18 @@ class Durability {
   // Decodes, checks and applies one record; an error text says why it could not be.
   std::string Replay(const Record& record, Mutation& m);
   void WriteVectorSnapshot(const std::function<void(const Mutation&)>& write);
+  // Truncates `path` to `size` and syncs it.
+  Status CutFile(const std::string& path, uint64_t size);
   std::string WriteSnapshot();
   void MaintenanceLoop();
 
   DurabilityOptions options_;
+  Env* env_;
   store::StateStore& store_;
   store::VectorStore* vectors_;
   store::Keyspace* keys_ = nullptr;
   std::unique_ptr<LogWriter> log_;
-  int lock_fd_ = -1;
+  std::unique_ptr<DirLock> lock_;
 
   std::mutex save_mu_;  // one snapshot at a time
   std::atomic<bool> bgsave_running_{false};

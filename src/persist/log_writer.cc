@@ -13,15 +13,8 @@
 #include <cstring>
 
 #include "common/clock.h"
-#include "persist/fs.h"
 
 namespace prefixd::persist {
-namespace {
-
-constexpr size_t kMaxIov = 512;  // well under IOV_MAX
-
-}  // namespace
-
 const char* PolicyName(FsyncPolicy p) {
   switch (p) {
     case FsyncPolicy::kAlways:
@@ -35,8 +28,9 @@ const char* PolicyName(FsyncPolicy p) {
 }
 
 LogWriter::LogWriter(std::string dir, FsyncPolicy policy, uint64_t segment_bytes, uint64_t next_lsn,
-                     uint64_t next_sequence, std::vector<SegmentInfo> existing)
-    : dir_(std::move(dir)),
+                     uint64_t next_sequence, std::vector<SegmentInfo> existing, Env* env)
+    : env_(env),
+      dir_(std::move(dir)),
       policy_(policy),
       segment_bytes_(segment_bytes),
       next_lsn_(next_lsn),
@@ -75,22 +69,20 @@ std::string LogWriter::OpenSegment(uint64_t first_lsn) {
   std::snprintf(name, sizeof name, "log-%020llu.seg",
                 static_cast<unsigned long long>(next_sequence_));
   std::string path = dir_ + "/" + name;
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "can't create " + path + ": " + std::strerror(errno);
+  auto file = env_->Open(path, OpenMode::kCreateTruncate);
+  if (!file.ok()) return "can't create " + path + ": " + file.status().message();
   const FileHeader h = NewFileHeader(kLogFileMagic, next_sequence_, first_lsn);
   uint8_t header[kFileHeaderSize];
   EncodeFileHeader(h, header);
-  std::string err = WriteAll(fd, header, kFileHeaderSize);
-  if (err.empty() && policy_.load() != FsyncPolicy::kNo && ::fdatasync(fd) != 0) {
-    err = std::string("fdatasync: ") + std::strerror(errno);
+  Status status = WriteAllAt(**file, 0, header, kFileHeaderSize);
+  if (status.ok() && policy_.load() != FsyncPolicy::kNo) status = (*file)->Sync();
+  if (status.ok()) status = env_->SyncDir(dir_);
+  if (!status.ok()) {
+    file->reset();
+    (void)env_->Remove(path);  // best effort: recovery removes a segment cut short anyway
+    return "can't start segment " + path + ": " + status.message();
   }
-  if (err.empty()) err = SyncDirectory(dir_);
-  if (!err.empty()) {
-    ::close(fd);
-    ::unlink(path.c_str());
-    return "can't start segment " + path + ": " + err;
-  }
-  fd_ = fd;
+  file_ = std::move(file).value();
   seed_ = FileSeed(h);
   current_offset_ = kFileHeaderSize;
   segments_.push_back(SegmentInfo{next_sequence_, path, first_lsn, 0, kFileHeaderSize});
@@ -99,12 +91,11 @@ std::string LogWriter::OpenSegment(uint64_t first_lsn) {
 }
 
 void LogWriter::CloseSegment() {
-  if (fd_ < 0) return;
+  if (file_ == nullptr) return;
   // A segment is synced before it is left behind, whatever the policy: the next fsync would
   // only cover the new one.
-  if (::fdatasync(fd_) != 0) RecordError(std::string("fdatasync: ") + std::strerror(errno));
-  ::close(fd_);
-  fd_ = -1;
+  if (Status synced = file_->Sync(); !synced.ok()) RecordError(synced.message());
+  file_.reset();
 }
 
 uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload) {
@@ -155,6 +146,7 @@ void LogWriter::NotifyDurable() {
 
 void LogWriter::RecordError(const std::string& what) {
   bool was_ok = write_ok_.exchange(false);
+  cv_.notify_all();  // the writer retries, even with nothing new to write
   std::lock_guard lock(error_mu_);
   if (was_ok || last_error_ != what) {
     spdlog::error("Log write failed, refusing writes until it recovers: {}", what);
@@ -166,9 +158,9 @@ void LogWriter::RecordError(const std::string& what) {
 bool LogWriter::SyncCurrent() {
   std::lock_guard lock(file_mu_);
   uint64_t target = written_lsn_.load();
-  if (synced_lsn_.load() >= target || fd_ < 0) return true;
-  if (::fdatasync(fd_) != 0) {
-    RecordError(std::string("fdatasync: ") + std::strerror(errno));
+  if (synced_lsn_.load() >= target || file_ == nullptr) return true;
+  if (Status synced = file_->Sync(); !synced.ok()) {
+    RecordError(synced.message());
     return false;
   }
   synced_lsn_ = target;
@@ -188,29 +180,16 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
 
   // Writes everything in `iov`; on error cuts the file back to the last whole record.
   auto flush = [&]() -> bool {
-    size_t index = 0;
-    uint64_t start = current_offset_;
+    if (iov.empty()) return true;
+    const uint64_t start = current_offset_;
     uint64_t done = 0;
-    bool ok = true;
-    while (index < iov.size()) {
-      int count = static_cast<int>(std::min(iov.size() - index, kMaxIov));
-      // Positional writes: after a failed write is cut back, the retry must land exactly at
-      // the end of the last whole record, wherever the file position was left.
-      ssize_t n = ::pwritev(fd_, iov.data() + index, count, static_cast<off_t>(start + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        RecordError(std::string("write: ") + std::strerror(errno));
-        ok = false;
-        break;
-      }
-      done += static_cast<uint64_t>(n);
-      auto left = static_cast<size_t>(n);
-      while (index < iov.size() && left >= iov[index].iov_len) left -= iov[index++].iov_len;
-      if (left > 0) {
-        iov[index].iov_base = static_cast<char*>(iov[index].iov_base) + left;
-        iov[index].iov_len -= left;
-      }
-    }
+    // Positional writes: after a failed write is cut back, the retry must land exactly at the
+    // end of the last whole record.
+    const Status status = file_ != nullptr
+                              ? file_->WriteAt(start, iov, &done)
+                              : Status::IoError("no open log segment (creating one failed)");
+    const bool ok = status.ok();
+    if (!ok) RecordError(status.message());
     uint64_t good_end = start;
     uint64_t last_lsn = 0;
     size_t whole_count = 0;
@@ -218,8 +197,10 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
       if (w.end_offset > start + done) break;
       good_end = w.end_offset, last_lsn = w.lsn, ++whole_count;
     }
-    if (!ok && ::ftruncate(fd_, static_cast<off_t>(good_end)) != 0) {
-      spdlog::error("Can't cut the log back after a failed write: {}", std::strerror(errno));
+    if (!ok && file_ != nullptr) {
+      if (Status cut = file_->Truncate(good_end); !cut.ok()) {
+        spdlog::error("Can't cut the log back after a failed write: {}", cut.message());
+      }
     }
     current_offset_ = good_end;
     written_records += whole_count;
@@ -240,7 +221,8 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
     uint64_t payload_length = 0;
     for (const Bytes& piece : p.payload) payload_length += piece.size();
     uint64_t record_size = kRecordHeaderSize + payload_length;
-    bool roll = p.rotate_before ||
+    // A segment that failed to open is opened again before anything is written.
+    bool roll = p.rotate_before || file_ == nullptr ||
                 (p.lsn != 0 && planned > kFileHeaderSize && planned + record_size > segment_bytes_);
     if (roll) {
       if (!flush()) return written_records;
@@ -267,7 +249,7 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
     }
     planned += record_size;
     wholes.push_back(Whole{planned, p.lsn});
-    if (iov.size() >= kMaxIov * 4 && !flush()) return written_records;
+    if (iov.size() >= 2048 && !flush()) return written_records;
   }
   flush();
   return written_records;
@@ -280,22 +262,25 @@ void LogWriter::WriterLoop() {
   while (true) {
     {
       std::unique_lock lock(mu_);
-      if (carry.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty() && carry.empty()) break;  // stopping, and everything is written
+      // A failed write or fsync is retried even when no new record arrives: the records it
+      // holds back wait for it.
+      const bool retrying = !carry.empty() || !write_ok_.load();
+      if (!retrying) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_ && queue_.empty() && carry.empty()) break;  // everything is written
       for (auto& p : queue_) carry.push_back(std::move(p));
       queue_.clear();
     }
     size_t n = WriteBatch(carry);
     carry.erase(carry.begin(), carry.begin() + static_cast<long>(n));
     bool ok = carry.empty();
-    if (ok && policy_.load() == FsyncPolicy::kAlways) ok = SyncCurrent();
+    if (ok && (policy_.load() == FsyncPolicy::kAlways || !write_ok_.load())) ok = SyncCurrent();
     idle_and_written_ = carry.empty();
     if (ok) MarkHealthy();
     NotifyDurable();
     progress_cv_.notify_all();
     if (!ok) {
       std::unique_lock lock(mu_);
-      if (cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) {
+      if (cv_.wait_for(lock, retry_interval_, [&] { return stop_; })) {
         if (!carry.empty()) {
           spdlog::critical("Stopping with {} unacknowledged records not written to the log",
                            carry.size());
@@ -347,15 +332,20 @@ void LogWriter::RemoveSegmentsBefore(uint64_t lsn) {
       ++i;
       continue;
     }
-    if (::unlink(s.path.c_str()) != 0 && errno != ENOENT) {
-      spdlog::warn("Can't remove old log segment {}: {}", s.path, std::strerror(errno));
+    if (Status removed_one = env_->Remove(s.path);
+        !removed_one.ok() && removed_one.code() != StatusCode::kNotFound) {
+      spdlog::warn("Can't remove old log segment {}: {}", s.path, removed_one.message());
       ++i;
       continue;
     }
     segments_.erase(segments_.begin() + static_cast<long>(i));
     removed = true;
   }
-  if (removed) SyncDirectory(dir_);
+  if (removed) {
+    if (Status synced = env_->SyncDir(dir_); !synced.ok()) {
+      spdlog::warn("Can't sync {} after removing old segments: {}", dir_, synced.message());
+    }
+  }
 }
 
 LogStats LogWriter::Stats() const {

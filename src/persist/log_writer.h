@@ -5,17 +5,20 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/bytes.h"
+#include "persist/env.h"
 #include "persist/log_format.h"
 
 namespace prefixd::persist {
@@ -47,7 +50,7 @@ class LogWriter {
   // Continues a log in `dir`: `existing` segments (oldest first) stay for compaction; new records
   // go to a fresh segment numbered `next_sequence`, starting at `next_lsn`.
   LogWriter(std::string dir, FsyncPolicy policy, uint64_t segment_bytes, uint64_t next_lsn,
-            uint64_t next_sequence, std::vector<SegmentInfo> existing);
+            uint64_t next_sequence, std::vector<SegmentInfo> existing, Env* env = Env::Posix());
   // Writes and syncs everything queued, then stops the threads.
   ~LogWriter();
   LogWriter(const LogWriter&) = delete;
@@ -76,6 +79,8 @@ class LogWriter {
 
   bool healthy() const { return write_ok_.load(std::memory_order_relaxed); }
   void set_policy(FsyncPolicy p) { policy_.store(p); }
+  // How long a failed write waits before it is retried (default one second). Before Start().
+  void set_retry_interval(std::chrono::milliseconds interval) { retry_interval_ = interval; }
   FsyncPolicy policy() const { return policy_.load(); }
   LogStats Stats() const;
 
@@ -102,9 +107,11 @@ class LogWriter {
   void NotifyDurable();
   void RecordError(const std::string& what);
 
+  Env* const env_;
   const std::string dir_;
   std::atomic<FsyncPolicy> policy_;
   const uint64_t segment_bytes_;
+  std::chrono::milliseconds retry_interval_{1000};
 
   mutable std::mutex mu_;              // queue_, next_lsn_, stop_
   std::condition_variable cv_;         // wakes the writer
@@ -116,8 +123,8 @@ class LogWriter {
   bool stop_ = false;
 
   mutable std::mutex file_mu_;  // fd_, segments_, current segment bookkeeping
-  int fd_ = -1;
-  uint64_t seed_ = 0;  // checksum seed of the current segment
+  std::unique_ptr<File> file_;  // the current segment
+  uint64_t seed_ = 0;           // checksum seed of the current segment
   uint64_t next_sequence_;
   std::vector<SegmentInfo> segments_;  // the last one is current once started
   uint64_t current_offset_ = 0;

@@ -415,6 +415,7 @@ uint64_t Blob::size() const {
 }
 
 Bytes Blob::Joined() const {
+  if (pieces.empty()) return Bytes();
   if (pieces.size() == 1) return pieces.front();
   Bytes out = Bytes::Allocate(size());
   size_t at = 0;

@@ -1,43 +1,23 @@
 #include "persist/record_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <array>
-#include <cerrno>
 #include <cstring>
 #include <vector>
 
 namespace prefixd::persist {
-namespace {
 
-// Reads exactly `length` bytes at `offset`; false on a short read or error.
-bool ReadFully(int fd, uint64_t offset, uint8_t* out, uint64_t length) {
-  while (length > 0) {
-    ssize_t n = ::pread(fd, out, length, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    out += n, offset += static_cast<uint64_t>(n), length -= static_cast<uint64_t>(n);
-  }
-  return true;
-}
+RecordReader::~RecordReader() = default;
 
-}  // namespace
-
-RecordReader::~RecordReader() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-std::string RecordReader::Open(const std::string& path, const char (&magic)[8]) {
+std::string RecordReader::Open(const std::string& path, const char (&magic)[8], Env* env) {
   path_ = path;
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) return "can't open " + path + ": " + std::strerror(errno);
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) return "can't stat " + path + ": " + std::strerror(errno);
-  file_size_ = static_cast<uint64_t>(st.st_size);
+  auto file = env->Open(path, OpenMode::kRead);
+  if (!file.ok()) return "can't open " + path + ": " + file.status().message();
+  file_ = std::move(file).value();
+  auto size = file_->Size();
+  if (!size.ok()) return "can't stat " + path + ": " + size.status().message();
+  file_size_ = *size;
   uint8_t header[kFileHeaderSize];
-  if (file_size_ < kFileHeaderSize || !ReadFully(fd_, 0, header, kFileHeaderSize)) {
+  if (file_size_ < kFileHeaderSize || !file_->ReadAt(0, header, kFileHeaderSize).ok()) {
     return path + ": file header is missing or short (" + std::to_string(file_size_) + " bytes)";
   }
   file_header_ = DecodeFileHeader(header);
@@ -66,8 +46,8 @@ bool RecordReader::ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std:
     return false;
   }
   uint8_t header[kRecordHeaderSize];
-  if (!ReadFully(fd_, offset, header, kRecordHeaderSize)) {
-    problem = std::string("read error: ") + std::strerror(errno);
+  if (Status read = file_->ReadAt(offset, header, kRecordHeaderSize); !read.ok()) {
+    problem = "read error: " + read.message();
     return false;
   }
   RecordHeader h = DecodeRecordHeader(header);
@@ -82,8 +62,10 @@ bool RecordReader::ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std:
     return false;
   }
   Bytes payload = Bytes::Allocate(h.payload_length);
-  if (!ReadFully(fd_, offset + kRecordHeaderSize, payload.mutable_data(), h.payload_length)) {
-    problem = std::string("read error: ") + std::strerror(errno);
+  if (Status read =
+          file_->ReadAt(offset + kRecordHeaderSize, payload.mutable_data(), h.payload_length);
+      !read.ok()) {
+    problem = "read error: " + read.message();
     return false;
   }
   std::array<std::string_view, 1> pieces{payload.view()};
@@ -126,7 +108,7 @@ uint64_t RecordReader::NextValidRecord(uint64_t offset) {
   PutU32(magic, kRecordMagic);
   for (uint64_t base = offset + 1; base + kRecordHeaderSize <= file_size_; base += kChunk) {
     uint64_t n = std::min<uint64_t>(kChunk + 3, file_size_ - base);
-    if (!ReadFully(fd_, base, buf.data(), n)) return 0;
+    if (!file_->ReadAt(base, buf.data(), n).ok()) return 0;
     for (uint64_t i = 0; i + 4 <= n && i < kChunk; ++i) {
       if (std::memcmp(buf.data() + i, magic, 4) != 0) continue;
       uint64_t candidate = base + i;
@@ -146,8 +128,8 @@ std::string RecordReader::ReadAt(uint64_t offset, uint64_t length, Bytes& out) {
     return "range past the end of " + path_;
   }
   out = Bytes::Allocate(length);
-  if (!ReadFully(fd_, offset, out.mutable_data(), length)) {
-    return "read error in " + path_ + ": " + std::strerror(errno);
+  if (Status read = file_->ReadAt(offset, out.mutable_data(), length); !read.ok()) {
+    return "read error in " + path_ + ": " + read.message();
   }
   return {};
 }

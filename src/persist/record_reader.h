@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/bytes.h"
+#include "persist/env.h"
 #include "persist/log_format.h"
 
 namespace prefixd::persist {
@@ -32,7 +34,7 @@ class RecordReader {
   RecordReader& operator=(const RecordReader&) = delete;
 
   // Opens `path` and checks its file header against `magic`. Returns an error text or empty.
-  std::string Open(const std::string& path, const char (&magic)[8]);
+  std::string Open(const std::string& path, const char (&magic)[8], Env* env = Env::Posix());
 
   const FileHeader& file_header() const { return file_header_; }
   uint64_t file_size() const { return file_size_; }
@@ -60,7 +62,7 @@ class RecordReader {
   // Checks the record at `offset` without consuming it; fills `out` when valid.
   bool ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std::string& problem);
 
-  int fd_ = -1;
+  std::unique_ptr<File> file_;
   std::string path_;
   FileHeader file_header_;
   uint64_t file_size_ = 0;

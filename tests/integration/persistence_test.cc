@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -781,25 +783,77 @@ std::string StoreRequest(const std::string& sid, uint32_t layer, const Value& v)
   return Multibulk({"SSM.PREFIX.STORE", sid, std::to_string(layer), Materialize(v)});
 }
 
-TEST(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwards) {
-  TmpfsMount mount;  // declared first: unmounted after the server has stopped
-  if (std::string why = mount.Mount(32u << 20); !why.empty()) {
-    GTEST_SKIP() << "needs a 32 MiB tmpfs (root or CAP_SYS_ADMIN): " << why;
-  }
-  // Fill most of it, so the log runs out of space after a few megabytes.
-  std::string filler = mount.dir() + "/filler";
-  {
-    std::ofstream out(filler, std::ios::binary);
+// How a test makes the data directory run out of space: a small tmpfs filled almost full
+// (needs root or CAP_SYS_ADMIN), or, as any user, a file-size limit on the server process
+// (RLIMIT_FSIZE set with prlimit, SIGXFSZ ignored: a write past it fails with EFBIG, the way a
+// full disk fails it with ENOSPC). Both run: the second makes these tests run everywhere.
+enum class FullDisk { kTmpfs, kFileSizeLimit };
+
+class DiskFiller {
+ public:
+  explicit DiskFiller(FullDisk kind) : kind_(kind) {}
+  // Leaves about `free_bytes` for the server; returns why that is not possible here, or empty.
+  std::string Prepare(uint64_t free_bytes) {
+    free_bytes_ = free_bytes;
+    if (kind_ == FullDisk::kFileSizeLimit) {
+      ::signal(SIGXFSZ, SIG_IGN);  // inherited by the server: the write fails instead
+      return {};
+    }
+    if (std::string why = mount_.Mount(32u << 20); !why.empty()) {
+      return "needs a 32 MiB tmpfs (root or CAP_SYS_ADMIN): " + why;
+    }
+    filler_ = mount_.dir() + "/filler";
+    std::ofstream out(filler_, std::ios::binary);
     std::string chunk(1 << 20, 'F');
-    for (int i = 0; i < 26; ++i)
+    for (uint64_t i = 0; i < (32u << 20) / chunk.size() - free_bytes / chunk.size(); ++i) {
       out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    ASSERT_TRUE(out.good()) << "can't write the filler file";
+    }
+    if (!out.good()) return "can't write the filler file";
+    return {};
   }
+  // The data directory to start the server on (empty: its own temp root).
+  std::string data_dir() const { return kind_ == FullDisk::kTmpfs ? mount_.dir() + "/data" : ""; }
+  // Call once the server runs.
+  void Apply(const ServerProcess& server) {
+    if (kind_ == FullDisk::kFileSizeLimit) SetLimit(server.pid(), free_bytes_);
+  }
+  // Gives the space back.
+  void Free(const ServerProcess& server) {
+    if (kind_ == FullDisk::kFileSizeLimit) {
+      // A stopped server needs nothing: the next start runs without the limit.
+      rlimit none{RLIM_INFINITY, RLIM_INFINITY};
+      if (::prlimit(server.pid(), RLIMIT_FSIZE, &none, nullptr) != 0) ASSERT_EQ(errno, ESRCH);
+    } else {
+      ASSERT_EQ(::unlink(filler_.c_str()), 0);
+    }
+  }
+  std::string_view error_text() const {
+    return kind_ == FullDisk::kTmpfs ? "No space left on device" : "File too large";
+  }
+
+ private:
+  static void SetLimit(pid_t pid, rlim_t bytes) {
+    rlimit limit{bytes, RLIM_INFINITY};
+    ASSERT_EQ(::prlimit(pid, RLIMIT_FSIZE, &limit, nullptr), 0) << strerror(errno);
+  }
+
+  FullDisk kind_;
+  TmpfsMount mount_;  // unmounted after the server (declared in the test before it) stops
+  std::string filler_;
+  uint64_t free_bytes_ = 0;
+};
+
+class DurabilityDiskFullTest : public ::testing::TestWithParam<FullDisk> {};
+
+TEST_P(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwards) {
+  DiskFiller disk(GetParam());  // declared first: released after the server has stopped
+  if (std::string why = disk.Prepare(6u << 20); !why.empty()) GTEST_SKIP() << why;
   ServerProcess::Options options;
-  options.data_dir = mount.dir() + "/data";
+  options.data_dir = disk.data_dir();
   options.flags = {"--auto-aof-rewrite-percentage", "0"};
   ServerProcess server;
   ASSERT_TRUE(server.Start(options));
+  ASSERT_NO_FATAL_FAILURE(disk.Apply(server));
 
   Model model;
   const std::string sid = "full";
@@ -829,7 +883,7 @@ TEST(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwar
   ASSERT_NE(other, nullptr);
   std::string reply = other->Call(Multibulk({"SSM.PREFIX.STORE", "other", "0", "small"}), 5s);
   EXPECT_EQ(reply.rfind("-MISCONF Errors writing to the AOF file: ", 0), 0u) << reply;
-  EXPECT_NE(reply.find("No space left on device"), std::string::npos) << reply;
+  EXPECT_NE(reply.find(disk.error_text()), std::string::npos) << reply;
 
   // Reads still work, and every acknowledged write is readable.
   auto reader = Connect(server);
@@ -851,7 +905,7 @@ TEST(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwar
   EXPECT_NE(InfoField(reader.get(), "aof_last_write_error"), "");
 
   // Free the space: the held write is acknowledged and new writes succeed within seconds.
-  ASSERT_EQ(::unlink(filler.c_str()), 0);
+  ASSERT_NO_FATAL_FAILURE(disk.Free(server));
   if (held) {
     std::optional<std::string> late = writer->ReadReply(10s);
     ASSERT_TRUE(late.has_value()) << "the held write was never answered after space was freed";
@@ -912,25 +966,16 @@ TEST(DurabilityDiskFullTest, WritesAreRefusedWhileTheDiskIsFullAndResumeAfterwar
   EXPECT_NE(log.find("succeed again"), std::string::npos);
 }
 
-TEST(DurabilityDiskFullTest, SnapshotAndShutdownWhileTheLogIsFullDoNotHang) {
-  TmpfsMount mount;
-  if (std::string why = mount.Mount(32u << 20); !why.empty()) {
-    GTEST_SKIP() << "needs a 32 MiB tmpfs (root or CAP_SYS_ADMIN): " << why;
-  }
+TEST_P(DurabilityDiskFullTest, SnapshotAndShutdownWhileTheLogIsFullDoNotHang) {
+  DiskFiller disk(GetParam());
   // ~4 MiB free: room for a small snapshot, not for the 6 MiB record below.
-  std::string filler = mount.dir() + "/filler";
-  {
-    std::ofstream out(filler, std::ios::binary);
-    std::string chunk(1 << 20, 'F');
-    for (int i = 0; i < 28; ++i)
-      out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    ASSERT_TRUE(out.good()) << "can't write the filler file";
-  }
+  if (std::string why = disk.Prepare(4u << 20); !why.empty()) GTEST_SKIP() << why;
   ServerProcess::Options options;
-  options.data_dir = mount.dir() + "/data";
+  options.data_dir = disk.data_dir();
   options.flags = {"--auto-aof-rewrite-percentage", "0"};
   ServerProcess server;
   ASSERT_TRUE(server.Start(options));
+  ASSERT_NO_FATAL_FAILURE(disk.Apply(server));
   Model model;
   auto writer = RawConnection::Tcp(server.port());
   ASSERT_NE(writer, nullptr);
@@ -960,7 +1005,7 @@ TEST(DurabilityDiskFullTest, SnapshotAndShutdownWhileTheLogIsFullDoNotHang) {
   EXPECT_TRUE(server.Stop(&how)) << "SIGTERM while the log is full: " << how;
   EXPECT_LT(Clock::now() - stop_start, 10s);
 
-  ASSERT_EQ(::unlink(filler.c_str()), 0);
+  ASSERT_NO_FATAL_FAILURE(disk.Free(server));  // the restart runs without the limit
   ASSERT_TRUE(server.Restart(options));
   auto ctx = Connect(server);
   ASSERT_NE(ctx, nullptr);
@@ -970,6 +1015,12 @@ TEST(DurabilityDiskFullTest, SnapshotAndShutdownWhileTheLogIsFullDoNotHang) {
   big_op.layers.emplace_back(0, big);
   EXPECT_EQ(Verify(ctx.get(), {"small", "big"}, model, {big_op}), "");
 }
+
+INSTANTIATE_TEST_SUITE_P(Kinds, DurabilityDiskFullTest,
+                         ::testing::Values(FullDisk::kTmpfs, FullDisk::kFileSizeLimit),
+                         [](const auto& info) {
+                           return info.param == FullDisk::kTmpfs ? "tmpfs" : "file_size_limit";
+                         });
 
 // ---------------------------------------------------------------------------------------------
 // e. Damaged logs

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the record, snapshot, state_blob and config fuzz targets from the
+layouts in docs/storage-format.md and include/prefixd/state_blob.h. Checksums are left zero:
+the targets fix them up when their flag asks. Run from the repository root."""
+import os
+import struct
+
+def u32(v): return struct.pack('<I', v)
+def u64(v): return struct.pack('<Q', v)
+def s(b): return u32(len(b)) + b
+
+def file_header(magic, sequence, base):
+    return magic + u32(2) + u32(0x1234) + u64(sequence) + u64(base)
+
+def record(rtype, lsn, payload):
+    return u64(0) + u32(0x52584650) + bytes([rtype, 0]) + b'\0\0' + u64(lsn) + u64(len(payload)) + payload
+
+PAYLOADS = {
+    1: s(b'sid') + u32(2) + u32(0) + u64(3) + b'abc' + u32(7) + u64(0),
+    2: s(b'sid') + u32(4),
+    3: s(b'sid'),
+    4: b'',
+    5: s(b'sid') + u64(4102444800000),
+    15: u64(3),
+    32: s(b'v') + u64(1) + u32(8) + u32(8),
+    33: s(b'v') + u32(0) + u64(2) + u64(1) + u32(8) + u32(8) + u64(32) + b'\x01' * 32,
+    34: s(b'v'),
+    35: s(b'ns') + u64(2) + u64(3) + u32(32) + u32(2) + u32(16) + u64(1000) + u64(8) + b'\x05' * 8,
+    36: s(b'ns'),
+    37: s(b'ns') + u64(0) + u64(0) + u32(32) + u32(2) + u32(0) + u64(2**64 - 1) + u64(0),
+}
+
+def write(target, name, data):
+    d = os.path.join('tests/fuzz/corpus', target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), 'wb') as f:
+        f.write(data)
+
+for t, p in PAYLOADS.items():
+    write('record', 'payload-%d' % t, bytes([0, t]) + p)
+log = file_header(b'PFXDLOG\0', 1, 1)
+for i, t in enumerate([32, 33, 1, 5, 2, 35, 36, 3, 4, 34]):
+    log += record(t, i + 1, PAYLOADS[t])
+snap = file_header(b'PFXDSNP\0', 0, 5)
+for t in [1, 32, 33, 37, 5]:
+    snap += record(t, 0, PAYLOADS[t])
+snap += record(15, 0, u64(4))
+write('record', 'log-sealed', bytes([7]) + log)
+write('record', 'snapshot-sealed', bytes([5]) + snap)
+write('record', 'log-torn', bytes([7]) + log[:-5])
+write('snapshot', 'snapshot-and-log', bytes([7, len(snap) & 255, len(snap) >> 8]) + snap + log)
+write('snapshot', 'log-only', bytes([4, 0, 0]) + log)
+write('snapshot', 'log-torn-skip', bytes([12, 0, 0]) + log[:-7])
+
+def blob(arrays):
+    out = u32(1) + u32(len(arrays))
+    for dtype, shape, data in arrays:
+        out += u32(len(shape)) + b''.join(u32(d) for d in shape) + u32(dtype) + data
+    return out
+write('state_blob', 'empty', blob([]))
+write('state_blob', 'three', blob([(0, [2, 3], struct.pack('<6f', 1, 2, 3, 4, 5, 6)),
+                                   (1, [4], b'\x00\x3c' * 4), (2, [], struct.pack('<f', 1.5)),
+                                   (0, [0], b'')]))
+write('config', 'basic', b'# comment\nport 0\nappendfsync always\nmaxmemory 1gb\nvstore-default-vquant "int8"\n')
+write('config', 'bad', b'timeout 9223372036854776\nunknown-thing yes\n')

@@ -1,0 +1,366 @@
+// Crash and disk-fault tests of the durability layer through the fault-injecting Env, runnable as
+// a normal user. A scripted workload (SSM stores, MSTOREs and drops, V-store creates, rows and
+// drops, a KV.PREFIX registration, expiries set and cleared, FLUSHALL, snapshots; small segments
+// so the log rotates) runs through the live path's steps (Check, EncodePayload, Apply with the
+// append as its hook) under appendfsync always.
+// - Crash at every step: for each index N of the file-operation sequence the machine dies at
+//   operation N (every later operation fails), the power cut drops unsynced data (or tears it at
+//   a sector boundary) and undoes directory changes not fsynced; the restart must succeed, with
+//   exactly the acknowledged state, or that plus the one change in flight (whole: an MSTORE is
+//   all or nothing). ctest runs a bounded sample; PREFIXD_CRASH_EVERY_STEP=1 (scripts/crash.sh)
+//   runs every N with both tears.
+// - Disk full and I/O errors at every operation: a single failure anywhere (snapshot, rotation,
+//   appends) loses nothing acknowledged, the log heals on retry, a failed snapshot can be
+//   retried, and a restart holds the final state.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "persist/durability.h"
+#include "persist/mutation.h"
+#include "store/keyspace.h"
+#include "store/state_store.h"
+#include "store/vector_store.h"
+#include "unit/fault_env.h"
+
+namespace prefixd::persist {
+namespace {
+
+using testing::FaultEnv;
+
+std::string Pattern(size_t size, char seed) {
+  std::string out(size, '\0');
+  for (size_t i = 0; i < size; ++i) out[i] = static_cast<char>(seed + i * 31 + (i >> 7));
+  return out;
+}
+
+SsmPut Put(std::string sid, std::vector<std::pair<uint32_t, std::string>> layers) {
+  SsmPut m{std::move(sid), {}};
+  for (auto& [layer, blob] : layers) m.layers.emplace_back(layer, Bytes::CopyOf(blob));
+  return m;
+}
+
+VStore Rows(std::string sid, uint32_t layer, uint64_t start, uint64_t rows, char seed) {
+  const uint32_t dim = 8;
+  return VStore{std::move(sid),
+                layer,
+                start,
+                rows,
+                dim,
+                static_cast<uint32_t>(store::Tier::kFp32),
+                Blob{{Bytes::CopyOf(std::string(rows * dim * 4, seed))}}};
+}
+
+// One step of the script: a change, or a snapshot.
+struct Step {
+  std::optional<Mutation> change;
+};
+
+std::vector<Step> Script() {
+  KvRegister reg;
+  reg.ns = "ns", reg.key_index = 100, reg.value_index = 101, reg.kv_dim = 8;
+  reg.tier = static_cast<uint32_t>(store::Tier::kFp32);
+  const uint32_t fp32 = static_cast<uint32_t>(store::Tier::kFp32);
+  const uint64_t later = uint64_t{4102444800000};  // 2100-01-01: set, never reached
+  return {
+      {Put("a", {{0, Pattern(3000, 1)}})},
+      {Put("b", {{0, Pattern(700, 2)}, {1, Pattern(5000, 3)}, {2, Pattern(10, 4)}})},  // MSTORE
+      {VCreate{"v", 7, 8, fp32}},
+      {Rows("v", 0, 0, 40, 5)},
+      {SsmDropLayer{"b", 1}},
+      {KeyExpire{"b", later}},
+      {KeyExpire{"v", later + 1}},
+      {std::nullopt},  // snapshot
+      {Put("a", {{0, Pattern(2500, 6)}, {3, Pattern(900, 7)}})},
+      {Rows("v", 1, 30, 10, 8)},
+      {KeyExpire{"v", 0}},  // PERSIST
+      {reg},
+      {Rows("ns_pk", 0, 0, 4, 9)},
+      {FlushAll{}},
+      {Put("c", {{0, Pattern(4100, 10)}})},
+      {VCreate{"w", 8, 8, fp32}},
+      {Rows("w", 0, 0, 60, 11)},
+      {KeyExpire{"c", later + 2}},
+      {std::nullopt},  // snapshot
+      {SsmDropSession{"c"}},
+      {Put("d", {{5, Pattern(6000, 12)}, {6, Pattern(1, 13)}})},
+      {VDrop{"w"}},
+      {KvDrop{"ns"}},
+      {KeyExpire{"d", later + 3}},
+  };
+}
+
+// Everything a client can observe of the stores and the key directory, as one comparable text.
+std::string Observe(const store::StateStore& ssm, const store::VectorStore& vectors,
+                    const store::Keyspace& keys) {
+  std::map<std::string, std::string> out;
+  ssm.ForEachSession([&](const std::string& sid, const LayerBlobs& layers) {
+    std::string& entry = out["ssm " + sid];
+    for (const auto& [layer, blob] : layers) {
+      entry += std::to_string(layer) + ":" + std::string(blob.view()) + "|";
+    }
+  });
+  vectors.ForEachSession([&](const std::string& sid, const store::VectorSessionInfo& info,
+                             const std::vector<store::LayerRead>& layers) {
+    std::string& entry = out["v " + sid];
+    entry = std::to_string(info.index) + "/" + std::to_string(info.dim) + "|";
+    for (const store::LayerRead& layer : layers) {
+      entry += std::to_string(layer.layer) + ":" + std::to_string(layer.length) + ":";
+      for (const Bytes& piece : layer.rows.pieces) entry.append(piece.view());
+    }
+  });
+  vectors.ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
+    out["kv " + ns] = std::to_string(spec.kv_dim);
+  });
+  keys.ForEach([&](const std::string& key, const store::KeyInfo& info) {
+    out["key " + key] = std::string(store::KeyTypeName(info.type)) + " expires " +
+                        std::to_string(info.expire_at_ms);
+  });
+  std::string text;
+  for (const auto& [key, value] : out)
+    text += key + "=" + std::to_string(value.size()) + "#" +
+            std::to_string(std::hash<std::string>()(value)) + "\n";
+  return text;
+}
+
+class World {
+ public:
+  World(const std::string& dir, Env* env) {
+    DurabilityOptions options;
+    options.dir = dir;
+    options.policy = FsyncPolicy::kAlways;
+    options.segment_bytes = 8192;  // the log rotates during the script
+    options.auto_rewrite_percentage = 0;
+    options.env = env;
+    options.log_retry_interval = std::chrono::milliseconds(5);
+    durability_ = std::make_unique<Durability>(options, ssm_, &vectors_);
+    durability_->set_keyspace(&keys_);
+  }
+  std::string Open() { return durability_->Open(); }
+  Durability& durability() { return *durability_; }
+  std::string State() const { return Observe(ssm_, vectors_, keys_); }
+  const store::Keyspace& keys() const { return keys_; }
+
+  // The live path's steps (commands/mutate.h); returns the record's lsn.
+  uint64_t Change(const Mutation& m) {
+    EXPECT_TRUE(Check(m, Limits::Hard()).ok) << Describe(m);
+    std::vector<Bytes> payload = EncodePayload(m);
+    uint64_t lsn = 0;
+    Apply(m, Stores{ssm_, &vectors_, 0, &keys_},
+          [&] { lsn = durability_->Append(TypeOf(m), std::move(payload)); });
+    return lsn;
+  }
+  // Whether record `lsn` is acknowledged: synced, as `always` promises before a reply.
+  bool Acknowledged(uint64_t lsn) {
+    durability_->Sync();
+    return durability_->Stats().log.synced_lsn >= lsn;
+  }
+  void Close() { durability_.reset(); }
+
+ private:
+  store::StateStore ssm_{8};
+  store::VectorStore vectors_{8};
+  store::Keyspace keys_;
+  std::unique_ptr<Durability> durability_;
+};
+
+class CrashTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/prefixd-crash-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  struct Run {
+    std::string acknowledged;              // the state after the last acknowledged step
+    std::optional<std::string> in_flight;  // with the change that was not acknowledged
+    uint64_t operations = 0;
+  };
+
+  // Runs the script in a fresh directory until the env dies at operation `die_at` (0: never).
+  Run RunScript(const std::string& dir, FaultEnv& env, uint64_t die_at) {
+    env.DieAt(die_at);
+    Run run;
+    World world(dir, &env);
+    run.acknowledged = world.State();
+    if (!world.Open().empty()) {
+      EXPECT_TRUE(env.dead()) << "Open failed on a healthy disk";
+      run.operations = env.operations();
+      return run;
+    }
+    for (const Step& step : Script()) {
+      if (!step.change) {
+        std::string err = world.durability().Save();
+        if (!err.empty()) {
+          EXPECT_TRUE(env.dead()) << err;
+          break;
+        }
+        continue;
+      }
+      const uint64_t lsn = world.Change(*step.change);
+      if (!world.Acknowledged(lsn)) {
+        EXPECT_TRUE(env.dead()) << "a write was not acknowledged on a healthy disk";
+        run.in_flight = world.State();
+        break;
+      }
+      run.acknowledged = world.State();
+    }
+    world.Close();
+    run.operations = env.operations();
+    return run;
+  }
+
+  // Crashes at operation `n` with `tear`, restarts on the real file system and checks the state.
+  void CrashAndRecover(uint64_t n, FaultEnv::Tear tear) {
+    const std::string dir =
+        root_ + "/" + std::to_string(n) + (tear == FaultEnv::Tear::kNone ? "n" : "t");
+    FaultEnv env;
+    Run run = RunScript(dir, env, n);
+    env.Crash(tear);
+    World after(dir, Env::Posix());
+    const std::string err = after.Open();
+    ASSERT_EQ(err, "") << "the start after a crash at operation " << n << " failed";
+    const std::string state = after.State();
+    const bool ok = state == run.acknowledged || (run.in_flight && state == *run.in_flight);
+    EXPECT_TRUE(ok) << "crash at operation " << n << ": recovered\n"
+                    << state << "acknowledged\n"
+                    << run.acknowledged << "in flight\n"
+                    << run.in_flight.value_or("(none)\n");
+    after.Close();
+    std::filesystem::remove_all(dir);
+  }
+
+  std::string root_;
+};
+
+TEST_F(CrashTest, EveryCrashPointRecoversTheAcknowledgedState) {
+  FaultEnv clean;
+  const Run full = RunScript(root_ + "/count", clean, 0);
+  ASSERT_FALSE(full.in_flight.has_value());
+  const uint64_t total = full.operations;
+  ASSERT_GT(total, 60u) << "the script is shorter than expected";
+  const bool every = std::getenv("PREFIXD_CRASH_EVERY_STEP") != nullptr;
+  // The sample: the first operations (open, the first segment), then spread over the rest.
+  const uint64_t stride = every ? 1 : std::max<uint64_t>(1, total / 40);
+  uint64_t runs = 0;
+  for (uint64_t n = 1; n <= total + 1; n += (n < 12 ? 1 : stride)) {
+    ASSERT_NO_FATAL_FAILURE(CrashAndRecover(n, FaultEnv::Tear::kNone));
+    if (every || n % 2 == 1) ASSERT_NO_FATAL_FAILURE(CrashAndRecover(n, FaultEnv::Tear::kSector));
+    ++runs;
+  }
+  std::printf("crash points: %llu of %llu operations\n", static_cast<unsigned long long>(runs),
+              static_cast<unsigned long long>(total));
+}
+
+// The script's final key directory, read back after a restart: the expiry logged last is kept,
+// keys dropped after a snapshot recorded their expiry stay gone.
+TEST_F(CrashTest, TheScriptsKeysAndExpiriesSurviveARestart) {
+  FaultEnv clean;
+  const std::string dir = root_ + "/keys";
+  ASSERT_FALSE(RunScript(dir, clean, 0).in_flight.has_value());
+  World after(dir, Env::Posix());
+  ASSERT_EQ(after.Open(), "");
+  std::map<std::string, int64_t> expiries;
+  after.keys().ForEach([&](const std::string& key, const store::KeyInfo& info) {
+    expiries[key] = info.expire_at_ms;
+  });
+  const std::map<std::string, int64_t> expected = {{"d", int64_t{4102444800003}}};
+  EXPECT_EQ(expiries, expected);
+}
+
+// A single failing operation (disk full or an I/O error) anywhere after the start: nothing
+// acknowledged is lost, the log heals when the operation works again, a failed snapshot works
+// when retried, and a restart holds the final state.
+void RunWithOneFault(const std::string& dir, uint64_t n, FaultEnv::Fault fault,
+                     std::string& final_state) {
+  FaultEnv env;
+  World world(dir, &env);
+  ASSERT_EQ(world.Open(), "");
+  env.FailAt(n, fault);
+  for (const Step& step : Script()) {
+    if (!step.change) {
+      std::string err = world.durability().Save();
+      if (!err.empty()) {
+        EXPECT_NE(err.find("injected"), std::string::npos) << err;
+        err = world.durability().Save();
+      }
+      ASSERT_EQ(err, "") << "a retried snapshot failed after a fault at operation " << n;
+      continue;
+    }
+    const uint64_t lsn = world.Change(*step.change);
+    bool acknowledged = false;
+    for (int i = 0; i < 400 && !acknowledged; ++i) {
+      acknowledged = world.Acknowledged(lsn);
+      if (!acknowledged) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_TRUE(acknowledged) << "the log did not heal after a fault at operation " << n;
+  }
+  for (int i = 0; i < 400 && !world.durability().healthy(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(world.durability().healthy()) << "still failing after a fault at operation " << n;
+  final_state = world.State();
+  world.Close();
+  World after(dir, Env::Posix());
+  ASSERT_EQ(after.Open(), "") << "restart after a fault at operation " << n;
+  EXPECT_EQ(after.State(), final_state) << "fault at operation " << n;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with("temp-"))
+        << "a failed snapshot left " << entry.path();
+  }
+}
+
+TEST_F(CrashTest, DiskFullAndIoErrorsAtEveryOperationLoseNothing) {
+  FaultEnv clean;
+  const uint64_t total = RunScript(root_ + "/count", clean, 0).operations;
+  const bool every = std::getenv("PREFIXD_CRASH_EVERY_STEP") != nullptr;
+  const uint64_t stride = every ? 1 : std::max<uint64_t>(1, total / 30);
+  for (uint64_t n = 1; n <= total; n += stride) {
+    for (auto fault : {FaultEnv::Fault::kNoSpace, FaultEnv::Fault::kIoError}) {
+      const std::string dir =
+          root_ + "/f" + std::to_string(n) + (fault == FaultEnv::Fault::kNoSpace ? "s" : "e");
+      std::string state;
+      ASSERT_NO_FATAL_FAILURE(RunWithOneFault(dir, n, fault, state));
+      std::filesystem::remove_all(dir);
+    }
+  }
+}
+
+TEST_F(CrashTest, ShortWritesAreCutBackAndRetried) {
+  FaultEnv env;
+  const std::string dir = root_ + "/short";
+  std::string state;
+  {
+    World world(dir, &env);
+    ASSERT_EQ(world.Open(), "");
+    env.ShortWrites(1000);  // every write stops after 1000 bytes, as on a full disk
+    const uint64_t lsn = world.Change(Put("big", {{0, Pattern(5000, 3)}}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    EXPECT_FALSE(world.Acknowledged(lsn)) << "a record was acknowledged though cut short";
+    EXPECT_FALSE(world.durability().healthy());
+    env.ShortWrites(0);  // space again
+    bool acknowledged = false;
+    for (int i = 0; i < 400 && !acknowledged; ++i) {
+      acknowledged = world.Acknowledged(lsn);
+      if (!acknowledged) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_TRUE(acknowledged);
+    state = world.State();
+  }
+  World after(dir, Env::Posix());
+  ASSERT_EQ(after.Open(), "");
+  EXPECT_EQ(after.State(), state);
+}
+
+}  // namespace
+}  // namespace prefixd::persist

@@ -1,0 +1,90 @@
+// Registry (the command table and Dispatcher) driven directly, without a server: lookup in any
+// case, Redis's texts for unknown commands, wrong arity, NOAUTH and OOM, and the one mutation
+// path refusing a change before it touches the store (the V.STOREBATCH of issue 8, finding 2).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands/engine.h"
+#include "commands/registry.h"
+#include "common/settings.h"
+#include "protocol/reply_writer.h"
+#include "protocol/request.h"
+#include "server/client_state.h"
+
+namespace prefixd::commands {
+namespace {
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  RegistryTest() : engine_(settings_), registry_(engine_) { client_->authenticated = true; }
+
+  // Runs one request as `client` and returns the RESP bytes of its reply.
+  std::string Call(const std::vector<std::string>& args, server::ClientState* client = nullptr) {
+    protocol::Request request;
+    for (const std::string& arg : args) request.AddSmall(arg);
+    protocol::ReplyWriter reply;
+    registry_.Dispatch(client != nullptr ? *client : *client_, request, reply);
+    std::string out;
+    for (auto piece : reply.Buffers())
+      out.append(reinterpret_cast<const char*>(piece.data()), piece.size());
+    return out;
+  }
+
+  Settings settings_;
+  Engine engine_;
+  Registry registry_;
+  std::shared_ptr<server::ClientState> client_ = std::make_shared<server::ClientState>();
+};
+
+TEST_F(RegistryTest, FindsCommandsInAnyCaseAndListsThemSorted) {
+  ASSERT_NE(registry_.Find("ssm.prefix.store"), nullptr);
+  EXPECT_EQ(registry_.Find("SSM.Prefix.STORE"), registry_.Find("ssm.prefix.store"));
+  EXPECT_EQ(registry_.Find("ssm.prefix.stor"), nullptr);
+  const auto all = registry_.All();
+  ASSERT_GT(all.size(), 20u);
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1]->name, all[i]->name);
+  EXPECT_EQ(Call({"Ssm.Prefix.Store", "s", "0", "abc"}), "+OK\r\n");
+  EXPECT_EQ(Call({"ssm.prefix.fetch", "s", "0"}), "$3\r\nabc\r\n");
+}
+
+TEST_F(RegistryTest, UnknownCommandAndWrongArityUseRedisTexts) {
+  EXPECT_EQ(Call({"nope", "a", "b"}),
+            "-ERR unknown command 'nope', with args beginning with: 'a' 'b' \r\n");
+  EXPECT_EQ(Call({"ssm.prefix.store", "s", "0"}),
+            "-ERR wrong number of arguments for 'ssm.prefix.store' command\r\n");
+}
+
+TEST_F(RegistryTest, AuthenticationIsRequiredWhenAPasswordIsSet) {
+  ASSERT_EQ(settings_.Set("requirepass", "secret", true), "");
+  server::ClientState stranger;
+  EXPECT_EQ(Call({"ssm.prefix.fetch", "s", "0"}, &stranger),
+            "-NOAUTH Authentication required.\r\n");
+  EXPECT_EQ(Call({"auth", "secret"}, &stranger), "+OK\r\n");
+  EXPECT_EQ(Call({"ssm.prefix.fetch", "s", "0"}, &stranger), "$-1\r\n");
+}
+
+TEST_F(RegistryTest, MaxmemoryRefusesWritesButServesReads) {
+  EXPECT_EQ(Call({"ssm.prefix.store", "s", "0", std::string(4096, 'x')}), "+OK\r\n");
+  ASSERT_EQ(settings_.Set("maxmemory", "1", true), "");
+  EXPECT_EQ(Call({"ssm.prefix.store", "s", "1", "y"}),
+            "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+  EXPECT_EQ(Call({"ssm.prefix.fetch", "s", "0"}).substr(0, 7), "$4096\r\n");
+  EXPECT_EQ(Call({"ssm.prefix.drop", "s"}), "+OK\r\n") << "a drop frees memory: it must pass";
+}
+
+TEST_F(RegistryTest, AChangeThatWouldExhaustMemoryIsRefusedBeforeItIsApplied) {
+  ASSERT_EQ(settings_.Set("vstore-max-tokens", "1099511627776", false), "");
+  EXPECT_EQ(Call({"v.create", "t", "65536", "VQUANT", "fp32"}), ":0\r\n");
+  const std::string reply =
+      Call({"v.storebatch", "t", "0", "1099511627775", "1", std::string(65536 * 4, '\0')});
+  EXPECT_EQ(reply.substr(0, 24), "-OOM V-store rows refuse") << reply;
+  EXPECT_EQ(engine_.vector_store().Stats().tokens, 0u);
+  EXPECT_EQ(Call({"v.storebatch", "t", "0", "0", "1", std::string(65536 * 4, '\0')}), "+OK\r\n");
+  EXPECT_EQ(engine_.vector_store().Stats().tokens, 1u);
+}
+
+}  // namespace
+}  // namespace prefixd::commands

@@ -11,11 +11,21 @@ budget, then replays the same trace against a real redis-server with `maxmemory 
   on a miss SET every layer again, one command at a time (no pipelining, so the query buffer
            holds one layer and client memory does not push Redis into extra evictions)
 
+With --prefixd-policy, the same trace also runs against prefixd-server itself (`maxmemory` the
+simulation's budget, appendonly no), each session one key:
+
+  request  SSM.PREFIX.LAYERS s<id>   (a read lookup: touched by the policy); 16 layers: a hit,
+           none: a miss, some: a partial session (whole-key eviction makes that impossible)
+  on a miss SSM.PREFIX.MSTORE of all 16 layers in one command
+
+and prefixd's RSS is sampled every 50 requests (the peak against maxmemory is reported).
+
 Loopback only; redis-server runs without persistence on a random port and is stopped at the end.
 Prints a markdown table. Usage (from the repository root, after building prefixd-cache-sim):
 
   /usr/bin/python3 benchmarks/cache_sim.py [--budget-mb 128] [--requests 4000] [--seed 1]
       [--sim build/dev/prefixd-cache-sim] [--redis-policy allkeys-lru --redis-policy ...]
+      [--prefixd build/dev/prefixd-server --prefixd-policy allkeys-lru ...]
 """
 import argparse
 import json
@@ -64,6 +74,53 @@ def replay(client, layers, layer_bytes, requests):
     return hits, partial
 
 
+def start_prefixd(binary, budget_bytes, policy, workdir):
+    port = random.randint(20000, 40000)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--appendonly", "no", "--dir",
+         workdir, "--maxmemory", str(budget_bytes), "--maxmemory-policy", policy],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            client.ping()
+            return proc, client
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit("prefixd-server did not start")
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def replay_prefixd(client, pid, layers, layer_bytes, requests):
+    values = {size: os.urandom(size) for size in set(layer_bytes)}
+    hits = partial = 0
+    peak_rss = 0
+    for n, s in enumerate(requests):
+        sid = f"s{s}"
+        present = len(client.execute_command("SSM.PREFIX.LAYERS", sid)) // 2
+        if n % 50 == 0:
+            peak_rss = max(peak_rss, rss_bytes(pid))
+        if present == layers:
+            hits += 1
+            continue
+        if present:
+            partial += 1
+        value = values[layer_bytes[s]]
+        args = []
+        for l in range(layers):
+            args += [l, value]
+        client.execute_command("SSM.PREFIX.MSTORE", sid, *args)
+    return hits, partial, peak_rss
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--budget-mb", type=int, default=128)
@@ -71,6 +128,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--sim", default="build/dev/prefixd-cache-sim")
     ap.add_argument("--redis-policy", action="append")
+    ap.add_argument("--prefixd", default="build/dev/prefixd-server")
+    ap.add_argument("--prefixd-policy", action="append", default=[])
     args = ap.parse_args()
     policies = args.redis_policy or ["allkeys-lru"]
 
@@ -107,6 +166,25 @@ def main():
                              partial / len(requests), stats["evicted_keys"],
                              f"{seconds:.0f} s, peak used_memory "
                              f"{mem['used_memory_peak'] / 2**20:.0f} MiB"))
+            finally:
+                proc.terminate()
+                proc.wait()
+        # prefixd gets the simulation's budget: maxmemory less what Redis holds at start.
+        budget = (args.budget_mb << 20) - reserve
+        for policy in args.prefixd_policy:
+            proc, client = start_prefixd(args.prefixd, budget, policy, tmp)
+            try:
+                start = time.time()
+                hits, partial, peak_rss = replay_prefixd(client, proc.pid, layers, layer_bytes,
+                                                         requests)
+                seconds = time.time() - start
+                stats = client.info("stats")
+                mem = client.info("memory")
+                rows.append((f"prefixd {policy}, whole sessions", hits / len(requests),
+                             partial / len(requests), stats["evicted_keys"],
+                             f"{seconds:.0f} s, peak used_memory "
+                             f"{mem['used_memory_peak'] / 2**20:.0f} MiB, peak RSS "
+                             f"{peak_rss / 2**20:.0f} MiB = {peak_rss / budget:.2f}x maxmemory"))
             finally:
                 proc.terminate()
                 proc.wait()

@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
         static_cast<uint64_t>(settings.Int(Setting::kAutoRewriteMinSize));
     auto d = std::make_unique<persist::Durability>(durability, engine.state_store(),
                                                    &engine.vector_store());
+    d->set_keyspace(&engine.keyspace());
     if (std::string err = d->Open(); !err.empty()) {
       spdlog::critical("Can't recover the data in '{}': {}", dir, err);
       return 1;
@@ -149,6 +150,8 @@ int main(int argc, char** argv) {
                           return "Unable to update TLS configuration. Check server logs.";
                         });
 
+  engine.StartActiveExpiry();
+
   spdlog::info("prefixd {} (Redis {} wire) pid={}", commands::kPrefixdVersion,
                commands::kRedisCompatVersion, getpid());
   spdlog::info("Listening on {}{}{}; {} io threads; data dir {}",
@@ -186,6 +189,8 @@ int main(int argc, char** argv) {
   });
   server.Run();
   stopped = true;
+  // No expiry deletes may reach the log once it is closed.
+  engine.StopActiveExpiry();
   // Write and sync the log now, while the io contexts that durability waiters post to still
   // exist (the server is destroyed before the engine).
   engine.set_durability(nullptr);

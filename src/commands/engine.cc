@@ -1,5 +1,10 @@
 #include "commands/engine.h"
 
+#include <condition_variable>
+
+#include "commands/key_access.h"
+#include "common/clock.h"
+
 namespace prefixd::commands {
 
 Engine::Engine(Settings& settings) : settings_(settings) {}
@@ -34,12 +39,35 @@ size_t Engine::ClientCount() const {
 uint64_t Engine::UsedMemory() const {
   store::StoreStats s = state_store_.Stats();
   store::VectorStoreStats v = vector_store_.Stats();
-  return s.payload_bytes + s.overhead_bytes + v.allocated_bytes + v.overhead_bytes;
+  return s.payload_bytes + s.overhead_bytes + v.allocated_bytes + v.overhead_bytes +
+         keyspace_.MemoryBytes();
 }
 
 int64_t Engine::UptimeSeconds() const {
   using namespace std::chrono;
   return duration_cast<seconds>(system_clock::now() - started_).count();
+}
+
+void Engine::StartActiveExpiry() {
+  active_expiry_ = std::jthread([this](std::stop_token stop) {
+    // Redis's hz 10: a pass every 100 ms; at most 200 keys per shard per pass, so one pass
+    // never holds the io threads' writes back for long.
+    constexpr auto kPeriod = std::chrono::milliseconds(100);
+    constexpr size_t kPerShard = 200;
+    std::mutex mu;
+    std::condition_variable_any wake;
+    while (!stop.stop_requested()) {
+      ExpireCycle(*this, CoarseNowMs(), kPerShard);
+      std::unique_lock lock(mu);
+      wake.wait_for(lock, stop, kPeriod, [] { return false; });
+    }
+  });
+}
+
+void Engine::StopActiveExpiry() {
+  if (!active_expiry_.joinable()) return;
+  active_expiry_.request_stop();
+  active_expiry_.join();
 }
 
 void Engine::RequestShutdown() {

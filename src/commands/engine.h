@@ -12,6 +12,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "commands/prefix_receipt.h"
@@ -19,6 +20,7 @@
 #include "common/striped_counter.h"
 #include "persist/durability.h"
 #include "server/client_state.h"
+#include "store/keyspace.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 
@@ -38,6 +40,8 @@ struct ServerStats {
   StripedCounter rejected_calls;
   StripedCounter keyspace_hits;
   StripedCounter keyspace_misses;
+  std::atomic<uint64_t> expired_keys{0};
+  std::atomic<uint64_t> evicted_keys{0};
   // Traffic of clients that have disconnected; live clients carry their own counters.
   std::atomic<uint64_t> closed_net_input{0};
   std::atomic<uint64_t> closed_net_output{0};
@@ -53,6 +57,9 @@ class Engine {
   store::StateStore& state_store() { return state_store_; }
   // The attention-layer V-store and KV.PREFIX registrations.
   store::VectorStore& vector_store() { return vector_store_; }
+  // Every key with its type, slot and expiry (store/keyspace.h).
+  store::Keyspace& keyspace() { return keyspace_; }
+  const store::Keyspace& keyspace() const { return keyspace_; }
   PrefixReceipt& receipt() { return receipt_; }
   ServerStats& stats() { return stats_; }
   // Taken shared by every change of stored state and exclusively by FLUSHALL, so that no write
@@ -79,6 +86,12 @@ class Engine {
   void set_shutdown_hook(std::function<void()> hook) { shutdown_hook_ = std::move(hook); }
   void RequestShutdown();
 
+  // Starts active expiry: hz times a second, keys past their expiry are deleted through the
+  // mutation path. Call once the durability log (if any) is installed; stopped by the destructor.
+  void StartActiveExpiry();
+  // Stops it and waits for a pass under way; before the durability log is closed.
+  void StopActiveExpiry();
+
   // The command table, for COMMAND and HELP replies; set by the Registry that serves this engine.
   const Registry* registry = nullptr;
   // Config file path, for INFO.
@@ -98,8 +111,12 @@ class Engine {
   std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::function<void()> shutdown_hook_;
   std::shared_mutex mutation_gate_;
-  // Declared last: destroyed first, syncing the log while the store it logs is still alive.
+  store::Keyspace keyspace_;
+  // Declared after the stores: destroyed first, syncing the log while the store it logs is still
+  // alive.
   std::unique_ptr<persist::Durability> durability_;
+  // Declared last: stopped before anything it deletes through goes away.
+  std::jthread active_expiry_;
 };
 
 }  // namespace prefixd::commands

@@ -12,6 +12,7 @@
 #include "commands/engine.h"
 #include "commands/registry.h"
 #include "common/ascii.h"
+#include "common/clock.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
@@ -61,6 +62,8 @@ void MemorySection(Engine& e, std::string& out) {
   store::StoreStats s = e.state_store().Stats();
   store::VectorStoreStats v = e.vector_store().Stats();
   // As Redis: used_memory counts the data in every store and what the clients' buffers hold.
+  // maxmemory is compared with the data figure alone (Engine::UsedMemory: stores and keyspace),
+  // so the client buffers are what mem_not_counted_for_evict reports.
   uint64_t clients = 0;
   for (const auto& c : e.Clients()) clients += c->total_bytes.load(std::memory_order_relaxed);
   const uint64_t dataset = s.payload_bytes + v.payload_bytes;
@@ -83,7 +86,8 @@ void MemorySection(Engine& e, std::string& out) {
   Field(out, "mem_clients_normal", clients);
   Field(out, "maxmemory", static_cast<uint64_t>(maxmemory));
   Field(out, "maxmemory_human", HumanBytes(static_cast<uint64_t>(maxmemory)));
-  Field(out, "maxmemory_policy", "noeviction");
+  Field(out, "maxmemory_policy", e.settings().String(Setting::kMaxMemoryPolicy));
+  Field(out, "mem_not_counted_for_evict", clients);
   Field(out, "buffer_pool_free_bytes", PooledFreeBytes());
   Field(out, "payload_bytes", s.payload_bytes);
   Field(out, "overhead_bytes", s.overhead_bytes);
@@ -138,6 +142,8 @@ void StatsSection(Engine& e, std::string& out) {
   Field(out, "rejected_calls", st.rejected_calls.Sum());
   Field(out, "keyspace_hits", st.keyspace_hits.Sum());
   Field(out, "keyspace_misses", st.keyspace_misses.Sum());
+  Field(out, "expired_keys", st.expired_keys.load());
+  Field(out, "evicted_keys", st.evicted_keys.load());
 }
 
 void ReplicationSection(Engine&, std::string& out) {
@@ -160,8 +166,13 @@ void CpuSection(Engine&, std::string& out) {
 }
 
 void KeyspaceSection(Engine& e, std::string& out) {
-  uint64_t keys = e.state_store().Stats().entries;
-  if (keys > 0) Field(out, "db0", "keys=" + std::to_string(keys) + ",expires=0,avg_ttl=0");
+  // Redis's avg_ttl: the mean remaining ms over keys with an expiry.
+  const store::KeyspaceStats s = e.keyspace().Stats(CoarseNowMs());
+  if (s.keys == 0) return;
+  const uint64_t avg_ttl = s.volatile_keys == 0 ? 0 : s.ttl_sum_ms / s.volatile_keys;
+  Field(out, "db0",
+        "keys=" + std::to_string(s.keys) + ",expires=" + std::to_string(s.volatile_keys) +
+            ",avg_ttl=" + std::to_string(avg_ttl));
 }
 
 }  // namespace

@@ -29,35 +29,56 @@ inline persist::Limits LiveLimits(const Engine& e) {
                          static_cast<uint64_t>(s.Int(Setting::kVstoreMaxDim)), budget};
 }
 
-// Checks, logs and applies `m`; nullopt (with the error queued as the reply) when the check
-// refuses it. FLUSHALL holds the mutation gate exclusively, so it can append its record and clear
+struct MutationResult {
+  std::optional<persist::Outcome> outcome;  // nullopt: refused, `error` says why
+  std::string error;                        // the error reply's text
+  uint64_t lsn = 0;                         // the record's lsn (0: not logged)
+};
+
+// Checks, logs and applies `m` for any caller, a client's command or the server itself (active
+// expiry). FLUSHALL holds the mutation gate exclusively, so it can append its record and clear
 // the stores shard by shard with no write landing in between; every other change holds it shared.
-inline std::optional<persist::Outcome> Mutate(Context& ctx, const persist::Mutation& m) {
-  const persist::Verdict verdict = persist::Check(m, LiveLimits(ctx.engine));
+inline MutationResult MutateEngine(Engine& engine, const persist::Mutation& m) {
+  MutationResult result;
+  const persist::Verdict verdict = persist::Check(m, LiveLimits(engine));
   if (!verdict.ok) {
     std::string name(std::visit([](const auto& r) { return std::string(r.kName); }, m));
-    ctx.reply.Error((verdict.out_of_memory ? "OOM " : "ERR ") + name + " refused: " + verdict.why);
-    return std::nullopt;
+    result.error = (verdict.out_of_memory ? "OOM " : "ERR ") + name + " refused: " + verdict.why;
+    return result;
   }
   const persist::Stores stores{
-      ctx.engine.state_store(), &ctx.engine.vector_store(),
-      static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kVstoreMaxSessions))};
-  std::shared_lock shared(ctx.engine.mutation_gate(), std::defer_lock);
-  std::unique_lock exclusive(ctx.engine.mutation_gate(), std::defer_lock);
+      engine.state_store(), &engine.vector_store(),
+      static_cast<uint64_t>(engine.settings().Int(Setting::kVstoreMaxSessions)),
+      &engine.keyspace()};
+  std::shared_lock shared(engine.mutation_gate(), std::defer_lock);
+  std::unique_lock exclusive(engine.mutation_gate(), std::defer_lock);
   if (std::holds_alternative<persist::FlushAll>(m)) {
     exclusive.lock();
   } else {
     shared.lock();
   }
-  persist::Durability* durability = ctx.engine.durability();
-  if (durability == nullptr) return persist::Apply(m, stores, {});
+  persist::Durability* durability = engine.durability();
+  if (durability == nullptr) {
+    result.outcome = persist::Apply(m, stores, {});
+    return result;
+  }
   std::vector<Bytes> payload = persist::EncodePayload(m);
   const persist::RecordType type = persist::TypeOf(m);
-  uint64_t lsn = 0;
-  persist::Outcome outcome =
-      persist::Apply(m, stores, [&] { lsn = durability->Append(type, std::move(payload)); });
-  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, lsn);
-  return outcome;
+  result.outcome =
+      persist::Apply(m, stores, [&] { result.lsn = durability->Append(type, std::move(payload)); });
+  return result;
+}
+
+// MutateEngine for a command: nullopt (with the error queued as the reply) when the check
+// refuses it; the reply waits until the record is durable.
+inline std::optional<persist::Outcome> Mutate(Context& ctx, const persist::Mutation& m) {
+  MutationResult result = MutateEngine(ctx.engine, m);
+  if (!result.outcome) {
+    ctx.reply.Error(result.error);
+    return std::nullopt;
+  }
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, result.lsn);
+  return result.outcome;
 }
 
 }  // namespace prefixd::commands

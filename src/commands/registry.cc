@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "commands/errors.h"
+#include "commands/key_access.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 
@@ -73,6 +74,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterPersistenceCommands(*this);
   RegisterVstoreCommands(*this);
   RegisterKvPrefixCommands(*this);
+  RegisterKeyCommands(*this);
 }
 
 void Registry::Add(CommandSpec spec) {
@@ -172,14 +174,14 @@ void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
                        engine_.durability()->last_error());
   }
   if (spec->flags & kDenyOom) {
-    int64_t limit = engine_.settings().Int(Setting::kMaxMemory);
-    if (limit > 0 && engine_.UsedMemory() > static_cast<uint64_t>(limit)) {
+    if (!MakeRoom(engine_)) {
       engine_.stats().rejected_calls.Add();
       return reply.Error(errors::kOom);
     }
   }
   engine_.stats().total_commands.Add();
   Context ctx{client, request, reply, engine_, *spec};
+  if (!PrepareTypedKeys(ctx)) return;
   spec->handler(ctx);
 }
 

@@ -61,5 +61,6 @@ void RegisterSsmCommands(Registry& registry);
 void RegisterPersistenceCommands(Registry& registry);
 void RegisterVstoreCommands(Registry& registry);
 void RegisterKvPrefixCommands(Registry& registry);
+void RegisterKeyCommands(Registry& registry);
 
 }  // namespace prefixd::commands

@@ -258,10 +258,6 @@ void ConfigResetStat(Context& ctx) {
   ctx.reply.Simple("OK");
 }
 
-void DbSize(Context& ctx) {
-  ctx.reply.Integer(static_cast<int64_t>(ctx.engine.state_store().Stats().entries));
-}
-
 void FlushAll(Context& ctx) {
   if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
   if (ctx.args.size() == 2 && !EqualsIgnoreCase(ctx.args[1], "ASYNC") &&
@@ -369,8 +365,6 @@ void RegisterServerCommands(Registry& r) {
   };
   r.Add(std::move(config));
 
-  r.Add(cmd("dbsize", 1, kReadonly | kFast, "", "Counts the stored (session, layer) entries.",
-            DbSize));
   r.Add(
       cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll, "O(N)"));
   r.Add(cmd("time", 1, kFast | kLoading | kStale, "", "Returns the server's clock.", Time));

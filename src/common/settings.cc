@@ -45,7 +45,11 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
     {"max-sid-len", T::kInteger, true, "1024", 1, 64 * 1024 * 1024, "",
      "Longest session id SSM.PREFIX accepts, in bytes"},
     {"maxmemory", T::kMemory, true, "0", 0, kMax, "",
-     "Refuse writes once stored bytes exceed this (0: no limit)"},
+     "Memory budget for stored data: past it, writes evict by maxmemory-policy (0: no limit)"},
+    {"maxmemory-policy", T::kEnum, true, "noeviction", 0, 0,
+     "volatile-lru|volatile-lfu|volatile-random|volatile-ttl|allkeys-lru|allkeys-lfu|"
+     "allkeys-random|noeviction",
+     "What goes once maxmemory is reached: whole keys, exact LRU/LFU order (noeviction: -OOM)"},
     {"appendonly", T::kBool, false, "yes", 0, 0, "",
      "Keep every write in the data directory's log and snapshot (no: memory only)"},
     {"appendfsync", T::kEnum, true, "everysec", 0, 0, "always|everysec|no",

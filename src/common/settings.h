@@ -36,6 +36,7 @@ enum class Setting : size_t {
   kTcpBacklog,
   kMaxSidLen,
   kMaxMemory,
+  kMaxMemoryPolicy,
   kAppendOnly,
   kAppendFsync,
   kAutoRewritePercentage,

@@ -157,7 +157,7 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
   const Verdict verdict = Check(m, limits);
   if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
   try {
-    Apply(m, Stores{store_, vectors_, 0}, {});
+    Apply(m, Stores{store_, vectors_, 0, keys_}, {});
   } catch (const std::exception& e) {
     return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
   }
@@ -336,6 +336,12 @@ std::string Durability::WriteSnapshot() {
     write(SsmPut{sid, layers});
   });
   if (vectors_ != nullptr) WriteVectorSnapshot(write);
+  // Expiries last, once every key they name exists.
+  if (keys_ != nullptr) {
+    keys_->ForEach([&](const std::string& key, const store::KeyInfo& info) {
+      if (info.expire_at_ms != 0) write(KeyExpire{key, static_cast<uint64_t>(info.expire_at_ms)});
+    });
+  }
   if (status.ok()) {
     const Mutation end = SnapshotEnd{count};
     status = WriteRecord(**file, bytes, seed, RecordType::kSnapshotEnd, EncodePayload(end));

@@ -71,6 +71,9 @@ class Durability {
   Durability(const Durability&) = delete;
   Durability& operator=(const Durability&) = delete;
 
+  // The keyspace recovered along with the stores (types, expiries); set before Open().
+  void set_keyspace(store::Keyspace* keys) { keys_ = keys; }
+
   // Loads the snapshot and replays the log into the store, then opens the log for appends.
   // Returns an error text that names the file and offset of any damage it could not pass.
   std::string Open();
@@ -115,6 +118,7 @@ class Durability {
   Env* env_;
   store::StateStore& store_;
   store::VectorStore* vectors_;
+  store::Keyspace* keys_ = nullptr;
   std::unique_ptr<LogWriter> log_;
   std::unique_ptr<DirLock> lock_;
 

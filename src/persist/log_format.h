@@ -41,6 +41,7 @@ enum class RecordType : uint8_t {
   kSsmDropLayer = 2,    // one session, one layer
   kSsmDropSession = 3,  // one session, every layer
   kFlushAll = 4,        // every stored entry of every family
+  kKeyExpire = 5,       // one key of any type: its absolute expiry (Unix ms), 0 for none
   kSnapshotEnd = 15,    // last record of a snapshot: entry count, so a cut file is detected
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier

@@ -235,6 +235,7 @@ struct Checker {
   }
   void operator()(const SsmDropSession& r) { Sid(r.sid, "sid", 0); }
   void operator()(const FlushAll&) {}
+  void operator()(const KeyExpire& r) { Sid(r.key, "key", 0); }
   void operator()(const SnapshotEnd&) {}
   void operator()(const VCreate& r) {
     if (Sid(r.sid, "sid", 1)) Shape(r.tier, r.dim);
@@ -323,6 +324,10 @@ struct Applier {
     return Applied(true);
   }
   Outcome operator()(const SnapshotEnd&) { return Applied(false); }
+  Outcome operator()(const KeyExpire& r) {
+    if (stores.keys == nullptr) return Applied(false);
+    return Applied(stores.keys->SetExpiry(r.key, static_cast<int64_t>(r.at_ms), hook));
+  }
   Outcome operator()(const VCreate& r) {
     if (stores.vectors == nullptr) return Applied(false);
     Outcome out;
@@ -364,6 +369,41 @@ struct Applier {
     if (stores.vectors == nullptr) return Applied(false);
     return Applied(stores.vectors->DropPrefix(r.ns, hook));
   }
+};
+
+// Brings the keyspace's entry for each key a record touched in step with the stores: the key
+// exists, with the type of the store that holds it, or it does not.
+struct KeySync {
+  const Stores& stores;
+
+  void Key(std::string_view key) const {
+    stores.keys->Sync(key, [&]() -> std::optional<store::KeyType> {
+      // A registration first: SSM state under its name is part of the prefix (one entry).
+      if (stores.vectors != nullptr && stores.vectors->Prefix(key))
+        return store::KeyType::kKvPrefix;
+      if (stores.state.Contains(key)) return store::KeyType::kSsmPrefix;
+      if (stores.vectors != nullptr && stores.vectors->Describe(key))
+        return store::KeyType::kVstore;
+      return std::nullopt;
+    });
+  }
+  void Registration(const std::string& ns) const {
+    Key(ns);
+    Key(store::VectorStore::KeySid(ns));
+    Key(store::VectorStore::ValueSid(ns));
+  }
+  void operator()(const SsmPut& r) const { Key(r.sid); }
+  void operator()(const SsmDropLayer& r) const { Key(r.sid); }
+  void operator()(const SsmDropSession& r) const { Key(r.sid); }
+  void operator()(const FlushAll&) const { stores.keys->Clear(); }
+  void operator()(const SnapshotEnd&) const {}
+  void operator()(const KeyExpire&) const {}
+  void operator()(const VCreate& r) const { Key(r.sid); }
+  void operator()(const VStore&) const {}
+  void operator()(const VDrop& r) const { Key(r.sid); }
+  void operator()(const KvRegister& r) const { Registration(r.ns); }
+  void operator()(const KvPrefix& r) const { Registration(r.ns); }
+  void operator()(const KvDrop& r) const { Registration(r.ns); }
 };
 
 }  // namespace
@@ -457,7 +497,9 @@ Verdict Check(const Mutation& m, const Limits& limits) {
 }
 
 Outcome Apply(const Mutation& m, const Stores& stores, const std::function<void()>& under_lock) {
-  return std::visit(Applier{stores, under_lock}, m);
+  Outcome outcome = std::visit(Applier{stores, under_lock}, m);
+  if (stores.keys != nullptr) std::visit(KeySync{stores}, m);
+  return outcome;
 }
 
 }  // namespace prefixd::persist

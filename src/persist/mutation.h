@@ -17,6 +17,7 @@
 
 #include "common/bytes.h"
 #include "persist/log_format.h"
+#include "store/keyspace.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 
@@ -69,6 +70,15 @@ struct FlushAll {  // every entry of every store
   static constexpr std::string_view kName = "flush all";
   static constexpr std::array<std::string_view, 0> kFields = {};
   static auto Tie(auto&) { return std::tie(); }
+};
+
+struct KeyExpire {  // any key: EXPIRE and friends logged as the absolute time, PERSIST as 0
+  static constexpr RecordType kType = RecordType::kKeyExpire;
+  static constexpr std::string_view kName = "key expire";
+  static constexpr std::array<std::string_view, 2> kFields = {"key", "at_ms"};
+  std::string key;
+  uint64_t at_ms = 0;  // Unix ms; 0: no expiry
+  static auto Tie(auto& r) { return std::tie(r.key, r.at_ms); }
 };
 
 struct SnapshotEnd {  // the number of records before it in its snapshot
@@ -153,7 +163,7 @@ struct KvDrop {  // the registration and both sessions
 };
 
 using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
-                              VStore, VDrop, KvRegister, KvDrop, KvPrefix>;
+                              VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire>;
 
 RecordType TypeOf(const Mutation& m);
 
@@ -215,6 +225,7 @@ struct Stores {
   store::StateStore& state;
   store::VectorStore* vectors = nullptr;  // V-store and KV.PREFIX records are ignored without
   uint64_t max_sessions = 0;              // 0: no limit (replay)
+  store::Keyspace* keys = nullptr;        // kept in step with the stores when given
 };
 
 // Applies a checked record. `under_lock` runs while the change is applied under the locks that

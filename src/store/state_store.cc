@@ -172,6 +172,22 @@ std::vector<LayerSize> StateStore::Layers(std::string_view sid) const {
   return out;
 }
 
+bool StateStore::Contains(std::string_view sid) const {
+  Shard& shard = ShardFor(sid);
+  std::lock_guard lock(shard.mu);
+  return shard.sessions.find(sid) != shard.sessions.end();
+}
+
+uint64_t StateStore::SessionBytes(std::string_view sid) const {
+  Shard& shard = ShardFor(sid);
+  std::lock_guard lock(shard.mu);
+  auto it = shard.sessions.find(sid);
+  if (it == shard.sessions.end()) return 0;
+  uint64_t total = kSessionOverhead + sid.size();
+  for (const auto& [layer, value] : it->second.layers) total += value.capacity() + kEntryOverhead;
+  return total;
+}
+
 StoreStats StateStore::Stats() const {
   StoreStats s;
   s.sessions = static_cast<uint64_t>(sessions_.load());

@@ -71,6 +71,9 @@ class StateStore {
       const;
 
   std::vector<LayerSize> Layers(std::string_view sid) const;
+  bool Contains(std::string_view sid) const;
+  // Payload plus bookkeeping bytes of one session (MEMORY USAGE); 0 when it does not exist.
+  uint64_t SessionBytes(std::string_view sid) const;
   StoreStats Stats() const;
 
  private:

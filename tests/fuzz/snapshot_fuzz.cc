@@ -1,10 +1,10 @@
 // libFuzzer target for recovery: a snapshot file and a log segment made of the input go through
 // Durability::Open (snapshot reader, log replay with its torn-tail and corruption rules, the
-// record checks and Apply into both stores) on an in-memory Env. It must never crash, abort or
-// hang, whatever the files hold; a refused start is a valid outcome.
-// Input: byte 0 flags (bit 0: there is a snapshot; 1: fix up the snapshot's checksums; 2: fix
-// up the log's; 3: --log-skip-corrupt), bytes 1-2 the snapshot's length, then the snapshot,
-// then the log segment.
+// record checks and Apply into both stores and the key directory) on an in-memory Env. It must
+// never crash, abort or hang, whatever the files hold; a refused start is a valid outcome. Input:
+// byte 0 flags (bit 0: there is a snapshot; 1: fix up the snapshot's checksums; 2: fix up the
+// log's; 3: --log-skip-corrupt), bytes 1-2 the snapshot's length, then the snapshot, then the log
+// segment.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -13,6 +13,7 @@
 
 #include "fuzz/mem_env.h"
 #include "persist/durability.h"
+#include "store/keyspace.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 
@@ -46,7 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.auto_rewrite_percentage = 0;
   options.skip_corrupt = (flags & 8) != 0;
   options.memory_budget = uint64_t{256} << 20;
+  store::Keyspace keys;
   Durability durability(options, ssm, &vectors);
+  durability.set_keyspace(&keys);
   (void)durability.Open();
   return 0;
 }

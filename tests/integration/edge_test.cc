@@ -126,6 +126,15 @@ TEST_F(EdgeTest, ConfigSetChecksRangesLikeRedis) {
             ConfigSetError("loglevel",
                            "argument(s) must be one of the following: debug, verbose, "
                            "notice, warning"));
+  // Redis 7.0's text, its names in its order.
+  EXPECT_EQ(c->Call({"CONFIG", "SET", "maxmemory-policy", "lru"}),
+            ConfigSetError("maxmemory-policy",
+                           "argument(s) must be one of the following: volatile-lru, volatile-lfu, "
+                           "volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, "
+                           "allkeys-random, noeviction"));
+  EXPECT_EQ(c->Call({"CONFIG", "SET", "maxmemory-policy", "ALLKEYS-LFU"}), "+OK\r\n");
+  EXPECT_EQ(c->Call({"CONFIG", "GET", "maxmemory-policy"}),
+            "*2\r\n$16\r\nmaxmemory-policy\r\n$11\r\nallkeys-lfu\r\n");
   EXPECT_EQ(c->Call({"CONFIG", "SET", "io-threads", "2"}),
             ConfigSetError("io-threads", "can't set immutable config"));
   EXPECT_EQ(

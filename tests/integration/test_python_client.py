@@ -201,6 +201,22 @@ class PythonClientTest(unittest.TestCase):
         self.assertNotIn("connected_clients", server)
         self.assertIsInstance(self.r.dbsize(), int)
 
+    def test_generic_key_commands(self):
+        # redis-py's own helpers for the generic commands, on prefixd's typed keys.
+        self.r.execute_command("SSM.PREFIX.STORE", "gk:a", 0, b"x")
+        self.r.execute_command("SSM.PREFIX.STORE", "gk:b", 0, b"y")
+        self.assertEqual(self.r.type("gk:a"), b"ssm-prefix")
+        self.assertEqual(self.r.exists("gk:a", "gk:b", "gk:none"), 2)
+        self.assertTrue(self.r.expire("gk:a", 100))
+        self.assertFalse(self.r.expire("gk:a", 200, nx=True))
+        self.assertTrue(0 < self.r.ttl("gk:a") <= 100)
+        self.assertTrue(self.r.persist("gk:a"))
+        self.assertEqual(self.r.ttl("gk:a"), -1)
+        self.assertEqual(sorted(self.r.scan_iter(match="gk:*", count=1)), [b"gk:a", b"gk:b"])
+        self.assertEqual(sorted(self.r.keys("gk:*")), [b"gk:a", b"gk:b"])
+        self.assertEqual(self.r.delete("gk:a", "gk:b"), 2)
+        self.assertEqual(self.r.exists("gk:a"), 0)
+
     def test_client_name(self):
         self.assertIsNone(self.r.client_getname())
         self.assertTrue(self.r.client_setname("py-client"))

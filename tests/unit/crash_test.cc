@@ -1,8 +1,8 @@
 // Crash and disk-fault tests of the durability layer through the fault-injecting Env, runnable as
 // a normal user. A scripted workload (SSM stores, MSTOREs and drops, V-store creates, rows and
-// drops, a KV.PREFIX registration, FLUSHALL, snapshots; small segments so the log rotates) runs
-// through the live path's steps (Check, EncodePayload, Apply with the append as its hook) under
-// appendfsync always.
+// drops, a KV.PREFIX registration, expiries set and cleared, FLUSHALL, snapshots; small segments
+// so the log rotates) runs through the live path's steps (Check, EncodePayload, Apply with the
+// append as its hook) under appendfsync always.
 // - Crash at every step: for each index N of the file-operation sequence the machine dies at
 //   operation N (every later operation fails), the power cut drops unsynced data (or tears it at
 //   a sector boundary) and undoes directory changes not fsynced; the restart must succeed, with
@@ -26,6 +26,7 @@
 
 #include "persist/durability.h"
 #include "persist/mutation.h"
+#include "store/keyspace.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 #include "unit/fault_env.h"
@@ -68,31 +69,38 @@ std::vector<Step> Script() {
   reg.ns = "ns", reg.key_index = 100, reg.value_index = 101, reg.kv_dim = 8;
   reg.tier = static_cast<uint32_t>(store::Tier::kFp32);
   const uint32_t fp32 = static_cast<uint32_t>(store::Tier::kFp32);
+  const uint64_t later = uint64_t{4102444800000};  // 2100-01-01: set, never reached
   return {
       {Put("a", {{0, Pattern(3000, 1)}})},
       {Put("b", {{0, Pattern(700, 2)}, {1, Pattern(5000, 3)}, {2, Pattern(10, 4)}})},  // MSTORE
       {VCreate{"v", 7, 8, fp32}},
       {Rows("v", 0, 0, 40, 5)},
       {SsmDropLayer{"b", 1}},
+      {KeyExpire{"b", later}},
+      {KeyExpire{"v", later + 1}},
       {std::nullopt},  // snapshot
       {Put("a", {{0, Pattern(2500, 6)}, {3, Pattern(900, 7)}})},
       {Rows("v", 1, 30, 10, 8)},
+      {KeyExpire{"v", 0}},  // PERSIST
       {reg},
       {Rows("ns_pk", 0, 0, 4, 9)},
       {FlushAll{}},
       {Put("c", {{0, Pattern(4100, 10)}})},
       {VCreate{"w", 8, 8, fp32}},
       {Rows("w", 0, 0, 60, 11)},
+      {KeyExpire{"c", later + 2}},
       {std::nullopt},  // snapshot
       {SsmDropSession{"c"}},
       {Put("d", {{5, Pattern(6000, 12)}, {6, Pattern(1, 13)}})},
       {VDrop{"w"}},
       {KvDrop{"ns"}},
+      {KeyExpire{"d", later + 3}},
   };
 }
 
-// Everything a client can observe of both stores, as one comparable text.
-std::string Observe(const store::StateStore& ssm, const store::VectorStore& vectors) {
+// Everything a client can observe of the stores and the key directory, as one comparable text.
+std::string Observe(const store::StateStore& ssm, const store::VectorStore& vectors,
+                    const store::Keyspace& keys) {
   std::map<std::string, std::string> out;
   ssm.ForEachSession([&](const std::string& sid, const LayerBlobs& layers) {
     std::string& entry = out["ssm " + sid];
@@ -113,6 +121,10 @@ std::string Observe(const store::StateStore& ssm, const store::VectorStore& vect
   vectors.ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
     out["kv " + ns] = std::to_string(spec.kv_dim);
   });
+  keys.ForEach([&](const std::string& key, const store::KeyInfo& info) {
+    out["key " + key] = std::string(store::KeyTypeName(info.type)) + " expires " +
+                        std::to_string(info.expire_at_ms);
+  });
   std::string text;
   for (const auto& [key, value] : out)
     text += key + "=" + std::to_string(value.size()) + "#" +
@@ -131,17 +143,19 @@ class World {
     options.env = env;
     options.log_retry_interval = std::chrono::milliseconds(5);
     durability_ = std::make_unique<Durability>(options, ssm_, &vectors_);
+    durability_->set_keyspace(&keys_);
   }
   std::string Open() { return durability_->Open(); }
   Durability& durability() { return *durability_; }
-  std::string State() const { return Observe(ssm_, vectors_); }
+  std::string State() const { return Observe(ssm_, vectors_, keys_); }
+  const store::Keyspace& keys() const { return keys_; }
 
   // The live path's steps (commands/mutate.h); returns the record's lsn.
   uint64_t Change(const Mutation& m) {
     EXPECT_TRUE(Check(m, Limits::Hard()).ok) << Describe(m);
     std::vector<Bytes> payload = EncodePayload(m);
     uint64_t lsn = 0;
-    Apply(m, Stores{ssm_, &vectors_, 0},
+    Apply(m, Stores{ssm_, &vectors_, 0, &keys_},
           [&] { lsn = durability_->Append(TypeOf(m), std::move(payload)); });
     return lsn;
   }
@@ -155,6 +169,7 @@ class World {
  private:
   store::StateStore ssm_{8};
   store::VectorStore vectors_{8};
+  store::Keyspace keys_;
   std::unique_ptr<Durability> durability_;
 };
 
@@ -246,6 +261,22 @@ TEST_F(CrashTest, EveryCrashPointRecoversTheAcknowledgedState) {
   }
   std::printf("crash points: %llu of %llu operations\n", static_cast<unsigned long long>(runs),
               static_cast<unsigned long long>(total));
+}
+
+// The script's final key directory, read back after a restart: the expiry logged last is kept,
+// keys dropped after a snapshot recorded their expiry stay gone.
+TEST_F(CrashTest, TheScriptsKeysAndExpiriesSurviveARestart) {
+  FaultEnv clean;
+  const std::string dir = root_ + "/keys";
+  ASSERT_FALSE(RunScript(dir, clean, 0).in_flight.has_value());
+  World after(dir, Env::Posix());
+  ASSERT_EQ(after.Open(), "");
+  std::map<std::string, int64_t> expiries;
+  after.keys().ForEach([&](const std::string& key, const store::KeyInfo& info) {
+    expiries[key] = info.expire_at_ms;
+  });
+  const std::map<std::string, int64_t> expected = {{"d", int64_t{4102444800003}}};
+  EXPECT_EQ(expiries, expected);
 }
 
 // A single failing operation (disk full or an I/O error) anywhere after the start: nothing

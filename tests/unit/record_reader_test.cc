@@ -711,6 +711,7 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
       {DropLayer("ab", 9), Hex("02000000 6162 09000000")},
       {DropSession("ab"), Hex("02000000 6162")},
       {Flush(), ""},
+      {KeyExpire{"ab", 1700000000123}, Hex("02000000 6162 7b68e5cf8b010000")},
       {End(5), Hex("0500000000000000")},
       {VCreate{"v", 3, 64, 2}, Hex("01000000 76 0300000000000000 40000000 02000000")},
       {VStore{"v", 1, 2, 1, 4, 8, Blob{{Bytes::CopyOf(row)}}},

@@ -1,6 +1,7 @@
 // Registry (the command table and Dispatcher) driven directly, without a server: lookup in any
 // case, Redis's texts for unknown commands, wrong arity, NOAUTH and OOM, and the one mutation
-// path refusing a change before it touches the store (the V.STOREBATCH of issue 8, finding 2).
+// path refusing a change before it touches the store (the V.STOREBATCH of issue 8, finding 2),
+// and the keyspace's type check (-WRONGTYPE) before a typed command's handler.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -89,6 +90,19 @@ TEST_F(RegistryTest, AWriteIsCheckedBeforeItIsAppliedAndAHighStartCostsItsChunk)
   EXPECT_EQ(Call({"v.storebatch", "t", "0", "268435455", "1", row}), "+OK\r\n");
   EXPECT_EQ(engine_.vector_store().Stats().tokens, uint64_t{1} << 28);
   EXPECT_LE(engine_.vector_store().Stats().allocated_bytes, uint64_t{512} << 10);
+}
+
+TEST_F(RegistryTest, TheKeyspaceTypeCheckRunsBeforeTheHandler) {
+  EXPECT_EQ(Call({"v.create", "t", "8", "VQUANT", "fp32"}), ":0\r\n");
+  EXPECT_EQ(Call({"type", "t"}), "+vstore\r\n");
+  EXPECT_EQ(Call({"ssm.prefix.store", "t", "0", "x"}),
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+  EXPECT_EQ(Call({"ssm.prefix.fetch", "t", "0"}),
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+  EXPECT_EQ(engine_.state_store().Stats().sessions, 0u) << "the refused store reached the store";
+  EXPECT_EQ(Call({"del", "t"}), ":1\r\n");
+  EXPECT_EQ(Call({"ssm.prefix.store", "t", "0", "x"}), "+OK\r\n");
+  EXPECT_EQ(Call({"type", "t"}), "+ssm-prefix\r\n");
 }
 
 }  // namespace

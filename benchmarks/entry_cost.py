@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""Memory per entry: prefixd-server vs redis-server, small and large entries (docs/benchmarks.md).
+
+Starts each server (no persistence, loopback, random port), reads its RSS, stores N entries
+(pipelined, 1000 per batch), reads RSS again and prints (RSS after - RSS before) / N:
+
+  small: a 13-byte key with one 64-byte value   (prefixd: SSM.PREFIX.STORE <sid> 0 <v>;
+                                                 redis: SET <key> <v>)
+  large: a 13-byte key with one 1 MiB value
+
+Usage, from the repository root after building prefixd-server:
+  /usr/bin/python3 benchmarks/entry_cost.py [--small 200000] [--large 200]
+      [--prefixd build/dev/prefixd-server]
+"""
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+import redis
+
+
+def rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def start(argv):
+    port = random.randint(20000, 40000)
+    proc = subprocess.Popen(argv + ["--port", str(port), "--bind", "127.0.0.1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            client.ping()
+            return proc, client
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit(f"{argv[0]} did not start")
+
+
+def measure(argv, store, count, value):
+    proc, client = start(argv)
+    try:
+        time.sleep(0.2)
+        before = rss(proc.pid)
+        pipe = client.pipeline(transaction=False)
+        for i in range(count):
+            store(pipe, f"sess:{i:08d}", value)  # 13 bytes
+            if i % 1000 == 999:
+                pipe.execute()
+        pipe.execute()
+        time.sleep(0.2)
+        after = rss(proc.pid)
+        return (after - before) / count
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--small", type=int, default=200000)
+    ap.add_argument("--large", type=int, default=200)
+    ap.add_argument("--prefixd", default="build/dev/prefixd-server")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        prefixd = [args.prefixd, "--appendonly", "no", "--dir", tmp]
+        redis_argv = ["redis-server", "--save", "", "--appendonly", "no", "--dir", tmp]
+
+        def ssm(pipe, key, value):
+            pipe.execute_command("SSM.PREFIX.STORE", key, 0, value)
+
+        def setter(pipe, key, value):
+            pipe.set(key, value)
+
+        print("| entry | prefixd bytes/entry | redis-server bytes/entry | ratio |")
+        print("|---|---:|---:|---:|")
+        for name, count, size in (("13-byte key, 64-byte value", args.small, 64),
+                                  ("13-byte key, 1 MiB value", args.large, 1 << 20)):
+            value = os.urandom(size)
+            p = measure(prefixd, ssm, count, value)
+            r = measure(redis_argv, setter, count, value)
+            print(f"| {name} (x{count}) | {p:.0f} | {r:.0f} | {p / r:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

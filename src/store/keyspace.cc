@@ -1,0 +1,327 @@
+#include "store/keyspace.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+
+#include "common/ascii.h"
+#include "common/key_slot.h"
+
+namespace prefixd::store {
+namespace {
+
+constexpr int kShardBits = 6;  // 64 shards
+constexpr int kHashBits = 64 - kShardBits;
+constexpr uint64_t kHashMask = (uint64_t{1} << kHashBits) - 1;
+// A std::map node (links, colour, the Position and the 16-byte KeyInfo), the index's node and
+// handle slot; keys longer than the short-string buffer add their own allocation.
+int64_t EntryBytes(std::string_view key) {
+  return 120 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
+}
+// A std::set node holding (time, key).
+int64_t ExpiryBytes(std::string_view key) {
+  return 72 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
+}
+
+}  // namespace
+
+std::string_view KeyTypeName(KeyType type) {
+  switch (type) {
+    case KeyType::kSsmPrefix:
+      return "ssm-prefix";
+    case KeyType::kVstore:
+      return "vstore";
+    case KeyType::kKvPrefix:
+      return "kvprefix";
+  }
+  return "none";
+}
+
+std::optional<KeyType> KeyTypeFromName(std::string_view name) {
+  for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix}) {
+    if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
+  }
+  return std::nullopt;
+}
+
+Keyspace::Keyspace() : shards_(std::make_unique<Shard[]>(kShardCount)) {}
+
+size_t Keyspace::ShardOf(std::string_view key) { return ShardOfSlot(KeySlot(key), kShardCount); }
+
+Keyspace::PositionView Keyspace::ViewOf(std::string_view key) {
+  return PositionView{XXH3_64bits(key.data(), key.size()) & kHashMask, key};
+}
+
+void Keyspace::Set(std::string_view key, KeyType type) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  SetLocked(shard, key, type);
+}
+
+void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyType>()>& probe) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  if (auto type = probe()) return SetLocked(shard, key, *type);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it != shard.keys.end()) Erase(shard, it);
+}
+
+void Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
+  const PositionView at = ViewOf(key);
+  auto it = shard.keys.find(at);
+  if (it != shard.keys.end()) {
+    it->second.type = type;
+    return;
+  }
+  KeyInfo info;
+  info.type = type;
+  info.slot = KeySlot(key);
+  info.handle = shard.index.Insert(EvictionClockMicros());
+  auto placed = shard.keys.emplace(Position{at.hash, std::string(key)}, info).first;
+  if (shard.key_of_handle.size() <= info.handle) shard.key_of_handle.resize(info.handle + 1);
+  shard.key_of_handle[info.handle] = &placed->first.key;
+  bytes_ += EntryBytes(key);
+  shard.keys_in_slot[info.slot >> kShardBits] += 1;
+}
+
+void Keyspace::Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it) {
+  if (it->second.expire_at_ms != 0) {
+    shard.expiries.erase({it->second.expire_at_ms, it->first.key});
+    bytes_ -= ExpiryBytes(it->first.key);
+  }
+  bytes_ -= EntryBytes(it->first.key);
+  shard.keys_in_slot[it->second.slot >> kShardBits] -= 1;
+  shard.index.Erase(it->second.handle);
+  shard.key_of_handle[it->second.handle] = nullptr;
+  shard.keys.erase(it);
+}
+
+void Keyspace::Remove(std::string_view key) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it != shard.keys.end()) Erase(shard, it);
+}
+
+void Keyspace::Clear() {
+  for (size_t i = 0; i < kShardCount; ++i) {
+    Shard& shard = shards_[i];
+    std::map<Position, KeyInfo, Less> released;  // freed after the lock
+    std::lock_guard lock(shard.mu);
+    released.swap(shard.keys);
+    shard.expiries.clear();
+    shard.keys_in_slot.fill(0);
+    for (const auto& [pos, info] : released) {
+      shard.index.Erase(info.handle);
+      bytes_ -= EntryBytes(pos.key) + (info.expire_at_ms != 0 ? ExpiryBytes(pos.key) : 0);
+    }
+    shard.key_of_handle.clear();
+  }
+}
+
+std::optional<KeyInfo> Keyspace::Find(std::string_view key) const {
+  const Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it == shard.keys.end()) return std::nullopt;
+  return it->second;
+}
+
+void Keyspace::Touch(std::string_view key) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it != shard.keys.end()) shard.index.Touch(it->second.handle, EvictionClockMicros());
+}
+
+bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
+                         const std::function<void()>& under_lock) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it == shard.keys.end()) return false;
+  if (under_lock) under_lock();
+  KeyInfo& info = it->second;
+  if (info.expire_at_ms != 0) {
+    shard.expiries.erase({info.expire_at_ms, it->first.key});
+    bytes_ -= ExpiryBytes(it->first.key);
+  }
+  if (at_ms != 0) bytes_ += ExpiryBytes(it->first.key);
+  info.expire_at_ms = at_ms;
+  if (at_ms != 0) {
+    shard.expiries.emplace(at_ms, it->first.key);
+    shard.index.SetExpiry(info.handle, at_ms);
+  } else {
+    shard.index.ClearExpiry(info.handle);
+  }
+  return true;
+}
+
+std::vector<std::pair<std::string, KeyType>> Keyspace::Expired(size_t shard_index, int64_t now_ms,
+                                                               size_t limit) const {
+  std::vector<std::pair<std::string, KeyType>> out;
+  const Shard& shard = shards_[shard_index];
+  std::lock_guard lock(shard.mu);
+  for (const auto& [at, key] : shard.expiries) {
+    if (at > now_ms || out.size() >= limit) break;
+    auto it = shard.keys.find(ViewOf(key));
+    if (it != shard.keys.end()) out.emplace_back(key, it->second.type);
+  }
+  return out;
+}
+
+uint64_t Keyspace::Scan(
+    uint64_t cursor, size_t count,
+    const std::function<void(const std::string&, const KeyInfo&)>& visit) const {
+  size_t shard_index = cursor >> kHashBits;
+  uint64_t from = cursor & kHashMask;
+  size_t offered = 0;
+  std::vector<std::pair<std::string, KeyInfo>> batch;
+  for (; shard_index < kShardCount; ++shard_index, from = 0) {
+    batch.clear();
+    uint64_t resume = 0;
+    bool more = false;
+    {
+      const Shard& shard = shards_[shard_index];
+      std::lock_guard lock(shard.mu);
+      auto it = shard.keys.lower_bound(PositionView{from, std::string_view()});
+      for (; it != shard.keys.end(); ++it) {
+        // Stop only between positions, so keys sharing a hash are never split across calls.
+        if (offered + batch.size() >= count && !(batch.size() > 0 && it->first.hash == resume)) {
+          more = true;
+          resume = it->first.hash;
+          break;
+        }
+        resume = it->first.hash;
+        batch.emplace_back(it->first.key, it->second);
+      }
+    }
+    // Visit outside the lock: the caller may match patterns over long keys.
+    for (const auto& [key, info] : batch) visit(key, info);
+    offered += batch.size();
+    if (more) return (static_cast<uint64_t>(shard_index) << kHashBits) | resume;
+  }
+  return 0;
+}
+
+void Keyspace::ForEach(const std::function<void(const std::string&, const KeyInfo&)>& visit) const {
+  std::vector<std::pair<std::string, KeyInfo>> batch;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    batch.clear();
+    {
+      std::lock_guard lock(shards_[i].mu);
+      for (const auto& [pos, info] : shards_[i].keys) batch.emplace_back(pos.key, info);
+    }
+    for (const auto& [key, info] : batch) visit(key, info);
+  }
+}
+
+std::optional<std::string> Keyspace::Random() const {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::array<size_t, kShardCount> sizes{};
+  size_t total = 0;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    sizes[i] = shards_[i].keys.size();
+    total += sizes[i];
+  }
+  if (total == 0) return std::nullopt;
+  size_t pick = rng() % total;
+  size_t start = 0;
+  while (start + 1 < kShardCount && pick >= sizes[start]) pick -= sizes[start++];
+  // The shard may have changed since it was counted: try it, then the others in turn.
+  for (size_t k = 0; k < kShardCount; ++k) {
+    const Shard& shard = shards_[(start + k) % kShardCount];
+    std::lock_guard lock(shard.mu);
+    if (shard.keys.empty()) continue;
+    auto it = shard.keys.lower_bound(PositionView{rng() & kHashMask, std::string_view()});
+    if (it == shard.keys.end()) it = shard.keys.begin();
+    return it->first.key;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::pair<std::string, KeyType>> Keyspace::PickVictim(EvictionPolicy policy) {
+  std::lock_guard pick(policy_mu_);
+  if (policy != ordered_for_) {
+    // One shard at a time: a client waits at most one shard's rebuild.
+    for (size_t i = 0; i < kShardCount; ++i) {
+      std::lock_guard lock(shards_[i].mu);
+      shards_[i].index.SetPolicy(policy);
+    }
+    ordered_for_ = policy;
+  }
+  if (policy == EvictionPolicy::kNoEviction) return std::nullopt;
+  const bool random =
+      policy == EvictionPolicy::kAllKeysRandom || policy == EvictionPolicy::kVolatileRandom;
+  EvictionRound round(kShardCount);
+  for (size_t i = 0; i < kShardCount; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    round.Offer(i, shards_[i].index.PickVictim(), shards_[i].index.RandomCandidates());
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  // Scores only grow, so a shard whose fresh pick is still the best holds the global victim;
+  // otherwise its new score is recorded and the next best is tried.
+  for (size_t attempt = 0; attempt < 4 * kShardCount; ++attempt) {
+    auto best = random ? round.RandomShard(rng()) : round.Best();
+    if (!best) return std::nullopt;
+    Shard& shard = shards_[*best];
+    std::lock_guard lock(shard.mu);
+    auto victim = shard.index.PickVictim();
+    if (victim && (random || round.Accepts(*best, victim->score))) {
+      const std::string* key = shard.key_of_handle[victim->handle];
+      auto it = shard.keys.find(ViewOf(*key));
+      return std::make_pair(*key, it->second.type);
+    }
+    round.Offer(*best, victim, shard.index.RandomCandidates());
+  }
+  return std::nullopt;
+}
+
+std::optional<uint8_t> Keyspace::Frequency(std::string_view key) const {
+  const Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it == shard.keys.end()) return std::nullopt;
+  return shard.index.Frequency(it->second.handle, EvictionClockMicros());
+}
+
+std::optional<uint64_t> Keyspace::IdleMs(std::string_view key) const {
+  const Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it == shard.keys.end()) return std::nullopt;
+  return shard.index.IdleMicros(it->second.handle, EvictionClockMicros()) / 1000;
+}
+
+uint64_t Keyspace::CountInSlot(uint16_t slot) const {
+  const Shard& shard = shards_[ShardOfSlot(slot, kShardCount)];
+  std::lock_guard lock(shard.mu);
+  return shard.keys_in_slot[slot >> kShardBits];
+}
+
+KeyspaceStats Keyspace::Stats(int64_t now_ms) const {
+  KeyspaceStats s;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    s.keys += shards_[i].keys.size();
+    s.volatile_keys += shards_[i].expiries.size();
+    for (const auto& [at, key] : shards_[i].expiries) {
+      if (at > now_ms) s.ttl_sum_ms += static_cast<uint64_t>(at - now_ms);
+    }
+  }
+  return s;
+}
+
+uint64_t Keyspace::size() const {
+  uint64_t n = 0;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    n += shards_[i].keys.size();
+  }
+  return n;
+}
+
+}  // namespace prefixd::store

@@ -1,0 +1,142 @@
+// Keyspace: the directory of every stored key — its type, Redis Cluster slot, absolute expiry
+// and access stamps — over the stores that hold the values (StateStore, VectorStore). The
+// mutation path (persist::Apply) keeps it in step with the stores; the generic key commands
+// (TYPE, EXISTS, SCAN, EXPIRE, OBJECT, ...) and the type check before every typed command read
+// it. Sharded by slot (docs/cache-design.md), so a slot's keys live in one shard and are counted
+// per slot. Thread-safe: any thread may call any method; each call takes one shard lock.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "store/eviction_index.h"
+
+namespace prefixd::store {
+
+// A key's type, as TYPE names it. The string type and a prefix-index type take the next codes.
+enum class KeyType : uint8_t { kSsmPrefix = 0, kVstore = 1, kKvPrefix = 2 };
+
+std::string_view KeyTypeName(KeyType type);
+// The type named `name` (ASCII case-insensitive, as SCAN ... TYPE compares), or nullopt.
+std::optional<KeyType> KeyTypeFromName(std::string_view name);
+
+struct KeyInfo {
+  KeyType type = KeyType::kSsmPrefix;
+  uint16_t slot = 0;
+  EvictionIndex::Handle handle = EvictionIndex::kNoHandle;  // the node in the shard's index
+  int64_t expire_at_ms = 0;                                 // absolute Unix ms; 0: no expiry
+  // Last access and the LFU counter live in the index node only (IdleMs, Frequency).
+};
+
+struct KeyspaceStats {
+  uint64_t keys = 0;
+  uint64_t volatile_keys = 0;  // keys with an expiry
+  uint64_t ttl_sum_ms = 0;     // sum of remaining ms over volatile keys, for avg_ttl
+};
+
+class Keyspace {
+ public:
+  static constexpr size_t kShardCount = 64;
+
+  Keyspace();
+  Keyspace(const Keyspace&) = delete;
+  Keyspace& operator=(const Keyspace&) = delete;
+
+  // `key` now exists with `type`; an existing key keeps its expiry and stamps.
+  void Set(std::string_view key, KeyType type);
+  // Set or Remove by what `probe` says the stores hold now (nullopt: nothing), read under the
+  // key's shard lock, so of two racing syncs of one key the later read also lands last.
+  // `probe` may take store locks (the order is always keyspace shard, then store shard).
+  void Sync(std::string_view key, const std::function<std::optional<KeyType>()>& probe);
+  void Remove(std::string_view key);
+  void Clear();
+
+  std::optional<KeyInfo> Find(std::string_view key) const;
+  // Records an access: last access time and the LFU counter (Redis's lookupKey).
+  void Touch(std::string_view key);
+  // Sets (at_ms > 0) or clears (0) the key's expiry; false when the key does not exist.
+  // `under_lock` runs under the shard lock when the key exists (the log append).
+  bool SetExpiry(std::string_view key, int64_t at_ms, const std::function<void()>& under_lock);
+
+  // Keys of shard `shard` whose expiry is at or before `now_ms`, earliest first, at most `limit`.
+  std::vector<std::pair<std::string, KeyType>> Expired(size_t shard, int64_t now_ms,
+                                                       size_t limit) const;
+
+  // One SCAN step: calls `visit` for keys from `cursor` on, in cursor order, until at least
+  // `count` keys were offered (keys sharing a position are offered together, so none is skipped
+  // when the next call resumes). Returns the cursor to resume from, 0 when the walk is done.
+  uint64_t Scan(uint64_t cursor, size_t count,
+                const std::function<void(const std::string&, const KeyInfo&)>& visit) const;
+  // Every key, shard by shard (KEYS).
+  void ForEach(const std::function<void(const std::string&, const KeyInfo&)>& visit) const;
+  // A key picked uniformly enough (shard weighted by size, then a random position), or nullopt.
+  std::optional<std::string> Random() const;
+
+  // The key the policy evicts next across every shard (docs/cache-design.md, "Across shards"),
+  // or nullopt when nothing is in the policy's scope. The index is rebuilt first when `policy`
+  // differs from the one it was ordered for. The caller deletes the key (a logged DEL).
+  std::optional<std::pair<std::string, KeyType>> PickVictim(EvictionPolicy policy);
+  // OBJECT FREQ under an LFU policy: the shard index's decayed counter.
+  std::optional<uint8_t> Frequency(std::string_view key) const;
+  // OBJECT IDLETIME: milliseconds since the last access.
+  std::optional<uint64_t> IdleMs(std::string_view key) const;
+
+  uint64_t CountInSlot(uint16_t slot) const;
+  KeyspaceStats Stats(int64_t now_ms) const;
+  uint64_t size() const;
+  // Estimated bytes the directory holds: map nodes, keys, index nodes, expiry entries.
+  uint64_t MemoryBytes() const {
+    return static_cast<uint64_t>(std::max<int64_t>(0, bytes_.load()));
+  }
+
+  static size_t ShardOf(std::string_view key);
+
+ private:
+  // Keys ordered by (58-bit hash, key): the SCAN cursor is a position in that order.
+  struct Position {
+    uint64_t hash;
+    std::string key;
+  };
+  struct PositionView {
+    uint64_t hash;
+    std::string_view key;
+  };
+  struct Less {
+    using is_transparent = void;
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      return a.hash != b.hash ? a.hash < b.hash : std::string_view(a.key) < std::string_view(b.key);
+    }
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    std::map<Position, KeyInfo, Less> keys;
+    std::set<std::pair<int64_t, std::string>> expiries;  // (expire_at_ms, key)
+    std::array<uint32_t, 256> keys_in_slot{};            // slot >> 6 within this shard
+    EvictionIndex index;
+    std::vector<const std::string*> key_of_handle;  // the map node's key, stable while it lives
+  };
+
+  static PositionView ViewOf(std::string_view key);
+  void SetLocked(Shard& shard, std::string_view key, KeyType type);
+  void Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it);
+
+  std::unique_ptr<Shard[]> shards_;
+  std::atomic<int64_t> bytes_{0};
+  std::mutex policy_mu_;  // one pick at a time; guards the policy the indexes are ordered for
+  EvictionPolicy ordered_for_ = EvictionPolicy::kNoEviction;
+};
+
+}  // namespace prefixd::store

@@ -1,0 +1,445 @@
+// The typed keyspace over real sockets: TYPE across every type, -WRONGTYPE between them, the
+// generic key commands' replies byte for byte against a real redis-server (Debian's, started
+// here; an SSM session in prefixd plays the part of a string key in Redis), lazy and active
+// expiry, and expiry times that survive a restart through the log and through a snapshot.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/server_fixture.h"
+
+namespace prefixd::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A redis-server child on a free loopback port, nothing persisted; skipped when not installed.
+class RedisServer {
+ public:
+  bool Start() {
+    if (::access("/usr/bin/redis-server", X_OK) != 0) return false;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      port_ = 20000 + static_cast<int>(::getpid() * 7 + attempt * 131) % 40000;
+      pid_ = ::fork();
+      if (pid_ == 0) {
+        std::string port = std::to_string(port_);
+        ::execl("/usr/bin/redis-server", "redis-server", "--port", port.c_str(), "--bind",
+                "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning",
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      for (int i = 0; i < 100; ++i) {
+        if (auto c = RawConnection::Tcp(port_);
+            c && c->Call(std::vector<std::string>{"PING"}) == "+PONG\r\n") {
+          return true;
+        }
+        std::this_thread::sleep_for(20ms);
+      }
+      Stop();
+    }
+    return false;
+  }
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  ~RedisServer() { Stop(); }
+  int port() const { return port_; }
+
+ private:
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+class KeyspaceTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
+    conn_ = RawConnection::Tcp(server_.port());
+    ASSERT_NE(conn_, nullptr);
+  }
+  std::string Call(const std::vector<std::string>& args) { return conn_->Call(args); }
+  void Reconnect() {
+    conn_ = RawConnection::Tcp(server_.port());
+    ASSERT_NE(conn_, nullptr);
+  }
+  std::unique_ptr<RawConnection> conn_;
+};
+
+constexpr std::string_view kWrongType =
+    "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+TEST_F(KeyspaceTest, EveryEntryIsAKeyWithAType) {
+  EXPECT_EQ(Call({"SSM.PREFIX.MSTORE", "ssm", "0", "a", "1", "b"}), "+OK\r\n");
+  EXPECT_EQ(Call({"V.CREATE", "vec", "8"}).substr(0, 1), ":");
+  EXPECT_EQ(Call({"TYPE", "ssm"}), "+ssm-prefix\r\n");
+  EXPECT_EQ(Call({"TYPE", "vec"}), "+vstore\r\n");
+  EXPECT_EQ(Call({"TYPE", "missing"}), "+none\r\n");
+  // One session with two layers is one key.
+  EXPECT_EQ(Call({"DBSIZE"}), ":2\r\n");
+  EXPECT_EQ(Call({"EXISTS", "ssm", "vec", "ssm", "missing"}), ":3\r\n");
+  EXPECT_EQ(Call({"SCAN", "0", "TYPE", "vstore"}), "*2\r\n$1\r\n0\r\n*1\r\n$3\r\nvec\r\n");
+  EXPECT_EQ(Call({"KEYS", "s*"}), "*1\r\n$3\r\nssm\r\n");
+  // DEL removes a session whole, every layer.
+  EXPECT_EQ(Call({"DEL", "ssm", "ssm", "missing"}), ":1\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "ssm", "1"}), "$-1\r\n");
+  EXPECT_EQ(Call({"UNLINK", "vec"}), ":1\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
+  // A KV.PREFIX registration is a key tying its two V-store sessions; deleting or expiring it
+  // removes all three.
+  ASSERT_EQ(Call({"KV.PREFIX.REGISTER", "ns", "8", "fp16"}), "+OK\r\n");
+  EXPECT_EQ(Call({"TYPE", "ns"}), "+kvprefix\r\n");
+  EXPECT_EQ(Call({"TYPE", "ns_pk"}), "+vstore\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":3\r\n");
+  EXPECT_EQ(Call({"V.CREATE", "ns", "8"}), kWrongType);
+  // SSM state under the registration's name is the hybrid prefix's own (Pion stores it there).
+  EXPECT_EQ(Call({"SSM.PREFIX.STORE", "ns", "0", "x"}), "+OK\r\n");
+  EXPECT_EQ(Call({"TYPE", "ns"}), "+kvprefix\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":3\r\n");
+  EXPECT_EQ(Call({"DEL", "ns"}), ":1\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "ns", "0"}), "$-1\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
+  ASSERT_EQ(Call({"KV.PREFIX.REGISTER", "ns2", "8", "fp16"}), "+OK\r\n");
+  ASSERT_EQ(Call({"PEXPIRE", "ns2", "1"}), ":1\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(Call({"EXISTS", "ns2", "ns2_pk", "ns2_pv"}), ":0\r\n");
+  EXPECT_EQ(Call({"RANDOMKEY"}), "$-1\r\n");
+}
+
+TEST_F(KeyspaceTest, ACommandOfAnotherTypeAnswersWrongType) {
+  EXPECT_EQ(Call({"SSM.PREFIX.STORE", "s", "0", "x"}), "+OK\r\n");
+  EXPECT_EQ(Call({"V.CREATE", "v", "8"}).substr(0, 1), ":");
+  EXPECT_EQ(Call({"V.CREATE", "s", "8"}), kWrongType);
+  EXPECT_EQ(Call({"V.DROP", "s"}), kWrongType);
+  EXPECT_EQ(Call({"SSM.PREFIX.STORE", "v", "0", "x"}), kWrongType);
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "v", "0"}), kWrongType);
+  EXPECT_EQ(Call({"SSM.PREFIX.MFETCH", "v", "0", "1"}), kWrongType);
+  // Nothing was changed by the refused commands.
+  EXPECT_EQ(Call({"TYPE", "s"}), "+ssm-prefix\r\n");
+  EXPECT_EQ(Call({"TYPE", "v"}), "+vstore\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "s", "0"}), "$1\r\nx\r\n");
+}
+
+// The same commands against redis-server and prefixd, an SSM session standing for a string.
+TEST_F(KeyspaceTest, GenericCommandsReplyAsRedisDoes) {
+  RedisServer redis;
+  if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
+  auto r = RawConnection::Tcp(redis.port());
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->Call({"SET", "k", "v"}), "+OK\r\n");
+  ASSERT_EQ(r->Call({"SET", "k2", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "k", "0", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "k2", "0", "v"}), "+OK\r\n");
+  const std::vector<std::vector<std::string>> commands = {
+      {"EXISTS", "k", "k2", "nope", "k"},
+      {"TTL", "k"},
+      {"PTTL", "nope"},
+      {"EXPIRETIME", "k"},
+      {"PEXPIRETIME", "nope"},
+      {"PERSIST", "k"},
+      {"EXPIRE", "nope", "10"},
+      {"EXPIRE", "k", "abc"},
+      {"EXPIRE", "k", "10", "NX", "XX"},
+      {"EXPIRE", "k", "10", "GT", "LT"},
+      {"EXPIRE", "k", "10", "NX", "GT"},
+      {"EXPIRE", "k", "10", "BOGUS"},
+      {"EXPIRE", "k", "9223372036854775807"},
+      {"PEXPIRE", "k", "9223372036854775807"},
+      {"EXPIRE", "k", "100", "XX"},
+      {"EXPIRE", "k", "100", "NX"},
+      {"TTL", "k"},
+      {"EXPIRE", "k", "50", "GT"},
+      {"EXPIRE", "k", "200", "GT"},
+      {"EXPIRE", "k", "300", "LT"},
+      {"EXPIRE", "k", "100", "LT"},
+      {"TTL", "k"},
+      {"EXPIRE", "k2", "100", "GT"},
+      {"EXPIRE", "k2", "100", "LT"},
+      {"PERSIST", "k"},
+      {"TTL", "k"},
+      {"EXPIREAT", "k", "99999999999"},
+      {"EXPIRETIME", "k"},
+      {"PEXPIREAT", "k", "99999999999000"},
+      {"PEXPIRETIME", "k"},
+      {"TOUCH", "k", "nope", "k2"},
+      {"OBJECT", "IDLETIME", "nope"},
+      {"OBJECT", "FREQ", "k"},
+      {"OBJECT", "REFCOUNT", "nope"},
+      {"OBJECT", "ENCODING", "nope"},
+      {"OBJECT", "BOGUS", "k"},
+      {"MEMORY", "USAGE", "nope"},
+      {"SCAN", "x"},
+      {"SCAN", "0", "COUNT", "0"},
+      {"SCAN", "0", "COUNT", "x"},
+      {"SCAN", "0", "MATCH"},
+      {"SCAN", "0", "BOGUS", "1"},
+      {"SCAN", "0", "MATCH", "zz*"},
+      {"KEYS", "zz*"},
+      {"KEYS", "k2"},
+      {"TYPE", "nope"},
+      {"DEL"},
+      {"TTL"},
+      {"EXPIRE", "k"},
+      {"EXPIRE", "k", "-1"},
+      {"EXISTS", "k"},
+      {"DEL", "k", "k", "nope"},
+      {"UNLINK", "k2"},
+      {"DBSIZE"},
+      {"RANDOMKEY"},
+  };
+  for (const auto& command : commands) {
+    std::string shown;
+    for (const auto& a : command) shown += a + " ";
+    EXPECT_EQ(Call(command), r->Call(command)) << shown;
+  }
+  // A cursor no SCAN returned is accepted as strtoul reads it ("-1" wraps); what it walks is
+  // each server's own business, as Redis documents.
+  EXPECT_EQ(Call({"SCAN", "-1"}).substr(0, 4), "*2\r\n");
+}
+
+TEST_F(KeyspaceTest, ScanWalksEveryKeyOnceAcrossCalls) {
+  std::set<std::string> stored;
+  for (int i = 0; i < 300; ++i) {
+    std::string key = "key:" + std::to_string(i);
+    ASSERT_EQ(Call({"SSM.PREFIX.STORE", key, "0", "v"}), "+OK\r\n");
+    stored.insert(key);
+  }
+  std::multiset<std::string> seen;
+  std::string cursor = "0";
+  int calls = 0;
+  do {
+    auto c = ConnectHiredis(server_.port());
+    ASSERT_NE(c, nullptr);
+    auto reply = HiredisCommand(c.get(), {"SCAN", cursor, "COUNT", "7"});
+    ASSERT_NE(reply, nullptr);
+    ASSERT_EQ(reply->type, REDIS_REPLY_ARRAY) << DescribeReply(reply.get());
+    cursor = std::string(reply->element[0]->str, reply->element[0]->len);
+    for (size_t i = 0; i < reply->element[1]->elements; ++i) {
+      seen.emplace(reply->element[1]->element[i]->str, reply->element[1]->element[i]->len);
+    }
+    ASSERT_LT(++calls, 1000);
+  } while (cursor != "0");
+  EXPECT_EQ(seen.size(), stored.size());
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()), stored);
+  EXPECT_GT(calls, 300 / 7 / 2);  // COUNT bounds each step
+}
+
+TEST_F(KeyspaceTest, AnExpiredEntryIsNeverServed) {
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "lazy", "0", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"PEXPIRE", "lazy", "150"}), ":1\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "lazy", "0"}), "$1\r\nv\r\n");
+  std::this_thread::sleep_for(200ms);
+  // Whether active expiry or this lookup removes it, it reads as gone.
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "lazy", "0"}), "$-1\r\n");
+  EXPECT_EQ(Call({"TTL", "lazy"}), ":-2\r\n");
+  // Active expiry removes a key nobody reads, within a cycle or two.
+  ASSERT_EQ(Call({"V.CREATE", "active", "8"}).substr(0, 1), ":");
+  ASSERT_EQ(Call({"PEXPIRE", "active", "50"}), ":1\r\n");
+  std::this_thread::sleep_for(400ms);
+  std::string info = Call({"INFO", "keyspace"});
+  EXPECT_EQ(info.find("db0:"), std::string::npos) << info;
+  std::string stats = Call({"INFO", "stats"});
+  EXPECT_NE(stats.find("expired_keys:2\r\n"), std::string::npos) << stats;
+  // A time in the past deletes at once, as Redis's EXPIRE does.
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "past", "0", "v"}), "+OK\r\n");
+  EXPECT_EQ(Call({"EXPIREAT", "past", "1"}), ":1\r\n");
+  EXPECT_EQ(Call({"EXISTS", "past"}), ":0\r\n");
+}
+
+TEST_F(KeyspaceTest, ExpiryTimesSurviveRestartThroughLogAndSnapshot) {
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "logged", "0", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"PEXPIREAT", "logged", "99999999999000"}), ":1\r\n");
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "snap", "0", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"EXPIREAT", "snap", "88888888888"}), ":1\r\n");
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "short", "0", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"PEXPIRE", "short", "300"}), ":1\r\n");
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "kept", "0", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"EXPIRE", "kept", "100"}), ":1\r\n");
+  ASSERT_EQ(Call({"PERSIST", "kept"}), ":1\r\n");
+  ASSERT_EQ(Call({"SAVE"}), "+OK\r\n");
+  // After the snapshot: only in the log.
+  ASSERT_EQ(Call({"PEXPIREAT", "logged", "77777777777000"}), ":1\r\n");
+  ASSERT_TRUE(server_.Stop());
+  ASSERT_TRUE(server_.Restart({.flags = {"--appendonly", "yes"}}));
+  ASSERT_NO_FATAL_FAILURE(Reconnect());
+  EXPECT_EQ(Call({"PEXPIRETIME", "logged"}), ":77777777777000\r\n");
+  EXPECT_EQ(Call({"EXPIRETIME", "snap"}), ":88888888888\r\n");
+  EXPECT_EQ(Call({"TTL", "kept"}), ":-1\r\n");
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(Call({"EXISTS", "short"}), ":0\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":3\r\n");
+  // The deletion by expiry is logged too: it stays deleted after another restart.
+  ASSERT_TRUE(server_.Stop());
+  ASSERT_TRUE(server_.Restart({.flags = {"--appendonly", "yes"}}));
+  ASSERT_NO_FATAL_FAILURE(Reconnect());
+  EXPECT_EQ(Call({"DBSIZE"}), ":3\r\n");
+  const std::string keyspace = Call({"INFO", "keyspace"});
+  EXPECT_NE(keyspace.find("\r\ndb0:keys=3,expires=2,avg_ttl="), std::string::npos) << keyspace;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Budget and eviction: whole keys, by each of Redis's eight policies.
+
+class EvictionTest : public ServerTest {
+ protected:
+  static constexpr size_t kLayerBytes = 50 * 1024;  // two layers: ~100 KiB a session
+  static constexpr int kSessions = 60;              // ~6 MiB offered to a 2 MiB budget
+
+  void Start(const std::string& policy) {
+    ASSERT_NO_FATAL_FAILURE(StartServer(
+        {.flags = {"--appendonly", "no", "--maxmemory", "2mb", "--maxmemory-policy", policy}}));
+    conn_ = RawConnection::Tcp(server_.port());
+    ASSERT_NE(conn_, nullptr);
+  }
+  std::string Call(const std::vector<std::string>& args) { return conn_->Call(args); }
+  std::string Store(const std::string& sid) {
+    return Call({"SSM.PREFIX.MSTORE", sid, "0", std::string(kLayerBytes, 'a'), "1",
+                 std::string(kLayerBytes, 'b')});
+  }
+  int64_t Stat(const std::string& section, const std::string& field) {
+    const std::string info = Call({"INFO", section});
+    const size_t at = info.find("\r\n" + field + ":");
+    if (at == std::string::npos) return -1;
+    return std::stoll(info.substr(at + field.size() + 3));
+  }
+  // Every remaining session holds both of its layers.
+  void ExpectWholeSessions() {
+    for (int i = 0; i < kSessions; ++i) {
+      std::string reply = Call({"SSM.PREFIX.MFETCH", "s" + std::to_string(i), "0", "1"});
+      const bool none = reply == "*2\r\n$-1\r\n$-1\r\n";
+      const bool both =
+          reply.size() == 4 + 2 * (kLayerBytes + 10) && reply.find("$-1") == std::string::npos;
+      EXPECT_TRUE(none || both) << "session " << i << " came back partial";
+    }
+  }
+  std::unique_ptr<RawConnection> conn_;
+};
+
+TEST_F(EvictionTest, NoevictionAnswersRedisOomText) {
+  ASSERT_NO_FATAL_FAILURE(Start("noeviction"));
+  std::string reply;
+  for (int i = 0; i < kSessions && reply.empty(); ++i) {
+    std::string r = Store("s" + std::to_string(i));
+    if (r != "+OK\r\n") reply = r;
+  }
+  EXPECT_EQ(reply, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+  EXPECT_EQ(Stat("stats", "evicted_keys"), 0);
+  // Reads still work, and deleting makes room again.
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "s0", "0", "RANGE", "0", "1"}), "$1\r\na\r\n");
+}
+
+TEST_F(EvictionTest, AllKeysPoliciesEvictWholeSessionsWithinTheBudget) {
+  for (const std::string policy : {"allkeys-lru", "allkeys-lfu", "allkeys-random"}) {
+    SCOPED_TRACE(policy);
+    ASSERT_NO_FATAL_FAILURE(Start(policy));
+    ASSERT_EQ(Store("hot"), "+OK\r\n");
+    for (int i = 0; i < kSessions; ++i) {
+      ASSERT_EQ(Store("s" + std::to_string(i)), "+OK\r\n");
+      // "hot" is read after every write: LRU and LFU keep it.
+      const std::string hot = Call({"SSM.PREFIX.FETCH", "hot", "0", "RANGE", "0", "1"});
+      if (policy != "allkeys-random") ASSERT_EQ(hot, "$1\r\na\r\n") << "after s" << i;
+    }
+    EXPECT_GT(Stat("stats", "evicted_keys"), kSessions / 2);
+    // maxmemory bounds the data figure: used_memory less the client buffers it also counts.
+    EXPECT_LE(Stat("memory", "used_memory") - Stat("memory", "mem_not_counted_for_evict"),
+              2 * 1024 * 1024 + 2 * int64_t{kLayerBytes} + 4096);
+    EXPECT_NE(Call({"INFO", "memory"}).find("maxmemory_policy:" + policy), std::string::npos);
+    ExpectWholeSessions();
+    if (policy != "allkeys-random") EXPECT_EQ(Call({"EXISTS", "hot"}), ":1\r\n");
+    // LRU: the oldest untouched sessions went first.
+    if (policy == "allkeys-lru") {
+      EXPECT_EQ(Call({"EXISTS", "s0"}), ":0\r\n");
+      EXPECT_EQ(Call({"EXISTS", "s" + std::to_string(kSessions - 1)}), ":1\r\n");
+    }
+    ASSERT_TRUE(server_.Stop());
+  }
+}
+
+TEST_F(EvictionTest, VolatilePoliciesEvictOnlyKeysWithAnExpiry) {
+  for (const std::string policy :
+       {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"}) {
+    SCOPED_TRACE(policy);
+    ASSERT_NO_FATAL_FAILURE(Start(policy));
+    // Persistent sessions fill half the budget; they must all survive.
+    for (int i = 0; i < 8; ++i) ASSERT_EQ(Store("keep" + std::to_string(i)), "+OK\r\n");
+    for (int i = 0; i < kSessions; ++i) {
+      const std::string sid = "s" + std::to_string(i);
+      ASSERT_EQ(Store(sid), "+OK\r\n") << i;
+      // volatile-ttl: later sessions live longer, so the earliest go first.
+      ASSERT_EQ(Call({"EXPIRE", sid, std::to_string(1000 + i)}), ":1\r\n");
+    }
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(Call({"EXISTS", "keep" + std::to_string(i)}), ":1\r\n");
+    EXPECT_GT(Stat("stats", "evicted_keys"), 0);
+    ExpectWholeSessions();
+    if (policy == "volatile-ttl") {
+      EXPECT_EQ(Call({"EXISTS", "s0"}), ":0\r\n");
+      EXPECT_EQ(Call({"EXISTS", "s" + std::to_string(kSessions - 1)}), ":1\r\n");
+    }
+    // With nothing volatile left to evict, a write is refused as under noeviction.
+    ASSERT_EQ(Call({"FLUSHALL"}), "+OK\r\n");
+    std::string refused;
+    for (int i = 0; i < kSessions && refused.empty(); ++i) {
+      std::string r = Store("p" + std::to_string(i));
+      if (r != "+OK\r\n") refused = r;
+    }
+    EXPECT_EQ(refused, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+    ASSERT_TRUE(server_.Stop());
+  }
+}
+
+TEST_F(EvictionTest, ObjectFreqAndIdletimeFollowThePolicy) {
+  ASSERT_NO_FATAL_FAILURE(Start("allkeys-lfu"));
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "k", "0", "v"}), "+OK\r\n");
+  for (int i = 0; i < 100; ++i) Call({"SSM.PREFIX.FETCH", "k", "0"});
+  // Redis's counter after ~100 hits from 5 with lfu-log-factor 10: about 10.
+  const std::string freq = Call({"OBJECT", "FREQ", "k"});
+  ASSERT_EQ(freq.substr(0, 1), ":");
+  EXPECT_GE(std::stoi(freq.substr(1)), 8);
+  EXPECT_LE(std::stoi(freq.substr(1)), 12);
+  EXPECT_EQ(Call({"OBJECT", "IDLETIME", "k"}).substr(0, 25), "-ERR An LFU maxmemory pol");
+  ASSERT_EQ(Call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "+OK\r\n");
+  EXPECT_EQ(Call({"OBJECT", "IDLETIME", "k"}), ":0\r\n");
+  EXPECT_EQ(Call({"OBJECT", "FREQ", "k"}).substr(0, 25), "-ERR An LFU maxmemory pol");
+}
+
+// A reader never sees part of a session while writers force evictions.
+TEST_F(EvictionTest, EvictionIsAtomicWithRespectToMfetch) {
+  ASSERT_NO_FATAL_FAILURE(Start("allkeys-random"));
+  std::atomic<bool> stop{false};
+  std::atomic<int> partial{0}, whole{0};
+  std::thread reader([&] {
+    auto c = RawConnection::Tcp(server_.port());
+    if (!c) return;
+    for (int n = 0; !stop; ++n) {
+      std::string reply =
+          c->Call({"SSM.PREFIX.MFETCH", "s" + std::to_string(n % kSessions), "0", "1"});
+      if (reply == "*2\r\n$-1\r\n$-1\r\n") continue;
+      if (reply.size() == 4 + 2 * (kLayerBytes + 10) && reply.find("$-1") == std::string::npos) {
+        ++whole;
+      } else {
+        ++partial;
+      }
+    }
+  });
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kSessions; ++i) ASSERT_EQ(Store("s" + std::to_string(i)), "+OK\r\n");
+  }
+  stop = true;
+  reader.join();
+  EXPECT_EQ(partial.load(), 0);
+  EXPECT_GT(whole.load(), 0);
+  EXPECT_GT(Stat("stats", "evicted_keys"), kSessions);
+}
+
+}  // namespace
+}  // namespace prefixd::it

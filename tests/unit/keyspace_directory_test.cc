@@ -1,0 +1,110 @@
+// store::Keyspace: types, per-slot counts, SCAN cursors that survive changes between calls, the
+// expiry order, the cross-shard victim under each policy, and its memory figure.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "common/key_slot.h"
+#include "store/keyspace.h"
+
+namespace prefixd::store {
+namespace {
+
+std::string Key(int i) { return "key:" + std::to_string(i); }
+
+TEST(KeyspaceDirectory, TypesSlotsAndMemory) {
+  Keyspace keys;
+  std::map<uint16_t, int> per_slot;
+  for (int i = 0; i < 1000; ++i) {
+    keys.Set(Key(i), i % 3 == 0 ? KeyType::kVstore : KeyType::kSsmPrefix);
+    per_slot[KeySlot(Key(i))] += 1;
+  }
+  EXPECT_EQ(keys.size(), 1000u);
+  EXPECT_EQ(keys.Find(Key(3))->type, KeyType::kVstore);
+  EXPECT_EQ(keys.Find(Key(4))->type, KeyType::kSsmPrefix);
+  EXPECT_EQ(keys.Find(Key(4))->slot, KeySlot(Key(4)));
+  EXPECT_FALSE(keys.Find("missing"));
+  for (const auto& [slot, n] : per_slot) EXPECT_EQ(keys.CountInSlot(slot), uint64_t(n));
+  EXPECT_GT(keys.MemoryBytes(), 1000u * 100);
+  ASSERT_TRUE(keys.SetExpiry(Key(1), 5000, {}));
+  EXPECT_FALSE(keys.SetExpiry("missing", 5000, {}));
+  for (int i = 0; i < 500; ++i) {
+    keys.Remove(Key(i));
+    per_slot[KeySlot(Key(i))] -= 1;
+  }
+  for (const auto& [slot, n] : per_slot) EXPECT_EQ(keys.CountInSlot(slot), uint64_t(n));
+  keys.Clear();
+  EXPECT_EQ(keys.size(), 0u);
+  EXPECT_EQ(keys.MemoryBytes(), 0u);
+  EXPECT_EQ(keys.CountInSlot(KeySlot(Key(700))), 0u);
+  EXPECT_EQ(KeyTypeName(KeyType::kKvPrefix), "kvprefix");
+  EXPECT_EQ(KeyTypeFromName("SSM-Prefix"), KeyType::kSsmPrefix);
+  EXPECT_FALSE(KeyTypeFromName("string"));
+}
+
+TEST(KeyspaceDirectory, ScanReturnsEveryKeyPresentThroughoutExactlyOnce) {
+  Keyspace keys;
+  for (int i = 0; i < 2000; ++i) keys.Set(Key(i), KeyType::kSsmPrefix);
+  std::multiset<std::string> seen;
+  uint64_t cursor = 0;
+  int step = 0;
+  do {
+    cursor =
+        keys.Scan(cursor, 3, [&](const std::string& key, const KeyInfo&) { seen.insert(key); });
+    // Changes between calls: keys come and go, none of the first 2000 is removed.
+    keys.Set("new:" + std::to_string(step), KeyType::kVstore);
+    keys.Remove("new:" + std::to_string(step / 2));
+    ASSERT_LT(++step, 5000);
+  } while (cursor != 0);
+  for (int i = 0; i < 2000; ++i) EXPECT_EQ(seen.count(Key(i)), 1u) << Key(i);
+}
+
+TEST(KeyspaceDirectory, ExpiredKeysComeEarliestFirst) {
+  Keyspace keys;
+  for (int i = 0; i < 64 * 4; ++i) {
+    keys.Set(Key(i), KeyType::kSsmPrefix);
+    ASSERT_TRUE(keys.SetExpiry(Key(i), 1000 + i, {}));
+  }
+  ASSERT_TRUE(keys.SetExpiry(Key(0), 0, {}));  // PERSIST
+  size_t total = 0;
+  for (size_t shard = 0; shard < Keyspace::kShardCount; ++shard) {
+    auto expired = keys.Expired(shard, 1100, 1000);
+    for (size_t i = 1; i < expired.size(); ++i) {
+      EXPECT_LT(keys.Find(expired[i - 1].first)->expire_at_ms,
+                keys.Find(expired[i].first)->expire_at_ms);
+    }
+    total += expired.size();
+  }
+  EXPECT_EQ(total, 100u);  // 1001 .. 1100
+  EXPECT_EQ(keys.Stats(1100).volatile_keys, 64u * 4 - 1);
+}
+
+TEST(KeyspaceDirectory, PickVictimFollowsThePolicyAcrossShards) {
+  Keyspace keys;
+  EXPECT_FALSE(keys.PickVictim(EvictionPolicy::kAllKeysLru));
+  for (int i = 0; i < 200; ++i) keys.Set(Key(i), KeyType::kSsmPrefix);
+  for (int i = 0; i < 200; ++i) {
+    if (i != 17) keys.Touch(Key(i));
+  }
+  EXPECT_FALSE(keys.PickVictim(EvictionPolicy::kNoEviction));
+  EXPECT_EQ(keys.PickVictim(EvictionPolicy::kAllKeysLru)->first, Key(17));
+  EXPECT_FALSE(keys.PickVictim(EvictionPolicy::kVolatileLru));
+  EXPECT_FALSE(keys.PickVictim(EvictionPolicy::kVolatileTtl));
+  ASSERT_TRUE(keys.SetExpiry(Key(150), 9000, {}));
+  ASSERT_TRUE(keys.SetExpiry(Key(20), 8000, {}));
+  EXPECT_EQ(keys.PickVictim(EvictionPolicy::kVolatileTtl)->first, Key(20));
+  EXPECT_EQ(keys.PickVictim(EvictionPolicy::kVolatileLru)->first, Key(20));
+  const std::string random = keys.PickVictim(EvictionPolicy::kVolatileRandom)->first;
+  EXPECT_TRUE(random == Key(20) || random == Key(150));
+  // LFU: every key but one was touched once more.
+  for (int i = 0; i < 200; ++i) {
+    if (i != 42) keys.Touch(Key(i));
+  }
+  EXPECT_EQ(keys.PickVictim(EvictionPolicy::kAllKeysLfu)->first, Key(42));
+  EXPECT_TRUE(keys.PickVictim(EvictionPolicy::kAllKeysRandom));
+}
+
+}  // namespace
+}  // namespace prefixd::store

@@ -190,9 +190,13 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
       std::optional<int64_t> v;
       if (id == Setting::kUnixSocketPerm) {
         // Permission bits are written in octal, as in redis.conf.
-        int64_t octal = 0;
+        // At most six digits, so the value cannot overflow.
         bool ok = !value.empty() && value.size() <= 6;
-        for (char c : value) ok = ok && c >= '0' && c <= '7', octal = octal * 8 + (c - '0');
+        int64_t octal = 0;
+        for (size_t i = 0; ok && i < value.size(); ++i) {
+          ok = value[i] >= '0' && value[i] <= '7';
+          octal = octal * 8 + (value[i] - '0');
+        }
         if (ok) v = octal;
       } else {
         v = spec.type == T::kMemory ? ParseMemory(value) : ParseInt64(value);

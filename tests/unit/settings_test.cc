@@ -77,6 +77,19 @@ TEST(SettingsTest, ErrorTextsAreRedis) {
   EXPECT_EQ(s.Set("nonesuch", "2", false), "unknown setting 'nonesuch'");
 }
 
+TEST(SettingsTest, UnixSocketPermTakesAtMostSixOctalDigits) {
+  Settings s;
+  EXPECT_EQ(s.Set("unixsocketperm", "000700", true), "");
+  EXPECT_EQ(s.Int(Setting::kUnixSocketPerm), 0700);
+  // Found by the config fuzzer: a long value of non-digits once overflowed while being read.
+  EXPECT_EQ(s.Set("unixsocketperm", std::string(40, '\0'), true),
+            "argument couldn't be parsed into an integer");
+  EXPECT_EQ(s.Set("unixsocketperm", "7777777", true),
+            "argument couldn't be parsed into an integer");
+  EXPECT_EQ(s.Set("unixsocketperm", "778", true), "argument couldn't be parsed into an integer");
+  EXPECT_EQ(s.Int(Setting::kUnixSocketPerm), 0700);
+}
+
 TEST(SettingsTest, BoolsAndEnumsFoldCase) {
   Settings s;
   EXPECT_EQ(s.Set("protected-mode", "NO", false), "");

@@ -30,31 +30,20 @@ Prints a markdown table. Usage (from the repository root, after building prefixd
 import argparse
 import json
 import os
-import random
 import subprocess
-import sys
 import tempfile
 import time
 
 import redis
 
+from bench_util import rss_bytes, start_server
+
 
 def start_redis(budget_mb, policy, workdir):
-    port = random.randint(20000, 40000)
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", workdir, "--maxmemory", f"{budget_mb}mb",
-         "--maxmemory-policy", policy],
-        stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            client.ping()
-            return proc, client
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    proc.kill()
-    sys.exit("redis-server did not start")
+    proc, port = start_server(
+        ["redis-server", "--save", "", "--appendonly", "no", "--dir", workdir,
+         "--maxmemory", f"{budget_mb}mb", "--maxmemory-policy", policy])
+    return proc, redis.Redis(port=port)
 
 
 def replay(client, layers, layer_bytes, requests):
@@ -75,28 +64,10 @@ def replay(client, layers, layer_bytes, requests):
 
 
 def start_prefixd(binary, budget_bytes, policy, workdir):
-    port = random.randint(20000, 40000)
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--appendonly", "no", "--dir",
-         workdir, "--maxmemory", str(budget_bytes), "--maxmemory-policy", policy],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            client.ping()
-            return proc, client
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    proc.kill()
-    sys.exit("prefixd-server did not start")
-
-
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    proc, port = start_server(
+        [binary, "--appendonly", "no", "--dir", workdir, "--maxmemory", str(budget_bytes),
+         "--maxmemory-policy", policy])
+    return proc, redis.Redis(port=port)
 
 
 def replay_prefixd(client, pid, layers, layer_bytes, requests):

@@ -23,22 +23,10 @@ import sys
 import tempfile
 import time
 
+from bench_util import free_port, rss_bytes, stop_server, wait_ready
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VALUE = 16 << 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
 
 
 def bulk(*args):
@@ -78,24 +66,10 @@ class Server:
             cmd = ["redis-server", "--port", str(self.port), "--dir", workdir, "--save", "",
                    "--appendonly", "no", "--maxclients", "20000", "--loglevel", "warning"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"{kind} did not start")
+        wait_ready(self.port, 20, self.proc)
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_server(self.proc)
 
     def connect(self):
         s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
@@ -124,7 +98,7 @@ class Server:
 
 def settle(pid, seconds=1.0):
     time.sleep(seconds)
-    return rss(pid)
+    return rss_bytes(pid)
 
 
 def per_connection(server, n, declare):
@@ -170,7 +144,7 @@ def ping_under_slow_readers(server, pings):
             p.sendall(b"PING\r\n")
             assert read_reply(p) == b"+PONG"
             latencies.append(time.perf_counter() - t)
-    grown = rss(server.proc.pid) - base
+    grown = rss_bytes(server.proc.pid) - base
     for s in hogs:
         s.close()
     latencies.sort()
@@ -200,7 +174,7 @@ def decoded_fetch_non_readers(server, pings):
             p.sendall(b"PING\r\n")
             assert read_reply(p) == b"+PONG"
             worst = max(worst, time.perf_counter() - t)
-    grown = rss(server.proc.pid) - base
+    grown = rss_bytes(server.proc.pid) - base
     for h in hogs:
         h.close()
     return worst * 1e3, grown

@@ -16,36 +16,16 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from bench_util import free_port, wait_ready
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION = "## Durability: prefixd vs redis-server (appendonly yes)"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port, timeout=600.0):
-    """Seconds until the server answers PING (it loads its data before listening or answering)."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(64).startswith(b"+PONG"):
-                    return time.monotonic() - start
-        except OSError:
-            pass
-        time.sleep(0.01)
-    raise RuntimeError(f"server on port {port} not ready after {timeout} s")
 
 
 class Server:

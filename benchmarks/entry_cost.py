@@ -14,43 +14,20 @@ Usage, from the repository root after building prefixd-server:
 """
 import argparse
 import os
-import random
-import subprocess
-import sys
 import tempfile
 import time
 
 import redis
 
-
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def start(argv):
-    port = random.randint(20000, 40000)
-    proc = subprocess.Popen(argv + ["--port", str(port), "--bind", "127.0.0.1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            client.ping()
-            return proc, client
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    proc.kill()
-    sys.exit(f"{argv[0]} did not start")
+from bench_util import rss_bytes, start_server, stop_server
 
 
 def measure(argv, store, count, value):
-    proc, client = start(argv)
+    proc, port = start_server(argv)
+    client = redis.Redis(port=port)
     try:
         time.sleep(0.2)
-        before = rss(proc.pid)
+        before = rss_bytes(proc.pid)
         pipe = client.pipeline(transaction=False)
         for i in range(count):
             store(pipe, f"sess:{i:08d}", value)  # 13 bytes
@@ -58,11 +35,10 @@ def measure(argv, store, count, value):
                 pipe.execute()
         pipe.execute()
         time.sleep(0.2)
-        after = rss(proc.pid)
+        after = rss_bytes(proc.pid)
         return (after - before) / count
     finally:
-        proc.terminate()
-        proc.wait()
+        stop_server(proc)
 
 
 def main():

@@ -37,36 +37,9 @@ for tool in redis-server redis-cli jq openssl timeout; do
   command -v "$tool" >/dev/null || { echo "run_tls_bench.sh needs $tool" >&2; exit 2; }
 done
 
-work=$(mktemp -d /tmp/prefixd-tls-bench.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$repo/benchmarks/bench_lib.sh" tls-bench
 "$repo/tests/integration/tls/make_certs.sh" "$work/certs"
 certs=$work/certs
-
-free_port() {
-  local port
-  for _ in $(seq 1 100); do
-    port=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "$port"
-      return
-    fi
-  done
-  exit 1
-}
-wait_ready() {  # port name
-  for _ in $(seq 1 100); do
-    [[ $(timeout 2 redis-cli -p "$1" PING 2>/dev/null) == PONG ]] && return
-    sleep 0.1
-  done
-  echo "$2 did not answer PING on port $1" >&2
-  exit 1
-}
 tls_flags=(--tls-cert-file "$certs/server.crt" --tls-key-file "$certs/server.key"
   --tls-ca-cert-file "$certs/ca.crt" --tls-auth-clients no)
 

@@ -71,36 +71,7 @@ if ! git -C "$repo" --no-optional-locks diff --quiet HEAD -- src benchmarks 2>/d
   commit="$commit (plus uncommitted changes under src/ or benchmarks/)"
 fi
 
-work=$(mktemp -d /tmp/prefixd-wire-bench.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-  local port
-  for _ in $(seq 1 100); do
-    port=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "$port"
-      return
-    fi
-  done
-  echo "no free port found" >&2
-  exit 1
-}
-
-wait_ready() {  # port name
-  for _ in $(seq 1 100); do
-    [[ $(timeout 2 redis-cli -p "$1" PING 2>/dev/null) == PONG ]] && return
-    sleep 0.1
-  done
-  echo "$2 did not answer PING on port $1" >&2
-  exit 1
-}
+source "$repo/benchmarks/bench_lib.sh" wire-bench
 
 prefixd_flags=(--loglevel warning)
 if "$server_bin" --help 2>/dev/null | grep -q -- '--appendonly'; then

@@ -11,20 +11,9 @@ namespace {
 
 constexpr size_t kReadAheadBytes = 128 * 1024;
 
-// OpenSSL's reasons for the last failure, oldest first, and the error queue cleared.
-std::string OpenSslErrors() {
-  std::string out;
-  while (unsigned long code = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(code, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
-}
-
 bool Fail(std::string* error, const std::string& what) {
-  *error = what + ": " + OpenSslErrors();
+  std::string reasons = TakeOpenSslErrors();
+  *error = what + ": " + (reasons.empty() ? "unknown OpenSSL error" : reasons);
   return false;
 }
 
@@ -135,6 +124,17 @@ std::shared_ptr<asio::ssl::context> MakeTlsContext(const TlsOptions& options, st
   auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   if (!Configure(*context, options, error)) return nullptr;
   return context;
+}
+
+std::string TakeOpenSslErrors() {
+  std::string out;
+  while (unsigned long code = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(code, buf, sizeof buf);
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out;
 }
 
 }  // namespace prefixd::server

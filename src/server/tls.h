@@ -34,4 +34,8 @@ struct TlsOptions {
 // `error` to a message naming the file or option at fault (OpenSSL's reason appended).
 std::shared_ptr<asio::ssl::context> MakeTlsContext(const TlsOptions& options, std::string* error);
 
+// OpenSSL's reasons for the calling thread's last failures, oldest first, joined with "; ", and
+// the thread's error queue cleared. Empty when the queue held nothing.
+std::string TakeOpenSslErrors();
+
 }  // namespace prefixd::server

@@ -1,5 +1,7 @@
 #include "server/tls_stream.h"
 
+#include "server/tls.h"
+
 #include <openssl/err.h>
 
 #include <system_error>
@@ -11,20 +13,8 @@ namespace {
 constexpr size_t kCoalesceThreshold = 256 * 1024;
 constexpr long kCoalesceBytes = 256 * 1024;
 
-// OpenSSL's reasons for the last failure, oldest first; the thread's error queue is cleared.
-std::string TakeErrors() {
-  std::string out;
-  while (unsigned long code = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(code, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out;
-}
-
 [[noreturn]] void ThrowTls(const char* what) {
-  std::string reason = TakeErrors();
+  std::string reason = TakeOpenSslErrors();
   throw std::system_error(std::make_error_code(std::errc::protocol_error),
                           std::string(what) + (reason.empty() ? "" : ": " + reason));
 }

@@ -332,38 +332,63 @@ void RegisterConnectionCommands(Registry& r) {
     return MakeSpec("connection", 0, std::move(name), arity, flags, std::move(syntax),
                     std::move(summary), h, "O(1)");
   };
-  r.Add(cmd("ping", -1, kFast, "[message]", "Returns PONG, or the message given.", Ping));
-  r.Add(cmd("echo", 2, kFast, "<message>", "Returns the message given.", Echo));
-  r.Add(cmd("hello", -1, kFast | kNoAuth,
-            "[protover [AUTH <username> <password>] [SETNAME <clientname>]]",
-            "Handshakes: selects RESP2 or RESP3, optionally authenticates and names the client.",
-            Hello));
-  r.Add(cmd("auth", -2, kFast | kNoAuth, "[username] <password>", "Authenticates the connection.",
-            Auth));
-  r.Add(cmd("quit", -1, kFast | kNoAuth, "", "Replies OK and closes the connection.", Quit));
-  r.Add(cmd("reset", 1, kFast | kNoAuth, "",
-            "Resets the connection: RESP2, no name, authentication required again if a "
-            "password is set.",
-            Reset));
-  r.Add(cmd("select", 2, kFast, "<index>", "Selects database 0, the only one.", Select));
+  constexpr uint32_t kConn = kAclConnection;
+  constexpr uint32_t kHandshake = kNoScript | kLoading | kStale | kFast | kNoAuth | kAllowBusy;
+  constexpr uint32_t kClientFlags = kNoScript | kLoading | kStale;
+  const Arg message{.name = "message", .flags = kArgOptional};
+  r.Add(AsRedis(cmd("ping", -1, kFast, "[message]", "Returns PONG, or the message given.", Ping),
+                "1.0.0", kConn, {"request_policy:all_shards", "response_policy:all_succeeded"},
+                {message}));
+  r.Add(AsRedis(
+      cmd("echo", 2, kLoading | kStale | kFast, "<message>", "Returns the message given.", Echo),
+      "1.0.0", kConn, {}, {Arg{.name = "message"}}));
+  r.Add(AsRedis(
+      cmd("hello", -1, kHandshake, "[protover [AUTH <username> <password>] [SETNAME <clientname>]]",
+          "Handshakes: selects RESP2 or RESP3, optionally authenticates and names the "
+          "client.",
+          Hello),
+      "6.0.0", kConn));
+  r.Add(AsRedis(
+      cmd("auth", -2, kHandshake, "[username] <password>", "Authenticates the connection.", Auth),
+      "1.0.0", kConn));
+  r.Add(AsRedis(cmd("quit", -1, kHandshake, "", "Replies OK and closes the connection.", Quit),
+                "1.0.0", kConn));
+  r.Add(AsRedis(cmd("reset", 1, kHandshake, "",
+                    "Resets the connection: RESP2, no name, authentication required again if a "
+                    "password is set.",
+                    Reset),
+                "6.2.0", kConn));
+  r.Add(AsRedis(cmd("select", 2, kLoading | kStale | kFast, "<index>",
+                    "Selects database 0, the only one.", Select),
+                "1.0.0", kConn, {}, {Arg{.name = "index", .type = ArgType::kInteger}}));
 
-  CommandSpec client = cmd("client", -2, 0, "<subcommand> [arguments]",
-                           "Inspects and manages client connections.", nullptr);
+  CommandSpec client = AsRedis(cmd("client", -2, 0, "<subcommand> [arguments]",
+                                   "Inspects and manages client connections.", nullptr),
+                               "2.4.0");
   client.subcommands = {
-      cmd("id", 2, kFast, "", "Returns this connection's id.", ClientId),
-      cmd("setname", 3, kFast, "<name>", "Names this connection.", ClientSetName),
-      cmd("getname", 2, kFast, "", "Returns this connection's name, or nil.", ClientGetName),
-      cmd("setinfo", 4, kFast, "<LIB-NAME|LIB-VER> <value>",
-          "Records the client library's name or version.", ClientSetInfo),
-      cmd("list", -2, kAdmin, "[TYPE normal] [ID <id> ...]", "Lists connected clients.",
-          ClientList),
-      cmd("info", 2, 0, "", "Describes this connection.", ClientInfo),
-      cmd("kill", -3, kAdmin,
-          "<ip:port> | [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME yes|no] "
-          "[MAXAGE <seconds>]",
-          "Closes the matching connections.", ClientKill),
-      cmd("help", 2, 0, "", "Lists the CLIENT subcommands.",
-          [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("client")); }),
+      AsRedis(cmd("id", 2, kClientFlags, "", "Returns this connection's id.", ClientId), "5.0.0",
+              kConn),
+      AsRedis(cmd("setname", 3, kClientFlags, "<name>", "Names this connection.", ClientSetName),
+              "2.6.9", kConn, {}, {Arg{.name = "connection-name"}}),
+      AsRedis(cmd("getname", 2, kClientFlags, "", "Returns this connection's name, or nil.",
+                  ClientGetName),
+              "2.6.9", kConn),
+      AsRedis(cmd("setinfo", 4, kClientFlags, "<LIB-NAME|LIB-VER> <value>",
+                  "Records the client library's name or version.", ClientSetInfo),
+              "7.2.0", kConn),
+      AsRedis(cmd("list", -2, kAdmin | kClientFlags, "[TYPE normal] [ID <id> ...]",
+                  "Lists connected clients.", ClientList),
+              "2.4.0", kConn, {"nondeterministic_output"}),
+      AsRedis(cmd("info", 2, kClientFlags, "", "Describes this connection.", ClientInfo), "6.2.0",
+              kConn, {"nondeterministic_output"}),
+      AsRedis(cmd("kill", -3, kAdmin | kClientFlags,
+                  "<ip:port> | [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME yes|no] "
+                  "[MAXAGE <seconds>]",
+                  "Closes the matching connections.", ClientKill),
+              "2.4.0", kConn),
+      AsRedis(cmd("help", 2, kLoading | kStale, "", "Lists the CLIENT subcommands.",
+                  [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("client")); }),
+              "5.0.0", kConn),
   };
   for (auto& sub : client.subcommands) sub.complexity = "O(N) in the number of clients";
   r.Add(std::move(client));

@@ -23,13 +23,33 @@ std::string Flags(uint32_t flags) {
   return out.empty() ? "-" : out;
 }
 
+// The key positions as COMMAND INFO's (first, last, step) triple says them.
+std::string Keys(const CommandSpec& spec) {
+  if (spec.first_key == 0) return "-";
+  std::string out = std::to_string(spec.first_key);
+  if (spec.last_key != spec.first_key) out += ".." + std::to_string(spec.last_key);
+  if (spec.key_step > 1) out += " step " + std::to_string(spec.key_step);
+  return out;
+}
+
+std::string Categories(const CommandSpec& spec) {
+  std::string out;
+  uint32_t acl = EffectiveAclCategories(spec);
+  for (size_t bit = 0; bit < AclCategoryNames().size(); ++bit) {
+    if (!(acl & (1u << bit))) continue;
+    if (!out.empty()) out += " ";
+    out += "@" + std::string(AclCategoryNames()[bit]);
+  }
+  return out;
+}
+
 void Row(std::string& out, const CommandSpec& spec, const std::string& display) {
   std::string usage = display + (spec.syntax.empty() ? "" : " " + spec.syntax);
   // Pipes would split the markdown table cell.
   std::string escaped;
   for (char c : usage) escaped += c == '|' ? std::string("\\|") : std::string(1, c);
-  out += "| `" + escaped + "` | " + Arity(spec.arity) + " | " + Flags(spec.flags) + " | " +
-         spec.summary + " |\n";
+  out += "| `" + escaped + "` | " + Arity(spec.arity) + " | " + Keys(spec) + " | " +
+         Flags(spec.flags) + " | " + Categories(spec) + " | " + spec.summary + " |\n";
 }
 
 }  // namespace
@@ -40,7 +60,9 @@ std::string CommandsMarkdown(const Registry& registry) {
   std::string out =
       "# Commands\n\n"
       "Generated from the server's command table by `prefixd-commands-doc`; a test fails when "
-      "this file is out of date. Arity counts the command name, as Redis's COMMAND does.\n";
+      "this file is out of date. Arity counts the command name, as Redis's COMMAND does; keys are "
+      "the argument positions of the keys (first..last), flags and ACL categories are what "
+      "`COMMAND INFO` reports, in Redis's order.\n";
   static const std::map<std::string, std::string> kTitles = {
       {"connection", "Connection"},
       {"server", "Server"},
@@ -49,7 +71,9 @@ std::string CommandsMarkdown(const Registry& registry) {
       {"kvprefix", "KV.PREFIX: attention-layer prefixes"}};
   for (const auto& [group, specs] : groups) {
     auto title = kTitles.count(group) ? kTitles.at(group) : group;
-    out += "\n## " + title + "\n\n| command | arity | flags | summary |\n|---|---|---|---|\n";
+    out += "\n## " + title +
+           "\n\n| command | arity | keys | flags | ACL categories | summary "
+           "|\n|---|---|---|---|---|---|\n";
     for (const CommandSpec* spec : specs) {
       if (spec->handler != nullptr || spec->subcommands.empty())
         Row(out, *spec, AsciiUpper(spec->name));

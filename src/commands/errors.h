@@ -14,6 +14,11 @@ inline constexpr std::string_view kNotInteger = "ERR value is not an integer or 
 inline constexpr std::string_view kNoAuth = "NOAUTH Authentication required.";
 inline constexpr std::string_view kWrongPass =
     "WRONGPASS invalid username-password pair or user is disabled.";
+inline constexpr std::string_view kInvalidCommandSpecified = "ERR Invalid command specified";
+inline constexpr std::string_view kNoKeyArguments = "ERR The command has no key arguments";
+inline constexpr std::string_view kInvalidArgumentCount =
+    "ERR Invalid number of arguments specified for command";
+inline constexpr std::string_view kInvalidArguments = "ERR Invalid arguments specified for command";
 inline constexpr std::string_view kOom = "OOM command not allowed when used memory > 'maxmemory'.";
 
 std::string WrongArity(std::string_view full_name);

@@ -49,17 +49,6 @@ std::string UnknownSubcommand(std::string_view subcommand, std::string_view comm
 
 }  // namespace errors
 
-std::vector<std::string_view> FlagNames(uint32_t flags) {
-  static constexpr std::string_view kNames[] = {"write",    "readonly",  "fast",    "no_auth",
-                                                "admin",    "denyoom",   "loading", "stale",
-                                                "noscript", "allow_busy"};
-  std::vector<std::string_view> out;
-  for (size_t bit = 0; bit < std::size(kNames); ++bit) {
-    if (flags & (1u << bit)) out.push_back(kNames[bit]);
-  }
-  return out;
-}
-
 Registry::Registry(Engine& engine) : engine_(engine) {
   engine_.registry = this;
   RegisterConnectionCommands(*this);

@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""Compares prefixd's introspection replies byte for byte with a real redis-server 7.0.15.
+
+Starts prefixd ($PREFIXD_SERVER) and, when /usr/bin/redis-server is installed, a redis-server on
+free loopback ports; sends the same raw RESP requests to both and compares the reply bytes. The
+checks that need no reference (key positions of prefixd's own commands) run either way.
+Run with Debian's interpreter: /usr/bin/python3 tests/integration/test_redis_parity.py
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_python_client import ServerProcess, free_port  # noqa: E402
+
+REDIS_SERVER = shutil.which("redis-server", path="/usr/bin:/usr/local/bin")
+
+# Commands prefixd shares with Redis 7.0.15 (subcommands by their full name: a container's
+# subcommand order is a hash order in Redis, so containers are compared one subcommand at a time).
+SHARED = ("ping echo auth hello select quit reset client|id client|setname client|getname "
+          "client|list client|info client|kill client|help config|get config|set "
+          "config|resetstat config|help command|count command|info command|docs command|list "
+          "command|help command|getkeys command|getkeysandflags info dbsize flushall time "
+          "shutdown save bgsave lastsave").split()
+
+
+def encode(args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def read_reply(sock):
+    """Reads exactly one RESP2/RESP3 reply and returns its raw bytes."""
+    buf = bytearray()
+
+    def line():
+        while b"\r\n" not in buf[pos[0]:]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed mid-reply")
+            buf.extend(chunk)
+        end = buf.index(b"\r\n", pos[0])
+        text = bytes(buf[pos[0]:end])
+        pos[0] = end + 2
+        return text
+
+    def need(n):
+        while len(buf) < pos[0] + n:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed mid-reply")
+            buf.extend(chunk)
+
+    def one():
+        head = line()
+        kind, rest = head[:1], head[1:]
+        if kind in (b"$", b"=", b"!") and rest != b"-1":
+            need(int(rest) + 2)
+            pos[0] += int(rest) + 2
+        elif kind in (b"*", b"~", b">") and rest != b"-1":
+            for _ in range(int(rest)):
+                one()
+        elif kind in (b"%", b"|"):
+            for _ in range(2 * int(rest)):
+                one()
+
+    pos = [0]
+    one()
+    return bytes(buf[:pos[0]])
+
+
+class Raw:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+
+    def call(self, *args):
+        self.sock.sendall(encode(args))
+        return read_reply(self.sock)
+
+    def close(self):
+        self.sock.close()
+
+
+class RedisProcess:
+    def __init__(self):
+        self.root = tempfile.mkdtemp(prefix="prefixd-redis-")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.root],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                Raw(self.port).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class CommandTableTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess(os.environ["PREFIXD_SERVER"])
+        cls.server.start()
+        cls.redis = RedisProcess() if REDIS_SERVER else None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.server.cleanup()
+        if cls.redis:
+            cls.redis.stop()
+
+    def setUp(self):
+        self.px = Raw(self.server.port)
+        self.rd = Raw(self.redis.port) if self.redis else None
+
+    def tearDown(self):
+        self.px.close()
+        if self.rd:
+            self.rd.close()
+
+    def same(self, *args, resp3=False):
+        if self.rd is None:
+            self.skipTest("redis-server is not installed")
+        if resp3:
+            self.px.call("HELLO", "3")
+            self.rd.call("HELLO", "3")
+        want, got = self.rd.call(*args), self.px.call(*args)
+        self.assertEqual(got, want, "reply to %r differs from redis-server's" % (args,))
+        return got
+
+    def test_command_info_matches_redis(self):
+        for name in SHARED:
+            with self.subTest(name=name):
+                self.same("COMMAND", "INFO", name)
+
+    def test_command_info_matches_redis_over_resp3(self):
+        for name in ("ping", "client|list", "config|set", "dbsize", "info", "command|docs"):
+            with self.subTest(name=name):
+                self.same("COMMAND", "INFO", name, resp3=True)
+
+    def test_command_info_unknown_is_null(self):
+        self.assertEqual(self.px.call("COMMAND", "INFO", "nosuch"), b"*1\r\n$-1\r\n")
+        self.assertEqual(self.px.call("COMMAND", "INFO", "get|x", "ping")[:9], b"*2\r\n$-1\r\n")
+        self.same("COMMAND", "INFO", "nosuch", "ping", "client|nosuch")
+
+    def test_getkeys_errors_match_redis(self):
+        self.same("COMMAND", "GETKEYS", "nosuch", "a")
+        self.same("COMMAND", "GETKEYS", "ping", "a")
+        self.same("COMMAND", "GETKEYS", "client", "nosuch")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "echo", "a")
+        self.same("COMMAND", "GETKEYS", "flushall", "sync")
+
+    def test_command_docs_arguments_match_redis(self):
+        # Summaries are prefixd's own words; the argument specs follow Redis's JSON.
+        for name in ("ping", "echo", "select", "client|setname", "info"):
+            with self.subTest(name=name):
+                if self.rd is None:
+                    self.skipTest("redis-server is not installed")
+                want = self.rd.call("COMMAND", "DOCS", name)
+                got = self.px.call("COMMAND", "DOCS", name)
+                self.assertIn(b"$9\r\narguments\r\n", got)
+                tail = lambda r: r[r.index(b"$9\r\narguments\r\n"):]
+                self.assertEqual(tail(got), tail(want))
+
+    def test_own_keyed_commands_declare_their_first_key(self):
+        reply = self.px.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "*.*")
+        names = [n for n in reply.split(b"\r\n")[2::2] if n]
+        keyless = {b"kv.prefix.info", b"kv.prefix.save", b"kv.prefix.commit", b"kv.prefix.warm",
+                   b"pion.stats", b"v.info"}
+        keyed = [n for n in names if n not in keyless and not n.startswith(b"attend.")]
+        self.assertIn(b"ssm.prefix.store", keyed)
+        self.assertIn(b"v.storebatch", keyed)
+        for name in keyed:
+            with self.subTest(name=name):
+                info = self.px.call("COMMAND", "INFO", name)
+                self.assertNotIn(b"movablekeys", info)
+                self.assertIn(b":1\r\n:1\r\n:1\r\n", info + b"") if name != b"kv.prefix.drop" \
+                    else self.assertIn(b":1\r\n:-1\r\n:1\r\n", info)
+                self.assertIn(b"$12\r\nbegin_search\r\n", info)
+
+    def test_getkeys_of_own_commands(self):
+        self.assertEqual(self.px.call("COMMAND", "GETKEYS", "ssm.prefix.store", "sid", "0", "x"),
+                         b"*1\r\n$3\r\nsid\r\n")
+        self.assertEqual(
+            self.px.call("COMMAND", "GETKEYSANDFLAGS", "ssm.prefix.fetch", "s", "1"),
+            b"*1\r\n*2\r\n$1\r\ns\r\n*2\r\n+RO\r\n+access\r\n")
+        self.assertEqual(self.px.call("COMMAND", "GETKEYS", "kv.prefix.drop", "a", "b", "c"),
+                         b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n")
+        self.assertEqual(self.px.call("COMMAND", "GETKEYS", "ssm.prefix.store", "sid"),
+                         b"-ERR Invalid number of arguments specified for command\r\n")
+        self.assertEqual(self.px.call("COMMAND", "GETKEYS", "ping", "x"),
+                         b"-ERR The command has no key arguments\r\n")
+
+    def test_command_list_filters(self):
+        conn = self.px.call("COMMAND", "LIST", "FILTERBY", "ACLCAT", "connection")
+        self.assertIn(b"$4\r\nping\r\n", conn)
+        self.assertNotIn(b"$6\r\ndbsize\r\n", conn)
+        self.assertEqual(self.px.call("COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch"),
+                         b"*0\r\n")
+        self.assertEqual(self.px.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "echo"),
+                         b"*1\r\n$4\r\necho\r\n")
+        self.assertEqual(self.px.call("COMMAND", "LIST", "FILTERBY", "MODULE", "x"), b"*0\r\n")
+        self.same("COMMAND", "LIST", "FILTERBY", "NOSUCH", "x")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,7 @@ namespace prefixd::commands {
 
 class Engine;
 struct CommandSpec;
+struct CommandStats;
 
 struct Context {
   server::ClientState& client;
@@ -168,6 +170,8 @@ struct CommandSpec {
 
   // "config|get" for subcommands; set when the table is built.
   std::string full_name;
+  // INFO commandstats/latencystats figures; made when the table is built.
+  std::shared_ptr<CommandStats> stats;
 };
 
 // A table entry with the fields every family fills the same way. `keys`: how many leading

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/command_stats.h"
 #include "commands/prefix_receipt.h"
 #include "common/settings.h"
 #include "common/striped_counter.h"
@@ -42,6 +43,8 @@ struct ServerStats {
   std::atomic<uint64_t> closed_net_input{0};
   std::atomic<uint64_t> closed_net_output{0};
   std::atomic<uint64_t> peak_memory{0};
+  // Error replies by code (INFO errorstats, total_error_replies).
+  ErrorStats errors;
 };
 
 class Engine {

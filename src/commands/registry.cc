@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 
 #include "commands/errors.h"
 #include "common/ascii.h"
@@ -62,10 +63,12 @@ Registry::Registry(Engine& engine) : engine_(engine) {
 void Registry::Add(CommandSpec spec) {
   spec.name = AsciiLower(spec.name);
   spec.full_name = spec.name;
+  spec.stats = std::make_shared<CommandStats>();
   for (CommandSpec& sub : spec.subcommands) {
     sub.name = AsciiLower(sub.name);
     sub.full_name = spec.name + "|" + sub.name;
     sub.group = spec.group;
+    sub.stats = std::make_shared<CommandStats>();
   }
   std::string key = spec.name;
   table_.emplace(std::move(key), std::move(spec));
@@ -119,48 +122,67 @@ void Registry::OnDisconnect(const std::shared_ptr<server::ClientState>& client) 
   engine_.RemoveClient(*client);
 }
 
+void Registry::Reject(const CommandSpec* spec, protocol::ReplyWriter& reply,
+                      std::string_view message) {
+  engine_.stats().rejected_calls.Add();
+  if (spec != nullptr) spec->stats->rejected_calls.Add();
+  reply.Error(message);
+  engine_.stats().errors.Add(reply.last_error_code());
+}
+
+void Registry::Run(const CommandSpec& spec, Context& ctx) {
+  engine_.stats().total_commands.Add();
+  const uint64_t errors_before = ctx.reply.error_count();
+  const auto start = std::chrono::steady_clock::now();
+  spec.handler(ctx);
+  const auto ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+  CommandStats& stats = *spec.stats;
+  stats.calls.Add();
+  stats.usec.Add(ns / 1000);
+  // latency-tracking: choice 0 is "yes".
+  if (engine_.settings().Int(Setting::kLatencyTracking) == 0) stats.latency.Record(ns);
+  const uint64_t errors = ctx.reply.error_count() - errors_before;
+  if (errors > 0) {
+    stats.failed_calls.Add();
+    for (uint64_t i = 0; i < errors; ++i) engine_.stats().errors.Add(ctx.reply.last_error_code());
+  }
+}
+
 void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
                         protocol::ReplyWriter& reply) {
   client.last_interaction_ms.store(CoarseNowMs(), std::memory_order_relaxed);
   const CommandSpec* spec = Find(request[0]);
-  if (spec == nullptr) {
-    engine_.stats().rejected_calls.Add();
-    return reply.Error(errors::UnknownCommand(request));
-  }
+  if (spec == nullptr) return Reject(nullptr, reply, errors::UnknownCommand(request));
   if (!spec->subcommands.empty() && request.size() >= 2) {
     std::string sub = AsciiLower(request[1]);
     auto it = std::find_if(spec->subcommands.begin(), spec->subcommands.end(),
                            [&](const CommandSpec& s) { return s.name == sub; });
     if (it == spec->subcommands.end()) {
-      engine_.stats().rejected_calls.Add();
-      return reply.Error(errors::UnknownSubcommand(request[1], spec->name));
+      return Reject(nullptr, reply, errors::UnknownSubcommand(request[1], spec->name));
     }
     spec = &*it;
   }
   client.last_command.store(spec->full_name.c_str(), std::memory_order_relaxed);
   if (!ArityOk(spec->arity, request.size())) {
-    engine_.stats().rejected_calls.Add();
-    return reply.Error(errors::WrongArity(spec->full_name));
+    return Reject(spec, reply, errors::WrongArity(spec->full_name));
   }
   if (!client.authenticated && !(spec->flags & kNoAuth)) {
-    engine_.stats().rejected_calls.Add();
-    return reply.Error(errors::kNoAuth);
+    return Reject(spec, reply, errors::kNoAuth);
   }
   if ((spec->flags & kWrite) && engine_.durability() && !engine_.durability()->healthy()) {
-    engine_.stats().rejected_calls.Add();
-    return reply.Error("MISCONF Errors writing to the AOF file: " +
-                       engine_.durability()->last_error());
+    return Reject(spec, reply,
+                  "MISCONF Errors writing to the AOF file: " + engine_.durability()->last_error());
   }
   if (spec->flags & kDenyOom) {
     int64_t limit = engine_.settings().Int(Setting::kMaxMemory);
     if (limit > 0 && engine_.UsedMemory() > static_cast<uint64_t>(limit)) {
-      engine_.stats().rejected_calls.Add();
-      return reply.Error(errors::kOom);
+      return Reject(spec, reply, errors::kOom);
     }
   }
-  engine_.stats().total_commands.Add();
   Context ctx{client, request, reply, engine_, *spec};
-  spec->handler(ctx);
+  Run(*spec, ctx);
 }
 
 protocol::ParserLimits Registry::LimitsFor(const server::ClientState& client) const {

@@ -338,6 +338,11 @@ void ConfigResetStat(Context& ctx) {
   s.total_commands.Reset(), s.rejected_calls.Reset();
   s.keyspace_hits.Reset(), s.keyspace_misses.Reset();
   s.closed_net_input = 0, s.closed_net_output = 0;
+  s.errors.Reset();
+  for (const CommandSpec* spec : ctx.engine.registry->All()) {
+    spec->stats->Reset();
+    for (const CommandSpec& sub : spec->subcommands) sub.stats->Reset();
+  }
   ctx.reply.Simple("OK");
 }
 

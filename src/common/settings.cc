@@ -64,6 +64,17 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Storage tier of a V.CREATE without VQUANT"},
     {"kvprefix-prefill-us-per-token", T::kInteger, true, "555", 0, 1000000000, "",
      "Prefill time a KV.PREFIX hit is credited per token when the client reports none (us)"},
+    {"latency-tracking", T::kEnum, true, "yes", 0, 0, "yes|no",
+     "Keep a latency histogram per command (INFO latencystats, /metrics)"},
+    {"latency-tracking-info-percentiles", T::kString, true, "50 99 99.9", 0, 0, "",
+     "Percentiles INFO latencystats reports, separated by spaces"},
+    {"metrics-port", T::kInteger, false, "0", 0, 65535, "",
+     "Serve Prometheus metrics over HTTP at /metrics on this port (0: off)"},
+    {"metrics-bind", T::kString, false, "127.0.0.1", 0, 0, "",
+     "Address the /metrics listener binds"},
+    {"supervised", T::kEnum, false, "no", 0, 0, "no|systemd|auto",
+     "Tell systemd when the server is ready and stopping (sd_notify; auto: when NOTIFY_SOCKET "
+     "is set)"},
 }};
 
 size_t EditDistance(std::string_view a, std::string_view b) {
@@ -172,6 +183,8 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
         size_t bar = choices.find('|', pos);
         if (bar == std::string_view::npos) bar = choices.size();
         if (choices.substr(pos, bar - pos) == lower) {
+          ints_[index].store(std::count(choices.begin(), choices.begin() + pos, '|'),
+                             std::memory_order_relaxed);
           std::lock_guard lock(strings_mu_);
           strings_[index] = lower;
           return {};

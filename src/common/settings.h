@@ -47,6 +47,12 @@ enum class Setting : size_t {
   kVstoreMaxDim,
   kVstoreDefaultVquant,
   kKvPrefixPrefillUsPerToken,
+  // Introspection and operations (INFO latencystats, /metrics, systemd).
+  kLatencyTracking,
+  kLatencyTrackingInfoPercentiles,
+  kMetricsPort,
+  kMetricsBind,
+  kSupervised,
   kCount,
 };
 
@@ -77,6 +83,7 @@ class Settings {
   // The value as CONFIG GET shows it.
   std::string Get(Setting id) const;
 
+  // For an integer or memory setting its value; for an enum the index of its choice.
   int64_t Int(Setting id) const {
     return ints_[static_cast<size_t>(id)].load(std::memory_order_relaxed);
   }

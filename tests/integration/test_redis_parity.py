@@ -113,7 +113,9 @@ class RedisProcess:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-class CommandTableTest(unittest.TestCase):
+class ParityBase(unittest.TestCase):
+    """prefixd and redis-server side by side, one raw connection to each per test."""
+
     @classmethod
     def setUpClass(cls):
         cls.server = ServerProcess(os.environ["PREFIXD_SERVER"])
@@ -146,6 +148,9 @@ class CommandTableTest(unittest.TestCase):
         self.assertEqual(got, want, "reply to %r differs from redis-server's" % (args,))
         return got
 
+
+
+class CommandTableTest(ParityBase):
     def test_command_info_matches_redis(self):
         for name in SHARED:
             with self.subTest(name=name):
@@ -219,6 +224,72 @@ class CommandTableTest(unittest.TestCase):
                          b"*1\r\n$4\r\necho\r\n")
         self.assertEqual(self.px.call("COMMAND", "LIST", "FILTERBY", "MODULE", "x"), b"*0\r\n")
         self.same("COMMAND", "LIST", "FILTERBY", "NOSUCH", "x")
+
+
+def info_lines(reply, section):
+    """The field lines of one INFO section reply (RESP2 bulk or RESP3 verbatim)."""
+    body = reply.split(b"\r\n", 1)[1]
+    if body.startswith(b"txt:"):
+        body = body[4:]
+    return [l for l in body.split(b"\r\n") if l and not l.startswith(b"#")]
+
+
+def mask_times(lines):
+    """Replaces the timing figures (usec, usec_per_call, percentile values) with 'T'."""
+    import re
+    out = []
+    for l in lines:
+        l = re.sub(rb"usec=\d+,usec_per_call=[\d.]+", b"usec=T,usec_per_call=T", l)
+        l = re.sub(rb"(p[\d.]+)=[\d.]+", rb"\1=T", l)
+        out.append(l)
+    return out
+
+
+class IntrospectionTest(ParityBase):
+    """INFO commandstats, errorstats and latencystats after the same traffic on both servers."""
+
+    def traffic(self, conn):
+        conn.call("CONFIG", "RESETSTAT")
+        conn.call("PING")
+        conn.call("PING", "x")
+        conn.call("ECHO")
+        conn.call("NOSUCH", "a")
+        conn.call("CLIENT", "NOSUCH")
+        conn.call("CONFIG", "GET", "maxmemory")
+        conn.call("CONFIG", "SET", "nosuch-setting", "1")
+
+    def test_commandstats_errorstats_latencystats_match_redis(self):
+        if self.rd is None:
+            self.skipTest("redis-server is not installed")
+        for conn in (self.px, self.rd):
+            self.traffic(conn)
+        for section in ("commandstats", "errorstats", "latencystats"):
+            with self.subTest(section=section):
+                want = sorted(mask_times(info_lines(self.rd.call("INFO", section), section)))
+                got = sorted(mask_times(info_lines(self.px.call("INFO", section), section)))
+                # RESETSTAT itself: Redis counts it after the reset, so both list it.
+                self.assertEqual(got, want)
+        stats = lambda c: [l for l in info_lines(c.call("INFO", "stats"), "stats")
+                           if l.startswith(b"total_error_replies:")]
+        self.assertEqual(stats(self.px), stats(self.rd))
+
+    def test_latency_percentiles_setting(self):
+        self.px.call("CONFIG", "RESETSTAT")
+        self.assertEqual(
+            self.px.call("CONFIG", "SET", "latency-tracking-info-percentiles", "50 90 99.99"),
+            b"+OK\r\n")
+        self.px.call("PING")
+        lines = info_lines(self.px.call("INFO", "latencystats"), "latencystats")
+        ping = [l for l in lines if l.startswith(b"latency_percentiles_usec_ping:")]
+        self.assertEqual(len(ping), 1)
+        self.assertRegex(ping[0].decode(), r"^latency_percentiles_usec_ping:"
+                         r"p50=\d+\.\d{3},p90=\d+\.\d{3},p99\.99=\d+\.\d{3}$")
+        self.px.call("CONFIG", "SET", "latency-tracking-info-percentiles", "50 99 99.9")
+        self.px.call("CONFIG", "SET", "latency-tracking", "no")
+        self.px.call("CONFIG", "RESETSTAT")
+        self.px.call("PING")
+        self.assertEqual(info_lines(self.px.call("INFO", "latencystats"), "latencystats"), [])
+        self.px.call("CONFIG", "SET", "latency-tracking", "yes")
 
 
 if __name__ == "__main__":

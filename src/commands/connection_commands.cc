@@ -1,6 +1,8 @@
 // Connection commands: PING, ECHO, HELLO, AUTH, QUIT, RESET, SELECT and CLIENT.
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <optional>
 #include <string>
 
 #include "commands/engine.h"
@@ -174,7 +176,11 @@ std::string DescribeClient(const server::ClientState& c) {
   out += " tot-mem=" + std::to_string(c.total_bytes.load());
   out += " events=r cmd=" + std::string(c.last_command.load());
   out += " user=default redir=-1 resp=" + std::to_string(c.resp.load());
-  out += " lib-name=" + lib_name + " lib-ver=" + lib_version;
+  // Redis 7.0.15's list ends at resp=; a client that sent CLIENT SETINFO (a 7.2 feature) also
+  // sees the fields 7.2 adds.
+  if (!lib_name.empty() || !lib_version.empty()) {
+    out += " lib-name=" + lib_name + " lib-ver=" + lib_version;
+  }
   out += "\n";
   return out;
 }
@@ -217,17 +223,28 @@ void ClientSetInfo(Context& ctx) {
   ctx.reply.Simple("OK");
 }
 
+// CLIENT LIST/KILL TYPE: Redis's client type names; nullopt for another name.
+std::optional<bool> IsNormalType(std::string_view type) {
+  if (EqualsIgnoreCase(type, "normal")) return true;
+  for (std::string_view other : {"master", "slave", "replica", "pubsub"}) {
+    if (EqualsIgnoreCase(type, other)) return false;
+  }
+  return std::nullopt;
+}
+
+std::string UnknownClientType(std::string_view type) {
+  return "ERR Unknown client type '" + std::string(type) + "'";
+}
+
 void ClientList(Context& ctx) {
   const auto& args = ctx.args;
   std::vector<uint64_t> ids;
   for (size_t i = 2; i < args.size(); ++i) {
     if (EqualsIgnoreCase(args[i], "TYPE") && i + 1 < args.size()) {
       std::string_view type = args[++i];
-      if (!EqualsIgnoreCase(type, "normal") && !EqualsIgnoreCase(type, "master") &&
-          !EqualsIgnoreCase(type, "replica") && !EqualsIgnoreCase(type, "pubsub")) {
-        return ctx.reply.Error("ERR Unknown client type '" + std::string(type) + "'");
-      }
-      if (!EqualsIgnoreCase(type, "normal")) return ctx.reply.Verbatim("");
+      auto normal = IsNormalType(type);
+      if (!normal) return ctx.reply.Error(UnknownClientType(type));
+      if (!*normal) return ctx.reply.Verbatim("");
     } else if (EqualsIgnoreCase(args[i], "ID") && i + 1 < args.size()) {
       for (++i; i < args.size(); ++i) {
         auto id = ParseInt64(args[i]);
@@ -269,6 +286,7 @@ void ClientKill(Context& ctx) {
   std::string_view addr, laddr;
   bool skip_me = true;
   int64_t max_age = 0;
+  bool none_match = false;  // TYPE names a kind of client prefixd never has
   for (size_t i = 2; i < args.size(); i += 2) {
     std::string_view key = args[i], value = args[i + 1];
     if (EqualsIgnoreCase(key, "ID")) {
@@ -292,7 +310,9 @@ void ClientKill(Context& ctx) {
       if (!v || *v < 0) return ctx.reply.Error(errors::kNotInteger);
       max_age = *v;
     } else if (EqualsIgnoreCase(key, "TYPE")) {
-      if (!EqualsIgnoreCase(value, "normal")) return ctx.reply.Integer(0);
+      auto normal = IsNormalType(value);
+      if (!normal) return ctx.reply.Error(UnknownClientType(value));
+      if (!*normal) none_match = true;
     } else if (EqualsIgnoreCase(key, "USER")) {
       if (value != "default")
         return ctx.reply.Error("ERR No such user '" + std::string(value) + "'");
@@ -300,6 +320,7 @@ void ClientKill(Context& ctx) {
       return ctx.reply.Error(errors::kSyntax);
     }
   }
+  if (none_match) return ctx.reply.Integer(0);
   int64_t killed = 0;
   auto now = std::chrono::steady_clock::now();
   for (const auto& c : ctx.engine.Clients()) {
@@ -320,6 +341,23 @@ void ClientKill(Context& ctx) {
     ++killed;
   }
   ctx.reply.Integer(killed);
+}
+
+void ClientReply(Context& ctx) {
+  std::string_view mode = ctx.args[2];
+  if (EqualsIgnoreCase(mode, "ON")) {
+    ctx.client.reply_off = ctx.client.reply_skip = ctx.client.reply_skip_next = false;
+    return ctx.reply.Simple("OK");
+  }
+  if (EqualsIgnoreCase(mode, "OFF")) {
+    ctx.client.reply_off = true;
+    return;
+  }
+  if (EqualsIgnoreCase(mode, "SKIP")) {
+    if (!ctx.client.reply_off) ctx.client.reply_skip_next = true;
+    return;
+  }
+  ctx.reply.Error(errors::kSyntax);
 }
 
 }  // namespace
@@ -386,6 +424,10 @@ void RegisterConnectionCommands(Registry& r) {
                   "[MAXAGE <seconds>]",
                   "Closes the matching connections.", ClientKill),
               "2.4.0", kConn),
+      AsRedis(cmd("reply", 3, kClientFlags, "ON|OFF|SKIP",
+                  "Turns this connection's replies on or off, or skips the next command's.",
+                  ClientReply),
+              "3.2.0", kConn),
       AsRedis(cmd("help", 2, kLoading | kStale, "", "Lists the CLIENT subcommands.",
                   [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("client")); }),
               "5.0.0", kConn),

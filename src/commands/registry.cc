@@ -152,6 +152,26 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) {
 
 void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
                         protocol::ReplyWriter& reply) {
+  if (!client.reply_off && !client.reply_skip) {
+    DispatchTo(client, request, reply);
+  } else {
+    // CLIENT REPLY OFF/SKIP: the command runs against a scratch writer whose bytes are kept only
+    // when the command itself turned replies back on (CLIENT REPLY ON).
+    protocol::ReplyWriter scratch(reply.protocol());
+    DispatchTo(client, request, scratch);
+    if (!client.reply_off && !client.reply_skip) {
+      for (auto piece : scratch.Buffers()) {
+        reply.Raw({reinterpret_cast<const char*>(piece.data()), piece.size()});
+      }
+    }
+  }
+  // CLIENT REPLY SKIP covers the command after it.
+  client.reply_skip = client.reply_skip_next;
+  client.reply_skip_next = false;
+}
+
+void Registry::DispatchTo(server::ClientState& client, protocol::Request& request,
+                          protocol::ReplyWriter& reply) {
   client.last_interaction_ms.store(CoarseNowMs(), std::memory_order_relaxed);
   const CommandSpec* spec = Find(request[0]);
   if (spec == nullptr) return Reject(nullptr, reply, errors::UnknownCommand(request));

@@ -36,6 +36,9 @@ class Registry : public server::Dispatcher {
   void Add(CommandSpec spec);
 
  private:
+  // Dispatch without CLIENT REPLY's filtering.
+  void DispatchTo(server::ClientState& client, protocol::Request& request,
+                  protocol::ReplyWriter& reply);
   // Answers a request refused before its handler ran, counting it as Redis does.
   void Reject(const CommandSpec* spec, protocol::ReplyWriter& reply, std::string_view message);
   // Runs the handler, timing it and counting the call and any error reply.

@@ -23,6 +23,10 @@ struct ClientState {
   // Owner thread only.
   bool authenticated = false;
   bool close_after_reply = false;  // QUIT: reply, then close
+  // CLIENT REPLY: OFF drops every reply; SKIP drops the next command's (and its own).
+  bool reply_off = false;
+  bool reply_skip = false;       // the command being run gets no reply
+  bool reply_skip_next = false;  // set by CLIENT REPLY SKIP: the next command gets none
   // The highest log sequence number this client's queued replies depend on: they are sent only
   // once it is durable (0: nothing to wait for).
   uint64_t reply_needs_lsn = 0;

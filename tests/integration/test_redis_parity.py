@@ -273,6 +273,44 @@ class IntrospectionTest(ParityBase):
                            if l.startswith(b"total_error_replies:")]
         self.assertEqual(stats(self.px), stats(self.rd))
 
+    def test_client_reply_on_off_skip(self):
+        seq = [("CLIENT", "REPLY", "SKIP"), ("PING", "a"), ("PING", "b"),
+               ("CLIENT", "REPLY", "OFF"), ("PING", "c"), ("ECHO",), ("NOSUCH",),
+               ("CLIENT", "REPLY", "SKIP"), ("CLIENT", "REPLY", "ON"), ("PING", "d"),
+               ("CLIENT", "REPLY", "x")]
+        want = b"$1\r\nb\r\n+OK\r\n$1\r\nd\r\n-ERR syntax error\r\n"
+        for conn in (self.px, self.rd) if self.rd else (self.px,):
+            conn.sock.sendall(b"".join(encode(c) for c in seq))
+            got = b""
+            while len(got) < len(want):
+                got += conn.sock.recv(65536)
+            self.assertEqual(got, want)
+
+    def test_client_kill_and_list_type(self):
+        for args in (("CLIENT", "KILL", "TYPE", "foo"), ("CLIENT", "KILL", "TYPE", "slave"),
+                     ("CLIENT", "KILL", "TYPE", "pubsub"), ("CLIENT", "LIST", "TYPE", "foo"),
+                     ("CLIENT", "LIST", "TYPE", "replica"), ("CLIENT", "KILL", "TYPE", "master"),
+                     ("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "maybe")):
+            with self.subTest(args=args):
+                self.same(*args)
+        other = Raw(self.server.port)
+        try:
+            other.call("PING")
+            self.assertEqual(self.px.call("CLIENT", "KILL", "TYPE", "normal"), b":1\r\n")
+        finally:
+            other.close()
+
+    def test_client_info_fields_are_redis_7_0_15s(self):
+        if self.rd is None:
+            self.skipTest("redis-server is not installed")
+        keys = lambda line: [f.split(b"=")[0] for f in line.split(b"\r\n")[1].split(b" ")]
+        self.assertEqual(keys(self.px.call("CLIENT", "INFO")), keys(self.rd.call("CLIENT", "INFO")))
+        self.assertEqual(keys(self.px.call("CLIENT", "LIST")), keys(self.rd.call("CLIENT", "LIST")))
+        # A client that names its library (CLIENT SETINFO, Redis 7.2) sees 7.2's two extra fields.
+        self.assertEqual(self.px.call("CLIENT", "SETINFO", "LIB-NAME", "redis-py"), b"+OK\r\n")
+        self.assertTrue(self.px.call("CLIENT", "INFO").endswith(
+            b" resp=2 lib-name=redis-py lib-ver=\n\r\n"))
+
     def test_latency_percentiles_setting(self):
         self.px.call("CONFIG", "RESETSTAT")
         self.assertEqual(

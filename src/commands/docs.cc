@@ -95,4 +95,29 @@ std::string CommandsMarkdown(const Registry& registry) {
   return out;
 }
 
+std::string DefaultConfig() {
+  std::string out =
+      "# prefixd configuration file: every directive, set to its default.\n"
+      "#\n"
+      "# Start with: prefixd-server /etc/prefixd/prefixd.conf [--directive value ...]\n"
+      "# Flags on the command line override this file. Lines are 'directive value'; quote a\n"
+      "# value that contains spaces. Memory sizes take Redis's units (1k = 1000, 1kb = 1024,\n"
+      "# mb, gb). Directives marked 'runtime' can also be changed with CONFIG SET.\n"
+      "# Generated from the settings table by `prefixd-commands-doc --conf`; a test fails when\n"
+      "# this file is out of date. docs/operations.md explains deployment.\n";
+  for (const SettingSpec& spec : Settings::Specs()) {
+    out += "\n# " + std::string(spec.help) + ".\n";
+    if (!spec.choices.empty()) out += "# One of: " + std::string(spec.choices) + ".\n";
+    if (spec.type == SettingType::kInteger || spec.type == SettingType::kMemory) {
+      out += "# Range: " + std::to_string(spec.min) + " to " + std::to_string(spec.max) + ".\n";
+    }
+    out += std::string(spec.runtime_mutable ? "# runtime: CONFIG SET can change it.\n"
+                                            : "# Read at start only.\n");
+    std::string value(spec.default_value);
+    if (value.empty() || value.find(' ') != std::string::npos) value = "\"" + value + "\"";
+    out += std::string(spec.name) + " " + value + "\n";
+  }
+  return out;
+}
+
 }  // namespace prefixd::commands

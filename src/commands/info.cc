@@ -28,12 +28,16 @@ void Field(std::string& out, std::string_view name, uint64_t value) {
   Field(out, name, std::to_string(value));
 }
 
+}  // namespace
+
 uint64_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
   uint64_t pages_total = 0, pages_resident = 0;
   statm >> pages_total >> pages_resident;
   return pages_resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
+
+namespace {
 
 void ServerSection(Engine& e, std::string& out) {
   utsname u{};

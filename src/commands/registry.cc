@@ -25,6 +25,8 @@ bool ArityOk(int arity, size_t argc) {
 
 }  // namespace
 
+std::string MonitorLine(const server::ClientState& client, const protocol::Request& args);
+
 namespace errors {
 
 std::string WrongArity(std::string_view full_name) {
@@ -143,6 +145,9 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) {
   stats.usec.Add(ns / 1000);
   // latency-tracking: choice 0 is "yes".
   if (engine_.settings().Int(Setting::kLatencyTracking) == 0) stats.latency.Record(ns);
+  if (engine_.HasMonitors() && !(spec.flags & (kAdmin | kSkipMonitor))) {
+    engine_.FeedMonitors(ctx.client, MonitorLine(ctx.client, ctx.args));
+  }
   const uint64_t errors = ctx.reply.error_count() - errors_before;
   if (errors > 0) {
     stats.failed_calls.Add();

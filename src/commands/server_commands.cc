@@ -19,6 +19,7 @@
 namespace prefixd::commands {
 
 void InfoCommand(Context& ctx);
+void Monitor(Context& ctx);
 
 void HelpReply(Context& ctx, const CommandSpec& container) {
   std::string upper = AsciiUpper(container.name);
@@ -461,6 +462,10 @@ void RegisterServerCommands(Registry& r) {
       cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll, "O(N)"),
       "1.0.0", kAclKeyspace | kAclDangerous,
       {"request_policy:all_shards", "response_policy:all_succeeded"}));
+  r.Add(AsRedis(cmd("monitor", 1, kAdmin | kNoScript | kLS, "",
+                    "Streams every command the server runs, as Redis's MONITOR lines.", Monitor,
+                    "O(1) per command fed"),
+                "1.0.0"));
   r.Add(AsRedis(cmd("time", 1, kLS | kFast, "", "Returns the server's clock.", Time), "2.6.0", 0,
                 {"nondeterministic_output"}));
   r.Add(AsRedis(cmd("shutdown", -1, kAdmin | kNoScript | kLS | kNoMulti | kAllowBusy,

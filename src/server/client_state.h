@@ -56,6 +56,9 @@ struct ClientState {
 
   // Closes the connection from any thread (CLIENT KILL, SHUTDOWN); set by the connection.
   std::function<void()> kill;
+  // Queues bytes to send outside any reply (MONITOR's lines), from any thread; set by the
+  // connection, in order with its replies.
+  std::function<void(std::string)> push;
 };
 
 }  // namespace prefixd::server

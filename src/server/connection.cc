@@ -32,6 +32,11 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
         if (auto c = weak.lock()) c->Close();
       });
     };
+    client_->push = [weak, executor](std::string bytes) {
+      asio::post(executor, [weak, bytes = std::move(bytes)]() mutable {
+        if (auto c = weak.lock()) c->Push(std::move(bytes));
+      });
+    };
     std::string refusal = dispatcher_.OnConnect(client_);
     if (!refusal.empty()) {
       spdlog::warn("Refused client {}: {}", client_->addr, refusal);
@@ -52,6 +57,7 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     Close();
     dispatcher_.OnDisconnect(client_);
     client_->kill = nullptr;
+    client_->push = nullptr;
     NoteConnectionClosed(*client_);
   }
 
@@ -154,8 +160,48 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
         asio::use_awaitable);
   }
 
+  // MONITOR: pushed bytes wait in `pushed_` and go out between replies, never inside one.
+  void Push(std::string bytes) {
+    if (!socket_.is_open() || pushed_.size() > dispatcher_.OutputBufferLimit()) return;
+    pushed_ += bytes;
+    if (!writing_) asio::co_spawn(socket_.get_executor(), WritePushed(), asio::detached);
+  }
+
+  asio::awaitable<void> WritePushed() {
+    auto self = this->shared_from_this();
+    writing_ = true;
+    try {
+      while (!pushed_.empty() && socket_.is_open()) {
+        std::string out = std::exchange(pushed_, {});
+        size_t n = co_await asio::async_write(socket_, asio::buffer(out), asio::use_awaitable);
+        client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
+      }
+    } catch (const std::system_error&) {
+      Close();
+    }
+    writing_ = false;
+  }
+
   asio::awaitable<void> Flush() {
     if (reply_.empty() || !socket_.is_open()) co_return;
+    // Let pushed bytes in flight finish first: one writer at a time on the socket.
+    if (writing_) {
+      asio::steady_timer wait(socket_.get_executor());
+      while (writing_) {
+        wait.expires_after(std::chrono::milliseconds(1));
+        co_await wait.async_wait(asio::use_awaitable);
+      }
+    }
+    writing_ = true;
+    struct Done {
+      Connection* c;
+      ~Done() {
+        c->writing_ = false;
+        if (!c->pushed_.empty() && c->socket_.is_open()) {
+          asio::co_spawn(c->socket_.get_executor(), c->WritePushed(), asio::detached);
+        }
+      }
+    } done{this};
     // A write is acknowledged only once its log record is as durable as the policy promises.
     if (uint64_t lsn = std::exchange(client_->reply_needs_lsn, 0); lsn != 0) {
       co_await AwaitDurable(lsn);
@@ -197,6 +243,8 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   protocol::ReplyWriter reply_;
   std::vector<std::span<const uint8_t>> pieces_;
   std::vector<asio::const_buffer> buffers_;
+  std::string pushed_;
+  bool writing_ = false;  // a write (replies or pushed bytes) is in flight
 };
 
 }  // namespace

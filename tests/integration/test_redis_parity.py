@@ -311,6 +311,40 @@ class IntrospectionTest(ParityBase):
         self.assertTrue(self.px.call("CLIENT", "INFO").endswith(
             b" resp=2 lib-name=redis-py lib-ver=\n\r\n"))
 
+    def test_monitor_lines_match_redis(self):
+        import re
+        if self.rd is None:
+            self.skipTest("redis-server is not installed")
+        seen = []
+        for port in (self.redis.port, self.server.port):
+            monitor, other = Raw(port), Raw(port)
+            try:
+                self.assertEqual(monitor.call("MONITOR"), b"+OK\r\n")
+                other.call("ECHO", b"a b\"\\\n\r\t\x01\xff")
+                other.call("AUTH", "secret")
+                other.call("HELLO", "2", "AUTH", "user", "secret", "SETNAME", "me")
+                other.call("CONFIG", "GET", "maxmemory")  # admin: not shown
+                other.call("ECHO")  # rejected: not shown
+                other.call("PING")
+                data = b""
+                monitor.sock.settimeout(5)
+                while data.count(b"\r\n") < 4:
+                    try:
+                        data += monitor.sock.recv(65536)
+                    except socket.timeout:
+                        self.fail("port %d: monitor got only %r" % (port, data))
+                lines = [l + b"\r\n" for l in data.split(b"\r\n")[:-1]]
+                self.assertEqual(len(lines), 4, lines)
+                mask = lambda l: re.sub(rb"^\+\d+\.\d{6} \[0 127\.0\.0\.1:\d+\]", b"+T [0 A]", l)
+                seen.append([mask(l) for l in lines])
+                for l in lines:
+                    self.assertRegex(l, rb"^\+\d{10}\.\d{6} \[0 127\.0\.0\.1:\d+\] ")
+            finally:
+                monitor.close()
+                other.close()
+        self.assertEqual(seen[1], seen[0])
+        self.assertEqual(seen[1][3], b'+T [0 A] "PING"\r\n')
+
     def test_latency_percentiles_setting(self):
         self.px.call("CONFIG", "RESETSTAT")
         self.assertEqual(

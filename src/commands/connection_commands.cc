@@ -2,9 +2,11 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <string>
 
+#include "commands/arg_reader.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/registry.h"
@@ -46,24 +48,23 @@ void Echo(Context& ctx) { ctx.reply.Bulk(ctx.args[1]); }
 void Hello(Context& ctx) {
   const auto& args = ctx.args;
   int64_t version = 0;
-  if (args.size() >= 2) {
-    auto v = ParseInt64(args[1]);
-    if (!v) return ctx.reply.Error("ERR Protocol version is not an integer or out of range");
-    if (*v < 2 || *v > 3) return ctx.reply.Error("NOPROTO unsupported protocol version");
+  ArgReader in(ctx, 1);
+  if (in.more()) {
+    auto v = in.Integer(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                        errors::kProtocolVersionNotInteger);
+    if (!v) return;
+    if (*v < 2 || *v > 3) return ctx.reply.Error(errors::kNoProto);
     version = *v;
   }
   std::string_view user, password, name;
   bool has_auth = false, has_name = false;
-  for (size_t j = 2; j < args.size(); ++j) {
-    size_t more = args.size() - 1 - j;
-    if (EqualsIgnoreCase(args[j], "AUTH") && more >= 2) {
-      user = args[j + 1], password = args[j + 2], has_auth = true;
-      j += 2;
-    } else if (EqualsIgnoreCase(args[j], "SETNAME") && more >= 1) {
-      name = args[j + 1], has_name = true;
-      j += 1;
+  while (in.more()) {
+    if (in.remaining() >= 3 && in.Keyword("AUTH")) {
+      user = in.Next(), password = in.Next(), has_auth = true;
+    } else if (in.remaining() >= 2 && in.Keyword("SETNAME")) {
+      name = in.Next(), has_name = true;
     } else {
-      return ctx.reply.Error("ERR Syntax error in HELLO option '" + std::string(args[j]) + "'");
+      return ctx.reply.Error(errors::HelloSyntax(in.Peek()));
     }
   }
   if (has_auth) {
@@ -137,11 +138,8 @@ void Reset(Context& ctx) {
 void Select(Context& ctx) {
   auto db = ParseInt64(ctx.args[1]);
   if (!db) return ctx.reply.Error(errors::kNotInteger);
-  if (*db < INT32_MIN || *db > INT32_MAX) {
-    return ctx.reply.Error(
-        "ERR value is out of range, value must between -2147483648 and 2147483647");
-  }
-  if (*db != 0) return ctx.reply.Error("ERR DB index is out of range");
+  if (*db < INT32_MIN || *db > INT32_MAX) return ctx.reply.Error(errors::kDbIndexNotInt32);
+  if (*db != 0) return ctx.reply.Error(errors::kDbIndexOutOfRange);
   ctx.reply.Simple("OK");
 }
 
@@ -190,8 +188,7 @@ void ClientId(Context& ctx) { ctx.reply.Integer(static_cast<int64_t>(ctx.client.
 void ClientSetName(Context& ctx) {
   std::string_view name = ctx.args[2];
   if (!ValidClientName(name)) {
-    return ctx.reply.Error(
-        "ERR Client names cannot contain spaces, newlines or special characters.");
+    return ctx.reply.Error(errors::kClientName);
   }
   std::lock_guard lock(ctx.client.names_mu);
   ctx.client.name = name;
@@ -212,11 +209,10 @@ void ClientSetInfo(Context& ctx) {
   std::string_view attribute = ctx.args[2], value = ctx.args[3];
   bool is_name = EqualsIgnoreCase(attribute, "LIB-NAME");
   if (!is_name && !EqualsIgnoreCase(attribute, "LIB-VER")) {
-    return ctx.reply.Error("ERR Unrecognized option '" + std::string(attribute) + "'");
+    return ctx.reply.Error(errors::UnrecognizedOption(attribute));
   }
   if (!ValidClientName(value)) {
-    return ctx.reply.Error("ERR " + std::string(is_name ? "lib-name" : "lib-ver") +
-                           " cannot contain spaces, newlines or special characters.");
+    return ctx.reply.Error(errors::LibField(is_name));
   }
   std::lock_guard lock(ctx.client.names_mu);
   (is_name ? ctx.client.lib_name : ctx.client.lib_version) = value;
@@ -232,23 +228,19 @@ std::optional<bool> IsNormalType(std::string_view type) {
   return std::nullopt;
 }
 
-std::string UnknownClientType(std::string_view type) {
-  return "ERR Unknown client type '" + std::string(type) + "'";
-}
-
 void ClientList(Context& ctx) {
-  const auto& args = ctx.args;
   std::vector<uint64_t> ids;
-  for (size_t i = 2; i < args.size(); ++i) {
-    if (EqualsIgnoreCase(args[i], "TYPE") && i + 1 < args.size()) {
-      std::string_view type = args[++i];
+  ArgReader r(ctx, 2);
+  while (r.more()) {
+    if (r.remaining() >= 2 && r.Keyword("TYPE")) {
+      std::string_view type = r.Next();
       auto normal = IsNormalType(type);
-      if (!normal) return ctx.reply.Error(UnknownClientType(type));
+      if (!normal) return ctx.reply.Error(errors::UnknownClientType(type));
       if (!*normal) return ctx.reply.Verbatim("");
-    } else if (EqualsIgnoreCase(args[i], "ID") && i + 1 < args.size()) {
-      for (++i; i < args.size(); ++i) {
-        auto id = ParseInt64(args[i]);
-        if (!id || *id <= 0) return ctx.reply.Error("ERR Invalid client ID");
+    } else if (r.remaining() >= 2 && r.Keyword("ID")) {
+      while (r.more()) {
+        auto id = r.Integer(1, std::numeric_limits<int64_t>::max(), errors::kInvalidClientId);
+        if (!id) return;
         ids.push_back(static_cast<uint64_t>(*id));
       }
     } else {
@@ -279,7 +271,7 @@ void ClientKill(Context& ctx) {
         return ctx.reply.Simple("OK");
       }
     }
-    return ctx.reply.Error("ERR No such client");
+    return ctx.reply.Error(errors::kNoSuchClient);
   }
   if ((args.size() - 2) % 2 != 0) return ctx.reply.Error(errors::kSyntax);
   int64_t id = 0;
@@ -287,37 +279,47 @@ void ClientKill(Context& ctx) {
   bool skip_me = true;
   int64_t max_age = 0;
   bool none_match = false;  // TYPE names a kind of client prefixd never has
-  for (size_t i = 2; i < args.size(); i += 2) {
-    std::string_view key = args[i], value = args[i + 1];
-    if (EqualsIgnoreCase(key, "ID")) {
-      auto v = ParseInt64(value);
-      if (!v || *v <= 0) return ctx.reply.Error("ERR client-id should be greater than 0");
-      id = *v;
-    } else if (EqualsIgnoreCase(key, "ADDR")) {
-      addr = value;
-    } else if (EqualsIgnoreCase(key, "LADDR")) {
-      laddr = value;
-    } else if (EqualsIgnoreCase(key, "SKIPME")) {
-      if (EqualsIgnoreCase(value, "yes")) {
-        skip_me = true;
-      } else if (EqualsIgnoreCase(value, "no")) {
-        skip_me = false;
-      } else {
-        return ctx.reply.Error(errors::kSyntax);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  ArgReader r(ctx, 2);
+  while (r.more()) {
+    auto filter = r.OneOf({"ID", "ADDR", "LADDR", "SKIPME", "MAXAGE", "TYPE", "USER"});
+    if (!filter) return ctx.reply.Error(errors::kSyntax);
+    switch (*filter) {
+      case 0: {
+        auto v = r.Integer(1, kMax, errors::kClientIdNotPositive);
+        if (!v) return;
+        id = *v;
+        break;
       }
-    } else if (EqualsIgnoreCase(key, "MAXAGE")) {
-      auto v = ParseInt64(value);
-      if (!v || *v < 0) return ctx.reply.Error(errors::kNotInteger);
-      max_age = *v;
-    } else if (EqualsIgnoreCase(key, "TYPE")) {
-      auto normal = IsNormalType(value);
-      if (!normal) return ctx.reply.Error(UnknownClientType(value));
-      if (!*normal) none_match = true;
-    } else if (EqualsIgnoreCase(key, "USER")) {
-      if (value != "default")
-        return ctx.reply.Error("ERR No such user '" + std::string(value) + "'");
-    } else {
-      return ctx.reply.Error(errors::kSyntax);
+      case 1:
+        addr = r.Next();
+        break;
+      case 2:
+        laddr = r.Next();
+        break;
+      case 3: {
+        auto yes_no = r.OneOf({"yes", "no"});
+        if (!yes_no) return ctx.reply.Error(errors::kSyntax);
+        skip_me = *yes_no == 0;
+        break;
+      }
+      case 4: {
+        auto v = r.Integer(0, kMax);
+        if (!v) return;
+        max_age = *v;
+        break;
+      }
+      case 5: {
+        std::string_view type = r.Next();
+        auto normal = IsNormalType(type);
+        if (!normal) return ctx.reply.Error(errors::UnknownClientType(type));
+        if (!*normal) none_match = true;
+        break;
+      }
+      default: {
+        std::string_view user = r.Next();
+        if (user != "default") return ctx.reply.Error(errors::NoSuchUser(user));
+      }
     }
   }
   if (none_match) return ctx.reply.Integer(0);
@@ -344,20 +346,20 @@ void ClientKill(Context& ctx) {
 }
 
 void ClientReply(Context& ctx) {
-  std::string_view mode = ctx.args[2];
-  if (EqualsIgnoreCase(mode, "ON")) {
-    ctx.client.reply_off = ctx.client.reply_skip = ctx.client.reply_skip_next = false;
-    return ctx.reply.Simple("OK");
+  ArgReader r(ctx, 2);
+  switch (r.OneOf({"ON", "OFF", "SKIP"}).value_or(3)) {
+    case 0:
+      ctx.client.reply_off = ctx.client.reply_skip = ctx.client.reply_skip_next = false;
+      return ctx.reply.Simple("OK");
+    case 1:
+      ctx.client.reply_off = true;
+      return;
+    case 2:
+      ctx.client.reply_skip_next = !ctx.client.reply_off;
+      return;
+    default:
+      ctx.reply.Error(errors::kSyntax);
   }
-  if (EqualsIgnoreCase(mode, "OFF")) {
-    ctx.client.reply_off = true;
-    return;
-  }
-  if (EqualsIgnoreCase(mode, "SKIP")) {
-    if (!ctx.client.reply_off) ctx.client.reply_skip_next = true;
-    return;
-  }
-  ctx.reply.Error(errors::kSyntax);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ void Save(Context& ctx) {
   auto* d = ctx.engine.durability();
   if (d == nullptr) return ctx.reply.Error(kDisabled);
   if (d->Stats().bgsave_in_progress) {
-    return ctx.reply.Error("ERR Background save already in progress");
+    return ctx.reply.Error(errors::kBgsaveInProgress);
   }
   std::string err = d->Save();
   if (!err.empty()) return ctx.reply.Error("ERR " + err);

@@ -29,6 +29,30 @@ std::string MonitorLine(const server::ClientState& client, const protocol::Reque
 
 namespace errors {
 
+std::string HelloSyntax(std::string_view option) {
+  return "ERR Syntax error in HELLO option '" + std::string(option) + "'";
+}
+std::string UnrecognizedOption(std::string_view option) {
+  return "ERR Unrecognized option '" + std::string(option) + "'";
+}
+std::string LibField(bool name) {
+  return std::string("ERR ") + (name ? "lib-name" : "lib-ver") +
+         " cannot contain spaces, newlines or special characters.";
+}
+std::string UnknownClientType(std::string_view type) {
+  return "ERR Unknown client type '" + std::string(type) + "'";
+}
+std::string NoSuchUser(std::string_view user) {
+  return "ERR No such user '" + std::string(user) + "'";
+}
+std::string ConfigSetUnknown(std::string_view name) {
+  return "ERR Unknown option or number of arguments for CONFIG SET - '" + std::string(name) + "'";
+}
+std::string ConfigSetFailed(std::string_view name, std::string_view why) {
+  return "ERR CONFIG SET failed (possibly related to argument '" + std::string(name) + "') - " +
+         std::string(why);
+}
+
 std::string WrongArity(std::string_view full_name) {
   return "ERR wrong number of arguments for '" + std::string(full_name) + "' command";
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "commands/arg_reader.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/mutate.h"
@@ -307,13 +308,11 @@ void ConfigSet(Context& ctx) {
   for (size_t i = 2; i < args.size(); i += 2) {
     auto id = Settings::Find(args[i]);
     if (!id) {
-      return ctx.reply.Error("ERR Unknown option or number of arguments for CONFIG SET - '" +
-                             std::string(args[i]) + "'");
+      return ctx.reply.Error(errors::ConfigSetUnknown(args[i]));
     }
     std::string err = scratch.Set(*id, args[i + 1], /*at_startup=*/false);
     if (!err.empty()) {
-      return ctx.reply.Error("ERR CONFIG SET failed (possibly related to argument '" +
-                             std::string(args[i]) + "') - " + err);
+      return ctx.reply.Error(errors::ConfigSetFailed(args[i], err));
     }
     changes.emplace_back(*id, args[i + 1]);
   }
@@ -352,11 +351,9 @@ void DbSize(Context& ctx) {
 }
 
 void FlushAll(Context& ctx) {
-  if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
-  if (ctx.args.size() == 2 && !EqualsIgnoreCase(ctx.args[1], "ASYNC") &&
-      !EqualsIgnoreCase(ctx.args[1], "SYNC")) {
-    return ctx.reply.Error(errors::kSyntax);
-  }
+  ArgReader r(ctx, 1);
+  r.OneOf({"ASYNC", "SYNC"});
+  if (r.more()) return ctx.reply.Error(errors::kSyntax);
   persist::Mutation m;
   m.type = persist::RecordType::kFlushAll;
   // One record clears both stores.
@@ -377,15 +374,11 @@ void Time(Context& ctx) {
 }
 
 void Shutdown(Context& ctx) {
-  for (size_t i = 1; i < ctx.args.size(); ++i) {
-    std::string_view opt = ctx.args[i];
-    if (EqualsIgnoreCase(opt, "ABORT")) {
-      return ctx.reply.Error("ERR No shutdown in progress.");
-    }
-    if (!EqualsIgnoreCase(opt, "NOSAVE") && !EqualsIgnoreCase(opt, "SAVE") &&
-        !EqualsIgnoreCase(opt, "NOW") && !EqualsIgnoreCase(opt, "FORCE")) {
-      return ctx.reply.Error(errors::kSyntax);
-    }
+  ArgReader r(ctx, 1);
+  while (r.more()) {
+    auto option = r.OneOf({"ABORT", "NOSAVE", "SAVE", "NOW", "FORCE"});
+    if (!option) return ctx.reply.Error(errors::kSyntax);
+    if (*option == 0) return ctx.reply.Error(errors::kNoShutdownInProgress);
   }
   spdlog::warn("User requested shutdown (client id={})", ctx.client.id);
   // Like Redis, a successful SHUTDOWN closes the connection without a reply.

@@ -345,6 +345,13 @@ class IntrospectionTest(ParityBase):
         self.assertEqual(seen[1], seen[0])
         self.assertEqual(seen[1][3], b'+T [0 A] "PING"\r\n')
 
+    def test_latency_percentiles_config_matches_redis(self):
+        for value in ("abc", "101", "-1", "50 x", "", "50  99.0 99.9", "0 100"):
+            with self.subTest(value=value):
+                self.same("CONFIG", "SET", "latency-tracking-info-percentiles", value)
+                self.same("CONFIG", "GET", "latency-tracking-info-percentiles")
+        self.same("CONFIG", "SET", "latency-tracking-info-percentiles", "50 99 99.9")
+
     def test_latency_percentiles_setting(self):
         self.px.call("CONFIG", "RESETSTAT")
         self.assertEqual(

@@ -196,6 +196,30 @@ inline CommandSpec AsRedis(CommandSpec s, std::string since, uint32_t acl = 0,
   return s;
 }
 
+// Gives a spec its argument list (COMMAND DOCS), leaving the rest as it is.
+inline CommandSpec WithArgs(CommandSpec s, std::vector<Arg> arguments) {
+  s.arguments = std::move(arguments);
+  return s;
+}
+// The argument kinds prefixd's own commands use.
+inline Arg KeyArg(std::string name) {
+  return Arg{.name = std::move(name), .type = ArgType::kKey, .key_spec_index = 0};
+}
+inline Arg IntArg(std::string name, uint32_t flags = 0) {
+  return Arg{.name = std::move(name), .type = ArgType::kInteger, .flags = flags};
+}
+inline Arg StrArg(std::string name, uint32_t flags = 0) {
+  return Arg{.name = std::move(name), .flags = flags};
+}
+inline Arg BlockArg(std::string name, uint32_t flags, std::vector<Arg> parts,
+                    std::string token = {}) {
+  return Arg{.name = std::move(name),
+             .type = ArgType::kBlock,
+             .token = std::move(token),
+             .flags = flags,
+             .arguments = std::move(parts)};
+}
+
 // The key specs COMMAND INFO reports: the explicit ones, or one derived from the legacy triple.
 std::vector<KeySpec> EffectiveKeySpecs(const CommandSpec& spec);
 // The categories COMMAND INFO reports: explicit plus those implied by the flags.

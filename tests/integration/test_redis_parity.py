@@ -201,6 +201,13 @@ class CommandTableTest(ParityBase):
                     else self.assertIn(b":1\r\n:-1\r\n:1\r\n", info)
                 self.assertIn(b"$12\r\nbegin_search\r\n", info)
 
+    def test_docs_of_own_commands_list_their_arguments(self):
+        docs = self.px.call("COMMAND", "DOCS", "ssm.prefix.fetch")
+        self.assertIn(b"$4\r\nname\r\n$3\r\nsid\r\n$4\r\ntype\r\n$3\r\nkey\r\n"
+                      b"$14\r\nkey_spec_index\r\n:0\r\n", docs)
+        self.assertIn(b"$5\r\ntoken\r\n$5\r\nRANGE\r\n$5\r\nflags\r\n*1\r\n+optional\r\n",
+                      docs)
+
     def test_getkeys_of_own_commands(self):
         self.assertEqual(self.px.call("COMMAND", "GETKEYS", "ssm.prefix.store", "sid", "0", "x"),
                          b"*1\r\n$3\r\nsid\r\n")

@@ -15,6 +15,7 @@
 #include "commands/mutate.h"
 #include "commands/registry.h"
 #include "common/ascii.h"
+#include "common/glob.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
@@ -228,11 +229,12 @@ void CommandList(Context& ctx) {
     return ctx.reply.Error(errors::kSyntax);
   }
   std::vector<std::string> names;
+  // Redis matches without case; names are lower case, so the pattern is folded once.
+  const std::string folded = AsciiLower(pattern);
   for (const CommandSpec* spec : ctx.engine.registry->All()) {
     auto consider = [&](const CommandSpec& s) {
       if (category && !(EffectiveAclCategories(s) & *category)) return;
-      std::string p(pattern);
-      if (!pattern.empty() && fnmatch(p.c_str(), s.full_name.c_str(), FNM_CASEFOLD) != 0) return;
+      if (!pattern.empty() && !GlobMatch(folded, s.full_name)) return;
       names.push_back(s.full_name);
     };
     consider(*spec);

@@ -231,6 +231,8 @@ class CommandTableTest(ParityBase):
                          b"*1\r\n$4\r\necho\r\n")
         self.assertEqual(self.px.call("COMMAND", "LIST", "FILTERBY", "MODULE", "x"), b"*0\r\n")
         self.same("COMMAND", "LIST", "FILTERBY", "NOSUCH", "x")
+        self.same("COMMAND", "LIST", "FILTERBY", "PATTERN", "E[BCD]HO")
+        self.same("COMMAND", "LIST", "FILTERBY", "PATTERN", "client|s?tname")
 
 
 def info_lines(reply, section):

@@ -27,7 +27,7 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "client|list client|info client|kill client|help config|get config|set "
           "config|resetstat config|help command|count command|info command|docs command|list "
           "command|help command|getkeys command|getkeysandflags info dbsize flushall time "
-          "shutdown save bgsave lastsave").split()
+          "shutdown save bgsave lastsave monitor client|reply").split()
 
 
 def encode(args):

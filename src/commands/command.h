@@ -201,23 +201,29 @@ inline CommandSpec WithArgs(CommandSpec s, std::vector<Arg> arguments) {
   s.arguments = std::move(arguments);
   return s;
 }
-// The argument kinds prefixd's own commands use.
+// Argument specs by kind (COMMAND DOCS): a key (the first key spec), an integer, a string, a
+// block of parts.
 inline Arg KeyArg(std::string name) {
-  return Arg{.name = std::move(name), .type = ArgType::kKey, .key_spec_index = 0};
+  Arg a;
+  a.name = std::move(name), a.type = ArgType::kKey, a.key_spec_index = 0;
+  return a;
 }
 inline Arg IntArg(std::string name, uint32_t flags = 0) {
-  return Arg{.name = std::move(name), .type = ArgType::kInteger, .flags = flags};
+  Arg a;
+  a.name = std::move(name), a.type = ArgType::kInteger, a.flags = flags;
+  return a;
 }
 inline Arg StrArg(std::string name, uint32_t flags = 0) {
-  return Arg{.name = std::move(name), .flags = flags};
+  Arg a;
+  a.name = std::move(name), a.flags = flags;
+  return a;
 }
 inline Arg BlockArg(std::string name, uint32_t flags, std::vector<Arg> parts,
                     std::string token = {}) {
-  return Arg{.name = std::move(name),
-             .type = ArgType::kBlock,
-             .token = std::move(token),
-             .flags = flags,
-             .arguments = std::move(parts)};
+  Arg a;
+  a.name = std::move(name), a.type = ArgType::kBlock, a.token = std::move(token);
+  a.flags = flags, a.arguments = std::move(parts);
+  return a;
 }
 
 // The key specs COMMAND INFO reports: the explicit ones, or one derived from the legacy triple.

@@ -46,7 +46,6 @@ void Ping(Context& ctx) {
 void Echo(Context& ctx) { ctx.reply.Bulk(ctx.args[1]); }
 
 void Hello(Context& ctx) {
-  const auto& args = ctx.args;
   int64_t version = 0;
   ArgReader in(ctx, 1);
   if (in.more()) {
@@ -375,13 +374,13 @@ void RegisterConnectionCommands(Registry& r) {
   constexpr uint32_t kConn = kAclConnection;
   constexpr uint32_t kHandshake = kNoScript | kLoading | kStale | kFast | kNoAuth | kAllowBusy;
   constexpr uint32_t kClientFlags = kNoScript | kLoading | kStale;
-  const Arg message{.name = "message", .flags = kArgOptional};
+  const Arg message = StrArg("message", kArgOptional);
   r.Add(AsRedis(cmd("ping", -1, kFast, "[message]", "Returns PONG, or the message given.", Ping),
                 "1.0.0", kConn, {"request_policy:all_shards", "response_policy:all_succeeded"},
                 {message}));
   r.Add(AsRedis(
       cmd("echo", 2, kLoading | kStale | kFast, "<message>", "Returns the message given.", Echo),
-      "1.0.0", kConn, {}, {Arg{.name = "message"}}));
+      "1.0.0", kConn, {}, {StrArg("message")}));
   r.Add(AsRedis(
       cmd("hello", -1, kHandshake, "[protover [AUTH <username> <password>] [SETNAME <clientname>]]",
           "Handshakes: selects RESP2 or RESP3, optionally authenticates and names the "
@@ -400,7 +399,7 @@ void RegisterConnectionCommands(Registry& r) {
                 "6.2.0", kConn));
   r.Add(AsRedis(cmd("select", 2, kLoading | kStale | kFast, "<index>",
                     "Selects database 0, the only one.", Select),
-                "1.0.0", kConn, {}, {Arg{.name = "index", .type = ArgType::kInteger}}));
+                "1.0.0", kConn, {}, {IntArg("index")}));
 
   CommandSpec client = AsRedis(cmd("client", -2, 0, "<subcommand> [arguments]",
                                    "Inspects and manages client connections.", nullptr),
@@ -409,7 +408,7 @@ void RegisterConnectionCommands(Registry& r) {
       AsRedis(cmd("id", 2, kClientFlags, "", "Returns this connection's id.", ClientId), "5.0.0",
               kConn),
       AsRedis(cmd("setname", 3, kClientFlags, "<name>", "Names this connection.", ClientSetName),
-              "2.6.9", kConn, {}, {Arg{.name = "connection-name"}}),
+              "2.6.9", kConn, {}, {StrArg("connection-name")}),
       AsRedis(cmd("getname", 2, kClientFlags, "", "Returns this connection's name, or nil.",
                   ClientGetName),
               "2.6.9", kConn),

@@ -471,7 +471,7 @@ void RegisterServerCommands(Registry& r) {
                     "O(N) in the number of sections"),
                 "1.0.0", kAclDangerous,
                 {"nondeterministic_output", "request_policy:all_shards", "response_policy:special"},
-                {Arg{.name = "section", .flags = kArgOptional | kArgMultiple}}));
+                {StrArg("section", kArgOptional | kArgMultiple)}));
 }
 
 }  // namespace prefixd::commands

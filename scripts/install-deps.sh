@@ -13,6 +13,7 @@ packages=(
   redis-server redis-tools python3 python3-redis
   libopenblas-dev nlohmann-json3-dev patchelf python3-numpy
   clang-14 libclang-rt-14-dev libfuzzer-14-dev clang-format
+  libsystemd-dev prometheus
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -15,9 +15,6 @@
 
 namespace prefixd::commands {
 
-inline constexpr std::string_view kWrongType =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
-
 // Deletes `key` whole, whatever its type (DEL, expiry, eviction), through the mutation path. A
 // KV.PREFIX registration goes with its `_pk`/`_pv` sessions and the SSM state stored under its
 // name (a hybrid model's prefix: one entry). `applied` when something was there.

@@ -518,6 +518,12 @@ void RegisterServerCommands(Registry& r) {
       cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll, "O(N)"),
       "1.0.0", kAclKeyspace | kAclDangerous,
       {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
+  // Only database 0 exists, so emptying it is FLUSHALL.
+  r.Add(AsRedis(cmd("flushdb", -1, kWrite, "[ASYNC|SYNC]",
+                    "Removes every stored entry of the selected database (0, the only one).",
+                    FlushAll, "O(N)"),
+                "1.0.0", kAclKeyspace | kAclDangerous,
+                {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
   r.Add(AsRedis(cmd("monitor", 1, kAdmin | kNoScript | kLS, "",
                     "Streams every command the server runs, as Redis's MONITOR lines.", Monitor,
                     "O(1) per command fed"),

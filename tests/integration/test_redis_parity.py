@@ -30,7 +30,7 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "shutdown save bgsave lastsave monitor client|reply debug del unlink exists touch type "
           "expire pexpire expireat pexpireat ttl pttl expiretime pexpiretime persist scan keys "
           "randomkey object|encoding object|freq object|idletime object|refcount object|help "
-          "memory|usage memory|help").split()
+          "memory|usage memory|help flushdb").split()
 
 
 def encode(args):
@@ -189,7 +189,7 @@ class CommandTableTest(ParityBase):
     def test_command_docs_arguments_match_redis(self):
         # Summaries are prefixd's own words; the argument specs follow Redis's JSON.
         for name in ("ping", "echo", "select", "client|setname", "info", "flushall", "del",
-                     "type", "expire", "pexpireat", "ttl", "persist", "scan", "keys",
+                     "type", "expire", "pexpireat", "ttl", "persist", "scan", "keys", "flushdb",
                      "object|freq", "memory|usage"):
             with self.subTest(name=name):
                 if self.rd is None:

@@ -145,7 +145,6 @@ void StatsSection(Engine& e, std::string& out) {
   Field(out, "total_net_input_bytes", in);
   Field(out, "total_net_output_bytes", out_bytes);
   Field(out, "rejected_connections", st.rejected_connections.load());
-  Field(out, "rejected_calls", st.rejected_calls.Sum());
   Field(out, "keyspace_hits", st.keyspace_hits.Sum());
   Field(out, "keyspace_misses", st.keyspace_misses.Sum());
   Field(out, "expired_keys", st.expired_keys.load());

@@ -272,6 +272,24 @@ def mask_times(lines):
 class IntrospectionTest(ParityBase):
     """INFO commandstats, errorstats and latencystats after the same traffic on both servers."""
 
+    def test_info_section_selection_matches_redis(self):
+        # Sections Redis has that prefixd has not (Modules, Cluster) and prefixd's own (Vstore,
+        # Pion) aside, the same arguments select the same sections, in the same order.
+        def headers(conn, args, skip):
+            text = conn.call("INFO", *args).decode()
+            return [l for l in text.split("\r\n") if l.startswith("# ") and l[2:] not in skip]
+        if self.rd is None:
+            self.skipTest("redis-server is not installed")
+        for args in ((), ("default",), ("all",), ("everything",), ("cpu", "default"),
+                     ("cpu", "all"), ("cpu", "sentinel"), ("commandSTATS",)):
+            with self.subTest(args=args):
+                self.assertEqual(headers(self.px, args, ("Vstore", "Pion")),
+                                 headers(self.rd, args, ("Modules", "Cluster")))
+        # rejected_calls is a commandstats field only: the default sections never show it.
+        self.assertNotIn(b"rejected_calls", self.px.call("INFO"))
+        self.assertNotIn(b"rejected_calls", self.px.call("INFO", "default"))
+        self.assertIn(b"rejected_calls", self.px.call("INFO", "everything"))
+
     def traffic(self, conn):
         conn.call("CONFIG", "RESETSTAT")
         conn.call("PING")

@@ -321,7 +321,13 @@ void ConfigSet(Context& ctx) {
       return ctx.reply.Error(errors::ConfigSetUnknown(args[i]));
     }
     const SettingSpec& spec = Settings::Specs()[static_cast<size_t>(*id)];
-    if (!spec.runtime_mutable) return failed(args[i], "can't set immutable config");
+    if (!spec.runtime_mutable) {
+      // prefixd reads more settings at start only than Redis does (bind, port, appendonly):
+      // setting one to the value it has changes nothing, so it is allowed, and a client that
+      // writes back what CONFIG GET * returned works.
+      if (args[i + 1] == settings.Get(*id)) continue;
+      return failed(args[i], "can't set immutable config");
+    }
     // Setting a path to what it already is only reloads it (TLS certificates): always allowed.
     if (spec.is_protected && args[i + 1] != settings.Get(*id) &&
         !ProtectedActionAllowed(settings.String(Setting::kEnableProtectedConfigs),
@@ -336,6 +342,7 @@ void ConfigSet(Context& ctx) {
     }
     changes.emplace_back(*id, args[i + 1]);
   }
+  if (changes.empty()) return ctx.reply.Simple("OK");
   std::vector<std::string> previous;
   std::vector<Setting> changed;
   for (auto [id, value] : changes) {

@@ -226,6 +226,10 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   // Parses and runs every complete request in `input`. Returns false when the connection must
   // close (protocol error, QUIT, kill), after its replies went out.
   asio::awaitable<bool> Process(std::string_view input) {
+    // CLIENT LIST's qbuf while a command runs is, as in Redis, the bytes of the read it came in
+    // (with what was left of the one before): Redis trims its query buffer only after running
+    // every request of a read.
+    const size_t read_bytes = parser_.pending_bytes() + input.size();
     size_t pos = 0;
     while (pos < input.size() || parser_.has_request()) {
       if (!Feed(input, pos)) {
@@ -245,6 +249,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       }
       if (!parser_.has_request()) break;
       parser_.TakeRequest(request_);
+      client_->query_buffer_bytes.store(read_bytes, std::memory_order_relaxed);
       RunRequest();
       parser_.set_limits(dispatcher_.LimitsFor(*client_));
       if (client_->close_after_reply) {

@@ -16,6 +16,8 @@ import tempfile
 import time
 import unittest
 
+import redis
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_python_client import ServerProcess, free_port  # noqa: E402
 
@@ -271,6 +273,36 @@ def mask_times(lines):
 
 class IntrospectionTest(ParityBase):
     """INFO commandstats, errorstats and latencystats after the same traffic on both servers."""
+
+    def test_client_info_qbuf_is_the_running_request_as_redis(self):
+        # Redis trims its query buffer after running a read's requests: while CLIENT INFO runs,
+        # qbuf is the bytes of its own request.
+        if self.rd is None:
+            self.skipTest("redis-server is not installed")
+        field = lambda reply: [f for f in reply.split() if f.startswith(b"qbuf=")][0]
+        self.assertEqual(field(self.px.call("CLIENT", "INFO")), b"qbuf=26")
+        self.assertEqual(field(self.px.call("CLIENT", "INFO")), field(self.rd.call("CLIENT", "INFO")))
+
+    def test_config_set_of_every_setting_to_its_own_value(self):
+        # What CONFIG GET * returns can be written back, start-only settings included (a no-op),
+        # and reads back the same.
+        def pairs():
+            reply = redis.Redis(port=self.server.port).config_get("*")
+            return {k: v for k, v in reply.items()}
+        before = pairs()
+        self.assertIn("port", before)
+        for name, value in before.items():
+            with self.subTest(name=name):
+                self.assertEqual(self.px.call("CONFIG", "SET", name, value), b"+OK\r\n")
+        self.assertEqual(pairs(), before)
+        # A start-only setting still refuses a new value, with Redis's words.
+        other = str(int(before["tcp-backlog"]) + 1)
+        self.assertEqual(self.px.call("CONFIG", "SET", "tcp-backlog", other),
+                         b"-ERR CONFIG SET failed (possibly related to argument 'tcp-backlog') - "
+                         b"can't set immutable config\r\n")
+        self.assertEqual(self.px.call("CONFIG", "SET", "port", before["port"], "timeout", "x"),
+                         b"-ERR CONFIG SET failed (possibly related to argument 'timeout') - "
+                         b"argument couldn't be parsed into an integer\r\n")
 
     def test_info_section_selection_matches_redis(self):
         # Sections Redis has that prefixd has not (Modules, Cluster) and prefixd's own (Vstore,

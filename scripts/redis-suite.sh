@@ -78,7 +78,7 @@ printf '%-22s %6s %6s %6s  %s\n' unit passed failed errors result
 for unit in "${units[@]}"; do
   log="$work/$(echo "$unit" | tr / _).log"
   (cd "$suite" && timeout "$per_unit_timeout" ./runtest --host 127.0.0.1 --port "$port" \
-    --singledb --durable --tags -needs:debug --single "$unit") 2>&1 |
+    --singledb --durable --clients 1 --tags -needs:debug --single "$unit") 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' >"$log" # the suite colours its output even into a pipe
   rc=${PIPESTATUS[0]}
   passed=$(grep -c '^\[ok\]:' "$log")

@@ -1,5 +1,7 @@
 #include "commands/engine.h"
 
+#include <xxhash.h>
+
 #include <condition_variable>
 
 #include "commands/key_access.h"
@@ -8,6 +10,10 @@
 namespace prefixd::commands {
 
 Engine::Engine(Settings& settings) : settings_(settings) {}
+
+size_t Engine::KeyLockStripe(std::string_view key) {
+  return XXH3_64bits(key.data(), key.size()) % kKeyLockStripes;
+}
 
 void Engine::AddClient(const std::shared_ptr<server::ClientState>& client) {
   std::lock_guard lock(clients_mu_);

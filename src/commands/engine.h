@@ -2,6 +2,7 @@
 // clients, server statistics and the shutdown hook. Thread-safe; handlers on any io thread use it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -65,6 +66,12 @@ class Engine {
   // Taken shared by every change of stored state and exclusively by FLUSHALL, so that no write
   // lands between FLUSHALL's log record and the clear of the stores.
   std::shared_mutex& mutation_gate() { return mutation_gate_; }
+  // Striped key locks: a string command's read-modify-write (INCR, APPEND, SET NX|GET, MSETNX)
+  // holds the stripes of its keys, so it is one step against every other command that does.
+  // Taken before any other lock, several only in ascending stripe order (commands::KeyLocks).
+  static constexpr size_t kKeyLockStripes = 1024;
+  static size_t KeyLockStripe(std::string_view key);
+  std::mutex& key_lock(size_t stripe) { return key_locks_[stripe]; }
   // Null when appendonly is off.
   persist::Durability* durability() { return durability_.get(); }
   void set_durability(std::unique_ptr<persist::Durability> d) { durability_ = std::move(d); }
@@ -111,6 +118,7 @@ class Engine {
   std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::function<void()> shutdown_hook_;
   std::shared_mutex mutation_gate_;
+  std::array<std::mutex, kKeyLockStripes> key_locks_;
   store::Keyspace keyspace_;
   // Declared after the stores: destroyed first, syncing the log while the store it logs is still
   // alive.

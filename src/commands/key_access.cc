@@ -1,5 +1,6 @@
 #include "commands/key_access.h"
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 
@@ -41,6 +42,9 @@ Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type) {
       records.push_back(persist::KvDrop{std::string(key)});
       records.push_back(persist::SsmDropSession{std::string(key)});
       break;
+    case store::KeyType::kString:
+      records.push_back(persist::StringDel{std::string(key)});
+      break;
   }
   Deleted out;
   for (const persist::Mutation& m : records) {
@@ -54,6 +58,16 @@ Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type) {
   }
   out.ok = true;
   return out;
+}
+
+KeyLocks::KeyLocks(Engine& engine, std::span<const std::string_view> keys) {
+  std::vector<size_t> stripes;
+  stripes.reserve(keys.size());
+  for (std::string_view key : keys) stripes.push_back(Engine::KeyLockStripe(key));
+  std::sort(stripes.begin(), stripes.end());
+  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+  held_.reserve(stripes.size());
+  for (size_t stripe : stripes) held_.emplace_back(engine.key_lock(stripe));
 }
 
 namespace {

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commands/command.h"
 #include "commands/engine.h"
@@ -28,6 +31,16 @@ struct Deleted {
   uint64_t lsn = 0;
 };
 Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type);
+
+// Holds the engine's key-lock stripes of `keys` (each once, ascending) for its lifetime.
+class KeyLocks {
+ public:
+  KeyLocks(Engine& engine, std::span<const std::string_view> keys);
+  KeyLocks(Engine& engine, std::string_view key) : KeyLocks(engine, std::span(&key, 1)) {}
+
+ private:
+  std::vector<std::unique_lock<std::mutex>> held_;
+};
 
 // The key's entry, or nullopt when it does not exist or has expired (then it is deleted, the
 // reply waiting for that record as for any change). `touch`: a read or write lookup (Redis's

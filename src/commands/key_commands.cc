@@ -216,7 +216,10 @@ constexpr std::string_view kLfuSelected =
 void ObjectEncoding(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
-  // Redis reports module-type values as "raw".
+  // Redis reports module-type values as "raw"; strings as Redis would hold them.
+  if (info->type == store::KeyType::kString) {
+    return ctx.reply.Bulk(store::StringEncodingName(info->encoding));
+  }
   ctx.reply.Bulk("raw");
 }
 
@@ -241,8 +244,10 @@ void ObjectFreq(Context& ctx) {
   ctx.reply.Integer(ctx.engine.keyspace().Frequency(ctx.args[2]).value_or(0));
 }
 
-uint64_t KeyBytes(Engine& engine, std::string_view key, store::KeyType type) {
-  switch (type) {
+uint64_t KeyBytes(Engine& engine, std::string_view key, const KeyInfo& info) {
+  switch (info.type) {
+    case store::KeyType::kString:
+      return info.value.capacity();
     case store::KeyType::kSsmPrefix:
       return engine.state_store().SessionBytes(key);
     case store::KeyType::kVstore: {
@@ -268,7 +273,7 @@ void MemoryUsage(Context& ctx) {
   if (!info) return ctx.reply.Null();
   // The keyspace entry (key, type, slot, stamps) plus what the value's store holds for it.
   const uint64_t entry = sizeof(KeyInfo) + args[2].size() + 48;
-  ctx.reply.Integer(static_cast<int64_t>(entry + KeyBytes(ctx.engine, args[2], info->type)));
+  ctx.reply.Integer(static_cast<int64_t>(entry + KeyBytes(ctx.engine, args[2], *info)));
 }
 
 }  // namespace
@@ -294,7 +299,7 @@ void RegisterKeyCommands(Registry& r) {
              "Records an access to each key (idle time, LFU counter); replies how many exist.",
              Touch));
   r.Add(cmd("type", 2, kReadonly | kFast, "<key>",
-            "Names the key's type (ssm-prefix, vstore, kvprefix), or none.", Type, "O(1)"));
+            "Names the key's type (string, ssm-prefix, vstore, kvprefix), or none.", Type, "O(1)"));
   const std::string when = "<key> <time> [NX|XX|GT|LT]";
   r.Add(cmd("expire", -3, kWrite | kFast, when,
             "Sets a key's time to live in seconds; logged as the absolute time.", Expire, "O(1)"));

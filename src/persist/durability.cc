@@ -336,10 +336,16 @@ std::string Durability::WriteSnapshot() {
     write(SsmPut{sid, layers});
   });
   if (vectors_ != nullptr) WriteVectorSnapshot(write);
-  // Expiries last, once every key they name exists.
+  // Strings with their expiry, then the other types' expiries, once every key they name exists.
   if (keys_ != nullptr) {
     keys_->ForEach([&](const std::string& key, const store::KeyInfo& info) {
-      if (info.expire_at_ms != 0) write(KeyExpire{key, static_cast<uint64_t>(info.expire_at_ms)});
+      if (info.type != store::KeyType::kString) return;
+      const uint32_t flags = static_cast<uint32_t>(info.encoding) << StringSet::kEncodingShift;
+      write(StringSet{key, flags, static_cast<uint64_t>(info.expire_at_ms), Blob{{info.value}}});
+    });
+    keys_->ForEach([&](const std::string& key, const store::KeyInfo& info) {
+      if (info.type == store::KeyType::kString || info.expire_at_ms == 0) return;
+      write(KeyExpire{key, static_cast<uint64_t>(info.expire_at_ms)});
     });
   }
   if (status.ok()) {

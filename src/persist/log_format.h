@@ -42,6 +42,8 @@ enum class RecordType : uint8_t {
   kSsmDropSession = 3,  // one session, every layer
   kFlushAll = 4,        // every stored entry of every family
   kKeyExpire = 5,       // one key of any type: its absolute expiry (Unix ms), 0 for none
+  kStringSet = 6,       // one string key: its whole value, encoding and expiry (or keep it)
+  kStringDel = 7,       // one string key deleted
   kSnapshotEnd = 15,    // last record of a snapshot: entry count, so a cut file is detected
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier

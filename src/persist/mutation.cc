@@ -236,6 +236,17 @@ struct Checker {
   void operator()(const SsmDropSession& r) { Sid(r.sid, "sid", 0); }
   void operator()(const FlushAll&) {}
   void operator()(const KeyExpire& r) { Sid(r.key, "key", 0); }
+  void operator()(const StringSet& r) {
+    Sid(r.key, "key", 0);
+    if ((r.flags >> StringSet::kEncodingShift) > 2) {
+      Fail("string flags " + std::to_string(r.flags) + " name no encoding");
+    } else if (r.value.size() > limits.memory_budget) {
+      Fail("a string of " + std::to_string(r.value.size()) + " bytes is more than the " +
+               std::to_string(limits.memory_budget) + " this process may use",
+           /*out_of_memory=*/true);
+    }
+  }
+  void operator()(const StringDel& r) { Sid(r.key, "key", 0); }
   void operator()(const SnapshotEnd&) {}
   void operator()(const VCreate& r) {
     if (Sid(r.sid, "sid", 1)) Shape(r.tier, r.dim);
@@ -328,6 +339,18 @@ struct Applier {
     if (stores.keys == nullptr) return Applied(false);
     return Applied(stores.keys->SetExpiry(r.key, static_cast<int64_t>(r.at_ms), hook));
   }
+  Outcome operator()(const StringSet& r) {
+    if (stores.keys == nullptr) return Applied(false);
+    const auto encoding = static_cast<store::StringEncoding>(r.flags >> StringSet::kEncodingShift);
+    const auto keep = (r.flags & StringSet::kKeepTtl) ? store::KeepTtl::kYes : store::KeepTtl::kNo;
+    stores.keys->PutString(r.key, r.value.Joined(), encoding, keep, static_cast<int64_t>(r.at_ms),
+                           hook);
+    return Applied(true);
+  }
+  Outcome operator()(const StringDel& r) {
+    if (stores.keys == nullptr) return Applied(false);
+    return Applied(stores.keys->RemoveString(r.key, hook));
+  }
   Outcome operator()(const VCreate& r) {
     if (stores.vectors == nullptr) return Applied(false);
     Outcome out;
@@ -398,6 +421,8 @@ struct KeySync {
   void operator()(const FlushAll&) const { stores.keys->Clear(); }
   void operator()(const SnapshotEnd&) const {}
   void operator()(const KeyExpire&) const {}
+  void operator()(const StringSet&) const {}  // the keyspace holds strings itself
+  void operator()(const StringDel&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}
   void operator()(const VDrop& r) const { Key(r.sid); }

@@ -81,6 +81,29 @@ struct KeyExpire {  // any key: EXPIRE and friends logged as the absolute time, 
   static auto Tie(auto& r) { return std::tie(r.key, r.at_ms); }
 };
 
+// A string key's whole new value (SET, INCR, APPEND, ... all log the result, as Redis
+// propagates INCRBYFLOAT as SET), with its expiry in the same record: SET ... EX is one change.
+struct StringSet {
+  static constexpr RecordType kType = RecordType::kStringSet;
+  static constexpr std::string_view kName = "string set";
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "flags", "at_ms", "value"};
+  static constexpr uint32_t kKeepTtl = 1;        // the key keeps its expiry; at_ms is unused
+  static constexpr uint32_t kEncodingShift = 1;  // bits 1-2: store::StringEncoding
+  std::string key;
+  uint32_t flags = 0;
+  uint64_t at_ms = 0;  // Unix ms; 0: no expiry
+  Blob value;
+  static auto Tie(auto& r) { return std::tie(r.key, r.flags, r.at_ms, r.value); }
+};
+
+struct StringDel {
+  static constexpr RecordType kType = RecordType::kStringDel;
+  static constexpr std::string_view kName = "string delete";
+  static constexpr std::array<std::string_view, 1> kFields = {"key"};
+  std::string key;
+  static auto Tie(auto& r) { return std::tie(r.key); }
+};
+
 struct SnapshotEnd {  // the number of records before it in its snapshot
   static constexpr RecordType kType = RecordType::kSnapshotEnd;
   static constexpr std::string_view kName = "snapshot end";
@@ -162,8 +185,9 @@ struct KvDrop {  // the registration and both sessions
   static auto Tie(auto& r) { return std::tie(r.ns); }
 };
 
-using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
-                              VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire>;
+using Mutation =
+    std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate, VStore,
+                 VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet, StringDel>;
 
 RecordType TypeOf(const Mutation& m);
 

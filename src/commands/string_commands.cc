@@ -1,0 +1,492 @@
+// Redis's string commands with Redis 7.0.15's replies and errors: GET, SET (EX PX EXAT PXAT NX XX
+// KEEPTTL GET), SETNX, SETEX, PSETEX, GETSET, GETEX, GETDEL, MGET, MSET, MSETNX, STRLEN, GETRANGE,
+// SETRANGE, APPEND and the INCR family. Values live in the keyspace (store/keyspace.h); every
+// change is one StringSet/StringDel record through the mutation path, carrying the whole new
+// value and its expiry. A read-modify-write holds its keys' lock stripes (KeyLocks).
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands/engine.h"
+#include "commands/errors.h"
+#include "commands/key_access.h"
+#include "commands/mutate.h"
+#include "commands/registry.h"
+#include "common/clock.h"
+#include "common/expiry_args.h"
+#include "common/numbers.h"
+
+namespace prefixd::commands {
+namespace {
+
+using store::KeepTtl;
+using store::KeyInfo;
+using store::KeyType;
+using store::StringEncoding;
+
+constexpr std::string_view kNotFloat = "ERR value is not a valid float";
+constexpr std::string_view kTooLong =
+    "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+// Values from this size are kept as the request's own buffer (read straight from the socket, no
+// copy) and replied by reference; smaller ones get one compact allocation.
+constexpr size_t kSharedValueFrom = size_t{32} << 10;
+
+Bytes ValueArg(Context& ctx, size_t i) {
+  return ctx.args[i].size() >= kSharedValueFrom ? ctx.args.TakeBytes(i)
+                                                : Bytes::CopyCompact(ctx.args[i]);
+}
+
+// A value of `size` bytes filled by `fill` (APPEND, SETRANGE).
+template <class Fill>
+Bytes BuildValue(size_t size, Fill&& fill) {
+  if (size >= kSharedValueFrom) {
+    Bytes b = Bytes::Allocate(size);
+    fill(b.mutable_data());
+    return b;
+  }
+  std::string buffer(size, '\0');
+  fill(reinterpret_cast<uint8_t*>(buffer.data()));
+  return Bytes::CopyCompact(buffer);
+}
+
+void CountLookup(Context& ctx, bool hit) {
+  (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
+}
+
+// Redis's lookupKeyRead: lazy expiry, an access stamp, keyspace_hits/misses.
+std::optional<KeyInfo> ReadKey(Context& ctx, std::string_view key) {
+  auto info = LookupKey(ctx, key, /*touch=*/true);
+  CountLookup(ctx, info.has_value());
+  return info;
+}
+
+// Redis's lookupKeyWrite: lazy expiry and an access stamp, not counted as a hit or miss.
+std::optional<KeyInfo> WriteKey(Context& ctx, std::string_view key) {
+  return LookupKey(ctx, key, /*touch=*/true);
+}
+
+bool IsString(const std::optional<KeyInfo>& info) { return info && info->type == KeyType::kString; }
+
+// False (with -WRONGTYPE queued) when the key exists with another type.
+bool StringOrMissing(Context& ctx, const std::optional<KeyInfo>& info) {
+  if (!info || info->type == KeyType::kString) return true;
+  ctx.reply.Error(kWrongType);
+  return false;
+}
+
+struct Write {
+  StringEncoding encoding = StringEncoding::kRaw;
+  KeepTtl keep_ttl = KeepTtl::kNo;
+  int64_t at_ms = 0;  // when !keep_ttl: the new expiry, 0 for none
+};
+
+// Makes `key` a string holding `value` (a key of another type is deleted first, as Redis's SET
+// replaces any value). False when refused, with the error queued.
+bool StoreString(Context& ctx, std::string_view key, const std::optional<KeyInfo>& existing,
+                 Bytes value, const Write& how) {
+  if (existing && existing->type != KeyType::kString) {
+    Deleted done = DeleteKey(ctx.engine, key, existing->type);
+    if (!done.ok) {
+      ctx.reply.Error(done.error);
+      return false;
+    }
+    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  }
+  uint32_t flags = static_cast<uint32_t>(how.encoding) << persist::StringSet::kEncodingShift;
+  if (how.keep_ttl == KeepTtl::kYes) flags |= persist::StringSet::kKeepTtl;
+  persist::StringSet record{std::string(key), flags, static_cast<uint64_t>(how.at_ms),
+                            persist::Blob{{std::move(value)}}};
+  return Mutate(ctx, record).has_value();
+}
+
+bool DeleteString(Context& ctx, std::string_view key) {
+  return Mutate(ctx, persist::StringDel{std::string(key)}).has_value();
+}
+
+bool WithinMaxSize(Context& ctx, uint64_t size) {
+  if (size <= static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kProtoMaxBulkLen))) {
+    return true;
+  }
+  ctx.reply.Error(kTooLong);
+  return false;
+}
+
+std::vector<std::string_view> ArgsFrom(const Context& ctx, size_t first) {
+  std::vector<std::string_view> out;
+  for (size_t i = first; i < ctx.args.size(); ++i) out.push_back(ctx.args[i]);
+  return out;
+}
+
+void Get(Context& ctx) {
+  auto info = ReadKey(ctx, ctx.args[1]);
+  if (!info) return ctx.reply.Null();
+  if (!StringOrMissing(ctx, info)) return;
+  ctx.reply.Bulk(info->value);
+}
+
+// SET and GETSET. `options` start at argument 3.
+void SetWith(Context& ctx, const expiry::StringOptions& options) {
+  const std::string_view key = ctx.args[1];
+  Write how{store::EncodingOf(ctx.args[2]), options.keepttl ? KeepTtl::kYes : KeepTtl::kNo, 0};
+  if (options.expiry != expiry::ExpiryKind::kNone) {
+    auto at = expiry::StringExpiryAt(options, CoarseNowMs(), ctx.spec.full_name);
+    if (!at.ok()) return ctx.reply.Error(at.error);
+    how.at_ms = at.value;
+  }
+  KeyLocks lock(ctx.engine, key);
+  std::optional<KeyInfo> info;
+  if (options.get) {
+    info = ReadKey(ctx, key);
+    if (!StringOrMissing(ctx, info)) return;
+  } else {
+    info = WriteKey(ctx, key);
+  }
+  const auto reply_old = [&] { IsString(info) ? ctx.reply.Bulk(info->value) : ctx.reply.Null(); };
+  if ((options.nx && info) || (options.xx && !info)) {
+    return options.get ? reply_old() : ctx.reply.Null();
+  }
+  if (!StoreString(ctx, key, info, ValueArg(ctx, 2), how)) return;
+  options.get ? reply_old() : ctx.reply.Simple("OK");
+}
+
+void Set(Context& ctx) {
+  const auto rest = ArgsFrom(ctx, 3);
+  auto options = expiry::ParseStringOptions(rest, expiry::StringCommand::kSet);
+  if (!options.ok()) return ctx.reply.Error(options.error);
+  SetWith(ctx, options.value);
+}
+
+void GetSet(Context& ctx) {
+  expiry::StringOptions options;
+  options.get = true;
+  SetWith(ctx, options);
+}
+
+void SetNx(Context& ctx) {
+  KeyLocks lock(ctx.engine, ctx.args[1]);
+  auto info = WriteKey(ctx, ctx.args[1]);
+  if (info) return ctx.reply.Integer(0);
+  if (StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 2), {store::EncodingOf(ctx.args[2])})) {
+    ctx.reply.Integer(1);
+  }
+}
+
+// SETEX and PSETEX: key, time, value.
+void SetExpiring(Context& ctx, expiry::ExpiryKind kind) {
+  expiry::StringOptions options;
+  options.expiry = kind;
+  options.expiry_arg = ctx.args[2];
+  auto at = expiry::StringExpiryAt(options, CoarseNowMs(), ctx.spec.full_name);
+  if (!at.ok()) return ctx.reply.Error(at.error);
+  KeyLocks lock(ctx.engine, ctx.args[1]);
+  auto info = WriteKey(ctx, ctx.args[1]);
+  const Write how{store::EncodingOf(ctx.args[3]), KeepTtl::kNo, at.value};
+  if (StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 3), how)) ctx.reply.Simple("OK");
+}
+
+void SetEx(Context& ctx) { SetExpiring(ctx, expiry::ExpiryKind::kEx); }
+void PSetEx(Context& ctx) { SetExpiring(ctx, expiry::ExpiryKind::kPx); }
+
+void GetEx(Context& ctx) {
+  const std::string_view key = ctx.args[1];
+  const auto rest = ArgsFrom(ctx, 2);
+  auto parsed = expiry::ParseStringOptions(rest, expiry::StringCommand::kGetEx);
+  if (!parsed.ok()) return ctx.reply.Error(parsed.error);
+  const expiry::StringOptions& options = parsed.value;
+  KeyLocks lock(ctx.engine, key);
+  auto info = ReadKey(ctx, key);
+  if (!info) return ctx.reply.Null();
+  if (!StringOrMissing(ctx, info)) return;
+  const int64_t now = CoarseNowMs();
+  if (options.expiry != expiry::ExpiryKind::kNone) {
+    auto at = expiry::StringExpiryAt(options, now, "getex");
+    if (!at.ok()) return ctx.reply.Error(at.error);
+    const bool absolute =
+        options.expiry == expiry::ExpiryKind::kExAt || options.expiry == expiry::ExpiryKind::kPxAt;
+    // An absolute time already past deletes the key, as Redis's checkAlreadyExpired.
+    if (absolute && at.value <= now) {
+      if (!DeleteString(ctx, key)) return;
+    } else if (!Mutate(ctx,
+                       persist::KeyExpire{std::string(key), static_cast<uint64_t>(at.value)})) {
+      return;
+    }
+  } else if (options.persist && info->expire_at_ms != 0) {
+    if (!Mutate(ctx, persist::KeyExpire{std::string(key), 0})) return;
+  }
+  ctx.reply.Bulk(info->value);
+}
+
+void GetDel(Context& ctx) {
+  KeyLocks lock(ctx.engine, ctx.args[1]);
+  auto info = ReadKey(ctx, ctx.args[1]);
+  if (!info) return ctx.reply.Null();
+  if (!StringOrMissing(ctx, info)) return;
+  if (DeleteString(ctx, ctx.args[1])) ctx.reply.Bulk(info->value);
+}
+
+void MGet(Context& ctx) {
+  const size_t n = ctx.args.size() - 1;
+  std::vector<std::optional<KeyInfo>> found(n);
+  for (size_t i = 0; i < n; ++i) found[i] = ReadKey(ctx, ctx.args[i + 1]);
+  ctx.reply.ArrayLen(n);
+  for (const auto& info : found) IsString(info) ? ctx.reply.Bulk(info->value) : ctx.reply.Null();
+}
+
+// MSET and MSETNX: key value pairs; `only_new`: nothing is set unless every key is missing.
+void MSetWith(Context& ctx, bool only_new) {
+  if (ctx.args.size() % 2 == 0) return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
+  std::vector<std::string_view> keys;
+  for (size_t i = 1; i < ctx.args.size(); i += 2) keys.push_back(ctx.args[i]);
+  KeyLocks lock(ctx.engine, keys);
+  std::vector<std::optional<KeyInfo>> found;
+  for (std::string_view key : keys) {
+    found.push_back(WriteKey(ctx, key));
+    if (only_new && found.back()) return ctx.reply.Integer(0);
+  }
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const size_t value = 2 * k + 2;
+    const Write how{store::EncodingOf(ctx.args[value])};
+    if (!StoreString(ctx, keys[k], found[k], ValueArg(ctx, value), how)) return;
+  }
+  only_new ? ctx.reply.Integer(1) : ctx.reply.Simple("OK");
+}
+
+void MSet(Context& ctx) { MSetWith(ctx, false); }
+void MSetNx(Context& ctx) { MSetWith(ctx, true); }
+
+void StrLen(Context& ctx) {
+  auto info = ReadKey(ctx, ctx.args[1]);
+  if (!info) return ctx.reply.Integer(0);
+  if (!StringOrMissing(ctx, info)) return;
+  ctx.reply.Integer(static_cast<int64_t>(info->value.size()));
+}
+
+void GetRange(Context& ctx) {
+  auto start = ParseInt64(ctx.args[2]);
+  auto end = ParseInt64(ctx.args[3]);
+  if (!start || !end) return ctx.reply.Error(errors::kNotInteger);
+  auto info = ReadKey(ctx, ctx.args[1]);
+  if (!info) return ctx.reply.Bulk("");
+  if (!StringOrMissing(ctx, info)) return;
+  const auto length = static_cast<int64_t>(info->value.size());
+  int64_t from = *start, to = *end;
+  if (from < 0 && to < 0 && from > to) return ctx.reply.Bulk("");
+  if (from < 0) from += length;
+  if (to < 0) to += length;
+  from = std::max<int64_t>(from, 0);
+  to = std::max<int64_t>(to, 0);
+  if (to >= length) to = length - 1;
+  if (from > to || length == 0) return ctx.reply.Bulk("");
+  ctx.reply.Bulk(info->value.Slice(static_cast<size_t>(from), static_cast<size_t>(to - from + 1)));
+}
+
+void SetRange(Context& ctx) {
+  auto offset = ParseInt64(ctx.args[2]);
+  if (!offset) return ctx.reply.Error(errors::kNotInteger);
+  if (*offset < 0) return ctx.reply.Error("ERR offset is out of range");
+  const std::string_view key = ctx.args[1];
+  const std::string_view patch = ctx.args[3];
+  KeyLocks lock(ctx.engine, key);
+  auto info = WriteKey(ctx, key);
+  if (!StringOrMissing(ctx, info)) return;
+  const uint64_t old_length = info ? info->value.size() : 0;
+  if (patch.empty()) return ctx.reply.Integer(static_cast<int64_t>(old_length));
+  const auto at = static_cast<uint64_t>(*offset);
+  if (!WithinMaxSize(ctx, at + patch.size())) return;
+  const uint64_t length = std::max<uint64_t>(old_length, at + patch.size());
+  Bytes value = BuildValue(length, [&](uint8_t* out) {
+    if (old_length > 0) std::memcpy(out, info->value.data(), old_length);
+    if (at > old_length) std::memset(out + old_length, 0, at - old_length);
+    std::memcpy(out + at, patch.data(), patch.size());
+  });
+  const Write how{StringEncoding::kRaw, info ? KeepTtl::kYes : KeepTtl::kNo, 0};
+  if (StoreString(ctx, key, info, std::move(value), how)) {
+    ctx.reply.Integer(static_cast<int64_t>(length));
+  }
+}
+
+void Append(Context& ctx) {
+  const std::string_view key = ctx.args[1];
+  KeyLocks lock(ctx.engine, key);
+  auto info = WriteKey(ctx, key);
+  if (!StringOrMissing(ctx, info)) return;
+  if (!info) {
+    const Write how{store::EncodingOf(ctx.args[2])};
+    if (StoreString(ctx, key, info, ValueArg(ctx, 2), how)) {
+      ctx.reply.Integer(static_cast<int64_t>(ctx.args[2].size()));
+    }
+    return;
+  }
+  const std::string_view tail = ctx.args[2];
+  const uint64_t length = info->value.size() + tail.size();
+  if (!WithinMaxSize(ctx, length)) return;
+  Bytes value = BuildValue(length, [&](uint8_t* out) {
+    if (!info->value.empty()) std::memcpy(out, info->value.data(), info->value.size());
+    if (!tail.empty()) std::memcpy(out + info->value.size(), tail.data(), tail.size());
+  });
+  if (StoreString(ctx, key, info, std::move(value), {StringEncoding::kRaw, KeepTtl::kYes})) {
+    ctx.reply.Integer(static_cast<int64_t>(length));
+  }
+}
+
+void IncrBy(Context& ctx, int64_t increment) {
+  const std::string_view key = ctx.args[1];
+  KeyLocks lock(ctx.engine, key);
+  auto info = WriteKey(ctx, key);
+  if (!StringOrMissing(ctx, info)) return;
+  int64_t value = 0;
+  if (info) {
+    auto current = ParseInt64(info->value.view());
+    if (!current) return ctx.reply.Error(errors::kNotInteger);
+    value = *current;
+  }
+  if ((increment < 0 && value < 0 && increment < std::numeric_limits<int64_t>::min() - value) ||
+      (increment > 0 && value > 0 && increment > std::numeric_limits<int64_t>::max() - value)) {
+    return ctx.reply.Error("ERR increment or decrement would overflow");
+  }
+  value += increment;
+  const Write how{StringEncoding::kInt, info ? KeepTtl::kYes : KeepTtl::kNo, 0};
+  if (StoreString(ctx, key, info, Bytes::CopyCompact(std::to_string(value)), how)) {
+    ctx.reply.Integer(value);
+  }
+}
+
+void Incr(Context& ctx) { IncrBy(ctx, 1); }
+void Decr(Context& ctx) { IncrBy(ctx, -1); }
+
+void IncrByArg(Context& ctx) {
+  auto increment = ParseInt64(ctx.args[2]);
+  if (!increment) return ctx.reply.Error(errors::kNotInteger);
+  IncrBy(ctx, *increment);
+}
+
+void DecrByArg(Context& ctx) {
+  auto decrement = ParseInt64(ctx.args[2]);
+  if (!decrement) return ctx.reply.Error(errors::kNotInteger);
+  // Negating LLONG_MIN overflows.
+  if (*decrement == std::numeric_limits<int64_t>::min()) {
+    return ctx.reply.Error("ERR decrement would overflow");
+  }
+  IncrBy(ctx, -*decrement);
+}
+
+// Redis's string2ld: the whole text is a long double (strtold), no leading space, no NaN, no
+// overflow or underflow to zero.
+std::optional<long double> ParseLongDouble(std::string_view text) {
+  constexpr size_t kMaxChars = 5 * 1024;
+  if (text.empty() || text.size() >= kMaxChars) return std::nullopt;
+  const std::string buffer(text);  // stops at an embedded NUL, as Redis's C string does
+  errno = 0;
+  char* end = nullptr;
+  const long double value = std::strtold(buffer.c_str(), &end);
+  if (std::isspace(static_cast<unsigned char>(buffer[0])) || *end != '\0' || std::isnan(value) ||
+      errno == EINVAL ||
+      (errno == ERANGE && (value == HUGE_VALL || value == -HUGE_VALL || value == 0))) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// Redis's ld2string in LD_STR_HUMAN mode: %.17Lf without trailing zeros, "-0" as "0".
+std::string HumanLongDouble(long double value) {
+  std::vector<char> buffer(5 * 1024);
+  int n = std::snprintf(buffer.data(), buffer.size(), "%.17Lf", value);
+  if (n < 0 || static_cast<size_t>(n) >= buffer.size()) return "0";
+  std::string out(buffer.data(), static_cast<size_t>(n));
+  if (out.find('.') != std::string::npos) {
+    while (!out.empty() && out.back() == '0') out.pop_back();
+    if (!out.empty() && out.back() == '.') out.pop_back();
+  }
+  if (out == "-0") out = "0";
+  return out;
+}
+
+void IncrByFloat(Context& ctx) {
+  const std::string_view key = ctx.args[1];
+  KeyLocks lock(ctx.engine, key);
+  auto info = WriteKey(ctx, key);
+  if (!StringOrMissing(ctx, info)) return;
+  std::optional<long double> value = 0.0L;
+  if (info) value = ParseLongDouble(info->value.view());
+  const auto increment = ParseLongDouble(ctx.args[2]);
+  if (!value || !increment) return ctx.reply.Error(kNotFloat);
+  const long double sum = *value + *increment;
+  if (std::isnan(sum) || std::isinf(sum)) {
+    return ctx.reply.Error("ERR increment would produce NaN or Infinity");
+  }
+  const std::string text = HumanLongDouble(sum);
+  const Write how{text.size() <= 44 ? StringEncoding::kEmbstr : StringEncoding::kRaw,
+                  info ? KeepTtl::kYes : KeepTtl::kNo, 0};
+  if (StoreString(ctx, key, info, Bytes::CopyCompact(text), how)) ctx.reply.Bulk(text);
+}
+
+}  // namespace
+
+void RegisterStringCommands(Registry& r) {
+  auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
+                std::string summary, Handler h, std::string complexity = "O(1)") {
+    return MakeSpec("string", 1, std::move(name), arity, flags, std::move(syntax),
+                    std::move(summary), h, std::move(complexity));
+  };
+  const uint32_t write = kWrite | kDenyOom;
+  r.Add(cmd("get", 2, kReadonly | kFast, "<key>", "Returns a string key's value, or nil.", Get));
+  r.Add(cmd("set", -3, write,
+            "<key> <value> [NX|XX] [GET] [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms|KEEPTTL]",
+            "Sets a string value, replacing a key of any type; the expiry is logged with it.",
+            Set));
+  r.Add(cmd("setnx", 3, write | kFast, "<key> <value>",
+            "Sets a string value only if the key does not exist; 1 if it was set.", SetNx));
+  r.Add(cmd("setex", 4, write, "<key> <seconds> <value>",
+            "Sets a string value with a time to live in seconds.", SetEx));
+  r.Add(cmd("psetex", 4, write, "<key> <milliseconds> <value>",
+            "Sets a string value with a time to live in milliseconds.", PSetEx));
+  r.Add(cmd("getset", 3, write | kFast, "<key> <value>",
+            "Sets a string value and returns the old one (as SET ... GET).", GetSet));
+  r.Add(cmd("getex", -2, kWrite | kFast,
+            "<key> [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms|PERSIST]",
+            "Returns a string value and sets or removes its expiry.", GetEx));
+  r.Add(cmd("getdel", 2, kWrite | kFast, "<key>", "Returns a string value and deletes the key.",
+            GetDel));
+  CommandSpec mget = cmd("mget", -2, kReadonly | kFast, "<key> [key ...]",
+                         "Returns the values of several keys; nil for a missing or non-string key.",
+                         MGet, "O(N) in the number of keys");
+  mget.last_key = -1;
+  r.Add(std::move(mget));
+  auto pairs = [&](std::string name, Handler h, std::string summary) {
+    CommandSpec s = cmd(std::move(name), -3, write, "<key> <value> [key value ...]",
+                        std::move(summary), h, "O(N) in the number of keys");
+    s.last_key = -1, s.key_step = 2;
+    return s;
+  };
+  r.Add(pairs("mset", MSet, "Sets several string values."));
+  r.Add(pairs("msetnx", MSetNx, "Sets several string values only if none of the keys exists."));
+  r.Add(cmd("strlen", 2, kReadonly | kFast, "<key>", "The length of a string value; 0 if absent.",
+            StrLen));
+  r.Add(cmd("getrange", 4, kReadonly, "<key> <start> <end>",
+            "A substring of a string value (inclusive, negative counts from the end).", GetRange,
+            "O(N) in the length returned"));
+  r.Add(cmd("setrange", 4, write, "<key> <offset> <value>",
+            "Overwrites part of a string value, padding with zero bytes; replies the length.",
+            SetRange, "O(N) in the length of the value"));
+  r.Add(cmd("append", 3, write | kFast, "<key> <value>",
+            "Appends to a string value (creating it); replies the new length.", Append,
+            "O(N) in the length of the value"));
+  r.Add(cmd("incr", 2, write | kFast, "<key>", "Adds 1 to the integer a string holds.", Incr));
+  r.Add(
+      cmd("decr", 2, write | kFast, "<key>", "Subtracts 1 from the integer a string holds.", Decr));
+  r.Add(cmd("incrby", 3, write | kFast, "<key> <increment>",
+            "Adds an integer to the integer a string holds.", IncrByArg));
+  r.Add(cmd("decrby", 3, write | kFast, "<key> <decrement>",
+            "Subtracts an integer from the integer a string holds.", DecrByArg));
+  r.Add(cmd("incrbyfloat", 3, write | kFast, "<key> <increment>",
+            "Adds a floating point number to the number a string holds.", IncrByFloat));
+}
+
+}  // namespace prefixd::commands

@@ -129,6 +129,7 @@ void Reset(Context& ctx) {
     ctx.client.name.clear();
   }
   ctx.client.authenticated = ctx.engine.settings().String(Setting::kRequirePass).empty();
+  ctx.client.db = 0;
   ctx.reply.Simple("RESET");
 }
 
@@ -139,7 +140,10 @@ void Select(Context& ctx) {
     return ctx.reply.Error(
         "ERR value is out of range, value must between -2147483648 and 2147483647");
   }
-  if (*db != 0) return ctx.reply.Error("ERR DB index is out of range");
+  if (*db < 0 || static_cast<uint64_t>(*db) >= ctx.engine.databases().count()) {
+    return ctx.reply.Error("ERR DB index is out of range");
+  }
+  ctx.client.db = static_cast<int>(*db);
   ctx.reply.Simple("OK");
 }
 
@@ -162,7 +166,7 @@ std::string DescribeClient(const server::ClientState& c) {
   out += " name=" + name;
   out += " age=" + std::to_string(age);
   out += " idle=" + std::to_string((now - c.last_interaction_ms.load()) / 1000);
-  out += " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1";
+  out += " flags=N db=" + std::to_string(c.db.load()) + " sub=0 psub=0 ssub=0 multi=-1";
   // Memory as Redis words it: qbuf is the request bytes received and not yet run, qbuf-free the
   // room of the read buffer, argv-mem the request's arguments, omem the replies queued (copied
   // or pinned), tot-mem all of it plus the connection itself.
@@ -345,7 +349,8 @@ void RegisterConnectionCommands(Registry& r) {
             "Resets the connection: RESP2, no name, authentication required again if a "
             "password is set.",
             Reset));
-  r.Add(cmd("select", 2, kFast, "<index>", "Selects database 0, the only one.", Select));
+  r.Add(cmd("select", 2, kFast, "<index>",
+            "Selects the database (0 to databases-1) this connection works in.", Select));
 
   CommandSpec client = cmd("client", -2, 0, "<subcommand> [arguments]",
                            "Inspects and manages client connections.", nullptr);

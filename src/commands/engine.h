@@ -21,6 +21,7 @@
 #include "common/striped_counter.h"
 #include "persist/durability.h"
 #include "server/client_state.h"
+#include "store/database.h"
 #include "store/keyspace.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
@@ -55,12 +56,10 @@ class Engine {
 
   Settings& settings() { return settings_; }
   const Settings& settings() const { return settings_; }
-  store::StateStore& state_store() { return state_store_; }
-  // The attention-layer V-store and KV.PREFIX registrations.
-  store::VectorStore& vector_store() { return vector_store_; }
-  // Every key with its type, slot and expiry (store/keyspace.h).
-  store::Keyspace& keyspace() { return keyspace_; }
-  const store::Keyspace& keyspace() const { return keyspace_; }
+  // The numbered databases (SELECT); each holds its own stores and key directory.
+  store::Databases& databases() { return databases_; }
+  const store::Databases& databases() const { return databases_; }
+  store::Database& database(size_t index) { return databases_.At(index); }
   PrefixReceipt& receipt() { return receipt_; }
   ServerStats& stats() { return stats_; }
   // Taken shared by every change of stored state and exclusively by FLUSHALL, so that no write
@@ -83,8 +82,13 @@ class Engine {
   size_t ClientCount() const;
   uint64_t NextClientId() { return next_client_id_.fetch_add(1) + 1; }
 
-  // Bytes held for stored values and their bookkeeping, the figure maxmemory limits.
+  // Bytes held for stored values and their bookkeeping, the figure maxmemory limits: every
+  // database's.
   uint64_t UsedMemory() const;
+  static uint64_t DatabaseMemory(const store::Database& db);
+  // The stores' figures summed over every database (INFO).
+  store::StoreStats StateStats() const;
+  store::VectorStoreStats VectorStats() const;
 
   std::chrono::system_clock::time_point started() const { return started_; }
   int64_t UptimeSeconds() const;
@@ -108,8 +112,6 @@ class Engine {
 
  private:
   Settings& settings_;
-  store::StateStore state_store_;
-  store::VectorStore vector_store_;
   PrefixReceipt receipt_;
   ServerStats stats_;
   mutable std::mutex clients_mu_;
@@ -118,13 +120,17 @@ class Engine {
   std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::function<void()> shutdown_hook_;
   std::shared_mutex mutation_gate_;
+  store::Databases databases_;
   std::array<std::mutex, kKeyLockStripes> key_locks_;
-  store::Keyspace keyspace_;
   // Declared after the stores: destroyed first, syncing the log while the store it logs is still
   // alive.
   std::unique_ptr<persist::Durability> durability_;
   // Declared last: stopped before anything it deletes through goes away.
   std::jthread active_expiry_;
 };
+
+// The database the command's client has selected.
+struct Context;
+store::Database& Db(Context& ctx);
 
 }  // namespace prefixd::commands

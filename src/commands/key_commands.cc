@@ -31,9 +31,10 @@ using store::KeyInfo;
 void Del(Context& ctx) {
   int64_t removed = 0;
   for (size_t i = 1; i < ctx.args.size(); ++i) {
+    KeyLocks lock(ctx.engine, ctx.args[i]);  // one step against a string's read-modify-write
     auto info = LookupKey(ctx, ctx.args[i], /*touch=*/false);
     if (!info) continue;
-    Deleted done = DeleteKey(ctx.engine, ctx.args[i], info->type);
+    Deleted done = DeleteKey(ctx, ctx.args[i], info->type);
     if (!done.ok) return ctx.reply.Error(done.error);
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
     if (done.applied) ++removed;
@@ -73,6 +74,7 @@ void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
   const auto rest = ArgsFrom(ctx, 2);
   auto request = expiry::ParseExpireArgs(rest, unit, relative, now, ctx.spec.full_name);
   if (!request.ok()) return ctx.reply.Error(request.error);
+  KeyLocks lock(ctx.engine, ctx.args[1]);
   auto info = LookupKey(ctx, ctx.args[1], /*touch=*/true);
   if (!info) return ctx.reply.Integer(0);
   std::optional<int64_t> current;
@@ -81,7 +83,7 @@ void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
     case expiry::ExpireOutcome::kUnchanged:
       return ctx.reply.Integer(0);
     case expiry::ExpireOutcome::kDelete: {
-      Deleted done = DeleteKey(ctx.engine, ctx.args[1], info->type);
+      Deleted done = DeleteKey(ctx, ctx.args[1], info->type);
       if (!done.ok) return ctx.reply.Error(done.error);
       ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
       return ctx.reply.Integer(1);
@@ -139,7 +141,7 @@ struct KeyFilter {
 void Keys(Context& ctx) {
   KeyFilter filter{ctx.args[1], std::nullopt, CoarseNowMs()};
   std::vector<std::string> found;
-  ctx.engine.keyspace().ForEach([&](const std::string& key, const KeyInfo& info) {
+  Db(ctx).keys.ForEach([&](const std::string& key, const KeyInfo& info) {
     if (filter(key, info)) found.push_back(key);
   });
   ctx.reply.ArrayLen(found.size());
@@ -182,10 +184,10 @@ void Scan(Context& ctx) {
     }
   }
   std::vector<std::string> found;
-  const uint64_t next = ctx.engine.keyspace().Scan(
-      *cursor, static_cast<size_t>(count), [&](const std::string& key, const KeyInfo& info) {
-        if (filter(key, info)) found.push_back(key);
-      });
+  const uint64_t next = Db(ctx).keys.Scan(*cursor, static_cast<size_t>(count),
+                                          [&](const std::string& key, const KeyInfo& info) {
+                                            if (filter(key, info)) found.push_back(key);
+                                          });
   ctx.reply.ArrayLen(2);
   ctx.reply.Bulk(std::to_string(next));
   ctx.reply.ArrayLen(found.size());
@@ -195,14 +197,14 @@ void Scan(Context& ctx) {
 void RandomKey(Context& ctx) {
   // An expired pick is deleted and another drawn, as Redis's dbRandomKey; bounded tries.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    auto key = ctx.engine.keyspace().Random();
+    auto key = Db(ctx).keys.Random();
     if (!key) return ctx.reply.Null();
     if (LookupKey(ctx, *key, /*touch=*/false)) return ctx.reply.Bulk(*key);
   }
   ctx.reply.Null();
 }
 
-void DbSize(Context& ctx) { ctx.reply.Integer(static_cast<int64_t>(ctx.engine.keyspace().size())); }
+void DbSize(Context& ctx) { ctx.reply.Integer(static_cast<int64_t>(Db(ctx).keys.size())); }
 
 constexpr std::string_view kLfuNotSelected =
     "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
@@ -233,29 +235,28 @@ void ObjectIdletime(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
   if (store::TracksFrequency(CurrentPolicy(ctx.engine))) return ctx.reply.Error(kLfuSelected);
-  ctx.reply.Integer(
-      static_cast<int64_t>(ctx.engine.keyspace().IdleMs(ctx.args[2]).value_or(0) / 1000));
+  ctx.reply.Integer(static_cast<int64_t>(Db(ctx).keys.IdleMs(ctx.args[2]).value_or(0) / 1000));
 }
 
 void ObjectFreq(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
   if (!store::TracksFrequency(CurrentPolicy(ctx.engine))) return ctx.reply.Error(kLfuNotSelected);
-  ctx.reply.Integer(ctx.engine.keyspace().Frequency(ctx.args[2]).value_or(0));
+  ctx.reply.Integer(Db(ctx).keys.Frequency(ctx.args[2]).value_or(0));
 }
 
-uint64_t KeyBytes(Engine& engine, std::string_view key, const KeyInfo& info) {
+uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info) {
   switch (info.type) {
     case store::KeyType::kString:
       return info.value.capacity();
     case store::KeyType::kSsmPrefix:
-      return engine.state_store().SessionBytes(key);
+      return db.state.SessionBytes(key);
     case store::KeyType::kVstore: {
-      auto detail = engine.vector_store().Detail(key);
+      auto detail = db.vectors.Detail(key);
       return detail ? detail->allocated_bytes + key.size() : 0;
     }
     case store::KeyType::kKvPrefix: {
-      auto spec = engine.vector_store().Prefix(key);
+      auto spec = db.vectors.Prefix(key);
       return spec ? spec->block_hashes.size() + key.size() + sizeof(store::PrefixSpec) : 0;
     }
   }
@@ -273,7 +274,7 @@ void MemoryUsage(Context& ctx) {
   if (!info) return ctx.reply.Null();
   // The keyspace entry (key, type, slot, stamps) plus what the value's store holds for it.
   const uint64_t entry = sizeof(KeyInfo) + args[2].size() + 48;
-  ctx.reply.Integer(static_cast<int64_t>(entry + KeyBytes(ctx.engine, args[2], *info)));
+  ctx.reply.Integer(static_cast<int64_t>(entry + KeyBytes(Db(ctx), args[2], *info)));
 }
 
 }  // namespace
@@ -331,8 +332,8 @@ void RegisterKeyCommands(Registry& r) {
             "O(N) in the number of keys", 0));
   r.Add(cmd("randomkey", 1, kReadonly, "", "Returns a random key, or nil when there is none.",
             RandomKey, "O(1)", 0));
-  r.Add(
-      cmd("dbsize", 1, kReadonly | kFast, "", "Counts the keys of every type.", DbSize, "O(1)", 0));
+  r.Add(cmd("dbsize", 1, kReadonly | kFast, "",
+            "Counts the keys of every type in the selected database.", DbSize, "O(1)", 0));
 
   CommandSpec object =
       cmd("object", -2, 0, "<subcommand> [arguments]",

@@ -258,13 +258,16 @@ void ConfigResetStat(Context& ctx) {
   ctx.reply.Simple("OK");
 }
 
-void FlushAll(Context& ctx) {
+// FLUSHALL and FLUSHDB take [ASYNC|SYNC]; both empty at once (the freeing is cheap: values are
+// ref-counted buffers), so the two behave alike.
+template <class Record>
+void Flush(Context& ctx) {
   if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
   if (ctx.args.size() == 2 && !EqualsIgnoreCase(ctx.args[1], "ASYNC") &&
       !EqualsIgnoreCase(ctx.args[1], "SYNC")) {
     return ctx.reply.Error(errors::kSyntax);
   }
-  if (!Mutate(ctx, persist::FlushAll{})) return;  // one record clears every store
+  if (!Mutate(ctx, Record{})) return;  // one record clears every store (of the database)
   ctx.reply.Simple("OK");
 }
 
@@ -365,8 +368,11 @@ void RegisterServerCommands(Registry& r) {
   };
   r.Add(std::move(config));
 
-  r.Add(
-      cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll, "O(N)"));
+  r.Add(cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry of every database.",
+            Flush<persist::FlushAll>, "O(N)"));
+  r.Add(cmd("flushdb", -1, kWrite, "[ASYNC|SYNC]",
+            "Removes every stored entry of the selected database.", Flush<persist::FlushDb>,
+            "O(N)"));
   r.Add(cmd("time", 1, kFast | kLoading | kStale, "", "Returns the server's clock.", Time));
   r.Add(cmd("shutdown", -1, kAdmin | kNoScript | kLoading | kStale, "[NOSAVE|SAVE] [NOW] [FORCE]",
             "Stops the server.", Shutdown));

@@ -92,7 +92,7 @@ struct Write {
 bool StoreString(Context& ctx, std::string_view key, const std::optional<KeyInfo>& existing,
                  Bytes value, const Write& how) {
   if (existing && existing->type != KeyType::kString) {
-    Deleted done = DeleteKey(ctx.engine, key, existing->type);
+    Deleted done = DeleteKey(ctx, key, existing->type);
     if (!done.ok) {
       ctx.reply.Error(done.error);
       return false;

@@ -235,6 +235,7 @@ struct Checker {
   }
   void operator()(const SsmDropSession& r) { Sid(r.sid, "sid", 0); }
   void operator()(const FlushAll&) {}
+  void operator()(const FlushDb&) {}
   void operator()(const KeyExpire& r) { Sid(r.key, "key", 0); }
   void operator()(const StringSet& r) {
     Sid(r.key, "key", 0);
@@ -326,6 +327,7 @@ struct Applier {
   Outcome operator()(const SsmDropSession& r) {
     return Applied(stores.state.DropSession(r.sid, hook) > 0);
   }
+  Outcome operator()(const FlushDb&) { return (*this)(FlushAll{}); }
   Outcome operator()(const FlushAll&) {
     // The caller keeps every other change out (the mutation gate), so the log record and the
     // clear of both stores are one step to everyone else.
@@ -419,6 +421,7 @@ struct KeySync {
   void operator()(const SsmDropLayer& r) const { Key(r.sid); }
   void operator()(const SsmDropSession& r) const { Key(r.sid); }
   void operator()(const FlushAll&) const { stores.keys->Clear(); }
+  void operator()(const FlushDb&) const { stores.keys->Clear(); }
   void operator()(const SnapshotEnd&) const {}
   void operator()(const KeyExpire&) const {}
   void operator()(const StringSet&) const {}  // the keyspace holds strings itself

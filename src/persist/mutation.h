@@ -72,6 +72,13 @@ struct FlushAll {  // every entry of every store
   static auto Tie(auto&) { return std::tie(); }
 };
 
+struct FlushDb {  // every entry of the record's database (the header says which)
+  static constexpr RecordType kType = RecordType::kFlushDb;
+  static constexpr std::string_view kName = "flush db";
+  static constexpr std::array<std::string_view, 0> kFields = {};
+  static auto Tie(auto&) { return std::tie(); }
+};
+
 struct KeyExpire {  // any key: EXPIRE and friends logged as the absolute time, PERSIST as 0
   static constexpr RecordType kType = RecordType::kKeyExpire;
   static constexpr std::string_view kName = "key expire";
@@ -187,7 +194,7 @@ struct KvDrop {  // the registration and both sessions
 
 using Mutation =
     std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate, VStore,
-                 VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet, StringDel>;
+                 VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet, StringDel, FlushDb>;
 
 RecordType TypeOf(const Mutation& m);
 

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "commands/errors.h"
 #include "commands/mutate.h"
 #include "common/clock.h"
 
@@ -121,7 +122,7 @@ bool PrepareTypedKeys(Context& ctx) {
        i += static_cast<size_t>(ctx.spec.key_step)) {
     auto info = LookupKey(ctx, ctx.args[i], /*touch=*/true);
     if (info && !Compatible(info->type, *wanted)) {
-      ctx.reply.Error(kWrongType);
+      ctx.reply.Error(errors::kWrongType);
       return false;
     }
   }

@@ -429,6 +429,36 @@ void IncrByFloat(Context& ctx) {
 
 }  // namespace
 
+namespace {
+
+// A Redis string command as Redis 7.0.15's command JSON declares it: @string, its key spec (flags,
+// the keys from argument 1, `last_key`/`step` for MSET's pairs) and its arguments.
+CommandSpec AsRedisString(CommandSpec s, std::string since, uint32_t key_flags,
+                          std::vector<Arg> arguments, std::vector<std::string> tips = {},
+                          std::string notes = {}, int last_key = 0, int step = 1) {
+  s = AsRedis(std::move(s), std::move(since), kAclString, std::move(tips), std::move(arguments));
+  KeySpec key = RangeKeySpec(key_flags, 1, last_key);
+  key.key_step = step, key.notes = std::move(notes);
+  s.key_specs = {key};
+  return s;
+}
+
+Arg Optional(Arg a) {
+  a.flags |= kArgOptional;
+  return a;
+}
+
+// SET's and GETEX's expiry choices.
+std::vector<Arg> ExpiryChoices(bool with_since) {
+  auto since = [&](const char* v) { return with_since ? std::string(v) : std::string(); };
+  return {Tokened(IntArg("seconds"), "EX", since("2.6.12")),
+          Tokened(IntArg("milliseconds"), "PX", since("2.6.12")),
+          Tokened(TypedArg("unix-time-seconds", ArgType::kUnixTime), "EXAT", since("6.2.0")),
+          Tokened(TypedArg("unix-time-milliseconds", ArgType::kUnixTime), "PXAT", since("6.2.0"))};
+}
+
+}  // namespace
+
 void RegisterStringCommands(Registry& r) {
   auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
                 std::string summary, Handler h, std::string complexity = "O(1)") {
@@ -436,57 +466,100 @@ void RegisterStringCommands(Registry& r) {
                     std::move(summary), h, std::move(complexity));
   };
   const uint32_t write = kWrite | kDenyOom;
-  r.Add(cmd("get", 2, kReadonly | kFast, "<key>", "Returns a string key's value, or nil.", Get));
-  r.Add(cmd("set", -3, write,
-            "<key> <value> [NX|XX] [GET] [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms|KEEPTTL]",
-            "Sets a string value, replacing a key of any type; the expiry is logged with it.",
-            Set));
-  r.Add(cmd("setnx", 3, write | kFast, "<key> <value>",
-            "Sets a string value only if the key does not exist; 1 if it was set.", SetNx));
-  r.Add(cmd("setex", 4, write, "<key> <seconds> <value>",
-            "Sets a string value with a time to live in seconds.", SetEx));
-  r.Add(cmd("psetex", 4, write, "<key> <milliseconds> <value>",
-            "Sets a string value with a time to live in milliseconds.", PSetEx));
-  r.Add(cmd("getset", 3, write | kFast, "<key> <value>",
-            "Sets a string value and returns the old one (as SET ... GET).", GetSet));
-  r.Add(cmd("getex", -2, kWrite | kFast,
-            "<key> [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms|PERSIST]",
-            "Returns a string value and sets or removes its expiry.", GetEx));
-  r.Add(cmd("getdel", 2, kWrite | kFast, "<key>", "Returns a string value and deletes the key.",
-            GetDel));
+  const Arg key = KeyArg("key"), value = StrArg("value");
+  const uint32_t rw_update = kKeyRW | kKeyAccess | kKeyUpdate;
+  r.Add(AsRedisString(
+      cmd("get", 2, kReadonly | kFast, "<key>", "Returns a string key's value, or nil.", Get),
+      "1.0.0", kKeyRO | kKeyAccess, {key}));
+  std::vector<Arg> set_expiry = ExpiryChoices(true);
+  set_expiry.push_back(TokenArg("keepttl", "KEEPTTL", "6.0.0"));
+  r.Add(AsRedisString(
+      cmd("set", -3, write,
+          "<key> <value> [NX|XX] [GET] [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms|KEEPTTL]",
+          "Sets a string value, replacing a key of any type; the expiry is logged with it.", Set),
+      "1.0.0", rw_update | kKeyVariableFlags,
+      {key, value,
+       OneOfArg("condition", kArgOptional, {TokenArg("nx", "NX"), TokenArg("xx", "XX")}, "2.6.12"),
+       Optional(TokenArg("get", "GET", "6.2.0")),
+       OneOfArg("expiration", kArgOptional, std::move(set_expiry))},
+      {}, "RW and ACCESS due to the optional `GET` argument"));
+  r.Add(AsRedisString(cmd("setnx", 3, write | kFast, "<key> <value>",
+                          "Sets a string value only if the key does not exist; 1 if it was set.",
+                          SetNx),
+                      "1.0.0", kKeyOW | kKeyInsert, {key, value}));
+  r.Add(AsRedisString(cmd("setex", 4, write, "<key> <seconds> <value>",
+                          "Sets a string value with a time to live in seconds.", SetEx),
+                      "2.0.0", kKeyOW | kKeyUpdate, {key, IntArg("seconds"), value}));
+  r.Add(AsRedisString(cmd("psetex", 4, write, "<key> <milliseconds> <value>",
+                          "Sets a string value with a time to live in milliseconds.", PSetEx),
+                      "2.6.0", kKeyOW | kKeyUpdate, {key, IntArg("milliseconds"), value}));
+  r.Add(AsRedisString(cmd("getset", 3, write | kFast, "<key> <value>",
+                          "Sets a string value and returns the old one (as SET ... GET).", GetSet),
+                      "1.0.0", rw_update, {key, value}));
+  std::vector<Arg> getex_expiry = ExpiryChoices(false);
+  getex_expiry.push_back(TokenArg("persist", "PERSIST"));
+  r.Add(AsRedisString(
+      cmd("getex", -2, kWrite | kFast, "<key> [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms|PERSIST]",
+          "Returns a string value and sets or removes its expiry.", GetEx),
+      "6.2.0", rw_update, {key, OneOfArg("expiration", kArgOptional, std::move(getex_expiry))},
+      {}, "RW and UPDATE because it changes the TTL"));
+  r.Add(AsRedisString(cmd("getdel", 2, kWrite | kFast, "<key>",
+                          "Returns a string value and deletes the key.", GetDel),
+                      "6.2.0", kKeyRW | kKeyAccess | kKeyDelete, {key}));
+  Arg keys = key;
+  keys.flags |= kArgMultiple;
   CommandSpec mget = cmd("mget", -2, kReadonly | kFast, "<key> [key ...]",
                          "Returns the values of several keys; nil for a missing or non-string key.",
                          MGet, "O(N) in the number of keys");
   mget.last_key = -1;
-  r.Add(std::move(mget));
-  auto pairs = [&](std::string name, Handler h, std::string summary) {
+  r.Add(AsRedisString(std::move(mget), "1.0.0", kKeyRO | kKeyAccess, {keys},
+                      {"request_policy:multi_shard"}, {}, -1));
+  auto pairs = [&](std::string name, Handler h, std::string summary, uint32_t key_flags,
+                   std::string response_policy) {
     CommandSpec s = cmd(std::move(name), -3, write, "<key> <value> [key value ...]",
                         std::move(summary), h, "O(N) in the number of keys");
     s.last_key = -1, s.key_step = 2;
-    return s;
+    return AsRedisString(std::move(s), "1.0.1", key_flags,
+                         {BlockArg("key_value", kArgMultiple, {key, value})},
+                         {"request_policy:multi_shard", std::move(response_policy)}, {}, -1, 2);
   };
-  r.Add(pairs("mset", MSet, "Sets several string values."));
-  r.Add(pairs("msetnx", MSetNx, "Sets several string values only if none of the keys exists."));
-  r.Add(cmd("strlen", 2, kReadonly | kFast, "<key>", "The length of a string value; 0 if absent.",
-            StrLen));
-  r.Add(cmd("getrange", 4, kReadonly, "<key> <start> <end>",
-            "A substring of a string value (inclusive, negative counts from the end).", GetRange,
-            "O(N) in the length returned"));
-  r.Add(cmd("setrange", 4, write, "<key> <offset> <value>",
-            "Overwrites part of a string value, padding with zero bytes; replies the length.",
-            SetRange, "O(N) in the length of the value"));
-  r.Add(cmd("append", 3, write | kFast, "<key> <value>",
-            "Appends to a string value (creating it); replies the new length.", Append,
-            "O(N) in the length of the value"));
-  r.Add(cmd("incr", 2, write | kFast, "<key>", "Adds 1 to the integer a string holds.", Incr));
-  r.Add(
-      cmd("decr", 2, write | kFast, "<key>", "Subtracts 1 from the integer a string holds.", Decr));
-  r.Add(cmd("incrby", 3, write | kFast, "<key> <increment>",
-            "Adds an integer to the integer a string holds.", IncrByArg));
-  r.Add(cmd("decrby", 3, write | kFast, "<key> <decrement>",
-            "Subtracts an integer from the integer a string holds.", DecrByArg));
-  r.Add(cmd("incrbyfloat", 3, write | kFast, "<key> <increment>",
-            "Adds a floating point number to the number a string holds.", IncrByFloat));
+  r.Add(pairs("mset", MSet, "Sets several string values.", kKeyOW | kKeyUpdate,
+              "response_policy:all_succeeded"));
+  r.Add(pairs("msetnx", MSetNx, "Sets several string values only if none of the keys exists.",
+              kKeyOW | kKeyInsert, "response_policy:agg_min"));
+  r.Add(AsRedisString(cmd("strlen", 2, kReadonly | kFast, "<key>",
+                          "The length of a string value; 0 if absent.", StrLen),
+                      "2.2.0", kKeyRO, {key}));
+  r.Add(AsRedisString(
+      cmd("getrange", 4, kReadonly, "<key> <start> <end>",
+          "A substring of a string value (inclusive, negative counts from the end).", GetRange,
+          "O(N) in the length returned"),
+      "2.4.0", kKeyRO | kKeyAccess, {key, IntArg("start"), IntArg("end")}));
+  r.Add(AsRedisString(
+      cmd("setrange", 4, write, "<key> <offset> <value>",
+          "Overwrites part of a string value, padding with zero bytes; replies the length.",
+          SetRange, "O(N) in the length of the value"),
+      "2.2.0", kKeyRW | kKeyUpdate, {key, IntArg("offset"), value}));
+  r.Add(AsRedisString(cmd("append", 3, write | kFast, "<key> <value>",
+                          "Appends to a string value (creating it); replies the new length.",
+                          Append, "O(N) in the length of the value"),
+                      "2.0.0", kKeyRW | kKeyInsert, {key, value}));
+  r.Add(AsRedisString(
+      cmd("incr", 2, write | kFast, "<key>", "Adds 1 to the integer a string holds.", Incr),
+      "1.0.0", rw_update, {key}));
+  r.Add(AsRedisString(cmd("decr", 2, write | kFast, "<key>",
+                          "Subtracts 1 from the integer a string holds.", Decr),
+                      "1.0.0", rw_update, {key}));
+  r.Add(AsRedisString(cmd("incrby", 3, write | kFast, "<key> <increment>",
+                          "Adds an integer to the integer a string holds.", IncrByArg),
+                      "1.0.0", rw_update, {key, IntArg("increment")}));
+  r.Add(AsRedisString(cmd("decrby", 3, write | kFast, "<key> <decrement>",
+                          "Subtracts an integer from the integer a string holds.", DecrByArg),
+                      "1.0.0", rw_update, {key, IntArg("decrement")}));
+  r.Add(AsRedisString(cmd("incrbyfloat", 3, write | kFast, "<key> <increment>",
+                          "Adds a floating point number to the number a string holds.",
+                          IncrByFloat),
+                      "2.6.0", rw_update, {key, TypedArg("increment", ArgType::kDouble)}));
 }
 
 }  // namespace prefixd::commands

@@ -101,7 +101,7 @@ std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool 
   store::Keyspace& keys = Db(ctx).keys;
   auto info = keys.Find(key);
   if (!info) return std::nullopt;
-  const int64_t now = CoarseNowMs();
+  const int64_t now = NowMs();
   if (info->expire_at_ms != 0 && info->expire_at_ms <= now) {
     Deleted deleted = DeleteKey(ctx, key, info->type);
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);

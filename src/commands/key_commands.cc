@@ -71,7 +71,7 @@ std::vector<std::string_view> ArgsFrom(const Context& ctx, size_t first) {
 }
 
 void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
-  const int64_t now = CoarseNowMs();
+  const int64_t now = NowMs();
   const auto rest = ArgsFrom(ctx, 2);
   auto request = expiry::ParseExpireArgs(rest, unit, relative, now, ctx.spec.full_name);
   if (!request.ok()) return ctx.reply.Error(request.error);
@@ -109,7 +109,7 @@ void TtlGeneric(Context& ctx, expiry::TimeUnit unit, bool absolute) {
   if (!info) return ctx.reply.Integer(expiry::kTtlNoKey);
   std::optional<int64_t> at;
   if (info->expire_at_ms != 0) at = info->expire_at_ms;
-  ctx.reply.Integer(expiry::TtlReply(at, CoarseNowMs(), unit, absolute));
+  ctx.reply.Integer(expiry::TtlReply(at, NowMs(), unit, absolute));
 }
 
 void Ttl(Context& ctx) { TtlGeneric(ctx, expiry::TimeUnit::kSeconds, false); }
@@ -140,7 +140,7 @@ struct KeyFilter {
 };
 
 void Keys(Context& ctx) {
-  KeyFilter filter{ctx.args[1], std::nullopt, CoarseNowMs()};
+  KeyFilter filter{ctx.args[1], std::nullopt, NowMs()};
   std::vector<std::string> found;
   Db(ctx).keys.ForEach([&](const std::string& key, const KeyInfo& info) {
     if (filter(key, info)) found.push_back(key);
@@ -166,7 +166,7 @@ std::optional<uint64_t> ParseCursor(std::string_view text) {
 void Scan(Context& ctx) {
   auto cursor = ParseCursor(ctx.args[1]);
   if (!cursor) return ctx.reply.Error(errors::kInvalidCursor);
-  KeyFilter filter{"*", std::nullopt, CoarseNowMs()};
+  KeyFilter filter{"*", std::nullopt, NowMs()};
   int64_t count = 10;
   ArgReader r(ctx, 2);
   while (r.more()) {
@@ -229,8 +229,7 @@ void ObjectIdletime(Context& ctx) {
   if (!info) return ctx.reply.Null();
   if (store::TracksFrequency(CurrentPolicy(ctx.engine)))
     return ctx.reply.Error(errors::kLfuSelected);
-  ctx.reply.Integer(
-      static_cast<int64_t>(Db(ctx).keys.IdleMs(ctx.args[2]).value_or(0) / 1000));
+  ctx.reply.Integer(static_cast<int64_t>(Db(ctx).keys.IdleMs(ctx.args[2]).value_or(0) / 1000));
 }
 
 void ObjectFreq(Context& ctx) {
@@ -381,9 +380,9 @@ void RegisterKeyCommands(Registry& r) {
   r.Add(AsRedis(cmd("randomkey", 1, kReadonly, "",
                     "Returns a random key, or nil when there is none.", RandomKey, "O(1)", 0),
                 "1.0.0", kAclKeyspace, {"request_policy:all_shards", "nondeterministic_output"}));
-  r.Add(AsRedis(
-      cmd("dbsize", 1, kReadonly | kFast, "", "Counts the keys of every type in the selected database.", DbSize, "O(1)", 0),
-      "1.0.0", kAclKeyspace, {"request_policy:all_shards", "response_policy:agg_sum"}));
+  r.Add(AsRedis(cmd("dbsize", 1, kReadonly | kFast, "",
+                    "Counts the keys of every type in the selected database.", DbSize, "O(1)", 0),
+                "1.0.0", kAclKeyspace, {"request_policy:all_shards", "response_policy:agg_sum"}));
 
   CommandSpec object = AsRedis(
       cmd("object", -2, 0, "<subcommand> [arguments]",

@@ -529,11 +529,11 @@ void RegisterServerCommands(Registry& r) {
           Flush<persist::FlushAll>, "O(N)"),
       "1.0.0", kAclKeyspace | kAclDangerous,
       {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
-  r.Add(AsRedis(cmd("flushdb", -1, kWrite, "[ASYNC|SYNC]",
-                    "Removes every stored entry of the selected database.",
-                    Flush<persist::FlushDb>, "O(N)"),
-                "1.0.0", kAclKeyspace | kAclDangerous,
-                {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
+  r.Add(AsRedis(
+      cmd("flushdb", -1, kWrite, "[ASYNC|SYNC]",
+          "Removes every stored entry of the selected database.", Flush<persist::FlushDb>, "O(N)"),
+      "1.0.0", kAclKeyspace | kAclDangerous,
+      {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
   r.Add(AsRedis(cmd("monitor", 1, kAdmin | kNoScript | kLS, "",
                     "Streams every command the server runs, as Redis's MONITOR lines.", Monitor,
                     "O(1) per command fed"),

@@ -136,7 +136,7 @@ void SetWith(Context& ctx, const expiry::StringOptions& options) {
   const std::string_view key = ctx.args[1];
   Write how{store::EncodingOf(ctx.args[2]), options.keepttl ? KeepTtl::kYes : KeepTtl::kNo, 0};
   if (options.expiry != expiry::ExpiryKind::kNone) {
-    auto at = expiry::StringExpiryAt(options, CoarseNowMs(), ctx.spec.full_name);
+    auto at = expiry::StringExpiryAt(options, NowMs(), ctx.spec.full_name);
     if (!at.ok()) return ctx.reply.Error(at.error);
     how.at_ms = at.value;
   }
@@ -183,7 +183,7 @@ void SetExpiring(Context& ctx, expiry::ExpiryKind kind) {
   expiry::StringOptions options;
   options.expiry = kind;
   options.expiry_arg = ctx.args[2];
-  auto at = expiry::StringExpiryAt(options, CoarseNowMs(), ctx.spec.full_name);
+  auto at = expiry::StringExpiryAt(options, NowMs(), ctx.spec.full_name);
   if (!at.ok()) return ctx.reply.Error(at.error);
   KeyLocks lock(ctx.engine, ctx.args[1]);
   auto info = WriteKey(ctx, ctx.args[1]);
@@ -204,7 +204,7 @@ void GetEx(Context& ctx) {
   auto info = ReadKey(ctx, key);
   if (!info) return ctx.reply.Null();
   if (!StringOrMissing(ctx, info)) return;
-  const int64_t now = CoarseNowMs();
+  const int64_t now = NowMs();
   if (options.expiry != expiry::ExpiryKind::kNone) {
     auto at = expiry::StringExpiryAt(options, now, "getex");
     if (!at.ok()) return ctx.reply.Error(at.error);
@@ -483,10 +483,10 @@ void RegisterStringCommands(Registry& r) {
        Optional(TokenArg("get", "GET", "6.2.0")),
        OneOfArg("expiration", kArgOptional, std::move(set_expiry))},
       {}, "RW and ACCESS due to the optional `GET` argument"));
-  r.Add(AsRedisString(cmd("setnx", 3, write | kFast, "<key> <value>",
-                          "Sets a string value only if the key does not exist; 1 if it was set.",
-                          SetNx),
-                      "1.0.0", kKeyOW | kKeyInsert, {key, value}));
+  r.Add(AsRedisString(
+      cmd("setnx", 3, write | kFast, "<key> <value>",
+          "Sets a string value only if the key does not exist; 1 if it was set.", SetNx),
+      "1.0.0", kKeyOW | kKeyInsert, {key, value}));
   r.Add(AsRedisString(cmd("setex", 4, write, "<key> <seconds> <value>",
                           "Sets a string value with a time to live in seconds.", SetEx),
                       "2.0.0", kKeyOW | kKeyUpdate, {key, IntArg("seconds"), value}));
@@ -501,8 +501,8 @@ void RegisterStringCommands(Registry& r) {
   r.Add(AsRedisString(
       cmd("getex", -2, kWrite | kFast, "<key> [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms|PERSIST]",
           "Returns a string value and sets or removes its expiry.", GetEx),
-      "6.2.0", rw_update, {key, OneOfArg("expiration", kArgOptional, std::move(getex_expiry))},
-      {}, "RW and UPDATE because it changes the TTL"));
+      "6.2.0", rw_update, {key, OneOfArg("expiration", kArgOptional, std::move(getex_expiry))}, {},
+      "RW and UPDATE because it changes the TTL"));
   r.Add(AsRedisString(cmd("getdel", 2, kWrite | kFast, "<key>",
                           "Returns a string value and deletes the key.", GetDel),
                       "6.2.0", kKeyRW | kKeyAccess | kKeyDelete, {key}));
@@ -530,11 +530,11 @@ void RegisterStringCommands(Registry& r) {
   r.Add(AsRedisString(cmd("strlen", 2, kReadonly | kFast, "<key>",
                           "The length of a string value; 0 if absent.", StrLen),
                       "2.2.0", kKeyRO, {key}));
-  r.Add(AsRedisString(
-      cmd("getrange", 4, kReadonly, "<key> <start> <end>",
-          "A substring of a string value (inclusive, negative counts from the end).", GetRange,
-          "O(N) in the length returned"),
-      "2.4.0", kKeyRO | kKeyAccess, {key, IntArg("start"), IntArg("end")}));
+  r.Add(
+      AsRedisString(cmd("getrange", 4, kReadonly, "<key> <start> <end>",
+                        "A substring of a string value (inclusive, negative counts from the end).",
+                        GetRange, "O(N) in the length returned"),
+                    "2.4.0", kKeyRO | kKeyAccess, {key, IntArg("start"), IntArg("end")}));
   r.Add(AsRedisString(
       cmd("setrange", 4, write, "<key> <offset> <value>",
           "Overwrites part of a string value, padding with zero bytes; replies the length.",
@@ -547,19 +547,19 @@ void RegisterStringCommands(Registry& r) {
   r.Add(AsRedisString(
       cmd("incr", 2, write | kFast, "<key>", "Adds 1 to the integer a string holds.", Incr),
       "1.0.0", rw_update, {key}));
-  r.Add(AsRedisString(cmd("decr", 2, write | kFast, "<key>",
-                          "Subtracts 1 from the integer a string holds.", Decr),
-                      "1.0.0", rw_update, {key}));
+  r.Add(AsRedisString(
+      cmd("decr", 2, write | kFast, "<key>", "Subtracts 1 from the integer a string holds.", Decr),
+      "1.0.0", rw_update, {key}));
   r.Add(AsRedisString(cmd("incrby", 3, write | kFast, "<key> <increment>",
                           "Adds an integer to the integer a string holds.", IncrByArg),
                       "1.0.0", rw_update, {key, IntArg("increment")}));
   r.Add(AsRedisString(cmd("decrby", 3, write | kFast, "<key> <decrement>",
                           "Subtracts an integer from the integer a string holds.", DecrByArg),
                       "1.0.0", rw_update, {key, IntArg("decrement")}));
-  r.Add(AsRedisString(cmd("incrbyfloat", 3, write | kFast, "<key> <increment>",
-                          "Adds a floating point number to the number a string holds.",
-                          IncrByFloat),
-                      "2.6.0", rw_update, {key, TypedArg("increment", ArgType::kDouble)}));
+  r.Add(
+      AsRedisString(cmd("incrbyfloat", 3, write | kFast, "<key> <increment>",
+                        "Adds a floating point number to the number a string holds.", IncrByFloat),
+                    "2.6.0", rw_update, {key, TypedArg("increment", ArgType::kDouble)}));
 }
 
 }  // namespace prefixd::commands

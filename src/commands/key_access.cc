@@ -143,12 +143,15 @@ bool MakeRoom(Engine& engine) {
   static std::mutex pass;
   std::lock_guard lock(pass);
   while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
-    // The database holding the most memory gives its next victim.
+    // The database holding the most memory gives its next victim (with one database in use,
+    // no figures are needed).
     std::vector<std::pair<uint64_t, size_t>> by_size;
-    engine.databases().ForEach([&](size_t index, store::Database& db) {
-      by_size.emplace_back(Engine::DatabaseMemory(db), index);
-    });
-    std::sort(by_size.rbegin(), by_size.rend());
+    engine.databases().ForEach(
+        [&](size_t index, store::Database&) { by_size.emplace_back(0, index); });
+    if (by_size.size() > 1) {
+      for (auto& [bytes, index] : by_size) bytes = Engine::DatabaseMemory(engine.database(index));
+      std::sort(by_size.rbegin(), by_size.rend());
+    }
     bool evicted = false;
     for (const auto& [bytes, index] : by_size) {
       auto victim = engine.database(index).keys.PickVictim(policy);

@@ -427,6 +427,54 @@ void IncrByFloat(Context& ctx) {
   if (StoreString(ctx, key, info, Bytes::CopyCompact(text), how)) ctx.reply.Bulk(text);
 }
 
+// Redis's getBitOffsetFromArgument: a bit offset within proto-max-bulk-len bytes.
+std::optional<uint64_t> BitOffset(Context& ctx, std::string_view text) {
+  const auto offset = ParseInt64(text);
+  const auto max_bytes =
+      static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kProtoMaxBulkLen));
+  if (!offset || *offset < 0 || (static_cast<uint64_t>(*offset) >> 3) >= max_bytes) {
+    ctx.reply.Error("ERR bit offset is not an integer or out of range");
+    return std::nullopt;
+  }
+  return static_cast<uint64_t>(*offset);
+}
+
+uint8_t BitMask(uint64_t offset) { return static_cast<uint8_t>(1u << (7 - (offset & 7))); }
+
+void SetBit(Context& ctx) {
+  const auto offset = BitOffset(ctx, ctx.args[2]);
+  if (!offset) return;
+  const auto on = ParseInt64(ctx.args[3]);
+  if (!on || (*on & ~int64_t{1}) != 0) {
+    return ctx.reply.Error("ERR bit is not an integer or out of range");
+  }
+  const std::string_view key = ctx.args[1];
+  KeyLocks lock(ctx.engine, key);
+  auto info = WriteKey(ctx, key);
+  if (!StringOrMissing(ctx, info)) return;
+  const size_t byte = static_cast<size_t>(*offset >> 3);
+  const size_t old_length = info ? info->value.size() : 0;
+  const bool was_set = byte < old_length && (info->value.data()[byte] & BitMask(*offset)) != 0;
+  Bytes value = BuildValue(std::max(old_length, byte + 1), [&](uint8_t* out) {
+    if (old_length > 0) std::memcpy(out, info->value.data(), old_length);
+    if (byte >= old_length) std::memset(out + old_length, 0, byte + 1 - old_length);
+    out[byte] = *on ? (out[byte] | BitMask(*offset)) : (out[byte] & ~BitMask(*offset));
+  });
+  const Write how{StringEncoding::kRaw, info ? KeepTtl::kYes : KeepTtl::kNo, 0};
+  if (StoreString(ctx, key, info, std::move(value), how)) ctx.reply.Integer(was_set ? 1 : 0);
+}
+
+void GetBit(Context& ctx) {
+  const auto offset = BitOffset(ctx, ctx.args[2]);
+  if (!offset) return;
+  auto info = ReadKey(ctx, ctx.args[1]);
+  if (!info) return ctx.reply.Integer(0);
+  if (!StringOrMissing(ctx, info)) return;
+  const size_t byte = static_cast<size_t>(*offset >> 3);
+  const bool set = byte < info->value.size() && (info->value.data()[byte] & BitMask(*offset)) != 0;
+  ctx.reply.Integer(set ? 1 : 0);
+}
+
 }  // namespace
 
 namespace {
@@ -560,6 +608,21 @@ void RegisterStringCommands(Registry& r) {
       AsRedisString(cmd("incrbyfloat", 3, write | kFast, "<key> <increment>",
                         "Adds a floating point number to the number a string holds.", IncrByFloat),
                     "2.6.0", rw_update, {key, TypedArg("increment", ArgType::kDouble)}));
+  // The two bitmap commands Redis's string tests use.
+  CommandSpec setbit = AsRedisString(
+      cmd("setbit", 4, write, "<key> <offset> <value>",
+          "Sets or clears one bit of a string value (growing it with zero bytes); replies the old "
+          "bit.",
+          SetBit),
+      "2.2.0", rw_update, {key, IntArg("offset"), IntArg("value")});
+  setbit.acl_categories = kAclBitmap, setbit.group = "bitmap";
+  r.Add(std::move(setbit));
+  CommandSpec getbit =
+      AsRedisString(cmd("getbit", 3, kReadonly | kFast, "<key> <offset>",
+                        "Returns one bit of a string value (0 past its end).", GetBit),
+                    "2.2.0", kKeyRO | kKeyAccess, {key, IntArg("offset")});
+  getbit.acl_categories = kAclBitmap, getbit.group = "bitmap";
+  r.Add(std::move(getbit));
 }
 
 }  // namespace prefixd::commands

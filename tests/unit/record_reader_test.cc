@@ -769,6 +769,13 @@ TEST(GoldenBytesTest, FileHeaderSeedAndRecordChecksumAreTheDocumentedOnes) {
   PutU64(reinterpret_cast<uint8_t*>(expected.data()), checksum);
   expected += tail;
   EXPECT_TRUE(std::string(reinterpret_cast<char*>(sealed), kRecordHeaderSize) == expected);
+  // The same record for database 7: bytes 14-15 name it, and the checksum covers them.
+  const std::string tail7 = Hex("50465852 03 00 0700 0a00000000000000 0600000000000000");
+  SealRecord(seed, RecordType::kSsmDropSession, 10, EncodePayload(DropSession("ab")), sealed, 7);
+  EXPECT_TRUE(std::string(reinterpret_cast<char*>(sealed) + 8, kRecordHeaderSize - 8) == tail7);
+  EXPECT_EQ(DecodeRecordHeader(sealed).db, 7);
+  const std::string hashed7 = tail7 + payload;
+  EXPECT_EQ(GetU64(sealed), XXH3_64bits_withSeed(hashed7.data(), hashed7.size(), seed));
   // Version 1 files: seed 0.
   FileHeader v1 = decoded;
   v1.version = 1;

@@ -286,6 +286,149 @@ CommandSpec AsRedisKeyed(CommandSpec s, std::string since, uint32_t acl,
   return s;
 }
 
+// ---- RENAME, RENAMENX, COPY, MOVE ----------------------------------------------------------
+
+size_t SelectedDb(const Context& ctx) { return static_cast<size_t>(ctx.client.db.load()); }
+
+// The live entry of `key` in database `db` (an expired one is deleted and reads as missing).
+std::optional<KeyInfo> FindIn(Context& ctx, size_t db, std::string_view key) {
+  auto info = ctx.engine.database(db).keys.Find(key);
+  if (!info || info->expire_at_ms == 0 || info->expire_at_ms > NowMs()) return info;
+  Deleted done = DeleteKey(ctx.engine, db, key, info->type);
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  ctx.engine.stats().expired_keys += 1;
+  return std::nullopt;
+}
+
+// Logs `m` for database `db`; false (the error queued) when refused.
+bool MutateIn(Context& ctx, size_t db, const persist::Mutation& m) {
+  MutationResult result = MutateEngine(ctx.engine, db, m);
+  if (!result.outcome) {
+    ctx.reply.Error(result.error);
+    return false;
+  }
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, result.lsn);
+  return true;
+}
+
+bool DeleteIn(Context& ctx, size_t db, std::string_view key, store::KeyType type) {
+  Deleted done = DeleteKey(ctx.engine, db, key, type);
+  if (!done.ok) {
+    ctx.reply.Error(done.error);
+    return false;
+  }
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  return true;
+}
+
+// Writes a copy of `from` (in `from_db`, described by `info`) as `to` in `to_db`, expiry
+// included: a string's value or an SSM session's layers, by handle (no byte is copied). The other
+// types are refused (`to` is left alone). False when an error was queued.
+bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInfo& info,
+               size_t to_db, std::string_view to) {
+  const auto at = static_cast<uint64_t>(info.expire_at_ms);
+  if (info.type == store::KeyType::kString) {
+    const uint32_t flags = static_cast<uint32_t>(info.encoding)
+                           << persist::StringSet::kEncodingShift;
+    return MutateIn(ctx, to_db,
+                    persist::StringSet{std::string(to), flags, at, persist::Blob{{info.value}}});
+  }
+  if (info.type == store::KeyType::kSsmPrefix) {
+    store::StateStore& state = ctx.engine.database(from_db).state;
+    std::vector<uint32_t> ids;
+    for (const store::LayerSize& layer : state.Layers(from)) ids.push_back(layer.layer);
+    const auto values = state.GetMany(from, ids);
+    persist::LayerBlobs layers;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (values[i]) layers.emplace_back(ids[i], *values[i]);
+    }
+    if (layers.empty()) return ctx.reply.Error("ERR no such key"), false;
+    if (!MutateIn(ctx, to_db, persist::SsmPut{std::string(to), std::move(layers)})) return false;
+    return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
+  }
+  ctx.reply.Error("ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
+                  std::string(store::KeyTypeName(info.type)) +
+                  " key is not supported (strings and ssm-prefix sessions are)");
+  return false;
+}
+
+void RenameWith(Context& ctx, bool only_new) {
+  const std::string_view from = ctx.args[1], to = ctx.args[2];
+  const std::string_view keys[] = {from, to};
+  KeyLocks lock(ctx.engine, keys);
+  auto info = LookupKey(ctx, from, /*touch=*/true);
+  if (!info) return ctx.reply.Error("ERR no such key");
+  if (from == to) return only_new ? ctx.reply.Integer(0) : ctx.reply.Simple("OK");
+  const size_t db = SelectedDb(ctx);
+  auto existing = LookupKey(ctx, to, /*touch=*/false);
+  if (existing && only_new) return ctx.reply.Integer(0);
+  if (existing && !DeleteIn(ctx, db, to, existing->type)) return;
+  // The copy is logged before the source's delete: a crash between them loses nothing.
+  if (!CopyValue(ctx, db, from, *info, db, to) || !DeleteIn(ctx, db, from, info->type)) return;
+  only_new ? ctx.reply.Integer(1) : ctx.reply.Simple("OK");
+}
+
+void Rename(Context& ctx) { RenameWith(ctx, false); }
+void RenameNx(Context& ctx) { RenameWith(ctx, true); }
+
+// A database index argument, as Redis's getIntFromObjectOrReply then selectDb.
+std::optional<size_t> DbArg(Context& ctx, std::string_view text) {
+  auto db = ParseInt64(text);
+  if (!db || *db < INT32_MIN || *db > INT32_MAX) {
+    ctx.reply.Error(errors::kNotInteger);
+    return std::nullopt;
+  }
+  if (*db < 0 || static_cast<uint64_t>(*db) >= ctx.engine.databases().count()) {
+    ctx.reply.Error(errors::kDbIndexOutOfRange);
+    return std::nullopt;
+  }
+  return static_cast<size_t>(*db);
+}
+
+void Copy(Context& ctx) {
+  const std::string_view from = ctx.args[1], to = ctx.args[2];
+  const size_t db = SelectedDb(ctx);
+  size_t to_db = db;
+  bool replace = false;
+  for (size_t i = 3; i < ctx.args.size(); ++i) {
+    if (EqualsIgnoreCase(ctx.args[i], "REPLACE")) {
+      replace = true;
+    } else if (EqualsIgnoreCase(ctx.args[i], "DB") && i + 1 < ctx.args.size()) {
+      auto chosen = DbArg(ctx, ctx.args[++i]);
+      if (!chosen) return;
+      to_db = *chosen;
+    } else {
+      return ctx.reply.Error(errors::kSyntax);
+    }
+  }
+  if (from == to && db == to_db) {
+    return ctx.reply.Error("ERR source and destination objects are the same");
+  }
+  const std::string_view keys[] = {from, to};
+  KeyLocks lock(ctx.engine, keys);
+  auto info = LookupKey(ctx, from, /*touch=*/true);
+  if (!info) return ctx.reply.Integer(0);
+  auto existing = FindIn(ctx, to_db, to);
+  if (existing && !replace) return ctx.reply.Integer(0);
+  if (existing && !DeleteIn(ctx, to_db, to, existing->type)) return;
+  if (CopyValue(ctx, db, from, *info, to_db, to)) ctx.reply.Integer(1);
+}
+
+void Move(Context& ctx) {
+  const std::string_view key = ctx.args[1];
+  auto to_db = DbArg(ctx, ctx.args[2]);
+  if (!to_db) return;
+  const size_t db = SelectedDb(ctx);
+  if (*to_db == db) return ctx.reply.Error("ERR source and destination objects are the same");
+  KeyLocks lock(ctx.engine, key);
+  auto info = LookupKey(ctx, key, /*touch=*/true);
+  if (!info) return ctx.reply.Integer(0);
+  if (FindIn(ctx, *to_db, key)) return ctx.reply.Integer(0);
+  if (CopyValue(ctx, db, key, *info, *to_db, key) && DeleteIn(ctx, db, key, info->type)) {
+    ctx.reply.Integer(1);
+  }
+}
+
 }  // namespace
 
 void RegisterKeyCommands(Registry& r) {
@@ -426,6 +569,39 @@ void RegisterKeyCommands(Registry& r) {
       AsRedis(std::move(memory_help), "4.0.0"),
   };
   r.Add(std::move(memory));
+  // RENAME, RENAMENX, COPY and MOVE: two key specs (source, destination) where Redis has them.
+  auto two_keys = [&](CommandSpec s, std::string since, uint32_t from_flags, uint32_t to_flags,
+                      std::vector<Arg> args) {
+    s = AsRedisKeyed(std::move(s), std::move(since), kAclKeyspace, {}, std::move(args), from_flags);
+    s.key_specs.push_back(RangeKeySpec(to_flags, 2));
+    s.last_key = 2;
+    return s;
+  };
+  Arg new_key = KeyArg("newkey");
+  new_key.key_spec_index = 1;
+  r.Add(two_keys(cmd("rename", 3, kWrite, "<key> <newkey>",
+                     "Renames a string or SSM key, replacing newkey; its expiry goes with it.",
+                     Rename, "O(1)"),
+                 "1.0.0", kKeyRW | kKeyAccess | kKeyDelete, kKeyOW | kKeyUpdate,
+                 {KeyArg("key"), new_key}));
+  r.Add(two_keys(
+      cmd("renamenx", 3, kWrite | kFast, "<key> <newkey>",
+          "Renames a string or SSM key unless newkey exists; 1 if renamed.", RenameNx, "O(1)"),
+      "1.0.0", kKeyRW | kKeyAccess | kKeyDelete, kKeyOW | kKeyInsert, {KeyArg("key"), new_key}));
+  Arg destination = KeyArg("destination");
+  destination.key_spec_index = 1;
+  Arg destination_db = Tokened(IntArg("destination-db", kArgOptional), "DB");
+  Arg replace = TokenArg("replace", "REPLACE");
+  replace.flags = kArgOptional;
+  r.Add(two_keys(cmd("copy", -3, kWrite | kDenyOom, "<source> <destination> [DB db] [REPLACE]",
+                     "Copies a string or SSM key (by reference), optionally to another database.",
+                     Copy, "O(1) for strings, O(layers) for SSM sessions"),
+                 "6.2.0", kKeyRO | kKeyAccess, kKeyOW | kKeyUpdate,
+                 {KeyArg("source"), destination, destination_db, replace}));
+  r.Add(AsRedisKeyed(cmd("move", 3, kWrite | kFast, "<key> <db>",
+                         "Moves a string or SSM key to another database.", Move, "O(1)"),
+                     "1.0.0", kAclKeyspace, {}, {KeyArg("key"), IntArg("db")},
+                     kKeyRW | kKeyAccess | kKeyUpdate));
 }
 
 }  // namespace prefixd::commands

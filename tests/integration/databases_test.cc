@@ -95,6 +95,31 @@ TEST_F(DatabasesTest, EveryTypeIsIndependentPerDatabase) {
   EXPECT_EQ(other->Call(Args{"DBSIZE"}), ":0\r\n");
 }
 
+// RENAME, COPY and MOVE carry a string or an SSM session (every layer, by reference) and its
+// expiry; the V-store types are refused with a clear error and left alone.
+TEST_F(DatabasesTest, RenameCopyAndMoveCarryStringsAndSessions) {
+  ASSERT_EQ(Call({"SSM.PREFIX.MSTORE", "s", "0", "zero", "7", "seven"}), "+OK\r\n");
+  ASSERT_EQ(Call({"PEXPIRE", "s", "900000"}), ":1\r\n");
+  EXPECT_EQ(Call({"RENAME", "s", "t"}), "+OK\r\n");
+  EXPECT_EQ(Call({"EXISTS", "s"}), ":0\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "t", "7"}), "$5\r\nseven\r\n");
+  EXPECT_EQ(Call({"COPY", "t", "u", "DB", "2"}), ":1\r\n");
+  EXPECT_EQ(Call({"MOVE", "t", "5"}), ":1\r\n");
+  EXPECT_EQ(Call({"EXISTS", "t"}), ":0\r\n");
+  ASSERT_EQ(Call({"SELECT", "5"}), "+OK\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "t", "0"}), "$4\r\nzero\r\n");
+  const std::string ttl = Call({"TTL", "t"});
+  EXPECT_TRUE(ttl == ":900\r\n" || ttl == ":899\r\n") << ttl;
+  ASSERT_EQ(Call({"SELECT", "2"}), "+OK\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "u", "7"}), "$5\r\nseven\r\n");
+  ASSERT_EQ(Call({"V.CREATE", "v", "8"}).substr(0, 1), ":");
+  EXPECT_EQ(Call({"RENAME", "v", "w"}),
+            "-ERR RENAME of a vstore key is not supported (strings and ssm-prefix sessions "
+            "are)\r\n");
+  EXPECT_EQ(Call({"TYPE", "v"}), "+vstore\r\n");
+  EXPECT_EQ(Call({"EXISTS", "w"}), ":0\r\n");
+}
+
 TEST_F(DatabasesTest, EveryDatabaseSurvivesARestart) {
   ASSERT_EQ(Call({"SET", "k", "zero"}), "+OK\r\n");
   ASSERT_EQ(Call({"SELECT", "9"}), "+OK\r\n");

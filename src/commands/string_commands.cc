@@ -19,6 +19,7 @@
 #include "commands/key_access.h"
 #include "commands/mutate.h"
 #include "commands/registry.h"
+#include "common/ascii.h"
 #include "common/clock.h"
 #include "common/expiry_args.h"
 #include "common/numbers.h"
@@ -475,6 +476,112 @@ void GetBit(Context& ctx) {
   ctx.reply.Integer(set ? 1 : 0);
 }
 
+// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN], as Redis 7.0.15's lcsCommand: the
+// classic dynamic-programming table, walked back from the end; IDX lists the matching ranges
+// from the last to the first.
+void Lcs(Context& ctx) {
+  auto first = ReadKey(ctx, ctx.args[1]);
+  auto second = ReadKey(ctx, ctx.args[2]);
+  if ((first && first->type != KeyType::kString) || (second && second->type != KeyType::kString)) {
+    return ctx.reply.Error("ERR The specified keys must contain string values");
+  }
+  const std::string_view a = first ? first->value.view() : std::string_view();
+  const std::string_view b = second ? second->value.view() : std::string_view();
+  bool want_len = false, want_idx = false, with_match_len = false;
+  int64_t min_match_len = 0;
+  for (size_t i = 3; i < ctx.args.size(); ++i) {
+    const std::string_view option = ctx.args[i];
+    if (EqualsIgnoreCase(option, "IDX")) {
+      want_idx = true;
+    } else if (EqualsIgnoreCase(option, "LEN")) {
+      want_len = true;
+    } else if (EqualsIgnoreCase(option, "WITHMATCHLEN")) {
+      with_match_len = true;
+    } else if (EqualsIgnoreCase(option, "MINMATCHLEN") && i + 1 < ctx.args.size()) {
+      auto n = ParseInt64(ctx.args[++i]);
+      if (!n) return ctx.reply.Error(errors::kNotInteger);
+      min_match_len = std::max<int64_t>(*n, 0);
+    } else {
+      return ctx.reply.Error(errors::kSyntax);
+    }
+  }
+  if (want_idx && want_len) {
+    return ctx.reply.Error("ERR If you want both the length and indexes, please just use IDX.");
+  }
+  if (a.size() >= UINT32_MAX - 1 || b.size() >= UINT32_MAX - 1) {
+    return ctx.reply.Error("ERR String too long for LCS");
+  }
+  const uint64_t cells = (uint64_t{a.size()} + 1) * (uint64_t{b.size()} + 1);
+  if (cells * sizeof(uint32_t) >
+      static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kProtoMaxBulkLen))) {
+    return ctx.reply.Error(
+        "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+  }
+  const size_t width = b.size() + 1;
+  std::vector<uint32_t> table(cells, 0);
+  const auto at = [&](size_t i, size_t j) -> uint32_t& { return table[j + i * width]; };
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      at(i, j) = a[i - 1] == b[j - 1] ? at(i - 1, j - 1) + 1 : std::max(at(i - 1, j), at(i, j - 1));
+    }
+  }
+  const uint32_t total = at(a.size(), b.size());
+  if (want_len) return ctx.reply.Integer(total);
+  struct Match {
+    size_t a_start, a_end, b_start, b_end;
+  };
+  std::vector<Match> matches;
+  std::string common(total, '\0');
+  size_t i = a.size(), j = b.size(), left = total;
+  const size_t none = a.size();  // "no range open", as Redis marks it
+  size_t a_start = none, a_end = 0, b_start = 0, b_end = 0;
+  while (i > 0 && j > 0) {
+    bool emit = false;
+    if (a[i - 1] == b[j - 1]) {
+      common[left - 1] = a[i - 1];
+      if (a_start == none) {
+        a_start = a_end = i - 1, b_start = b_end = j - 1;
+      } else if (a_start == i && b_start == j) {
+        --a_start, --b_start;
+      } else {
+        emit = true;
+      }
+      if (a_start == 0 || b_start == 0) emit = true;
+      --left, --i, --j;
+    } else {
+      if (at(i - 1, j) > at(i, j - 1)) {
+        --i;
+      } else {
+        --j;
+      }
+      if (a_start != none) emit = true;
+    }
+    if (emit) {
+      const auto length = static_cast<int64_t>(a_end - a_start + 1);
+      if (min_match_len == 0 || length >= min_match_len) {
+        matches.push_back({a_start, a_end, b_start, b_end});
+      }
+      a_start = none;
+    }
+  }
+  if (!want_idx) return ctx.reply.Bulk(common);
+  ctx.reply.MapLen(2);
+  ctx.reply.Bulk("matches");
+  ctx.reply.ArrayLen(matches.size());
+  for (const Match& m : matches) {
+    ctx.reply.ArrayLen(with_match_len ? 3 : 2);
+    ctx.reply.ArrayLen(2);
+    ctx.reply.Integer(static_cast<int64_t>(m.a_start));
+    ctx.reply.Integer(static_cast<int64_t>(m.a_end));
+    ctx.reply.ArrayLen(2);
+    ctx.reply.Integer(static_cast<int64_t>(m.b_start));
+    ctx.reply.Integer(static_cast<int64_t>(m.b_end));
+    if (with_match_len) ctx.reply.Integer(static_cast<int64_t>(m.a_end - m.a_start + 1));
+  }
+  ctx.reply.Bulk("len");
+  ctx.reply.Integer(total);
+}
+
 }  // namespace
 
 namespace {
@@ -608,6 +715,17 @@ void RegisterStringCommands(Registry& r) {
       AsRedisString(cmd("incrbyfloat", 3, write | kFast, "<key> <increment>",
                         "Adds a floating point number to the number a string holds.", IncrByFloat),
                     "2.6.0", rw_update, {key, TypedArg("increment", ArgType::kDouble)}));
+  CommandSpec lcs = AsRedisString(
+      cmd("lcs", -3, kReadonly, "<key1> <key2> [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]",
+          "The longest common subsequence of two string values, its length or its ranges.", Lcs,
+          "O(N*M) in the lengths of the two values"),
+      "7.0.0", kKeyRO | kKeyAccess,
+      {KeyArg("key1"), KeyArg("key2"), Optional(TokenArg("len", "LEN")),
+       Optional(TokenArg("idx", "IDX")), Tokened(IntArg("len", kArgOptional), "MINMATCHLEN"),
+       Optional(TokenArg("withmatchlen", "WITHMATCHLEN"))},
+      {}, {}, 1);
+  lcs.last_key = 2;
+  r.Add(std::move(lcs));
   // The two bitmap commands Redis's string tests use.
   CommandSpec setbit = AsRedisString(
       cmd("setbit", 4, write, "<key> <offset> <value>",

@@ -34,7 +34,7 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "randomkey object|encoding object|freq object|idletime object|refcount object|help "
           "memory|usage memory|help flushdb get set setnx setex psetex getset getex getdel mget "
           "mset msetnx strlen getrange setrange append incr decr incrby decrby "
-          "incrbyfloat setbit getbit rename renamenx copy move").split()
+          "incrbyfloat setbit getbit rename renamenx copy move lcs").split()
 
 
 def encode(args):
@@ -196,7 +196,8 @@ class CommandTableTest(ParityBase):
                      "type", "expire", "pexpireat", "ttl", "persist", "scan", "keys", "flushdb",
                      "object|freq", "memory|usage", "get", "set", "setnx", "setex", "psetex",
                      "getset", "getex", "getdel", "mget", "mset", "msetnx", "strlen", "getrange",
-                     "setrange", "append", "incr", "decr", "incrby", "decrby", "incrbyfloat"):
+                     "setrange", "append", "incr", "decr", "incrby", "decrby", "incrbyfloat",
+                     "setbit", "getbit", "rename", "renamenx", "copy", "move", "lcs"):
             with self.subTest(name=name):
                 if self.rd is None:
                     self.skipTest("redis-server is not installed")

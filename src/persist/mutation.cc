@@ -314,6 +314,7 @@ using Kind = Outcome::Kind;
 Outcome Applied(bool changed) { return Outcome{changed ? Kind::kApplied : Kind::kUnchanged, {}}; }
 
 struct Applier {
+  static constexpr size_t kCompactBelow = size_t{32} << 10;
   const Stores& stores;
   const std::function<void()>& hook;
 
@@ -345,7 +346,14 @@ struct Applier {
     if (stores.keys == nullptr) return Applied(false);
     const auto encoding = static_cast<store::StringEncoding>(r.flags >> StringSet::kEncodingShift);
     const auto keep = (r.flags & StringSet::kKeepTtl) ? store::KeepTtl::kYes : store::KeepTtl::kNo;
-    stores.keys->PutString(r.key, r.value.Joined(), encoding, keep, static_cast<int64_t>(r.at_ms),
+    // A small value read back from a file is a slice of its whole record (a slice's capacity is
+    // its length): keep a compact copy, so the record's buffer is freed. A large value keeps its
+    // buffer, and a live value is already compact.
+    Bytes value = r.value.Joined();
+    if (value.size() < kCompactBelow && value.capacity() <= value.size()) {
+      value = Bytes::CopyCompact(value.view());
+    }
+    stores.keys->PutString(r.key, std::move(value), encoding, keep, static_cast<int64_t>(r.at_ms),
                            hook);
     return Applied(true);
   }

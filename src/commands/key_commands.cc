@@ -429,6 +429,25 @@ void Move(Context& ctx) {
   }
 }
 
+void SwapDb(Context& ctx) {
+  std::optional<size_t> index[2];
+  const char* names[2] = {"ERR invalid first DB index", "ERR invalid second DB index"};
+  for (size_t i = 0; i < 2; ++i) {
+    auto n = ParseInt64(ctx.args[i + 1]);
+    if (!n || *n < INT32_MIN || *n > INT32_MAX) return ctx.reply.Error(names[i]);
+    if (*n < 0 || static_cast<uint64_t>(*n) >= ctx.engine.databases().count()) {
+      return ctx.reply.Error(errors::kDbIndexOutOfRange);
+    }
+    index[i] = static_cast<size_t>(*n);
+  }
+  if (*index[0] != *index[1] && !MutateIn(ctx, SelectedDb(ctx),
+                                          persist::SwapDb{static_cast<uint32_t>(*index[0]),
+                                                          static_cast<uint32_t>(*index[1])})) {
+    return;
+  }
+  ctx.reply.Simple("OK");
+}
+
 }  // namespace
 
 void RegisterKeyCommands(Registry& r) {
@@ -602,6 +621,10 @@ void RegisterKeyCommands(Registry& r) {
                          "Moves a string or SSM key to another database.", Move, "O(1)"),
                      "1.0.0", kAclKeyspace, {}, {KeyArg("key"), IntArg("db")},
                      kKeyRW | kKeyAccess | kKeyUpdate));
+  r.Add(AsRedis(
+      cmd("swapdb", 3, kWrite | kFast, "<index1> <index2>",
+          "Exchanges the contents of two databases; logged as one record.", SwapDb, "O(1)", 0),
+      "4.0.0", kAclKeyspace | kAclDangerous, {}, {IntArg("index1"), IntArg("index2")}));
 }
 
 }  // namespace prefixd::commands

@@ -59,7 +59,8 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
   const bool flush_all = std::holds_alternative<persist::FlushAll>(m);
   std::shared_lock shared(engine.mutation_gate(), std::defer_lock);
   std::unique_lock exclusive(engine.mutation_gate(), std::defer_lock);
-  if (flush_all || std::holds_alternative<persist::FlushDb>(m)) {
+  const auto* swap = std::get_if<persist::SwapDb>(&m);
+  if (flush_all || swap != nullptr || std::holds_alternative<persist::FlushDb>(m)) {
     exclusive.lock();
   } else {
     shared.lock();
@@ -72,6 +73,7 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
     };
   }
   result.outcome = persist::Apply(m, StoresOf(engine, engine.database(db)), append);
+  if (swap != nullptr) engine.databases().Swap(swap->a, swap->b);
   if (flush_all) {  // one record empties every database
     engine.databases().ForEach([&](size_t index, store::Database& other) {
       if (index != db) persist::Apply(m, StoresOf(engine, other), {});

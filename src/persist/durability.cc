@@ -166,12 +166,24 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
 std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
   if (databases_ == nullptr) {
     if (db != 0) return "it names database " + std::to_string(db) + " of a single database";
+    if (const auto* swap = std::get_if<SwapDb>(&m); swap != nullptr && (swap->a | swap->b) != 0) {
+      return "it swaps databases " + std::to_string(swap->a) + " and " + std::to_string(swap->b) +
+             " of a single database";
+    }
     Apply(m, Stores{store_, vectors_, 0, keys_}, {});
     return {};
   }
   if (db >= databases_->count()) {
     return "it names database " + std::to_string(db) + ", past the " +
            std::to_string(databases_->count()) + " the `databases` setting allows";
+  }
+  if (const auto* swap = std::get_if<SwapDb>(&m)) {
+    if (std::max(swap->a, swap->b) >= databases_->count()) {
+      return "it swaps database " + std::to_string(std::max(swap->a, swap->b)) + ", past the " +
+             std::to_string(databases_->count()) + " the `databases` setting allows";
+    }
+    databases_->Swap(swap->a, swap->b);
+    return {};
   }
   const auto stores_of = [](store::Database& d) { return Stores{d.state, &d.vectors, 0, &d.keys}; };
   Apply(m, stores_of(databases_->At(db)), {});

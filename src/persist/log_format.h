@@ -45,6 +45,7 @@ enum class RecordType : uint8_t {
   kStringSet = 6,       // one string key: its whole value, encoding and expiry (or keep it)
   kStringDel = 7,       // one string key deleted
   kFlushDb = 8,         // every stored entry of the record's database (FLUSHDB)
+  kSwapDb = 9,          // two databases exchange their contents (SWAPDB)
   kSnapshotEnd = 15,    // last record of a snapshot: entry count, so a cut file is detected
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier

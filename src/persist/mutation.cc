@@ -10,6 +10,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "store/database.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::persist {
@@ -236,6 +237,11 @@ struct Checker {
   void operator()(const SsmDropSession& r) { Sid(r.sid, "sid", 0); }
   void operator()(const FlushAll&) {}
   void operator()(const FlushDb&) {}
+  void operator()(const SwapDb& r) {
+    if (r.a >= store::Databases::kMaxCount || r.b >= store::Databases::kMaxCount) {
+      Fail("database " + std::to_string(std::max(r.a, r.b)) + " is past 65535");
+    }
+  }
   void operator()(const KeyExpire& r) { Sid(r.key, "key", 0); }
   void operator()(const StringSet& r) {
     Sid(r.key, "key", 0);
@@ -329,6 +335,11 @@ struct Applier {
     return Applied(stores.state.DropSession(r.sid, hook) > 0);
   }
   Outcome operator()(const FlushDb&) { return (*this)(FlushAll{}); }
+  // The exchange itself needs every database: the caller (MutateEngine, replay) makes it.
+  Outcome operator()(const SwapDb&) {
+    if (hook) hook();
+    return Applied(true);
+  }
   Outcome operator()(const FlushAll&) {
     // The caller keeps every other change out (the mutation gate), so the log record and the
     // clear of both stores are one step to everyone else.
@@ -430,6 +441,7 @@ struct KeySync {
   void operator()(const SsmDropSession& r) const { Key(r.sid); }
   void operator()(const FlushAll&) const { stores.keys->Clear(); }
   void operator()(const FlushDb&) const { stores.keys->Clear(); }
+  void operator()(const SwapDb&) const {}
   void operator()(const SnapshotEnd&) const {}
   void operator()(const KeyExpire&) const {}
   void operator()(const StringSet&) const {}  // the keyspace holds strings itself

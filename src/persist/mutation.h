@@ -79,6 +79,15 @@ struct FlushDb {  // every entry of the record's database (the header says which
   static auto Tie(auto&) { return std::tie(); }
 };
 
+struct SwapDb {  // databases `a` and `b` exchange everything they hold
+  static constexpr RecordType kType = RecordType::kSwapDb;
+  static constexpr std::string_view kName = "swap db";
+  static constexpr std::array<std::string_view, 2> kFields = {"a", "b"};
+  uint32_t a = 0;
+  uint32_t b = 0;
+  static auto Tie(auto& r) { return std::tie(r.a, r.b); }
+};
+
 struct KeyExpire {  // any key: EXPIRE and friends logged as the absolute time, PERSIST as 0
   static constexpr RecordType kType = RecordType::kKeyExpire;
   static constexpr std::string_view kName = "key expire";
@@ -192,9 +201,9 @@ struct KvDrop {  // the registration and both sessions
   static auto Tie(auto& r) { return std::tie(r.ns); }
 };
 
-using Mutation =
-    std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate, VStore,
-                 VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet, StringDel, FlushDb>;
+using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
+                              VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet,
+                              StringDel, FlushDb, SwapDb>;
 
 RecordType TypeOf(const Mutation& m);
 

@@ -20,6 +20,14 @@ Database& Databases::At(size_t index) {
   return *created;
 }
 
+void Databases::Swap(size_t a, size_t b) {
+  At(a), At(b);
+  std::lock_guard lock(create_mu_);
+  Database* first = slots_[a].load(std::memory_order_acquire);
+  slots_[a].store(slots_[b].load(std::memory_order_acquire), std::memory_order_release);
+  slots_[b].store(first, std::memory_order_release);
+}
+
 void Databases::ForEach(const std::function<void(size_t, Database&)>& visit) const {
   for (size_t i = 0; i < count_; ++i) {
     if (Database* db = Existing(i)) visit(i, *db);

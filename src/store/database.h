@@ -40,6 +40,9 @@ class Databases {
   Database* Existing(size_t index) const {
     return index < count_ ? slots_[index].load(std::memory_order_acquire) : nullptr;
   }
+  // Databases `a` and `b` (below count()) exchange places: whoever looks either index up from
+  // now on finds the other's contents. The caller keeps writers out.
+  void Swap(size_t a, size_t b);
   // Every database in use, in index order.
   void ForEach(const std::function<void(size_t index, Database& db)>& visit) const;
 

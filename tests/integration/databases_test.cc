@@ -120,6 +120,33 @@ TEST_F(DatabasesTest, RenameCopyAndMoveCarryStringsAndSessions) {
   EXPECT_EQ(Call({"EXISTS", "w"}), ":0\r\n");
 }
 
+TEST_F(DatabasesTest, SwapDbExchangesContentsAndIsDurable) {
+  ASSERT_EQ(Call({"SET", "a", "zero"}), "+OK\r\n");
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "s", "0", "state"}), "+OK\r\n");
+  auto other = RawConnection::Tcp(server_.port());
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(other->Call(Args{"SELECT", "1"}), "+OK\r\n");
+  ASSERT_EQ(other->Call(Args{"SET", "a", "one"}), "+OK\r\n");
+  EXPECT_EQ(Call({"SWAPDB", "0", "1"}), "+OK\r\n");
+  // Both connections keep their index and see the other's former contents.
+  EXPECT_EQ(Call({"GET", "a"}), "$3\r\none\r\n");
+  EXPECT_EQ(other->Call(Args{"GET", "a"}), "$4\r\nzero\r\n");
+  EXPECT_EQ(other->Call(Args{"SSM.PREFIX.FETCH", "s", "0"}), "$5\r\nstate\r\n");
+  EXPECT_EQ(Call({"SWAPDB", "0", "16"}), "-ERR DB index is out of range\r\n");
+  EXPECT_EQ(Call({"SWAPDB", "x", "1"}), "-ERR invalid first DB index\r\n");
+  EXPECT_EQ(Call({"SWAPDB", "0", "y"}), "-ERR invalid second DB index\r\n");
+  EXPECT_EQ(Call({"SWAPDB", "3", "3"}), "+OK\r\n");
+  ASSERT_EQ(Call({"SAVE"}), "+OK\r\n");
+  EXPECT_EQ(Call({"SWAPDB", "1", "7"}), "+OK\r\n");  // after the snapshot: replayed from the log
+  Restart();
+  EXPECT_EQ(Call({"GET", "a"}), "$3\r\none\r\n");
+  ASSERT_EQ(Call({"SELECT", "7"}), "+OK\r\n");
+  EXPECT_EQ(Call({"GET", "a"}), "$4\r\nzero\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "s", "0"}), "$5\r\nstate\r\n");
+  ASSERT_EQ(Call({"SELECT", "1"}), "+OK\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
+}
+
 TEST_F(DatabasesTest, EveryDatabaseSurvivesARestart) {
   ASSERT_EQ(Call({"SET", "k", "zero"}), "+OK\r\n");
   ASSERT_EQ(Call({"SELECT", "9"}), "+OK\r\n");

@@ -34,7 +34,7 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "randomkey object|encoding object|freq object|idletime object|refcount object|help "
           "memory|usage memory|help flushdb get set setnx setex psetex getset getex getdel mget "
           "mset msetnx strlen getrange setrange append incr decr incrby decrby "
-          "incrbyfloat setbit getbit rename renamenx copy move lcs").split()
+          "incrbyfloat setbit getbit rename renamenx copy move lcs swapdb").split()
 
 
 def encode(args):

@@ -716,6 +716,7 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
        Hex("02000000 6162 05000000 7b68e5cf8b010000 0300000000000000") + "xyz"},
       {StringDel{"ab"}, Hex("02000000 6162")},
       {FlushDb{}, ""},
+      {SwapDb{2, 5}, Hex("02000000 05000000")},
       {End(5), Hex("0500000000000000")},
       {VCreate{"v", 3, 64, 2}, Hex("01000000 76 0300000000000000 40000000 02000000")},
       {VStore{"v", 1, 2, 1, 4, 8, Blob{{Bytes::CopyOf(row)}}},

@@ -6,6 +6,7 @@ Starts each server (no persistence, loopback, random port), reads its RSS, store
 
   small: a 13-byte key with one 64-byte value   (prefixd: SSM.PREFIX.STORE <sid> 0 <v>;
                                                  redis: SET <key> <v>)
+  string: the same with SET on both, and with a 28-byte value (LMCache's metadata)
   large: a 13-byte key with one 1 MiB value
 
 Usage, from the repository root after building prefixd-server:
@@ -59,10 +60,14 @@ def main():
 
         print("| entry | prefixd bytes/entry | redis-server bytes/entry | ratio |")
         print("|---|---:|---:|---:|")
-        for name, count, size in (("13-byte key, 64-byte value", args.small, 64),
-                                  ("13-byte key, 1 MiB value", args.large, 1 << 20)):
+        for name, count, size, store in (
+                ("13-byte key, 64-byte value", args.small, 64, ssm),
+                ("13-byte key, 64-byte string (SET)", args.small, 64, setter),
+                ("13-byte key, 28-byte string (SET)", args.small, 28, setter),
+                ("13-byte key, 1 MiB value", args.large, 1 << 20, ssm),
+                ("13-byte key, 1 MiB string (SET)", args.large, 1 << 20, setter)):
             value = os.urandom(size)
-            p = measure(prefixd, ssm, count, value)
+            p = measure(prefixd, store, count, value)
             r = measure(redis_argv, setter, count, value)
             print(f"| {name} (x{count}) | {p:.0f} | {r:.0f} | {p / r:.2f} |")
 

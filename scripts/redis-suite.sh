@@ -61,7 +61,7 @@ port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); p
 # DEBUG is allowed (the harness uses a few of its subcommands); memory only, so the run leaves
 # nothing behind.
 "$server" --bind 127.0.0.1 --port "$port" --dir "$work/data" --appendonly no \
-  --enable-debug-command yes >"$work/server.log" 2>&1 &
+  --enable-debug-command yes --proto-max-bulk-len 512mb >"$work/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 100); do
   if redis-cli -p "$port" ping >/dev/null 2>&1; then break; fi

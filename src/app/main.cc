@@ -98,9 +98,10 @@ int main(int argc, char** argv) {
     durability.auto_rewrite_percentage = settings.Int(Setting::kAutoRewritePercentage);
     durability.auto_rewrite_min_size =
         static_cast<uint64_t>(settings.Int(Setting::kAutoRewriteMinSize));
-    auto d = std::make_unique<persist::Durability>(durability, engine.state_store(),
-                                                   &engine.vector_store());
-    d->set_keyspace(&engine.keyspace());
+    store::Database& db0 = engine.database(0);
+    auto d = std::make_unique<persist::Durability>(durability, db0.state, &db0.vectors);
+    d->set_keyspace(&db0.keys);
+    d->set_databases(&engine.databases());
     if (std::string err = d->Open(); !err.empty()) {
       spdlog::critical("Can't recover the data in '{}': {}", dir, err);
       return 1;

@@ -131,6 +131,7 @@ void Reset(Context& ctx) {
     ctx.client.name.clear();
   }
   ctx.client.authenticated = ctx.engine.settings().String(Setting::kRequirePass).empty();
+  ctx.client.db = 0;
   ctx.reply.Simple("RESET");
 }
 
@@ -138,7 +139,10 @@ void Select(Context& ctx) {
   auto db = ParseInt64(ctx.args[1]);
   if (!db) return ctx.reply.Error(errors::kNotInteger);
   if (*db < INT32_MIN || *db > INT32_MAX) return ctx.reply.Error(errors::kDbIndexNotInt32);
-  if (*db != 0) return ctx.reply.Error(errors::kDbIndexOutOfRange);
+  if (*db < 0 || static_cast<uint64_t>(*db) >= ctx.engine.databases().count()) {
+    return ctx.reply.Error(errors::kDbIndexOutOfRange);
+  }
+  ctx.client.db = static_cast<int>(*db);
   ctx.reply.Simple("OK");
 }
 
@@ -161,7 +165,7 @@ std::string DescribeClient(const server::ClientState& c) {
   out += " name=" + name;
   out += " age=" + std::to_string(age);
   out += " idle=" + std::to_string((now - c.last_interaction_ms.load()) / 1000);
-  out += " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1";
+  out += " flags=N db=" + std::to_string(c.db.load()) + " sub=0 psub=0 ssub=0 multi=-1";
   // Memory as Redis words it: qbuf is the request bytes received and not yet run, qbuf-free the
   // room of the read buffer, argv-mem the request's arguments, omem the replies queued (copied
   // or pinned), tot-mem all of it plus the connection itself.
@@ -398,7 +402,7 @@ void RegisterConnectionCommands(Registry& r) {
                     Reset),
                 "6.2.0", kConn));
   r.Add(AsRedis(cmd("select", 2, kLoading | kStale | kFast, "<index>",
-                    "Selects database 0, the only one.", Select),
+                    "Selects the database (0 to databases-1) this connection works in.", Select),
                 "1.0.0", kConn, {}, {IntArg("index")}));
 
   CommandSpec client = AsRedis(cmd("client", -2, 0, "<subcommand> [arguments]",

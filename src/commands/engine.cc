@@ -1,14 +1,28 @@
 #include "commands/engine.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <condition_variable>
 
+#include "commands/command.h"
 #include "commands/key_access.h"
 #include "common/clock.h"
 
 namespace prefixd::commands {
 
-Engine::Engine(Settings& settings) : settings_(settings) {}
+Engine::Engine(Settings& settings)
+    : settings_(settings), databases_(static_cast<size_t>(settings.Int(Setting::kDatabases))) {
+  databases_.At(0);
+}
+
+store::Database& Db(Context& ctx) {
+  return ctx.engine.database(static_cast<size_t>(ctx.client.db.load()));
+}
+
+size_t Engine::KeyLockStripe(std::string_view key) {
+  return XXH3_64bits(key.data(), key.size()) % kKeyLockStripes;
+}
 
 void Engine::AddClient(const std::shared_ptr<server::ClientState>& client) {
   std::lock_guard lock(clients_mu_);
@@ -55,11 +69,38 @@ size_t Engine::ClientCount() const {
   return clients_.size();
 }
 
-uint64_t Engine::UsedMemory() const {
-  store::StoreStats s = state_store_.Stats();
-  store::VectorStoreStats v = vector_store_.Stats();
+uint64_t Engine::DatabaseMemory(const store::Database& db) {
+  store::StoreStats s = db.state.Stats();
+  store::VectorStoreStats v = db.vectors.Stats();
   return s.payload_bytes + s.overhead_bytes + v.allocated_bytes + v.overhead_bytes +
-         keyspace_.MemoryBytes();
+         db.keys.MemoryBytes();
+}
+
+store::StoreStats Engine::StateStats() const {
+  store::StoreStats total;
+  databases_.ForEach([&](size_t, store::Database& db) {
+    const store::StoreStats s = db.state.Stats();
+    total.sessions += s.sessions, total.entries += s.entries;
+    total.payload_bytes += s.payload_bytes, total.overhead_bytes += s.overhead_bytes;
+  });
+  return total;
+}
+
+store::VectorStoreStats Engine::VectorStats() const {
+  store::VectorStoreStats total;
+  databases_.ForEach([&](size_t, store::Database& db) {
+    const store::VectorStoreStats s = db.vectors.Stats();
+    total.sessions += s.sessions, total.layers += s.layers, total.tokens += s.tokens;
+    total.payload_bytes += s.payload_bytes, total.allocated_bytes += s.allocated_bytes;
+    total.overhead_bytes += s.overhead_bytes, total.prefixes += s.prefixes;
+  });
+  return total;
+}
+
+uint64_t Engine::UsedMemory() const {
+  uint64_t total = 0;
+  databases_.ForEach([&](size_t, store::Database& db) { total += DatabaseMemory(db); });
+  return total;
 }
 
 int64_t Engine::UptimeSeconds() const {

@@ -2,6 +2,7 @@
 // clients, server statistics and the shutdown hook. Thread-safe; handlers on any io thread use it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "common/striped_counter.h"
 #include "persist/durability.h"
 #include "server/client_state.h"
+#include "store/database.h"
 #include "store/keyspace.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
@@ -57,17 +59,21 @@ class Engine {
 
   Settings& settings() { return settings_; }
   const Settings& settings() const { return settings_; }
-  store::StateStore& state_store() { return state_store_; }
-  // The attention-layer V-store and KV.PREFIX registrations.
-  store::VectorStore& vector_store() { return vector_store_; }
-  // Every key with its type, slot and expiry (store/keyspace.h).
-  store::Keyspace& keyspace() { return keyspace_; }
-  const store::Keyspace& keyspace() const { return keyspace_; }
+  // The numbered databases (SELECT); each holds its own stores and key directory.
+  store::Databases& databases() { return databases_; }
+  const store::Databases& databases() const { return databases_; }
+  store::Database& database(size_t index) { return databases_.At(index); }
   PrefixReceipt& receipt() { return receipt_; }
   ServerStats& stats() { return stats_; }
   // Taken shared by every change of stored state and exclusively by FLUSHALL, so that no write
   // lands between FLUSHALL's log record and the clear of the stores.
   std::shared_mutex& mutation_gate() { return mutation_gate_; }
+  // Striped key locks: a string command's read-modify-write (INCR, APPEND, SET NX|GET, MSETNX)
+  // holds the stripes of its keys, so it is one step against every other command that does.
+  // Taken before any other lock, several only in ascending stripe order (commands::KeyLocks).
+  static constexpr size_t kKeyLockStripes = 1024;
+  static size_t KeyLockStripe(std::string_view key);
+  std::mutex& key_lock(size_t stripe) { return key_locks_[stripe]; }
   // Null when appendonly is off.
   persist::Durability* durability() { return durability_.get(); }
   void set_durability(std::unique_ptr<persist::Durability> d) { durability_ = std::move(d); }
@@ -86,8 +92,13 @@ class Engine {
   // Sends `line` to every monitor but `from`.
   void FeedMonitors(const server::ClientState& from, const std::string& line);
 
-  // Bytes held for stored values and their bookkeeping, the figure maxmemory limits.
+  // Bytes held for stored values and their bookkeeping, the figure maxmemory limits: every
+  // database's.
   uint64_t UsedMemory() const;
+  static uint64_t DatabaseMemory(const store::Database& db);
+  // The stores' figures summed over every database (INFO).
+  store::StoreStats StateStats() const;
+  store::VectorStoreStats VectorStats() const;
 
   std::chrono::system_clock::time_point started() const { return started_; }
   int64_t UptimeSeconds() const;
@@ -111,8 +122,6 @@ class Engine {
 
  private:
   Settings& settings_;
-  store::StateStore state_store_;
-  store::VectorStore vector_store_;
   PrefixReceipt receipt_;
   ServerStats stats_;
   mutable std::mutex clients_mu_;
@@ -123,12 +132,17 @@ class Engine {
   std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::function<void()> shutdown_hook_;
   std::shared_mutex mutation_gate_;
-  store::Keyspace keyspace_;
+  store::Databases databases_;
+  std::array<std::mutex, kKeyLockStripes> key_locks_;
   // Declared after the stores: destroyed first, syncing the log while the store it logs is still
   // alive.
   std::unique_ptr<persist::Durability> durability_;
   // Declared last: stopped before anything it deletes through goes away.
   std::jthread active_expiry_;
 };
+
+// The database the command's client has selected.
+struct Context;
+store::Database& Db(Context& ctx);
 
 }  // namespace prefixd::commands

@@ -65,8 +65,8 @@ void ClientsSection(Engine& e, std::string& out) {
 }
 
 void MemorySection(Engine& e, std::string& out) {
-  store::StoreStats s = e.state_store().Stats();
-  store::VectorStoreStats v = e.vector_store().Stats();
+  store::StoreStats s = e.StateStats();
+  store::VectorStoreStats v = e.VectorStats();
   // As Redis: used_memory counts the data in every store and what the clients' buffers hold.
   // maxmemory is compared with the data figure alone (Engine::UsedMemory: stores and keyspace),
   // so the client buffers are what mem_not_counted_for_evict reports.
@@ -172,13 +172,17 @@ void CpuSection(Engine&, std::string& out) {
 }
 
 void KeyspaceSection(Engine& e, std::string& out) {
-  // Redis's avg_ttl: the mean remaining ms over keys with an expiry.
-  const store::KeyspaceStats s = e.keyspace().Stats(CoarseNowMs());
-  if (s.keys == 0) return;
-  const uint64_t avg_ttl = s.volatile_keys == 0 ? 0 : s.ttl_sum_ms / s.volatile_keys;
-  Field(out, "db0",
-        "keys=" + std::to_string(s.keys) + ",expires=" + std::to_string(s.volatile_keys) +
-            ",avg_ttl=" + std::to_string(avg_ttl));
+  // One line per database holding keys; Redis's avg_ttl: the mean remaining ms over keys with
+  // an expiry.
+  const int64_t now = CoarseNowMs();
+  e.databases().ForEach([&](size_t index, store::Database& db) {
+    const store::KeyspaceStats s = db.keys.Stats(now);
+    if (s.keys == 0) return;
+    const uint64_t avg_ttl = s.volatile_keys == 0 ? 0 : s.ttl_sum_ms / s.volatile_keys;
+    Field(out, "db" + std::to_string(index),
+          "keys=" + std::to_string(s.keys) + ",expires=" + std::to_string(s.volatile_keys) +
+              ",avg_ttl=" + std::to_string(avg_ttl));
+  });
 }
 
 // Every command and subcommand of the table, parents first, sorted by name.

@@ -1,10 +1,10 @@
 #include "commands/key_access.h"
 
-#include "commands/errors.h"
-
+#include <algorithm>
 #include <mutex>
 #include <string>
 
+#include "commands/errors.h"
 #include "commands/mutate.h"
 #include "common/clock.h"
 
@@ -30,7 +30,7 @@ bool Compatible(store::KeyType have, store::KeyType wanted) {
 
 }  // namespace
 
-Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type) {
+Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyType type) {
   std::vector<persist::Mutation> records;
   switch (type) {
     case store::KeyType::kSsmPrefix:
@@ -43,10 +43,13 @@ Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type) {
       records.push_back(persist::KvDrop{std::string(key)});
       records.push_back(persist::SsmDropSession{std::string(key)});
       break;
+    case store::KeyType::kString:
+      records.push_back(persist::StringDel{std::string(key)});
+      break;
   }
   Deleted out;
   for (const persist::Mutation& m : records) {
-    MutationResult r = MutateEngine(engine, m);
+    MutationResult r = MutateEngine(engine, db, m);
     if (!r.outcome) {
       out.error = r.error;
       return out;
@@ -56,6 +59,20 @@ Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type) {
   }
   out.ok = true;
   return out;
+}
+
+Deleted DeleteKey(Context& ctx, std::string_view key, store::KeyType type) {
+  return DeleteKey(ctx.engine, static_cast<size_t>(ctx.client.db.load()), key, type);
+}
+
+KeyLocks::KeyLocks(Engine& engine, std::span<const std::string_view> keys) {
+  std::vector<size_t> stripes;
+  stripes.reserve(keys.size());
+  for (std::string_view key : keys) stripes.push_back(Engine::KeyLockStripe(key));
+  std::sort(stripes.begin(), stripes.end());
+  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+  held_.reserve(stripes.size());
+  for (size_t stripe : stripes) held_.emplace_back(engine.key_lock(stripe));
 }
 
 namespace {
@@ -81,16 +98,17 @@ std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool
 namespace {
 
 std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch) {
-  auto info = ctx.engine.keyspace().Find(key);
+  store::Keyspace& keys = Db(ctx).keys;
+  auto info = keys.Find(key);
   if (!info) return std::nullopt;
-  const int64_t now = CoarseNowMs();
+  const int64_t now = NowMs();
   if (info->expire_at_ms != 0 && info->expire_at_ms <= now) {
-    Deleted deleted = DeleteKey(ctx.engine, key, info->type);
+    Deleted deleted = DeleteKey(ctx, key, info->type);
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);
     ctx.engine.stats().expired_keys += 1;
     return std::nullopt;
   }
-  if (touch) ctx.engine.keyspace().Touch(key);
+  if (touch) keys.Touch(key);
   return info;
 }
 
@@ -125,27 +143,44 @@ bool MakeRoom(Engine& engine) {
   static std::mutex pass;
   std::lock_guard lock(pass);
   while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
-    auto victim = engine.keyspace().PickVictim(policy);
-    if (!victim) return false;
-    if (!DeleteKey(engine, victim->first, victim->second).ok) return false;
-    engine.stats().evicted_keys += 1;
+    // The database holding the most memory gives its next victim (with one database in use,
+    // no figures are needed).
+    std::vector<std::pair<uint64_t, size_t>> by_size;
+    engine.databases().ForEach(
+        [&](size_t index, store::Database&) { by_size.emplace_back(0, index); });
+    if (by_size.size() > 1) {
+      for (auto& [bytes, index] : by_size) bytes = Engine::DatabaseMemory(engine.database(index));
+      std::sort(by_size.rbegin(), by_size.rend());
+    }
+    bool evicted = false;
+    for (const auto& [bytes, index] : by_size) {
+      auto victim = engine.database(index).keys.PickVictim(policy);
+      if (!victim) continue;
+      if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
+      engine.stats().evicted_keys += 1;
+      evicted = true;
+      break;
+    }
+    if (!evicted) return false;
   }
   return true;
 }
 
 uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard) {
   uint64_t deleted = 0;
-  for (size_t shard = 0; shard < store::Keyspace::kShardCount; ++shard) {
-    for (const auto& [key, type] : engine.keyspace().Expired(shard, now_ms, per_shard)) {
-      // Looked up again: a write may have cleared or moved the expiry since the list was made.
-      auto info = engine.keyspace().Find(key);
-      if (!info || info->expire_at_ms == 0 || info->expire_at_ms > now_ms) continue;
-      if (DeleteKey(engine, key, info->type).ok) {
-        engine.stats().expired_keys += 1;
-        deleted += 1;
+  engine.databases().ForEach([&](size_t db, store::Database& database) {
+    for (size_t shard = 0; shard < store::Keyspace::kShardCount; ++shard) {
+      for (const auto& [key, type] : database.keys.Expired(shard, now_ms, per_shard)) {
+        // Looked up again: a write may have cleared or moved the expiry since the list was made.
+        auto info = database.keys.Find(key);
+        if (!info || info->expire_at_ms == 0 || info->expire_at_ms > now_ms) continue;
+        if (DeleteKey(engine, db, key, info->type).ok) {
+          engine.stats().expired_keys += 1;
+          deleted += 1;
+        }
       }
     }
-  }
+  });
   return deleted;
 }
 

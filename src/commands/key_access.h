@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commands/command.h"
 #include "commands/engine.h"
@@ -28,7 +31,19 @@ struct Deleted {
   std::string error;
   uint64_t lsn = 0;
 };
-Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type);
+Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyType type);
+// DeleteKey in the database the command's client has selected.
+Deleted DeleteKey(Context& ctx, std::string_view key, store::KeyType type);
+
+// Holds the engine's key-lock stripes of `keys` (each once, ascending) for its lifetime.
+class KeyLocks {
+ public:
+  KeyLocks(Engine& engine, std::span<const std::string_view> keys);
+  KeyLocks(Engine& engine, std::string_view key) : KeyLocks(engine, std::span(&key, 1)) {}
+
+ private:
+  std::vector<std::unique_lock<std::mutex>> held_;
+};
 
 // The key's entry, or nullopt when it does not exist or has expired (then it is deleted, the
 // reply waiting for that record as for any change). `touch`: a read or write lookup (Redis's
@@ -40,7 +55,8 @@ std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool
 bool PrepareTypedKeys(Context& ctx);
 
 // Before a command that may grow memory: while used memory is past maxmemory, evicts whole
-// keys by maxmemory-policy (each a logged delete, as Redis propagates evictions). False when it
+// keys by maxmemory-policy (in exact order within a database; across databases from the one
+// holding the most memory) (each a logged delete, as Redis propagates evictions). False when it
 // is still past the limit (noeviction, or nothing left in the policy's scope): the caller
 // answers Redis's -OOM.
 bool MakeRoom(Engine& engine);
@@ -48,8 +64,8 @@ bool MakeRoom(Engine& engine);
 // The policy maxmemory-policy names now.
 store::EvictionPolicy CurrentPolicy(const Engine& engine);
 
-// One active expiry pass: up to `per_shard` expired keys of each shard are deleted. Returns how
-// many were.
+// One active expiry pass: up to `per_shard` expired keys of each shard of each database are
+// deleted. Returns how many were.
 uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard);
 
 }  // namespace prefixd::commands

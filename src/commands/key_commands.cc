@@ -32,9 +32,10 @@ using store::KeyInfo;
 void Del(Context& ctx) {
   int64_t removed = 0;
   for (size_t i = 1; i < ctx.args.size(); ++i) {
+    KeyLocks lock(ctx.engine, ctx.args[i]);  // one step against a string's read-modify-write
     auto info = LookupKey(ctx, ctx.args[i], /*touch=*/false);
     if (!info) continue;
-    Deleted done = DeleteKey(ctx.engine, ctx.args[i], info->type);
+    Deleted done = DeleteKey(ctx, ctx.args[i], info->type);
     if (!done.ok) return ctx.reply.Error(done.error);
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
     if (done.applied) ++removed;
@@ -70,10 +71,11 @@ std::vector<std::string_view> ArgsFrom(const Context& ctx, size_t first) {
 }
 
 void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
-  const int64_t now = CoarseNowMs();
+  const int64_t now = NowMs();
   const auto rest = ArgsFrom(ctx, 2);
   auto request = expiry::ParseExpireArgs(rest, unit, relative, now, ctx.spec.full_name);
   if (!request.ok()) return ctx.reply.Error(request.error);
+  KeyLocks lock(ctx.engine, ctx.args[1]);
   auto info = LookupKey(ctx, ctx.args[1], /*touch=*/true);
   if (!info) return ctx.reply.Integer(0);
   std::optional<int64_t> current;
@@ -82,7 +84,7 @@ void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
     case expiry::ExpireOutcome::kUnchanged:
       return ctx.reply.Integer(0);
     case expiry::ExpireOutcome::kDelete: {
-      Deleted done = DeleteKey(ctx.engine, ctx.args[1], info->type);
+      Deleted done = DeleteKey(ctx, ctx.args[1], info->type);
       if (!done.ok) return ctx.reply.Error(done.error);
       ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
       return ctx.reply.Integer(1);
@@ -107,7 +109,7 @@ void TtlGeneric(Context& ctx, expiry::TimeUnit unit, bool absolute) {
   if (!info) return ctx.reply.Integer(expiry::kTtlNoKey);
   std::optional<int64_t> at;
   if (info->expire_at_ms != 0) at = info->expire_at_ms;
-  ctx.reply.Integer(expiry::TtlReply(at, CoarseNowMs(), unit, absolute));
+  ctx.reply.Integer(expiry::TtlReply(at, NowMs(), unit, absolute));
 }
 
 void Ttl(Context& ctx) { TtlGeneric(ctx, expiry::TimeUnit::kSeconds, false); }
@@ -138,9 +140,9 @@ struct KeyFilter {
 };
 
 void Keys(Context& ctx) {
-  KeyFilter filter{ctx.args[1], std::nullopt, CoarseNowMs()};
+  KeyFilter filter{ctx.args[1], std::nullopt, NowMs()};
   std::vector<std::string> found;
-  ctx.engine.keyspace().ForEach([&](const std::string& key, const KeyInfo& info) {
+  Db(ctx).keys.ForEach([&](const std::string& key, const KeyInfo& info) {
     if (filter(key, info)) found.push_back(key);
   });
   ctx.reply.ArrayLen(found.size());
@@ -164,7 +166,7 @@ std::optional<uint64_t> ParseCursor(std::string_view text) {
 void Scan(Context& ctx) {
   auto cursor = ParseCursor(ctx.args[1]);
   if (!cursor) return ctx.reply.Error(errors::kInvalidCursor);
-  KeyFilter filter{"*", std::nullopt, CoarseNowMs()};
+  KeyFilter filter{"*", std::nullopt, NowMs()};
   int64_t count = 10;
   ArgReader r(ctx, 2);
   while (r.more()) {
@@ -184,10 +186,10 @@ void Scan(Context& ctx) {
     }
   }
   std::vector<std::string> found;
-  const uint64_t next = ctx.engine.keyspace().Scan(
-      *cursor, static_cast<size_t>(count), [&](const std::string& key, const KeyInfo& info) {
-        if (filter(key, info)) found.push_back(key);
-      });
+  const uint64_t next = Db(ctx).keys.Scan(*cursor, static_cast<size_t>(count),
+                                          [&](const std::string& key, const KeyInfo& info) {
+                                            if (filter(key, info)) found.push_back(key);
+                                          });
   ctx.reply.ArrayLen(2);
   ctx.reply.Bulk(std::to_string(next));
   ctx.reply.ArrayLen(found.size());
@@ -197,19 +199,22 @@ void Scan(Context& ctx) {
 void RandomKey(Context& ctx) {
   // An expired pick is deleted and another drawn, as Redis's dbRandomKey; bounded tries.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    auto key = ctx.engine.keyspace().Random();
+    auto key = Db(ctx).keys.Random();
     if (!key) return ctx.reply.Null();
     if (LookupKey(ctx, *key, /*touch=*/false)) return ctx.reply.Bulk(*key);
   }
   ctx.reply.Null();
 }
 
-void DbSize(Context& ctx) { ctx.reply.Integer(static_cast<int64_t>(ctx.engine.keyspace().size())); }
+void DbSize(Context& ctx) { ctx.reply.Integer(static_cast<int64_t>(Db(ctx).keys.size())); }
 
 void ObjectEncoding(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
-  // Redis reports module-type values as "raw".
+  // Redis reports module-type values as "raw"; strings as Redis would hold them.
+  if (info->type == store::KeyType::kString) {
+    return ctx.reply.Bulk(store::StringEncodingName(info->encoding));
+  }
   ctx.reply.Bulk("raw");
 }
 
@@ -224,8 +229,7 @@ void ObjectIdletime(Context& ctx) {
   if (!info) return ctx.reply.Null();
   if (store::TracksFrequency(CurrentPolicy(ctx.engine)))
     return ctx.reply.Error(errors::kLfuSelected);
-  ctx.reply.Integer(
-      static_cast<int64_t>(ctx.engine.keyspace().IdleMs(ctx.args[2]).value_or(0) / 1000));
+  ctx.reply.Integer(static_cast<int64_t>(Db(ctx).keys.IdleMs(ctx.args[2]).value_or(0) / 1000));
 }
 
 void ObjectFreq(Context& ctx) {
@@ -233,19 +237,21 @@ void ObjectFreq(Context& ctx) {
   if (!info) return ctx.reply.Null();
   if (!store::TracksFrequency(CurrentPolicy(ctx.engine)))
     return ctx.reply.Error(errors::kLfuNotSelected);
-  ctx.reply.Integer(ctx.engine.keyspace().Frequency(ctx.args[2]).value_or(0));
+  ctx.reply.Integer(Db(ctx).keys.Frequency(ctx.args[2]).value_or(0));
 }
 
-uint64_t KeyBytes(Engine& engine, std::string_view key, store::KeyType type) {
-  switch (type) {
+uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info) {
+  switch (info.type) {
+    case store::KeyType::kString:
+      return info.value.capacity();
     case store::KeyType::kSsmPrefix:
-      return engine.state_store().SessionBytes(key);
+      return db.state.SessionBytes(key);
     case store::KeyType::kVstore: {
-      auto detail = engine.vector_store().Detail(key);
+      auto detail = db.vectors.Detail(key);
       return detail ? detail->allocated_bytes + key.size() : 0;
     }
     case store::KeyType::kKvPrefix: {
-      auto spec = engine.vector_store().Prefix(key);
+      auto spec = db.vectors.Prefix(key);
       return spec ? spec->block_hashes.size() + key.size() + sizeof(store::PrefixSpec) : 0;
     }
   }
@@ -263,7 +269,7 @@ void MemoryUsage(Context& ctx) {
   if (!info) return ctx.reply.Null();
   // The keyspace entry (key, type, slot, stamps) plus what the value's store holds for it.
   const uint64_t entry = sizeof(KeyInfo) + args[2].size() + 48;
-  ctx.reply.Integer(static_cast<int64_t>(entry + KeyBytes(ctx.engine, args[2], info->type)));
+  ctx.reply.Integer(static_cast<int64_t>(entry + KeyBytes(Db(ctx), args[2], *info)));
 }
 
 }  // namespace
@@ -278,6 +284,168 @@ CommandSpec AsRedisKeyed(CommandSpec s, std::string since, uint32_t acl,
   s = AsRedis(std::move(s), std::move(since), acl, std::move(tips), std::move(args));
   if (key_flags != 0) s.key_specs = {RangeKeySpec(key_flags, key_index, last_key)};
   return s;
+}
+
+// ---- RENAME, RENAMENX, COPY, MOVE ----------------------------------------------------------
+
+size_t SelectedDb(const Context& ctx) { return static_cast<size_t>(ctx.client.db.load()); }
+
+// The live entry of `key` in database `db` (an expired one is deleted and reads as missing).
+std::optional<KeyInfo> FindIn(Context& ctx, size_t db, std::string_view key) {
+  auto info = ctx.engine.database(db).keys.Find(key);
+  if (!info || info->expire_at_ms == 0 || info->expire_at_ms > NowMs()) return info;
+  Deleted done = DeleteKey(ctx.engine, db, key, info->type);
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  ctx.engine.stats().expired_keys += 1;
+  return std::nullopt;
+}
+
+// Logs `m` for database `db`; false (the error queued) when refused.
+bool MutateIn(Context& ctx, size_t db, const persist::Mutation& m) {
+  MutationResult result = MutateEngine(ctx.engine, db, m);
+  if (!result.outcome) {
+    ctx.reply.Error(result.error);
+    return false;
+  }
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, result.lsn);
+  return true;
+}
+
+bool DeleteIn(Context& ctx, size_t db, std::string_view key, store::KeyType type) {
+  Deleted done = DeleteKey(ctx.engine, db, key, type);
+  if (!done.ok) {
+    ctx.reply.Error(done.error);
+    return false;
+  }
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  return true;
+}
+
+// Writes a copy of `from` (in `from_db`, described by `info`) as `to` in `to_db`, expiry
+// included: a string's value or an SSM session's layers, by handle (no byte is copied). The other
+// types are refused (`to` is left alone). False when an error was queued.
+bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInfo& info,
+               size_t to_db, std::string_view to) {
+  const auto at = static_cast<uint64_t>(info.expire_at_ms);
+  if (info.type == store::KeyType::kString) {
+    const uint32_t flags = static_cast<uint32_t>(info.encoding)
+                           << persist::StringSet::kEncodingShift;
+    return MutateIn(ctx, to_db,
+                    persist::StringSet{std::string(to), flags, at, persist::Blob{{info.value}}});
+  }
+  if (info.type == store::KeyType::kSsmPrefix) {
+    store::StateStore& state = ctx.engine.database(from_db).state;
+    std::vector<uint32_t> ids;
+    for (const store::LayerSize& layer : state.Layers(from)) ids.push_back(layer.layer);
+    const auto values = state.GetMany(from, ids);
+    persist::LayerBlobs layers;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (values[i]) layers.emplace_back(ids[i], *values[i]);
+    }
+    if (layers.empty()) return ctx.reply.Error("ERR no such key"), false;
+    if (!MutateIn(ctx, to_db, persist::SsmPut{std::string(to), std::move(layers)})) return false;
+    return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
+  }
+  ctx.reply.Error("ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
+                  std::string(store::KeyTypeName(info.type)) +
+                  " key is not supported (strings and ssm-prefix sessions are)");
+  return false;
+}
+
+void RenameWith(Context& ctx, bool only_new) {
+  const std::string_view from = ctx.args[1], to = ctx.args[2];
+  const std::string_view keys[] = {from, to};
+  KeyLocks lock(ctx.engine, keys);
+  auto info = LookupKey(ctx, from, /*touch=*/true);
+  if (!info) return ctx.reply.Error("ERR no such key");
+  if (from == to) return only_new ? ctx.reply.Integer(0) : ctx.reply.Simple("OK");
+  const size_t db = SelectedDb(ctx);
+  auto existing = LookupKey(ctx, to, /*touch=*/false);
+  if (existing && only_new) return ctx.reply.Integer(0);
+  if (existing && !DeleteIn(ctx, db, to, existing->type)) return;
+  // The copy is logged before the source's delete: a crash between them loses nothing.
+  if (!CopyValue(ctx, db, from, *info, db, to) || !DeleteIn(ctx, db, from, info->type)) return;
+  only_new ? ctx.reply.Integer(1) : ctx.reply.Simple("OK");
+}
+
+void Rename(Context& ctx) { RenameWith(ctx, false); }
+void RenameNx(Context& ctx) { RenameWith(ctx, true); }
+
+// A database index argument, as Redis's getIntFromObjectOrReply then selectDb.
+std::optional<size_t> DbArg(Context& ctx, std::string_view text) {
+  auto db = ParseInt64(text);
+  if (!db || *db < INT32_MIN || *db > INT32_MAX) {
+    ctx.reply.Error(errors::kNotInteger);
+    return std::nullopt;
+  }
+  if (*db < 0 || static_cast<uint64_t>(*db) >= ctx.engine.databases().count()) {
+    ctx.reply.Error(errors::kDbIndexOutOfRange);
+    return std::nullopt;
+  }
+  return static_cast<size_t>(*db);
+}
+
+void Copy(Context& ctx) {
+  const std::string_view from = ctx.args[1], to = ctx.args[2];
+  const size_t db = SelectedDb(ctx);
+  size_t to_db = db;
+  bool replace = false;
+  for (size_t i = 3; i < ctx.args.size(); ++i) {
+    if (EqualsIgnoreCase(ctx.args[i], "REPLACE")) {
+      replace = true;
+    } else if (EqualsIgnoreCase(ctx.args[i], "DB") && i + 1 < ctx.args.size()) {
+      auto chosen = DbArg(ctx, ctx.args[++i]);
+      if (!chosen) return;
+      to_db = *chosen;
+    } else {
+      return ctx.reply.Error(errors::kSyntax);
+    }
+  }
+  if (from == to && db == to_db) {
+    return ctx.reply.Error("ERR source and destination objects are the same");
+  }
+  const std::string_view keys[] = {from, to};
+  KeyLocks lock(ctx.engine, keys);
+  auto info = LookupKey(ctx, from, /*touch=*/true);
+  if (!info) return ctx.reply.Integer(0);
+  auto existing = FindIn(ctx, to_db, to);
+  if (existing && !replace) return ctx.reply.Integer(0);
+  if (existing && !DeleteIn(ctx, to_db, to, existing->type)) return;
+  if (CopyValue(ctx, db, from, *info, to_db, to)) ctx.reply.Integer(1);
+}
+
+void Move(Context& ctx) {
+  const std::string_view key = ctx.args[1];
+  auto to_db = DbArg(ctx, ctx.args[2]);
+  if (!to_db) return;
+  const size_t db = SelectedDb(ctx);
+  if (*to_db == db) return ctx.reply.Error("ERR source and destination objects are the same");
+  KeyLocks lock(ctx.engine, key);
+  auto info = LookupKey(ctx, key, /*touch=*/true);
+  if (!info) return ctx.reply.Integer(0);
+  if (FindIn(ctx, *to_db, key)) return ctx.reply.Integer(0);
+  if (CopyValue(ctx, db, key, *info, *to_db, key) && DeleteIn(ctx, db, key, info->type)) {
+    ctx.reply.Integer(1);
+  }
+}
+
+void SwapDb(Context& ctx) {
+  std::optional<size_t> index[2];
+  const char* names[2] = {"ERR invalid first DB index", "ERR invalid second DB index"};
+  for (size_t i = 0; i < 2; ++i) {
+    auto n = ParseInt64(ctx.args[i + 1]);
+    if (!n || *n < INT32_MIN || *n > INT32_MAX) return ctx.reply.Error(names[i]);
+    if (*n < 0 || static_cast<uint64_t>(*n) >= ctx.engine.databases().count()) {
+      return ctx.reply.Error(errors::kDbIndexOutOfRange);
+    }
+    index[i] = static_cast<size_t>(*n);
+  }
+  if (*index[0] != *index[1] && !MutateIn(ctx, SelectedDb(ctx),
+                                          persist::SwapDb{static_cast<uint32_t>(*index[0]),
+                                                          static_cast<uint32_t>(*index[1])})) {
+    return;
+  }
+  ctx.reply.Simple("OK");
 }
 
 }  // namespace
@@ -314,7 +482,7 @@ void RegisterKeyCommands(Registry& r) {
              Touch, "3.2.1", kKeyRO));
   r.Add(AsRedisKeyed(
       cmd("type", 2, kReadonly | kFast, "<key>",
-          "Names the key's type (ssm-prefix, vstore, kvprefix), or none.", Type, "O(1)"),
+          "Names the key's type (string, ssm-prefix, vstore, kvprefix), or none.", Type, "O(1)"),
       "1.0.0", kAclKeyspace, {}, {KeyArg("key")}, kKeyRO));
 
   const std::string when = "<key> <time> [NX|XX|GT|LT]";
@@ -374,9 +542,9 @@ void RegisterKeyCommands(Registry& r) {
   r.Add(AsRedis(cmd("randomkey", 1, kReadonly, "",
                     "Returns a random key, or nil when there is none.", RandomKey, "O(1)", 0),
                 "1.0.0", kAclKeyspace, {"request_policy:all_shards", "nondeterministic_output"}));
-  r.Add(AsRedis(
-      cmd("dbsize", 1, kReadonly | kFast, "", "Counts the keys of every type.", DbSize, "O(1)", 0),
-      "1.0.0", kAclKeyspace, {"request_policy:all_shards", "response_policy:agg_sum"}));
+  r.Add(AsRedis(cmd("dbsize", 1, kReadonly | kFast, "",
+                    "Counts the keys of every type in the selected database.", DbSize, "O(1)", 0),
+                "1.0.0", kAclKeyspace, {"request_policy:all_shards", "response_policy:agg_sum"}));
 
   CommandSpec object = AsRedis(
       cmd("object", -2, 0, "<subcommand> [arguments]",
@@ -420,6 +588,43 @@ void RegisterKeyCommands(Registry& r) {
       AsRedis(std::move(memory_help), "4.0.0"),
   };
   r.Add(std::move(memory));
+  // RENAME, RENAMENX, COPY and MOVE: two key specs (source, destination) where Redis has them.
+  auto two_keys = [&](CommandSpec s, std::string since, uint32_t from_flags, uint32_t to_flags,
+                      std::vector<Arg> args) {
+    s = AsRedisKeyed(std::move(s), std::move(since), kAclKeyspace, {}, std::move(args), from_flags);
+    s.key_specs.push_back(RangeKeySpec(to_flags, 2));
+    s.last_key = 2;
+    return s;
+  };
+  Arg new_key = KeyArg("newkey");
+  new_key.key_spec_index = 1;
+  r.Add(two_keys(cmd("rename", 3, kWrite, "<key> <newkey>",
+                     "Renames a string or SSM key, replacing newkey; its expiry goes with it.",
+                     Rename, "O(1)"),
+                 "1.0.0", kKeyRW | kKeyAccess | kKeyDelete, kKeyOW | kKeyUpdate,
+                 {KeyArg("key"), new_key}));
+  r.Add(two_keys(
+      cmd("renamenx", 3, kWrite | kFast, "<key> <newkey>",
+          "Renames a string or SSM key unless newkey exists; 1 if renamed.", RenameNx, "O(1)"),
+      "1.0.0", kKeyRW | kKeyAccess | kKeyDelete, kKeyOW | kKeyInsert, {KeyArg("key"), new_key}));
+  Arg destination = KeyArg("destination");
+  destination.key_spec_index = 1;
+  Arg destination_db = Tokened(IntArg("destination-db", kArgOptional), "DB");
+  Arg replace = TokenArg("replace", "REPLACE");
+  replace.flags = kArgOptional;
+  r.Add(two_keys(cmd("copy", -3, kWrite | kDenyOom, "<source> <destination> [DB db] [REPLACE]",
+                     "Copies a string or SSM key (by reference), optionally to another database.",
+                     Copy, "O(1) for strings, O(layers) for SSM sessions"),
+                 "6.2.0", kKeyRO | kKeyAccess, kKeyOW | kKeyUpdate,
+                 {KeyArg("source"), destination, destination_db, replace}));
+  r.Add(AsRedisKeyed(cmd("move", 3, kWrite | kFast, "<key> <db>",
+                         "Moves a string or SSM key to another database.", Move, "O(1)"),
+                     "1.0.0", kAclKeyspace, {}, {KeyArg("key"), IntArg("db")},
+                     kKeyRW | kKeyAccess | kKeyUpdate));
+  r.Add(AsRedis(
+      cmd("swapdb", 3, kWrite | kFast, "<index1> <index2>",
+          "Exchanges the contents of two databases; logged as one record.", SwapDb, "O(1)", 0),
+      "4.0.0", kAclKeyspace | kAclDangerous, {}, {IntArg("index1"), IntArg("index2")}));
 }
 
 }  // namespace prefixd::commands

@@ -106,7 +106,7 @@ void Register(Context& ctx) {
                              "' (expected BLOCKS <bs> <n> <blob> or PREFILL_MS <ms>)");
     }
   }
-  VectorStore& vs = ctx.engine.vector_store();
+  VectorStore& vs = Db(ctx).vectors;
   record.key_index = vs.ReserveIndex();
   record.value_index = vs.ReserveIndex();
   auto done = Mutate(ctx, record);
@@ -140,7 +140,7 @@ void Lookup(Context& ctx) {
                              "' (expected TOKENS <n> or PREFILL_MS <ms>)");
     }
   }
-  const store::PrefixView view = ctx.engine.vector_store().ViewPrefix(ns);
+  const store::PrefixView view = Db(ctx).vectors.ViewPrefix(ns);
   PrefixReceipt& receipt = ctx.engine.receipt();
   // Unlike Pion, a registered prefix whose sessions hold no rows is a MISS: a HIT promises the
   // K/V is there to fetch.
@@ -185,7 +185,7 @@ void DropPrefixes(Context& ctx) {
 
 // KV.PREFIX.INFO: Pion's fields, with the ones about Pion-only machinery at their idle values.
 void Info(Context& ctx) {
-  VectorStore& vs = ctx.engine.vector_store();
+  VectorStore& vs = Db(ctx).vectors;
   const store::VectorStoreStats s = vs.Stats();
   const auto [prefixes, prefix_tokens] = vs.PrefixTotals();
   persist::Durability* d = ctx.engine.durability();
@@ -222,7 +222,7 @@ void Info(Context& ctx) {
 void Blocks(Context& ctx) {
   const std::string_view ns = ctx.args[1];
   if (!ValidNamespace(ctx, ns)) return;
-  auto spec = ctx.engine.vector_store().Prefix(ns);
+  auto spec = Db(ctx).vectors.Prefix(ns);
   if (!spec || spec->block_size == 0) return ctx.reply.Simple("UNKNOWN");
   const size_t n = spec->block_hashes.size() / 8;
   Bytes head = Bytes::Allocate(8);
@@ -249,7 +249,7 @@ void Membership(Context& ctx) {
   }
   std::vector<uint64_t> probes(*n);
   if (*n > 0) std::memcpy(probes.data(), args[3].data(), *n * 8);
-  auto present = ctx.engine.vector_store().Membership(ns, probes);
+  auto present = Db(ctx).vectors.Membership(ns, probes);
   if (!present) return ctx.reply.Simple("UNKNOWN");
   std::string bitmap((*n + 7) / 8, '\0');
   for (size_t i = 0; i < present->size(); ++i) {
@@ -262,7 +262,7 @@ void Membership(Context& ctx) {
 void Owner(Context& ctx) {
   const std::string_view ns = ctx.args[1];
   if (!ValidNamespace(ctx, ns)) return;
-  const store::PrefixView view = ctx.engine.vector_store().ViewPrefix(ns);
+  const store::PrefixView view = Db(ctx).vectors.ViewPrefix(ns);
   ctx.reply.Simple(view.key_exists && view.value_exists ? "0" : "-1");
 }
 
@@ -364,7 +364,7 @@ void PionInfoSection(Engine& e, std::string& out) {
 
 // INFO's # Vstore section: what the V-store holds and serves.
 void VstoreInfoSection(Engine& e, std::string& out) {
-  const store::VectorStoreStats s = e.vector_store().Stats();
+  const store::VectorStoreStats s = e.VectorStats();
   Line(out, "vstore_sessions", s.sessions);
   Line(out, "vstore_layers", s.layers);
   Line(out, "vstore_tokens", s.tokens);

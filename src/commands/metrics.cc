@@ -88,8 +88,8 @@ void MemoryGroup(Engine& e, Writer& w) {
 }
 
 void StoresGroup(Engine& e, Writer& w) {
-  store::StoreStats s = e.state_store().Stats();
-  store::VectorStoreStats v = e.vector_store().Stats();
+  store::StoreStats s = e.StateStats();
+  store::VectorStoreStats v = e.VectorStats();
   w.Family("prefixd_store_keys", "gauge", "Keys per store: SSM sessions, V-store sessions.");
   w.Sample("prefixd_store_keys", static_cast<double>(s.sessions), "store=\"ssm\"");
   w.Sample("prefixd_store_keys", static_cast<double>(v.sessions), "store=\"vstore\"");
@@ -111,7 +111,12 @@ void StoresGroup(Engine& e, Writer& w) {
 }
 
 void KeyspaceGroup(Engine& e, Writer& w) {
-  const store::KeyspaceStats k = e.keyspace().Stats(CoarseNowMs());
+  store::KeyspaceStats k;  // every database's
+  const int64_t now = CoarseNowMs();
+  e.databases().ForEach([&](size_t, store::Database& db) {
+    const store::KeyspaceStats s = db.keys.Stats(now);
+    k.keys += s.keys, k.volatile_keys += s.volatile_keys, k.ttl_sum_ms += s.ttl_sum_ms;
+  });
   w.One("prefixd_keys", "gauge", "Keys of every type (INFO keyspace keys).",
         static_cast<double>(k.keys));
   w.One("prefixd_keys_with_expiry", "gauge", "Keys with a time to live (INFO keyspace expires).",

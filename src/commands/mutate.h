@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -35,10 +36,19 @@ struct MutationResult {
   uint64_t lsn = 0;                         // the record's lsn (0: not logged)
 };
 
-// Checks, logs and applies `m` for any caller, a client's command or the server itself (active
-// expiry). FLUSHALL holds the mutation gate exclusively, so it can append its record and clear
-// the stores shard by shard with no write landing in between; every other change holds it shared.
-inline MutationResult MutateEngine(Engine& engine, const persist::Mutation& m) {
+// The stores of database `db` as the mutation path applies to them.
+inline persist::Stores StoresOf(Engine& engine, store::Database& db) {
+  return persist::Stores{db.state, &db.vectors,
+                         static_cast<uint64_t>(engine.settings().Int(Setting::kVstoreMaxSessions)),
+                         &db.keys};
+}
+
+// Checks, logs and applies `m` to database `db` for any caller, a client's command or the server
+// itself (active expiry, eviction). The record carries its database in the log. FLUSHALL (every
+// database) and FLUSHDB hold the mutation gate exclusively, so they can append their record and
+// clear the stores shard by shard with no write landing in between; every other change holds it
+// shared.
+inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mutation& m) {
   MutationResult result;
   const persist::Verdict verdict = persist::Check(m, LiveLimits(engine));
   if (!verdict.ok) {
@@ -46,33 +56,36 @@ inline MutationResult MutateEngine(Engine& engine, const persist::Mutation& m) {
     result.error = (verdict.out_of_memory ? "OOM " : "ERR ") + name + " refused: " + verdict.why;
     return result;
   }
-  const persist::Stores stores{
-      engine.state_store(), &engine.vector_store(),
-      static_cast<uint64_t>(engine.settings().Int(Setting::kVstoreMaxSessions)),
-      &engine.keyspace()};
+  const bool flush_all = std::holds_alternative<persist::FlushAll>(m);
   std::shared_lock shared(engine.mutation_gate(), std::defer_lock);
   std::unique_lock exclusive(engine.mutation_gate(), std::defer_lock);
-  if (std::holds_alternative<persist::FlushAll>(m)) {
+  const auto* swap = std::get_if<persist::SwapDb>(&m);
+  if (flush_all || swap != nullptr || std::holds_alternative<persist::FlushDb>(m)) {
     exclusive.lock();
   } else {
     shared.lock();
   }
   persist::Durability* durability = engine.durability();
-  if (durability == nullptr) {
-    result.outcome = persist::Apply(m, stores, {});
-    return result;
+  std::function<void()> append;
+  if (durability != nullptr) {
+    append = [&, payload = persist::EncodePayload(m), type = persist::TypeOf(m)]() mutable {
+      result.lsn = durability->Append(type, std::move(payload), static_cast<uint16_t>(db));
+    };
   }
-  std::vector<Bytes> payload = persist::EncodePayload(m);
-  const persist::RecordType type = persist::TypeOf(m);
-  result.outcome =
-      persist::Apply(m, stores, [&] { result.lsn = durability->Append(type, std::move(payload)); });
+  result.outcome = persist::Apply(m, StoresOf(engine, engine.database(db)), append);
+  if (swap != nullptr) engine.databases().Swap(swap->a, swap->b);
+  if (flush_all) {  // one record empties every database
+    engine.databases().ForEach([&](size_t index, store::Database& other) {
+      if (index != db) persist::Apply(m, StoresOf(engine, other), {});
+    });
+  }
   return result;
 }
 
 // MutateEngine for a command: nullopt (with the error queued as the reply) when the check
 // refuses it; the reply waits until the record is durable.
 inline std::optional<persist::Outcome> Mutate(Context& ctx, const persist::Mutation& m) {
-  MutationResult result = MutateEngine(ctx.engine, m);
+  MutationResult result = MutateEngine(ctx.engine, static_cast<size_t>(ctx.client.db.load()), m);
   if (!result.outcome) {
     ctx.reply.Error(result.error);
     return std::nullopt;

@@ -91,6 +91,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterVstoreCommands(*this);
   RegisterKvPrefixCommands(*this);
   RegisterKeyCommands(*this);
+  RegisterStringCommands(*this);
 }
 
 void Registry::Add(CommandSpec spec) {

@@ -70,5 +70,6 @@ void RegisterPersistenceCommands(Registry& registry);
 void RegisterVstoreCommands(Registry& registry);
 void RegisterKvPrefixCommands(Registry& registry);
 void RegisterKeyCommands(Registry& registry);
+void RegisterStringCommands(Registry& registry);
 
 }  // namespace prefixd::commands

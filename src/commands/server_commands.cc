@@ -389,11 +389,14 @@ void ConfigResetStat(Context& ctx) {
   ctx.reply.Simple("OK");
 }
 
-void FlushAll(Context& ctx) {
+// FLUSHALL and FLUSHDB take [ASYNC|SYNC]; both empty at once (the freeing is cheap: values are
+// ref-counted buffers), so the two behave alike.
+template <class Record>
+void Flush(Context& ctx) {
   ArgReader r(ctx, 1);
   r.OneOf({"ASYNC", "SYNC"});
   if (r.more()) return ctx.reply.Error(errors::kSyntax);
-  if (!Mutate(ctx, persist::FlushAll{})) return;  // one record clears every store
+  if (!Mutate(ctx, Record{})) return;  // one record clears every store (of the database)
   ctx.reply.Simple("OK");
 }
 
@@ -522,15 +525,15 @@ void RegisterServerCommands(Registry& r) {
   r.Add(std::move(config));
 
   r.Add(AsRedis(
-      cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll, "O(N)"),
+      cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry of every database.",
+          Flush<persist::FlushAll>, "O(N)"),
       "1.0.0", kAclKeyspace | kAclDangerous,
       {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
-  // Only database 0 exists, so emptying it is FLUSHALL.
-  r.Add(AsRedis(cmd("flushdb", -1, kWrite, "[ASYNC|SYNC]",
-                    "Removes every stored entry of the selected database (0, the only one).",
-                    FlushAll, "O(N)"),
-                "1.0.0", kAclKeyspace | kAclDangerous,
-                {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
+  r.Add(AsRedis(
+      cmd("flushdb", -1, kWrite, "[ASYNC|SYNC]",
+          "Removes every stored entry of the selected database.", Flush<persist::FlushDb>, "O(N)"),
+      "1.0.0", kAclKeyspace | kAclDangerous,
+      {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
   r.Add(AsRedis(cmd("monitor", 1, kAdmin | kNoScript | kLS, "",
                     "Streams every command the server runs, as Redis's MONITOR lines.", Monitor,
                     "O(1) per command fed"),

@@ -99,7 +99,7 @@ void Fetch(Context& ctx) {
     if (!l) return;
     offset = *o, length = *l;
   }
-  auto value = ctx.engine.state_store().Get(args[1], *layer);
+  auto value = Db(ctx).state.Get(args[1], *layer);
   CountLookup(ctx, value.has_value());
   if (!value) return ctx.reply.Null();
   ctx.reply.Bulk(args.size() == 6 ? value->Slice(offset, length) : *value);
@@ -115,7 +115,7 @@ void MFetch(Context& ctx) {
     if (!layer) return;
     layers.push_back(*layer);
   }
-  auto values = ctx.engine.state_store().GetMany(args[1], layers);
+  auto values = Db(ctx).state.GetMany(args[1], layers);
   // Repeated layers are queued once each: the sum, not the distinct bytes, is what is held.
   uint64_t total = 0;
   for (const auto& v : values) total += v ? v->size() + 16 : 5;
@@ -149,7 +149,7 @@ void Drop(Context& ctx) {
 
 void Layers(Context& ctx) {
   if (!ValidSid(ctx, ctx.args[1])) return;
-  auto layers = ctx.engine.state_store().Layers(ctx.args[1]);
+  auto layers = Db(ctx).state.Layers(ctx.args[1]);
   ctx.reply.MapLen(layers.size());
   for (const auto& l : layers) {
     ctx.reply.Integer(l.layer);

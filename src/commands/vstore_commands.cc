@@ -65,7 +65,7 @@ void Create(Context& ctx) {
   if (std::string why = store::CheckDim(*tier, static_cast<uint32_t>(*dim)); !why.empty()) {
     return ctx.reply.Error("ERR V.CREATE: " + why);
   }
-  const persist::VCreate record{std::string(sid), ctx.engine.vector_store().ReserveIndex(),
+  const persist::VCreate record{std::string(sid), Db(ctx).vectors.ReserveIndex(),
                                 static_cast<uint32_t>(*dim), static_cast<uint32_t>(*tier)};
   auto done = Mutate(ctx, record);
   if (!done) return;
@@ -119,7 +119,7 @@ void StoreBatch(Context& ctx) {
   } else if (args.size() != 6) {
     return ctx.reply.Error("ERR V.STOREBATCH: unknown option (expected FMT F16|BF16|F32)");
   }
-  VectorStore& vs = ctx.engine.vector_store();
+  VectorStore& vs = Db(ctx).vectors;
   auto info = vs.Describe(sid);
   if (!info) return ctx.reply.Error(vstore::kSessionNotFound);
   const size_t element = store::InputElementBytes(format);
@@ -305,7 +305,7 @@ void FetchBatch(Context& ctx) {
   }
   auto native = ParseNative(ctx, next);
   if (!native) return;
-  auto read = ctx.engine.vector_store().ReadBatch(args[1], start, end, layers);
+  auto read = Db(ctx).vectors.ReadBatch(args[1], start, end, layers);
   if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
   auto& [info, per_layer] = *read;
   if (per_layer.empty()) return ctx.reply.Error("ERR V.FETCH BATCH: session has no stored layers");
@@ -330,7 +330,7 @@ void Fetch(Context& ctx) {
                            "': must be an integer from 0 to " + std::to_string(kMaxLayerId));
   }
   const auto layer_id = static_cast<uint32_t>(*layer);
-  VectorStore& vs = ctx.engine.vector_store();
+  VectorStore& vs = Db(ctx).vectors;
   if (EqualsIgnoreCase(args[3], "RANGE")) {
     if (args.size() < 6) return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
     uint64_t start = 0, end = 0;
@@ -371,7 +371,7 @@ void Fetch(Context& ctx) {
 void Info(Context& ctx) {
   const auto& args = ctx.args;
   if (args.size() > 2) return ctx.reply.Error(errors::kSyntax);
-  VectorStore& vs = ctx.engine.vector_store();
+  VectorStore& vs = Db(ctx).vectors;
   std::string out;
   if (args.size() == 1) {
     const store::VectorStoreStats s = vs.Stats();

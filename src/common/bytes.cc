@@ -175,6 +175,18 @@ Bytes Bytes::CopyOf(std::string_view data) {
   return b;
 }
 
+Bytes Bytes::CopyCompact(std::string_view data) {
+  Bytes b;
+  auto block = std::make_shared_for_overwrite<uint8_t[]>(std::max<size_t>(data.size(), 1));
+  if (!data.empty()) std::memcpy(block.get(), data.data(), data.size());
+  b.data_ = block.get();
+  b.owner_ = std::shared_ptr<const uint8_t>(std::move(block), b.data_);
+  b.size_ = data.size();
+  // The control block (16 bytes) and malloc's own header share the chunk.
+  b.capacity_ = RoundUp(data.size() + 32, 16);
+  return b;
+}
+
 Bytes Bytes::Slice(size_t offset, size_t length) const {
   Bytes b = *this;
   offset = std::min(offset, size_);

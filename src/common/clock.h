@@ -15,4 +15,12 @@ inline int64_t CoarseNowMs() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
+// Wall-clock milliseconds since the epoch, precise: for expiry times and TTLs, which clients
+// compare with their own clock to the millisecond (Redis's mstime).
+inline int64_t NowMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
 }  // namespace prefixd

@@ -43,6 +43,8 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
     {"timeout", T::kInteger, true, "0", 0, kIntMax, "",
      "Close a client idle for this many seconds (0: never)"},
     {"tcp-backlog", T::kInteger, false, "511", 0, kIntMax, "", "Listen backlog"},
+    {"databases", T::kInteger, false, "16", 1, 65536, "",
+     "Number of databases SELECT chooses from (0 to databases-1), each a keyspace of every type"},
     {"max-sid-len", T::kInteger, true, "1024", 1, 64 * 1024 * 1024, "",
      "Longest session id SSM.PREFIX accepts, in bytes"},
     {"maxmemory", T::kMemory, true, "0", 0, kMax, "",

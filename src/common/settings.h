@@ -34,6 +34,7 @@ enum class Setting : size_t {
   kIoThreads,
   kTimeout,
   kTcpBacklog,
+  kDatabases,
   kMaxSidLen,
   kMaxMemory,
   kMaxMemoryPolicy,

@@ -25,9 +25,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // Writes one sealed record (header plus payload pieces) at `offset` with a gather write and
 // advances `offset` past it.
 Status WriteRecord(File& file, uint64_t& offset, uint64_t seed, RecordType type,
-                   const std::vector<Bytes>& payload) {
+                   const std::vector<Bytes>& payload, uint16_t db = 0) {
   uint8_t header[kRecordHeaderSize];
-  SealRecord(seed, type, 0, payload, header);
+  SealRecord(seed, type, 0, payload, header, db);
   std::vector<iovec> iov;
   iov.reserve(payload.size() + 1);
   iov.push_back(iovec{header, kRecordHeaderSize});
@@ -157,9 +157,40 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
   const Verdict verdict = Check(m, limits);
   if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
   try {
-    Apply(m, Stores{store_, vectors_, 0, keys_}, {});
+    return ApplyToDatabase(m, record.header.db);
   } catch (const std::exception& e) {
     return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
+  }
+}
+
+std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
+  if (databases_ == nullptr) {
+    if (db != 0) return "it names database " + std::to_string(db) + " of a single database";
+    if (const auto* swap = std::get_if<SwapDb>(&m); swap != nullptr && (swap->a | swap->b) != 0) {
+      return "it swaps databases " + std::to_string(swap->a) + " and " + std::to_string(swap->b) +
+             " of a single database";
+    }
+    Apply(m, Stores{store_, vectors_, 0, keys_}, {});
+    return {};
+  }
+  if (db >= databases_->count()) {
+    return "it names database " + std::to_string(db) + ", past the " +
+           std::to_string(databases_->count()) + " the `databases` setting allows";
+  }
+  if (const auto* swap = std::get_if<SwapDb>(&m)) {
+    if (std::max(swap->a, swap->b) >= databases_->count()) {
+      return "it swaps database " + std::to_string(std::max(swap->a, swap->b)) + ", past the " +
+             std::to_string(databases_->count()) + " the `databases` setting allows";
+    }
+    databases_->Swap(swap->a, swap->b);
+    return {};
+  }
+  const auto stores_of = [](store::Database& d) { return Stores{d.state, &d.vectors, 0, &d.keys}; };
+  Apply(m, stores_of(databases_->At(db)), {});
+  if (std::holds_alternative<FlushAll>(m)) {  // one record empties every database
+    databases_->ForEach([&](size_t index, store::Database& other) {
+      if (index != db) Apply(m, stores_of(other), {});
+    });
   }
   return {};
 }
@@ -308,9 +339,9 @@ Status Durability::CutFile(const std::string& path, uint64_t size) {
   return (*file)->Sync();
 }
 
-uint64_t Durability::Append(RecordType type, std::vector<Bytes> payload) {
+uint64_t Durability::Append(RecordType type, std::vector<Bytes> payload, uint16_t db) {
   changes_since_save_.fetch_add(1, std::memory_order_relaxed);
-  return log_->Append(type, std::move(payload));
+  return log_->Append(type, std::move(payload), db);
 }
 
 std::string Durability::WriteSnapshot() {
@@ -328,18 +359,17 @@ std::string Durability::WriteSnapshot() {
   EncodeFileHeader(h, header);
   Status status = WriteAllAt(**file, 0, header, kFileHeaderSize);
   uint64_t count = 0, bytes = kFileHeaderSize;
+  uint16_t db = 0;  // the database whose records are being written
   auto write = [&](const Mutation& m) {
-    if (status.ok()) status = WriteRecord(**file, bytes, seed, TypeOf(m), EncodePayload(m));
+    if (status.ok()) status = WriteRecord(**file, bytes, seed, TypeOf(m), EncodePayload(m), db);
     ++count;
   };
-  store_.ForEachSession([&](const std::string& sid, const LayerBlobs& layers) {
-    write(SsmPut{sid, layers});
-  });
-  if (vectors_ != nullptr) WriteVectorSnapshot(write);
-  // Expiries last, once every key they name exists.
-  if (keys_ != nullptr) {
-    keys_->ForEach([&](const std::string& key, const store::KeyInfo& info) {
-      if (info.expire_at_ms != 0) write(KeyExpire{key, static_cast<uint64_t>(info.expire_at_ms)});
+  if (databases_ == nullptr) {
+    WriteDatabaseSnapshot(store_, vectors_, keys_, write);
+  } else {
+    databases_->ForEach([&](size_t index, store::Database& d) {
+      db = static_cast<uint16_t>(index);
+      WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, write);
     });
   }
   if (status.ok()) {
@@ -367,13 +397,35 @@ std::string Durability::WriteSnapshot() {
   return {};
 }
 
-void Durability::WriteVectorSnapshot(const std::function<void(const Mutation&)>& write) {
+void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
+                                       const store::VectorStore* vectors,
+                                       const store::Keyspace* keys,
+                                       const std::function<void(const Mutation&)>& write) {
+  state.ForEachSession([&](const std::string& sid, const LayerBlobs& layers) {
+    write(SsmPut{sid, layers});
+  });
+  if (vectors != nullptr) WriteVectorSnapshot(*vectors, write);
+  if (keys == nullptr) return;
+  // Strings with their expiry, then the other types' expiries, once every key they name exists.
+  keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
+    if (info.type != store::KeyType::kString) return;
+    const uint32_t flags = static_cast<uint32_t>(info.encoding) << StringSet::kEncodingShift;
+    write(StringSet{key, flags, static_cast<uint64_t>(info.expire_at_ms), Blob{{info.value}}});
+  });
+  keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
+    if (info.type == store::KeyType::kString || info.expire_at_ms == 0) return;
+    write(KeyExpire{key, static_cast<uint64_t>(info.expire_at_ms)});
+  });
+}
+
+void Durability::WriteVectorSnapshot(const store::VectorStore& vectors,
+                                     const std::function<void(const Mutation&)>& write) {
   // Sessions (each with its index, then its layers' rows as stored), then the registrations on
   // their own: a half dropped with V.DROP must not come back from the snapshot. A layer is one
   // record per run of stored chunks, so a sparse layer (one row at a high index) writes what it
   // stores, not zeros from row 0; the last run ends at the layer's length.
-  vectors_->ForEachSession([&](const std::string& sid, const store::VectorSessionInfo& info,
-                               const std::vector<store::LayerRead>& layers) {
+  vectors.ForEachSession([&](const std::string& sid, const store::VectorSessionInfo& info,
+                             const std::vector<store::LayerRead>& layers) {
     const auto tier = static_cast<uint32_t>(info.tier);
     write(VCreate{sid, info.index, info.dim, tier});
     for (const store::LayerRead& layer : layers) {
@@ -383,7 +435,7 @@ void Durability::WriteVectorSnapshot(const std::function<void(const Mutation&)>&
       }
     }
   });
-  vectors_->ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
+  vectors.ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
     KvPrefix record;
     record.ns = ns;
     record.kv_dim = spec.kv_dim;

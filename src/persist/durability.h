@@ -21,6 +21,7 @@
 #include "persist/log_writer.h"
 #include "persist/mutation.h"
 #include "persist/record_reader.h"
+#include "store/database.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 
@@ -73,6 +74,10 @@ class Durability {
 
   // The keyspace recovered along with the stores (types, expiries); set before Open().
   void set_keyspace(store::Keyspace* keys) { keys_ = keys; }
+  // The numbered databases, when there are several: each record names its database in its
+  // header, replay applies it there, and a snapshot writes every database in use. Database 0
+  // must hold the stores and keyspace given above. Set before Open().
+  void set_databases(store::Databases* databases) { databases_ = databases; }
 
   // Loads the snapshot and replays the log into the store, then opens the log for appends.
   // Returns an error text that names the file and offset of any damage it could not pass.
@@ -80,7 +85,7 @@ class Durability {
 
   // Appends a record encoded (outside any lock) with EncodePayload; call it inside the store's
   // under_lock hook so log order matches the order of changes. Returns its lsn.
-  uint64_t Append(RecordType type, std::vector<Bytes> payload);
+  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0);
 
   // See LogWriter::WhenDurable.
   bool WhenDurable(uint64_t lsn, std::function<void()> done) {
@@ -108,7 +113,15 @@ class Durability {
                              std::vector<SegmentInfo>& segments);
   // Decodes, checks and applies one record; an error text says why it could not be.
   std::string Replay(const Record& record, Mutation& m);
-  void WriteVectorSnapshot(const std::function<void(const Mutation&)>& write);
+  void WriteVectorSnapshot(const store::VectorStore& vectors,
+                           const std::function<void(const Mutation&)>& write);
+  // Every entry of one database as records, passed to `write`.
+  void WriteDatabaseSnapshot(const store::StateStore& state, const store::VectorStore* vectors,
+                             const store::Keyspace* keys,
+                             const std::function<void(const Mutation&)>& write);
+  // Applies a checked record to the database its header names; an error text when it names one
+  // past the `databases` setting.
+  std::string ApplyToDatabase(const Mutation& m, uint16_t db);
   // Truncates `path` to `size` and syncs it.
   Status CutFile(const std::string& path, uint64_t size);
   std::string WriteSnapshot();
@@ -119,6 +132,7 @@ class Durability {
   store::StateStore& store_;
   store::VectorStore* vectors_;
   store::Keyspace* keys_ = nullptr;
+  store::Databases* databases_ = nullptr;
   std::unique_ptr<LogWriter> log_;
   std::unique_ptr<DirLock> lock_;
 

@@ -11,7 +11,7 @@ void EncodeRecordHeader(const RecordHeader& h, uint8_t out[kRecordHeaderSize]) {
   PutU32(out + 8, h.magic);
   out[12] = static_cast<uint8_t>(h.type);
   out[13] = h.flags;
-  PutU16(out + 14, h.reserved);
+  PutU16(out + 14, h.db);
   PutU64(out + 16, h.lsn);
   PutU64(out + 24, h.payload_length);
 }
@@ -22,7 +22,7 @@ RecordHeader DecodeRecordHeader(const uint8_t in[kRecordHeaderSize]) {
   h.magic = GetU32(in + 8);
   h.type = static_cast<RecordType>(in[12]);
   h.flags = in[13];
-  h.reserved = GetU16(in + 14);
+  h.db = GetU16(in + 14);
   h.lsn = GetU64(in + 16);
   h.payload_length = GetU64(in + 24);
   return h;

@@ -42,6 +42,10 @@ enum class RecordType : uint8_t {
   kSsmDropSession = 3,  // one session, every layer
   kFlushAll = 4,        // every stored entry of every family
   kKeyExpire = 5,       // one key of any type: its absolute expiry (Unix ms), 0 for none
+  kStringSet = 6,       // one string key: its whole value, encoding and expiry (or keep it)
+  kStringDel = 7,       // one string key deleted
+  kFlushDb = 8,         // every stored entry of the record's database (FLUSHDB)
+  kSwapDb = 9,          // two databases exchange their contents (SWAPDB)
   kSnapshotEnd = 15,    // last record of a snapshot: entry count, so a cut file is detected
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier
@@ -57,7 +61,7 @@ struct RecordHeader {
   uint32_t magic = kRecordMagic;
   RecordType type = RecordType::kSsmPut;
   uint8_t flags = 0;
-  uint16_t reserved = 0;
+  uint16_t db = 0;  // the database (SELECT index) the record changes; 0 in older files
   uint64_t lsn = 0;
   uint64_t payload_length = 0;
 };
@@ -102,7 +106,7 @@ uint64_t RecordChecksum(uint64_t seed, const uint8_t header[kRecordHeaderSize],
 // Fills `header` for a record of `type` and `lsn` whose payload is `payload`, checksum included.
 template <typename Pieces>
 void SealRecord(uint64_t seed, RecordType type, uint64_t lsn, const Pieces& payload,
-                uint8_t header[kRecordHeaderSize]);
+                uint8_t header[kRecordHeaderSize], uint16_t db = 0);
 
 void EncodeFileHeader(const FileHeader& h, uint8_t out[kFileHeaderSize]);
 FileHeader DecodeFileHeader(const uint8_t in[kFileHeaderSize]);
@@ -113,9 +117,10 @@ FileHeader NewFileHeader(const char (&magic)[8], uint64_t sequence, uint64_t bas
 
 template <typename Pieces>
 void SealRecord(uint64_t seed, RecordType type, uint64_t lsn, const Pieces& payload,
-                uint8_t header[kRecordHeaderSize]) {
+                uint8_t header[kRecordHeaderSize], uint16_t db) {
   RecordHeader h;
   h.type = type;
+  h.db = db;
   h.lsn = lsn;
   std::vector<std::string_view> views;
   views.reserve(payload.size());

@@ -98,10 +98,10 @@ void LogWriter::CloseSegment() {
   file_.reset();
 }
 
-uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload) {
+uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, uint16_t db) {
   std::lock_guard lock(mu_);
   uint64_t lsn = next_lsn_++;
-  queue_.push_back(Pending{lsn, type, std::move(payload), false});
+  queue_.push_back(Pending{lsn, type, std::move(payload), db, false});
   records_appended_.fetch_add(1, std::memory_order_relaxed);
   cv_.notify_one();
   return lsn;
@@ -111,7 +111,7 @@ uint64_t LogWriter::RotateForSnapshot() {
   std::unique_lock lock(mu_);
   uint64_t base = next_lsn_;
   uint64_t ticket = ++rotations_requested_;
-  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, true, base});
+  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, 0, true, base});
   cv_.notify_one();
   // Wait until the new segment exists, so that every older segment may be removed once the
   // snapshot is durable. A log that cannot be written (disk full) must not hang SAVE: then the
@@ -242,7 +242,7 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
       continue;
     }
     uint8_t* header = headers[i].data();
-    SealRecord(seed_, p.type, p.lsn, p.payload, header);
+    SealRecord(seed_, p.type, p.lsn, p.payload, header, p.db);
     iov.push_back(iovec{header, kRecordHeaderSize});
     for (const Bytes& piece : p.payload) {
       if (!piece.empty()) iov.push_back(iovec{const_cast<uint8_t*>(piece.data()), piece.size()});

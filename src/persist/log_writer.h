@@ -60,7 +60,7 @@ class LogWriter {
   std::string Start();
 
   // Queues a record and returns its lsn. Cheap: no I/O on the caller's thread.
-  uint64_t Append(RecordType type, std::vector<Bytes> payload);
+  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0);
 
   // Calls `done` once every record up to `lsn` is as durable as the policy promises (written
   // for everysec/no, synced for always). Returns true instead, without calling it, when that is
@@ -89,6 +89,7 @@ class LogWriter {
     uint64_t lsn = 0;
     RecordType type = RecordType::kSsmPut;
     std::vector<Bytes> payload;
+    uint16_t db = 0;
     bool rotate_before = false;
     uint64_t rotate_base = 0;  // a bare rotation marker: the base lsn of the new segment
   };

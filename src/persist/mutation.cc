@@ -10,6 +10,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "store/database.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::persist {
@@ -235,7 +236,24 @@ struct Checker {
   }
   void operator()(const SsmDropSession& r) { Sid(r.sid, "sid", 0); }
   void operator()(const FlushAll&) {}
+  void operator()(const FlushDb&) {}
+  void operator()(const SwapDb& r) {
+    if (r.a >= store::Databases::kMaxCount || r.b >= store::Databases::kMaxCount) {
+      Fail("database " + std::to_string(std::max(r.a, r.b)) + " is past 65535");
+    }
+  }
   void operator()(const KeyExpire& r) { Sid(r.key, "key", 0); }
+  void operator()(const StringSet& r) {
+    Sid(r.key, "key", 0);
+    if ((r.flags >> StringSet::kEncodingShift) > 2) {
+      Fail("string flags " + std::to_string(r.flags) + " name no encoding");
+    } else if (r.value.size() > limits.memory_budget) {
+      Fail("a string of " + std::to_string(r.value.size()) + " bytes is more than the " +
+               std::to_string(limits.memory_budget) + " this process may use",
+           /*out_of_memory=*/true);
+    }
+  }
+  void operator()(const StringDel& r) { Sid(r.key, "key", 0); }
   void operator()(const SnapshotEnd&) {}
   void operator()(const VCreate& r) {
     if (Sid(r.sid, "sid", 1)) Shape(r.tier, r.dim);
@@ -302,6 +320,7 @@ using Kind = Outcome::Kind;
 Outcome Applied(bool changed) { return Outcome{changed ? Kind::kApplied : Kind::kUnchanged, {}}; }
 
 struct Applier {
+  static constexpr size_t kCompactBelow = size_t{32} << 10;
   const Stores& stores;
   const std::function<void()>& hook;
 
@@ -315,6 +334,12 @@ struct Applier {
   Outcome operator()(const SsmDropSession& r) {
     return Applied(stores.state.DropSession(r.sid, hook) > 0);
   }
+  Outcome operator()(const FlushDb&) { return (*this)(FlushAll{}); }
+  // The exchange itself needs every database: the caller (MutateEngine, replay) makes it.
+  Outcome operator()(const SwapDb&) {
+    if (hook) hook();
+    return Applied(true);
+  }
   Outcome operator()(const FlushAll&) {
     // The caller keeps every other change out (the mutation gate), so the log record and the
     // clear of both stores are one step to everyone else.
@@ -327,6 +352,25 @@ struct Applier {
   Outcome operator()(const KeyExpire& r) {
     if (stores.keys == nullptr) return Applied(false);
     return Applied(stores.keys->SetExpiry(r.key, static_cast<int64_t>(r.at_ms), hook));
+  }
+  Outcome operator()(const StringSet& r) {
+    if (stores.keys == nullptr) return Applied(false);
+    const auto encoding = static_cast<store::StringEncoding>(r.flags >> StringSet::kEncodingShift);
+    const auto keep = (r.flags & StringSet::kKeepTtl) ? store::KeepTtl::kYes : store::KeepTtl::kNo;
+    // A small value read back from a file is a slice of its whole record (a slice's capacity is
+    // its length): keep a compact copy, so the record's buffer is freed. A large value keeps its
+    // buffer, and a live value is already compact.
+    Bytes value = r.value.Joined();
+    if (value.size() < kCompactBelow && value.capacity() <= value.size()) {
+      value = Bytes::CopyCompact(value.view());
+    }
+    stores.keys->PutString(r.key, std::move(value), encoding, keep, static_cast<int64_t>(r.at_ms),
+                           hook);
+    return Applied(true);
+  }
+  Outcome operator()(const StringDel& r) {
+    if (stores.keys == nullptr) return Applied(false);
+    return Applied(stores.keys->RemoveString(r.key, hook));
   }
   Outcome operator()(const VCreate& r) {
     if (stores.vectors == nullptr) return Applied(false);
@@ -396,8 +440,12 @@ struct KeySync {
   void operator()(const SsmDropLayer& r) const { Key(r.sid); }
   void operator()(const SsmDropSession& r) const { Key(r.sid); }
   void operator()(const FlushAll&) const { stores.keys->Clear(); }
+  void operator()(const FlushDb&) const { stores.keys->Clear(); }
+  void operator()(const SwapDb&) const {}
   void operator()(const SnapshotEnd&) const {}
   void operator()(const KeyExpire&) const {}
+  void operator()(const StringSet&) const {}  // the keyspace holds strings itself
+  void operator()(const StringDel&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}
   void operator()(const VDrop& r) const { Key(r.sid); }

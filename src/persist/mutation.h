@@ -72,6 +72,22 @@ struct FlushAll {  // every entry of every store
   static auto Tie(auto&) { return std::tie(); }
 };
 
+struct FlushDb {  // every entry of the record's database (the header says which)
+  static constexpr RecordType kType = RecordType::kFlushDb;
+  static constexpr std::string_view kName = "flush db";
+  static constexpr std::array<std::string_view, 0> kFields = {};
+  static auto Tie(auto&) { return std::tie(); }
+};
+
+struct SwapDb {  // databases `a` and `b` exchange everything they hold
+  static constexpr RecordType kType = RecordType::kSwapDb;
+  static constexpr std::string_view kName = "swap db";
+  static constexpr std::array<std::string_view, 2> kFields = {"a", "b"};
+  uint32_t a = 0;
+  uint32_t b = 0;
+  static auto Tie(auto& r) { return std::tie(r.a, r.b); }
+};
+
 struct KeyExpire {  // any key: EXPIRE and friends logged as the absolute time, PERSIST as 0
   static constexpr RecordType kType = RecordType::kKeyExpire;
   static constexpr std::string_view kName = "key expire";
@@ -79,6 +95,29 @@ struct KeyExpire {  // any key: EXPIRE and friends logged as the absolute time, 
   std::string key;
   uint64_t at_ms = 0;  // Unix ms; 0: no expiry
   static auto Tie(auto& r) { return std::tie(r.key, r.at_ms); }
+};
+
+// A string key's whole new value (SET, INCR, APPEND, ... all log the result, as Redis
+// propagates INCRBYFLOAT as SET), with its expiry in the same record: SET ... EX is one change.
+struct StringSet {
+  static constexpr RecordType kType = RecordType::kStringSet;
+  static constexpr std::string_view kName = "string set";
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "flags", "at_ms", "value"};
+  static constexpr uint32_t kKeepTtl = 1;        // the key keeps its expiry; at_ms is unused
+  static constexpr uint32_t kEncodingShift = 1;  // bits 1-2: store::StringEncoding
+  std::string key;
+  uint32_t flags = 0;
+  uint64_t at_ms = 0;  // Unix ms; 0: no expiry
+  Blob value;
+  static auto Tie(auto& r) { return std::tie(r.key, r.flags, r.at_ms, r.value); }
+};
+
+struct StringDel {
+  static constexpr RecordType kType = RecordType::kStringDel;
+  static constexpr std::string_view kName = "string delete";
+  static constexpr std::array<std::string_view, 1> kFields = {"key"};
+  std::string key;
+  static auto Tie(auto& r) { return std::tie(r.key); }
 };
 
 struct SnapshotEnd {  // the number of records before it in its snapshot
@@ -163,7 +202,8 @@ struct KvDrop {  // the registration and both sessions
 };
 
 using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
-                              VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire>;
+                              VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet,
+                              StringDel, FlushDb, SwapDb>;
 
 RecordType TypeOf(const Mutation& m);
 

@@ -37,6 +37,8 @@ struct ClientState {
 
   // Read by CLIENT LIST/INFO on any thread; written by the owner thread.
   std::atomic<int> resp{2};
+  // The database SELECT chose (0 until then); CLIENT LIST reads it from other threads.
+  std::atomic<int> db{0};
   std::atomic<int64_t> last_interaction_ms{0};
   // Memory figures (server/connection_memory.h): CLIENT LIST's qbuf, qbuf-free, argv-mem,
   // omem and tot-mem, summed in INFO's mem_clients_normal.

@@ -8,6 +8,7 @@
 
 #include "common/ascii.h"
 #include "common/key_slot.h"
+#include "common/numbers.h"
 
 namespace prefixd::store {
 namespace {
@@ -15,17 +16,38 @@ namespace {
 constexpr int kShardBits = 6;  // 64 shards
 constexpr int kHashBits = 64 - kShardBits;
 constexpr uint64_t kHashMask = (uint64_t{1} << kHashBits) - 1;
-// A std::map node (links, colour, the Position and the 16-byte KeyInfo), the index's node and
-// handle slot; keys longer than the short-string buffer add their own allocation.
+// A std::map node (links, colour, the Position and the 56-byte KeyInfo with its value handle),
+// the index's node and handle slot; keys longer than the short-string buffer add their own
+// allocation.
 int64_t EntryBytes(std::string_view key) {
-  return 120 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
+  return 160 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
 }
 // A std::set node holding (time, key).
 int64_t ExpiryBytes(std::string_view key) {
   return 72 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
 }
 
+// What a string value adds to its entry: its buffer (a large one shared with replies in flight).
+int64_t ValueBytes(const KeyInfo& info) { return static_cast<int64_t>(info.value.capacity()); }
+
 }  // namespace
+
+std::string_view StringEncodingName(StringEncoding encoding) {
+  switch (encoding) {
+    case StringEncoding::kInt:
+      return "int";
+    case StringEncoding::kEmbstr:
+      return "embstr";
+    case StringEncoding::kRaw:
+      return "raw";
+  }
+  return "raw";
+}
+
+StringEncoding EncodingOf(std::string_view value) {
+  if (value.size() <= 20 && ParseInt64(value)) return StringEncoding::kInt;
+  return value.size() <= 44 ? StringEncoding::kEmbstr : StringEncoding::kRaw;
+}
 
 std::string_view KeyTypeName(KeyType type) {
   switch (type) {
@@ -35,12 +57,14 @@ std::string_view KeyTypeName(KeyType type) {
       return "vstore";
     case KeyType::kKvPrefix:
       return "kvprefix";
+    case KeyType::kString:
+      return "string";
   }
   return "none";
 }
 
 std::optional<KeyType> KeyTypeFromName(std::string_view name) {
-  for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix}) {
+  for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString}) {
     if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
   }
   return std::nullopt;
@@ -63,9 +87,41 @@ void Keyspace::Set(std::string_view key, KeyType type) {
 void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyType>()>& probe) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  if (auto type = probe()) return SetLocked(shard, key, *type);
   auto it = shard.keys.find(ViewOf(key));
+  // A string's value lives here, not in the stores the probe reads: only its own records
+  // change it.
+  if (it != shard.keys.end() && it->second.type == KeyType::kString) return;
+  if (auto type = probe()) return SetLocked(shard, key, *type);
   if (it != shard.keys.end()) Erase(shard, it);
+}
+
+void Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encoding,
+                         KeepTtl keep_ttl, int64_t at_ms, const std::function<void()>& under_lock) {
+  Shard& shard = shards_[ShardOf(key)];
+  Bytes released;  // the old value, freed after the lock
+  std::lock_guard lock(shard.mu);
+  if (under_lock) under_lock();
+  SetLocked(shard, key, KeyType::kString);
+  auto it = shard.keys.find(ViewOf(key));
+  KeyInfo& info = it->second;
+  bytes_ -= ValueBytes(info);
+  released = std::move(info.value);
+  info.value = std::move(value);
+  info.encoding = encoding;
+  bytes_ += ValueBytes(info);
+  if (keep_ttl == KeepTtl::kNo && info.expire_at_ms != at_ms) SetExpiryLocked(shard, it, at_ms);
+}
+
+bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& under_lock) {
+  Shard& shard = shards_[ShardOf(key)];
+  Bytes released;
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it == shard.keys.end() || it->second.type != KeyType::kString) return false;
+  if (under_lock) under_lock();
+  released = std::move(it->second.value);
+  Erase(shard, it);
+  return true;
 }
 
 void Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
@@ -91,7 +147,7 @@ void Keyspace::Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator i
     shard.expiries.erase({it->second.expire_at_ms, it->first.key});
     bytes_ -= ExpiryBytes(it->first.key);
   }
-  bytes_ -= EntryBytes(it->first.key);
+  bytes_ -= EntryBytes(it->first.key) + ValueBytes(it->second);
   shard.keys_in_slot[it->second.slot >> kShardBits] -= 1;
   shard.index.Erase(it->second.handle);
   shard.key_of_handle[it->second.handle] = nullptr;
@@ -115,7 +171,8 @@ void Keyspace::Clear() {
     shard.keys_in_slot.fill(0);
     for (const auto& [pos, info] : released) {
       shard.index.Erase(info.handle);
-      bytes_ -= EntryBytes(pos.key) + (info.expire_at_ms != 0 ? ExpiryBytes(pos.key) : 0);
+      bytes_ -= EntryBytes(pos.key) + ValueBytes(info) +
+                (info.expire_at_ms != 0 ? ExpiryBytes(pos.key) : 0);
     }
     shard.key_of_handle.clear();
   }
@@ -143,6 +200,12 @@ bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
   auto it = shard.keys.find(ViewOf(key));
   if (it == shard.keys.end()) return false;
   if (under_lock) under_lock();
+  SetExpiryLocked(shard, it, at_ms);
+  return true;
+}
+
+void Keyspace::SetExpiryLocked(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it,
+                               int64_t at_ms) {
   KeyInfo& info = it->second;
   if (info.expire_at_ms != 0) {
     shard.expiries.erase({info.expire_at_ms, it->first.key});
@@ -156,7 +219,6 @@ bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
   } else {
     shard.index.ClearExpiry(info.handle);
   }
-  return true;
 }
 
 std::vector<std::pair<std::string, KeyType>> Keyspace::Expired(size_t shard_index, int64_t now_ms,

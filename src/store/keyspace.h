@@ -21,12 +21,23 @@
 #include <utility>
 #include <vector>
 
+#include "common/bytes.h"
 #include "store/eviction_index.h"
 
 namespace prefixd::store {
 
-// A key's type, as TYPE names it. The string type and a prefix-index type take the next codes.
-enum class KeyType : uint8_t { kSsmPrefix = 0, kVstore = 1, kKvPrefix = 2 };
+// A key's type, as TYPE names it. A prefix-index type takes the next code.
+enum class KeyType : uint8_t { kSsmPrefix = 0, kVstore = 1, kKvPrefix = 2, kString = 3 };
+
+// How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).
+enum class StringEncoding : uint8_t { kRaw = 0, kInt = 1, kEmbstr = 2 };
+std::string_view StringEncodingName(StringEncoding encoding);
+// Redis's tryObjectEncoding: `int` for a canonical integer of at most 20 bytes, `embstr` up to
+// 44 bytes, `raw` above.
+StringEncoding EncodingOf(std::string_view value);
+
+// What a string write does to the key's expiry.
+enum class KeepTtl : bool { kNo = false, kYes = true };
 
 std::string_view KeyTypeName(KeyType type);
 // The type named `name` (ASCII case-insensitive, as SCAN ... TYPE compares), or nullopt.
@@ -34,10 +45,14 @@ std::optional<KeyType> KeyTypeFromName(std::string_view name);
 
 struct KeyInfo {
   KeyType type = KeyType::kSsmPrefix;
+  StringEncoding encoding = StringEncoding::kRaw;  // strings only
   uint16_t slot = 0;
   EvictionIndex::Handle handle = EvictionIndex::kNoHandle;  // the node in the shard's index
   int64_t expire_at_ms = 0;                                 // absolute Unix ms; 0: no expiry
   // Last access and the LFU counter live in the index node only (IdleMs, Frequency).
+  // A string key's value, held here (one node per key, no second copy of the key); empty for
+  // the other types, whose values live in their stores.
+  Bytes value;
 };
 
 struct KeyspaceStats {
@@ -62,6 +77,15 @@ class Keyspace {
   void Sync(std::string_view key, const std::function<std::optional<KeyType>()>& probe);
   void Remove(std::string_view key);
   void Clear();
+
+  // The string type, whose values the keyspace holds itself. PutString makes `key` a string
+  // with `value` (whatever it held before) and, unless `keep_ttl`, the expiry `at_ms` (0: none),
+  // all under one shard lock with `under_lock` (the log append): a reader never sees the value
+  // without its expiry. RemoveString deletes a string key; false (and no hook) when `key` is not
+  // a string.
+  void PutString(std::string_view key, Bytes value, StringEncoding encoding, KeepTtl keep_ttl,
+                 int64_t at_ms, const std::function<void()>& under_lock);
+  bool RemoveString(std::string_view key, const std::function<void()>& under_lock);
 
   std::optional<KeyInfo> Find(std::string_view key) const;
   // Records an access: last access time and the LFU counter (Redis's lookupKey).
@@ -132,6 +156,7 @@ class Keyspace {
   static PositionView ViewOf(std::string_view key);
   void SetLocked(Shard& shard, std::string_view key, KeyType type);
   void Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it);
+  void SetExpiryLocked(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it, int64_t at_ms);
 
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> bytes_{0};

@@ -391,7 +391,7 @@ TEST_F(ProtocolTest, Select) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->Call("SELECT 0\r\n"), "+OK\r\n");
-  EXPECT_EQ(c->Call("SELECT 1\r\n"), "-ERR DB index is out of range\r\n");
+  EXPECT_EQ(c->Call("SELECT 15\r\n"), "+OK\r\n");
   EXPECT_EQ(c->Call("SELECT 16\r\n"), "-ERR DB index is out of range\r\n");
   EXPECT_EQ(c->Call("SELECT -1\r\n"), "-ERR DB index is out of range\r\n");
   EXPECT_EQ(c->Call("SELECT x\r\n"), "-ERR value is not an integer or out of range\r\n");

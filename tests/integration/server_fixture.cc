@@ -562,4 +562,35 @@ std::string DescribeReply(const redisReply* r) {
   return "type " + std::to_string(r->type);
 }
 
+bool RedisServer::Start() {
+  if (::access("/usr/bin/redis-server", X_OK) != 0) return false;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    port_ = 20000 + static_cast<int>(::getpid() * 7 + attempt * 131) % 40000;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::string port = std::to_string(port_);
+      ::execl("/usr/bin/redis-server", "redis-server", "--port", port.c_str(), "--bind",
+              "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 100; ++i) {
+      if (auto c = RawConnection::Tcp(port_);
+          c && c->Call(std::vector<std::string>{"PING"}) == "+PONG\r\n") {
+        return true;
+      }
+      std::this_thread::sleep_for(Millis(20));
+    }
+    Stop();
+  }
+  return false;
+}
+
+void RedisServer::Stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
 }  // namespace prefixd::it

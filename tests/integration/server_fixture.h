@@ -150,6 +150,23 @@ class RawConnection {
   bool peer_closed_ = false;
 };
 
+// A redis-server child (Debian's) on a free loopback port, nothing persisted: the reference the
+// differential tests compare replies against. Start() is false when it is not installed.
+class RedisServer {
+ public:
+  RedisServer() = default;
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+  ~RedisServer() { Stop(); }
+  bool Start();
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
 // hiredis helpers (hiredis 0.14.1: RESP2 only).
 struct RedisContextDeleter {
   void operator()(redisContext* c) const { redisFree(c); }

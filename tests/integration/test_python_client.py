@@ -34,8 +34,9 @@ def free_port():
 class ServerProcess:
     """One prefixd-server child on 127.0.0.1 with its own temporary directory."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, args=()):
         self.binary = binary
+        self.args = list(args)  # extra flags, e.g. ["--requirepass", "secret"]
         self.root = tempfile.mkdtemp(prefix="prefixd-py-")
         self.log_path = os.path.join(self.root, "server.log")
         self.proc = None
@@ -47,7 +48,7 @@ class ServerProcess:
             log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(
                 [self.binary, "--bind", "127.0.0.1", "--port", str(self.port),
-                 "--dir", os.path.join(self.root, "data")],
+                 "--dir", os.path.join(self.root, "data")] + self.args,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
             log.close()
             deadline = time.monotonic() + timeout
@@ -57,7 +58,7 @@ class ServerProcess:
                 try:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
                         s.sendall(b"PING\r\n")
-                        if s.recv(16).startswith(b"+PONG"):
+                        if s.recv(16).startswith((b"+PONG", b"-NOAUTH")):
                             return
                 except OSError:
                     time.sleep(0.02)

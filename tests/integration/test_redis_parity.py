@@ -32,7 +32,9 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "shutdown save bgsave lastsave monitor client|reply debug del unlink exists touch type "
           "expire pexpire expireat pexpireat ttl pttl expiretime pexpiretime persist scan keys "
           "randomkey object|encoding object|freq object|idletime object|refcount object|help "
-          "memory|usage memory|help flushdb").split()
+          "memory|usage memory|help flushdb get set setnx setex psetex getset getex getdel mget "
+          "mset msetnx strlen getrange setrange append incr decr incrby decrby "
+          "incrbyfloat setbit getbit rename renamenx copy move lcs swapdb").split()
 
 
 def encode(args):
@@ -192,7 +194,10 @@ class CommandTableTest(ParityBase):
         # Summaries are prefixd's own words; the argument specs follow Redis's JSON.
         for name in ("ping", "echo", "select", "client|setname", "info", "flushall", "del",
                      "type", "expire", "pexpireat", "ttl", "persist", "scan", "keys", "flushdb",
-                     "object|freq", "memory|usage"):
+                     "object|freq", "memory|usage", "get", "set", "setnx", "setex", "psetex",
+                     "getset", "getex", "getdel", "mget", "mset", "msetnx", "strlen", "getrange",
+                     "setrange", "append", "incr", "decr", "incrby", "decrby", "incrbyfloat",
+                     "setbit", "getbit", "rename", "renamenx", "copy", "move", "lcs"):
             with self.subTest(name=name):
                 if self.rd is None:
                     self.skipTest("redis-server is not installed")

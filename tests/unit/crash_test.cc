@@ -78,6 +78,8 @@ std::vector<Step> Script() {
       {SsmDropLayer{"b", 1}},
       {KeyExpire{"b", later}},
       {KeyExpire{"v", later + 1}},
+      {StringSet{"s", 0, later + 4, Blob{{Bytes::CopyOf("value")}}}},
+      {StringSet{"t", 1, 0, Blob{{Bytes::CopyOf(Pattern(40000, 14))}}}},
       {std::nullopt},  // snapshot
       {Put("a", {{0, Pattern(2500, 6)}, {3, Pattern(900, 7)}})},
       {Rows("v", 1, 30, 10, 8)},
@@ -95,6 +97,10 @@ std::vector<Step> Script() {
       {VDrop{"w"}},
       {KvDrop{"ns"}},
       {KeyExpire{"d", later + 3}},
+      {StringSet{"s", 1 | (2 << 1), 0, Blob{{Bytes::CopyOf("kept its expiry")}}}},
+      {StringSet{"t", 0, later + 5, Blob{{Bytes::CopyOf("12")}}}},
+      {StringDel{"t"}},
+      {StringSet{"u", 2 << 1, 0, Blob{{Bytes::CopyOf("")}}}},
   };
 }
 
@@ -123,7 +129,9 @@ std::string Observe(const store::StateStore& ssm, const store::VectorStore& vect
   });
   keys.ForEach([&](const std::string& key, const store::KeyInfo& info) {
     out["key " + key] = std::string(store::KeyTypeName(info.type)) + " expires " +
-                        std::to_string(info.expire_at_ms);
+                        std::to_string(info.expire_at_ms) + " encoding " +
+                        std::to_string(static_cast<int>(info.encoding)) + " value " +
+                        std::string(info.value.view());
   });
   std::string text;
   for (const auto& [key, value] : out)
@@ -275,7 +283,9 @@ TEST_F(CrashTest, TheScriptsKeysAndExpiriesSurviveARestart) {
   after.keys().ForEach([&](const std::string& key, const store::KeyInfo& info) {
     expiries[key] = info.expire_at_ms;
   });
-  const std::map<std::string, int64_t> expected = {{"d", int64_t{4102444800003}}};
+  // "s" was written after FLUSHALL with KEEPTTL (no expiry to keep), "t" deleted.
+  const std::map<std::string, int64_t> expected = {
+      {"d", int64_t{4102444800003}}, {"s", 0}, {"u", 0}};
   EXPECT_EQ(expiries, expected);
 }
 

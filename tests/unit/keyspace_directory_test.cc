@@ -41,7 +41,43 @@ TEST(KeyspaceDirectory, TypesSlotsAndMemory) {
   EXPECT_EQ(keys.CountInSlot(KeySlot(Key(700))), 0u);
   EXPECT_EQ(KeyTypeName(KeyType::kKvPrefix), "kvprefix");
   EXPECT_EQ(KeyTypeFromName("SSM-Prefix"), KeyType::kSsmPrefix);
-  EXPECT_FALSE(KeyTypeFromName("string"));
+  EXPECT_EQ(KeyTypeFromName("STRING"), KeyType::kString);
+  EXPECT_FALSE(KeyTypeFromName("list"));
+}
+
+TEST(KeyspaceDirectory, StringsHoldTheirValueAndExpiry) {
+  Keyspace keys;
+  int hooks = 0;
+  const auto hook = [&] { ++hooks; };
+  keys.PutString("s", Bytes::CopyCompact("v1"), StringEncoding::kEmbstr, KeepTtl::kNo, 9000, hook);
+  EXPECT_EQ(keys.Find("s")->type, KeyType::kString);
+  EXPECT_EQ(keys.Find("s")->value.view(), "v1");
+  EXPECT_EQ(keys.Find("s")->expire_at_ms, 9000);
+  const uint64_t with_small = keys.MemoryBytes();
+  // KEEPTTL keeps the expiry; a plain write replaces it (0: none).
+  keys.PutString("s", Bytes::CopyCompact("12"), StringEncoding::kInt, KeepTtl::kYes, 0, hook);
+  EXPECT_EQ(keys.Find("s")->expire_at_ms, 9000);
+  EXPECT_EQ(keys.Find("s")->encoding, StringEncoding::kInt);
+  keys.PutString("s", Bytes::Allocate(1 << 20), StringEncoding::kRaw, KeepTtl::kNo, 0, hook);
+  EXPECT_EQ(keys.Find("s")->expire_at_ms, 0);
+  EXPECT_GE(keys.MemoryBytes(), with_small + (1 << 20) - 200);  // less the expiry's bytes
+  EXPECT_EQ(keys.Expired(Keyspace::ShardOf("s"), 10000, 10).size(), 0u);
+  // Other types' syncs leave a string alone; RemoveString removes only strings.
+  keys.Sync("s", [] { return std::nullopt; });
+  EXPECT_TRUE(keys.Find("s"));
+  keys.Set("ssm", KeyType::kSsmPrefix);
+  EXPECT_FALSE(keys.RemoveString("ssm", hook));
+  EXPECT_TRUE(keys.RemoveString("s", hook));
+  EXPECT_FALSE(keys.RemoveString("s", hook));
+  EXPECT_EQ(hooks, 4);
+  keys.Remove("ssm");
+  EXPECT_EQ(keys.MemoryBytes(), 0u);
+  EXPECT_EQ(EncodingOf("123"), StringEncoding::kInt);
+  EXPECT_EQ(EncodingOf("-0"), StringEncoding::kEmbstr);
+  EXPECT_EQ(EncodingOf("01"), StringEncoding::kEmbstr);
+  EXPECT_EQ(EncodingOf(std::string(44, 'a')), StringEncoding::kEmbstr);
+  EXPECT_EQ(EncodingOf(std::string(45, 'a')), StringEncoding::kRaw);
+  EXPECT_EQ(StringEncodingName(StringEncoding::kEmbstr), "embstr");
 }
 
 TEST(KeyspaceDirectory, ScanReturnsEveryKeyPresentThroughoutExactlyOnce) {

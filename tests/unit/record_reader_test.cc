@@ -712,6 +712,11 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
       {DropSession("ab"), Hex("02000000 6162")},
       {Flush(), ""},
       {KeyExpire{"ab", 1700000000123}, Hex("02000000 6162 7b68e5cf8b010000")},
+      {StringSet{"ab", 5, 1700000000123, Blob{{Bytes::CopyOf("xyz")}}},
+       Hex("02000000 6162 05000000 7b68e5cf8b010000 0300000000000000") + "xyz"},
+      {StringDel{"ab"}, Hex("02000000 6162")},
+      {FlushDb{}, ""},
+      {SwapDb{2, 5}, Hex("02000000 05000000")},
       {End(5), Hex("0500000000000000")},
       {VCreate{"v", 3, 64, 2}, Hex("01000000 76 0300000000000000 40000000 02000000")},
       {VStore{"v", 1, 2, 1, 4, 8, Blob{{Bytes::CopyOf(row)}}},
@@ -765,6 +770,13 @@ TEST(GoldenBytesTest, FileHeaderSeedAndRecordChecksumAreTheDocumentedOnes) {
   PutU64(reinterpret_cast<uint8_t*>(expected.data()), checksum);
   expected += tail;
   EXPECT_TRUE(std::string(reinterpret_cast<char*>(sealed), kRecordHeaderSize) == expected);
+  // The same record for database 7: bytes 14-15 name it, and the checksum covers them.
+  const std::string tail7 = Hex("50465852 03 00 0700 0a00000000000000 0600000000000000");
+  SealRecord(seed, RecordType::kSsmDropSession, 10, EncodePayload(DropSession("ab")), sealed, 7);
+  EXPECT_TRUE(std::string(reinterpret_cast<char*>(sealed) + 8, kRecordHeaderSize - 8) == tail7);
+  EXPECT_EQ(DecodeRecordHeader(sealed).db, 7);
+  const std::string hashed7 = tail7 + payload;
+  EXPECT_EQ(GetU64(sealed), XXH3_64bits_withSeed(hashed7.data(), hashed7.size(), seed));
   // Version 1 files: seed 0.
   FileHeader v1 = decoded;
   v1.version = 1;

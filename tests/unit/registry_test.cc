@@ -86,10 +86,10 @@ TEST_F(RegistryTest, AWriteIsCheckedBeforeItIsAppliedAndAHighStartCostsItsChunk)
   const std::string row(65536 * 4, '\x01');
   const std::string reply = Call({"v.storebatch", "t", "0", "268435456", "1", row});
   EXPECT_EQ(reply.substr(0, 5), "-ERR ") << reply;
-  EXPECT_EQ(engine_.vector_store().Stats().tokens, 0u);
+  EXPECT_EQ(engine_.database(0).vectors.Stats().tokens, 0u);
   EXPECT_EQ(Call({"v.storebatch", "t", "0", "268435455", "1", row}), "+OK\r\n");
-  EXPECT_EQ(engine_.vector_store().Stats().tokens, uint64_t{1} << 28);
-  EXPECT_LE(engine_.vector_store().Stats().allocated_bytes, uint64_t{512} << 10);
+  EXPECT_EQ(engine_.database(0).vectors.Stats().tokens, uint64_t{1} << 28);
+  EXPECT_LE(engine_.database(0).vectors.Stats().allocated_bytes, uint64_t{512} << 10);
 }
 
 TEST_F(RegistryTest, TheKeyspaceTypeCheckRunsBeforeTheHandler) {
@@ -99,7 +99,8 @@ TEST_F(RegistryTest, TheKeyspaceTypeCheckRunsBeforeTheHandler) {
             "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
   EXPECT_EQ(Call({"ssm.prefix.fetch", "t", "0"}),
             "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
-  EXPECT_EQ(engine_.state_store().Stats().sessions, 0u) << "the refused store reached the store";
+  EXPECT_EQ(engine_.database(0).state.Stats().sessions, 0u)
+      << "the refused store reached the store";
   EXPECT_EQ(Call({"del", "t"}), ":1\r\n");
   EXPECT_EQ(Call({"ssm.prefix.store", "t", "0", "x"}), "+OK\r\n");
   EXPECT_EQ(Call({"type", "t"}), "+ssm-prefix\r\n");

@@ -1,0 +1,385 @@
+// The string type over real sockets: every string command's replies and errors byte for byte
+// against a real redis-server (Debian's, started here), -WRONGTYPE between strings and the other
+// types, keyspace hits/misses, OBJECT ENCODING, values and expiries that survive a restart
+// (through the log and through a snapshot), eviction of strings under maxmemory, and a large
+// value returned bit-exact.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/server_fixture.h"
+
+namespace prefixd::it {
+namespace {
+
+using namespace std::chrono_literals;
+using Args = std::vector<std::string>;
+
+class StringsTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
+    Reconnect();
+  }
+  std::string Call(const Args& args) { return conn_->Call(args); }
+  void Reconnect() {
+    conn_ = RawConnection::Tcp(server_.port());
+    ASSERT_NE(conn_, nullptr);
+  }
+  void Restart() {
+    ASSERT_TRUE(server_.Stop());
+    ASSERT_NO_FATAL_FAILURE(
+        StartServer({.flags = {"--appendonly", "yes"}, .data_dir = server_.data_dir()}));
+    Reconnect();
+  }
+  std::unique_ptr<RawConnection> conn_;
+};
+
+constexpr std::string_view kWrongType =
+    "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+std::string Bulk(std::string_view s) {
+  return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n";
+}
+
+// Every command, valid and not, in an order that exercises each reply; sent to both servers.
+const std::vector<Args>& ReferenceScript() {
+  static const std::vector<Args> script = {
+      {"GET", "s"},
+      {"SET", "s", "hello"},
+      {"GET", "s"},
+      {"TYPE", "s"},
+      {"OBJECT", "ENCODING", "s"},
+      {"SET", "s", "v2", "NX"},
+      {"SET", "s", "v2", "XX"},
+      {"SET", "nx", "v", "XX"},
+      {"SET", "s", "v3", "GET"},
+      {"SET", "missing", "v", "XX", "GET"},
+      {"SET", "s", "v4", "NX", "GET"},
+      {"SET", "s", "v", "NX", "XX"},
+      {"SET", "s", "v", "EX", "10", "PX", "100"},
+      {"SET", "s", "v", "EX", "10", "KEEPTTL"},
+      {"SET", "s", "v", "EX", "0"},
+      {"SET", "s", "v", "EX", "-5"},
+      {"SET", "s", "v", "EX", "abc"},
+      {"SET", "s", "v", "PX", "9223372036854775807"},
+      {"SET", "s", "v", "EX", "9223372036854775"},
+      {"SET", "s", "v", "EXAT", "0"},
+      {"SET", "s", "v", "BOGUS"},
+      {"SET", "s", "v", "EX"},
+      {"SET", "t", "v", "EX", "100"},
+      {"TTL", "t"},
+      {"SET", "t", "v2", "KEEPTTL"},
+      {"TTL", "t"},
+      {"SET", "t", "v3"},
+      {"TTL", "t"},
+      {"SET", "t", "v4", "PXAT", "99999999999000"},
+      {"PEXPIRETIME", "t"},
+      {"SETNX", "t", "x"},
+      {"SETNX", "u", "x"},
+      {"SETEX", "e", "100", "v"},
+      {"TTL", "e"},
+      {"SETEX", "e", "0", "v"},
+      {"SETEX", "e", "x", "v"},
+      {"PSETEX", "e", "-1", "v"},
+      {"PSETEX", "e", "100000", "v"},
+      {"PTTL", "e"},
+      {"GETSET", "e", "new"},
+      {"TTL", "e"},
+      {"GETSET", "nokey", "x"},
+      {"GETEX", "e", "EX", "100"},
+      {"TTL", "e"},
+      {"GETEX", "e", "PERSIST"},
+      {"TTL", "e"},
+      {"GETEX", "e", "EX", "0"},
+      {"GETEX", "e", "PX", "10", "PERSIST"},
+      {"GETEX", "e", "KEEPTTL"},
+      {"GETEX", "nokey", "EX", "10"},
+      {"GETEX", "e", "EXAT", "1"},
+      {"EXISTS", "e"},
+      {"GETDEL", "u"},
+      {"GETDEL", "u"},
+      {"MSET", "a", "1", "b", "2", "c"},
+      {"MSET", "a", "1", "b", "2"},
+      {"MGET", "a", "b", "nokey", "a"},
+      {"MSETNX", "a", "9", "z", "9"},
+      {"MSETNX", "y", "9", "z", "9"},
+      {"MGET", "a", "y", "z"},
+      {"STRLEN", "s"},
+      {"STRLEN", "nokey"},
+      {"SET", "r", "Hello World"},
+      {"GETRANGE", "r", "0", "4"},
+      {"GETRANGE", "r", "-5", "-1"},
+      {"GETRANGE", "r", "-1", "-5"},
+      {"GETRANGE", "r", "5", "3"},
+      {"GETRANGE", "r", "0", "100"},
+      {"GETRANGE", "r", "-100", "2"},
+      {"GETRANGE", "r", "x", "2"},
+      {"GETRANGE", "nokey", "0", "-1"},
+      {"SET", "n", "12345"},
+      {"GETRANGE", "n", "1", "2"},
+      {"SETRANGE", "r", "6", "Redis"},
+      {"GET", "r"},
+      {"SETRANGE", "r", "-1", "x"},
+      {"SETRANGE", "r", "x", "x"},
+      {"SETRANGE", "r", "3", ""},
+      {"SETRANGE", "nokey", "3", ""},
+      {"EXISTS", "nokey"},
+      {"SETRANGE", "pad", "5", "ab"},
+      {"GET", "pad"},
+      {"SETRANGE", "r", "9223372036854775807", "x"},
+      {"SETRANGE", "r", "1073741824", "x"},
+      {"APPEND", "ap", "abc"},
+      {"APPEND", "ap", "def"},
+      {"GET", "ap"},
+      {"APPEND", "num", "12"},
+      {"OBJECT", "ENCODING", "num"},
+      {"APPEND", "num", "3"},
+      {"OBJECT", "ENCODING", "num"},
+      {"INCR", "num"},
+      {"OBJECT", "ENCODING", "num"},
+      {"INCR", "i"},
+      {"INCRBY", "i", "10"},
+      {"DECR", "i"},
+      {"DECRBY", "i", "5"},
+      {"INCRBY", "i", "abc"},
+      {"INCRBY", "i", "1.5"},
+      {"DECRBY", "i", "-9223372036854775808"},
+      {"SET", "big", "9223372036854775807"},
+      {"INCR", "big"},
+      {"SET", "small", "-9223372036854775808"},
+      {"DECR", "small"},
+      {"INCRBY", "small", "-1"},
+      {"INCR", "s"},
+      {"SET", "sp", " 1"},
+      {"INCR", "sp"},
+      {"SET", "plus", "+1"},
+      {"INCR", "plus"},
+      {"SET", "lead", "01"},
+      {"INCR", "lead"},
+      {"INCRBYFLOAT", "f", "10.5"},
+      {"INCRBYFLOAT", "f", "0.1"},
+      {"INCRBYFLOAT", "f", "-5.0e3"},
+      {"INCRBYFLOAT", "f", "abc"},
+      {"INCRBYFLOAT", "f", " 1"},
+      {"INCRBYFLOAT", "f", "inf"},
+      {"INCRBYFLOAT", "f", "nan"},
+      {"SET", "g", "5.0e3"},
+      {"INCRBYFLOAT", "g", "2.0e2"},
+      {"INCRBYFLOAT", "s", "1"},
+      {"INCRBYFLOAT", "z0", "-0"},
+      {"SET", "e1", ""},
+      {"GET", "e1"},
+      {"STRLEN", "e1"},
+      {"APPEND", "e1", ""},
+      {"SET", "int", "1234"},
+      {"OBJECT", "ENCODING", "int"},
+      {"SET", "notint", "12345678901234567890"},
+      {"OBJECT", "ENCODING", "notint"},
+      {"SET", "emb", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+      {"OBJECT", "ENCODING", "emb"},
+      {"SET", "raw", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+      {"OBJECT", "ENCODING", "raw"},
+      {"SETRANGE", "emb", "0", "b"},
+      {"OBJECT", "ENCODING", "emb"},
+      {"SET", "neg0", "-0"},
+      {"OBJECT", "ENCODING", "neg0"},
+      {"SETBIT", "bits", "7", "1"},
+      {"SETBIT", "bits", "7", "0"},
+      {"SETBIT", "bits", "100", "1"},
+      {"GET", "bits"},
+      {"GETBIT", "bits", "100"},
+      {"GETBIT", "bits", "101"},
+      {"GETBIT", "bits", "100000"},
+      {"GETBIT", "nokey", "0"},
+      {"GETBIT", "int", "2"},
+      {"SETBIT", "bits", "-1", "1"},
+      {"SETBIT", "bits", "1", "2"},
+      {"SETBIT", "bits", "x", "1"},
+      {"SETBIT", "bits", "8589934592", "1"},
+      {"OBJECT", "ENCODING", "bits"},
+      {"MSET", "la", "ohmytext", "lb", "mynewtext"},
+      {"LCS", "la", "lb"},
+      {"LCS", "la", "lb", "LEN"},
+      {"LCS", "la", "lb", "IDX"},
+      {"LCS", "la", "lb", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"},
+      {"LCS", "la", "lb", "IDX", "MINMATCHLEN", "x"},
+      {"LCS", "la", "lb", "LEN", "IDX"},
+      {"LCS", "la", "nokey"},
+      {"LCS", "la", "lb", "BOGUS"},
+      {"SET", "rn", "1", "EX", "100"},
+      {"RENAME", "rn", "rn2"},
+      {"TTL", "rn2"},
+      {"RENAME", "nokey", "x"},
+      {"RENAMENX", "rn2", "rn2"},
+      {"RENAME", "rn2", "rn2"},
+      {"RENAMENX", "rn2", "int"},
+      {"COPY", "rn2", "cp"},
+      {"COPY", "rn2", "cp"},
+      {"COPY", "rn2", "cp", "REPLACE"},
+      {"COPY", "rn2", "rn2"},
+      {"COPY", "rn2", "rn2", "DB", "1"},
+      {"COPY", "rn2", "cp", "DB", "99"},
+      {"COPY", "rn2", "cp", "DB", "x"},
+      {"COPY", "rn2", "cp", "BOGUS"},
+      {"MOVE", "cp", "1"},
+      {"MOVE", "cp", "1"},
+      {"MOVE", "nokey", "1"},
+      {"MOVE", "rn2", "0"},
+      {"GET"},
+      {"SET", "k"},
+      {"MGET"},
+      {"SETEX", "k", "10"},
+      {"GETDEL", "a", "b"},
+      {"DEL", "a", "b", "c"},
+      {"DBSIZE"},
+  };
+  return script;
+}
+
+TEST_F(StringsTest, RepliesAsRedisDoes) {
+  RedisServer redis;
+  if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
+  auto r = RawConnection::Tcp(redis.port());
+  ASSERT_NE(r, nullptr);
+  for (const Args& command : ReferenceScript()) {
+    std::string text;
+    for (const auto& a : command) text += a + " ";
+    EXPECT_EQ(Call(command), r->Call(command)) << text;
+  }
+}
+
+TEST_F(StringsTest, OtherTypesAndStringsAnswerWrongType) {
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "ssm", "0", "x"}), "+OK\r\n");
+  ASSERT_EQ(Call({"SET", "str", "v"}), "+OK\r\n");
+  for (const Args& command : std::vector<Args>{{"GET", "ssm"},
+                                               {"GETRANGE", "ssm", "0", "1"},
+                                               {"STRLEN", "ssm"},
+                                               {"APPEND", "ssm", "x"},
+                                               {"INCR", "ssm"},
+                                               {"INCRBYFLOAT", "ssm", "1"},
+                                               {"SETRANGE", "ssm", "0", "x"},
+                                               {"GETDEL", "ssm"},
+                                               {"GETEX", "ssm"},
+                                               {"SET", "ssm", "x", "GET"},
+                                               {"GETSET", "ssm", "x"},
+                                               {"SSM.PREFIX.STORE", "str", "0", "x"},
+                                               {"SSM.PREFIX.FETCH", "str", "0"},
+                                               {"V.CREATE", "str", "8"}}) {
+    EXPECT_EQ(Call(command), kWrongType) << command[0];
+  }
+  // MGET answers nil for a key of another type; SETNX and MSETNX see it exists.
+  EXPECT_EQ(Call({"MGET", "ssm", "str"}), "*2\r\n$-1\r\n$1\r\nv\r\n");
+  EXPECT_EQ(Call({"SETNX", "ssm", "x"}), ":0\r\n");
+  EXPECT_EQ(Call({"MSETNX", "ssm", "x", "new", "y"}), ":0\r\n");
+  EXPECT_EQ(Call({"TYPE", "ssm"}), "+ssm-prefix\r\n");
+  EXPECT_EQ(Call({"TYPE", "str"}), "+string\r\n");
+  // SET replaces a key of any type, as Redis's SET does.
+  EXPECT_EQ(Call({"SET", "ssm", "now a string"}), "+OK\r\n");
+  EXPECT_EQ(Call({"TYPE", "ssm"}), "+string\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "ssm", "0"}), kWrongType);
+  EXPECT_EQ(Call({"DBSIZE"}), ":2\r\n");
+  EXPECT_EQ(Call({"SCAN", "0", "TYPE", "string", "COUNT", "100"}).substr(0, 15),
+            "*2\r\n$1\r\n0\r\n*2\r\n");
+  Restart();
+  EXPECT_EQ(Call({"TYPE", "ssm"}), "+string\r\n");
+  EXPECT_EQ(Call({"GET", "ssm"}), Bulk("now a string"));
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "ssm", "0"}), kWrongType);
+}
+
+TEST_F(StringsTest, HitsAndMissesAreCounted) {
+  auto stat = [&](const std::string& name) {
+    std::string info = Call({"INFO", "stats"});
+    auto at = info.find(name + ":");
+    if (at == std::string::npos) return -1L;
+    return std::stol(info.substr(at + name.size() + 1));
+  };
+  const long hits = stat("keyspace_hits"), misses = stat("keyspace_misses");
+  ASSERT_EQ(Call({"SET", "k", "v"}), "+OK\r\n");  // a write lookup counts neither
+  Call({"GET", "k"});
+  Call({"GET", "nope"});
+  Call({"MGET", "k", "nope", "k"});
+  Call({"STRLEN", "k"});
+  Call({"INCR", "counter"});  // a write lookup again
+  EXPECT_EQ(stat("keyspace_hits"), hits + 4);
+  EXPECT_EQ(stat("keyspace_misses"), misses + 2);
+}
+
+TEST_F(StringsTest, ValuesAndExpiriesSurviveARestart) {
+  ASSERT_EQ(Call({"SET", "plain", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"SET", "ttl", "v", "EX", "1000"}), "+OK\r\n");
+  ASSERT_EQ(Call({"SET", "short", "v", "PX", "300"}), "+OK\r\n");
+  ASSERT_EQ(Call({"INCRBY", "n", "41"}), ":41\r\n");
+  ASSERT_EQ(Call({"EXPIRE", "n", "2000"}), ":1\r\n");
+  ASSERT_EQ(Call({"INCR", "n"}), ":42\r\n");  // keeps its expiry
+  ASSERT_EQ(Call({"APPEND", "ap", "abc"}), ":3\r\n");
+  ASSERT_EQ(Call({"APPEND", "ap", "def"}), ":6\r\n");
+  ASSERT_EQ(Call({"SETRANGE", "ap", "10", "z"}), ":11\r\n");
+  ASSERT_EQ(Call({"SET", "gone", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"DEL", "gone"}), ":1\r\n");
+  const std::string exat = Call({"PEXPIRETIME", "ttl"});
+  std::string binary(70000, '\0');
+  std::mt19937 rng(7);
+  for (char& c : binary) c = static_cast<char>(rng());
+  ASSERT_EQ(Call({"SET", "bin", binary}), "+OK\r\n");
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "replayed from the log" : "loaded from a snapshot");
+    Restart();
+    EXPECT_EQ(Call({"GET", "plain"}), Bulk("v"));
+    EXPECT_EQ(Call({"PEXPIRETIME", "ttl"}), exat);  // the absolute time, not a fresh TTL
+    EXPECT_EQ(Call({"GET", "n"}), Bulk("42"));
+    EXPECT_EQ(Call({"OBJECT", "ENCODING", "n"}), Bulk("int"));
+    EXPECT_EQ(Call({"OBJECT", "ENCODING", "ap"}), Bulk("raw"));
+    const std::string ttl = Call({"TTL", "n"});
+    EXPECT_TRUE(ttl == ":2000\r\n" || ttl == ":1999\r\n") << ttl;
+    EXPECT_EQ(Call({"GET", "ap"}), Bulk(std::string("abcdef\0\0\0\0z", 11)));
+    EXPECT_EQ(Call({"GET", "gone"}), "$-1\r\n");
+    EXPECT_EQ(Call({"GET", "bin"}), Bulk(binary));
+    if (round == 0) ASSERT_EQ(Call({"SAVE"}), "+OK\r\n");
+  }
+  std::this_thread::sleep_for(350ms);
+  EXPECT_EQ(Call({"GET", "short"}), "$-1\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":5\r\n");
+}
+
+TEST_F(StringsTest, MemoryUsageCountsTheValue) {
+  ASSERT_EQ(Call({"SET", "small", std::string(28, 'm')}), "+OK\r\n");
+  ASSERT_EQ(Call({"SET", "large", std::string(1 << 20, 'l')}), "+OK\r\n");
+  const std::string small = Call({"MEMORY", "USAGE", "small"});
+  const std::string large = Call({"MEMORY", "USAGE", "large"});
+  ASSERT_EQ(small[0], ':');
+  ASSERT_EQ(large[0], ':');
+  EXPECT_LT(std::stol(small.substr(1)), 200);
+  EXPECT_GE(std::stol(large.substr(1)), 1 << 20);
+  EXPECT_LT(std::stol(large.substr(1)), (1 << 20) + (128 << 10));
+}
+
+class StringEvictionTest : public ServerTest {};
+
+TEST_F(StringEvictionTest, StringsAreEvictedByPolicy) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({.flags = {"--maxmemory", "24mb", "--maxmemory-policy", "allkeys-lru"}}));
+  auto conn = RawConnection::Tcp(server_.port());
+  ASSERT_NE(conn, nullptr);
+  const std::string chunk(1 << 20, 'c');
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_EQ(conn->Call(Args{"SET", "chunk" + std::to_string(i), chunk}), "+OK\r\n");
+    // chunk0 is read after every write: LRU never evicts it.
+    ASSERT_EQ(conn->Call(Args{"STRLEN", "chunk0"}), ":1048576\r\n") << i;
+  }
+  std::string info = conn->Call(Args{"INFO", "stats"});
+  EXPECT_EQ(info.find("evicted_keys:0\r\n"), std::string::npos);
+  const std::string size = conn->Call(Args{"DBSIZE"});
+  // 24 MiB hold at most 24 chunks (the check runs before each write), and LRU evicts no more
+  // than it must.
+  EXPECT_LE(std::stol(size.substr(1)), 24);
+  EXPECT_GE(std::stol(size.substr(1)), 20);
+  EXPECT_EQ(conn->Call(Args{"EXISTS", "chunk63", "chunk1"}), ":1\r\n");
+}
+
+}  // namespace
+}  // namespace prefixd::it

@@ -178,6 +178,22 @@ void KeyspaceSection(Engine& e, std::string& out) {
 }  // namespace
 
 // Defined with the KV.PREFIX commands.
+// The disk tier (docs/cache-design.md): SSM sessions whose bytes are only on disk.
+void DisktierSection(Engine& e, std::string& out) {
+  const store::StoreStats s = e.state_store().Stats();
+  const store::KeyspaceStats k = e.keyspace().Stats(0);
+  Field(out, "disktier_enabled", uint64_t{e.durability() != nullptr ? 1u : 0u});
+  Field(out, "cold_keys", k.cold_keys);
+  Field(out, "cold_layers", s.cold_layers);
+  Field(out, "cold_bytes", s.cold_bytes);
+  Field(out, "cold_bytes_human", HumanBytes(s.cold_bytes));
+  Field(out, "cold_hits", s.cold_reads);
+  Field(out, "cold_bytes_read", s.cold_bytes_read);
+  Field(out, "cold_promotions", s.promotions);
+  Field(out, "cold_evictions", e.stats().cold_evictions.load());
+  Field(out, "disk_evicted_keys", e.stats().disk_evicted_keys.load());
+}
+
 void PionInfoSection(Engine& e, std::string& out);
 void VstoreInfoSection(Engine& e, std::string& out);
 
@@ -199,6 +215,7 @@ constexpr Section kSections[] = {
     {"replication", "Replication", true, ReplicationSection},
     {"cpu", "CPU", true, CpuSection},
     {"keyspace", "Keyspace", true, KeyspaceSection},
+    {"disktier", "Disktier", true, DisktierSection},
     {"vstore", "Vstore", true, VstoreInfoSection},
     {"pion", "Pion", true, PionInfoSection},
 };

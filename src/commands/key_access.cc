@@ -125,10 +125,45 @@ bool MakeRoom(Engine& engine) {
   while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
     auto victim = engine.keyspace().PickVictim(policy);
     if (!victim) return false;
+    if (engine.durability() != nullptr && victim->second == store::KeyType::kSsmPrefix) {
+      // The disk tier: the session's bytes are in the log or a snapshot; once they are
+      // durable it leaves memory and stays a key, served from disk.
+      if (!MakeCold(engine, victim->first)) return false;
+      continue;
+    }
     if (!DeleteKey(engine, victim->first, victim->second).ok) return false;
     engine.stats().evicted_keys += 1;
   }
   return true;
+}
+
+bool MakeCold(Engine& engine, std::string_view key) {
+  store::StateStore& state = engine.state_store();
+  const auto turn_cold = [&] { return state.MakeCold(key).ok; };
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (engine.keyspace().MoveTier(key, /*cold=*/true, turn_cold)) {
+      engine.stats().cold_evictions += 1;
+      return true;
+    }
+    auto info = engine.keyspace().Find(key);
+    if (!info || info->cold) return true;  // gone or moved meanwhile: nothing held here
+    // Not durable (or not yet placed by the log thread): one fsync makes every record so far
+    // durable, shared by all the victims of this pass.
+    engine.durability()->Sync();
+  }
+  return false;
+}
+
+void PromoteOnRead(Engine& engine, std::string_view key) {
+  store::StateStore& state = engine.state_store();
+  const uint64_t cold = state.ColdBytes(key);
+  if (cold == 0) return;
+  // Read back whole when it fits in the budget without evicting anything for it; otherwise
+  // the read is served from disk and the entry stays cold.
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  if (limit > 0 && engine.UsedMemory() + cold > static_cast<uint64_t>(limit)) return;
+  if (!state.Promote(key)) return;
+  engine.keyspace().MoveTier(key, /*cold=*/false, [&] { return state.ColdBytes(key) == 0; });
 }
 
 uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard) {

@@ -44,6 +44,14 @@ bool PrepareTypedKeys(Context& ctx);
 // answers Redis's -OOM.
 bool MakeRoom(Engine& engine);
 
+// The disk tier: turns an SSM session cold (its bytes stay in the log/snapshot files, the key
+// moves to the cold index) once its records are durable, syncing the log if they are not yet.
+// False when it cannot (the log is failing).
+bool MakeCold(Engine& engine, std::string_view key);
+// Before a full read of `key`: a cold session is read back into memory whole when it fits
+// under maxmemory (docs/cache-design.md, "The disk tier").
+void PromoteOnRead(Engine& engine, std::string_view key);
+
 // The policy maxmemory-policy names now.
 store::EvictionPolicy CurrentPolicy(const Engine& engine);
 

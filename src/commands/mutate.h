@@ -64,8 +64,28 @@ inline MutationResult MutateEngine(Engine& engine, const persist::Mutation& m) {
   }
   std::vector<Bytes> payload = persist::EncodePayload(m);
   const persist::RecordType type = persist::TypeOf(m);
-  result.outcome =
-      persist::Apply(m, stores, [&] { result.lsn = durability->Append(type, std::move(payload)); });
+  persist::Placed placed;
+  if (const auto* put = std::get_if<persist::SsmPut>(&m)) {
+    // The disk tier: once the record is in the log, each value's place in it is recorded, so
+    // the session may leave memory once that is durable (docs/cache-design.md).
+    struct Where {
+      uint32_t layer;
+      const uint8_t* data;
+      uint64_t offset;
+    };
+    std::vector<Where> where;
+    const std::vector<uint64_t> offsets = persist::SsmPutValueOffsets(*put);
+    for (size_t i = 0; i < put->layers.size(); ++i) {
+      where.push_back(Where{put->layers[i].first, put->layers[i].second.data(), offsets[i]});
+    }
+    placed = [&state = engine.state_store(), sid = put->sid, where = std::move(where)](
+                 const std::shared_ptr<const store::ColdFile>& file, uint64_t payload_at) {
+      for (const Where& w : where) state.Place(sid, w.layer, w.data, file, payload_at + w.offset);
+    };
+  }
+  result.outcome = persist::Apply(m, stores, [&] {
+    result.lsn = durability->Append(type, std::move(payload), std::move(placed));
+  });
   return result;
 }
 

@@ -147,7 +147,8 @@ std::string Durability::Recover() {
   return {};
 }
 
-std::string Durability::Replay(const Record& record, Mutation& m) {
+std::string Durability::Replay(const Record& record, Mutation& m,
+                               const std::shared_ptr<store::ColdFile>& file) {
   std::string err = DecodePayload(record.header.type, record.payload, m);
   if (!err.empty()) return "its payload does not decode: " + err;
   // Checked again as the live path checked it: a record that would exhaust memory or break an
@@ -161,6 +162,14 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
   } catch (const std::exception& e) {
     return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
   }
+  // The values are slices of the payload: where they sit in the file follows.
+  if (const auto* put = std::get_if<SsmPut>(&m); put != nullptr && file != nullptr) {
+    const uint64_t payload_at = record.offset + kRecordHeaderSize;
+    for (const auto& [layer, value] : put->layers) {
+      const uint64_t at = payload_at + static_cast<uint64_t>(value.data() - record.payload.data());
+      store_.Place(put->sid, layer, value.data(), file, at);
+    }
+  }
   return {};
 }
 
@@ -169,6 +178,9 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
   std::string err = reader.Open(path, kSnapshotFileMagic, env_);
   if (!err.empty()) return "snapshot: " + err;
   base_lsn = reader.file_header().base_lsn;
+  std::string cold_error;
+  std::shared_ptr<store::ColdFile> cold = OpenColdFile(env_, path, &cold_error);
+  if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
   Progress progress("Loading snapshot " + path);
   Record record;
   Mutation m;
@@ -190,7 +202,7 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
       }
       ended = true;
     } else {
-      err = Replay(record, m);
+      err = Replay(record, m, cold);
       progress.Add(record.payload.size());
     }
     if (!err.empty()) {
@@ -237,6 +249,10 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
       return "log: " + err;
     }
     SegmentInfo info{sequence, path, reader.file_header().base_lsn, 0, reader.file_size()};
+    std::string cold_error;
+    std::shared_ptr<store::ColdFile> cold = OpenColdFile(env_, path, &cold_error);
+    // What survived a restart is on disk (a torn tail is cut before anything points past it).
+    if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
     Record record;
     Mutation m;
     while (true) {
@@ -277,7 +293,7 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
       info.last_lsn = std::max(info.last_lsn, lsn);
       if (lsn < base_lsn) continue;  // already in the snapshot
       last_lsn = lsn;
-      err = Replay(record, m);
+      err = Replay(record, m, cold);
       if (!err.empty()) {
         // Its checksum matched, so it was written whole: corruption (or a bug), never a torn
         // tail. Stop, or skip just this record when told to.
@@ -308,9 +324,9 @@ Status Durability::CutFile(const std::string& path, uint64_t size) {
   return (*file)->Sync();
 }
 
-uint64_t Durability::Append(RecordType type, std::vector<Bytes> payload) {
+uint64_t Durability::Append(RecordType type, std::vector<Bytes> payload, Placed placed) {
   changes_since_save_.fetch_add(1, std::memory_order_relaxed);
-  return log_->Append(type, std::move(payload));
+  return log_->Append(type, std::move(payload), std::move(placed));
 }
 
 std::string Durability::WriteSnapshot() {
@@ -332,8 +348,37 @@ std::string Durability::WriteSnapshot() {
     if (status.ok()) status = WriteRecord(**file, bytes, seed, TypeOf(m), EncodePayload(m));
     ++count;
   };
-  store_.ForEachSession([&](const std::string& sid, const LayerBlobs& layers) {
-    write(SsmPut{sid, layers});
+  // Cold layers are copied from the files they sit in; every layer's new place is recorded
+  // and taken up once the snapshot is durable (the held handles keep each identity unique).
+  struct Moved {
+    std::string sid;
+    store::LayerPlace from;
+    uint64_t offset;  // of the value in the snapshot
+  };
+  std::vector<Moved> moved;
+  std::string read_error;
+  store_.ForEachSessionPlace([&](const std::string& sid,
+                                 const std::vector<store::LayerPlace>& places) {
+    SsmPut put{sid, {}};
+    put.layers.reserve(places.size());
+    for (const store::LayerPlace& p : places) {
+      Bytes value = p.value;
+      if (p.cold) {
+        value = Bytes::Allocate(p.length);
+        if (p.length > 0 && !p.file->ReadAt(p.offset, value.mutable_data(), p.length,
+                                            read_error)) {
+          if (status.ok()) status = Status::IoError("copying a cold value: " + read_error);
+          return;
+        }
+      }
+      put.layers.emplace_back(p.layer, std::move(value));
+    }
+    const uint64_t record_at = bytes;
+    write(put);
+    const std::vector<uint64_t> offsets = SsmPutValueOffsets(put);
+    for (size_t i = 0; i < places.size(); ++i) {
+      moved.push_back(Moved{sid, places[i], record_at + kRecordHeaderSize + offsets[i]});
+    }
   });
   if (vectors_ != nullptr) WriteVectorSnapshot(write);
   // Expiries last, once every key they name exists.
@@ -348,12 +393,30 @@ std::string Durability::WriteSnapshot() {
   }
   if (status.ok()) status = (*file)->Sync();
   file->reset();
+  std::string cold_error;
+  std::shared_ptr<store::ColdFile> cold =
+      status.ok() ? OpenColdFile(env_, temp, &cold_error) : nullptr;
   if (status.ok()) status = env_->Rename(temp, final_path);
   if (status.ok()) status = env_->SyncDir(options_.dir);
   if (!status.ok()) {
     (void)env_->Remove(temp);  // best effort: the next start removes it anyway
     return "snapshot failed: " + status.message();
   }
+  // The snapshot is durable: its copies become where the values sit, for values unchanged since
+  // (the open handle reads it under its final name).
+  if (cold != nullptr) {
+    cold->MarkDurable(store::ColdFile::kAllDurable);
+    for (const Moved& m : moved) {
+      if (m.from.cold) {
+        store_.Repoint(m.sid, m.from.layer, m.from.file.get(), m.from.offset, cold, m.offset);
+      } else {
+        store_.Place(m.sid, m.from.layer, m.from.value.data(), cold, m.offset);
+      }
+    }
+  } else {
+    spdlog::warn("Snapshot values cannot serve the disk tier: {}", cold_error);
+  }
+  moved.clear();
   // The log is cut only now that the snapshot is durable.
   log_->Sync();
   log_->RemoveSegmentsBefore(base_lsn);
@@ -427,7 +490,8 @@ void Durability::MaintenanceLoop() {
     maintenance_cv_.wait_for(lock, std::chrono::seconds(1));
     if (stopping_ || options_.auto_rewrite_percentage <= 0 || bgsave_running_.load()) continue;
     uint64_t log_bytes = log_->Stats().bytes;
-    uint64_t live = store_.Stats().payload_bytes;
+    const store::StoreStats stats = store_.Stats();
+    uint64_t live = stats.payload_bytes + stats.cold_bytes;
     if (vectors_ != nullptr) live += vectors_->Stats().payload_bytes;
     // Measured against the live data, not the log size at start: a log that restarts keep
     // growing must still be rewritten once most of it is overwritten history.

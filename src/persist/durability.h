@@ -80,7 +80,8 @@ class Durability {
 
   // Appends a record encoded (outside any lock) with EncodePayload; call it inside the store's
   // under_lock hook so log order matches the order of changes. Returns its lsn.
-  uint64_t Append(RecordType type, std::vector<Bytes> payload);
+  // `placed`: see LogWriter::Append (the disk tier learns where a value's bytes sit).
+  uint64_t Append(RecordType type, std::vector<Bytes> payload, Placed placed = {});
 
   // See LogWriter::WhenDurable.
   bool WhenDurable(uint64_t lsn, std::function<void()> done) {
@@ -107,7 +108,9 @@ class Durability {
   std::string ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn, uint64_t& next_sequence,
                              std::vector<SegmentInfo>& segments);
   // Decodes, checks and applies one record; an error text says why it could not be.
-  std::string Replay(const Record& record, Mutation& m);
+  // `file`: the file being read, where an SSM put's values stay reachable (the disk tier).
+  std::string Replay(const Record& record, Mutation& m,
+                     const std::shared_ptr<store::ColdFile>& file);
   void WriteVectorSnapshot(const std::function<void(const Mutation&)>& write);
   // Truncates `path` to `size` and syncs it.
   Status CutFile(const std::string& path, uint64_t size);

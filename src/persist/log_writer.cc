@@ -53,6 +53,37 @@ LogWriter::~LogWriter() {
   CloseSegment();
 }
 
+namespace {
+
+// A file of the data directory as the disk tier reads it: positional reads of one handle.
+class EnvColdFile : public store::ColdFile {
+ public:
+  EnvColdFile(std::unique_ptr<File> file, std::string path)
+      : file_(std::move(file)), path_(std::move(path)) {}
+  bool ReadAt(uint64_t offset, void* out, uint64_t length, std::string& error) const override {
+    const Status status = file_->ReadAt(offset, out, length);
+    if (status.ok()) return true;
+    error = path_ + " at offset " + std::to_string(offset) + ": " + status.message();
+    return false;
+  }
+
+ private:
+  std::unique_ptr<File> file_;  // ReadAt is pread: safe from any thread at once
+  std::string path_;
+};
+
+}  // namespace
+
+std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
+                                              std::string* error) {
+  auto file = env->Open(path, OpenMode::kRead);
+  if (!file.ok()) {
+    *error = "can't open " + path + ": " + file.status().message();
+    return nullptr;
+  }
+  return std::make_shared<EnvColdFile>(std::move(file).value(), path);
+}
+
 std::string LogWriter::Start() {
   {
     std::lock_guard lock(file_mu_);
@@ -83,6 +114,11 @@ std::string LogWriter::OpenSegment(uint64_t first_lsn) {
     return "can't start segment " + path + ": " + status.message();
   }
   file_ = std::move(file).value();
+  std::string reader_error;
+  reader_ = OpenColdFile(env_, path, &reader_error);
+  if (reader_ == nullptr) {
+    spdlog::warn("Values in {} cannot go to the disk tier: {}", path, reader_error);
+  }
   seed_ = FileSeed(h);
   current_offset_ = kFileHeaderSize;
   segments_.push_back(SegmentInfo{next_sequence_, path, first_lsn, 0, kFileHeaderSize});
@@ -94,14 +130,19 @@ void LogWriter::CloseSegment() {
   if (file_ == nullptr) return;
   // A segment is synced before it is left behind, whatever the policy: the next fsync would
   // only cover the new one.
-  if (Status synced = file_->Sync(); !synced.ok()) RecordError(synced.message());
+  if (Status synced = file_->Sync(); !synced.ok()) {
+    RecordError(synced.message());
+  } else if (reader_ != nullptr) {
+    reader_->MarkDurable(current_offset_);
+  }
   file_.reset();
+  reader_.reset();
 }
 
-uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload) {
+uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, Placed placed) {
   std::lock_guard lock(mu_);
   uint64_t lsn = next_lsn_++;
-  queue_.push_back(Pending{lsn, type, std::move(payload), false});
+  queue_.push_back(Pending{lsn, type, std::move(payload), false, 0, std::move(placed)});
   records_appended_.fetch_add(1, std::memory_order_relaxed);
   cv_.notify_one();
   return lsn;
@@ -111,7 +152,7 @@ uint64_t LogWriter::RotateForSnapshot() {
   std::unique_lock lock(mu_);
   uint64_t base = next_lsn_;
   uint64_t ticket = ++rotations_requested_;
-  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, true, base});
+  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, true, base, {}});
   cv_.notify_one();
   // Wait until the new segment exists, so that every older segment may be removed once the
   // snapshot is durable. A log that cannot be written (disk full) must not hang SAVE: then the
@@ -158,12 +199,14 @@ void LogWriter::RecordError(const std::string& what) {
 bool LogWriter::SyncCurrent() {
   std::lock_guard lock(file_mu_);
   uint64_t target = written_lsn_.load();
+  const uint64_t end = segments_.empty() ? 0 : segments_.back().bytes;
   if (synced_lsn_.load() >= target || file_ == nullptr) return true;
   if (Status synced = file_->Sync(); !synced.ok()) {
     RecordError(synced.message());
     return false;
   }
   synced_lsn_ = target;
+  if (reader_ != nullptr) reader_->MarkDurable(end);
   return true;
 }
 
@@ -173,6 +216,7 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
   struct Whole {
     uint64_t end_offset;
     uint64_t lsn;
+    size_t index;  // in `batch`
   };
   std::vector<Whole> wholes;  // records in `iov`, with where each ends
   size_t written_records = 0;
@@ -204,6 +248,15 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
     }
     current_offset_ = good_end;
     written_records += whole_count;
+    // Placed before written_lsn_ moves, so a caller that waited for durability finds it done;
+    // the payloads (still held by `batch`) keep each placed buffer alive meanwhile.
+    for (size_t w = 0; w < whole_count && reader_ != nullptr; ++w) {
+      const Pending& p = batch[wholes[w].index];
+      if (!p.placed) continue;
+      uint64_t payload_length = 0;
+      for (const Bytes& piece : p.payload) payload_length += piece.size();
+      p.placed(reader_, wholes[w].end_offset - payload_length);
+    }
     if (whole_count > 0) {
       std::lock_guard lock(file_mu_);
       segments_.back().last_lsn = last_lsn;
@@ -248,7 +301,7 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
       if (!piece.empty()) iov.push_back(iovec{const_cast<uint8_t*>(piece.data()), piece.size()});
     }
     planned += record_size;
-    wholes.push_back(Whole{planned, p.lsn});
+    wholes.push_back(Whole{planned, p.lsn, i});
     if (iov.size() >= 2048 && !flush()) return written_records;
   }
   flush();

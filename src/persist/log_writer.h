@@ -20,6 +20,7 @@
 #include "common/bytes.h"
 #include "persist/env.h"
 #include "persist/log_format.h"
+#include "store/cold_file.h"
 
 namespace prefixd::persist {
 
@@ -45,6 +46,16 @@ struct LogStats {
   int64_t last_error_time = 0;
 };
 
+// A log segment or snapshot opened for the disk tier's reads (store::ColdFile over an Env
+// file), or null with `error` set.
+std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
+                                              std::string* error);
+
+// Told, on the log thread, where a record's payload was written once it is in the file (its
+// bytes are durable once `file->durable_end()` passes them). It must only take store locks.
+using Placed =
+    std::function<void(const std::shared_ptr<const store::ColdFile>& file, uint64_t payload_at)>;
+
 class LogWriter {
  public:
   // Continues a log in `dir`: `existing` segments (oldest first) stay for compaction; new records
@@ -60,7 +71,7 @@ class LogWriter {
   std::string Start();
 
   // Queues a record and returns its lsn. Cheap: no I/O on the caller's thread.
-  uint64_t Append(RecordType type, std::vector<Bytes> payload);
+  uint64_t Append(RecordType type, std::vector<Bytes> payload, Placed placed = {});
 
   // Calls `done` once every record up to `lsn` is as durable as the policy promises (written
   // for everysec/no, synced for always). Returns true instead, without calling it, when that is
@@ -91,6 +102,7 @@ class LogWriter {
     std::vector<Bytes> payload;
     bool rotate_before = false;
     uint64_t rotate_base = 0;  // a bare rotation marker: the base lsn of the new segment
+    Placed placed;
   };
 
   void WriterLoop();
@@ -124,6 +136,7 @@ class LogWriter {
 
   mutable std::mutex file_mu_;  // fd_, segments_, current segment bookkeeping
   std::unique_ptr<File> file_;  // the current segment
+  std::shared_ptr<store::ColdFile> reader_;  // the current segment, for the disk tier's reads
   uint64_t seed_ = 0;           // checksum seed of the current segment
   uint64_t next_sequence_;
   std::vector<SegmentInfo> segments_;  // the last one is current once started

@@ -154,6 +154,24 @@ bool MakeCold(Engine& engine, std::string_view key) {
   return false;
 }
 
+uint64_t ColdAfterRecovery(Engine& engine) {
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  const store::EvictionPolicy policy = CurrentPolicy(engine);
+  if (engine.durability() == nullptr || limit <= 0 ||
+      policy == store::EvictionPolicy::kNoEviction) {
+    return 0;
+  }
+  uint64_t moved = 0;
+  while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
+    auto victim = engine.keyspace().PickVictim(policy);
+    // Nothing is deleted at start: only sessions the disk tier can hold leave memory.
+    if (!victim || victim->second != store::KeyType::kSsmPrefix) break;
+    if (!MakeCold(engine, victim->first)) break;
+    ++moved;
+  }
+  return moved;
+}
+
 void PromoteOnRead(Engine& engine, std::string_view key) {
   store::StateStore& state = engine.state_store();
   const uint64_t cold = state.ColdBytes(key);

@@ -48,6 +48,9 @@ bool MakeRoom(Engine& engine);
 // moves to the cold index) once its records are durable, syncing the log if they are not yet.
 // False when it cannot (the log is failing).
 bool MakeCold(Engine& engine, std::string_view key);
+// After recovery, which loads every entry: while past maxmemory, sessions go cold by the policy
+// (nothing is deleted). Returns how many did.
+uint64_t ColdAfterRecovery(Engine& engine);
 // Before a full read of `key`: a cold session is read back into memory whole when it fits
 // under maxmemory (docs/cache-design.md, "The disk tier").
 void PromoteOnRead(Engine& engine, std::string_view key);

@@ -1,0 +1,231 @@
+// The disk tier over real sockets: with appendonly on, memory eviction turns SSM sessions cold
+// (their bytes stay in the log or snapshot) and they are served from disk bit-exact, before and
+// after a restart and a compaction; RANGE reads only its bytes; DEL/EXPIRE/overwrite of a cold
+// key; with appendonly off eviction still deletes; a concurrent MFETCH never sees a partial
+// session while sessions go cold and come back.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/server_fixture.h"
+
+namespace prefixd::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string Value(int session, int layer, size_t size, int version = 0) {
+  std::mt19937_64 rng(static_cast<uint64_t>(session) * 1000003 + layer * 7919 + version);
+  std::string out(size, '\0');
+  for (size_t i = 0; i < size; i += 8) {
+    const uint64_t r = rng();
+    for (size_t k = 0; k < 8 && i + k < size; ++k) out[i + k] = static_cast<char>(r >> (8 * k));
+  }
+  return out;
+}
+
+uint64_t InfoField(redisContext* c, const std::string& name) {
+  RedisReply r = HiredisCommand(c, {"INFO", "everything"});
+  if (!r || r->type != REDIS_REPLY_STRING) return ~uint64_t{0};
+  const std::string text(r->str, r->len);
+  const size_t at = text.find("\n" + name + ":");
+  if (at == std::string::npos) return ~uint64_t{0};
+  return std::stoull(text.substr(at + name.size() + 2));
+}
+
+std::string Sid(int i) { return "sess:" + std::to_string(i); }
+
+class DiskTierTest : public ServerTest {
+ protected:
+  static constexpr int kSessions = 24;
+  static constexpr size_t kBig = 1 << 20;
+  static constexpr size_t kSmall = 777;
+
+  ServerProcess::Options Options(const std::string& appendonly = "yes") {
+    return {.flags = {"--appendonly", appendonly, "--maxmemory", "8mb", "--maxmemory-policy",
+                      "allkeys-lru"}};
+  }
+  void StoreAll(redisContext* c) {
+    for (int i = 0; i < kSessions; ++i) {
+      const std::string big = Value(i, 0, kBig), small = Value(i, 1, kSmall);
+      RedisReply r = HiredisCommand(c, {"SSM.PREFIX.MSTORE", Sid(i), "0", big, "1", small});
+      ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    }
+  }
+  // Every session whole and bit-exact.
+  void CheckAll(redisContext* c) {
+    for (int i = 0; i < kSessions; ++i) {
+      RedisReply r = HiredisCommand(c, {"SSM.PREFIX.MFETCH", Sid(i), "0", "1"});
+      ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) << DescribeReply(r.get());
+      ASSERT_EQ(std::string(r->element[0]->str, r->element[0]->len), Value(i, 0, kBig)) << i;
+      ASSERT_EQ(std::string(r->element[1]->str, r->element[1]->len), Value(i, 1, kSmall)) << i;
+    }
+  }
+};
+
+TEST_F(DiskTierTest, ColdSessionsAreServedBitExactBeforeAndAfterRestartAndCompaction) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  ASSERT_TRUE(c);
+  ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+  const uint64_t cold = InfoField(c.get(), "cold_keys");
+  EXPECT_GE(cold, 16u) << "24 MiB of sessions under an 8 MiB budget";
+  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u) << "nothing acknowledged was deleted";
+  EXPECT_EQ(InfoField(c.get(), "cold_bytes"), cold * (kBig + kSmall));
+  // As Redis, eviction runs before a write: the last write may overshoot by itself.
+  EXPECT_LE(InfoField(c.get(), "used_memory") - InfoField(c.get(), "mem_not_counted_for_evict"),
+            (8u << 20) + kBig + (64u << 10));
+  // Keys as keys: every generic command sees the cold ones.
+  RedisReply r = HiredisCommand(c.get(), {"DBSIZE"});
+  EXPECT_EQ(r->integer, kSessions);
+  r = HiredisCommand(c.get(), {"TYPE", Sid(0)});
+  EXPECT_EQ(std::string(r->str), "ssm-prefix");
+  r = HiredisCommand(c.get(), {"EXISTS", Sid(0), Sid(1), "nope"});
+  EXPECT_EQ(r->integer, 2);
+  r = HiredisCommand(c.get(), {"SCAN", "0", "COUNT", "1000"});
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(r->element[1]->elements, static_cast<size_t>(kSessions));
+  // A range of a cold layer reads only its bytes, and does not promote.
+  const uint64_t read_before = InfoField(c.get(), "cold_bytes_read");
+  r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", Sid(0), "0", "RANGE", "4097", "1000"});
+  ASSERT_EQ(r->type, REDIS_REPLY_STRING);
+  EXPECT_EQ(std::string(r->str, r->len), Value(0, 0, kBig).substr(4097, 1000));
+  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read") - read_before, 1000u);
+  r = HiredisCommand(c.get(), {"SSM.PREFIX.LAYERS", Sid(0)});
+  EXPECT_EQ(r->type, REDIS_REPLY_ARRAY);
+  ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
+  EXPECT_GE(InfoField(c.get(), "cold_hits"), cold);
+
+  // Restart: recovery puts what is past maxmemory back on disk, and everything reads back.
+  c.reset();
+  ASSERT_TRUE(server_.Stop());
+  ASSERT_TRUE(server_.Restart(Options()));
+  c = ConnectHiredis(server_.port());
+  EXPECT_GE(InfoField(c.get(), "cold_keys"), 16u);
+  EXPECT_LE(InfoField(c.get(), "used_memory") - InfoField(c.get(), "mem_not_counted_for_evict"),
+            8u << 20);
+  ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
+
+  // Compaction copies cold values into the snapshot and cuts the log; they still read back,
+  // and again after a restart from the snapshot alone.
+  r = HiredisCommand(c.get(), {"SAVE"});
+  ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
+  c.reset();
+  ASSERT_TRUE(server_.Stop());
+  ASSERT_TRUE(server_.Restart(Options()));
+  c = ConnectHiredis(server_.port());
+  ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
+}
+
+TEST_F(DiskTierTest, ColdKeysCanBeOverwrittenDeletedAndExpired) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+  // The oldest sessions went cold first (LRU).
+  ASSERT_GE(InfoField(c.get(), "cold_keys"), 3u);
+  RedisReply r = HiredisCommand(c.get(), {"DEL", Sid(0)});
+  EXPECT_EQ(r->integer, 1);
+  r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", Sid(0), "0"});
+  EXPECT_EQ(r->type, REDIS_REPLY_NIL);
+  const std::string fresh = Value(1, 1, 100, 9);
+  r = HiredisCommand(c.get(), {"SSM.PREFIX.STORE", Sid(1), "1", fresh});
+  ASSERT_EQ(r->type, REDIS_REPLY_STATUS);
+  r = HiredisCommand(c.get(), {"SSM.PREFIX.MFETCH", Sid(1), "0", "1"});
+  ASSERT_EQ(r->elements, 2u);
+  EXPECT_EQ(std::string(r->element[0]->str, r->element[0]->len), Value(1, 0, kBig));
+  EXPECT_EQ(std::string(r->element[1]->str, r->element[1]->len), fresh);
+  r = HiredisCommand(c.get(), {"PEXPIRE", Sid(2), "50"});
+  EXPECT_EQ(r->integer, 1);
+  std::this_thread::sleep_for(300ms);
+  r = HiredisCommand(c.get(), {"EXISTS", Sid(2)});
+  EXPECT_EQ(r->integer, 0);
+  c.reset();
+  ASSERT_TRUE(server_.Stop());
+  ASSERT_TRUE(server_.Restart(Options()));
+  c = ConnectHiredis(server_.port());
+  r = HiredisCommand(c.get(), {"EXISTS", Sid(0), Sid(2)});
+  EXPECT_EQ(r->integer, 0) << "deleted and expired cold keys stay gone";
+  r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", Sid(1), "1"});
+  EXPECT_EQ(std::string(r->str, r->len), fresh);
+}
+
+TEST_F(DiskTierTest, WithoutPersistenceEvictionStillDeletes) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options("no")));
+  RedisContext c = ConnectHiredis(server_.port());
+  ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+  EXPECT_GT(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_EQ(InfoField(c.get(), "cold_keys"), 0u);
+  RedisReply r = HiredisCommand(c.get(), {"DBSIZE"});
+  EXPECT_LT(r->integer, kSessions);
+}
+
+// Writers keep rewriting sessions (every layer of one version) so that eviction turns them cold
+// and reads promote them back; readers must always see one version across all layers, whole.
+TEST_F(DiskTierTest, ConcurrentMfetchNeverSeesAPartialSessionWhileSessionsGoCold) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(
+      {.flags = {"--appendonly", "yes", "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru"}}));
+  constexpr int kKeys = 12, kLayers = 4;
+  constexpr size_t kSize = 256 << 10;
+  const auto layer_of = [](int version, int layer) {
+    std::string v(kSize, static_cast<char>('a' + version % 26));
+    v[0] = static_cast<char>(layer);
+    return v;
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, reads{0};
+  std::thread writer([&] {
+    RedisContext w = ConnectHiredis(server_.port());
+    for (int version = 0; !stop && version < 400; ++version) {
+      std::vector<std::string> layers;
+      for (int l = 0; l < kLayers; ++l) layers.push_back(layer_of(version, l));
+      std::vector<std::string_view> args = {"SSM.PREFIX.MSTORE"};
+      const std::string sid = Sid(version % kKeys);
+      args.push_back(sid);
+      std::vector<std::string> ids = {"0", "1", "2", "3"};
+      for (int l = 0; l < kLayers; ++l) args.push_back(ids[l]), args.push_back(layers[l]);
+      RedisReply r = HiredisCommand(w.get(), args);
+      if (!r || r->type != REDIS_REPLY_STATUS) bad += 1000;
+    }
+  });
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&, t] {
+      RedisContext rc = ConnectHiredis(server_.port());
+      for (int i = 0; !stop; ++i) {
+        RedisReply r =
+            HiredisCommand(rc.get(), {"SSM.PREFIX.MFETCH", Sid((i + t) % kKeys), "0", "1", "2", "3"});
+        if (!r || r->type != REDIS_REPLY_ARRAY) {
+          bad += 1;
+          continue;
+        }
+        if (r->element[0]->type == REDIS_REPLY_NIL) continue;  // not written yet
+        const char version = r->element[0]->str[1];
+        for (int l = 0; l < kLayers; ++l) {
+          const redisReply* e = r->element[l];
+          if (e->type != REDIS_REPLY_STRING || e->len != kSize || e->str[0] != l ||
+              e->str[1] != version || e->str[kSize - 1] != version) {
+            bad += 1;
+          }
+        }
+        reads += 1;
+      }
+    });
+  }
+  writer.join();
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(reads.load(), 0);
+  RedisContext c = ConnectHiredis(server_.port());
+  EXPECT_GT(InfoField(c.get(), "cold_evictions"), 0u);
+  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
+}
+
+}  // namespace
+}  // namespace prefixd::it

@@ -25,9 +25,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // Writes one sealed record (header plus payload pieces) at `offset` with a gather write and
 // advances `offset` past it.
 Status WriteRecord(File& file, uint64_t& offset, uint64_t seed, RecordType type,
-                   const std::vector<Bytes>& payload) {
+                   const std::vector<Bytes>& payload, uint8_t flags = 0) {
   uint8_t header[kRecordHeaderSize];
-  SealRecord(seed, type, 0, payload, header);
+  SealRecord(seed, type, 0, payload, header, flags);
   std::vector<iovec> iov;
   iov.reserve(payload.size() + 1);
   iov.push_back(iovec{header, kRecordHeaderSize});
@@ -173,6 +173,43 @@ std::string Durability::Replay(const Record& record, Mutation& m,
   return {};
 }
 
+std::string Durability::LoadColdPut(RecordReader& reader, const Record& record,
+                                    const std::shared_ptr<store::ColdFile>& file) {
+  if (record.header.type != RecordType::kSsmPut) return "a cold record that is not an SSM put";
+  // The layout of SsmPut (mutation.h), read field by field without the values.
+  const uint64_t end = record.offset + kRecordHeaderSize + record.header.payload_length;
+  uint64_t at = record.offset + kRecordHeaderSize;
+  Bytes field;
+  const auto take = [&](uint64_t n) -> std::string {
+    if (n > end - at) return "its fields run past its payload";
+    std::string err = reader.ReadAt(at, n, field);
+    at += n;
+    return err;
+  };
+  std::string err = take(4);
+  if (!err.empty()) return err;
+  const uint32_t sid_length = GetU32(field.data());
+  if (sid_length > Limits::Hard().max_sid_len) return "its sid is too long";
+  if (err = take(sid_length); !err.empty()) return err;
+  const std::string sid(field.view());
+  if (err = take(4); !err.empty()) return err;
+  const uint32_t count = GetU32(field.data());
+  for (uint32_t i = 0; i < count; ++i) {
+    if (err = take(12); !err.empty()) return err;
+    const uint32_t layer = GetU32(field.data());
+    const uint64_t length = GetU64(field.data() + 4);
+    if (length > end - at) return "a value runs past its payload";
+    store_.PutCold(sid, layer, length, file, at);
+    at += length;
+  }
+  if (at != end) return std::to_string(end - at) + " unexpected trailing bytes";
+  if (keys_ != nullptr && count > 0) {
+    keys_->Set(sid, store::KeyType::kSsmPrefix);
+    keys_->MoveTier(sid, /*cold=*/true, [] { return true; });
+  }
+  return {};
+}
+
 std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
   RecordReader reader;
   std::string err = reader.Open(path, kSnapshotFileMagic, env_);
@@ -181,6 +218,7 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
   std::string cold_error;
   std::shared_ptr<store::ColdFile> cold = OpenColdFile(env_, path, &cold_error);
   if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
+  reader.set_skip_cold(cold != nullptr);
   Progress progress("Loading snapshot " + path);
   Record record;
   Mutation m;
@@ -201,6 +239,9 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
               " records but says it holds " + std::to_string(std::get<SnapshotEnd>(m).count);
       }
       ended = true;
+    } else if (record.payload_skipped) {
+      err = LoadColdPut(reader, record, cold);
+      progress.Add(0);
     } else {
       err = Replay(record, m, cold);
       progress.Add(record.payload.size());
@@ -344,8 +385,8 @@ std::string Durability::WriteSnapshot() {
   EncodeFileHeader(h, header);
   Status status = WriteAllAt(**file, 0, header, kFileHeaderSize);
   uint64_t count = 0, bytes = kFileHeaderSize;
-  auto write = [&](const Mutation& m) {
-    if (status.ok()) status = WriteRecord(**file, bytes, seed, TypeOf(m), EncodePayload(m));
+  auto write = [&](const Mutation& m, uint8_t flags = 0) {
+    if (status.ok()) status = WriteRecord(**file, bytes, seed, TypeOf(m), EncodePayload(m), flags);
     ++count;
   };
   // Cold layers are copied from the files they sit in; every layer's new place is recorded
@@ -361,12 +402,13 @@ std::string Durability::WriteSnapshot() {
                                  const std::vector<store::LayerPlace>& places) {
     SsmPut put{sid, {}};
     put.layers.reserve(places.size());
+    bool any_cold = false;
     for (const store::LayerPlace& p : places) {
+      any_cold = any_cold || p.cold;
       Bytes value = p.value;
       if (p.cold) {
         value = Bytes::Allocate(p.length);
-        if (p.length > 0 && !p.file->ReadAt(p.offset, value.mutable_data(), p.length,
-                                            read_error)) {
+        if (p.length > 0 && !p.file->ReadAt(p.offset, value.mutable_data(), p.length, read_error)) {
           if (status.ok()) status = Status::IoError("copying a cold value: " + read_error);
           return;
         }
@@ -374,7 +416,8 @@ std::string Durability::WriteSnapshot() {
       put.layers.emplace_back(p.layer, std::move(value));
     }
     const uint64_t record_at = bytes;
-    write(put);
+    // A cold session stays cold across a restart: recovery will not read its values.
+    write(put, any_cold ? kRecordFlagCold : 0);
     const std::vector<uint64_t> offsets = SsmPutValueOffsets(put);
     for (size_t i = 0; i < places.size(); ++i) {
       moved.push_back(Moved{sid, places[i], record_at + kRecordHeaderSize + offsets[i]});

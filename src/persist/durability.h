@@ -111,6 +111,9 @@ class Durability {
   // `file`: the file being read, where an SSM put's values stay reachable (the disk tier).
   std::string Replay(const Record& record, Mutation& m,
                      const std::shared_ptr<store::ColdFile>& file);
+  // A snapshot's cold SSM put: records where its values sit, reading only its fields.
+  std::string LoadColdPut(RecordReader& reader, const Record& record,
+                          const std::shared_ptr<store::ColdFile>& file);
   void WriteVectorSnapshot(const std::function<void(const Mutation&)>& write);
   // Truncates `path` to `size` and syncs it.
   Status CutFile(const std::string& path, uint64_t size);

@@ -134,10 +134,10 @@ class LogWriter {
   uint64_t rotations_requested_ = 0;
   bool stop_ = false;
 
-  mutable std::mutex file_mu_;  // fd_, segments_, current segment bookkeeping
-  std::unique_ptr<File> file_;  // the current segment
+  mutable std::mutex file_mu_;               // fd_, segments_, current segment bookkeeping
+  std::unique_ptr<File> file_;               // the current segment
   std::shared_ptr<store::ColdFile> reader_;  // the current segment, for the disk tier's reads
-  uint64_t seed_ = 0;           // checksum seed of the current segment
+  uint64_t seed_ = 0;                        // checksum seed of the current segment
   uint64_t next_sequence_;
   std::vector<SegmentInfo> segments_;  // the last one is current once started
   uint64_t current_offset_ = 0;

@@ -341,8 +341,8 @@ void StateStore::ForEachSession(
     std::vector<std::pair<uint32_t, Bytes>> layers;
     layers.reserve(places.size());
     for (const LayerPlace& p : places) {
-      layers.emplace_back(p.layer,
-                          Resolve(Pending{p.value, p.file, p.offset, p.length, p.cold}, 0, p.length));
+      layers.emplace_back(
+          p.layer, Resolve(Pending{p.value, p.file, p.offset, p.length, p.cold}, 0, p.length));
     }
     visit(sid, layers);
   });

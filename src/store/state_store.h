@@ -47,18 +47,18 @@ struct StoreStats {
 // One layer as a snapshot sees it: its bytes in memory, or where they sit on disk.
 struct LayerPlace {
   uint32_t layer = 0;
-  Bytes value;                            // empty when cold
-  std::shared_ptr<const ColdFile> file;   // set when the bytes are on disk
-  uint64_t offset = 0;                    // of the value bytes in `file`
+  Bytes value;                           // empty when cold
+  std::shared_ptr<const ColdFile> file;  // set when the bytes are on disk
+  uint64_t offset = 0;                   // of the value bytes in `file`
   uint64_t length = 0;
   bool cold = false;
 };
 
 // What turning a session cold did.
 struct ColdOutcome {
-  bool ok = false;        // false: some hot layer is not durable on disk yet (nothing changed)
+  bool ok = false;  // false: some hot layer is not durable on disk yet (nothing changed)
   bool existed = false;
-  uint64_t freed = 0;     // payload bytes dropped from memory
+  uint64_t freed = 0;  // payload bytes dropped from memory
 };
 
 class StateStore {
@@ -91,8 +91,8 @@ class StateStore {
   // layer's reference from (`old_file`, `old_offset`) to a new place (compaction).
   void Place(std::string_view sid, uint32_t layer, const uint8_t* data,
              std::shared_ptr<const ColdFile> file, uint64_t offset);
-  void Repoint(std::string_view sid, uint32_t layer, const ColdFile* old_file,
-               uint64_t old_offset, std::shared_ptr<const ColdFile> file, uint64_t offset);
+  void Repoint(std::string_view sid, uint32_t layer, const ColdFile* old_file, uint64_t old_offset,
+               std::shared_ptr<const ColdFile> file, uint64_t offset);
   // Records a cold layer outright (recovery of an entry that stays on disk).
   void PutCold(std::string_view sid, uint32_t layer, uint64_t length,
                std::shared_ptr<const ColdFile> file, uint64_t offset, const Hook& under_lock = {});

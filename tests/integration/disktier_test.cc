@@ -120,6 +120,11 @@ TEST_F(DiskTierTest, ColdSessionsAreServedBitExactBeforeAndAfterRestartAndCompac
   ASSERT_TRUE(server_.Stop());
   ASSERT_TRUE(server_.Restart(Options()));
   c = ConnectHiredis(server_.port());
+  // The snapshot's cold sessions were not read at start: only the hot set's bytes were.
+  EXPECT_GE(InfoField(c.get(), "cold_keys"), 16u);
+  EXPECT_GE(InfoField(c.get(), "cold_bytes"), 16u * kBig);
+  EXPECT_LE(InfoField(c.get(), "recovered_bytes"), (8u << 20) + 2 * kBig);
+  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 }
 
@@ -168,8 +173,8 @@ TEST_F(DiskTierTest, WithoutPersistenceEvictionStillDeletes) {
 // Writers keep rewriting sessions (every layer of one version) so that eviction turns them cold
 // and reads promote them back; readers must always see one version across all layers, whole.
 TEST_F(DiskTierTest, ConcurrentMfetchNeverSeesAPartialSessionWhileSessionsGoCold) {
-  ASSERT_NO_FATAL_FAILURE(StartServer(
-      {.flags = {"--appendonly", "yes", "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru"}}));
+  ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes", "--maxmemory", "4mb",
+                                                 "--maxmemory-policy", "allkeys-lru"}}));
   constexpr int kKeys = 12, kLayers = 4;
   constexpr size_t kSize = 256 << 10;
   const auto layer_of = [](int version, int layer) {
@@ -198,8 +203,8 @@ TEST_F(DiskTierTest, ConcurrentMfetchNeverSeesAPartialSessionWhileSessionsGoCold
     readers.emplace_back([&, t] {
       RedisContext rc = ConnectHiredis(server_.port());
       for (int i = 0; !stop; ++i) {
-        RedisReply r =
-            HiredisCommand(rc.get(), {"SSM.PREFIX.MFETCH", Sid((i + t) % kKeys), "0", "1", "2", "3"});
+        RedisReply r = HiredisCommand(
+            rc.get(), {"SSM.PREFIX.MFETCH", Sid((i + t) % kKeys), "0", "1", "2", "3"});
         if (!r || r->type != REDIS_REPLY_ARRAY) {
           bad += 1;
           continue;

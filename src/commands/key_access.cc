@@ -114,14 +114,41 @@ store::EvictionPolicy CurrentPolicy(const Engine& engine) {
       .value_or(store::EvictionPolicy::kNoEviction);
 }
 
+namespace {
+
+// One eviction pass at a time, so two writers never evict the same budget twice.
+std::mutex eviction_pass;
+
+bool OverDiskBudget(Engine& engine) {
+  const int64_t limit = engine.settings().Int(Setting::kMaxDisk);
+  return limit > 0 && engine.durability() != nullptr &&
+         engine.state_store().Stats().cold_bytes > static_cast<uint64_t>(limit);
+}
+
+// maxdisk: while the disk tier's cold values exceed it, cold keys go by the policy, each a
+// logged delete (as a memory eviction without persistence), so they stay gone after a restart.
+// Caller holds eviction_pass.
+void TrimDiskTier(Engine& engine) {
+  const store::EvictionPolicy policy = CurrentPolicy(engine);
+  while (OverDiskBudget(engine)) {
+    auto victim = engine.keyspace().PickColdVictim(policy);
+    if (!victim || !DeleteKey(engine, victim->first, victim->second).ok) return;
+    engine.stats().disk_evicted_keys += 1;
+  }
+}
+
+}  // namespace
+
 bool MakeRoom(Engine& engine) {
+  if (OverDiskBudget(engine)) {
+    std::lock_guard lock(eviction_pass);
+    TrimDiskTier(engine);
+  }
   const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
   if (limit <= 0 || engine.UsedMemory() <= static_cast<uint64_t>(limit)) return true;
   const store::EvictionPolicy policy = CurrentPolicy(engine);
   if (policy == store::EvictionPolicy::kNoEviction) return false;
-  // One eviction pass at a time, so two writers never evict the same budget twice.
-  static std::mutex pass;
-  std::lock_guard lock(pass);
+  std::lock_guard lock(eviction_pass);
   while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
     auto victim = engine.keyspace().PickVictim(policy);
     if (!victim) return false;
@@ -129,6 +156,7 @@ bool MakeRoom(Engine& engine) {
       // The disk tier: the session's bytes are in the log or a snapshot; once they are
       // durable it leaves memory and stays a key, served from disk.
       if (!MakeCold(engine, victim->first)) return false;
+      TrimDiskTier(engine);
       continue;
     }
     if (!DeleteKey(engine, victim->first, victim->second).ok) return false;
@@ -157,18 +185,18 @@ bool MakeCold(Engine& engine, std::string_view key) {
 uint64_t ColdAfterRecovery(Engine& engine) {
   const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
   const store::EvictionPolicy policy = CurrentPolicy(engine);
-  if (engine.durability() == nullptr || limit <= 0 ||
-      policy == store::EvictionPolicy::kNoEviction) {
-    return 0;
-  }
+  if (engine.durability() == nullptr) return 0;
   uint64_t moved = 0;
-  while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
+  while (limit > 0 && policy != store::EvictionPolicy::kNoEviction &&
+         engine.UsedMemory() > static_cast<uint64_t>(limit)) {
     auto victim = engine.keyspace().PickVictim(policy);
     // Nothing is deleted at start: only sessions the disk tier can hold leave memory.
     if (!victim || victim->second != store::KeyType::kSsmPrefix) break;
     if (!MakeCold(engine, victim->first)) break;
     ++moved;
   }
+  std::lock_guard lock(eviction_pass);
+  TrimDiskTier(engine);
   return moved;
 }
 

@@ -37,6 +37,7 @@ enum class Setting : size_t {
   kMaxSidLen,
   kMaxMemory,
   kMaxMemoryPolicy,
+  kMaxDisk,
   kAppendOnly,
   kAppendFsync,
   kAutoRewritePercentage,

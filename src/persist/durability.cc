@@ -398,31 +398,30 @@ std::string Durability::WriteSnapshot() {
   };
   std::vector<Moved> moved;
   std::string read_error;
-  store_.ForEachSessionPlace([&](const std::string& sid,
-                                 const std::vector<store::LayerPlace>& places) {
-    SsmPut put{sid, {}};
-    put.layers.reserve(places.size());
-    bool any_cold = false;
-    for (const store::LayerPlace& p : places) {
-      any_cold = any_cold || p.cold;
-      Bytes value = p.value;
-      if (p.cold) {
-        value = Bytes::Allocate(p.length);
-        if (p.length > 0 && !p.file->ReadAt(p.offset, value.mutable_data(), p.length, read_error)) {
-          if (status.ok()) status = Status::IoError("copying a cold value: " + read_error);
-          return;
+  store_.ForEachSessionPlace(
+      [&](const std::string& sid, const std::vector<store::LayerPlace>& places) {
+        SsmPut put{sid, {}};
+        put.layers.reserve(places.size());
+        bool any_cold = false;
+        for (const store::LayerPlace& p : places) {
+          any_cold = any_cold || p.cold;
+          Bytes value = p.value;
+          if (p.cold) {
+            if (!p.file->Read(p.offset, p.length, value, read_error)) {
+              if (status.ok()) status = Status::IoError("copying a cold value: " + read_error);
+              return;
+            }
+          }
+          put.layers.emplace_back(p.layer, std::move(value));
         }
-      }
-      put.layers.emplace_back(p.layer, std::move(value));
-    }
-    const uint64_t record_at = bytes;
-    // A cold session stays cold across a restart: recovery will not read its values.
-    write(put, any_cold ? kRecordFlagCold : 0);
-    const std::vector<uint64_t> offsets = SsmPutValueOffsets(put);
-    for (size_t i = 0; i < places.size(); ++i) {
-      moved.push_back(Moved{sid, places[i], record_at + kRecordHeaderSize + offsets[i]});
-    }
-  });
+        const uint64_t record_at = bytes;
+        // A cold session stays cold across a restart: recovery will not read its values.
+        write(put, any_cold ? kRecordFlagCold : 0);
+        const std::vector<uint64_t> offsets = SsmPutValueOffsets(put);
+        for (size_t i = 0; i < places.size(); ++i) {
+          moved.push_back(Moved{sid, places[i], record_at + kRecordHeaderSize + offsets[i]});
+        }
+      });
   if (vectors_ != nullptr) WriteVectorSnapshot(write);
   // Expiries last, once every key they name exists.
   if (keys_ != nullptr) {

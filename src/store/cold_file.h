@@ -10,6 +10,8 @@
 #include <limits>
 #include <string>
 
+#include "common/bytes.h"
+
 namespace prefixd::store {
 
 class ColdFile {
@@ -17,8 +19,9 @@ class ColdFile {
   static constexpr uint64_t kAllDurable = std::numeric_limits<uint64_t>::max();
 
   virtual ~ColdFile() = default;
-  // Reads exactly `length` bytes at `offset` into `out`; false (with `error` set) when it cannot.
-  virtual bool ReadAt(uint64_t offset, void* out, uint64_t length, std::string& error) const = 0;
+  // Reads exactly `length` bytes at `offset` into a buffer of its own (`out` may be a slice of
+  // a larger aligned one); false (with `error` set) when it cannot.
+  virtual bool Read(uint64_t offset, uint64_t length, Bytes& out, std::string& error) const = 0;
 
   // Bytes before this offset are fsynced: a value that ends there may leave memory.
   uint64_t durable_end() const { return durable_end_.load(std::memory_order_acquire); }

@@ -7,8 +7,9 @@
 namespace prefixd::store {
 namespace {
 
-// Rough per-entry cost of a map node plus its share of the session's hash node.
-constexpr int64_t kEntryOverhead = 96;
+// Rough per-entry cost of a map node (with the layer: its handle and disk reference) plus its
+// share of the session's hash node.
+constexpr int64_t kEntryOverhead = 136;
 constexpr int64_t kSessionOverhead = 128;
 
 }  // namespace
@@ -109,9 +110,9 @@ Bytes StateStore::Resolve(const Pending& p, uint64_t from, uint64_t length) cons
   from = std::min(from, p.length);
   length = std::min(length, p.length - from);
   if (!p.cold) return from == 0 && length == p.length ? p.value : p.value.Slice(from, length);
-  Bytes out = Bytes::Allocate(length);
+  Bytes out;
   std::string error;
-  if (length > 0 && !p.file->ReadAt(p.offset + from, out.mutable_data(), length, error)) {
+  if (!p.file->Read(p.offset + from, length, out, error)) {
     throw std::runtime_error("reading a stored value from disk failed: " + error);
   }
   cold_bytes_read_.fetch_add(length, std::memory_order_relaxed);

@@ -2,7 +2,9 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace prefixd::store {
 namespace {
@@ -155,13 +157,46 @@ std::vector<std::optional<Bytes>> StateStore::GetMany(std::string_view sid,
   // Cold references copied under the lock point at immutable file bytes, so reading them now
   // still gives the session as it was at that instant: whole, never a mix.
   std::vector<std::optional<Bytes>> out(layers.size());
-  bool any_cold = false;
+  std::vector<size_t> cold;
   for (size_t i = 0; i < found.size(); ++i) {
     if (!found[i]) continue;
-    any_cold = any_cold || found[i]->cold;
-    out[i] = Resolve(*found[i], 0, ColdFile::kAllDurable);
+    if (found[i]->cold) {
+      cold.push_back(i);
+    } else {
+      out[i] = found[i]->value;
+    }
   }
-  if (any_cold) cold_reads_.fetch_add(1, std::memory_order_relaxed);
+  if (cold.empty()) return out;
+  cold_reads_.fetch_add(1, std::memory_order_relaxed);
+  // Layers stored by one MSTORE sit back to back in one record (12 bytes apart): one read of
+  // the run serves them all, and a larger request keeps more of the disk busy.
+  std::sort(cold.begin(), cold.end(), [&](size_t a, size_t b) {
+    return std::pair(found[a]->file.get(), found[a]->offset) <
+           std::pair(found[b]->file.get(), found[b]->offset);
+  });
+  constexpr uint64_t kMaxGap = 4096;
+  for (size_t first = 0; first < cold.size();) {
+    const Pending& head = *found[cold[first]];
+    uint64_t end = head.offset + head.length;
+    size_t last = first + 1;
+    while (last < cold.size()) {
+      const Pending& next = *found[cold[last]];
+      if (next.file != head.file || next.offset < end || next.offset - end > kMaxGap) break;
+      end = next.offset + next.length;
+      ++last;
+    }
+    if (last - first == 1) {
+      out[cold[first]] = Resolve(head, 0, head.length);
+    } else {
+      const Bytes run = Resolve(Pending{Bytes(), head.file, head.offset, end - head.offset, true},
+                                0, end - head.offset);
+      for (size_t k = first; k < last; ++k) {
+        const Pending& p = *found[cold[k]];
+        out[cold[k]] = run.Slice(p.offset - head.offset, p.length);
+      }
+    }
+    first = last;
+  }
   return out;
 }
 

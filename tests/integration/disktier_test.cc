@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -126,6 +127,91 @@ TEST_F(DiskTierTest, ColdSessionsAreServedBitExactBeforeAndAfterRestartAndCompac
   EXPECT_LE(InfoField(c.get(), "recovered_bytes"), (8u << 20) + 2 * kBig);
   EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
+}
+
+// Two writers store and overwrite sessions far past maxmemory while they go cold; the server is
+// then killed (SIGKILL: nothing flushed at exit). Every acknowledged session comes back with the
+// value of its last acknowledged write.
+TEST_F(DiskTierTest, EvictionWithPersistenceNeverLosesAnAcknowledgedSession) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  constexpr int kWriters = 2, kPerWriter = 20;
+  constexpr size_t kSize = 512 << 10;
+  std::vector<std::vector<int>> acked(kWriters, std::vector<int>(kPerWriter, -1));
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      RedisContext c = ConnectHiredis(server_.port());
+      for (int round = 0; round < 2; ++round) {
+        for (int i = 0; i < kPerWriter; ++i) {
+          const std::string sid = "w" + std::to_string(w) + ":" + std::to_string(i);
+          const std::string v = Value(w * 100 + i, 0, kSize, round);
+          RedisReply r = HiredisCommand(c.get(), {"SSM.PREFIX.STORE", sid, "0", v});
+          if (r && r->type == REDIS_REPLY_STATUS) acked[w][i] = round;
+        }
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  RedisContext c = ConnectHiredis(server_.port());
+  EXPECT_GT(InfoField(c.get(), "cold_keys"), 0u);
+  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
+  c.reset();
+  ASSERT_TRUE(server_.Kill());
+  ASSERT_TRUE(server_.Restart(Options()));
+  c = ConnectHiredis(server_.port());
+  for (int w = 0; w < kWriters; ++w) {
+    for (int i = 0; i < kPerWriter; ++i) {
+      ASSERT_GE(acked[w][i], 0) << "every write was acknowledged";
+      const std::string sid = "w" + std::to_string(w) + ":" + std::to_string(i);
+      RedisReply r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", sid, "0"});
+      ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING) << sid << " " << DescribeReply(r.get());
+      EXPECT_EQ(std::string(r->str, r->len), Value(w * 100 + i, 0, kSize, acked[w][i])) << sid;
+    }
+  }
+}
+
+// A snapshot's cold record is not read whole at start, but its fields are checked against its
+// length: a layer length that runs past the record stops the start, naming file and offset.
+TEST_F(DiskTierTest, DamagedColdRecordInASnapshotStopsTheStart) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+  RedisReply r = HiredisCommand(c.get(), {"SAVE"});
+  ASSERT_EQ(r->type, REDIS_REPLY_STATUS);
+  c.reset();
+  ASSERT_TRUE(server_.Stop());
+  const std::string path = server_.data_dir() + "/snapshot.pds";
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good());
+  const auto u64 = [](const unsigned char* p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+  };
+  uint64_t at = 32, cold_at = 0;
+  unsigned char header[32];
+  while (f.seekg(static_cast<std::streamoff>(at)) && f.read(reinterpret_cast<char*>(header), 32)) {
+    if (header[13] & 1) {
+      cold_at = at;
+      break;
+    }
+    at += 32 + u64(header + 24);
+  }
+  ASSERT_NE(cold_at, 0u) << "the snapshot flags its cold sessions";
+  // Payload: u32 sid length, sid, u32 count, u32 layer, then the first layer's u64 length.
+  unsigned char sid_length[4];
+  f.seekg(static_cast<std::streamoff>(cold_at + 32));
+  f.read(reinterpret_cast<char*>(sid_length), 4);
+  const uint64_t length_at = cold_at + 32 + 4 + sid_length[0] + 4 + 4;
+  const unsigned char huge[8] = {0, 0, 0, 0, 0, 0, 0, 0x40};
+  f.seekp(static_cast<std::streamoff>(length_at));
+  f.write(reinterpret_cast<const char*>(huge), 8);
+  f.close();
+  const size_t log_mark = server_.ReadLog().size();
+  EXPECT_FALSE(server_.Restart(Options())) << "the server started on a damaged snapshot";
+  const std::string log = server_.ReadLog().substr(log_mark);
+  EXPECT_NE(log.find("offset " + std::to_string(cold_at)), std::string::npos) << log;
+  EXPECT_NE(log.find("runs past its payload"), std::string::npos) << log;
 }
 
 TEST_F(DiskTierTest, ColdKeysCanBeOverwrittenDeletedAndExpired) {

@@ -391,37 +391,44 @@ std::string Durability::WriteSnapshot() {
   };
   // Cold layers are copied from the files they sit in; every layer's new place is recorded
   // and taken up once the snapshot is durable (the held handles keep each identity unique).
+  // A layer with a place is named by it: a file (held open here) and an offset hold one value
+  // only. A layer not placed yet is named by its buffer, held until then.
   struct Moved {
     std::string sid;
-    store::LayerPlace from;
+    uint32_t layer;
+    std::shared_ptr<const store::ColdFile> old_file;
+    uint64_t old_offset;
+    Bytes unplaced;
     uint64_t offset;  // of the value in the snapshot
   };
   std::vector<Moved> moved;
   std::string read_error;
-  store_.ForEachSessionPlace(
-      [&](const std::string& sid, const std::vector<store::LayerPlace>& places) {
-        SsmPut put{sid, {}};
-        put.layers.reserve(places.size());
-        bool any_cold = false;
-        for (const store::LayerPlace& p : places) {
-          any_cold = any_cold || p.cold;
-          Bytes value = p.value;
-          if (p.cold) {
-            if (!p.file->Read(p.offset, p.length, value, read_error)) {
-              if (status.ok()) status = Status::IoError("copying a cold value: " + read_error);
-              return;
-            }
-          }
-          put.layers.emplace_back(p.layer, std::move(value));
+  store_.ForEachSessionPlace([&](const std::string& sid,
+                                 const std::vector<store::LayerPlace>& places) {
+    SsmPut put{sid, {}};
+    put.layers.reserve(places.size());
+    bool any_cold = false;
+    for (const store::LayerPlace& p : places) {
+      any_cold = any_cold || p.cold;
+      Bytes value = p.value;
+      if (p.cold) {
+        if (!p.file->Read(p.offset, p.length, value, read_error)) {
+          if (status.ok()) status = Status::IoError("copying a cold value: " + read_error);
+          return;
         }
-        const uint64_t record_at = bytes;
-        // A cold session stays cold across a restart: recovery will not read its values.
-        write(put, any_cold ? kRecordFlagCold : 0);
-        const std::vector<uint64_t> offsets = SsmPutValueOffsets(put);
-        for (size_t i = 0; i < places.size(); ++i) {
-          moved.push_back(Moved{sid, places[i], record_at + kRecordHeaderSize + offsets[i]});
-        }
-      });
+      }
+      put.layers.emplace_back(p.layer, std::move(value));
+    }
+    const uint64_t record_at = bytes;
+    // A cold session stays cold across a restart: recovery will not read its values.
+    write(put, any_cold ? kRecordFlagCold : 0);
+    const std::vector<uint64_t> offsets = SsmPutValueOffsets(put);
+    for (size_t i = 0; i < places.size(); ++i) {
+      const store::LayerPlace& p = places[i];
+      moved.push_back(Moved{sid, p.layer, p.file, p.offset, p.file == nullptr ? p.value : Bytes(),
+                            record_at + kRecordHeaderSize + offsets[i]});
+    }
+  });
   if (vectors_ != nullptr) WriteVectorSnapshot(write);
   // Expiries last, once every key they name exists.
   if (keys_ != nullptr) {
@@ -449,10 +456,10 @@ std::string Durability::WriteSnapshot() {
   if (cold != nullptr) {
     cold->MarkDurable(store::ColdFile::kAllDurable);
     for (const Moved& m : moved) {
-      if (m.from.cold) {
-        store_.Repoint(m.sid, m.from.layer, m.from.file.get(), m.from.offset, cold, m.offset);
+      if (m.old_file != nullptr) {
+        store_.Repoint(m.sid, m.layer, m.old_file.get(), m.old_offset, cold, m.offset);
       } else {
-        store_.Place(m.sid, m.from.layer, m.from.value.data(), cold, m.offset);
+        store_.Place(m.sid, m.layer, m.unplaced.data(), cold, m.offset);
       }
     }
   } else {

@@ -227,7 +227,9 @@ void StateStore::Repoint(std::string_view sid, uint32_t layer, const ColdFile* o
   auto slot = it->second.layers.find(layer);
   if (slot == it->second.layers.end()) return;
   Layer& l = slot->second;
-  if (!l.cold || l.file.get() != old_file || l.offset != old_offset) return;
+  // A place holds one value (hot or cold): the caller holds `old_file` open, so no other file
+  // can sit at that address, and a rewritten layer has another place or none.
+  if (l.file.get() != old_file || l.offset != old_offset) return;
   released = std::exchange(l.file, std::move(file));
   l.offset = offset;
 }

@@ -87,8 +87,9 @@ class StateStore {
                                             std::span<const uint32_t> layers) const;
 
   // The disk tier. Place records where a hot value's bytes sit on disk, if the layer still
-  // holds the buffer at `data` (a later write replaced it otherwise). Repoint moves a cold
-  // layer's reference from (`old_file`, `old_offset`) to a new place (compaction).
+  // holds the buffer at `data` (a later write replaced it otherwise). Repoint moves a
+  // layer's place from (`old_file`, `old_offset`) to a new one (compaction): a hot layer keeps
+  // its bytes, a cold one is read from there from then on.
   void Place(std::string_view sid, uint32_t layer, const uint8_t* data,
              std::shared_ptr<const ColdFile> file, uint64_t offset);
   void Repoint(std::string_view sid, uint32_t layer, const ColdFile* old_file, uint64_t old_offset,

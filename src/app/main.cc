@@ -14,6 +14,7 @@
 #include "app/options.h"
 #include "app/supervision.h"
 #include "commands/engine.h"
+#include "commands/key_access.h"
 #include "commands/metrics.h"
 #include "commands/registry.h"
 #include "server/server.h"
@@ -107,6 +108,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     engine.set_durability(std::move(d));
+    if (uint64_t moved = commands::ColdAfterRecovery(engine); moved > 0) {
+      spdlog::info("{} sessions past maxmemory went to the disk tier after recovery", moved);
+    }
   } else {
     spdlog::warn("appendonly is off: stored state lives in memory only and is lost at exit");
   }

@@ -82,6 +82,9 @@ store::StoreStats Engine::StateStats() const {
     const store::StoreStats s = db.state.Stats();
     total.sessions += s.sessions, total.entries += s.entries;
     total.payload_bytes += s.payload_bytes, total.overhead_bytes += s.overhead_bytes;
+    total.cold_layers += s.cold_layers, total.cold_bytes += s.cold_bytes;
+    total.cold_reads += s.cold_reads, total.cold_bytes_read += s.cold_bytes_read;
+    total.promotions += s.promotions;
   });
   return total;
 }

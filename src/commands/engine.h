@@ -45,6 +45,9 @@ struct ServerStats {
   StripedCounter keyspace_misses;
   std::atomic<uint64_t> expired_keys{0};
   std::atomic<uint64_t> evicted_keys{0};
+  // The disk tier: sessions turned cold by memory eviction, and cold keys maxdisk deleted.
+  std::atomic<uint64_t> cold_evictions{0};
+  std::atomic<uint64_t> disk_evicted_keys{0};
   // Traffic of clients that have disconnected; live clients carry their own counters.
   std::atomic<uint64_t> closed_net_input{0};
   std::atomic<uint64_t> closed_net_output{0};

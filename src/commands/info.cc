@@ -259,6 +259,25 @@ void LatencyStatsSection(Engine& e, std::string& out) {
 
 }  // namespace
 
+// The disk tier (docs/cache-design.md): SSM sessions whose bytes are only on disk, summed over
+// every database.
+void DisktierSection(Engine& e, std::string& out) {
+  const store::StoreStats s = e.StateStats();
+  uint64_t cold_keys = 0;
+  e.databases().ForEach(
+      [&](size_t, store::Database& db) { cold_keys += db.keys.Stats(0).cold_keys; });
+  Field(out, "disktier_enabled", uint64_t{e.durability() != nullptr ? 1u : 0u});
+  Field(out, "cold_keys", cold_keys);
+  Field(out, "cold_layers", s.cold_layers);
+  Field(out, "cold_bytes", s.cold_bytes);
+  Field(out, "cold_bytes_human", HumanBytes(s.cold_bytes));
+  Field(out, "cold_hits", s.cold_reads);
+  Field(out, "cold_bytes_read", s.cold_bytes_read);
+  Field(out, "cold_promotions", s.promotions);
+  Field(out, "cold_evictions", e.stats().cold_evictions.load());
+  Field(out, "disk_evicted_keys", e.stats().disk_evicted_keys.load());
+}
+
 // Defined with the KV.PREFIX commands.
 void PionInfoSection(Engine& e, std::string& out);
 void VstoreInfoSection(Engine& e, std::string& out);
@@ -284,6 +303,7 @@ constexpr Section kSections[] = {
     {"errorstats", "Errorstats", true, ErrorStatsSection},
     {"latencystats", "Latencystats", false, LatencyStatsSection},
     {"keyspace", "Keyspace", true, KeyspaceSection},
+    {"disktier", "Disktier", true, DisktierSection},
     {"vstore", "Vstore", true, VstoreInfoSection},
     {"pion", "Pion", true, PionInfoSection},
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "commands/errors.h"
 #include "commands/mutate.h"
@@ -134,36 +136,153 @@ store::EvictionPolicy CurrentPolicy(const Engine& engine) {
       .value_or(store::EvictionPolicy::kNoEviction);
 }
 
+namespace {
+
+// One eviction pass at a time, so two writers never evict the same budget twice.
+std::mutex eviction_pass;
+
+// The disk tier's cold bytes over every database.
+uint64_t ColdBytes(const Engine& engine) { return engine.StateStats().cold_bytes; }
+
+bool OverDiskBudget(Engine& engine) {
+  const int64_t limit = engine.settings().Int(Setting::kMaxDisk);
+  return limit > 0 && engine.durability() != nullptr &&
+         ColdBytes(engine) > static_cast<uint64_t>(limit);
+}
+
+// The databases in use, the one holding the most by `size` first (with one database in use, no
+// figure is taken): eviction is in exact order within a database, and across databases takes
+// from the largest.
+std::vector<size_t> LargestFirst(Engine& engine,
+                                 uint64_t (*size)(const store::Database& database)) {
+  std::vector<std::pair<uint64_t, size_t>> by_size;
+  engine.databases().ForEach(
+      [&](size_t index, store::Database&) { by_size.emplace_back(0, index); });
+  if (by_size.size() > 1) {
+    for (auto& [bytes, index] : by_size) bytes = size(engine.database(index));
+    std::sort(by_size.rbegin(), by_size.rend());
+  }
+  std::vector<size_t> order;
+  order.reserve(by_size.size());
+  for (const auto& [bytes, index] : by_size) order.push_back(index);
+  return order;
+}
+
+uint64_t DatabaseColdBytes(const store::Database& database) {
+  return database.state.Stats().cold_bytes;
+}
+
+// maxdisk: while the disk tier's cold values exceed it, cold keys go by the policy (from the
+// database holding the most cold bytes), each a logged delete (as a memory eviction without
+// persistence), so they stay gone after a restart. Caller holds eviction_pass.
+void TrimDiskTier(Engine& engine) {
+  const store::EvictionPolicy policy = CurrentPolicy(engine);
+  while (OverDiskBudget(engine)) {
+    bool deleted = false;
+    for (size_t index : LargestFirst(engine, DatabaseColdBytes)) {
+      auto victim = engine.database(index).keys.PickColdVictim(policy);
+      if (!victim) continue;
+      if (!DeleteKey(engine, index, victim->first, victim->second).ok) return;
+      engine.stats().disk_evicted_keys += 1;
+      deleted = true;
+      break;
+    }
+    if (!deleted) return;
+  }
+}
+
+}  // namespace
+
 bool MakeRoom(Engine& engine) {
+  if (OverDiskBudget(engine)) {
+    std::lock_guard lock(eviction_pass);
+    TrimDiskTier(engine);
+  }
   const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
   if (limit <= 0 || engine.UsedMemory() <= static_cast<uint64_t>(limit)) return true;
   const store::EvictionPolicy policy = CurrentPolicy(engine);
   if (policy == store::EvictionPolicy::kNoEviction) return false;
-  // One eviction pass at a time, so two writers never evict the same budget twice.
-  static std::mutex pass;
-  std::lock_guard lock(pass);
+  std::lock_guard lock(eviction_pass);
   while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
-    // The database holding the most memory gives its next victim (with one database in use,
-    // no figures are needed).
-    std::vector<std::pair<uint64_t, size_t>> by_size;
-    engine.databases().ForEach(
-        [&](size_t index, store::Database&) { by_size.emplace_back(0, index); });
-    if (by_size.size() > 1) {
-      for (auto& [bytes, index] : by_size) bytes = Engine::DatabaseMemory(engine.database(index));
-      std::sort(by_size.rbegin(), by_size.rend());
-    }
     bool evicted = false;
-    for (const auto& [bytes, index] : by_size) {
-      auto victim = engine.database(index).keys.PickVictim(policy);
+    for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
+      store::Database& database = engine.database(index);
+      auto victim = database.keys.PickVictim(policy);
       if (!victim) continue;
-      if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
-      engine.stats().evicted_keys += 1;
+      if (engine.durability() != nullptr && victim->second == store::KeyType::kSsmPrefix) {
+        // The disk tier: the session's bytes are in the log or a snapshot; once they are
+        // durable it leaves memory and stays a key of its database, served from disk.
+        if (!MakeCold(engine, database, victim->first)) return false;
+        TrimDiskTier(engine);
+      } else {
+        if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
+        engine.stats().evicted_keys += 1;
+      }
       evicted = true;
       break;
     }
     if (!evicted) return false;
   }
   return true;
+}
+
+bool MakeCold(Engine& engine, store::Database& database, std::string_view key) {
+  const auto turn_cold = [&] { return database.state.MakeCold(key).ok; };
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (database.keys.MoveTier(key, /*cold=*/true, turn_cold)) {
+      engine.stats().cold_evictions += 1;
+      return true;
+    }
+    auto info = database.keys.Find(key);
+    if (!info || info->cold) return true;  // gone or moved meanwhile: nothing held here
+    // Not durable (or not yet placed by the log thread): one fsync makes every record so far
+    // durable, shared by all the victims of this pass.
+    engine.durability()->Sync();
+  }
+  return false;
+}
+
+uint64_t ColdAfterRecovery(Engine& engine) {
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  const store::EvictionPolicy policy = CurrentPolicy(engine);
+  if (engine.durability() == nullptr) return 0;
+  uint64_t moved = 0;
+  // A database whose next victim is not a session gives no more: nothing is deleted at start,
+  // only sessions the disk tier can hold leave memory.
+  std::vector<bool> done(engine.databases().count(), false);
+  while (limit > 0 && policy != store::EvictionPolicy::kNoEviction &&
+         engine.UsedMemory() > static_cast<uint64_t>(limit)) {
+    bool went_cold = false;
+    for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
+      if (done[index]) continue;
+      store::Database& database = engine.database(index);
+      auto victim = database.keys.PickVictim(policy);
+      if (!victim || victim->second != store::KeyType::kSsmPrefix ||
+          !MakeCold(engine, database, victim->first)) {
+        done[index] = true;
+        continue;
+      }
+      ++moved;
+      went_cold = true;
+      break;
+    }
+    if (!went_cold) break;
+  }
+  std::lock_guard lock(eviction_pass);
+  TrimDiskTier(engine);
+  return moved;
+}
+
+void PromoteOnRead(Engine& engine, store::Database& database, std::string_view key) {
+  store::StateStore& state = database.state;
+  const uint64_t cold = state.ColdBytes(key);
+  if (cold == 0) return;
+  // Read back whole when it fits in the budget without evicting anything for it; otherwise
+  // the read is served from disk and the entry stays cold.
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  if (limit > 0 && engine.UsedMemory() + cold > static_cast<uint64_t>(limit)) return;
+  if (!state.Promote(key)) return;
+  database.keys.MoveTier(key, /*cold=*/false, [&] { return state.ColdBytes(key) == 0; });
 }
 
 uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard) {

@@ -54,12 +54,25 @@ std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool
 // one of another type answers -WRONGTYPE. False when the error reply was queued.
 bool PrepareTypedKeys(Context& ctx);
 
-// Before a command that may grow memory: while used memory is past maxmemory, evicts whole
-// keys by maxmemory-policy (in exact order within a database; across databases from the one
-// holding the most memory) (each a logged delete, as Redis propagates evictions). False when it
-// is still past the limit (noeviction, or nothing left in the policy's scope): the caller
-// answers Redis's -OOM.
+// Before a command that may grow memory: while the disk tier is past maxdisk (its cold bytes
+// summed over every database), deletes cold keys; while used memory is past maxmemory, evicts
+// whole keys by maxmemory-policy, in exact order within a database and across databases from
+// the one holding the most memory (with persistence on, an SSM session goes to the disk tier
+// instead; a deletion is logged, as Redis propagates evictions). False when it is still past
+// the limit (noeviction, or nothing left in the policy's scope): the caller answers Redis's -OOM.
 bool MakeRoom(Engine& engine);
+
+// The disk tier: turns an SSM session cold (its bytes stay in the log/snapshot files, the key
+// moves to the cold index) once its records are durable, syncing the log if they are not yet.
+// False when it cannot (the log is failing).
+bool MakeCold(Engine& engine, store::Database& database, std::string_view key);
+// After recovery, which loads every hot entry: while past maxmemory, sessions of every database
+// go cold by the policy (nothing is deleted for memory); then maxdisk applies. Returns how many
+// went cold.
+uint64_t ColdAfterRecovery(Engine& engine);
+// Before a full read of `key`: a cold session is read back into memory whole when it fits
+// under maxmemory (docs/cache-design.md, "The disk tier").
+void PromoteOnRead(Engine& engine, store::Database& database, std::string_view key);
 
 // The policy maxmemory-policy names now.
 store::EvictionPolicy CurrentPolicy(const Engine& engine);

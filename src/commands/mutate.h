@@ -43,6 +43,28 @@ inline persist::Stores StoresOf(Engine& engine, store::Database& db) {
                          &db.keys};
 }
 
+// The disk tier: once an SSM put's record is in the log, each value's place in it is recorded
+// in `state` (the store of the record's database, wherever SWAPDB moves it), so the session may
+// leave memory once that is durable (docs/cache-design.md). Empty for any other record.
+inline persist::Placed PlacedBy(store::StateStore& state, const persist::Mutation& m) {
+  const auto* put = std::get_if<persist::SsmPut>(&m);
+  if (put == nullptr) return {};
+  struct Where {
+    uint32_t layer;
+    const uint8_t* data;
+    uint64_t offset;
+  };
+  std::vector<Where> where;
+  const std::vector<uint64_t> offsets = persist::SsmPutValueOffsets(*put);
+  for (size_t i = 0; i < put->layers.size(); ++i) {
+    where.push_back(Where{put->layers[i].first, put->layers[i].second.data(), offsets[i]});
+  }
+  return [&state, sid = put->sid, where = std::move(where)](
+             const std::shared_ptr<const store::ColdFile>& file, uint64_t payload_at) {
+    for (const Where& w : where) state.Place(sid, w.layer, w.data, file, payload_at + w.offset);
+  };
+}
+
 // Checks, logs and applies `m` to database `db` for any caller, a client's command or the server
 // itself (active expiry, eviction). The record carries its database in the log. FLUSHALL (every
 // database) and FLUSHDB hold the mutation gate exclusively, so they can append their record and
@@ -66,13 +88,16 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
     shared.lock();
   }
   persist::Durability* durability = engine.durability();
+  store::Database& database = engine.database(db);
   std::function<void()> append;
   if (durability != nullptr) {
-    append = [&, payload = persist::EncodePayload(m), type = persist::TypeOf(m)]() mutable {
-      result.lsn = durability->Append(type, std::move(payload), static_cast<uint16_t>(db));
+    append = [&, payload = persist::EncodePayload(m), type = persist::TypeOf(m),
+              placed = PlacedBy(database.state, m)]() mutable {
+      result.lsn = durability->Append(type, std::move(payload), static_cast<uint16_t>(db),
+                                      std::move(placed));
     };
   }
-  result.outcome = persist::Apply(m, StoresOf(engine, engine.database(db)), append);
+  result.outcome = persist::Apply(m, StoresOf(engine, database), append);
   if (swap != nullptr) engine.databases().Swap(swap->a, swap->b);
   if (flush_all) {  // one record empties every database
     engine.databases().ForEach([&](size_t index, store::Database& other) {

@@ -9,6 +9,7 @@
 
 #include "commands/engine.h"
 #include "commands/errors.h"
+#include "commands/key_access.h"
 #include "commands/mutate.h"
 #include "commands/output_limit.h"
 #include "commands/registry.h"
@@ -99,10 +100,12 @@ void Fetch(Context& ctx) {
     if (!l) return;
     offset = *o, length = *l;
   }
-  auto value = Db(ctx).state.Get(args[1], *layer);
+  store::Database& db = Db(ctx);
+  if (args.size() == 3) PromoteOnRead(ctx.engine, db, args[1]);  // a ranged read stays on disk
+  auto value = db.state.GetRange(args[1], *layer, offset, length);
   CountLookup(ctx, value.has_value());
   if (!value) return ctx.reply.Null();
-  ctx.reply.Bulk(args.size() == 6 ? value->Slice(offset, length) : *value);
+  ctx.reply.Bulk(*value);
 }
 
 void MFetch(Context& ctx) {
@@ -115,7 +118,9 @@ void MFetch(Context& ctx) {
     if (!layer) return;
     layers.push_back(*layer);
   }
-  auto values = Db(ctx).state.GetMany(args[1], layers);
+  store::Database& db = Db(ctx);
+  PromoteOnRead(ctx.engine, db, args[1]);
+  auto values = db.state.GetMany(args[1], layers);
   // Repeated layers are queued once each: the sum, not the distinct bytes, is what is held.
   uint64_t total = 0;
   for (const auto& v : values) total += v ? v->size() + 16 : 5;

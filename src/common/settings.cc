@@ -53,6 +53,9 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "volatile-lru|volatile-lfu|volatile-random|volatile-ttl|allkeys-lru|allkeys-lfu|"
      "allkeys-random|noeviction",
      "What goes once maxmemory is reached: whole keys, exact LRU/LFU order (noeviction: -OOM)"},
+    {"maxdisk", T::kMemory, true, "0", 0, kMax, "",
+     "Budget for the disk tier's cold values: past it, cold keys are deleted by "
+     "maxmemory-policy (0: no limit)"},
     {"appendonly", T::kBool, false, "yes", 0, 0, "",
      "Keep every write in the data directory's log and snapshot (no: memory only)"},
     {"appendfsync", T::kEnum, true, "everysec", 0, 0, "always|everysec|no",

@@ -38,6 +38,7 @@ enum class Setting : size_t {
   kMaxSidLen,
   kMaxMemory,
   kMaxMemoryPolicy,
+  kMaxDisk,
   kAppendOnly,
   kAppendFsync,
   kAutoRewritePercentage,

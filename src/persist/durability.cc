@@ -25,9 +25,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // Writes one sealed record (header plus payload pieces) at `offset` with a gather write and
 // advances `offset` past it.
 Status WriteRecord(File& file, uint64_t& offset, uint64_t seed, RecordType type,
-                   const std::vector<Bytes>& payload, uint16_t db = 0) {
+                   const std::vector<Bytes>& payload, uint16_t db = 0, uint8_t flags = 0) {
   uint8_t header[kRecordHeaderSize];
-  SealRecord(seed, type, 0, payload, header, db);
+  SealRecord(seed, type, 0, payload, header, db, flags);
   std::vector<iovec> iov;
   iov.reserve(payload.size() + 1);
   iov.push_back(iovec{header, kRecordHeaderSize});
@@ -147,7 +147,8 @@ std::string Durability::Recover() {
   return {};
 }
 
-std::string Durability::Replay(const Record& record, Mutation& m) {
+std::string Durability::Replay(const Record& record, Mutation& m,
+                               const std::shared_ptr<store::ColdFile>& file) {
   std::string err = DecodePayload(record.header.type, record.payload, m);
   if (!err.empty()) return "its payload does not decode: " + err;
   // Checked again as the live path checked it: a record that would exhaust memory or break an
@@ -157,25 +158,51 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
   const Verdict verdict = Check(m, limits);
   if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
   try {
-    return ApplyToDatabase(m, record.header.db);
+    err = ApplyToDatabase(m, record.header.db);
   } catch (const std::exception& e) {
     return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
   }
+  if (!err.empty()) return err;
+  // The values are slices of the payload: where they sit in the file follows, in the record's
+  // database.
+  if (const auto* put = std::get_if<SsmPut>(&m); put != nullptr && file != nullptr) {
+    store::StateStore& state = StateOf(record.header.db);
+    const uint64_t payload_at = record.offset + kRecordHeaderSize;
+    for (const auto& [layer, value] : put->layers) {
+      const uint64_t at = payload_at + static_cast<uint64_t>(value.data() - record.payload.data());
+      state.Place(put->sid, layer, value.data(), file, at);
+    }
+  }
+  return {};
+}
+
+std::string Durability::CheckDatabase(uint16_t db) const {
+  if (databases_ == nullptr) {
+    if (db != 0) return "it names database " + std::to_string(db) + " of a single database";
+  } else if (db >= databases_->count()) {
+    return "it names database " + std::to_string(db) + ", past the " +
+           std::to_string(databases_->count()) + " the `databases` setting allows";
+  }
+  return {};
+}
+
+store::StateStore& Durability::StateOf(uint16_t db) {
+  return databases_ == nullptr ? store_ : databases_->At(db).state;
+}
+
+store::Keyspace* Durability::KeysOf(uint16_t db) {
+  return databases_ == nullptr ? keys_ : &databases_->At(db).keys;
 }
 
 std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
+  if (std::string err = CheckDatabase(db); !err.empty()) return err;
   if (databases_ == nullptr) {
-    if (db != 0) return "it names database " + std::to_string(db) + " of a single database";
     if (const auto* swap = std::get_if<SwapDb>(&m); swap != nullptr && (swap->a | swap->b) != 0) {
       return "it swaps databases " + std::to_string(swap->a) + " and " + std::to_string(swap->b) +
              " of a single database";
     }
     Apply(m, Stores{store_, vectors_, 0, keys_}, {});
     return {};
-  }
-  if (db >= databases_->count()) {
-    return "it names database " + std::to_string(db) + ", past the " +
-           std::to_string(databases_->count()) + " the `databases` setting allows";
   }
   if (const auto* swap = std::get_if<SwapDb>(&m)) {
     if (std::max(swap->a, swap->b) >= databases_->count()) {
@@ -195,11 +222,54 @@ std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
   return {};
 }
 
+std::string Durability::LoadColdPut(RecordReader& reader, const Record& record,
+                                    const std::shared_ptr<store::ColdFile>& file) {
+  if (record.header.type != RecordType::kSsmPut) return "a cold record that is not an SSM put";
+  if (std::string err = CheckDatabase(record.header.db); !err.empty()) return err;
+  // The layout of SsmPut (mutation.h), read field by field without the values.
+  const uint64_t end = record.offset + kRecordHeaderSize + record.header.payload_length;
+  uint64_t at = record.offset + kRecordHeaderSize;
+  Bytes field;
+  const auto take = [&](uint64_t n) -> std::string {
+    if (n > end - at) return "its fields run past its payload";
+    std::string err = reader.ReadAt(at, n, field);
+    at += n;
+    return err;
+  };
+  std::string err = take(4);
+  if (!err.empty()) return err;
+  const uint32_t sid_length = GetU32(field.data());
+  if (sid_length > Limits::Hard().max_sid_len) return "its sid is too long";
+  if (err = take(sid_length); !err.empty()) return err;
+  const std::string sid(field.view());
+  if (err = take(4); !err.empty()) return err;
+  const uint32_t count = GetU32(field.data());
+  store::StateStore& state = StateOf(record.header.db);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (err = take(12); !err.empty()) return err;
+    const uint32_t layer = GetU32(field.data());
+    const uint64_t length = GetU64(field.data() + 4);
+    if (length > end - at) return "a value runs past its payload";
+    state.PutCold(sid, layer, length, file, at);
+    at += length;
+  }
+  if (at != end) return std::to_string(end - at) + " unexpected trailing bytes";
+  if (store::Keyspace* keys = KeysOf(record.header.db); keys != nullptr && count > 0) {
+    keys->Set(sid, store::KeyType::kSsmPrefix);
+    keys->MoveTier(sid, /*cold=*/true, [] { return true; });
+  }
+  return {};
+}
+
 std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
   RecordReader reader;
   std::string err = reader.Open(path, kSnapshotFileMagic, env_);
   if (!err.empty()) return "snapshot: " + err;
   base_lsn = reader.file_header().base_lsn;
+  std::string cold_error;
+  std::shared_ptr<store::ColdFile> cold = OpenColdFile(env_, path, &cold_error);
+  if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
+  reader.set_skip_cold(cold != nullptr);
   Progress progress("Loading snapshot " + path);
   Record record;
   Mutation m;
@@ -220,8 +290,11 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
               " records but says it holds " + std::to_string(std::get<SnapshotEnd>(m).count);
       }
       ended = true;
+    } else if (record.payload_skipped) {
+      err = LoadColdPut(reader, record, cold);
+      progress.Add(0);
     } else {
-      err = Replay(record, m);
+      err = Replay(record, m, cold);
       progress.Add(record.payload.size());
     }
     if (!err.empty()) {
@@ -268,6 +341,10 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
       return "log: " + err;
     }
     SegmentInfo info{sequence, path, reader.file_header().base_lsn, 0, reader.file_size()};
+    std::string cold_error;
+    std::shared_ptr<store::ColdFile> cold = OpenColdFile(env_, path, &cold_error);
+    // What survived a restart is on disk (a torn tail is cut before anything points past it).
+    if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
     Record record;
     Mutation m;
     while (true) {
@@ -308,7 +385,7 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
       info.last_lsn = std::max(info.last_lsn, lsn);
       if (lsn < base_lsn) continue;  // already in the snapshot
       last_lsn = lsn;
-      err = Replay(record, m);
+      err = Replay(record, m, cold);
       if (!err.empty()) {
         // Its checksum matched, so it was written whole: corruption (or a bug), never a torn
         // tail. Stop, or skip just this record when told to.
@@ -339,9 +416,10 @@ Status Durability::CutFile(const std::string& path, uint64_t size) {
   return (*file)->Sync();
 }
 
-uint64_t Durability::Append(RecordType type, std::vector<Bytes> payload, uint16_t db) {
+uint64_t Durability::Append(RecordType type, std::vector<Bytes> payload, uint16_t db,
+                            Placed placed) {
   changes_since_save_.fetch_add(1, std::memory_order_relaxed);
-  return log_->Append(type, std::move(payload), db);
+  return log_->Append(type, std::move(payload), db, std::move(placed));
 }
 
 std::string Durability::WriteSnapshot() {
@@ -359,17 +437,64 @@ std::string Durability::WriteSnapshot() {
   EncodeFileHeader(h, header);
   Status status = WriteAllAt(**file, 0, header, kFileHeaderSize);
   uint64_t count = 0, bytes = kFileHeaderSize;
-  uint16_t db = 0;  // the database whose records are being written
-  auto write = [&](const Mutation& m) {
-    if (status.ok()) status = WriteRecord(**file, bytes, seed, TypeOf(m), EncodePayload(m), db);
+  uint16_t db = 0;                       // the database whose records are being written
+  store::StateStore* writing = &store_;  // and its state store
+  auto write_with = [&](const Mutation& m, uint8_t flags) {
+    if (status.ok()) {
+      status = WriteRecord(**file, bytes, seed, TypeOf(m), EncodePayload(m), db, flags);
+    }
     ++count;
   };
+  auto write = [&](const Mutation& m) { write_with(m, 0); };
+  // Cold layers are copied from the files they sit in; every layer's new place is recorded
+  // and taken up once the snapshot is durable (the held handles keep each identity unique).
+  // A layer with a place is named by it: a file (held open here) and an offset hold one value
+  // only. A layer not placed yet is named by its buffer, held until then. Each names the state
+  // store it was read from, which SWAPDB never replaces (it exchanges whole databases).
+  struct Moved {
+    store::StateStore* state;
+    std::string sid;
+    uint32_t layer;
+    std::shared_ptr<const store::ColdFile> old_file;
+    uint64_t old_offset;
+    Bytes unplaced;
+    uint64_t offset;  // of the value in the snapshot
+  };
+  std::vector<Moved> moved;
+  std::string read_error;
+  auto write_session = [&](const std::string& sid, const std::vector<store::LayerPlace>& places) {
+    SsmPut put{sid, {}};
+    put.layers.reserve(places.size());
+    bool any_cold = false;
+    for (const store::LayerPlace& p : places) {
+      any_cold = any_cold || p.cold;
+      Bytes value = p.value;
+      if (p.cold) {
+        if (!p.file->Read(p.offset, p.length, value, read_error)) {
+          if (status.ok()) status = Status::IoError("copying a cold value: " + read_error);
+          return;
+        }
+      }
+      put.layers.emplace_back(p.layer, std::move(value));
+    }
+    const uint64_t record_at = bytes;
+    // A cold session stays cold across a restart: recovery will not read its values.
+    write_with(put, any_cold ? kRecordFlagCold : 0);
+    const std::vector<uint64_t> offsets = SsmPutValueOffsets(put);
+    for (size_t i = 0; i < places.size(); ++i) {
+      const store::LayerPlace& p = places[i];
+      moved.push_back(Moved{writing, sid, p.layer, p.file, p.offset,
+                            p.file == nullptr ? p.value : Bytes(),
+                            record_at + kRecordHeaderSize + offsets[i]});
+    }
+  };
   if (databases_ == nullptr) {
-    WriteDatabaseSnapshot(store_, vectors_, keys_, write);
+    WriteDatabaseSnapshot(store_, vectors_, keys_, write_session, write);
   } else {
     databases_->ForEach([&](size_t index, store::Database& d) {
       db = static_cast<uint16_t>(index);
-      WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, write);
+      writing = &d.state;
+      WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, write_session, write);
     });
   }
   if (status.ok()) {
@@ -378,12 +503,30 @@ std::string Durability::WriteSnapshot() {
   }
   if (status.ok()) status = (*file)->Sync();
   file->reset();
+  std::string cold_error;
+  std::shared_ptr<store::ColdFile> cold =
+      status.ok() ? OpenColdFile(env_, temp, &cold_error) : nullptr;
   if (status.ok()) status = env_->Rename(temp, final_path);
   if (status.ok()) status = env_->SyncDir(options_.dir);
   if (!status.ok()) {
     (void)env_->Remove(temp);  // best effort: the next start removes it anyway
     return "snapshot failed: " + status.message();
   }
+  // The snapshot is durable: its copies become where the values sit, for values unchanged since
+  // (the open handle reads it under its final name).
+  if (cold != nullptr) {
+    cold->MarkDurable(store::ColdFile::kAllDurable);
+    for (const Moved& m : moved) {
+      if (m.old_file != nullptr) {
+        m.state->Repoint(m.sid, m.layer, m.old_file.get(), m.old_offset, cold, m.offset);
+      } else {
+        m.state->Place(m.sid, m.layer, m.unplaced.data(), cold, m.offset);
+      }
+    }
+  } else {
+    spdlog::warn("Snapshot values cannot serve the disk tier: {}", cold_error);
+  }
+  moved.clear();
   // The log is cut only now that the snapshot is durable.
   log_->Sync();
   log_->RemoveSegmentsBefore(base_lsn);
@@ -400,10 +543,9 @@ std::string Durability::WriteSnapshot() {
 void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
                                        const store::VectorStore* vectors,
                                        const store::Keyspace* keys,
+                                       const SessionWriter& write_session,
                                        const std::function<void(const Mutation&)>& write) {
-  state.ForEachSession([&](const std::string& sid, const LayerBlobs& layers) {
-    write(SsmPut{sid, layers});
-  });
+  state.ForEachSessionPlace(write_session);
   if (vectors != nullptr) WriteVectorSnapshot(*vectors, write);
   if (keys == nullptr) return;
   // Strings with their expiry, then the other types' expiries, once every key they name exists.
@@ -479,8 +621,7 @@ void Durability::MaintenanceLoop() {
     maintenance_cv_.wait_for(lock, std::chrono::seconds(1));
     if (stopping_ || options_.auto_rewrite_percentage <= 0 || bgsave_running_.load()) continue;
     uint64_t log_bytes = log_->Stats().bytes;
-    uint64_t live = store_.Stats().payload_bytes;
-    if (vectors_ != nullptr) live += vectors_->Stats().payload_bytes;
+    const uint64_t live = LiveBytes();
     // Measured against the live data, not the log size at start: a log that restarts keep
     // growing must still be rewritten once most of it is overwritten history.
     uint64_t base = live;
@@ -492,6 +633,18 @@ void Durability::MaintenanceLoop() {
       BackgroundSave();
     }
   }
+}
+
+uint64_t Durability::LiveBytes() const {
+  const auto of = [](const store::StateStore& state, const store::VectorStore* vectors) {
+    const store::StoreStats stats = state.Stats();
+    return stats.payload_bytes + stats.cold_bytes +
+           (vectors != nullptr ? vectors->Stats().payload_bytes : 0);
+  };
+  if (databases_ == nullptr) return of(store_, vectors_);
+  uint64_t live = 0;
+  databases_->ForEach([&](size_t, store::Database& d) { live += of(d.state, &d.vectors); });
+  return live;
 }
 
 void Durability::set_policy(FsyncPolicy p) {

@@ -85,7 +85,9 @@ class Durability {
 
   // Appends a record encoded (outside any lock) with EncodePayload; call it inside the store's
   // under_lock hook so log order matches the order of changes. Returns its lsn.
-  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0);
+  // `db`: the database it changes (its header says so). `placed`: see LogWriter::Append (the
+  // disk tier learns where a value's bytes sit).
+  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0, Placed placed = {});
 
   // See LogWriter::WhenDurable.
   bool WhenDurable(uint64_t lsn, std::function<void()> done) {
@@ -112,16 +114,33 @@ class Durability {
   std::string ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn, uint64_t& next_sequence,
                              std::vector<SegmentInfo>& segments);
   // Decodes, checks and applies one record; an error text says why it could not be.
-  std::string Replay(const Record& record, Mutation& m);
+  // `file`: the file being read, where an SSM put's values stay reachable (the disk tier).
+  std::string Replay(const Record& record, Mutation& m,
+                     const std::shared_ptr<store::ColdFile>& file);
+  // A snapshot's cold SSM put: records where its values sit in the database its header names,
+  // reading only its fields.
+  std::string LoadColdPut(RecordReader& reader, const Record& record,
+                          const std::shared_ptr<store::ColdFile>& file);
   void WriteVectorSnapshot(const store::VectorStore& vectors,
                            const std::function<void(const Mutation&)>& write);
-  // Every entry of one database as records, passed to `write`.
+  // One SSM session as a snapshot writes it: its layers in memory or where they sit on disk.
+  using SessionWriter =
+      std::function<void(const std::string& sid, const std::vector<store::LayerPlace>& layers)>;
+  // Every entry of one database as records: its SSM sessions to `write_session` (a snapshot
+  // copies cold values and records their new places), everything else to `write`.
   void WriteDatabaseSnapshot(const store::StateStore& state, const store::VectorStore* vectors,
-                             const store::Keyspace* keys,
+                             const store::Keyspace* keys, const SessionWriter& write_session,
                              const std::function<void(const Mutation&)>& write);
+  // An error text when `db` is past the `databases` setting (or not 0 with a single database).
+  std::string CheckDatabase(uint16_t db) const;
+  // The stores of database `db`, which CheckDatabase accepted (created on first use).
+  store::StateStore& StateOf(uint16_t db);
+  store::Keyspace* KeysOf(uint16_t db);
   // Applies a checked record to the database its header names; an error text when it names one
   // past the `databases` setting.
   std::string ApplyToDatabase(const Mutation& m, uint16_t db);
+  // The stored values' bytes over every database, memory and disk tier (automatic rewrite).
+  uint64_t LiveBytes() const;
   // Truncates `path` to `size` and syncs it.
   Status CutFile(const std::string& path, uint64_t size);
   std::string WriteSnapshot();

@@ -16,13 +16,16 @@ namespace prefixd::persist {
 //                       by the payload
 //   u32 magic           kRecordMagic, to find record starts and reject zero-filled tails
 //   u8  type            RecordType
-//   u8  flags           0
-//   u16 reserved        0
+//   u8  flags           0, or kRecordFlagCold on a snapshot's SSM put of a cold session
+//   u16 db              the database (SELECT index) the record changes; 0 in older files
 //   u64 lsn             log sequence number: a segment's records are base_lsn, base_lsn + 1, ...
 //                       (snapshot records: 0)
 //   u64 payload_length
 inline constexpr size_t kRecordHeaderSize = 32;
 inline constexpr uint32_t kRecordMagic = 0x52584650;  // "PFXR" read as little-endian bytes
+// A snapshot's SSM put of a session that was in the disk tier when it was saved: recovery
+// records where its values sit and does not read them (docs/storage-format.md).
+inline constexpr uint8_t kRecordFlagCold = 1;
 
 // Every file (log segment or snapshot) starts with a 32-byte file header:
 //   char[8] magic ("PFXDLOG\0" or "PFXDSNP\0"), u32 version, u32 salt (random per file; 0 in
@@ -106,7 +109,7 @@ uint64_t RecordChecksum(uint64_t seed, const uint8_t header[kRecordHeaderSize],
 // Fills `header` for a record of `type` and `lsn` whose payload is `payload`, checksum included.
 template <typename Pieces>
 void SealRecord(uint64_t seed, RecordType type, uint64_t lsn, const Pieces& payload,
-                uint8_t header[kRecordHeaderSize], uint16_t db = 0);
+                uint8_t header[kRecordHeaderSize], uint16_t db = 0, uint8_t flags = 0);
 
 void EncodeFileHeader(const FileHeader& h, uint8_t out[kFileHeaderSize]);
 FileHeader DecodeFileHeader(const uint8_t in[kFileHeaderSize]);
@@ -117,9 +120,10 @@ FileHeader NewFileHeader(const char (&magic)[8], uint64_t sequence, uint64_t bas
 
 template <typename Pieces>
 void SealRecord(uint64_t seed, RecordType type, uint64_t lsn, const Pieces& payload,
-                uint8_t header[kRecordHeaderSize], uint16_t db) {
+                uint8_t header[kRecordHeaderSize], uint16_t db, uint8_t flags) {
   RecordHeader h;
   h.type = type;
+  h.flags = flags;
   h.db = db;
   h.lsn = lsn;
   std::vector<std::string_view> views;

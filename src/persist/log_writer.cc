@@ -53,6 +53,73 @@ LogWriter::~LogWriter() {
   CloseSegment();
 }
 
+namespace {
+
+// A file of the data directory as the disk tier reads it. A large value is read with O_DIRECT
+// into a page-aligned buffer covering it (the value is a slice of it): the disk writes straight
+// into the buffer, with no copy out of the page cache and no page cache filled with what was
+// just evicted from memory. Small values, and any read O_DIRECT refuses, use the Env's pread.
+class EnvColdFile : public store::ColdFile {
+ public:
+  static constexpr uint64_t kDirectFrom = uint64_t{256} << 10;
+  static constexpr uint64_t kAlign = 4096;
+
+  EnvColdFile(std::unique_ptr<File> file, std::string path, int direct_fd)
+      : file_(std::move(file)), path_(std::move(path)), direct_fd_(direct_fd) {}
+  ~EnvColdFile() override {
+    if (direct_fd_ >= 0) ::close(direct_fd_);
+  }
+
+  bool Read(uint64_t offset, uint64_t length, Bytes& out, std::string& error) const override {
+    if (length >= kDirectFrom && direct_fd_ >= 0 && ReadDirect(offset, length, out)) return true;
+    out = Bytes::Allocate(length);
+    const Status status =
+        length == 0 ? Status::Ok() : file_->ReadAt(offset, out.mutable_data(), length);
+    if (status.ok()) return true;
+    error = path_ + " at offset " + std::to_string(offset) + ": " + status.message();
+    return false;
+  }
+
+ private:
+  bool ReadDirect(uint64_t offset, uint64_t length, Bytes& out) const {
+    const uint64_t first = offset / kAlign * kAlign;
+    const uint64_t span = (offset + length - first + kAlign - 1) / kAlign * kAlign;
+    Bytes buffer = Bytes::Allocate(span);
+    if (reinterpret_cast<uintptr_t>(buffer.data()) % kAlign != 0) return false;
+    uint64_t done = 0;
+    while (done < offset + length - first) {
+      const ssize_t n = ::pread(direct_fd_, buffer.mutable_data() + done, span - done,
+                                static_cast<off_t>(first + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;  // EINVAL (alignment), EIO, or the end: the plain read decides
+      done += static_cast<uint64_t>(n);
+      if (done % kAlign != 0) break;  // the end of the file
+    }
+    if (done < offset + length - first) return false;
+    out = buffer.Slice(offset - first, length);
+    return true;
+  }
+
+  std::unique_ptr<File> file_;  // ReadAt is pread: safe from any thread at once
+  std::string path_;
+  int direct_fd_;  // -1: none (another Env, or a file system without O_DIRECT)
+};
+
+}  // namespace
+
+std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
+                                              std::string* error) {
+  auto file = env->Open(path, OpenMode::kRead);
+  if (!file.ok()) {
+    *error = "can't open " + path + ": " + file.status().message();
+    return nullptr;
+  }
+  // O_DIRECT bypasses the Env, so only for the real file system (tests inject faults through it).
+  const int direct_fd =
+      env == Env::Posix() ? ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
+  return std::make_shared<EnvColdFile>(std::move(file).value(), path, direct_fd);
+}
+
 std::string LogWriter::Start() {
   {
     std::lock_guard lock(file_mu_);
@@ -83,6 +150,11 @@ std::string LogWriter::OpenSegment(uint64_t first_lsn) {
     return "can't start segment " + path + ": " + status.message();
   }
   file_ = std::move(file).value();
+  std::string reader_error;
+  reader_ = OpenColdFile(env_, path, &reader_error);
+  if (reader_ == nullptr) {
+    spdlog::warn("Values in {} cannot go to the disk tier: {}", path, reader_error);
+  }
   seed_ = FileSeed(h);
   current_offset_ = kFileHeaderSize;
   segments_.push_back(SegmentInfo{next_sequence_, path, first_lsn, 0, kFileHeaderSize});
@@ -94,14 +166,20 @@ void LogWriter::CloseSegment() {
   if (file_ == nullptr) return;
   // A segment is synced before it is left behind, whatever the policy: the next fsync would
   // only cover the new one.
-  if (Status synced = file_->Sync(); !synced.ok()) RecordError(synced.message());
+  if (Status synced = file_->Sync(); !synced.ok()) {
+    RecordError(synced.message());
+  } else if (reader_ != nullptr) {
+    reader_->MarkDurable(current_offset_);
+  }
   file_.reset();
+  reader_.reset();
 }
 
-uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, uint16_t db) {
+uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, uint16_t db,
+                           Placed placed) {
   std::lock_guard lock(mu_);
   uint64_t lsn = next_lsn_++;
-  queue_.push_back(Pending{lsn, type, std::move(payload), db, false});
+  queue_.push_back(Pending{lsn, type, std::move(payload), db, false, 0, std::move(placed)});
   records_appended_.fetch_add(1, std::memory_order_relaxed);
   cv_.notify_one();
   return lsn;
@@ -111,7 +189,7 @@ uint64_t LogWriter::RotateForSnapshot() {
   std::unique_lock lock(mu_);
   uint64_t base = next_lsn_;
   uint64_t ticket = ++rotations_requested_;
-  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, 0, true, base});
+  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, 0, true, base, {}});
   cv_.notify_one();
   // Wait until the new segment exists, so that every older segment may be removed once the
   // snapshot is durable. A log that cannot be written (disk full) must not hang SAVE: then the
@@ -158,12 +236,14 @@ void LogWriter::RecordError(const std::string& what) {
 bool LogWriter::SyncCurrent() {
   std::lock_guard lock(file_mu_);
   uint64_t target = written_lsn_.load();
+  const uint64_t end = segments_.empty() ? 0 : segments_.back().bytes;
   if (synced_lsn_.load() >= target || file_ == nullptr) return true;
   if (Status synced = file_->Sync(); !synced.ok()) {
     RecordError(synced.message());
     return false;
   }
   synced_lsn_ = target;
+  if (reader_ != nullptr) reader_->MarkDurable(end);
   return true;
 }
 
@@ -173,6 +253,7 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
   struct Whole {
     uint64_t end_offset;
     uint64_t lsn;
+    size_t index;  // in `batch`
   };
   std::vector<Whole> wholes;  // records in `iov`, with where each ends
   size_t written_records = 0;
@@ -204,6 +285,15 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
     }
     current_offset_ = good_end;
     written_records += whole_count;
+    // Placed before written_lsn_ moves, so a caller that waited for durability finds it done;
+    // the payloads (still held by `batch`) keep each placed buffer alive meanwhile.
+    for (size_t w = 0; w < whole_count && reader_ != nullptr; ++w) {
+      const Pending& p = batch[wholes[w].index];
+      if (!p.placed) continue;
+      uint64_t payload_length = 0;
+      for (const Bytes& piece : p.payload) payload_length += piece.size();
+      p.placed(reader_, wholes[w].end_offset - payload_length);
+    }
     if (whole_count > 0) {
       std::lock_guard lock(file_mu_);
       segments_.back().last_lsn = last_lsn;
@@ -248,7 +338,7 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
       if (!piece.empty()) iov.push_back(iovec{const_cast<uint8_t*>(piece.data()), piece.size()});
     }
     planned += record_size;
-    wholes.push_back(Whole{planned, p.lsn});
+    wholes.push_back(Whole{planned, p.lsn, i});
     if (iov.size() >= 2048 && !flush()) return written_records;
   }
   flush();

@@ -20,6 +20,7 @@
 #include "common/bytes.h"
 #include "persist/env.h"
 #include "persist/log_format.h"
+#include "store/cold_file.h"
 
 namespace prefixd::persist {
 
@@ -45,6 +46,16 @@ struct LogStats {
   int64_t last_error_time = 0;
 };
 
+// A log segment or snapshot opened for the disk tier's reads (store::ColdFile over an Env
+// file), or null with `error` set.
+std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
+                                              std::string* error);
+
+// Told, on the log thread, where a record's payload was written once it is in the file (its
+// bytes are durable once `file->durable_end()` passes them). It must only take store locks.
+using Placed =
+    std::function<void(const std::shared_ptr<const store::ColdFile>& file, uint64_t payload_at)>;
+
 class LogWriter {
  public:
   // Continues a log in `dir`: `existing` segments (oldest first) stay for compaction; new records
@@ -60,7 +71,8 @@ class LogWriter {
   std::string Start();
 
   // Queues a record and returns its lsn. Cheap: no I/O on the caller's thread.
-  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0);
+  // `db`: the database the record changes (its header's bytes 14-15).
+  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0, Placed placed = {});
 
   // Calls `done` once every record up to `lsn` is as durable as the policy promises (written
   // for everysec/no, synced for always). Returns true instead, without calling it, when that is
@@ -92,6 +104,7 @@ class LogWriter {
     uint16_t db = 0;
     bool rotate_before = false;
     uint64_t rotate_base = 0;  // a bare rotation marker: the base lsn of the new segment
+    Placed placed;
   };
 
   void WriterLoop();
@@ -123,9 +136,10 @@ class LogWriter {
   uint64_t rotations_requested_ = 0;
   bool stop_ = false;
 
-  mutable std::mutex file_mu_;  // fd_, segments_, current segment bookkeeping
-  std::unique_ptr<File> file_;  // the current segment
-  uint64_t seed_ = 0;           // checksum seed of the current segment
+  mutable std::mutex file_mu_;               // fd_, segments_, current segment bookkeeping
+  std::unique_ptr<File> file_;               // the current segment
+  std::shared_ptr<store::ColdFile> reader_;  // the current segment, for the disk tier's reads
+  uint64_t seed_ = 0;                        // checksum seed of the current segment
   uint64_t next_sequence_;
   std::vector<SegmentInfo> segments_;  // the last one is current once started
   uint64_t current_offset_ = 0;

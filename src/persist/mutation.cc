@@ -487,6 +487,19 @@ std::vector<Bytes> EncodePayload(const Mutation& m) {
   return pieces;
 }
 
+std::vector<uint64_t> SsmPutValueOffsets(const SsmPut& put) {
+  // u32 sid length, the sid, u32 count, then per layer u32 layer, u64 length, the bytes.
+  std::vector<uint64_t> out;
+  out.reserve(put.layers.size());
+  uint64_t at = 4 + put.sid.size() + 4;
+  for (const auto& [layer, value] : put.layers) {
+    at += 12;
+    out.push_back(at);
+    at += value.size();
+  }
+  return out;
+}
+
 std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out) {
   if (!Emplace(type, out)) return "unknown record type " + std::to_string(static_cast<int>(type));
   Decoder decoder(payload);

@@ -211,6 +211,10 @@ RecordType TypeOf(const Mutation& m);
 // so large values reach the file without being copied into a staging buffer.
 std::vector<Bytes> EncodePayload(const Mutation& m);
 
+// Where each layer's value starts within the encoded payload of `put`, in layer order: the disk
+// tier finds a value in a file from its record's offset.
+std::vector<uint64_t> SsmPutValueOffsets(const SsmPut& put);
+
 // Decodes a record payload. Blobs are slices of `payload` (no copy). Returns an error text, or
 // empty on success. The payload must be consumed exactly.
 std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out);

@@ -61,6 +61,13 @@ bool RecordReader::ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std:
               std::to_string(left) + " bytes left)";
     return false;
   }
+  if (skip_cold_ && !is_log_ && (h.flags & kRecordFlagCold) != 0 && h.lsn == 0) {
+    out.header = h;
+    out.payload = Bytes();
+    out.offset = offset;
+    out.payload_skipped = true;
+    return true;
+  }
   Bytes payload = Bytes::Allocate(h.payload_length);
   if (Status read =
           file_->ReadAt(offset + kRecordHeaderSize, payload.mutable_data(), h.payload_length);
@@ -85,6 +92,7 @@ bool RecordReader::ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std:
   out.header = h;
   out.payload = std::move(payload);
   out.offset = offset;
+  out.payload_skipped = false;
   return true;
 }
 

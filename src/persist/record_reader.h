@@ -18,6 +18,8 @@ struct Record {
   RecordHeader header;
   Bytes payload;
   uint64_t offset = 0;  // of the record header in its file
+  // The payload was not read (a cold record, see set_skip_cold): its checksum is unchecked.
+  bool payload_skipped = false;
 };
 
 enum class ReadStatus {
@@ -40,6 +42,9 @@ class RecordReader {
   uint64_t file_size() const { return file_size_; }
 
   ReadStatus Next(Record& out);
+  // Records flagged kRecordFlagCold are returned with their header only (the disk tier's
+  // entries are not read at start); the caller reads what it needs with ReadAt.
+  void set_skip_cold(bool skip) { skip_cold_ = skip; }
   uint64_t bad_offset() const { return bad_offset_; }
   const std::string& problem() const { return problem_; }
 
@@ -71,6 +76,7 @@ class RecordReader {
   bool is_log_ = false;
   uint64_t expected_lsn_ = 0;  // of the next record (a log); 0 in a snapshot
   bool resync_ = false;        // after Seek: the next lsn may skip ahead
+  bool skip_cold_ = false;
   uint64_t bad_offset_ = 0;
   std::string problem_;
 };

@@ -129,6 +129,7 @@ void Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
   auto it = shard.keys.find(at);
   if (it != shard.keys.end()) {
     it->second.type = type;
+    if (it->second.cold) SwitchTier(shard, it->first.key, it->second, false);
     return;
   }
   KeyInfo info;
@@ -149,9 +150,33 @@ void Keyspace::Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator i
   }
   bytes_ -= EntryBytes(it->first.key) + ValueBytes(it->second);
   shard.keys_in_slot[it->second.slot >> kShardBits] -= 1;
-  shard.index.Erase(it->second.handle);
-  shard.key_of_handle[it->second.handle] = nullptr;
+  shard.IndexOf(it->second).Erase(it->second.handle);
+  (it->second.cold ? shard.key_of_cold_handle : shard.key_of_handle)[it->second.handle] = nullptr;
   shard.keys.erase(it);
+}
+
+void Keyspace::SwitchTier(Shard& shard, const std::string& key, KeyInfo& info, bool cold) {
+  EvictionIndex& from = shard.IndexOf(info);
+  const uint64_t now = EvictionClockMicros();
+  const uint64_t last_access = now - std::min(now, from.IdleMicros(info.handle, now));
+  from.Erase(info.handle);
+  (info.cold ? shard.key_of_cold_handle : shard.key_of_handle)[info.handle] = nullptr;
+  info.cold = cold;
+  EvictionIndex& to = shard.IndexOf(info);
+  info.handle = to.Insert(last_access);
+  if (info.expire_at_ms != 0) to.SetExpiry(info.handle, info.expire_at_ms);
+  auto& keys = cold ? shard.key_of_cold_handle : shard.key_of_handle;
+  if (keys.size() <= info.handle) keys.resize(info.handle + 1);
+  keys[info.handle] = &key;
+}
+
+bool Keyspace::MoveTier(std::string_view key, bool cold, const std::function<bool()>& change) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it == shard.keys.end() || it->second.cold == cold || !change()) return false;
+  SwitchTier(shard, it->first.key, it->second, cold);
+  return true;
 }
 
 void Keyspace::Remove(std::string_view key) {
@@ -170,11 +195,12 @@ void Keyspace::Clear() {
     shard.expiries.clear();
     shard.keys_in_slot.fill(0);
     for (const auto& [pos, info] : released) {
-      shard.index.Erase(info.handle);
+      shard.IndexOf(info).Erase(info.handle);
       bytes_ -= EntryBytes(pos.key) + ValueBytes(info) +
                 (info.expire_at_ms != 0 ? ExpiryBytes(pos.key) : 0);
     }
     shard.key_of_handle.clear();
+    shard.key_of_cold_handle.clear();
   }
 }
 
@@ -190,7 +216,9 @@ void Keyspace::Touch(std::string_view key) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   auto it = shard.keys.find(ViewOf(key));
-  if (it != shard.keys.end()) shard.index.Touch(it->second.handle, EvictionClockMicros());
+  if (it != shard.keys.end()) {
+    shard.IndexOf(it->second).Touch(it->second.handle, EvictionClockMicros());
+  }
 }
 
 bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
@@ -215,9 +243,9 @@ void Keyspace::SetExpiryLocked(Shard& shard, std::map<Position, KeyInfo, Less>::
   info.expire_at_ms = at_ms;
   if (at_ms != 0) {
     shard.expiries.emplace(at_ms, it->first.key);
-    shard.index.SetExpiry(info.handle, at_ms);
+    shard.IndexOf(info).SetExpiry(info.handle, at_ms);
   } else {
-    shard.index.ClearExpiry(info.handle);
+    shard.IndexOf(info).ClearExpiry(info.handle);
   }
 }
 
@@ -306,12 +334,21 @@ std::optional<std::string> Keyspace::Random() const {
 }
 
 std::optional<std::pair<std::string, KeyType>> Keyspace::PickVictim(EvictionPolicy policy) {
+  return Pick(policy, false);
+}
+
+std::optional<std::pair<std::string, KeyType>> Keyspace::PickColdVictim(EvictionPolicy policy) {
+  return Pick(policy, true);
+}
+
+std::optional<std::pair<std::string, KeyType>> Keyspace::Pick(EvictionPolicy policy, bool cold) {
   std::lock_guard pick(policy_mu_);
   if (policy != ordered_for_) {
     // One shard at a time: a client waits at most one shard's rebuild.
     for (size_t i = 0; i < kShardCount; ++i) {
       std::lock_guard lock(shards_[i].mu);
       shards_[i].index.SetPolicy(policy);
+      shards_[i].cold_index.SetPolicy(policy);
     }
     ordered_for_ = policy;
   }
@@ -321,7 +358,8 @@ std::optional<std::pair<std::string, KeyType>> Keyspace::PickVictim(EvictionPoli
   EvictionRound round(kShardCount);
   for (size_t i = 0; i < kShardCount; ++i) {
     std::lock_guard lock(shards_[i].mu);
-    round.Offer(i, shards_[i].index.PickVictim(), shards_[i].index.RandomCandidates());
+    EvictionIndex& index = cold ? shards_[i].cold_index : shards_[i].index;
+    round.Offer(i, index.PickVictim(), index.RandomCandidates());
   }
   thread_local std::mt19937_64 rng{std::random_device{}()};
   // Scores only grow, so a shard whose fresh pick is still the best holds the global victim;
@@ -331,13 +369,15 @@ std::optional<std::pair<std::string, KeyType>> Keyspace::PickVictim(EvictionPoli
     if (!best) return std::nullopt;
     Shard& shard = shards_[*best];
     std::lock_guard lock(shard.mu);
-    auto victim = shard.index.PickVictim();
+    EvictionIndex& index = cold ? shard.cold_index : shard.index;
+    auto victim = index.PickVictim();
     if (victim && (random || round.Accepts(*best, victim->score))) {
-      const std::string* key = shard.key_of_handle[victim->handle];
+      const std::string* key =
+          (cold ? shard.key_of_cold_handle : shard.key_of_handle)[victim->handle];
       auto it = shard.keys.find(ViewOf(*key));
       return std::make_pair(*key, it->second.type);
     }
-    round.Offer(*best, victim, shard.index.RandomCandidates());
+    round.Offer(*best, victim, index.RandomCandidates());
   }
   return std::nullopt;
 }
@@ -347,7 +387,7 @@ std::optional<uint8_t> Keyspace::Frequency(std::string_view key) const {
   std::lock_guard lock(shard.mu);
   auto it = shard.keys.find(ViewOf(key));
   if (it == shard.keys.end()) return std::nullopt;
-  return shard.index.Frequency(it->second.handle, EvictionClockMicros());
+  return shard.IndexOf(it->second).Frequency(it->second.handle, EvictionClockMicros());
 }
 
 std::optional<uint64_t> Keyspace::IdleMs(std::string_view key) const {
@@ -355,7 +395,7 @@ std::optional<uint64_t> Keyspace::IdleMs(std::string_view key) const {
   std::lock_guard lock(shard.mu);
   auto it = shard.keys.find(ViewOf(key));
   if (it == shard.keys.end()) return std::nullopt;
-  return shard.index.IdleMicros(it->second.handle, EvictionClockMicros()) / 1000;
+  return shard.IndexOf(it->second).IdleMicros(it->second.handle, EvictionClockMicros()) / 1000;
 }
 
 uint64_t Keyspace::CountInSlot(uint16_t slot) const {
@@ -369,6 +409,7 @@ KeyspaceStats Keyspace::Stats(int64_t now_ms) const {
   for (size_t i = 0; i < kShardCount; ++i) {
     std::lock_guard lock(shards_[i].mu);
     s.keys += shards_[i].keys.size();
+    s.cold_keys += shards_[i].cold_index.size();
     s.volatile_keys += shards_[i].expiries.size();
     for (const auto& [at, key] : shards_[i].expiries) {
       if (at > now_ms) s.ttl_sum_ms += static_cast<uint64_t>(at - now_ms);

@@ -46,6 +46,7 @@ std::optional<KeyType> KeyTypeFromName(std::string_view name);
 struct KeyInfo {
   KeyType type = KeyType::kSsmPrefix;
   StringEncoding encoding = StringEncoding::kRaw;  // strings only
+  bool cold = false;  // in the disk tier: `handle` names a node of the shard's cold index
   uint16_t slot = 0;
   EvictionIndex::Handle handle = EvictionIndex::kNoHandle;  // the node in the shard's index
   int64_t expire_at_ms = 0;                                 // absolute Unix ms; 0: no expiry
@@ -57,6 +58,7 @@ struct KeyInfo {
 
 struct KeyspaceStats {
   uint64_t keys = 0;
+  uint64_t cold_keys = 0;      // keys in the disk tier
   uint64_t volatile_keys = 0;  // keys with an expiry
   uint64_t ttl_sum_ms = 0;     // sum of remaining ms over volatile keys, for avg_ttl
 };
@@ -69,8 +71,13 @@ class Keyspace {
   Keyspace(const Keyspace&) = delete;
   Keyspace& operator=(const Keyspace&) = delete;
 
-  // `key` now exists with `type`; an existing key keeps its expiry and stamps.
+  // `key` now exists with `type`; an existing key keeps its expiry and stamps. A write to a
+  // cold key moves it back to the hot index (it may hold bytes in memory again).
   void Set(std::string_view key, KeyType type);
+  // Moves `key` to the cold (`cold`) or hot index when `change`, run under the key's shard lock
+  // (it may take store locks), says the stores made the move. False when the key does not
+  // exist, is already there, or `change` refused.
+  bool MoveTier(std::string_view key, bool cold, const std::function<bool()>& change);
   // Set or Remove by what `probe` says the stores hold now (nullopt: nothing), read under the
   // key's shard lock, so of two racing syncs of one key the later read also lands last.
   // `probe` may take store locks (the order is always keyspace shard, then store shard).
@@ -112,6 +119,8 @@ class Keyspace {
   // or nullopt when nothing is in the policy's scope. The index is rebuilt first when `policy`
   // differs from the one it was ordered for. The caller deletes the key (a logged DEL).
   std::optional<std::pair<std::string, KeyType>> PickVictim(EvictionPolicy policy);
+  // The same over the cold keys only (maxdisk evicts from the disk tier).
+  std::optional<std::pair<std::string, KeyType>> PickColdVictim(EvictionPolicy policy);
   // OBJECT FREQ under an LFU policy: the shard index's decayed counter.
   std::optional<uint8_t> Frequency(std::string_view key) const;
   // OBJECT IDLETIME: milliseconds since the last access.
@@ -149,14 +158,24 @@ class Keyspace {
     std::map<Position, KeyInfo, Less> keys;
     std::set<std::pair<int64_t, std::string>> expiries;  // (expire_at_ms, key)
     std::array<uint32_t, 256> keys_in_slot{};            // slot >> 6 within this shard
+    // One index per tier; a key's node is in the one its KeyInfo::cold names.
     EvictionIndex index;
+    EvictionIndex cold_index;
     std::vector<const std::string*> key_of_handle;  // the map node's key, stable while it lives
+    std::vector<const std::string*> key_of_cold_handle;
+    EvictionIndex& IndexOf(const KeyInfo& info) { return info.cold ? cold_index : index; }
+    const EvictionIndex& IndexOf(const KeyInfo& info) const {
+      return info.cold ? cold_index : index;
+    }
   };
 
   static PositionView ViewOf(std::string_view key);
   void SetLocked(Shard& shard, std::string_view key, KeyType type);
   void Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it);
   void SetExpiryLocked(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it, int64_t at_ms);
+  // Moves a key's node to the other tier's index, keeping its last access and expiry.
+  void SwitchTier(Shard& shard, const std::string& key, KeyInfo& info, bool cold);
+  std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);
 
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> bytes_{0};

@@ -2,11 +2,16 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
 namespace prefixd::store {
 namespace {
 
-// Rough per-entry cost of a map node plus its share of the session's hash node.
-constexpr int64_t kEntryOverhead = 96;
+// Rough per-entry cost of a map node (with the layer: its handle and disk reference) plus its
+// share of the session's hash node.
+constexpr int64_t kEntryOverhead = 136;
 constexpr int64_t kSessionOverhead = 128;
 
 }  // namespace
@@ -24,17 +29,21 @@ StateStore::Shard& StateStore::ShardFor(std::string_view sid) const {
   return shards_[(h >> 32) % shard_count_];
 }
 
-void StateStore::Account(const Bytes* removed, const Bytes* added) {
-  if (removed != nullptr) {
-    payload_bytes_ -= static_cast<int64_t>(removed->size());
-    overhead_bytes_ -= static_cast<int64_t>(removed->capacity() - removed->size()) + kEntryOverhead;
-    entries_ -= 1;
-  }
-  if (added != nullptr) {
-    payload_bytes_ += static_cast<int64_t>(added->size());
-    overhead_bytes_ += static_cast<int64_t>(added->capacity() - added->size()) + kEntryOverhead;
-    entries_ += 1;
-  }
+void StateStore::Account(const Layer* removed, const Layer* added) {
+  const auto apply = [this](const Layer& l, int64_t sign) {
+    if (l.cold) {
+      cold_bytes_ += sign * static_cast<int64_t>(l.length);
+      cold_layers_ += sign;
+      overhead_bytes_ += sign * kEntryOverhead;
+    } else {
+      payload_bytes_ += sign * static_cast<int64_t>(l.value.size());
+      overhead_bytes_ +=
+          sign * (static_cast<int64_t>(l.value.capacity() - l.value.size()) + kEntryOverhead);
+    }
+    entries_ += sign;
+  };
+  if (removed != nullptr) apply(*removed, -1);
+  if (added != nullptr) apply(*added, 1);
 }
 
 void StateStore::ForgetSession(std::string_view sid) {
@@ -52,7 +61,7 @@ void StateStore::PutMany(std::string_view sid, std::vector<std::pair<uint32_t, B
                          const Hook& under_lock) {
   Shard& shard = ShardFor(sid);
   // Old values are released after the lock is dropped: freeing a large buffer takes time.
-  std::vector<Bytes> replaced;
+  std::vector<Layer> replaced;
   replaced.reserve(layers.size());
   {
     std::lock_guard lock(shard.mu);
@@ -64,41 +73,241 @@ void StateStore::PutMany(std::string_view sid, std::vector<std::pair<uint32_t, B
       overhead_bytes_ += kSessionOverhead + static_cast<int64_t>(sid.size());
     }
     for (auto& [layer, value] : layers) {
+      Layer fresh;
+      fresh.length = value.size();
+      fresh.value = std::move(value);
       auto [slot, inserted] = it->second.layers.try_emplace(layer);
-      Account(inserted ? nullptr : &slot->second, &value);
+      Account(inserted ? nullptr : &slot->second, &fresh);
       if (!inserted) replaced.push_back(std::move(slot->second));
-      slot->second = std::move(value);
+      slot->second = std::move(fresh);
     }
   }
 }
 
-std::optional<Bytes> StateStore::Get(std::string_view sid, uint32_t layer) const {
+void StateStore::PutCold(std::string_view sid, uint32_t layer, uint64_t length,
+                         std::shared_ptr<const ColdFile> file, uint64_t offset,
+                         const Hook& under_lock) {
   Shard& shard = ShardFor(sid);
+  Layer replaced;
   std::lock_guard lock(shard.mu);
+  if (under_lock) under_lock();
   auto it = shard.sessions.find(sid);
-  if (it == shard.sessions.end()) return std::nullopt;
-  auto slot = it->second.layers.find(layer);
-  if (slot == it->second.layers.end()) return std::nullopt;
-  return slot->second;
+  if (it == shard.sessions.end()) {
+    it = shard.sessions.emplace(std::string(sid), Session{}).first;
+    sessions_ += 1;
+    overhead_bytes_ += kSessionOverhead + static_cast<int64_t>(sid.size());
+  }
+  Layer fresh{Bytes(), std::move(file), offset, length, true};
+  auto [slot, inserted] = it->second.layers.try_emplace(layer);
+  Account(inserted ? nullptr : &slot->second, &fresh);
+  if (!inserted) replaced = std::move(slot->second);
+  slot->second = std::move(fresh);
+}
+
+StateStore::Pending StateStore::PendingOf(const Layer& l) {
+  return Pending{l.value, l.file, l.offset, l.length, l.cold};
+}
+
+Bytes StateStore::Resolve(const Pending& p, uint64_t from, uint64_t length) const {
+  from = std::min(from, p.length);
+  length = std::min(length, p.length - from);
+  if (!p.cold) return from == 0 && length == p.length ? p.value : p.value.Slice(from, length);
+  Bytes out;
+  std::string error;
+  if (!p.file->Read(p.offset + from, length, out, error)) {
+    throw std::runtime_error("reading a stored value from disk failed: " + error);
+  }
+  cold_bytes_read_.fetch_add(length, std::memory_order_relaxed);
+  return out;
+}
+
+std::optional<Bytes> StateStore::Get(std::string_view sid, uint32_t layer) const {
+  return GetRange(sid, layer, 0, ColdFile::kAllDurable);
+}
+
+std::optional<Bytes> StateStore::GetRange(std::string_view sid, uint32_t layer, uint64_t offset,
+                                          uint64_t length) const {
+  Pending found;
+  {
+    Shard& shard = ShardFor(sid);
+    std::lock_guard lock(shard.mu);
+    auto it = shard.sessions.find(sid);
+    if (it == shard.sessions.end()) return std::nullopt;
+    auto slot = it->second.layers.find(layer);
+    if (slot == it->second.layers.end()) return std::nullopt;
+    found = PendingOf(slot->second);
+  }
+  if (found.cold) cold_reads_.fetch_add(1, std::memory_order_relaxed);
+  return Resolve(found, offset, length);
 }
 
 std::vector<std::optional<Bytes>> StateStore::GetMany(std::string_view sid,
                                                       std::span<const uint32_t> layers) const {
+  std::vector<std::optional<Pending>> found(layers.size());
+  {
+    Shard& shard = ShardFor(sid);
+    std::lock_guard lock(shard.mu);
+    auto it = shard.sessions.find(sid);
+    if (it == shard.sessions.end()) return std::vector<std::optional<Bytes>>(layers.size());
+    for (size_t i = 0; i < layers.size(); ++i) {
+      auto slot = it->second.layers.find(layers[i]);
+      if (slot != it->second.layers.end()) found[i] = PendingOf(slot->second);
+    }
+  }
+  // Cold references copied under the lock point at immutable file bytes, so reading them now
+  // still gives the session as it was at that instant: whole, never a mix.
   std::vector<std::optional<Bytes>> out(layers.size());
-  Shard& shard = ShardFor(sid);
-  std::lock_guard lock(shard.mu);
-  auto it = shard.sessions.find(sid);
-  if (it == shard.sessions.end()) return out;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    auto slot = it->second.layers.find(layers[i]);
-    if (slot != it->second.layers.end()) out[i] = slot->second;
+  std::vector<size_t> cold;
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (!found[i]) continue;
+    if (found[i]->cold) {
+      cold.push_back(i);
+    } else {
+      out[i] = found[i]->value;
+    }
+  }
+  if (cold.empty()) return out;
+  cold_reads_.fetch_add(1, std::memory_order_relaxed);
+  // Layers stored by one MSTORE sit back to back in one record (12 bytes apart): one read of
+  // the run serves them all, and a larger request keeps more of the disk busy.
+  std::sort(cold.begin(), cold.end(), [&](size_t a, size_t b) {
+    return std::pair(found[a]->file.get(), found[a]->offset) <
+           std::pair(found[b]->file.get(), found[b]->offset);
+  });
+  constexpr uint64_t kMaxGap = 4096;
+  for (size_t first = 0; first < cold.size();) {
+    const Pending& head = *found[cold[first]];
+    uint64_t end = head.offset + head.length;
+    size_t last = first + 1;
+    while (last < cold.size()) {
+      const Pending& next = *found[cold[last]];
+      if (next.file != head.file || next.offset < end || next.offset - end > kMaxGap) break;
+      end = next.offset + next.length;
+      ++last;
+    }
+    if (last - first == 1) {
+      out[cold[first]] = Resolve(head, 0, head.length);
+    } else {
+      const Bytes run = Resolve(Pending{Bytes(), head.file, head.offset, end - head.offset, true},
+                                0, end - head.offset);
+      for (size_t k = first; k < last; ++k) {
+        const Pending& p = *found[cold[k]];
+        out[cold[k]] = run.Slice(p.offset - head.offset, p.length);
+      }
+    }
+    first = last;
   }
   return out;
 }
 
+void StateStore::Place(std::string_view sid, uint32_t layer, const uint8_t* data,
+                       std::shared_ptr<const ColdFile> file, uint64_t offset) {
+  Shard& shard = ShardFor(sid);
+  std::shared_ptr<const ColdFile> released;
+  std::lock_guard lock(shard.mu);
+  auto it = shard.sessions.find(sid);
+  if (it == shard.sessions.end()) return;
+  auto slot = it->second.layers.find(layer);
+  if (slot == it->second.layers.end()) return;
+  Layer& l = slot->second;
+  // The caller still holds the buffer at `data`, so no other value can sit at that address.
+  if (l.cold || l.value.data() != data) return;
+  released = std::exchange(l.file, std::move(file));
+  l.offset = offset;
+}
+
+void StateStore::Repoint(std::string_view sid, uint32_t layer, const ColdFile* old_file,
+                         uint64_t old_offset, std::shared_ptr<const ColdFile> file,
+                         uint64_t offset) {
+  Shard& shard = ShardFor(sid);
+  std::shared_ptr<const ColdFile> released;
+  std::lock_guard lock(shard.mu);
+  auto it = shard.sessions.find(sid);
+  if (it == shard.sessions.end()) return;
+  auto slot = it->second.layers.find(layer);
+  if (slot == it->second.layers.end()) return;
+  Layer& l = slot->second;
+  // A place holds one value (hot or cold): the caller holds `old_file` open, so no other file
+  // can sit at that address, and a rewritten layer has another place or none.
+  if (l.file.get() != old_file || l.offset != old_offset) return;
+  released = std::exchange(l.file, std::move(file));
+  l.offset = offset;
+}
+
+ColdOutcome StateStore::MakeCold(std::string_view sid) {
+  Shard& shard = ShardFor(sid);
+  std::vector<Bytes> released;  // freed after the lock
+  ColdOutcome out;
+  std::lock_guard lock(shard.mu);
+  auto it = shard.sessions.find(sid);
+  if (it == shard.sessions.end()) return out;
+  out.existed = true;
+  for (const auto& [layer, l] : it->second.layers) {
+    if (l.cold) continue;
+    if (l.file == nullptr || l.offset + l.length > l.file->durable_end()) return out;
+  }
+  for (auto& [layer, l] : it->second.layers) {
+    if (l.cold) continue;
+    Account(&l, nullptr);
+    out.freed += l.value.size();
+    released.push_back(std::move(l.value));
+    l.value = Bytes();
+    l.cold = true;
+    Account(nullptr, &l);
+  }
+  out.ok = true;
+  return out;
+}
+
+uint64_t StateStore::ColdBytes(std::string_view sid) const {
+  Shard& shard = ShardFor(sid);
+  std::lock_guard lock(shard.mu);
+  auto it = shard.sessions.find(sid);
+  if (it == shard.sessions.end()) return 0;
+  uint64_t total = 0;
+  for (const auto& [layer, l] : it->second.layers) total += l.cold ? l.length : 0;
+  return total;
+}
+
+bool StateStore::Promote(std::string_view sid) {
+  Shard& shard = ShardFor(sid);
+  std::vector<std::pair<uint32_t, Pending>> cold;
+  {
+    std::lock_guard lock(shard.mu);
+    auto it = shard.sessions.find(sid);
+    if (it == shard.sessions.end()) return false;
+    for (const auto& [layer, l] : it->second.layers) {
+      if (l.cold) cold.emplace_back(layer, PendingOf(l));
+    }
+  }
+  if (cold.empty()) return true;
+  std::vector<Bytes> read;
+  read.reserve(cold.size());
+  for (const auto& [layer, p] : cold) read.push_back(Resolve(p, 0, p.length));
+  std::lock_guard lock(shard.mu);
+  auto it = shard.sessions.find(sid);
+  if (it == shard.sessions.end()) return false;
+  for (size_t i = 0; i < cold.size(); ++i) {
+    auto slot = it->second.layers.find(cold[i].first);
+    if (slot == it->second.layers.end()) continue;
+    Layer& l = slot->second;
+    // Only the reference that was read: a layer rewritten or moved meanwhile keeps its state.
+    if (!l.cold || l.file != cold[i].second.file || l.offset != cold[i].second.offset) continue;
+    Account(&l, nullptr);
+    l.value = std::move(read[i]);
+    l.cold = false;
+    Account(nullptr, &l);
+  }
+  for (const auto& [layer, l] : it->second.layers) {
+    if (l.cold) return false;
+  }
+  promotions_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 size_t StateStore::Drop(std::string_view sid, uint32_t layer, const Hook& under_lock) {
   Shard& shard = ShardFor(sid);
-  Bytes released;
+  Layer released;
   std::lock_guard lock(shard.mu);
   if (under_lock) under_lock();
   auto it = shard.sessions.find(sid);
@@ -143,22 +352,38 @@ void StateStore::Clear() {
   }
 }
 
-void StateStore::ForEachSession(
-    const std::function<void(const std::string&, const std::vector<std::pair<uint32_t, Bytes>>&)>&
-        visit) const {
-  std::vector<std::pair<std::string, std::vector<std::pair<uint32_t, Bytes>>>> copied;
+void StateStore::ForEachSessionPlace(
+    const std::function<void(const std::string&, const std::vector<LayerPlace>&)>& visit) const {
+  std::vector<std::pair<std::string, std::vector<LayerPlace>>> copied;
   for (size_t i = 0; i < shard_count_; ++i) {
     copied.clear();
     {
       std::lock_guard lock(shards_[i].mu);
       copied.reserve(shards_[i].sessions.size());
       for (const auto& [sid, session] : shards_[i].sessions) {
-        copied.emplace_back(sid, std::vector<std::pair<uint32_t, Bytes>>(session.layers.begin(),
-                                                                         session.layers.end()));
+        auto& layers = copied.emplace_back(sid, std::vector<LayerPlace>()).second;
+        layers.reserve(session.layers.size());
+        for (const auto& [layer, l] : session.layers) {
+          layers.push_back(LayerPlace{layer, l.value, l.file, l.offset, l.length, l.cold});
+        }
       }
     }
     for (const auto& [sid, layers] : copied) visit(sid, layers);
   }
+}
+
+void StateStore::ForEachSession(
+    const std::function<void(const std::string&, const std::vector<std::pair<uint32_t, Bytes>>&)>&
+        visit) const {
+  ForEachSessionPlace([&](const std::string& sid, const std::vector<LayerPlace>& places) {
+    std::vector<std::pair<uint32_t, Bytes>> layers;
+    layers.reserve(places.size());
+    for (const LayerPlace& p : places) {
+      layers.emplace_back(
+          p.layer, Resolve(Pending{p.value, p.file, p.offset, p.length, p.cold}, 0, p.length));
+    }
+    visit(sid, layers);
+  });
 }
 
 std::vector<LayerSize> StateStore::Layers(std::string_view sid) const {
@@ -168,7 +393,7 @@ std::vector<LayerSize> StateStore::Layers(std::string_view sid) const {
   auto it = shard.sessions.find(sid);
   if (it == shard.sessions.end()) return out;
   out.reserve(it->second.layers.size());
-  for (const auto& [layer, value] : it->second.layers) out.push_back({layer, value.size()});
+  for (const auto& [layer, l] : it->second.layers) out.push_back({layer, l.length});
   return out;
 }
 
@@ -184,7 +409,7 @@ uint64_t StateStore::SessionBytes(std::string_view sid) const {
   auto it = shard.sessions.find(sid);
   if (it == shard.sessions.end()) return 0;
   uint64_t total = kSessionOverhead + sid.size();
-  for (const auto& [layer, value] : it->second.layers) total += value.capacity() + kEntryOverhead;
+  for (const auto& [layer, l] : it->second.layers) total += l.value.capacity() + kEntryOverhead;
   return total;
 }
 
@@ -194,6 +419,11 @@ StoreStats StateStore::Stats() const {
   s.entries = static_cast<uint64_t>(entries_.load());
   s.payload_bytes = static_cast<uint64_t>(payload_bytes_.load());
   s.overhead_bytes = static_cast<uint64_t>(overhead_bytes_.load());
+  s.cold_layers = static_cast<uint64_t>(cold_layers_.load());
+  s.cold_bytes = static_cast<uint64_t>(cold_bytes_.load());
+  s.cold_reads = cold_reads_.load();
+  s.cold_bytes_read = cold_bytes_read_.load();
+  s.promotions = promotions_.load();
   return s;
 }
 

@@ -1,7 +1,9 @@
 // StateStore: the sharded keyspace of recurrent-state blobs, keyed by (session id, layer).
 // Every layer of a session lives in one shard, so multi-layer stores and fetches are atomic under
-// that shard's lock. Thread-safe: any io thread may call any method; locks are held only to swap
-// or copy a Bytes handle, never across I/O. Knows no RESP.
+// that shard's lock. A layer is hot (its bytes in memory) or cold (only a reference to its bytes
+// in a log or snapshot file, the disk tier: docs/cache-design.md); a cold layer is read with a
+// positional read after the lock is released. Thread-safe: any io thread may call any method;
+// locks are held only to swap or copy a handle, never across I/O. Knows no RESP.
 #pragma once
 
 #include <atomic>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "store/cold_file.h"
 
 namespace prefixd::store {
 
@@ -33,6 +36,29 @@ struct StoreStats {
   uint64_t payload_bytes = 0;
   // Estimated bookkeeping bytes beyond the payload (keys, map nodes, buffer padding).
   uint64_t overhead_bytes = 0;
+  // The disk tier: layers whose bytes are only on disk, and those bytes.
+  uint64_t cold_layers = 0;
+  uint64_t cold_bytes = 0;
+  uint64_t cold_reads = 0;       // fetches that read at least one cold layer
+  uint64_t cold_bytes_read = 0;  // bytes read from disk for them
+  uint64_t promotions = 0;       // sessions read back into memory whole
+};
+
+// One layer as a snapshot sees it: its bytes in memory, or where they sit on disk.
+struct LayerPlace {
+  uint32_t layer = 0;
+  Bytes value;                           // empty when cold
+  std::shared_ptr<const ColdFile> file;  // set when the bytes are on disk
+  uint64_t offset = 0;                   // of the value bytes in `file`
+  uint64_t length = 0;
+  bool cold = false;
+};
+
+// What turning a session cold did.
+struct ColdOutcome {
+  bool ok = false;  // false: some hot layer is not durable on disk yet (nothing changed)
+  bool existed = false;
+  uint64_t freed = 0;  // payload bytes dropped from memory
 };
 
 class StateStore {
@@ -50,10 +76,35 @@ class StateStore {
   void PutMany(std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers,
                const Hook& under_lock = {});
 
+  // Cold layers are read from disk after the lock is released; a failed read throws
+  // std::runtime_error (the handler's exception boundary answers -ERR).
   std::optional<Bytes> Get(std::string_view sid, uint32_t layer) const;
+  // `length` bytes from `offset` (clamped to the value): a cold layer reads only those bytes.
+  std::optional<Bytes> GetRange(std::string_view sid, uint32_t layer, uint64_t offset,
+                                uint64_t length) const;
   // A consistent snapshot of the requested layers (one shard lock for all of them).
   std::vector<std::optional<Bytes>> GetMany(std::string_view sid,
                                             std::span<const uint32_t> layers) const;
+
+  // The disk tier. Place records where a hot value's bytes sit on disk, if the layer still
+  // holds the buffer at `data` (a later write replaced it otherwise). Repoint moves a
+  // layer's place from (`old_file`, `old_offset`) to a new one (compaction): a hot layer keeps
+  // its bytes, a cold one is read from there from then on.
+  void Place(std::string_view sid, uint32_t layer, const uint8_t* data,
+             std::shared_ptr<const ColdFile> file, uint64_t offset);
+  void Repoint(std::string_view sid, uint32_t layer, const ColdFile* old_file, uint64_t old_offset,
+               std::shared_ptr<const ColdFile> file, uint64_t offset);
+  // Records a cold layer outright (recovery of an entry that stays on disk).
+  void PutCold(std::string_view sid, uint32_t layer, uint64_t length,
+               std::shared_ptr<const ColdFile> file, uint64_t offset, const Hook& under_lock = {});
+  // Drops the in-memory bytes of every layer of `sid`, keeping their disk references, when all
+  // of them are durable on disk; otherwise changes nothing.
+  ColdOutcome MakeCold(std::string_view sid);
+  // Payload bytes of `sid`'s cold layers (0: none, or no such session).
+  uint64_t ColdBytes(std::string_view sid) const;
+  // Reads every cold layer of `sid` back into memory (layers changed meanwhile are left as they
+  // are). True when the session now has no cold layer.
+  bool Promote(std::string_view sid);
 
   // Return the number of entries removed. The hook runs even when nothing was there, so the
   // log records the request as the client made it.
@@ -70,6 +121,11 @@ class StateStore {
                                const std::vector<std::pair<uint32_t, Bytes>>& layers)>& visit)
       const;
 
+  // Like ForEachSession, but cold layers are given as their disk references, not read.
+  void ForEachSessionPlace(
+      const std::function<void(const std::string& sid, const std::vector<LayerPlace>& layers)>&
+          visit) const;
+
   std::vector<LayerSize> Layers(std::string_view sid) const;
   bool Contains(std::string_view sid) const;
   // Payload plus bookkeeping bytes of one session (MEMORY USAGE); 0 when it does not exist.
@@ -81,9 +137,25 @@ class StateStore {
     using is_transparent = void;
     size_t operator()(std::string_view s) const;
   };
-  struct Session {
-    std::map<uint32_t, Bytes> layers;
+  struct Layer {
+    Bytes value;  // empty when cold
+    std::shared_ptr<const ColdFile> file;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    bool cold = false;
   };
+  struct Session {
+    std::map<uint32_t, Layer> layers;
+  };
+  // A layer's value or, when cold, what to read; resolved after the lock is released.
+  struct Pending {
+    Bytes value;
+    std::shared_ptr<const ColdFile> file;
+    uint64_t offset = 0, length = 0;
+    bool cold = false;
+  };
+  static Pending PendingOf(const Layer& l);
+  Bytes Resolve(const Pending& p, uint64_t from, uint64_t length) const;
   struct Shard {
     mutable std::mutex mu;
     std::unordered_map<std::string, Session, StringHash, std::equal_to<>> sessions;
@@ -91,7 +163,7 @@ class StateStore {
 
   Shard& ShardFor(std::string_view sid) const;
   // Accounting deltas; callers hold the shard lock, the counters are global atomics.
-  void Account(const Bytes* removed, const Bytes* added);
+  void Account(const Layer* removed, const Layer* added);
   void ForgetSession(std::string_view sid);
 
   std::unique_ptr<Shard[]> shards_;
@@ -100,6 +172,11 @@ class StateStore {
   std::atomic<int64_t> entries_{0};
   std::atomic<int64_t> payload_bytes_{0};
   std::atomic<int64_t> overhead_bytes_{0};
+  std::atomic<int64_t> cold_layers_{0};
+  std::atomic<int64_t> cold_bytes_{0};
+  mutable std::atomic<uint64_t> cold_reads_{0};
+  mutable std::atomic<uint64_t> cold_bytes_read_{0};
+  std::atomic<uint64_t> promotions_{0};
 };
 
 }  // namespace prefixd::store

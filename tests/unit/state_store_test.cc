@@ -1,6 +1,8 @@
 // StateStore alone: values stored and returned bit for bit, MSTORE visible all at once to a
 // concurrent MFETCH, drops with their counts, the under-lock hook (the durability log's place
-// in the order of changes), the memory accounting back to zero, and snapshot iteration.
+// in the order of changes), the memory accounting back to zero, snapshot iteration, and the disk
+// tier's rules (a session leaves memory only once every value is placed and durable; places
+// are taken only by the buffer they were made for; ranged cold reads; promotion).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,6 +18,24 @@ namespace prefixd::store {
 namespace {
 
 Bytes B(std::string_view s) { return Bytes::CopyOf(s); }
+
+// A file image in memory: the store sees only ColdFile, whose real implementation (persist)
+// the integration tests drive through the server.
+class ImageFile : public ColdFile {
+ public:
+  explicit ImageFile(std::string image) : image_(std::move(image)) {}
+  bool Read(uint64_t offset, uint64_t length, Bytes& out, std::string& error) const override {
+    reads += 1, bytes_read += length;
+    if (offset + length > image_.size()) return (error = "past the end"), false;
+    out = Bytes::CopyOf(std::string_view(image_).substr(offset, length));
+    return true;
+  }
+  mutable int reads = 0;
+  mutable uint64_t bytes_read = 0;
+
+ private:
+  std::string image_;
+};
 
 TEST(StateStoreTest, StoresAndReturnsValuesBitForBit) {
   StateStore store(4);
@@ -123,6 +143,68 @@ TEST(StateStoreTest, AConcurrentMfetchSeesAnMstoreWholeOrNotAtAll) {
   stop = true;
   reader.join();
   EXPECT_EQ(mixed.load(), 0);
+}
+
+TEST(StateStoreTest, DiskTierSessionLeavesMemoryOnlyOnceDurableAndReadsBackWhole) {
+  StateStore store(4);
+  auto file = std::make_shared<ImageFile>("....hello world....layer-one");
+  Bytes v0 = B("hello world"), v1 = B("layer-one");
+  store.PutMany("s", {{0, v0}, {1, v1}});
+  EXPECT_FALSE(store.MakeCold("s").ok) << "no value is placed on disk yet";
+  store.Place("s", 0, v0.data(), file, 4);
+  store.Place("s", 1, B("layer-one").data(), file, 19);  // another buffer: not this value's place
+  EXPECT_FALSE(store.MakeCold("s").ok);
+  store.Place("s", 1, v1.data(), file, 19);
+  EXPECT_FALSE(store.MakeCold("s").ok) << "placed but not fsynced";
+  file->MarkDurable(27);
+  EXPECT_FALSE(store.MakeCold("s").ok) << "layer 1 ends at 28";
+  file->MarkDurable(28);
+  const ColdOutcome cold = store.MakeCold("s");
+  ASSERT_TRUE(cold.ok);
+  EXPECT_EQ(cold.freed, 20u);
+  EXPECT_EQ(store.Stats().payload_bytes, 0u);
+  EXPECT_EQ(store.Stats().cold_bytes, 20u);
+  EXPECT_EQ(store.ColdBytes("s"), 20u);
+  // Whole and bit-exact from the file; a range reads only its bytes.
+  const uint32_t both[] = {0, 1};
+  auto values = store.GetMany("s", both);
+  EXPECT_EQ(values[0]->view(), "hello world");
+  EXPECT_EQ(values[1]->view(), "layer-one");
+  const uint64_t before = file->bytes_read;
+  EXPECT_EQ(store.GetRange("s", 0, 6, 100)->view(), "world");
+  EXPECT_EQ(file->bytes_read - before, 5u);
+  EXPECT_EQ(store.Layers("s")[1].size, 9u);
+  // Compaction moves a cold reference only from where it was.
+  auto moved = std::make_shared<ImageFile>("layer-one");
+  store.Repoint("s", 1, file.get(), 4, moved, 0);  // wrong old place: ignored
+  EXPECT_EQ(store.Get("s", 1)->view(), "layer-one");
+  store.Repoint("s", 1, file.get(), 19, moved, 0);
+  EXPECT_EQ(store.Get("s", 1)->view(), "layer-one");
+  EXPECT_GT(moved->reads, 0);
+  // A write makes that layer hot; promotion reads the rest back.
+  store.Put("s", 0, B("fresh"));
+  EXPECT_EQ(store.ColdBytes("s"), 9u);
+  EXPECT_TRUE(store.Promote("s"));
+  EXPECT_EQ(store.ColdBytes("s"), 0u);
+  EXPECT_EQ(store.Stats().cold_bytes, 0u);
+  EXPECT_EQ(store.Get("s", 0)->view(), "fresh");
+  EXPECT_EQ(store.Get("s", 1)->view(), "layer-one");
+  EXPECT_EQ(store.Stats().payload_bytes, 14u);
+  store.DropSession("s");
+  EXPECT_EQ(store.Stats().entries, 0u);
+  EXPECT_EQ(store.Stats().overhead_bytes, 0u);
+}
+
+TEST(StateStoreTest, FailedColdReadThrowsAndPutColdIsRecovery) {
+  StateStore store(4);
+  auto file = std::make_shared<ImageFile>("abc");
+  store.PutCold("s", 3, 10, file, 0);
+  EXPECT_TRUE(store.Contains("s"));
+  EXPECT_EQ(store.Stats().cold_layers, 1u);
+  EXPECT_THROW(store.Get("s", 3), std::runtime_error);
+  store.Clear();
+  EXPECT_EQ(store.Stats().cold_bytes, 0u);
+  EXPECT_EQ(store.Stats().entries, 0u);
 }
 
 }  // namespace

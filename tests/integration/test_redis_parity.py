@@ -310,8 +310,8 @@ class IntrospectionTest(ParityBase):
                          b"argument couldn't be parsed into an integer\r\n")
 
     def test_info_section_selection_matches_redis(self):
-        # Sections Redis has that prefixd has not (Modules, Cluster) and prefixd's own (Vstore,
-        # Pion) aside, the same arguments select the same sections, in the same order.
+        # Sections Redis has that prefixd has not (Modules, Cluster) and prefixd's own (Disktier,
+        # Vstore, Pion) aside, the same arguments select the same sections, in the same order.
         def headers(conn, args, skip):
             text = conn.call("INFO", *args).decode()
             return [l for l in text.split("\r\n") if l.startswith("# ") and l[2:] not in skip]
@@ -320,7 +320,7 @@ class IntrospectionTest(ParityBase):
         for args in ((), ("default",), ("all",), ("everything",), ("cpu", "default"),
                      ("cpu", "all"), ("cpu", "sentinel"), ("commandSTATS",)):
             with self.subTest(args=args):
-                self.assertEqual(headers(self.px, args, ("Vstore", "Pion")),
+                self.assertEqual(headers(self.px, args, ("Disktier", "Vstore", "Pion")),
                                  headers(self.rd, args, ("Modules", "Cluster")))
         # rejected_calls is a commandstats field only: the default sections never show it.
         self.assertNotIn(b"rejected_calls", self.px.call("INFO"))

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
     auto d = std::make_unique<persist::Durability>(durability, engine.state_store(),
                                                    &engine.vector_store());
     d->set_keyspace(&engine.keyspace());
+    d->set_prefix_store(&engine.prefix_store());
     if (std::string err = d->Open(); !err.empty()) {
       spdlog::critical("Can't recover the data in '{}': {}", dir, err);
       return 1;

@@ -40,7 +40,7 @@ uint64_t Engine::UsedMemory() const {
   store::StoreStats s = state_store_.Stats();
   store::VectorStoreStats v = vector_store_.Stats();
   return s.payload_bytes + s.overhead_bytes + v.allocated_bytes + v.overhead_bytes +
-         keyspace_.MemoryBytes();
+         keyspace_.MemoryBytes() + prefix_store_.MemoryBytes();
 }
 
 int64_t Engine::UptimeSeconds() const {

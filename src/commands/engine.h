@@ -21,6 +21,7 @@
 #include "persist/durability.h"
 #include "server/client_state.h"
 #include "store/keyspace.h"
+#include "store/prefix_index.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 
@@ -59,6 +60,8 @@ class Engine {
   store::VectorStore& vector_store() { return vector_store_; }
   // Every key with its type, slot and expiry (store/keyspace.h).
   store::Keyspace& keyspace() { return keyspace_; }
+  // The prefix index's namespaces (docs/prefix-index.md).
+  store::PrefixStore& prefix_store() { return prefix_store_; }
   const store::Keyspace& keyspace() const { return keyspace_; }
   PrefixReceipt& receipt() { return receipt_; }
   ServerStats& stats() { return stats_; }
@@ -103,6 +106,7 @@ class Engine {
   Settings& settings_;
   store::StateStore state_store_;
   store::VectorStore vector_store_;
+  store::PrefixStore prefix_store_;
   PrefixReceipt receipt_;
   ServerStats stats_;
   mutable std::mutex clients_mu_;

@@ -13,6 +13,7 @@ std::optional<store::KeyType> TypeOfGroup(std::string_view group) {
   if (group == "ssm") return store::KeyType::kSsmPrefix;
   if (group == "vstore") return store::KeyType::kVstore;
   if (group == "kvprefix") return store::KeyType::kKvPrefix;
+  if (group == "prefixindex") return store::KeyType::kPrefixIndex;
   return std::nullopt;
 }
 
@@ -40,6 +41,9 @@ Deleted DeleteKey(Engine& engine, std::string_view key, store::KeyType type) {
     case store::KeyType::kKvPrefix:
       records.push_back(persist::KvDrop{std::string(key)});
       records.push_back(persist::SsmDropSession{std::string(key)});
+      break;
+    case store::KeyType::kPrefixIndex:
+      records.push_back(persist::PrefixNamespaceDrop{std::string(key)});
       break;
   }
   Deleted out;

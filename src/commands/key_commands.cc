@@ -253,6 +253,14 @@ uint64_t KeyBytes(Engine& engine, std::string_view key, store::KeyType type) {
       auto spec = engine.vector_store().Prefix(key);
       return spec ? spec->block_hashes.size() + key.size() + sizeof(store::PrefixSpec) : 0;
     }
+    case store::KeyType::kPrefixIndex: {
+      uint64_t bytes = 0;
+      engine.prefix_store().With(key, [&](const store::PrefixIndex& index) {
+        const store::PrefixStats s = index.Stats();
+        bytes = s.kv_bytes + s.state_bytes + s.index_bytes + key.size();
+      });
+      return bytes;
+    }
   }
   return 0;
 }

@@ -157,7 +157,7 @@ std::string Durability::Replay(const Record& record, Mutation& m) {
   const Verdict verdict = Check(m, limits);
   if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
   try {
-    Apply(m, Stores{store_, vectors_, 0, keys_}, {});
+    Apply(m, Stores{store_, vectors_, 0, keys_, prefixes_}, {});
   } catch (const std::exception& e) {
     return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
   }
@@ -336,6 +336,7 @@ std::string Durability::WriteSnapshot() {
     write(SsmPut{sid, layers});
   });
   if (vectors_ != nullptr) WriteVectorSnapshot(write);
+  if (prefixes_ != nullptr) WritePrefixSnapshot(write);
   // Expiries last, once every key they name exists.
   if (keys_ != nullptr) {
     keys_->ForEach([&](const std::string& key, const store::KeyInfo& info) {
@@ -392,6 +393,35 @@ void Durability::WriteVectorSnapshot(const std::function<void(const Mutation&)>&
     if (spec.prefill_us) record.prefill_us = *spec.prefill_us;
     if (!spec.block_hashes.empty()) record.block_hashes.pieces.push_back(spec.block_hashes);
     write(record);
+  });
+}
+
+void Durability::WritePrefixSnapshot(const std::function<void(const Mutation&)>& write) {
+  // Each namespace, then its blocks parents first (replay keeps the index prefix-closed), then
+  // its checkpoints, one record each.
+  prefixes_->ForEach([&](const std::string& ns, const store::PrefixIndex& index) {
+    const store::PrefixShape& shape = index.shape();
+    write(PrefixNamespace{ns, shape.block, shape.attn, shape.kv_dim, shape.recurrent,
+                          static_cast<uint32_t>(shape.tier), shape.max_bytes});
+    index.ForEachBlock([&](const store::BlockBatch& batch) {
+      PrefixBlocks record{ns, batch.parent.Raw(), {}, {}};
+      record.hashes.pieces.push_back(Bytes::CopyOf(batch.hashes[0].Raw()));
+      for (uint32_t layer = 0; layer < batch.layers.size(); ++layer) {
+        record.layers.emplace_back(layer, batch.layers[layer]);
+      }
+      write(record);
+    });
+    index.ForEachCheckpoint([&](const store::CheckpointBatch& batch) {
+      PrefixCheckpoints record{ns, batch.anchor.Raw(), batch.first_length, {}, {}, {}};
+      record.positions.pieces.push_back(Bytes::CopyOf(batch.positions[0].Raw()));
+      for (uint32_t layer = 0; layer < batch.states.size(); ++layer) {
+        record.states.emplace_back(layer, batch.states[layer]);
+      }
+      for (uint32_t layer = 0; layer < batch.tails.size(); ++layer) {
+        record.tails.emplace_back(layer, batch.tails[layer]);
+      }
+      write(record);
+    });
   });
 }
 

@@ -73,6 +73,8 @@ class Durability {
 
   // The keyspace recovered along with the stores (types, expiries); set before Open().
   void set_keyspace(store::Keyspace* keys) { keys_ = keys; }
+  // The prefix index, recovered, logged and snapshotted along with the stores; before Open().
+  void set_prefix_store(store::PrefixStore* prefixes) { prefixes_ = prefixes; }
 
   // Loads the snapshot and replays the log into the store, then opens the log for appends.
   // Returns an error text that names the file and offset of any damage it could not pass.
@@ -109,6 +111,7 @@ class Durability {
   // Decodes, checks and applies one record; an error text says why it could not be.
   std::string Replay(const Record& record, Mutation& m);
   void WriteVectorSnapshot(const std::function<void(const Mutation&)>& write);
+  void WritePrefixSnapshot(const std::function<void(const Mutation&)>& write);
   // Truncates `path` to `size` and syncs it.
   Status CutFile(const std::string& path, uint64_t size);
   std::string WriteSnapshot();
@@ -119,6 +122,7 @@ class Durability {
   store::StateStore& store_;
   store::VectorStore* vectors_;
   store::Keyspace* keys_ = nullptr;
+  store::PrefixStore* prefixes_ = nullptr;
   std::unique_ptr<LogWriter> log_;
   std::unique_ptr<DirLock> lock_;
 

@@ -35,12 +35,15 @@ std::string_view KeyTypeName(KeyType type) {
       return "vstore";
     case KeyType::kKvPrefix:
       return "kvprefix";
+    case KeyType::kPrefixIndex:
+      return "prefix-index";
   }
   return "none";
 }
 
 std::optional<KeyType> KeyTypeFromName(std::string_view name) {
-  for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix}) {
+  for (KeyType t :
+       {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kPrefixIndex}) {
     if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
   }
   return std::nullopt;

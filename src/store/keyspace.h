@@ -26,7 +26,7 @@
 namespace prefixd::store {
 
 // A key's type, as TYPE names it. The string type and a prefix-index type take the next codes.
-enum class KeyType : uint8_t { kSsmPrefix = 0, kVstore = 1, kKvPrefix = 2 };
+enum class KeyType : uint8_t { kSsmPrefix = 0, kVstore = 1, kKvPrefix = 2, kPrefixIndex = 4 };
 
 std::string_view KeyTypeName(KeyType type);
 // The type named `name` (ASCII case-insensitive, as SCAN ... TYPE compares), or nullopt.

@@ -7,6 +7,8 @@ find_package(OpenSSL REQUIRED)  # TLS: asio's SSL layer over Debian's libssl-dev
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# sd_notify for `supervised systemd` (libsystemd-dev).
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
 
 # Standalone asio is header-only and ships no CMake config.
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)

@@ -9,9 +9,12 @@
 #include <iostream>
 #include <thread>
 
+#include "app/metrics_listener.h"
 #include "app/open_files.h"
 #include "app/options.h"
+#include "app/supervision.h"
 #include "commands/engine.h"
+#include "commands/metrics.h"
 #include "commands/registry.h"
 #include "server/server.h"
 
@@ -153,6 +156,19 @@ int main(int argc, char** argv) {
 
   engine.StartActiveExpiry();
 
+  app::Supervision supervision(settings.String(Setting::kSupervised));
+  app::MetricsListener metrics([&engine] { return commands::PrometheusText(engine); });
+  if (int64_t port = settings.Int(Setting::kMetricsPort); port != 0) {
+    if (std::string err =
+            metrics.Start(settings.String(Setting::kMetricsBind), static_cast<uint16_t>(port));
+        !err.empty()) {
+      spdlog::critical("Can't start the metrics endpoint: {}", err);
+      return 1;
+    }
+    spdlog::info("Prometheus metrics on http://{}:{}/metrics",
+                 settings.String(Setting::kMetricsBind), metrics.port());
+  }
+
   spdlog::info("prefixd {} (Redis {} wire) pid={}", commands::kPrefixdVersion,
                commands::kRedisCompatVersion, getpid());
   spdlog::info("Listening on {}{}{}; {} io threads; data dir {}",
@@ -178,6 +194,7 @@ int main(int argc, char** argv) {
       settings.Get(Setting::kClientQueryBufferLimit), settings.Get(Setting::kMaxSidLen),
       settings.Get(Setting::kMaxMemory));
   spdlog::info("Ready to accept connections");
+  supervision.Ready("Ready to accept connections on port " + std::to_string(server.tcp_port()));
 
   std::atomic<bool> stopped{false};
   std::thread signal_waiter([&] {
@@ -192,6 +209,8 @@ int main(int argc, char** argv) {
   stopped = true;
   // No expiry deletes may reach the log once it is closed.
   engine.StopActiveExpiry();
+  supervision.Stopping();
+  metrics.Stop();
   // Write and sync the log now, while the io contexts that durability waiters post to still
   // exist (the server is destroyed before the engine).
   engine.set_durability(nullptr);

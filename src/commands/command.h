@@ -1,9 +1,11 @@
-// CommandSpec and Context: a command's metadata (name, arity, flags, key positions, docs) and the
-// handler call. The table of specs is the single source for dispatch, COMMAND and the docs.
+// CommandSpec and Context: a command's metadata (name, arity, flags, key specs, arguments, ACL
+// categories, tips, docs) and the handler call, shaped as Redis's command JSON. The table of specs
+// is the single source for dispatch, COMMAND INFO/DOCS/GETKEYS/LIST and docs/commands.md.
 // Specs are immutable after start-up; handlers run on the io thread of the calling connection.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +18,7 @@ namespace prefixd::commands {
 
 class Engine;
 struct CommandSpec;
+struct CommandStats;
 
 struct Context {
   server::ClientState& client;
@@ -38,10 +41,110 @@ enum CommandFlag : uint32_t {
   kStale = 1u << 7,
   kNoScript = 1u << 8,
   kAllowBusy = 1u << 9,
+  kPubsub = 1u << 10,
+  kBlocking = 1u << 11,
+  kSkipMonitor = 1u << 12,
+  kSkipSlowlog = 1u << 13,
+  kNoMandatoryKeys = 1u << 14,
+  kNoAsyncLoading = 1u << 15,
+  kNoMulti = 1u << 16,
+  kMovableKeys = 1u << 17,
+  // Redis keeps these out of COMMAND INFO; they change no reply here either.
+  kSentinel = 1u << 18,
 };
 
-// The names COMMAND INFO reports for each flag, in bit order.
+// The names COMMAND INFO reports for the flags, in Redis's order.
 std::vector<std::string_view> FlagNames(uint32_t flags);
+
+// ACL categories, in the order Redis lists them. A spec names its explicit ones; the implicit ones
+// (@write, @read, @admin, @dangerous, @fast/@slow, ...) follow from its flags as in Redis.
+enum AclCategory : uint32_t {
+  kAclKeyspace = 1u << 0,
+  kAclRead = 1u << 1,
+  kAclWrite = 1u << 2,
+  kAclSet = 1u << 3,
+  kAclSortedSet = 1u << 4,
+  kAclList = 1u << 5,
+  kAclHash = 1u << 6,
+  kAclString = 1u << 7,
+  kAclBitmap = 1u << 8,
+  kAclHyperLogLog = 1u << 9,
+  kAclGeo = 1u << 10,
+  kAclStream = 1u << 11,
+  kAclPubsub = 1u << 12,
+  kAclAdmin = 1u << 13,
+  kAclFast = 1u << 14,
+  kAclSlow = 1u << 15,
+  kAclBlocking = 1u << 16,
+  kAclDangerous = 1u << 17,
+  kAclConnection = 1u << 18,
+  kAclTransaction = 1u << 19,
+  kAclScripting = 1u << 20,
+};
+
+// Every category name without its '@', in Redis's order; index i is bit i.
+const std::vector<std::string_view>& AclCategoryNames();
+
+// Key-spec flags (Redis's names, in Redis's order).
+enum KeySpecFlag : uint32_t {
+  kKeyRO = 1u << 0,
+  kKeyRW = 1u << 1,
+  kKeyOW = 1u << 2,
+  kKeyRM = 1u << 3,
+  kKeyAccess = 1u << 4,
+  kKeyUpdate = 1u << 5,
+  kKeyInsert = 1u << 6,
+  kKeyDelete = 1u << 7,
+  kKeyNotKey = 1u << 8,
+  kKeyIncomplete = 1u << 9,
+  kKeyVariableFlags = 1u << 10,
+};
+std::vector<std::string_view> KeySpecFlagNames(uint32_t flags);
+
+// Where a command's keys are, as Redis's key specs: begin_search finds the first key (a fixed
+// argument index, or the argument after a keyword), find_keys the rest (a range, or a count
+// argument followed by the keys).
+struct KeySpec {
+  uint32_t flags = 0;
+  std::string notes;
+  // begin_search
+  bool by_keyword = false;
+  int index = 1;  // by index: argv position of the first key
+  std::string keyword;
+  int keyword_start_from = 1;  // by keyword: where the search starts (negative: from the end)
+  // find_keys
+  bool by_keynum = false;
+  int last_key = 0, key_step = 1, limit = 0;      // range: last relative to the first (-1: end)
+  int keynum_index = 0, first_key = 1, step = 1;  // keynum: relative to begin_search
+};
+
+// One argument of a command, as in Redis's command JSON and COMMAND DOCS.
+enum class ArgType {
+  kString,
+  kInteger,
+  kDouble,
+  kKey,
+  kPattern,
+  kUnixTime,
+  kPureToken,
+  kOneOf,
+  kBlock
+};
+enum ArgFlag : uint32_t {
+  kArgOptional = 1u << 0,
+  kArgMultiple = 1u << 1,
+  kArgMultipleToken = 1u << 2
+};
+
+struct Arg {
+  std::string name;
+  ArgType type = ArgType::kString;
+  std::string token;  // the keyword before the value, or the value of a pure token
+  uint32_t flags = 0;
+  int key_spec_index = -1;  // for kKey
+  std::string summary, since, deprecated_since;
+  std::vector<Arg> arguments;  // for kOneOf and kBlock
+};
 
 struct CommandSpec {
   std::string name;  // lower case; for a subcommand, the subcommand alone ("get")
@@ -56,8 +159,19 @@ struct CommandSpec {
   Handler handler = nullptr;
   std::vector<CommandSpec> subcommands;
 
+  // Optional, Redis's command-JSON fields. A spec that leaves them empty still works: its key
+  // specs are derived from first_key/last_key/key_step and the flags, its categories from the
+  // flags, and COMMAND DOCS lists no arguments.
+  uint32_t acl_categories = 0;    // explicit ones (AclCategory bits)
+  std::vector<std::string> tips;  // "nondeterministic_output", "request_policy:all_shards", ...
+  std::vector<KeySpec> key_specs;
+  std::vector<Arg> arguments;
+  bool redis_command = false;  // a Redis command: DOCS mirror Redis's layout (no "syntax")
+
   // "config|get" for subcommands; set when the table is built.
   std::string full_name;
+  // INFO commandstats/latencystats figures; made when the table is built.
+  std::shared_ptr<CommandStats> stats;
 };
 
 // A table entry with the fields every family fills the same way. `keys`: how many leading
@@ -72,5 +186,88 @@ inline CommandSpec MakeSpec(std::string group, int keys, std::string name, int a
   s.handler = handler, s.complexity = std::move(complexity);
   return s;
 }
+
+// Marks a spec as one of Redis's commands and fills what Redis 7.0.15's COMMAND reports for it
+// beyond the flags: the version that added it, explicit ACL categories, tips and arguments.
+inline CommandSpec AsRedis(CommandSpec s, std::string since, uint32_t acl = 0,
+                           std::vector<std::string> tips = {}, std::vector<Arg> arguments = {}) {
+  s.redis_command = true, s.since = std::move(since), s.acl_categories = acl;
+  s.tips = std::move(tips), s.arguments = std::move(arguments);
+  return s;
+}
+
+// Gives a spec its argument list (COMMAND DOCS), leaving the rest as it is.
+inline CommandSpec WithArgs(CommandSpec s, std::vector<Arg> arguments) {
+  s.arguments = std::move(arguments);
+  return s;
+}
+// Argument specs by kind (COMMAND DOCS): a key (the first key spec), an integer, a string, a
+// block of parts.
+inline Arg KeyArg(std::string name) {
+  Arg a;
+  a.name = std::move(name), a.type = ArgType::kKey, a.key_spec_index = 0;
+  return a;
+}
+inline Arg IntArg(std::string name, uint32_t flags = 0) {
+  Arg a;
+  a.name = std::move(name), a.type = ArgType::kInteger, a.flags = flags;
+  return a;
+}
+inline Arg StrArg(std::string name, uint32_t flags = 0) {
+  Arg a;
+  a.name = std::move(name), a.flags = flags;
+  return a;
+}
+inline Arg BlockArg(std::string name, uint32_t flags, std::vector<Arg> parts,
+                    std::string token = {}) {
+  Arg a;
+  a.name = std::move(name), a.type = ArgType::kBlock, a.token = std::move(token);
+  a.flags = flags, a.arguments = std::move(parts);
+  return a;
+}
+
+// A pure token ("NX"), and a choice of one among `choices` (Redis's "oneof").
+inline Arg TokenArg(std::string name, std::string token, std::string since = {}) {
+  Arg a;
+  a.name = std::move(name), a.type = ArgType::kPureToken, a.token = std::move(token);
+  a.since = std::move(since);
+  return a;
+}
+inline Arg OneOfArg(std::string name, uint32_t flags, std::vector<Arg> choices,
+                    std::string since = {}) {
+  Arg a;
+  a.name = std::move(name), a.type = ArgType::kOneOf, a.flags = flags;
+  a.arguments = std::move(choices), a.since = std::move(since);
+  return a;
+}
+// An argument of any kind introduced by a keyword ("MATCH pattern").
+inline Arg Tokened(Arg a, std::string token, std::string since = {}) {
+  a.token = std::move(token), a.since = std::move(since);
+  return a;
+}
+inline Arg TypedArg(std::string name, ArgType type, uint32_t flags = 0) {
+  Arg a;
+  a.name = std::move(name), a.type = type, a.flags = flags;
+  return a;
+}
+// A key spec found by index with a range after it (`last_key` relative to the first key; -1:
+// to the end), Redis's most common shape.
+inline KeySpec RangeKeySpec(uint32_t flags, int index, int last_key = 0) {
+  KeySpec k;
+  k.flags = flags, k.index = index, k.last_key = last_key;
+  return k;
+}
+
+// The key specs COMMAND INFO reports: the explicit ones, or one derived from the legacy triple.
+std::vector<KeySpec> EffectiveKeySpecs(const CommandSpec& spec);
+// The categories COMMAND INFO reports: explicit plus those implied by the flags.
+uint32_t EffectiveAclCategories(const CommandSpec& spec);
+// Argument positions (in argv) that are keys of `spec` for this request, with each one's key-spec
+// flags; an empty result for a command without keys.
+struct KeyPosition {
+  size_t index;
+  uint32_t flags;
+};
+std::vector<KeyPosition> KeyPositions(const CommandSpec& spec, const protocol::Request& args);
 
 }  // namespace prefixd::commands

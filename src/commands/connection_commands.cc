@@ -1,8 +1,12 @@
 // Connection commands: PING, ECHO, HELLO, AUTH, QUIT, RESET, SELECT and CLIENT.
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <limits>
+#include <optional>
 #include <string>
 
+#include "commands/arg_reader.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/registry.h"
@@ -42,26 +46,24 @@ void Ping(Context& ctx) {
 void Echo(Context& ctx) { ctx.reply.Bulk(ctx.args[1]); }
 
 void Hello(Context& ctx) {
-  const auto& args = ctx.args;
   int64_t version = 0;
-  if (args.size() >= 2) {
-    auto v = ParseInt64(args[1]);
-    if (!v) return ctx.reply.Error("ERR Protocol version is not an integer or out of range");
-    if (*v < 2 || *v > 3) return ctx.reply.Error("NOPROTO unsupported protocol version");
+  ArgReader in(ctx, 1);
+  if (in.more()) {
+    auto v = in.Integer(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                        errors::kProtocolVersionNotInteger);
+    if (!v) return;
+    if (*v < 2 || *v > 3) return ctx.reply.Error(errors::kNoProto);
     version = *v;
   }
   std::string_view user, password, name;
   bool has_auth = false, has_name = false;
-  for (size_t j = 2; j < args.size(); ++j) {
-    size_t more = args.size() - 1 - j;
-    if (EqualsIgnoreCase(args[j], "AUTH") && more >= 2) {
-      user = args[j + 1], password = args[j + 2], has_auth = true;
-      j += 2;
-    } else if (EqualsIgnoreCase(args[j], "SETNAME") && more >= 1) {
-      name = args[j + 1], has_name = true;
-      j += 1;
+  while (in.more()) {
+    if (in.remaining() >= 3 && in.Keyword("AUTH")) {
+      user = in.Next(), password = in.Next(), has_auth = true;
+    } else if (in.remaining() >= 2 && in.Keyword("SETNAME")) {
+      name = in.Next(), has_name = true;
     } else {
-      return ctx.reply.Error("ERR Syntax error in HELLO option '" + std::string(args[j]) + "'");
+      return ctx.reply.Error(errors::HelloSyntax(in.Peek()));
     }
   }
   if (has_auth) {
@@ -135,11 +137,8 @@ void Reset(Context& ctx) {
 void Select(Context& ctx) {
   auto db = ParseInt64(ctx.args[1]);
   if (!db) return ctx.reply.Error(errors::kNotInteger);
-  if (*db < INT32_MIN || *db > INT32_MAX) {
-    return ctx.reply.Error(
-        "ERR value is out of range, value must between -2147483648 and 2147483647");
-  }
-  if (*db != 0) return ctx.reply.Error("ERR DB index is out of range");
+  if (*db < INT32_MIN || *db > INT32_MAX) return ctx.reply.Error(errors::kDbIndexNotInt32);
+  if (*db != 0) return ctx.reply.Error(errors::kDbIndexOutOfRange);
   ctx.reply.Simple("OK");
 }
 
@@ -174,7 +173,11 @@ std::string DescribeClient(const server::ClientState& c) {
   out += " tot-mem=" + std::to_string(c.total_bytes.load());
   out += " events=r cmd=" + std::string(c.last_command.load());
   out += " user=default redir=-1 resp=" + std::to_string(c.resp.load());
-  out += " lib-name=" + lib_name + " lib-ver=" + lib_version;
+  // Redis 7.0.15's list ends at resp=; a client that sent CLIENT SETINFO (a 7.2 feature) also
+  // sees the fields 7.2 adds.
+  if (!lib_name.empty() || !lib_version.empty()) {
+    out += " lib-name=" + lib_name + " lib-ver=" + lib_version;
+  }
   out += "\n";
   return out;
 }
@@ -184,8 +187,7 @@ void ClientId(Context& ctx) { ctx.reply.Integer(static_cast<int64_t>(ctx.client.
 void ClientSetName(Context& ctx) {
   std::string_view name = ctx.args[2];
   if (!ValidClientName(name)) {
-    return ctx.reply.Error(
-        "ERR Client names cannot contain spaces, newlines or special characters.");
+    return ctx.reply.Error(errors::kClientName);
   }
   std::lock_guard lock(ctx.client.names_mu);
   ctx.client.name = name;
@@ -206,32 +208,38 @@ void ClientSetInfo(Context& ctx) {
   std::string_view attribute = ctx.args[2], value = ctx.args[3];
   bool is_name = EqualsIgnoreCase(attribute, "LIB-NAME");
   if (!is_name && !EqualsIgnoreCase(attribute, "LIB-VER")) {
-    return ctx.reply.Error("ERR Unrecognized option '" + std::string(attribute) + "'");
+    return ctx.reply.Error(errors::UnrecognizedOption(attribute));
   }
   if (!ValidClientName(value)) {
-    return ctx.reply.Error("ERR " + std::string(is_name ? "lib-name" : "lib-ver") +
-                           " cannot contain spaces, newlines or special characters.");
+    return ctx.reply.Error(errors::LibField(is_name));
   }
   std::lock_guard lock(ctx.client.names_mu);
   (is_name ? ctx.client.lib_name : ctx.client.lib_version) = value;
   ctx.reply.Simple("OK");
 }
 
+// CLIENT LIST/KILL TYPE: Redis's client type names; nullopt for another name.
+std::optional<bool> IsNormalType(std::string_view type) {
+  if (EqualsIgnoreCase(type, "normal")) return true;
+  for (std::string_view other : {"master", "slave", "replica", "pubsub"}) {
+    if (EqualsIgnoreCase(type, other)) return false;
+  }
+  return std::nullopt;
+}
+
 void ClientList(Context& ctx) {
-  const auto& args = ctx.args;
   std::vector<uint64_t> ids;
-  for (size_t i = 2; i < args.size(); ++i) {
-    if (EqualsIgnoreCase(args[i], "TYPE") && i + 1 < args.size()) {
-      std::string_view type = args[++i];
-      if (!EqualsIgnoreCase(type, "normal") && !EqualsIgnoreCase(type, "master") &&
-          !EqualsIgnoreCase(type, "replica") && !EqualsIgnoreCase(type, "pubsub")) {
-        return ctx.reply.Error("ERR Unknown client type '" + std::string(type) + "'");
-      }
-      if (!EqualsIgnoreCase(type, "normal")) return ctx.reply.Verbatim("");
-    } else if (EqualsIgnoreCase(args[i], "ID") && i + 1 < args.size()) {
-      for (++i; i < args.size(); ++i) {
-        auto id = ParseInt64(args[i]);
-        if (!id || *id <= 0) return ctx.reply.Error("ERR Invalid client ID");
+  ArgReader r(ctx, 2);
+  while (r.more()) {
+    if (r.remaining() >= 2 && r.Keyword("TYPE")) {
+      std::string_view type = r.Next();
+      auto normal = IsNormalType(type);
+      if (!normal) return ctx.reply.Error(errors::UnknownClientType(type));
+      if (!*normal) return ctx.reply.Verbatim("");
+    } else if (r.remaining() >= 2 && r.Keyword("ID")) {
+      while (r.more()) {
+        auto id = r.Integer(1, std::numeric_limits<int64_t>::max(), errors::kInvalidClientId);
+        if (!id) return;
         ids.push_back(static_cast<uint64_t>(*id));
       }
     } else {
@@ -262,44 +270,58 @@ void ClientKill(Context& ctx) {
         return ctx.reply.Simple("OK");
       }
     }
-    return ctx.reply.Error("ERR No such client");
+    return ctx.reply.Error(errors::kNoSuchClient);
   }
   if ((args.size() - 2) % 2 != 0) return ctx.reply.Error(errors::kSyntax);
   int64_t id = 0;
   std::string_view addr, laddr;
   bool skip_me = true;
   int64_t max_age = 0;
-  for (size_t i = 2; i < args.size(); i += 2) {
-    std::string_view key = args[i], value = args[i + 1];
-    if (EqualsIgnoreCase(key, "ID")) {
-      auto v = ParseInt64(value);
-      if (!v || *v <= 0) return ctx.reply.Error("ERR client-id should be greater than 0");
-      id = *v;
-    } else if (EqualsIgnoreCase(key, "ADDR")) {
-      addr = value;
-    } else if (EqualsIgnoreCase(key, "LADDR")) {
-      laddr = value;
-    } else if (EqualsIgnoreCase(key, "SKIPME")) {
-      if (EqualsIgnoreCase(value, "yes")) {
-        skip_me = true;
-      } else if (EqualsIgnoreCase(value, "no")) {
-        skip_me = false;
-      } else {
-        return ctx.reply.Error(errors::kSyntax);
+  bool none_match = false;  // TYPE names a kind of client prefixd never has
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  ArgReader r(ctx, 2);
+  while (r.more()) {
+    auto filter = r.OneOf({"ID", "ADDR", "LADDR", "SKIPME", "MAXAGE", "TYPE", "USER"});
+    if (!filter) return ctx.reply.Error(errors::kSyntax);
+    switch (*filter) {
+      case 0: {
+        auto v = r.Integer(1, kMax, errors::kClientIdNotPositive);
+        if (!v) return;
+        id = *v;
+        break;
       }
-    } else if (EqualsIgnoreCase(key, "MAXAGE")) {
-      auto v = ParseInt64(value);
-      if (!v || *v < 0) return ctx.reply.Error(errors::kNotInteger);
-      max_age = *v;
-    } else if (EqualsIgnoreCase(key, "TYPE")) {
-      if (!EqualsIgnoreCase(value, "normal")) return ctx.reply.Integer(0);
-    } else if (EqualsIgnoreCase(key, "USER")) {
-      if (value != "default")
-        return ctx.reply.Error("ERR No such user '" + std::string(value) + "'");
-    } else {
-      return ctx.reply.Error(errors::kSyntax);
+      case 1:
+        addr = r.Next();
+        break;
+      case 2:
+        laddr = r.Next();
+        break;
+      case 3: {
+        auto yes_no = r.OneOf({"yes", "no"});
+        if (!yes_no) return ctx.reply.Error(errors::kSyntax);
+        skip_me = *yes_no == 0;
+        break;
+      }
+      case 4: {
+        auto v = r.Integer(0, kMax);
+        if (!v) return;
+        max_age = *v;
+        break;
+      }
+      case 5: {
+        std::string_view type = r.Next();
+        auto normal = IsNormalType(type);
+        if (!normal) return ctx.reply.Error(errors::UnknownClientType(type));
+        if (!*normal) none_match = true;
+        break;
+      }
+      default: {
+        std::string_view user = r.Next();
+        if (user != "default") return ctx.reply.Error(errors::NoSuchUser(user));
+      }
     }
   }
+  if (none_match) return ctx.reply.Integer(0);
   int64_t killed = 0;
   auto now = std::chrono::steady_clock::now();
   for (const auto& c : ctx.engine.Clients()) {
@@ -322,6 +344,23 @@ void ClientKill(Context& ctx) {
   ctx.reply.Integer(killed);
 }
 
+void ClientReply(Context& ctx) {
+  ArgReader r(ctx, 2);
+  switch (r.OneOf({"ON", "OFF", "SKIP"}).value_or(3)) {
+    case 0:
+      ctx.client.reply_off = ctx.client.reply_skip = ctx.client.reply_skip_next = false;
+      return ctx.reply.Simple("OK");
+    case 1:
+      ctx.client.reply_off = true;
+      return;
+    case 2:
+      ctx.client.reply_skip_next = !ctx.client.reply_off;
+      return;
+    default:
+      ctx.reply.Error(errors::kSyntax);
+  }
+}
+
 }  // namespace
 
 void HelpReply(Context& ctx, const CommandSpec& container);
@@ -332,38 +371,67 @@ void RegisterConnectionCommands(Registry& r) {
     return MakeSpec("connection", 0, std::move(name), arity, flags, std::move(syntax),
                     std::move(summary), h, "O(1)");
   };
-  r.Add(cmd("ping", -1, kFast, "[message]", "Returns PONG, or the message given.", Ping));
-  r.Add(cmd("echo", 2, kFast, "<message>", "Returns the message given.", Echo));
-  r.Add(cmd("hello", -1, kFast | kNoAuth,
-            "[protover [AUTH <username> <password>] [SETNAME <clientname>]]",
-            "Handshakes: selects RESP2 or RESP3, optionally authenticates and names the client.",
-            Hello));
-  r.Add(cmd("auth", -2, kFast | kNoAuth, "[username] <password>", "Authenticates the connection.",
-            Auth));
-  r.Add(cmd("quit", -1, kFast | kNoAuth, "", "Replies OK and closes the connection.", Quit));
-  r.Add(cmd("reset", 1, kFast | kNoAuth, "",
-            "Resets the connection: RESP2, no name, authentication required again if a "
-            "password is set.",
-            Reset));
-  r.Add(cmd("select", 2, kFast, "<index>", "Selects database 0, the only one.", Select));
+  constexpr uint32_t kConn = kAclConnection;
+  constexpr uint32_t kHandshake = kNoScript | kLoading | kStale | kFast | kNoAuth | kAllowBusy;
+  constexpr uint32_t kClientFlags = kNoScript | kLoading | kStale;
+  const Arg message = StrArg("message", kArgOptional);
+  r.Add(AsRedis(cmd("ping", -1, kFast, "[message]", "Returns PONG, or the message given.", Ping),
+                "1.0.0", kConn, {"request_policy:all_shards", "response_policy:all_succeeded"},
+                {message}));
+  r.Add(AsRedis(
+      cmd("echo", 2, kLoading | kStale | kFast, "<message>", "Returns the message given.", Echo),
+      "1.0.0", kConn, {}, {StrArg("message")}));
+  r.Add(AsRedis(
+      cmd("hello", -1, kHandshake, "[protover [AUTH <username> <password>] [SETNAME <clientname>]]",
+          "Handshakes: selects RESP2 or RESP3, optionally authenticates and names the "
+          "client.",
+          Hello),
+      "6.0.0", kConn));
+  r.Add(AsRedis(
+      cmd("auth", -2, kHandshake, "[username] <password>", "Authenticates the connection.", Auth),
+      "1.0.0", kConn));
+  r.Add(AsRedis(cmd("quit", -1, kHandshake, "", "Replies OK and closes the connection.", Quit),
+                "1.0.0", kConn));
+  r.Add(AsRedis(cmd("reset", 1, kHandshake, "",
+                    "Resets the connection: RESP2, no name, authentication required again if a "
+                    "password is set.",
+                    Reset),
+                "6.2.0", kConn));
+  r.Add(AsRedis(cmd("select", 2, kLoading | kStale | kFast, "<index>",
+                    "Selects database 0, the only one.", Select),
+                "1.0.0", kConn, {}, {IntArg("index")}));
 
-  CommandSpec client = cmd("client", -2, 0, "<subcommand> [arguments]",
-                           "Inspects and manages client connections.", nullptr);
+  CommandSpec client = AsRedis(cmd("client", -2, 0, "<subcommand> [arguments]",
+                                   "Inspects and manages client connections.", nullptr),
+                               "2.4.0");
   client.subcommands = {
-      cmd("id", 2, kFast, "", "Returns this connection's id.", ClientId),
-      cmd("setname", 3, kFast, "<name>", "Names this connection.", ClientSetName),
-      cmd("getname", 2, kFast, "", "Returns this connection's name, or nil.", ClientGetName),
-      cmd("setinfo", 4, kFast, "<LIB-NAME|LIB-VER> <value>",
-          "Records the client library's name or version.", ClientSetInfo),
-      cmd("list", -2, kAdmin, "[TYPE normal] [ID <id> ...]", "Lists connected clients.",
-          ClientList),
-      cmd("info", 2, 0, "", "Describes this connection.", ClientInfo),
-      cmd("kill", -3, kAdmin,
-          "<ip:port> | [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME yes|no] "
-          "[MAXAGE <seconds>]",
-          "Closes the matching connections.", ClientKill),
-      cmd("help", 2, 0, "", "Lists the CLIENT subcommands.",
-          [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("client")); }),
+      AsRedis(cmd("id", 2, kClientFlags, "", "Returns this connection's id.", ClientId), "5.0.0",
+              kConn),
+      AsRedis(cmd("setname", 3, kClientFlags, "<name>", "Names this connection.", ClientSetName),
+              "2.6.9", kConn, {}, {StrArg("connection-name")}),
+      AsRedis(cmd("getname", 2, kClientFlags, "", "Returns this connection's name, or nil.",
+                  ClientGetName),
+              "2.6.9", kConn),
+      AsRedis(cmd("setinfo", 4, kClientFlags, "<LIB-NAME|LIB-VER> <value>",
+                  "Records the client library's name or version.", ClientSetInfo),
+              "7.2.0", kConn),
+      AsRedis(cmd("list", -2, kAdmin | kClientFlags, "[TYPE normal] [ID <id> ...]",
+                  "Lists connected clients.", ClientList),
+              "2.4.0", kConn, {"nondeterministic_output"}),
+      AsRedis(cmd("info", 2, kClientFlags, "", "Describes this connection.", ClientInfo), "6.2.0",
+              kConn, {"nondeterministic_output"}),
+      AsRedis(cmd("kill", -3, kAdmin | kClientFlags,
+                  "<ip:port> | [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME yes|no] "
+                  "[MAXAGE <seconds>]",
+                  "Closes the matching connections.", ClientKill),
+              "2.4.0", kConn),
+      AsRedis(cmd("reply", 3, kClientFlags, "ON|OFF|SKIP",
+                  "Turns this connection's replies on or off, or skips the next command's.",
+                  ClientReply),
+              "3.2.0", kConn),
+      AsRedis(cmd("help", 2, kLoading | kStale, "", "Lists the CLIENT subcommands.",
+                  [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("client")); }),
+              "5.0.0", kConn),
   };
   for (auto& sub : client.subcommands) sub.complexity = "O(N) in the number of clients";
   r.Add(std::move(client));

@@ -9,5 +9,7 @@
 namespace prefixd::commands {
 
 std::string CommandsMarkdown(const Registry& registry);
+// Renders etc/prefixd.conf: every setting with its help, choices and default, as redis.conf.
+std::string DefaultConfig();
 
 }  // namespace prefixd::commands

@@ -1,5 +1,6 @@
 #include "commands/engine.h"
 
+#include <algorithm>
 #include <condition_variable>
 
 #include "commands/key_access.h"
@@ -19,6 +20,24 @@ void Engine::RemoveClient(const server::ClientState& client) {
   stats_.closed_net_output += client.net_output_bytes.load();
   std::lock_guard lock(clients_mu_);
   clients_.erase(client.id);
+  if (std::erase(monitors_, client.id) > 0) monitor_count_ = monitors_.size();
+}
+
+void Engine::AddMonitor(uint64_t client_id) {
+  std::lock_guard lock(clients_mu_);
+  if (std::find(monitors_.begin(), monitors_.end(), client_id) != monitors_.end()) return;
+  monitors_.push_back(client_id);
+  monitor_count_ = monitors_.size();
+}
+
+void Engine::FeedMonitors(const server::ClientState& from, const std::string& line) {
+  std::lock_guard lock(clients_mu_);
+  for (uint64_t id : monitors_) {
+    if (id == from.id) continue;
+    auto it = clients_.find(id);
+    if (it == clients_.end()) continue;
+    if (auto c = it->second.lock()) c->Push(line);
+  }
 }
 
 std::vector<std::shared_ptr<server::ClientState>> Engine::Clients() const {

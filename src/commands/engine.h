@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "commands/command_stats.h"
 #include "commands/prefix_receipt.h"
 #include "common/settings.h"
 #include "common/striped_counter.h"
@@ -47,6 +48,8 @@ struct ServerStats {
   std::atomic<uint64_t> closed_net_input{0};
   std::atomic<uint64_t> closed_net_output{0};
   std::atomic<uint64_t> peak_memory{0};
+  // Error replies by code (INFO errorstats, total_error_replies).
+  ErrorStats errors;
 };
 
 class Engine {
@@ -78,6 +81,13 @@ class Engine {
   std::vector<std::shared_ptr<server::ClientState>> Clients() const;
   size_t ClientCount() const;
   uint64_t NextClientId() { return next_client_id_.fetch_add(1) + 1; }
+
+  // MONITOR: clients that receive a line for every command run. The count is read on every
+  // command, the list only while it is not zero.
+  void AddMonitor(uint64_t client_id);
+  bool HasMonitors() const { return monitor_count_.load(std::memory_order_relaxed) != 0; }
+  // Sends `line` to every monitor but `from`.
+  void FeedMonitors(const server::ClientState& from, const std::string& line);
 
   // Bytes held for stored values and their bookkeeping, the figure maxmemory limits.
   uint64_t UsedMemory() const;
@@ -112,6 +122,8 @@ class Engine {
   mutable std::mutex clients_mu_;
   std::map<uint64_t, std::weak_ptr<server::ClientState>> clients_;
   std::atomic<uint64_t> next_client_id_{0};
+  std::vector<uint64_t> monitors_;  // client ids, under clients_mu_
+  std::atomic<size_t> monitor_count_{0};
   std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::function<void()> shutdown_hook_;
   std::shared_mutex mutation_gate_;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -27,12 +29,16 @@ void Field(std::string& out, std::string_view name, uint64_t value) {
   Field(out, name, std::to_string(value));
 }
 
+}  // namespace
+
 uint64_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
   uint64_t pages_total = 0, pages_resident = 0;
   statm >> pages_total >> pages_resident;
   return pages_resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
+
+namespace {
 
 void ServerSection(Engine& e, std::string& out) {
   utsname u{};
@@ -139,11 +145,11 @@ void StatsSection(Engine& e, std::string& out) {
   Field(out, "total_net_input_bytes", in);
   Field(out, "total_net_output_bytes", out_bytes);
   Field(out, "rejected_connections", st.rejected_connections.load());
-  Field(out, "rejected_calls", st.rejected_calls.Sum());
   Field(out, "keyspace_hits", st.keyspace_hits.Sum());
   Field(out, "keyspace_misses", st.keyspace_misses.Sum());
   Field(out, "expired_keys", st.expired_keys.load());
   Field(out, "evicted_keys", st.evicted_keys.load());
+  Field(out, "total_error_replies", st.errors.total());
 }
 
 void ReplicationSection(Engine&, std::string& out) {
@@ -175,6 +181,78 @@ void KeyspaceSection(Engine& e, std::string& out) {
             ",avg_ttl=" + std::to_string(avg_ttl));
 }
 
+// Every command and subcommand of the table, parents first, sorted by name.
+std::vector<const CommandSpec*> AllSpecs(Engine& e) {
+  std::vector<const CommandSpec*> out;
+  for (const CommandSpec* spec : e.registry->All()) {
+    out.push_back(spec);
+    for (const CommandSpec& sub : spec->subcommands) out.push_back(&sub);
+  }
+  return out;
+}
+
+void CommandStatsSection(Engine& e, std::string& out) {
+  for (const CommandSpec* spec : AllSpecs(e)) {
+    const CommandStats& s = *spec->stats;
+    uint64_t calls = s.calls.Sum(), rejected = s.rejected_calls.Sum();
+    uint64_t failed = s.failed_calls.Sum(), usec = s.usec.Sum();
+    if (calls == 0 && rejected == 0 && failed == 0) continue;
+    char per_call[32];
+    std::snprintf(per_call, sizeof per_call, "%.2f",
+                  calls == 0 ? 0.0 : static_cast<double>(usec) / static_cast<double>(calls));
+    Field(out, "cmdstat_" + spec->full_name,
+          "calls=" + std::to_string(calls) + ",usec=" + std::to_string(usec) +
+              ",usec_per_call=" + per_call + ",rejected_calls=" + std::to_string(rejected) +
+              ",failed_calls=" + std::to_string(failed));
+  }
+}
+
+void ErrorStatsSection(Engine& e, std::string& out) {
+  for (const auto& [code, count] : e.stats().errors.Counts()) {
+    Field(out, "errorstat_" + code, "count=" + std::to_string(count));
+  }
+}
+
+}  // namespace
+
+// The percentiles latency-tracking-info-percentiles names, in its order; entries that are not
+// numbers from 0 to 100 are skipped.
+std::vector<double> InfoPercentiles(Engine& e) {
+  std::vector<double> out;
+  std::string text = e.settings().String(Setting::kLatencyTrackingInfoPercentiles);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string word = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (word.empty()) continue;
+    char* parsed_end = nullptr;
+    double p = std::strtod(word.c_str(), &parsed_end);
+    if (parsed_end == word.c_str() + word.size() && p >= 0 && p <= 100) out.push_back(p);
+  }
+  return out;
+}
+
+namespace {
+
+void LatencyStatsSection(Engine& e, std::string& out) {
+  std::vector<double> percentiles = InfoPercentiles(e);
+  for (const CommandSpec* spec : AllSpecs(e)) {
+    std::vector<uint64_t> counts = spec->stats->latency.Snapshot();
+    bool any = std::any_of(counts.begin(), counts.end(), [](uint64_t c) { return c != 0; });
+    if (!any) continue;
+    std::string line;
+    for (double p : percentiles) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%sp%g=%.3f", line.empty() ? "" : ",", p,
+                    static_cast<double>(LatencyHistogram::Percentile(counts, p)) / 1000.0);
+      line += buf;
+    }
+    Field(out, "latency_percentiles_usec_" + spec->full_name, line);
+  }
+}
+
 }  // namespace
 
 // Defined with the KV.PREFIX commands.
@@ -198,6 +276,9 @@ constexpr Section kSections[] = {
     {"stats", "Stats", true, StatsSection},
     {"replication", "Replication", true, ReplicationSection},
     {"cpu", "CPU", true, CpuSection},
+    {"commandstats", "Commandstats", false, CommandStatsSection},
+    {"errorstats", "Errorstats", true, ErrorStatsSection},
+    {"latencystats", "Latencystats", false, LatencyStatsSection},
     {"keyspace", "Keyspace", true, KeyspaceSection},
     {"vstore", "Vstore", true, VstoreInfoSection},
     {"pion", "Pion", true, PionInfoSection},

@@ -1,5 +1,7 @@
 #include "commands/key_access.h"
 
+#include "commands/errors.h"
+
 #include <mutex>
 #include <string>
 
@@ -106,7 +108,7 @@ bool PrepareTypedKeys(Context& ctx) {
        i += static_cast<size_t>(ctx.spec.key_step)) {
     auto info = LookupKey(ctx, ctx.args[i], /*touch=*/true);
     if (info && !Compatible(info->type, *wanted)) {
-      ctx.reply.Error(kWrongType);
+      ctx.reply.Error(errors::kWrongType);
       return false;
     }
   }

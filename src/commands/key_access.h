@@ -10,13 +10,14 @@
 
 #include "commands/command.h"
 #include "commands/engine.h"
+#include "commands/errors.h"
 #include "persist/mutation.h"
 #include "store/keyspace.h"
 
 namespace prefixd::commands {
 
-inline constexpr std::string_view kWrongType =
-    "WRONGTYPE Operation against a key holding the wrong kind of value";
+// The reply to a typed command on a key of another type (errors.h holds the text).
+using errors::kWrongType;
 
 // Deletes `key` whole, whatever its type (DEL, expiry, eviction), through the mutation path. A
 // KV.PREFIX registration goes with its `_pk`/`_pv` sessions and the SSM state stored under its

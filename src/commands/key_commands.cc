@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/key_access.h"
@@ -161,24 +162,25 @@ std::optional<uint64_t> ParseCursor(std::string_view text) {
 }
 
 void Scan(Context& ctx) {
-  const auto& args = ctx.args;
-  auto cursor = ParseCursor(args[1]);
-  if (!cursor) return ctx.reply.Error("ERR invalid cursor");
+  auto cursor = ParseCursor(ctx.args[1]);
+  if (!cursor) return ctx.reply.Error(errors::kInvalidCursor);
   KeyFilter filter{"*", std::nullopt, CoarseNowMs()};
   int64_t count = 10;
-  for (size_t i = 2; i < args.size(); i += 2) {
-    if (i + 1 >= args.size()) return ctx.reply.Error(errors::kSyntax);
-    if (EqualsIgnoreCase(args[i], "COUNT")) {
-      auto n = ParseInt64(args[i + 1]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger);
+  ArgReader r(ctx, 2);
+  while (r.more()) {
+    // Every option takes a value (Redis checks the pairing before the option's name).
+    if (r.remaining() < 2) return ctx.reply.Error(errors::kSyntax);
+    auto option = r.OneOf({"COUNT", "MATCH", "TYPE"});
+    if (!option) return ctx.reply.Error(errors::kSyntax);
+    if (*option == 0) {
+      auto n = r.Integer();
+      if (!n) return;
       if (*n < 1) return ctx.reply.Error(errors::kSyntax);
       count = *n;
-    } else if (EqualsIgnoreCase(args[i], "MATCH")) {
-      filter.pattern = args[i + 1];
-    } else if (EqualsIgnoreCase(args[i], "TYPE")) {
-      filter.type_name = args[i + 1];
+    } else if (*option == 1) {
+      filter.pattern = r.Next();
     } else {
-      return ctx.reply.Error(errors::kSyntax);
+      filter.type_name = r.Next();
     }
   }
   std::vector<std::string> found;
@@ -204,15 +206,6 @@ void RandomKey(Context& ctx) {
 
 void DbSize(Context& ctx) { ctx.reply.Integer(static_cast<int64_t>(ctx.engine.keyspace().size())); }
 
-constexpr std::string_view kLfuNotSelected =
-    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
-    "that when switching between policies at runtime LRU and LFU data will take some time to "
-    "adjust.";
-
-constexpr std::string_view kLfuSelected =
-    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
-    "switching between policies at runtime LRU and LFU data will take some time to adjust.";
-
 void ObjectEncoding(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
@@ -229,7 +222,8 @@ void ObjectRefcount(Context& ctx) {
 void ObjectIdletime(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
-  if (store::TracksFrequency(CurrentPolicy(ctx.engine))) return ctx.reply.Error(kLfuSelected);
+  if (store::TracksFrequency(CurrentPolicy(ctx.engine)))
+    return ctx.reply.Error(errors::kLfuSelected);
   ctx.reply.Integer(
       static_cast<int64_t>(ctx.engine.keyspace().IdleMs(ctx.args[2]).value_or(0) / 1000));
 }
@@ -237,7 +231,8 @@ void ObjectIdletime(Context& ctx) {
 void ObjectFreq(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
-  if (!store::TracksFrequency(CurrentPolicy(ctx.engine))) return ctx.reply.Error(kLfuNotSelected);
+  if (!store::TracksFrequency(CurrentPolicy(ctx.engine)))
+    return ctx.reply.Error(errors::kLfuNotSelected);
   ctx.reply.Integer(ctx.engine.keyspace().Frequency(ctx.args[2]).value_or(0));
 }
 
@@ -267,16 +262,30 @@ uint64_t KeyBytes(Engine& engine, std::string_view key, store::KeyType type) {
 
 void MemoryUsage(Context& ctx) {
   const auto& args = ctx.args;
-  if (args.size() != 3 && args.size() != 5) return ctx.reply.Error(errors::kSyntax);
-  if (args.size() == 5) {
-    if (!EqualsIgnoreCase(args[3], "SAMPLES")) return ctx.reply.Error(errors::kSyntax);
-    if (!ParseInt64(args[4])) return ctx.reply.Error(errors::kNotInteger);
+  ArgReader r(ctx, 3);
+  if (r.remaining() == 2 && r.Keyword("SAMPLES")) {
+    if (!r.Integer()) return;
   }
+  if (r.more()) return ctx.reply.Error(errors::kSyntax);
   auto info = LookupKey(ctx, args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
   // The keyspace entry (key, type, slot, stamps) plus what the value's store holds for it.
   const uint64_t entry = sizeof(KeyInfo) + args[2].size() + 48;
   ctx.reply.Integer(static_cast<int64_t>(entry + KeyBytes(ctx.engine, args[2], info->type)));
+}
+
+}  // namespace
+
+namespace {
+
+// Fills what Redis 7.0.15's COMMAND reports for one of its key commands: `key_flags` is the
+// key spec of its first key (index `key_index`, range `last_key`), 0 for a keyless command.
+CommandSpec AsRedisKeyed(CommandSpec s, std::string since, uint32_t acl,
+                         std::vector<std::string> tips, std::vector<Arg> args, uint32_t key_flags,
+                         int key_index = 1, int last_key = 0) {
+  s = AsRedis(std::move(s), std::move(since), acl, std::move(tips), std::move(args));
+  if (key_flags != 0) s.key_specs = {RangeKeySpec(key_flags, key_index, last_key)};
+  return s;
 }
 
 }  // namespace
@@ -287,85 +296,136 @@ void RegisterKeyCommands(Registry& r) {
     return MakeSpec("generic", keys, std::move(name), arity, flags, std::move(syntax),
                     std::move(summary), h, std::move(complexity));
   };
-  auto many = [&](std::string name, uint32_t flags, std::string summary, Handler h) {
+  const std::vector<std::string> multi_shard = {"request_policy:multi_shard",
+                                                "response_policy:agg_sum"};
+  const std::vector<std::string> nondeterministic = {"nondeterministic_output"};
+  auto many = [&](std::string name, uint32_t flags, std::string summary, Handler h,
+                  std::string since, uint32_t key_flags) {
     CommandSpec s = cmd(std::move(name), -2, flags, "<key> [key ...]", std::move(summary), h,
                         "O(N) in the number of keys");
     s.last_key = -1;
-    return s;
+    Arg keys = KeyArg("key");
+    keys.flags = kArgMultiple;
+    return AsRedisKeyed(std::move(s), std::move(since), kAclKeyspace, multi_shard, {keys},
+                        key_flags, 1, -1);
   };
-  r.Add(many("del", kWrite, "Deletes keys of any type whole; replies how many existed.", Del));
+  r.Add(many("del", kWrite, "Deletes keys of any type whole; replies how many existed.", Del,
+             "1.0.0", kKeyRM | kKeyDelete));
   r.Add(many("unlink", kWrite | kFast,
-             "Deletes keys of any type whole, as DEL; replies how many existed.", Del));
+             "Deletes keys of any type whole, as DEL; replies how many existed.", Del, "4.0.0",
+             kKeyRM | kKeyDelete));
   r.Add(many("exists", kReadonly | kFast,
-             "Counts the given keys that exist (a key named twice counts twice).", Exists));
+             "Counts the given keys that exist (a key named twice counts twice).", Exists, "1.0.0",
+             kKeyRO));
   r.Add(many("touch", kReadonly | kFast,
              "Records an access to each key (idle time, LFU counter); replies how many exist.",
-             Touch));
-  r.Add(cmd("type", 2, kReadonly | kFast, "<key>",
-            "Names the key's type (ssm-prefix, vstore, kvprefix), or none.", Type, "O(1)"));
-  const std::string when = "<key> <time> [NX|XX|GT|LT]";
-  r.Add(cmd("expire", -3, kWrite | kFast, when,
-            "Sets a key's time to live in seconds; logged as the absolute time.", Expire, "O(1)"));
-  r.Add(cmd("pexpire", -3, kWrite | kFast, when,
-            "Sets a key's time to live in milliseconds; logged as the absolute time.", PExpire,
-            "O(1)"));
-  r.Add(cmd("expireat", -3, kWrite | kFast, when, "Sets a key's expiry as a Unix time in seconds.",
-            ExpireAt, "O(1)"));
-  r.Add(cmd("pexpireat", -3, kWrite | kFast, when,
-            "Sets a key's expiry as a Unix time in milliseconds.", PExpireAt, "O(1)"));
-  r.Add(cmd("ttl", 2, kReadonly | kFast, "<key>",
-            "Seconds a key has left to live: -1 without an expiry, -2 without the key.", Ttl,
-            "O(1)"));
-  r.Add(cmd("pttl", 2, kReadonly | kFast, "<key>",
-            "Milliseconds a key has left to live: -1 without an expiry, -2 without the key.", PTtl,
-            "O(1)"));
-  r.Add(cmd("expiretime", 2, kReadonly | kFast, "<key>",
-            "A key's expiry as a Unix time in seconds: -1 without one, -2 without the key.",
-            ExpireTime, "O(1)"));
-  r.Add(cmd("pexpiretime", 2, kReadonly | kFast, "<key>",
-            "A key's expiry as a Unix time in milliseconds: -1 without one, -2 without the key.",
-            PExpireTime, "O(1)"));
-  r.Add(cmd("persist", 2, kWrite | kFast, "<key>", "Removes a key's expiry; 1 if it had one.",
-            Persist, "O(1)"));
-  r.Add(cmd("scan", -2, kReadonly, "<cursor> [MATCH pattern] [COUNT count] [TYPE type]",
-            "Walks the keyspace a step at a time; a key present throughout is returned.", Scan,
-            "O(1) per call, O(N) for a whole walk", 0));
-  r.Add(cmd("keys", 2, kReadonly, "<pattern>", "Lists every key matching a glob pattern.", Keys,
-            "O(N) in the number of keys", 0));
-  r.Add(cmd("randomkey", 1, kReadonly, "", "Returns a random key, or nil when there is none.",
-            RandomKey, "O(1)", 0));
-  r.Add(
-      cmd("dbsize", 1, kReadonly | kFast, "", "Counts the keys of every type.", DbSize, "O(1)", 0));
+             Touch, "3.2.1", kKeyRO));
+  r.Add(AsRedisKeyed(
+      cmd("type", 2, kReadonly | kFast, "<key>",
+          "Names the key's type (ssm-prefix, vstore, kvprefix), or none.", Type, "O(1)"),
+      "1.0.0", kAclKeyspace, {}, {KeyArg("key")}, kKeyRO));
 
-  CommandSpec object =
+  const std::string when = "<key> <time> [NX|XX|GT|LT]";
+  auto expire = [&](std::string name, std::string summary, Handler h, std::string since, Arg time) {
+    std::vector<Arg> conditions = {TokenArg("nx", "NX"), TokenArg("xx", "XX"), TokenArg("gt", "GT"),
+                                   TokenArg("lt", "LT")};
+    return AsRedisKeyed(
+        cmd(std::move(name), -3, kWrite | kFast, when, std::move(summary), h, "O(1)"),
+        std::move(since), kAclKeyspace, {},
+        {KeyArg("key"), std::move(time),
+         OneOfArg("condition", kArgOptional, std::move(conditions), "7.0.0")},
+        kKeyRW | kKeyUpdate);
+  };
+  r.Add(expire("expire", "Sets a key's time to live in seconds; logged as the absolute time.",
+               Expire, "1.0.0", IntArg("seconds")));
+  r.Add(expire("pexpire", "Sets a key's time to live in milliseconds; logged as the absolute time.",
+               PExpire, "2.6.0", IntArg("milliseconds")));
+  r.Add(expire("expireat", "Sets a key's expiry as a Unix time in seconds.", ExpireAt, "1.2.0",
+               TypedArg("unix-time-seconds", ArgType::kUnixTime)));
+  r.Add(expire("pexpireat", "Sets a key's expiry as a Unix time in milliseconds.", PExpireAt,
+               "2.6.0", TypedArg("unix-time-milliseconds", ArgType::kUnixTime)));
+
+  auto ttl = [&](std::string name, std::string summary, Handler h, std::string since,
+                 std::vector<std::string> tips) {
+    return AsRedisKeyed(
+        cmd(std::move(name), 2, kReadonly | kFast, "<key>", std::move(summary), h, "O(1)"),
+        std::move(since), kAclKeyspace, std::move(tips), {KeyArg("key")}, kKeyRO | kKeyAccess);
+  };
+  r.Add(ttl("ttl", "Seconds a key has left to live: -1 without an expiry, -2 without the key.", Ttl,
+            "1.0.0", nondeterministic));
+  r.Add(ttl("pttl",
+            "Milliseconds a key has left to live: -1 without an expiry, -2 without the key.", PTtl,
+            "2.6.0", nondeterministic));
+  r.Add(ttl("expiretime",
+            "A key's expiry as a Unix time in seconds: -1 without one, -2 without the key.",
+            ExpireTime, "7.0.0", {}));
+  r.Add(ttl("pexpiretime",
+            "A key's expiry as a Unix time in milliseconds: -1 without one, -2 without the key.",
+            PExpireTime, "7.0.0", {}));
+  r.Add(AsRedisKeyed(cmd("persist", 2, kWrite | kFast, "<key>",
+                         "Removes a key's expiry; 1 if it had one.", Persist, "O(1)"),
+                     "2.2.0", kAclKeyspace, {}, {KeyArg("key")}, kKeyRW | kKeyUpdate));
+
+  r.Add(AsRedis(
+      cmd("scan", -2, kReadonly, "<cursor> [MATCH pattern] [COUNT count] [TYPE type]",
+          "Walks the keyspace a step at a time; a key present throughout is returned.", Scan,
+          "O(1) per call, O(N) for a whole walk", 0),
+      "2.8.0", kAclKeyspace, {"nondeterministic_output", "request_policy:special"},
+      {IntArg("cursor"), Tokened(TypedArg("pattern", ArgType::kPattern, kArgOptional), "MATCH"),
+       Tokened(IntArg("count", kArgOptional), "COUNT"),
+       Tokened(StrArg("type", kArgOptional), "TYPE", "6.0.0")}));
+  r.Add(AsRedis(cmd("keys", 2, kReadonly, "<pattern>", "Lists every key matching a glob pattern.",
+                    Keys, "O(N) in the number of keys", 0),
+                "1.0.0", kAclKeyspace | kAclDangerous,
+                {"request_policy:all_shards", "nondeterministic_output_order"},
+                {TypedArg("pattern", ArgType::kPattern)}));
+  r.Add(AsRedis(cmd("randomkey", 1, kReadonly, "",
+                    "Returns a random key, or nil when there is none.", RandomKey, "O(1)", 0),
+                "1.0.0", kAclKeyspace, {"request_policy:all_shards", "nondeterministic_output"}));
+  r.Add(AsRedis(
+      cmd("dbsize", 1, kReadonly | kFast, "", "Counts the keys of every type.", DbSize, "O(1)", 0),
+      "1.0.0", kAclKeyspace, {"request_policy:all_shards", "response_policy:agg_sum"}));
+
+  CommandSpec object = AsRedis(
       cmd("object", -2, 0, "<subcommand> [arguments]",
-          "Reports how a key is held: encoding, idle time, access frequency.", nullptr, "O(1)", 0);
-  auto sub = [&](std::string name, Handler h, std::string summary) {
+          "Reports how a key is held: encoding, idle time, access frequency.", nullptr, "O(1)", 0),
+      "2.2.3");
+  auto sub = [&](std::string name, Handler h, std::string summary, std::string since) {
     CommandSpec s = cmd(std::move(name), 3, kReadonly, "<key>", std::move(summary), h, "O(1)");
     s.first_key = s.last_key = 2;
-    return s;
+    return AsRedisKeyed(std::move(s), std::move(since), kAclKeyspace, nondeterministic,
+                        {KeyArg("key")}, kKeyRO, 2);
   };
   object.subcommands = {
-      sub("encoding", ObjectEncoding, "The key's internal representation (raw)."),
-      sub("freq", ObjectFreq, "The key's LFU access counter (an LFU maxmemory-policy only)."),
-      sub("idletime", ObjectIdletime, "Seconds since the key was last accessed."),
-      sub("refcount", ObjectRefcount, "The number of references to the key's value (1)."),
-      cmd(
-          "help", 2, kLoading | kStale, "", "Lists the OBJECT subcommands.",
-          [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("object")); }, "O(1)", 0),
+      sub("encoding", ObjectEncoding, "The key's internal representation (raw).", "2.2.3"),
+      sub("freq", ObjectFreq, "The key's LFU access counter (an LFU maxmemory-policy only).",
+          "4.0.0"),
+      sub("idletime", ObjectIdletime, "Seconds since the key was last accessed.", "2.2.3"),
+      sub("refcount", ObjectRefcount, "The number of references to the key's value (1).", "2.2.3"),
+      AsRedis(cmd(
+                  "help", 2, kLoading | kStale, "", "Lists the OBJECT subcommands.",
+                  [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("object")); },
+                  "O(1)", 0),
+              "6.2.0", kAclKeyspace),
   };
   r.Add(std::move(object));
 
-  CommandSpec memory = cmd("memory", -2, 0, "<subcommand> [arguments]",
-                           "Reports memory figures of keys.", nullptr, "O(1)", 0);
+  CommandSpec memory = AsRedis(cmd("memory", -2, 0, "<subcommand> [arguments]",
+                                   "Reports memory figures of keys.", nullptr, "O(1)", 0),
+                               "4.0.0");
+  memory.group = "server";
   CommandSpec usage = cmd("usage", -3, kReadonly, "<key> [SAMPLES count]",
                           "Bytes a key and its value take in memory.", MemoryUsage, "O(1)");
   usage.first_key = usage.last_key = 2;
+  usage.group = "server";
+  CommandSpec memory_help = cmd(
+      "help", 2, kLoading | kStale, "", "Lists the MEMORY subcommands.",
+      [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("memory")); }, "O(1)", 0);
+  memory_help.group = "server";
   memory.subcommands = {
-      std::move(usage),
-      cmd(
-          "help", 2, kLoading | kStale, "", "Lists the MEMORY subcommands.",
-          [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("memory")); }, "O(1)", 0),
+      AsRedisKeyed(std::move(usage), "4.0.0", 0, {},
+                   {KeyArg("key"), Tokened(IntArg("count", kArgOptional), "SAMPLES")}, kKeyRO, 2),
+      AsRedis(std::move(memory_help), "4.0.0"),
   };
   r.Add(std::move(memory));
 }

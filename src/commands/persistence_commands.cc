@@ -15,7 +15,7 @@ void Save(Context& ctx) {
   auto* d = ctx.engine.durability();
   if (d == nullptr) return ctx.reply.Error(kDisabled);
   if (d->Stats().bgsave_in_progress) {
-    return ctx.reply.Error("ERR Background save already in progress");
+    return ctx.reply.Error(errors::kBgsaveInProgress);
   }
   std::string err = d->Save();
   if (!err.empty()) return ctx.reply.Error("ERR " + err);
@@ -44,14 +44,18 @@ void RegisterPersistenceCommands(Registry& r) {
     return MakeSpec("server", 0, std::move(name), arity, flags, std::move(syntax),
                     std::move(summary), h, std::move(complexity));
   };
-  r.Add(cmd("save", 1, kAdmin | kNoScript, "",
-            "Writes a snapshot now (the calling connection waits) and cuts the log.", Save,
-            "O(N) in the stored bytes"));
-  r.Add(cmd("bgsave", -1, kAdmin | kNoScript, "[SCHEDULE]",
-            "Writes a snapshot in the background and cuts the log; clients keep being served.",
-            BgSave, "O(1) to start"));
-  r.Add(cmd("lastsave", 1, kFast | kLoading | kStale, "",
-            "Returns the unix time of the last successful snapshot.", LastSave, "O(1)"));
+  r.Add(AsRedis(cmd("save", 1, kAdmin | kNoScript | kNoAsyncLoading | kNoMulti, "",
+                    "Writes a snapshot now (the calling connection waits) and cuts the log.", Save,
+                    "O(N) in the stored bytes"),
+                "1.0.0"));
+  r.Add(AsRedis(cmd("bgsave", -1, kAdmin | kNoScript | kNoAsyncLoading, "[SCHEDULE]",
+                    "Writes a snapshot in the background and cuts the log; clients keep being "
+                    "served.",
+                    BgSave, "O(1) to start"),
+                "1.0.0"));
+  r.Add(AsRedis(cmd("lastsave", 1, kFast | kLoading | kStale, "",
+                    "Returns the unix time of the last successful snapshot.", LastSave, "O(1)"),
+                "1.0.0", kAclAdmin | kAclDangerous, {"nondeterministic_output"}));
 }
 
 }  // namespace prefixd::commands

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "commands/arg_reader.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/mutate.h"
@@ -89,28 +90,35 @@ void Namespace(Context& ctx) {
   std::optional<uint64_t> block, attn, kv_dim, recurrent;
   uint64_t max_bytes = 0;
   auto tier = store::ParseTier(ctx.engine.settings().String(Setting::kVstoreDefaultVquant));
-  for (size_t i = 2; i < args.size(); i += 2) {
-    const std::string_view key = args[i], value = args[i + 1];
-    if (EqualsIgnoreCase(key, "BLOCK")) {
-      if (!(block = ParseBounded(ctx, "BLOCK", value, 1, 4096))) return;
-    } else if (EqualsIgnoreCase(key, "ATTN")) {
-      if (!(attn = ParseBounded(ctx, "ATTN", value, 0, 4096))) return;
-    } else if (EqualsIgnoreCase(key, "KVDIM")) {
-      if (!(kv_dim = ParseBounded(ctx, "KVDIM", value, 1, 65536))) return;
-    } else if (EqualsIgnoreCase(key, "RECURRENT")) {
-      if (!(recurrent = ParseBounded(ctx, "RECURRENT", value, 0, 4096))) return;
-    } else if (EqualsIgnoreCase(key, "VQUANT")) {
-      tier = store::ParseTier(value);
-      if (!tier) {
-        return ctx.reply.Error("ERR invalid VQUANT " + Quoted(value) + ": expected " +
-                               std::string(store::kTierNames));
+  ArgReader r(ctx, 2);
+  while (r.more()) {
+    auto key = r.OneOf({"BLOCK", "ATTN", "KVDIM", "RECURRENT", "VQUANT", "MAXMEMORY"});
+    if (!key) return ctx.reply.Error(errors::kSyntax);
+    const std::string_view value = r.Next();
+    switch (*key) {
+      case 0:
+        if (!(block = ParseBounded(ctx, "BLOCK", value, 1, 4096))) return;
+        break;
+      case 1:
+        if (!(attn = ParseBounded(ctx, "ATTN", value, 0, 4096))) return;
+        break;
+      case 2:
+        if (!(kv_dim = ParseBounded(ctx, "KVDIM", value, 1, 65536))) return;
+        break;
+      case 3:
+        if (!(recurrent = ParseBounded(ctx, "RECURRENT", value, 0, 4096))) return;
+        break;
+      case 4:
+        if (!(tier = store::ParseTier(value))) {
+          return ctx.reply.Error("ERR invalid VQUANT " + Quoted(value) + ": expected " +
+                                 std::string(store::kTierNames));
+        }
+        break;
+      default: {
+        auto v = ParseBounded(ctx, "MAXMEMORY", value, 0, std::numeric_limits<int64_t>::max());
+        if (!v) return;
+        max_bytes = *v;
       }
-    } else if (EqualsIgnoreCase(key, "MAXMEMORY")) {
-      auto v = ParseBounded(ctx, "MAXMEMORY", value, 0, std::numeric_limits<int64_t>::max());
-      if (!v) return;
-      max_bytes = *v;
-    } else {
-      return ctx.reply.Error(errors::kSyntax);
     }
   }
   if (!block || !attn || !kv_dim || !recurrent) {
@@ -481,31 +489,30 @@ void Match(Context& ctx) {
   if (!chain) return;
   std::vector<std::pair<uint64_t, Hash128>> candidates;
   uint64_t lease_ms = kDefaultLeaseMs;
-  for (size_t i = 4; i < args.size();) {
-    if (EqualsIgnoreCase(args[i], "AT") && i + 3 < args.size()) {
-      auto k = ParseBounded(ctx, "AT count", args[i + 1], 0, kMaxCandidates);
+  ArgReader r(ctx, 4);
+  while (r.more()) {
+    if (r.remaining() >= 4 && r.Keyword("AT")) {
+      auto k = ParseBounded(ctx, "AT count", r.Next(), 0, kMaxCandidates);
       if (!k) return;
-      if (args[i + 2].size() != *k * 8) {
+      const std::string_view lengths = r.Next();
+      if (lengths.size() != *k * 8) {
         return ctx.reply.Error("ERR AT positions must be " + std::to_string(*k) +
                                " x 8 = " + std::to_string(*k * 8) + " bytes, got " +
-                               std::to_string(args[i + 2].size()));
+                               std::to_string(lengths.size()));
       }
-      auto hashes = ParseHashes(ctx, "AT position hashes", args[i + 3], *k);
+      auto hashes = ParseHashes(ctx, "AT position hashes", r.Next(), *k);
       if (!hashes) return;
       for (uint64_t j = 0; j < *k; ++j) {
         uint64_t length = 0;
-        std::memcpy(&length, args[i + 2].data() + j * 8, 8);
+        std::memcpy(&length, lengths.data() + j * 8, 8);
         candidates.emplace_back(length, (*hashes)[j]);
       }
-      i += 4;
-    } else if (EqualsIgnoreCase(args[i], "LEASE") && i + 1 < args.size()) {
-      auto ms = ParseBounded(ctx, "LEASE", args[i + 1], 1, kMaxLeaseMs);
+    } else if (r.remaining() >= 2 && r.Keyword("LEASE")) {
+      auto ms = ParseBounded(ctx, "LEASE", r.Next(), 1, kMaxLeaseMs);
       if (!ms) return;
       lease_ms = *ms;
-      i += 2;
-    } else if (EqualsIgnoreCase(args[i], "NOLEASE")) {
+    } else if (r.Keyword("NOLEASE")) {
       lease_ms = 0;
-      i += 1;
     } else {
       return ctx.reply.Error(errors::kSyntax);
     }
@@ -621,61 +628,113 @@ void Release(Context& ctx) {
 
 void RegisterPrefixIndexCommands(Registry& r) {
   auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
-                std::string summary, Handler h, std::string complexity) {
-    return MakeSpec("prefixindex", 1, std::move(name), arity, flags, std::move(syntax),
-                    std::move(summary), h, std::move(complexity));
+                std::string summary, Handler h, std::string complexity, std::vector<Arg> args) {
+    // The namespace is the first and only key (first 1, last 1, step 1): cluster clients route
+    // every command of a namespace to its slot.
+    return WithArgs(MakeSpec("prefixindex", 1, std::move(name), arity, flags, std::move(syntax),
+                             std::move(summary), h, std::move(complexity)),
+                    std::move(args));
   };
+  const Arg ns = KeyArg("ns"), n = IntArg("n"), hashes = StrArg("hashes"), layer = IntArg("layer"),
+            lease = IntArg("lease");
+  const Arg fmt_in =
+      OneOfArg("fmt", kArgOptional,
+               {TokenArg("f16", "F16"), TokenArg("bf16", "BF16"), TokenArg("f32", "F32")});
+  const Arg fmt_native = Tokened(TokenArg("native", "NATIVE"), "FMT");
+  const Arg layer_blobs = BlockArg("state", kArgMultiple, {layer, StrArg("blob")});
+  const Arg tail = BlockArg("tail", kArgOptional,
+                            {BlockArg("rows", kArgMultiple, {layer, StrArg("rows")})}, "TAIL");
+  Arg fmt_native_opt = fmt_native;
+  fmt_native_opt.flags = kArgOptional;
+  Arg fmt_in_opt = Tokened(fmt_in, "FMT");
   r.Add(cmd("kv.prefix.namespace", -10, kWrite | kDenyOom,
             "<ns> BLOCK <bs> ATTN <layers> KVDIM <dim> RECURRENT <layers> [VQUANT <tier>] "
             "[MAXMEMORY <bytes>]",
             "Creates a prefix-index namespace (the model's shape); again with the same shape: no "
             "change.",
-            Namespace, "O(1)"));
+            Namespace, "O(1)",
+            {ns, Tokened(IntArg("bs"), "BLOCK"), Tokened(IntArg("attn"), "ATTN"),
+             Tokened(IntArg("kv_dim"), "KVDIM"), Tokened(IntArg("recurrent"), "RECURRENT"),
+             Tokened(StrArg("tier", kArgOptional), "VQUANT"),
+             Tokened(IntArg("bytes", kArgOptional), "MAXMEMORY")}));
   r.Add(cmd("kv.prefix.nsinfo", 2, kReadonly, "<ns>",
-            "Describes a prefix-index namespace as k:v lines, or nil.", NsInfo, "O(1)"));
-  r.Add(cmd("kv.prefix.bstore", -5, kWrite | kDenyOom,
-            "<ns> <parent> <n> <hashes> <layer> <rows> [<layer> <rows> ...] [FMT F16|BF16|F32]",
-            "Stores n consecutive full token blocks' K/V after the parent block; returns how many "
-            "were new.",
-            BStore, "O(N) in the rows"));
+            "Describes a prefix-index namespace as k:v lines, or nil.", NsInfo, "O(1)", {ns}));
+  r.Add(
+      cmd("kv.prefix.bstore", -5, kWrite | kDenyOom,
+          "<ns> <parent> <n> <hashes> <layer> <rows> [<layer> <rows> ...] [FMT F16|BF16|F32]",
+          "Stores n consecutive full token blocks' K/V after the parent block; returns how many "
+          "were new.",
+          BStore, "O(N) in the rows",
+          {ns, StrArg("parent"), n, hashes,
+           BlockArg("layers", kArgMultiple | kArgOptional, {layer, StrArg("rows")}), fmt_in_opt}));
   r.Add(cmd("kv.prefix.bdrop", 4, kWrite, "<ns> <n> <hashes>",
             "Removes blocks, their descendants and every checkpoint anchored on them; returns how "
             "many of the listed blocks were stored.",
-            BDrop, "O(N) in the entries removed"));
+            BDrop, "O(N) in the entries removed", {ns, n, hashes}));
   r.Add(cmd("kv.prefix.bfetch", -5, kReadonly, "<ns> <n> <hashes> <layer> [FMT NATIVE]",
             "Returns one layer's K rows then V rows of the listed blocks, or nil if one is "
             "missing (no state is promised).",
-            BFetch, "O(N) in the rows"));
-  r.Add(cmd("ssm.prefix.ckpt.store", -5, kWrite | kDenyOom,
-            "<ns> <anchor> <L> <pos> <layer> <blob> [<layer> <blob> ...] [TAIL <layer> <rows> "
-            "...] [FMT F16|BF16|F32]",
-            "Stores a checkpoint at position L: every recurrent layer's state and the partial "
-            "block's K/V.",
-            CkptStore, "O(N) in the bytes"));
+            BFetch, "O(N) in the rows", {ns, n, hashes, layer, fmt_native_opt}));
+  r.Add(cmd(
+      "ssm.prefix.ckpt.store", -5, kWrite | kDenyOom,
+      "<ns> <anchor> <L> <pos> <layer> <blob> [<layer> <blob> ...] [TAIL <layer> <rows> "
+      "...] [FMT F16|BF16|F32]",
+      "Stores a checkpoint at position L: every recurrent layer's state and the partial "
+      "block's K/V.",
+      CkptStore, "O(N) in the bytes",
+      {ns, StrArg("anchor"), IntArg("length"), StrArg("position"), layer_blobs, tail, fmt_in_opt}));
   r.Add(cmd("ssm.prefix.ckpt.mstore", -6, kWrite | kDenyOom,
             "<ns> <anchor> <L0> <k> <positions> <layer> <blob> [...] [TAIL <layer> <rows> ...] "
             "[FMT F16|BF16|F32]",
             "Stores k checkpoints at L0 .. L0+k-1 (a speculative window) in one record; returns "
             "k.",
-            CkptMStore, "O(N) in the bytes"));
+            CkptMStore, "O(N) in the bytes",
+            {ns, StrArg("anchor"), IntArg("first_length"), IntArg("k"), StrArg("positions"),
+             layer_blobs, tail, fmt_in_opt}));
   r.Add(cmd("ssm.prefix.ckpt.drop", 4, kWrite, "<ns> <k> <positions>",
             "Drops checkpoints by position hash; returns how many were stored.", CkptDrop,
-            "O(N) in the positions"));
-  r.Add(cmd("ssm.prefix.ckpt.fetch", -3, kReadonly, "<ns> <pos> [LAYERS <layer> ...]",
-            "Returns a checkpoint's recurrent blobs (all, or the listed layers), or nil.",
-            CkptFetch, "O(N) in the layers"));
+            "O(N) in the positions", {ns, IntArg("k"), StrArg("positions")}));
+  r.Add(cmd(
+      "ssm.prefix.ckpt.fetch", -3, kReadonly, "<ns> <pos> [LAYERS <layer> ...]",
+      "Returns a checkpoint's recurrent blobs (all, or the listed layers), or nil.", CkptFetch,
+      "O(N) in the layers",
+      {ns, StrArg("position"), Tokened(IntArg("layer", kArgOptional | kArgMultiple), "LAYERS")}));
   r.Add(cmd("kv.prefix.match", -4, kReadonly,
             "<ns> <n> <hashes> [AT <k> <positions> <pos-hashes>] [LEASE <ms>] [NOLEASE]",
             "Returns [L, lease, matched_blocks, pos, kv_bytes, state_bytes]: the longest L with "
             "K/V for [0, L) and a checkpoint at exactly L, pinned by a lease.",
-            Match, "O(log N + K + D) for N hashes, K candidates, D blocks walked"));
-  r.Add(cmd("kv.prefix.lfetch", -4, kReadonly,
-            "<ns> <lease> ATTN <layer> [RANGE <start> <end>] [FMT NATIVE] [RELEASE] | <ns> "
-            "<lease> STATE [LAYERS <layer> ...] [RELEASE]",
-            "Returns a leased answer's K rows then V rows for one layer, or its recurrent blobs.",
-            LFetch, "O(N) in the rows"));
+            Match, "O(log N + K + D) for N hashes, K candidates, D blocks walked",
+            {ns, n, hashes,
+             BlockArg("at", kArgOptional,
+                      {IntArg("k"), StrArg("positions"), StrArg("position_hashes")}, "AT"),
+             Tokened(IntArg("ms", kArgOptional), "LEASE"), [] {
+               Arg a = TokenArg("nolease", "NOLEASE");
+               a.flags = kArgOptional;
+               return a;
+             }()}));
+  r.Add(cmd(
+      "kv.prefix.lfetch", -4, kReadonly,
+      "<ns> <lease> ATTN <layer> [RANGE <start> <end>] [FMT NATIVE] [RELEASE] | <ns> "
+      "<lease> STATE [LAYERS <layer> ...] [RELEASE]",
+      "Returns a leased answer's K rows then V rows for one layer, or its recurrent blobs.", LFetch,
+      "O(N) in the rows",
+      {ns, lease,
+       OneOfArg(
+           "what", 0,
+           {BlockArg(
+                "attn", 0,
+                {layer, BlockArg("range", kArgOptional, {IntArg("start"), IntArg("end")}, "RANGE"),
+                 fmt_native_opt},
+                "ATTN"),
+            BlockArg("state", 0, {Tokened(IntArg("layer", kArgOptional | kArgMultiple), "LAYERS")},
+                     "STATE")}),
+       [] {
+         Arg a = TokenArg("release", "RELEASE");
+         a.flags = kArgOptional;
+         return a;
+       }()}));
   r.Add(cmd("kv.prefix.release", 3, kReadonly | kFast, "<ns> <lease>",
-            "Ends a lease; returns 1 when it was live.", Release, "O(1)"));
+            "Ends a lease; returns 1 when it was live.", Release, "O(1)", {ns, lease}));
 }
 
 }  // namespace prefixd::commands

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 
 #include "commands/errors.h"
 #include "commands/key_access.h"
@@ -30,7 +31,33 @@ bool ProtectedModeRefuses(const Settings& settings, const server::ClientState& c
          !client.local;
 }
 
+std::string MonitorLine(const server::ClientState& client, const protocol::Request& args);
+
 namespace errors {
+
+std::string HelloSyntax(std::string_view option) {
+  return "ERR Syntax error in HELLO option '" + std::string(option) + "'";
+}
+std::string UnrecognizedOption(std::string_view option) {
+  return "ERR Unrecognized option '" + std::string(option) + "'";
+}
+std::string LibField(bool name) {
+  return std::string("ERR ") + (name ? "lib-name" : "lib-ver") +
+         " cannot contain spaces, newlines or special characters.";
+}
+std::string UnknownClientType(std::string_view type) {
+  return "ERR Unknown client type '" + std::string(type) + "'";
+}
+std::string NoSuchUser(std::string_view user) {
+  return "ERR No such user '" + std::string(user) + "'";
+}
+std::string ConfigSetUnknown(std::string_view name) {
+  return "ERR Unknown option or number of arguments for CONFIG SET - '" + std::string(name) + "'";
+}
+std::string ConfigSetFailed(std::string_view name, std::string_view why) {
+  return "ERR CONFIG SET failed (possibly related to argument '" + std::string(name) + "') - " +
+         std::string(why);
+}
 
 std::string WrongArity(std::string_view full_name) {
   return "ERR wrong number of arguments for '" + std::string(full_name) + "' command";
@@ -55,17 +82,6 @@ std::string UnknownSubcommand(std::string_view subcommand, std::string_view comm
 
 }  // namespace errors
 
-std::vector<std::string_view> FlagNames(uint32_t flags) {
-  static constexpr std::string_view kNames[] = {"write",    "readonly",  "fast",    "no_auth",
-                                                "admin",    "denyoom",   "loading", "stale",
-                                                "noscript", "allow_busy"};
-  std::vector<std::string_view> out;
-  for (size_t bit = 0; bit < std::size(kNames); ++bit) {
-    if (flags & (1u << bit)) out.push_back(kNames[bit]);
-  }
-  return out;
-}
-
 Registry::Registry(Engine& engine) : engine_(engine) {
   engine_.registry = this;
   RegisterConnectionCommands(*this);
@@ -81,10 +97,12 @@ Registry::Registry(Engine& engine) : engine_(engine) {
 void Registry::Add(CommandSpec spec) {
   spec.name = AsciiLower(spec.name);
   spec.full_name = spec.name;
+  spec.stats = std::make_shared<CommandStats>();
   for (CommandSpec& sub : spec.subcommands) {
     sub.name = AsciiLower(sub.name);
     sub.full_name = spec.name + "|" + sub.name;
     sub.group = spec.group;
+    sub.stats = std::make_shared<CommandStats>();
   }
   std::string key = spec.name;
   table_.emplace(std::move(key), std::move(spec));
@@ -142,48 +160,88 @@ void Registry::OnDisconnect(const std::shared_ptr<server::ClientState>& client) 
   engine_.RemoveClient(*client);
 }
 
+void Registry::Reject(const CommandSpec* spec, protocol::ReplyWriter& reply,
+                      std::string_view message) {
+  engine_.stats().rejected_calls.Add();
+  if (spec != nullptr) spec->stats->rejected_calls.Add();
+  reply.Error(message);
+  engine_.stats().errors.Add(reply.last_error_code());
+}
+
+void Registry::Run(const CommandSpec& spec, Context& ctx) {
+  engine_.stats().total_commands.Add();
+  const uint64_t errors_before = ctx.reply.error_count();
+  const auto start = std::chrono::steady_clock::now();
+  if (PrepareTypedKeys(ctx)) spec.handler(ctx);
+  const auto ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+  CommandStats& stats = *spec.stats;
+  stats.calls.Add();
+  stats.usec.Add(ns / 1000);
+  if (engine_.settings().Bool(Setting::kLatencyTracking)) stats.latency.Record(ns);
+  if (engine_.HasMonitors() && !(spec.flags & (kAdmin | kSkipMonitor))) {
+    engine_.FeedMonitors(ctx.client, MonitorLine(ctx.client, ctx.args));
+  }
+  const uint64_t errors = ctx.reply.error_count() - errors_before;
+  if (errors > 0) {
+    stats.failed_calls.Add();
+    for (uint64_t i = 0; i < errors; ++i) engine_.stats().errors.Add(ctx.reply.last_error_code());
+  }
+}
+
 void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
                         protocol::ReplyWriter& reply) {
+  if (!client.reply_off && !client.reply_skip) {
+    DispatchTo(client, request, reply);
+  } else {
+    // CLIENT REPLY OFF/SKIP: the command runs against a scratch writer whose bytes are kept only
+    // when the command itself turned replies back on (CLIENT REPLY ON).
+    protocol::ReplyWriter scratch(reply.protocol());
+    DispatchTo(client, request, scratch);
+    if (!client.reply_off && !client.reply_skip) {
+      for (auto piece : scratch.Buffers()) {
+        reply.Raw({reinterpret_cast<const char*>(piece.data()), piece.size()});
+      }
+    }
+  }
+  // CLIENT REPLY SKIP covers the command after it.
+  client.reply_skip = client.reply_skip_next;
+  client.reply_skip_next = false;
+}
+
+void Registry::DispatchTo(server::ClientState& client, protocol::Request& request,
+                          protocol::ReplyWriter& reply) {
   client.last_interaction_ms.store(CoarseNowMs(), std::memory_order_relaxed);
   const CommandSpec* spec = Find(request[0]);
-  if (spec == nullptr) {
-    engine_.stats().rejected_calls.Add();
-    return reply.Error(errors::UnknownCommand(request));
-  }
+  if (spec == nullptr) return Reject(nullptr, reply, errors::UnknownCommand(request));
   if (!spec->subcommands.empty() && request.size() >= 2) {
     std::string sub = AsciiLower(request[1]);
     auto it = std::find_if(spec->subcommands.begin(), spec->subcommands.end(),
                            [&](const CommandSpec& s) { return s.name == sub; });
     if (it == spec->subcommands.end()) {
-      engine_.stats().rejected_calls.Add();
-      return reply.Error(errors::UnknownSubcommand(request[1], spec->name));
+      return Reject(nullptr, reply, errors::UnknownSubcommand(request[1], spec->name));
     }
     spec = &*it;
   }
   client.last_command.store(spec->full_name.c_str(), std::memory_order_relaxed);
   if (!ArityOk(spec->arity, request.size())) {
-    engine_.stats().rejected_calls.Add();
-    return reply.Error(errors::WrongArity(spec->full_name));
+    return Reject(spec, reply, errors::WrongArity(spec->full_name));
   }
   if (!client.authenticated && !(spec->flags & kNoAuth)) {
-    engine_.stats().rejected_calls.Add();
-    return reply.Error(errors::kNoAuth);
+    return Reject(spec, reply, errors::kNoAuth);
   }
   if ((spec->flags & kWrite) && engine_.durability() && !engine_.durability()->healthy()) {
-    engine_.stats().rejected_calls.Add();
-    return reply.Error("MISCONF Errors writing to the AOF file: " +
-                       engine_.durability()->last_error());
+    return Reject(spec, reply,
+                  "MISCONF Errors writing to the AOF file: " + engine_.durability()->last_error());
   }
   if (spec->flags & kDenyOom) {
     if (!MakeRoom(engine_)) {
-      engine_.stats().rejected_calls.Add();
-      return reply.Error(errors::kOom);
+      return Reject(spec, reply, errors::kOom);
     }
   }
-  engine_.stats().total_commands.Add();
   Context ctx{client, request, reply, engine_, *spec};
-  if (!PrepareTypedKeys(ctx)) return;
-  spec->handler(ctx);
+  Run(*spec, ctx);
 }
 
 protocol::ParserLimits Registry::LimitsFor(const server::ClientState& client) const {

@@ -36,6 +36,14 @@ class Registry : public server::Dispatcher {
   void Add(CommandSpec spec);
 
  private:
+  // Dispatch without CLIENT REPLY's filtering.
+  void DispatchTo(server::ClientState& client, protocol::Request& request,
+                  protocol::ReplyWriter& reply);
+  // Answers a request refused before its handler ran, counting it as Redis does.
+  void Reject(const CommandSpec* spec, protocol::ReplyWriter& reply, std::string_view message);
+  // Runs the handler, timing it and counting the call and any error reply.
+  void Run(const CommandSpec& spec, Context& ctx);
+
   Engine& engine_;
   // Looked up for every request: hashed and compared with ASCII case folded on the fly, so a
   // lookup neither copies nor lower-cases the name.

@@ -9,18 +9,22 @@
 #include <cctype>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <thread>
 
+#include "commands/arg_reader.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/mutate.h"
 #include "commands/registry.h"
 #include "common/ascii.h"
+#include "common/glob.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
 
 void InfoCommand(Context& ctx);
+void Monitor(Context& ctx);
 
 void HelpReply(Context& ctx, const CommandSpec& container) {
   std::string upper = AsciiUpper(container.name);
@@ -42,6 +46,41 @@ void WriteSet(protocol::ReplyWriter& r, const std::vector<std::string_view>& ite
   for (auto item : items) r.Simple(item);
 }
 
+void WriteKeySpec(protocol::ReplyWriter& r, const KeySpec& k) {
+  r.MapLen(k.notes.empty() ? 3 : 4);
+  if (!k.notes.empty()) r.Bulk("notes"), r.Bulk(k.notes);
+  r.Bulk("flags");
+  WriteSet(r, KeySpecFlagNames(k.flags));
+  r.Bulk("begin_search");
+  r.MapLen(2);
+  r.Bulk("type");
+  r.Bulk(k.by_keyword ? "keyword" : "index");
+  r.Bulk("spec");
+  if (k.by_keyword) {
+    r.MapLen(2);
+    r.Bulk("keyword"), r.Bulk(k.keyword);
+    r.Bulk("startfrom"), r.Integer(k.keyword_start_from);
+  } else {
+    r.MapLen(1);
+    r.Bulk("index"), r.Integer(k.index);
+  }
+  r.Bulk("find_keys");
+  r.MapLen(2);
+  r.Bulk("type");
+  r.Bulk(k.by_keynum ? "keynum" : "range");
+  r.Bulk("spec");
+  r.MapLen(3);
+  if (k.by_keynum) {
+    r.Bulk("keynumidx"), r.Integer(k.keynum_index);
+    r.Bulk("firstkey"), r.Integer(k.first_key);
+    r.Bulk("keystep"), r.Integer(k.step);
+  } else {
+    r.Bulk("lastkey"), r.Integer(k.last_key);
+    r.Bulk("keystep"), r.Integer(k.key_step);
+    r.Bulk("limit"), r.Integer(k.limit);
+  }
+}
+
 // One COMMAND INFO entry, in Redis 7's ten-field layout.
 void WriteCommandInfo(protocol::ReplyWriter& r, const CommandSpec& spec) {
   r.ArrayLen(10);
@@ -51,22 +90,63 @@ void WriteCommandInfo(protocol::ReplyWriter& r, const CommandSpec& spec) {
   r.Integer(spec.first_key);
   r.Integer(spec.last_key);
   r.Integer(spec.key_step);
-  std::string category = "@" + spec.group;
-  WriteSet(r, {category});
-  r.SetLen(0);    // tips
-  r.ArrayLen(0);  // key specs
-  r.ArrayLen(spec.subcommands.size());
+  std::vector<std::string> categories;
+  uint32_t acl = EffectiveAclCategories(spec);
+  const auto& names = AclCategoryNames();
+  for (size_t bit = 0; bit < names.size(); ++bit) {
+    if (acl & (1u << bit)) categories.push_back("@" + std::string(names[bit]));
+  }
+  r.SetLen(categories.size());
+  for (const auto& c : categories) r.Simple(c);
+  r.SetLen(spec.tips.size());
+  for (const auto& tip : spec.tips) r.Bulk(tip);
+  std::vector<KeySpec> key_specs = EffectiveKeySpecs(spec);
+  // Sets over RESP3, as Redis 7.0 sends them.
+  r.SetLen(key_specs.size());
+  for (const KeySpec& k : key_specs) WriteKeySpec(r, k);
+  r.SetLen(spec.subcommands.size());
   for (const CommandSpec& sub : spec.subcommands) WriteCommandInfo(r, sub);
 }
 
+std::string_view ArgTypeName(ArgType t) {
+  static constexpr std::string_view kNames[] = {
+      "string", "integer", "double", "key", "pattern", "unix-time", "pure-token", "oneof", "block"};
+  return kNames[static_cast<size_t>(t)];
+}
+
+void WriteArgs(protocol::ReplyWriter& r, const std::vector<Arg>& args) {
+  r.ArrayLen(args.size());
+  for (const Arg& a : args) {
+    std::vector<std::string_view> flags;
+    if (a.flags & kArgOptional) flags.push_back("optional");
+    if (a.flags & kArgMultiple) flags.push_back("multiple");
+    if (a.flags & kArgMultipleToken) flags.push_back("multiple_token");
+    size_t fields = 2 + (a.key_spec_index >= 0) + !a.token.empty() + !a.summary.empty() +
+                    !a.since.empty() + !a.deprecated_since.empty() + !flags.empty() +
+                    !a.arguments.empty();
+    r.MapLen(fields);
+    r.Bulk("name"), r.Bulk(a.name);
+    r.Bulk("type"), r.Bulk(ArgTypeName(a.type));
+    if (a.key_spec_index >= 0) r.Bulk("key_spec_index"), r.Integer(a.key_spec_index);
+    if (!a.token.empty()) r.Bulk("token"), r.Bulk(a.token);
+    if (!a.summary.empty()) r.Bulk("summary"), r.Bulk(a.summary);
+    if (!a.since.empty()) r.Bulk("since"), r.Bulk(a.since);
+    if (!a.deprecated_since.empty()) r.Bulk("deprecated_since"), r.Bulk(a.deprecated_since);
+    if (!flags.empty()) r.Bulk("flags"), WriteSet(r, flags);
+    if (!a.arguments.empty()) r.Bulk("arguments"), WriteArgs(r, a.arguments);
+  }
+}
+
 void WriteCommandDocs(protocol::ReplyWriter& r, const CommandSpec& spec) {
-  size_t fields = 4 + (spec.subcommands.empty() ? 0 : 1) + 1;
+  bool syntax = !spec.redis_command;
+  size_t fields = 4 + syntax + !spec.arguments.empty() + !spec.subcommands.empty();
   r.MapLen(fields);
   r.Bulk("summary"), r.Bulk(spec.summary);
   r.Bulk("since"), r.Bulk(spec.since);
   r.Bulk("group"), r.Bulk(spec.group);
   r.Bulk("complexity"), r.Bulk(spec.complexity);
-  r.Bulk("syntax"), r.Bulk(spec.syntax);
+  if (syntax) r.Bulk("syntax"), r.Bulk(spec.syntax);
+  if (!spec.arguments.empty()) r.Bulk("arguments"), WriteArgs(r, spec.arguments);
   if (!spec.subcommands.empty()) {
     r.Bulk("subcommands");
     r.MapLen(spec.subcommands.size());
@@ -106,7 +186,7 @@ void CommandInfo(Context& ctx) {
   for (size_t i = 2; i < args.size(); ++i) {
     const CommandSpec* spec = Resolve(*ctx.engine.registry, args[i]);
     if (spec == nullptr) {
-      ctx.reply.NullArray();
+      ctx.reply.Null();  // as Redis 7.0: `$-1` over RESP2
     } else {
       WriteCommandInfo(ctx.reply, *spec);
     }
@@ -132,13 +212,19 @@ void CommandDocs(Context& ctx) {
 
 void CommandList(Context& ctx) {
   const auto& args = ctx.args;
-  std::string_view pattern, group;
+  std::string_view pattern;
+  std::optional<uint32_t> category;
   if (args.size() == 5 && EqualsIgnoreCase(args[2], "FILTERBY")) {
     if (EqualsIgnoreCase(args[3], "PATTERN")) {
       pattern = args[4];
-    } else if (EqualsIgnoreCase(args[3], "ACLCAT") || EqualsIgnoreCase(args[3], "MODULE")) {
-      group = args[4];
-      if (EqualsIgnoreCase(args[3], "MODULE")) return ctx.reply.ArrayLen(0);
+    } else if (EqualsIgnoreCase(args[3], "ACLCAT")) {
+      const auto& names = AclCategoryNames();
+      auto it = std::find_if(names.begin(), names.end(),
+                             [&](std::string_view n) { return EqualsIgnoreCase(n, args[4]); });
+      // As Redis: an unknown category matches nothing.
+      category = it == names.end() ? 0u : 1u << (it - names.begin());
+    } else if (EqualsIgnoreCase(args[3], "MODULE")) {
+      return ctx.reply.ArrayLen(0);
     } else {
       return ctx.reply.Error(errors::kSyntax);
     }
@@ -146,11 +232,12 @@ void CommandList(Context& ctx) {
     return ctx.reply.Error(errors::kSyntax);
   }
   std::vector<std::string> names;
+  // Redis matches without case; names are lower case, so the pattern is folded once.
+  const std::string folded = AsciiLower(pattern);
   for (const CommandSpec* spec : ctx.engine.registry->All()) {
     auto consider = [&](const CommandSpec& s) {
-      if (!group.empty() && !EqualsIgnoreCase(s.group, group)) return;
-      std::string p(pattern);
-      if (!pattern.empty() && fnmatch(p.c_str(), s.full_name.c_str(), FNM_CASEFOLD) != 0) return;
+      if (category && !(EffectiveAclCategories(s) & *category)) return;
+      if (!pattern.empty() && !GlobMatch(folded, s.full_name)) return;
       names.push_back(s.full_name);
     };
     consider(*spec);
@@ -158,6 +245,40 @@ void CommandList(Context& ctx) {
   }
   ctx.reply.ArrayLen(names.size());
   for (const auto& n : names) ctx.reply.Bulk(n);
+}
+
+// COMMAND GETKEYS and GETKEYSANDFLAGS: the keys of the command in argv[2..], found from its key
+// specs.
+void GetKeys(Context& ctx, bool with_flags) {
+  protocol::Request rest;
+  for (size_t i = 2; i < ctx.args.size(); ++i) rest.AddSmall(ctx.args[i]);
+  const CommandSpec* spec = ctx.engine.registry->Find(rest[0]);
+  if (spec != nullptr && !spec->subcommands.empty()) {
+    spec = rest.size() >= 2
+               ? Resolve(*ctx.engine.registry, std::string(rest[0]) + "|" + std::string(rest[1]))
+               : nullptr;
+  }
+  if (spec == nullptr) return ctx.reply.Error(errors::kInvalidCommandSpecified);
+  if (EffectiveKeySpecs(*spec).empty()) return ctx.reply.Error(errors::kNoKeyArguments);
+  if ((spec->arity > 0 && static_cast<size_t>(spec->arity) != rest.size()) ||
+      rest.size() < static_cast<size_t>(std::abs(spec->arity))) {
+    return ctx.reply.Error(errors::kInvalidArgumentCount);
+  }
+  std::vector<KeyPosition> keys = KeyPositions(*spec, rest);
+  if (keys.empty()) {
+    if (spec->flags & kNoMandatoryKeys) return ctx.reply.ArrayLen(0);
+    return ctx.reply.Error(errors::kInvalidArguments);
+  }
+  ctx.reply.ArrayLen(keys.size());
+  for (const KeyPosition& k : keys) {
+    if (!with_flags) {
+      ctx.reply.Bulk(rest[k.index]);
+      continue;
+    }
+    ctx.reply.ArrayLen(2);
+    ctx.reply.Bulk(rest[k.index]);
+    WriteSet(ctx.reply, KeySpecFlagNames(k.flags));
+  }
 }
 
 void ConfigGet(Context& ctx) {
@@ -187,8 +308,7 @@ void ConfigSet(Context& ctx) {
   const auto& args = ctx.args;
   if ((args.size() - 2) % 2 != 0) return ctx.reply.Error(errors::kSyntax);
   auto failed = [&](std::string_view arg, std::string_view why) {
-    ctx.reply.Error("ERR CONFIG SET failed (possibly related to argument '" + std::string(arg) +
-                    "') - " + std::string(why));
+    ctx.reply.Error(errors::ConfigSetFailed(arg, why));
   };
   Settings& settings = ctx.engine.settings();
   // Checked in Redis's order: unknown, immutable, protected, duplicate, then every value on a
@@ -198,11 +318,16 @@ void ConfigSet(Context& ctx) {
   for (size_t i = 2; i < args.size(); i += 2) {
     auto id = Settings::Find(args[i]);
     if (!id) {
-      return ctx.reply.Error("ERR Unknown option or number of arguments for CONFIG SET - '" +
-                             std::string(args[i]) + "'");
+      return ctx.reply.Error(errors::ConfigSetUnknown(args[i]));
     }
     const SettingSpec& spec = Settings::Specs()[static_cast<size_t>(*id)];
-    if (!spec.runtime_mutable) return failed(args[i], "can't set immutable config");
+    if (!spec.runtime_mutable) {
+      // prefixd reads more settings at start only than Redis does (bind, port, appendonly):
+      // setting one to the value it has changes nothing, so it is allowed, and a client that
+      // writes back what CONFIG GET * returned works.
+      if (args[i + 1] == settings.Get(*id)) continue;
+      return failed(args[i], "can't set immutable config");
+    }
     // Setting a path to what it already is only reloads it (TLS certificates): always allowed.
     if (spec.is_protected && args[i + 1] != settings.Get(*id) &&
         !ProtectedActionAllowed(settings.String(Setting::kEnableProtectedConfigs),
@@ -217,6 +342,7 @@ void ConfigSet(Context& ctx) {
     }
     changes.emplace_back(*id, args[i + 1]);
   }
+  if (changes.empty()) return ctx.reply.Simple("OK");
   std::vector<std::string> previous;
   std::vector<Setting> changed;
   for (auto [id, value] : changes) {
@@ -255,15 +381,18 @@ void ConfigResetStat(Context& ctx) {
   s.total_commands.Reset(), s.rejected_calls.Reset();
   s.keyspace_hits.Reset(), s.keyspace_misses.Reset();
   s.closed_net_input = 0, s.closed_net_output = 0;
+  s.errors.Reset();
+  for (const CommandSpec* spec : ctx.engine.registry->All()) {
+    spec->stats->Reset();
+    for (const CommandSpec& sub : spec->subcommands) sub.stats->Reset();
+  }
   ctx.reply.Simple("OK");
 }
 
 void FlushAll(Context& ctx) {
-  if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
-  if (ctx.args.size() == 2 && !EqualsIgnoreCase(ctx.args[1], "ASYNC") &&
-      !EqualsIgnoreCase(ctx.args[1], "SYNC")) {
-    return ctx.reply.Error(errors::kSyntax);
-  }
+  ArgReader r(ctx, 1);
+  r.OneOf({"ASYNC", "SYNC"});
+  if (r.more()) return ctx.reply.Error(errors::kSyntax);
   if (!Mutate(ctx, persist::FlushAll{})) return;  // one record clears every store
   ctx.reply.Simple("OK");
 }
@@ -277,15 +406,11 @@ void Time(Context& ctx) {
 }
 
 void Shutdown(Context& ctx) {
-  for (size_t i = 1; i < ctx.args.size(); ++i) {
-    std::string_view opt = ctx.args[i];
-    if (EqualsIgnoreCase(opt, "ABORT")) {
-      return ctx.reply.Error("ERR No shutdown in progress.");
-    }
-    if (!EqualsIgnoreCase(opt, "NOSAVE") && !EqualsIgnoreCase(opt, "SAVE") &&
-        !EqualsIgnoreCase(opt, "NOW") && !EqualsIgnoreCase(opt, "FORCE")) {
-      return ctx.reply.Error(errors::kSyntax);
-    }
+  ArgReader r(ctx, 1);
+  while (r.more()) {
+    auto option = r.OneOf({"ABORT", "NOSAVE", "SAVE", "NOW", "FORCE"});
+    if (!option) return ctx.reply.Error(errors::kSyntax);
+    if (*option == 0) return ctx.reply.Error(errors::kNoShutdownInProgress);
   }
   spdlog::warn("User requested shutdown (client id={})", ctx.client.id);
   // Like Redis, a successful SHUTDOWN closes the connection without a reply.
@@ -314,13 +439,19 @@ void Debug(Context& ctx) {
     char* end = nullptr;
     double seconds = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6) {
-      return ctx.reply.Error("ERR value is not a valid float");
+      return ctx.reply.Error(errors::kNotFloat);
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     return ctx.reply.Simple("OK");
   }
   ctx.reply.Error("ERR unknown subcommand or wrong number of arguments for '" +
                   std::string(args[1].substr(0, 128)) + "'. Try DEBUG HELP.");
+}
+
+// FLUSHALL's and FLUSHDB's optional [ASYNC|SYNC], as Redis's JSON has it.
+std::vector<Arg> FlushModeArgs() {
+  return {OneOfArg("async", kArgOptional,
+                   {TokenArg("async", "ASYNC", "4.0.0"), TokenArg("sync", "SYNC", "6.2.0")})};
 }
 
 }  // namespace
@@ -331,48 +462,90 @@ void RegisterServerCommands(Registry& r) {
     return MakeSpec("server", 0, std::move(name), arity, flags, std::move(syntax),
                     std::move(summary), h, std::move(complexity));
   };
+  constexpr uint32_t kLS = kLoading | kStale;
+  constexpr uint32_t kConfigFlags = kAdmin | kNoScript | kLoading | kStale;
+  const std::vector<std::string> kUnordered = {"nondeterministic_output_order"};
   CommandSpec command =
-      cmd("command", -1, kLoading | kStale, "[subcommand]",
-          "Describes the commands this server speaks.", Command, "O(N) in the number of commands");
+      AsRedis(cmd("command", -1, kLS, "[subcommand]", "Describes the commands this server speaks.",
+                  Command, "O(N) in the number of commands"),
+              "2.8.13", kAclConnection, kUnordered);
   command.subcommands = {
-      cmd("count", 2, kLoading | kStale, "", "Counts the commands.", CommandCount),
-      cmd("info", -2, kLoading | kStale, "[command-name ...]",
-          "Describes the named commands, or all.", CommandInfo, "O(N)"),
-      cmd("docs", -2, kLoading | kStale, "[command-name ...]",
-          "Documents the named commands, or all.", CommandDocs, "O(N)"),
-      cmd("list", -2, kLoading | kStale,
-          "[FILTERBY <MODULE module-name | ACLCAT category | PATTERN pattern>]",
-          "Lists command names.", CommandList, "O(N)"),
-      cmd("help", 2, kLoading | kStale, "", "Lists the COMMAND subcommands.",
-          [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("command")); }),
+      AsRedis(cmd("count", 2, kLS, "", "Counts the commands.", CommandCount), "2.8.13",
+              kAclConnection),
+      AsRedis(cmd("info", -2, kLS, "[command-name ...]", "Describes the named commands, or all.",
+                  CommandInfo, "O(N)"),
+              "2.8.13", kAclConnection, kUnordered),
+      AsRedis(cmd("docs", -2, kLS, "[command-name ...]", "Documents the named commands, or all.",
+                  CommandDocs, "O(N)"),
+              "7.0.0", kAclConnection, kUnordered),
+      AsRedis(cmd("list", -2, kLS,
+                  "[FILTERBY <MODULE module-name | ACLCAT category | PATTERN pattern>]",
+                  "Lists command names.", CommandList, "O(N)"),
+              "7.0.0", kAclConnection, kUnordered),
+      AsRedis(cmd(
+                  "getkeys", -4, kLS, "<command> [arg ...]",
+                  "Extracts the key names from a full command line.",
+                  [](Context& ctx) { GetKeys(ctx, false); }, "O(N) in the arguments"),
+              "2.8.13", kAclConnection),
+      AsRedis(cmd(
+                  "getkeysandflags", -4, kLS, "<command> [arg ...]",
+                  "Extracts the key names and their key-spec flags from a full command line.",
+                  [](Context& ctx) { GetKeys(ctx, true); }, "O(N) in the arguments"),
+              "7.0.0", kAclConnection),
+      AsRedis(cmd("help", 2, kLS, "", "Lists the COMMAND subcommands.",
+                  [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("command")); }),
+              "5.0.0", kAclConnection),
   };
   r.Add(std::move(command));
 
-  r.Add(cmd("debug", -2, kAdmin | kNoScript | kLoading | kStale, "<subcommand> [arguments]",
-            "Debugging aids (SLEEP); allowed only as enable-debug-command says.", Debug));
+  r.Add(AsRedis(cmd("debug", -2, kAdmin | kNoScript | kLS, "<subcommand> [arguments]",
+                    "Debugging aids (SLEEP); allowed only as enable-debug-command says.", Debug,
+                    "Depends on subcommand."),
+                "1.0.0"));
 
-  CommandSpec config =
-      cmd("config", -2, 0, "<subcommand> [arguments]", "Reads and changes settings.", nullptr);
+  CommandSpec config = AsRedis(
+      cmd("config", -2, 0, "<subcommand> [arguments]", "Reads and changes settings.", nullptr),
+      "2.0.0");
   config.subcommands = {
-      cmd("get", -3, kAdmin | kLoading | kStale, "<parameter> [parameter ...]",
-          "Returns the settings matching the glob patterns.", ConfigGet, "O(N)"),
-      cmd("set", -4, kAdmin | kLoading | kStale, "<parameter> <value> [parameter value ...]",
-          "Changes settings at runtime; all or none.", ConfigSet, "O(N)"),
-      cmd("resetstat", 2, kAdmin | kLoading | kStale, "", "Resets the INFO statistics.",
-          ConfigResetStat),
-      cmd("help", 2, kLoading | kStale, "", "Lists the CONFIG subcommands.",
-          [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("config")); }),
+      AsRedis(cmd("get", -3, kConfigFlags, "<parameter> [parameter ...]",
+                  "Returns the settings matching the glob patterns.", ConfigGet, "O(N)"),
+              "2.0.0"),
+      AsRedis(cmd("set", -4, kConfigFlags, "<parameter> <value> [parameter value ...]",
+                  "Changes settings at runtime; all or none.", ConfigSet, "O(N)"),
+              "2.0.0", 0, {"request_policy:all_nodes", "response_policy:all_succeeded"}),
+      AsRedis(cmd("resetstat", 2, kConfigFlags, "", "Resets the INFO statistics.", ConfigResetStat),
+              "2.0.0"),
+      AsRedis(cmd("help", 2, kLS, "", "Lists the CONFIG subcommands.",
+                  [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("config")); }),
+              "5.0.0"),
   };
   r.Add(std::move(config));
 
-  r.Add(
-      cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll, "O(N)"));
-  r.Add(cmd("time", 1, kFast | kLoading | kStale, "", "Returns the server's clock.", Time));
-  r.Add(cmd("shutdown", -1, kAdmin | kNoScript | kLoading | kStale, "[NOSAVE|SAVE] [NOW] [FORCE]",
-            "Stops the server.", Shutdown));
-  r.Add(cmd("info", -1, kLoading | kStale, "[section ...]",
-            "Reports server, clients, memory, stats and keyspace figures.", InfoCommand,
-            "O(N) in the number of sections"));
+  r.Add(AsRedis(
+      cmd("flushall", -1, kWrite, "[ASYNC|SYNC]", "Removes every stored entry.", FlushAll, "O(N)"),
+      "1.0.0", kAclKeyspace | kAclDangerous,
+      {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
+  // Only database 0 exists, so emptying it is FLUSHALL.
+  r.Add(AsRedis(cmd("flushdb", -1, kWrite, "[ASYNC|SYNC]",
+                    "Removes every stored entry of the selected database (0, the only one).",
+                    FlushAll, "O(N)"),
+                "1.0.0", kAclKeyspace | kAclDangerous,
+                {"request_policy:all_shards", "response_policy:all_succeeded"}, FlushModeArgs()));
+  r.Add(AsRedis(cmd("monitor", 1, kAdmin | kNoScript | kLS, "",
+                    "Streams every command the server runs, as Redis's MONITOR lines.", Monitor,
+                    "O(1) per command fed"),
+                "1.0.0"));
+  r.Add(AsRedis(cmd("time", 1, kLS | kFast, "", "Returns the server's clock.", Time), "2.6.0", 0,
+                {"nondeterministic_output"}));
+  r.Add(AsRedis(cmd("shutdown", -1, kAdmin | kNoScript | kLS | kNoMulti | kAllowBusy,
+                    "[NOSAVE|SAVE] [NOW] [FORCE]", "Stops the server.", Shutdown),
+                "1.0.0"));
+  r.Add(AsRedis(cmd("info", -1, kLS, "[section ...]",
+                    "Reports server, clients, memory, stats and keyspace figures.", InfoCommand,
+                    "O(N) in the number of sections"),
+                "1.0.0", kAclDangerous,
+                {"nondeterministic_output", "request_policy:all_shards", "response_policy:special"},
+                {StrArg("section", kArgOptional | kArgMultiple)}));
 }
 
 }  // namespace prefixd::commands

@@ -165,24 +165,35 @@ void RegisterSsmCommands(Registry& r) {
     return MakeSpec("ssm", 1, std::move(name), arity, flags, std::move(syntax), std::move(summary),
                     h, std::move(complexity));
   };
-  r.Add(cmd("ssm.prefix.store", 4, kWrite | kDenyOom, "<sid> <layer> <blob>",
-            "Stores a layer's state blob for a session, replacing any earlier one.", Store,
-            "O(1); the blob is not copied"));
-  r.Add(cmd("ssm.prefix.mstore", -4, kWrite | kDenyOom, "<sid> <layer> <blob> [<layer> <blob> ...]",
-            "Stores several layers at once: readers see all of them or none.", MStore,
-            "O(N) in the number of layers"));
-  r.Add(cmd("ssm.prefix.fetch", -3, kReadonly | kFast, "<sid> <layer> [RANGE <offset> <length>]",
-            "Returns a layer's blob (or the slice asked for, clamped at its end), or nil.", Fetch,
-            "O(1); the blob is not copied"));
-  r.Add(cmd("ssm.prefix.mfetch", -3, kReadonly | kFast, "<sid> <layer> [<layer> ...]",
-            "Returns several layers' blobs from one consistent snapshot, nil for each absent one.",
-            MFetch, "O(N) in the number of layers"));
-  r.Add(cmd("ssm.prefix.drop", -2, kWrite, "<sid> [<layer>]",
-            "Removes one layer of a session, or every layer when none is given.", Drop,
-            "O(N) in the number of layers removed"));
-  r.Add(cmd("ssm.prefix.layers", 2, kReadonly, "<sid>",
-            "Lists a session's layers with their sizes in bytes, in layer order.", Layers,
-            "O(N) in the number of layers"));
+  const Arg sid = KeyArg("sid"), layer = IntArg("layer"), blob = StrArg("blob");
+  r.Add(WithArgs(cmd("ssm.prefix.store", 4, kWrite | kDenyOom, "<sid> <layer> <blob>",
+                     "Stores a layer's state blob for a session, replacing any earlier one.", Store,
+                     "O(1); the blob is not copied"),
+                 {sid, layer, blob}));
+  r.Add(WithArgs(
+      cmd("ssm.prefix.mstore", -4, kWrite | kDenyOom, "<sid> <layer> <blob> [<layer> <blob> ...]",
+          "Stores several layers at once: readers see all of them or none.", MStore,
+          "O(N) in the number of layers"),
+      {sid, BlockArg("data", kArgMultiple, {layer, blob})}));
+  r.Add(WithArgs(
+      cmd("ssm.prefix.fetch", -3, kReadonly | kFast, "<sid> <layer> [RANGE <offset> <length>]",
+          "Returns a layer's blob (or the slice asked for, clamped at its end), or nil.", Fetch,
+          "O(1); the blob is not copied"),
+      {sid, layer,
+       BlockArg("range", kArgOptional, {IntArg("offset"), IntArg("length")}, "RANGE")}));
+  r.Add(WithArgs(
+      cmd("ssm.prefix.mfetch", -3, kReadonly | kFast, "<sid> <layer> [<layer> ...]",
+          "Returns several layers' blobs from one consistent snapshot, nil for each absent one.",
+          MFetch, "O(N) in the number of layers"),
+      {sid, IntArg("layer", kArgMultiple)}));
+  r.Add(WithArgs(cmd("ssm.prefix.drop", -2, kWrite, "<sid> [<layer>]",
+                     "Removes one layer of a session, or every layer when none is given.", Drop,
+                     "O(N) in the number of layers removed"),
+                 {sid, IntArg("layer", kArgOptional)}));
+  r.Add(WithArgs(cmd("ssm.prefix.layers", 2, kReadonly, "<sid>",
+                     "Lists a session's layers with their sizes in bytes, in layer order.", Layers,
+                     "O(N) in the number of layers"),
+                 {sid}));
 }
 
 }  // namespace prefixd::commands

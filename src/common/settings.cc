@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "common/ascii.h"
@@ -104,7 +105,42 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "TLS sessions kept for resumption (0: OpenSSL's default)"},
     {"tls-session-cache-timeout", T::kInteger, true, "300", 0, kIntMax, "",
      "Seconds a cached TLS session may be resumed"},
+    {"latency-tracking", T::kBool, true, "yes", 0, 0, "",
+     "Keep a latency histogram per command (INFO latencystats, /metrics)"},
+    {"latency-tracking-info-percentiles", T::kString, true, "50 99 99.9", 0, 0, "",
+     "Percentiles INFO latencystats reports, separated by spaces"},
+    {"metrics-port", T::kInteger, false, "0", 0, 65535, "",
+     "Serve Prometheus metrics over HTTP at /metrics on this port (0: off)"},
+    {"metrics-bind", T::kString, false, "127.0.0.1", 0, 0, "",
+     "Address the /metrics listener binds"},
+    {"supervised", T::kEnum, false, "no", 0, 0, "no|systemd|auto",
+     "Tell systemd when the server is ready and stopping (sd_notify; auto: when NOTIFY_SOCKET "
+     "is set)"},
 }};
+
+// latency-tracking-info-percentiles: numbers from 0 to 100 separated by spaces, rewritten as
+// Redis shows them ("50 99 99.9"). Returns Redis's error text, or empty.
+std::string NormalizePercentiles(std::string& text) {
+  std::string out;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = std::min(text.find(' ', pos), text.size());
+    std::string word = text.substr(pos, end - pos);
+    pos = end + 1;
+    char* parsed = nullptr;
+    double p = std::strtod(word.c_str(), &parsed);
+    if (word.empty() || parsed != word.c_str() + word.size()) {
+      return "Invalid latency-tracking-info-percentiles parameters";
+    }
+    if (p < 0 || p > 100) {
+      return "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]";
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", p);
+    out += (out.empty() ? "" : " ") + std::string(buf);
+  }
+  text = out;
+  return {};
+}
 
 size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
@@ -219,6 +255,8 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
         size_t bar = choices.find('|', pos);
         if (bar == std::string_view::npos) bar = choices.size();
         if (choices.substr(pos, bar - pos) == lower) {
+          ints_[index].store(std::count(choices.begin(), choices.begin() + pos, '|'),
+                             std::memory_order_relaxed);
           std::lock_guard lock(strings_mu_);
           strings_[index] = lower;
           return {};
@@ -237,8 +275,13 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
       return {};
     }
     case T::kString: {
+      std::string text(value);
+      if (id == Setting::kLatencyTrackingInfoPercentiles) {
+        std::string err = NormalizePercentiles(text);
+        if (!err.empty()) return err;
+      }
       std::lock_guard lock(strings_mu_);
-      strings_[index] = std::string(value);
+      strings_[index] = std::move(text);
       return {};
     }
   }

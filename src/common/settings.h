@@ -66,6 +66,12 @@ enum class Setting : size_t {
   kTlsSessionCaching,
   kTlsSessionCacheSize,
   kTlsSessionCacheTimeout,
+  // Introspection and operations (INFO latencystats, /metrics, systemd).
+  kLatencyTracking,
+  kLatencyTrackingInfoPercentiles,
+  kMetricsPort,
+  kMetricsBind,
+  kSupervised,
   kCount,
 };
 
@@ -99,6 +105,7 @@ class Settings {
   // The value as CONFIG GET shows it.
   std::string Get(Setting id) const;
 
+  // For an integer or memory setting its value; for an enum the index of its choice.
   int64_t Int(Setting id) const {
     return ints_[static_cast<size_t>(id)].load(std::memory_order_relaxed);
   }

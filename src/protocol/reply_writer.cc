@@ -53,6 +53,8 @@ void ReplyWriter::Simple(std::string_view text) {
 }
 
 void ReplyWriter::Error(std::string_view message) {
+  ++error_count_;
+  last_error_code_.assign(message.substr(0, std::min(message.find(' '), size_t{64})));
   std::string& t = Tail();
   size_t before = t.size();
   t.push_back('-');

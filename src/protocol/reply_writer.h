@@ -68,6 +68,11 @@ class ReplyWriter {
   // handed out.
   bool NextWrite(std::vector<std::span<const uint8_t>>& out);
 
+  // Errors written since the writer was made, and the code (first word) of the last one: what
+  // the dispatcher counts as a failed call and in INFO errorstats.
+  uint64_t error_count() const { return error_count_; }
+  std::string_view last_error_code() const { return last_error_code_; }
+
   // Bytes of the replies queued (what the client will receive).
   size_t pending_bytes() const { return pending_bytes_; }
   // Memory the queued replies hold: copied bytes, referenced (pinned) stored values, and the
@@ -127,6 +132,8 @@ class ReplyWriter {
   size_t next_piece_ = 0;
   uint64_t produced_ = 0;
   std::vector<uint8_t> scratch_;
+  uint64_t error_count_ = 0;
+  std::string last_error_code_;
 };
 
 }  // namespace prefixd::protocol

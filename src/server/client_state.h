@@ -27,6 +27,10 @@ struct ClientState {
   // Owner thread only.
   bool authenticated = false;
   bool close_after_reply = false;  // QUIT: reply, then close
+  // CLIENT REPLY: OFF drops every reply; SKIP drops the next command's (and its own).
+  bool reply_off = false;
+  bool reply_skip = false;       // the command being run gets no reply
+  bool reply_skip_next = false;  // set by CLIENT REPLY SKIP: the next command gets none
   // The highest log sequence number this client's queued replies depend on: they are sent only
   // once it is durable (0: nothing to wait for).
   uint64_t reply_needs_lsn = 0;
@@ -55,24 +59,41 @@ struct ClientState {
   std::atomic<const char*> last_command{"NULL"};
 
   // Closes the connection from any thread (CLIENT KILL); does nothing once it has closed. The
-  // hook is read and replaced under a mutex: a kill may race the connection's own close.
+  // hooks are read and replaced under a mutex: a kill or a push may race the connection's close.
   void Kill() const {
     std::function<void()> hook;
     {
-      std::lock_guard lock(kill_mu_);
+      std::lock_guard lock(hooks_mu_);
       hook = kill_hook_;
     }
     if (hook) hook();
   }
+  // Queues bytes to send outside any reply (MONITOR's lines), from any thread, in order with the
+  // connection's replies; false once the connection has closed.
+  bool Push(std::string bytes) const {
+    std::function<void(std::string)> hook;
+    {
+      std::lock_guard lock(hooks_mu_);
+      hook = push_hook_;
+    }
+    if (!hook) return false;
+    hook(std::move(bytes));
+    return true;
+  }
   // Set by the connection when it starts serving; cleared (nullptr) when it closes.
   void SetKillHook(std::function<void()> hook) {
-    std::lock_guard lock(kill_mu_);
+    std::lock_guard lock(hooks_mu_);
     kill_hook_ = std::move(hook);
+  }
+  void SetPushHook(std::function<void(std::string)> hook) {
+    std::lock_guard lock(hooks_mu_);
+    push_hook_ = std::move(hook);
   }
 
  private:
-  mutable std::mutex kill_mu_;
+  mutable std::mutex hooks_mu_;
   std::function<void()> kill_hook_;
+  std::function<void(std::string)> push_hook_;
 };
 
 }  // namespace prefixd::server

@@ -94,8 +94,13 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         if (auto c = weak.lock()) c->Close();
       });
     });
+    client_->SetPushHook([weak, executor](std::string bytes) {
+      asio::post(executor, [weak, bytes = std::move(bytes)]() mutable {
+        if (auto c = weak.lock()) c->Push(std::move(bytes));
+      });
+    });
     // However this coroutine ends (a reply, a reset, an exception, the io context stopping),
-    // the socket is closed, the kill hook dropped and the client's slot given back, once.
+    // the socket is closed, the hooks dropped and the client's slot given back, once.
     Release release(*this);
     try {
       if constexpr (kIsTls<Stream>) {
@@ -132,6 +137,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     ~Release() {
       connection.Close();
       connection.client_->SetKillHook(nullptr);
+      connection.client_->SetPushHook(nullptr);
       if (registered) connection.dispatcher_.OnDisconnect(connection.client_);
       NoteConnectionClosed(*connection.client_);
     }
@@ -220,6 +226,10 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   // Parses and runs every complete request in `input`. Returns false when the connection must
   // close (protocol error, QUIT, kill), after its replies went out.
   asio::awaitable<bool> Process(std::string_view input) {
+    // CLIENT LIST's qbuf while a command runs is, as in Redis, the bytes of the read it came in
+    // (with what was left of the one before): Redis trims its query buffer only after running
+    // every request of a read.
+    const size_t read_bytes = parser_.pending_bytes() + input.size();
     size_t pos = 0;
     while (pos < input.size() || parser_.has_request()) {
       if (!Feed(input, pos)) {
@@ -239,6 +249,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       }
       if (!parser_.has_request()) break;
       parser_.TakeRequest(request_);
+      client_->query_buffer_bytes.store(read_bytes, std::memory_order_relaxed);
       RunRequest();
       parser_.set_limits(dispatcher_.LimitsFor(*client_));
       if (client_->close_after_reply) {
@@ -299,9 +310,50 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         asio::use_awaitable);
   }
 
+  // MONITOR: pushed bytes wait in `pushed_` and go out between replies, never inside one.
+  void Push(std::string bytes) {
+    if (!Socket().is_open() || pushed_.size() > dispatcher_.OutputBufferLimit()) return;
+    pushed_ += bytes;
+    if (!writing_) asio::co_spawn(stream_.get_executor(), WritePushed(), asio::detached);
+  }
+
+  asio::awaitable<void> WritePushed() {
+    auto self = this->shared_from_this();
+    writing_ = true;
+    try {
+      while (!pushed_.empty() && Socket().is_open()) {
+        std::string out = std::exchange(pushed_, {});
+        std::vector<asio::const_buffer> one{asio::buffer(out)};
+        size_t n = co_await WriteAll(stream_, one);
+        client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
+      }
+    } catch (const std::exception&) {
+      Close();
+    }
+    writing_ = false;
+  }
+
   // --- writing: runs of gather writes (a produced reply window by window) ---
   asio::awaitable<void> Flush() {
     if (reply_.empty() || !Socket().is_open()) co_return;
+    // Let pushed bytes in flight finish first: one writer at a time on the stream.
+    if (writing_) {
+      asio::steady_timer wait(stream_.get_executor());
+      while (writing_) {
+        wait.expires_after(std::chrono::milliseconds(1));
+        co_await wait.async_wait(asio::use_awaitable);
+      }
+    }
+    writing_ = true;
+    struct Done {
+      Connection* c;
+      ~Done() {
+        c->writing_ = false;
+        if (!c->pushed_.empty() && c->Socket().is_open()) {
+          asio::co_spawn(c->stream_.get_executor(), c->WritePushed(), asio::detached);
+        }
+      }
+    } done{this};
     // A write is acknowledged only once its log record is as durable as the policy promises.
     if (uint64_t lsn = std::exchange(client_->reply_needs_lsn, 0); lsn != 0) {
       co_await AwaitDurable(lsn);
@@ -339,6 +391,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   protocol::ReplyWriter reply_;
   std::vector<std::span<const uint8_t>> pieces_;
   std::vector<asio::const_buffer> buffers_;
+  std::string pushed_;
+  bool writing_ = false;  // a write (replies or pushed bytes) is in flight
 };
 
 std::shared_ptr<ClientState> MakeClient(Peer peer, int fd, bool tls) {

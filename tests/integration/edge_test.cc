@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <sstream>
@@ -93,6 +94,60 @@ TEST_F(EdgeTest, CommandThatThrowsAnswersOomAndKeepsTheClientSlot) {
 
 // Finding 3: every setting is checked against Redis's range (Redis's words), at CONFIG SET and
 // at start; the largest accepted timeout leaves connections alone.
+// MONITOR's lines come from the io threads of other clients, while the monitor's own thread may
+// be writing its replies: every line arrives whole, in order per sender, and the monitor's own
+// replies still come. A monitor that leaves mid-stream, and senders that keep going, are safe.
+TEST_F(EdgeTest, MonitorGetsEveryLineFromClientsOnOtherThreads) {
+  ServerProcess::Options options;
+  options.flags = {"--io-threads", "4"};
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  auto monitor = RawConnection::Tcp(server_.port());
+  auto leaver = RawConnection::Tcp(server_.port());
+  ASSERT_TRUE(monitor && leaver);
+  ASSERT_EQ(monitor->Call("MONITOR\r\n"), "+OK\r\n");
+  ASSERT_EQ(leaver->Call("MONITOR\r\n"), "+OK\r\n");
+  constexpr int kSenders = 4, kEach = 200;
+  std::vector<std::thread> senders;
+  std::atomic<int> failures{0};
+  for (int s = 0; s < kSenders; ++s) {
+    senders.emplace_back([&, s] {
+      auto c = RawConnection::Tcp(server_.port());
+      if (!c) return void(++failures);
+      for (int i = 0; i < kEach; ++i) {
+        const std::string word = "s" + std::to_string(s) + "-" + std::to_string(i);
+        if (c->Call({"ECHO", word}) != "$" + std::to_string(word.size()) + "\r\n" + word + "\r\n")
+          ++failures;
+        if (i == kEach / 2 && s == 0) leaver.reset();  // a monitor leaves mid-stream
+      }
+    });
+  }
+  for (auto& t : senders) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  // Every line whole, and each sender's in order.
+  std::string got;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (std::count(got.begin(), got.end(), '\n') < kSenders * kEach && Clock::now() < deadline) {
+    got += monitor->ReadQuiet(std::chrono::milliseconds(300));
+  }
+  std::vector<int> next(kSenders, 0);
+  std::istringstream lines(got);
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    ASSERT_TRUE(line.size() > 2 && line[0] == '+' && line.back() == '\r') << line;
+    const size_t at = line.find("\"ECHO\" \"s");
+    ASSERT_NE(at, std::string::npos) << line;
+    const int sender = line[at + 9] - '0';
+    ASSERT_TRUE(sender >= 0 && sender < kSenders) << line;
+    EXPECT_NE(
+        line.find("\"s" + std::to_string(sender) + "-" + std::to_string(next[sender]++) + "\"\r"),
+        std::string::npos)
+        << line;
+  }
+  EXPECT_EQ(count, kSenders * kEach);
+  EXPECT_EQ(monitor->Call("PING\r\n"), "+PONG\r\n");
+  ASSERT_TRUE(server_.Stop());
+}
+
 TEST_F(EdgeTest, ConfigSetChecksRangesLikeRedis) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   auto idle = RawConnection::Tcp(server_.port());

@@ -116,6 +116,24 @@ TEST_F(KeyspaceTest, EveryEntryIsAKeyWithAType) {
   EXPECT_EQ(Call({"RANDOMKEY"}), "$-1\r\n");
 }
 
+// Database 0 is the only one: FLUSHDB empties it as FLUSHALL does, SELECT 0 is the only index.
+TEST_F(KeyspaceTest, FlushDbEmptiesTheOnlyDatabase) {
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "s", "0", "x"}), "+OK\r\n");
+  ASSERT_EQ(Call({"V.CREATE", "v", "8"}).substr(0, 1), ":");
+  EXPECT_EQ(Call({"FLUSHDB"}), "+OK\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "s", "0"}), "$-1\r\n");
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "s", "0", "x"}), "+OK\r\n");
+  EXPECT_EQ(Call({"FLUSHDB", "async"}), "+OK\r\n");
+  EXPECT_EQ(Call({"FLUSHDB", "SYNC"}), "+OK\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
+  EXPECT_EQ(Call({"FLUSHDB", "LAZY"}), "-ERR syntax error\r\n");
+  EXPECT_EQ(Call({"FLUSHDB", "SYNC", "ASYNC"}), "-ERR syntax error\r\n");
+  EXPECT_EQ(Call({"SELECT", "0"}), "+OK\r\n");
+  EXPECT_EQ(Call({"SELECT", "1"}), "-ERR DB index is out of range\r\n");
+  EXPECT_EQ(Call({"SELECT", "9"}), "-ERR DB index is out of range\r\n");
+}
+
 TEST_F(KeyspaceTest, ACommandOfAnotherTypeAnswersWrongType) {
   EXPECT_EQ(Call({"SSM.PREFIX.STORE", "s", "0", "x"}), "+OK\r\n");
   EXPECT_EQ(Call({"V.CREATE", "v", "8"}).substr(0, 1), ":");

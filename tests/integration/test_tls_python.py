@@ -136,6 +136,28 @@ class TlsPythonTest(unittest.TestCase):
                     got += s.recv(64)
                 self.assertEqual(got, b"+PONG\r\n+PONG\r\n")
 
+    def test_monitor_over_tls_gets_lines_between_its_own_replies(self):
+        # MONITOR's lines are written while the connection waits to read: over TLS both go
+        # through one session, and must interleave without corrupting a record.
+        context = ssl.create_default_context(cafile=self.server.cert("ca.crt"))
+        context.load_cert_chain(self.server.cert("client.crt"), self.server.cert("client.key"))
+        with socket.create_connection(("127.0.0.1", self.server.tls_port), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname="localhost") as s:
+                s.sendall(b"MONITOR\r\n")
+                self.assertEqual(s.recv(64), b"+OK\r\n")
+                other = self.client()
+                for i in range(50):
+                    other.echo("line%d" % i)
+                got = b""
+                while got.count(b"\r\n") < 50:
+                    got += s.recv(65536)
+                lines = got.split(b"\r\n")[:50]
+                for i, line in enumerate(lines):
+                    self.assertTrue(line.startswith(b"+"), line)
+                    self.assertTrue(line.endswith(b'"ECHO" "line%d"' % i), line)
+                s.sendall(b"PING\r\n")  # its own reply still comes, after the pushed lines
+                self.assertEqual(s.recv(64), b"+PONG\r\n")
+
     def test_plain_text_on_the_tls_port_is_dropped(self):
         with socket.create_connection(("127.0.0.1", self.server.tls_port), timeout=5) as s:
             s.sendall(b"PING\r\n")

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs units of Redis 7.0.15's own TCL test suite against a prefixd server and prints pass/fail
+# counts per unit. The suite is a peer's (../shared/redis-7.0.15-tests next to the repository);
+# nothing of it is copied here, and it is not a ctest test. docs/compatibility.md lists the tests
+# that are out of scope and why.
+#
+# Usage: scripts/redis-suite.sh [unit/<name> ...]   (default: the units of issue 11)
+# Env:   PREFIXD_SERVER (default build/dev/prefixd-server), REDIS_SUITE (the suite's directory),
+#        SUITE_TIMEOUT (seconds per unit, default 300).
+# Exits non-zero when a unit expected to pass in full has a failure, an exception or no result.
+set -uo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+# Next to the repository; from a linked worktree, next to the main checkout.
+main_checkout="$(cd "$repo" && cd "$(git rev-parse --git-common-dir 2>/dev/null || echo .git)/.." \
+  2>/dev/null && pwd)"
+suite="${REDIS_SUITE:-}"
+for candidate in "$repo/../shared/redis-7.0.15-tests" "$main_checkout/../shared/redis-7.0.15-tests"; do
+  if [ -z "$suite" ] && [ -x "$candidate/runtest" ]; then suite="$candidate"; fi
+done
+suite="${suite:-$repo/../shared/redis-7.0.15-tests}"
+server="${PREFIXD_SERVER:-$repo/build/dev/prefixd-server}"
+per_unit_timeout="${SUITE_TIMEOUT:-300}"
+
+# Units that must pass in full; the others are reported for information (their out-of-scope
+# tests are listed in docs/compatibility.md).
+full_units=(unit/protocol unit/info-command unit/quit)
+all_units=(unit/protocol unit/info-command unit/quit unit/type/string unit/keyspace unit/expire
+  unit/introspection unit/introspection-2 unit/info)
+
+if [ ! -x "$suite/runtest" ]; then
+  echo "redis-suite: skipped: Redis 7.0.15's test suite is not at $suite (set REDIS_SUITE)"
+  exit 0
+fi
+if ! command -v tclsh >/dev/null; then
+  echo "redis-suite: skipped: tclsh is not installed (scripts/install-deps.sh installs tcl)"
+  exit 0
+fi
+if [ ! -x "$server" ]; then
+  echo "redis-suite: $server is not built (cmake --build --preset dev --target prefixd-server)" >&2
+  exit 2
+fi
+
+units=("$@")
+[ ${#units[@]} -eq 0 ] && units=("${all_units[@]}")
+
+work="$(mktemp -d /tmp/prefixd-redis-suite.XXXXXX)"
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# A free loopback port: bind port 0 and read what the kernel chose.
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+
+# DEBUG is allowed (the harness uses a few of its subcommands); memory only, so the run leaves
+# nothing behind.
+"$server" --bind 127.0.0.1 --port "$port" --dir "$work/data" --appendonly no \
+  --enable-debug-command yes >"$work/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 100); do
+  if redis-cli -p "$port" ping >/dev/null 2>&1; then break; fi
+  sleep 0.1
+done
+if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
+  echo "redis-suite: prefixd did not start on port $port:" >&2
+  cat "$work/server.log" >&2
+  exit 2
+fi
+
+status=0
+printf '%-22s %6s %6s %6s  %s\n' unit passed failed errors result
+for unit in "${units[@]}"; do
+  log="$work/$(echo "$unit" | tr / _).log"
+  (cd "$suite" && timeout "$per_unit_timeout" ./runtest --host 127.0.0.1 --port "$port" \
+    --singledb --durable --tags -needs:debug --single "$unit") 2>&1 |
+    sed 's/\x1b\[[0-9;]*m//g' >"$log" # the suite colours its output even into a pipe
+  rc=${PIPESTATUS[0]}
+  passed=$(grep -c '^\[ok\]:' "$log")
+  failed=$(grep -c '^\[err\]:' "$log")
+  errors=$(grep -c '^\[exception\]:' "$log")
+  result="ok"
+  if [ "$rc" -eq 124 ]; then
+    result="timed out"
+  elif [ "$failed" -gt 0 ] || [ "$errors" -gt 0 ] || [ "$rc" -ne 0 ]; then
+    result="failures"
+  elif [ "$passed" -eq 0 ]; then
+    # unit/info, for one, runs nothing against an external server.
+    result="no tests ran"
+  fi
+  printf '%-22s %6s %6s %6s  %s\n' "$unit" "$passed" "$failed" "$errors" "$result"
+  if [ "$result" != "ok" ] && [ "$result" != "no tests ran" ]; then
+    grep -E '^\[(err|exception)\]:' "$log" | head -20 | sed 's/^/    /'
+    for full in "${full_units[@]}"; do
+      [ "$unit" = "$full" ] && status=1
+    done
+  fi
+  # A unit may have killed or wedged the server (SHUTDOWN, DEBUG): later units need it up.
+  if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
+    echo "redis-suite: the server stopped answering after $unit; its log:" >&2
+    tail -20 "$work/server.log" >&2
+    exit 1
+  fi
+done
+exit "$status"

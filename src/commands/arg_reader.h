@@ -1,0 +1,47 @@
+// ArgReader: how a handler reads its arguments, left to right: keywords matched in any case,
+// integers parsed strictly within a range, and on a bad argument Redis's error text queued on the
+// reply (the texts live in errors.h). Made per handler call on the calling io thread.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+#include "commands/command.h"
+#include "commands/errors.h"
+
+namespace prefixd::commands {
+
+class ArgReader {
+ public:
+  // Reads ctx.args from index `first` (1: just after the command name).
+  ArgReader(Context& ctx, size_t first) : ctx_(ctx), next_(first) {}
+
+  bool more() const { return next_ < ctx_.args.size(); }
+  size_t remaining() const { return more() ? ctx_.args.size() - next_ : 0; }
+  std::string_view Peek() const { return ctx_.args[next_]; }
+  // The next argument, consumed. Call only while more().
+  std::string_view Next() { return ctx_.args[next_++]; }
+
+  // Consumes the next argument when it is `keyword` in any case.
+  bool Keyword(std::string_view keyword);
+  // Consumes the next argument when it is one of `keywords` in any case; returns its index.
+  std::optional<size_t> OneOf(std::initializer_list<std::string_view> keywords);
+
+  // Consumes the next argument as an integer within [min, max]; otherwise queues `error` and
+  // returns nullopt.
+  std::optional<int64_t> Integer(int64_t min = std::numeric_limits<int64_t>::min(),
+                                 int64_t max = std::numeric_limits<int64_t>::max(),
+                                 std::string_view error = errors::kNotInteger);
+
+  // Queues `error` and returns false: for a handler's `return r.Fail(...)` paths.
+  bool Fail(std::string_view error);
+
+ private:
+  Context& ctx_;
+  size_t next_;
+};
+
+}  // namespace prefixd::commands

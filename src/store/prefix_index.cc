@@ -108,6 +108,7 @@ std::string PrefixIndex::StoreBlocks(const BlockBatch& batch, uint64_t* stored) 
     b.parent = parent;
     b.depth = parent == kNone ? 1 : blocks_rec_[parent].depth + 1;
     b.pins = 0;
+    b.boundary = kNone;
     b.live = true;
     b.last_use = ++clock_;
     b.page = Bytes::Allocate(shape_.page_bytes());
@@ -154,6 +155,9 @@ void PrefixIndex::RemoveCheckpoint(uint32_t id, bool evicted) {
   c.live = false;
   checkpoints_.erase(c.position);
   EraseValue(AnchoredOn(c.anchor), id);
+  if (c.anchor != kNone && blocks_rec_[c.anchor].boundary == id) {
+    blocks_rec_[c.anchor].boundary = kNone;
+  }
   state_bytes_ -= SumSizes(c.states);
   kv_bytes_ -= SumSizes(c.tail_k) + SumSizes(c.tail_v);
   (evicted ? evicted_ckpts_ : dropped_ckpts_) += 1;
@@ -236,6 +240,7 @@ std::string PrefixIndex::StoreCheckpoints(const CheckpointBatch& batch, uint64_t
       }
     }
     AnchoredOn(anchor).push_back(id);
+    if (r == 0 && anchor != kNone) blocks_rec_[anchor].boundary = id;
     checkpoints_.emplace(pos, id);
     state_bytes_ += SumSizes(c.states);
     kv_bytes_ += SumSizes(c.tail_k) + SumSizes(c.tail_v);
@@ -303,13 +308,14 @@ std::optional<MatchResult> PrefixIndex::Match(
     best = it->second;
     best_length = length;
   }
-  for (size_t depth = matched; depth > 0 && depth * bs > best_length; --depth) {
-    auto it = checkpoints_.find(chain[depth - 1]);
-    if (it == checkpoints_.end()) continue;
-    const Checkpoint& c = ckpt_rec_[it->second];
-    if (c.length != depth * bs) continue;
-    best = it->second;
-    best_length = depth * bs;
+  // Up the parent links from the deepest matched block: no hashing, one record per block.
+  for (uint32_t id = matched == 0 ? kNone : stored_at(matched); id != kNone;
+       id = blocks_rec_[id].parent) {
+    const Block& b = blocks_rec_[id];
+    if (uint64_t{b.depth} * bs <= best_length) break;
+    if (b.boundary == kNone) continue;
+    best = b.boundary;
+    best_length = uint64_t{b.depth} * bs;
     break;
   }
   // A namespace without recurrent layers resumes at any block boundary: no checkpoint needed.

@@ -188,6 +188,7 @@ class PrefixIndex {
     uint32_t parent = kNone;  // kNone: the root
     uint32_t depth = 0;       // 1 for the first block
     uint32_t pins = 0;
+    uint32_t boundary = kNone;  // the checkpoint at exactly this block's end, if any
     bool live = false;
     uint64_t last_use = 0;
     Bytes page;

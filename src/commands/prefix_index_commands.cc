@@ -291,7 +291,11 @@ void BStore(Context& ctx) {
   if (!parent) return;
   auto n = ParseBounded(ctx, "block count", args[3], 1, kMaxStoreBlocks);
   if (!n) return;
-  if (!ParseHashes(ctx, "hashes", args[4], *n)) return;
+  auto block_hashes = ParseHashes(ctx, "hashes", args[4], *n);
+  if (!block_hashes) return;
+  for (const Hash128& h : *block_hashes) {
+    if (h.IsRoot()) return ctx.reply.Error("ERR a block hash of 16 zero bytes is the root's");
+  }
   persist::PrefixBlocks record{std::string(args[1]), parent->Raw(), {}, {}};
   record.hashes.pieces.push_back(args.TakeBytes(4));
   uint64_t incoming = 0;

@@ -574,7 +574,9 @@ PrefixStore::CreateResult PrefixStore::Create(const std::string& ns, const Prefi
     return CreateResult::kExists;
   }
   if (under_lock) under_lock();
-  namespaces_.emplace(ns, std::make_shared<Entry>(shape));
+  auto entry = std::make_shared<Entry>(shape);
+  bytes_ += BytesOf(ns, entry->index);
+  namespaces_.emplace(ns, std::move(entry));
   return CreateResult::kCreated;
 }
 
@@ -586,6 +588,7 @@ bool PrefixStore::Drop(const std::string& ns, const std::function<void()>& under
     if (it == namespaces_.end()) return false;
     std::lock_guard entry_lock(it->second->mu);
     if (under_lock) under_lock();
+    bytes_ -= BytesOf(ns, it->second->index);
     gone = std::move(it->second);
     namespaces_.erase(it);
   }
@@ -596,6 +599,7 @@ void PrefixStore::Clear() {
   std::map<std::string, std::shared_ptr<Entry>, std::less<>> gone;
   std::lock_guard lock(mu_);
   gone.swap(namespaces_);
+  bytes_ = 0;
 }
 
 bool PrefixStore::Contains(std::string_view ns) const { return Find(ns) != nullptr; }
@@ -611,7 +615,9 @@ bool PrefixStore::With(std::string_view ns, const std::function<void(PrefixIndex
   auto entry = Find(ns);
   if (!entry) return false;
   std::lock_guard lock(entry->mu);
+  const int64_t before = BytesOf(ns, entry->index);
   fn(entry->index);
+  bytes_ += BytesOf(ns, entry->index) - before;
   return true;
 }
 
@@ -637,13 +643,10 @@ void PrefixStore::ForEach(
   }
 }
 
-uint64_t PrefixStore::MemoryBytes() const {
-  uint64_t total = 0;
-  ForEach([&](const std::string& ns, const PrefixIndex& index) {
-    const PrefixStats s = index.Stats();
-    total += ns.size() + s.kv_bytes + s.state_bytes + s.index_bytes;
-  });
-  return total;
+int64_t PrefixStore::BytesOf(const std::string_view ns, const PrefixIndex& index) {
+  const PrefixStats s = index.Stats();
+  return static_cast<int64_t>(ns.size() + sizeof(Entry) + s.kv_bytes + s.state_bytes +
+                              s.index_bytes);
 }
 
 }  // namespace prefixd::store

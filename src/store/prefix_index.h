@@ -6,6 +6,7 @@
 // PrefixStore is thread-safe: any thread may call any method.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -258,8 +259,9 @@ class PrefixStore {
   bool With(std::string_view ns, const std::function<void(const PrefixIndex&)>& fn) const;
 
   void ForEach(const std::function<void(const std::string&, const PrefixIndex&)>& visit) const;
-  // Payload and index bytes of every namespace (used_memory).
-  uint64_t MemoryBytes() const;
+  // Payload and index bytes of every namespace (used_memory): kept up to date by every change,
+  // so reading it costs nothing.
+  uint64_t MemoryBytes() const { return static_cast<uint64_t>(std::max<int64_t>(0, bytes_)); }
 
  private:
   struct Entry {
@@ -269,8 +271,12 @@ class PrefixStore {
   };
   std::shared_ptr<Entry> Find(std::string_view ns) const;
 
+  // A namespace's payload and index bytes, for MemoryBytes.
+  static int64_t BytesOf(const std::string_view ns, const PrefixIndex& index);
+
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>, std::less<>> namespaces_;
+  std::atomic<int64_t> bytes_{0};  // sum of BytesOf over the namespaces
 };
 
 }  // namespace prefixd::store

@@ -48,6 +48,17 @@ std::optional<uint64_t> ParseBounded(Context& ctx, std::string_view what, std::s
   return static_cast<uint64_t>(*v);
 }
 
+// A layer of a namespace that has `count` of that kind (attention or recurrent).
+std::optional<uint64_t> ParseLayer(Context& ctx, std::string_view what, std::string_view text,
+                                   uint32_t count) {
+  if (count == 0) {
+    ctx.reply.Error("ERR invalid " + std::string(what) + " " + Quoted(text) +
+                    ": the namespace has no such layers");
+    return std::nullopt;
+  }
+  return ParseBounded(ctx, what, text, 0, count - 1);
+}
+
 // `n` raw 16-byte hashes; queues the error otherwise.
 std::optional<std::vector<Hash128>> ParseHashes(Context& ctx, std::string_view what,
                                                 std::string_view raw, uint64_t n) {
@@ -300,7 +311,7 @@ void BStore(Context& ctx) {
   record.hashes.pieces.push_back(args.TakeBytes(4));
   uint64_t incoming = 0;
   for (size_t i = 5; i < end; i += 2) {
-    auto layer = ParseBounded(ctx, "layer", args[i], 0, shape->attn == 0 ? 0 : shape->attn - 1);
+    auto layer = ParseLayer(ctx, "layer", args[i], shape->attn);
     if (!layer) return;
     auto rows = EncodeLayerRows(ctx, *shape, *format, *layer, args[i + 1], 2 * *n * shape->block);
     if (!rows) return;
@@ -341,7 +352,7 @@ void BFetch(Context& ctx) {
   if (!n) return;
   auto hashes = ParseHashes(ctx, "hashes", args[3], *n);
   if (!hashes) return;
-  auto layer = ParseBounded(ctx, "layer", args[4], 0, shape->attn == 0 ? 0 : shape->attn - 1);
+  auto layer = ParseLayer(ctx, "layer", args[4], shape->attn);
   if (!layer) return;
   auto native = NativeFormat(ctx, 5, args.size());
   if (!native) return;
@@ -388,8 +399,7 @@ void StoreCheckpoints(Context& ctx, const PrefixShape& shape, persist::PrefixChe
     }
     for (++i; i < end; i += 2) {
       if (i + 1 >= end) return ctx.reply.Error(errors::kSyntax);
-      auto layer =
-          ParseBounded(ctx, "TAIL layer", args[i], 0, shape.attn == 0 ? 0 : shape.attn - 1);
+      auto layer = ParseLayer(ctx, "TAIL layer", args[i], shape.attn);
       if (!layer) return;
       auto rows = EncodeLayerRows(ctx, shape, *format, *layer, args[i + 1], 2 * tail_rows);
       if (!rows) return;
@@ -463,8 +473,7 @@ void CkptFetch(Context& ctx) {
       return ctx.reply.Error(errors::kSyntax);
     }
     for (size_t i = 4; i < args.size(); ++i) {
-      auto layer =
-          ParseBounded(ctx, "layer", args[i], 0, shape->recurrent == 0 ? 0 : shape->recurrent - 1);
+      auto layer = ParseLayer(ctx, "layer", args[i], shape->recurrent);
       if (!layer) return;
       layers.push_back(static_cast<uint32_t>(*layer));
     }
@@ -559,7 +568,7 @@ void LFetch(Context& ctx) {
   std::vector<uint32_t> layers;
   if (attn) {
     if (end < 5) return ctx.reply.Error(errors::kSyntax);
-    auto l = ParseBounded(ctx, "layer", args[4], 0, shape->attn == 0 ? 0 : shape->attn - 1);
+    auto l = ParseLayer(ctx, "layer", args[4], shape->attn);
     if (!l) return;
     layer = *l;
     size_t i = 5;
@@ -578,8 +587,7 @@ void LFetch(Context& ctx) {
   } else if (end > 4) {
     if (!EqualsIgnoreCase(args[4], "LAYERS") || end == 5) return ctx.reply.Error(errors::kSyntax);
     for (size_t i = 5; i < end; ++i) {
-      auto l =
-          ParseBounded(ctx, "layer", args[i], 0, shape->recurrent == 0 ? 0 : shape->recurrent - 1);
+      auto l = ParseLayer(ctx, "layer", args[i], shape->recurrent);
       if (!l) return;
       layers.push_back(static_cast<uint32_t>(*l));
     }

@@ -402,5 +402,33 @@ class PrefixIndexTest(unittest.TestCase):
             self.ns = name
             self.assertEqual(self.match(tokens[:4 * 401], [4 * 400])[0], 4 * 400)
 
+    def test_attention_only_and_recurrent_only_namespaces(self):
+        tokens = list(range(1, 14))
+        self.ns = "{attn-only}"
+        self.cmd("KV.PREFIX.NAMESPACE", self.ns, "BLOCK", BS, "ATTN", 1, "KVDIM", KVDIM,
+                 "RECURRENT", 0, "VQUANT", "fp32")
+        self.store_blocks(tokens, 0, 3)
+        reply = self.match(tokens)  # every block boundary is complete: no checkpoint needed
+        self.assertEqual(reply[0], 12)
+        got = unpack(self.cmd("KV.PREFIX.LFETCH", self.ns, reply[1], "ATTN", 0, "RELEASE"))
+        self.assertEqual(got, sum(kv_rows(tokens, 0, 12), []))
+        with self.assertRaisesRegex(redis.ResponseError, "no such layers"):
+            self.cmd("SSM.PREFIX.CKPT.FETCH", self.ns, ROOT, "LAYERS", 0)
+        self.ns = "{rec-only}"
+        self.cmd("KV.PREFIX.NAMESPACE", self.ns, "BLOCK", BS, "ATTN", 0, "KVDIM", KVDIM,
+                 "RECURRENT", 2)
+        hs = chain(tokens)
+        self.assertEqual(self.cmd("KV.PREFIX.BSTORE", self.ns, ROOT, 2, hs[0] + hs[1]), 2)
+        with self.assertRaisesRegex(redis.ResponseError, "no such layers"):
+            self.cmd("KV.PREFIX.BFETCH", self.ns, 1, hs[0], 0)
+        self.assertEqual(self.cmd("SSM.PREFIX.CKPT.STORE", self.ns, hs[1], 8, hs[1], 0, b"a", 1,
+                                  b"b"), b"OK")
+        reply = self.match(tokens)
+        self.assertEqual(reply[0], 8)
+        with self.assertRaisesRegex(redis.ResponseError, "no such layers"):
+            self.cmd("KV.PREFIX.LFETCH", self.ns, reply[1], "ATTN", 0)
+        self.assertEqual(self.cmd("KV.PREFIX.LFETCH", self.ns, reply[1], "STATE", "RELEASE"),
+                         [b"a", b"b"])
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

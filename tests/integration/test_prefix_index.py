@@ -198,6 +198,14 @@ class PrefixIndexTest(unittest.TestCase):
                                     "a checkpoint needs all 2 recurrent layers, got 1"):
             self.cmd("SSM.PREFIX.CKPT.STORE", self.ns, chain(tokens)[0], 4, chain(tokens)[0], 0,
                      b"s")
+        at_max = self.cmd("KV.PREFIX.MATCH", self.ns, 0, b"", "AT", 1024,
+                          struct.pack("<Q", 3) * 1024, b"\7" * 16 * 1024, "NOLEASE")
+        self.assertEqual(at_max[0:2], [0, 0])
+        with self.assertRaisesRegex(redis.ResponseError, "AT count '1025'"):
+            self.cmd("KV.PREFIX.MATCH", self.ns, 0, b"", "AT", 1025,
+                     struct.pack("<Q", 3) * 1025, b"\7" * 16 * 1025)
+        with self.assertRaisesRegex(redis.ResponseError, "LEASE '600001'"):
+            self.cmd("KV.PREFIX.MATCH", self.ns, 0, b"", "LEASE", 600001)
         with self.assertRaisesRegex(redis.ResponseError, "hashes must be 2 x 16 = 32 bytes"):
             self.cmd("KV.PREFIX.MATCH", self.ns, 2, b"short")
         with self.assertRaisesRegex(redis.ResponseError, "WRONGTYPE"):

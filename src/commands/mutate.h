@@ -48,8 +48,8 @@ inline MutationResult MutateEngine(Engine& engine, const persist::Mutation& m) {
   }
   const persist::Stores stores{
       engine.state_store(), &engine.vector_store(),
-      static_cast<uint64_t>(engine.settings().Int(Setting::kVstoreMaxSessions)),
-      &engine.keyspace(), &engine.prefix_store()};
+      static_cast<uint64_t>(engine.settings().Int(Setting::kVstoreMaxSessions)), &engine.keyspace(),
+      &engine.prefix_store()};
   std::shared_lock shared(engine.mutation_gate(), std::defer_lock);
   std::unique_lock exclusive(engine.mutation_gate(), std::defer_lock);
   if (std::holds_alternative<persist::FlushAll>(m)) {

@@ -153,9 +153,19 @@ int main(int argc, char** argv) {
         (rss1 - rss0) / 1e6, double(rss1 - rss0) / stored, payload,
         double(rss1 - rss0) / stored - payload);
   }
+  // The floor: PING's round trip on the same connection, measured the same way.
+  std::vector<double> ping_us;
+  for (int i = 0; i < samples; ++i) {
+    const auto t = Clock::now();
+    if (!c.Ping().ok()) Die("PING");
+    ping_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
+  }
+  std::sort(ping_us.begin(), ping_us.end());
   std::printf(
       "\n| prompt tokens | blocks sent | AT candidates | L answered | p50 | p99 | max |\n"
       "|---|---|---|---|---|---|---|\n");
+  std::printf("| PING (the round trip alone) | | | | %.0f us | %.0f us | %.0f us |\n",
+              ping_us[ping_us.size() / 2], ping_us[ping_us.size() * 99 / 100], ping_us.back());
   for (size_t len : lengths) {
     const std::span<const PrefixHash> blocks_sent = std::span(chain).first(len / kBs);
     std::vector<prefixd::PrefixCandidate> at;

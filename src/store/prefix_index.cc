@@ -17,14 +17,6 @@ uint64_t SumSizes(const std::vector<Bytes>& v) {
   return total;
 }
 
-void EraseValue(std::vector<uint32_t>& v, uint32_t value) {
-  auto it = std::find(v.begin(), v.end(), value);
-  if (it != v.end()) {
-    *it = v.back();
-    v.pop_back();
-  }
-}
-
 }  // namespace
 
 Hash128 Hash128::Read(const uint8_t* p) {
@@ -63,6 +55,46 @@ uint64_t CheckpointBatch::TailRows(uint32_t block) const {
   if (positions.empty()) return 0;
   const uint64_t base = first_length / block * block;
   return first_length + positions.size() - 1 - base;
+}
+
+void PrefixIndex::LinkChild(uint32_t parent, uint32_t id) {
+  uint32_t& head = FirstChild(parent);
+  Block& b = blocks_rec_[id];
+  b.prev_sibling = kNone;
+  b.next_sibling = head;
+  if (head != kNone) blocks_rec_[head].prev_sibling = id;
+  head = id;
+}
+
+void PrefixIndex::UnlinkChild(uint32_t id) {
+  Block& b = blocks_rec_[id];
+  if (b.prev_sibling != kNone) {
+    blocks_rec_[b.prev_sibling].next_sibling = b.next_sibling;
+  } else {
+    FirstChild(b.parent) = b.next_sibling;
+  }
+  if (b.next_sibling != kNone) blocks_rec_[b.next_sibling].prev_sibling = b.prev_sibling;
+  b.prev_sibling = b.next_sibling = kNone;
+}
+
+void PrefixIndex::LinkAnchored(uint32_t anchor, uint32_t id) {
+  uint32_t& head = FirstAnchored(anchor);
+  Checkpoint& c = ckpt_rec_[id];
+  c.prev_anchored = kNone;
+  c.next_anchored = head;
+  if (head != kNone) ckpt_rec_[head].prev_anchored = id;
+  head = id;
+}
+
+void PrefixIndex::UnlinkAnchored(uint32_t id) {
+  Checkpoint& c = ckpt_rec_[id];
+  if (c.prev_anchored != kNone) {
+    ckpt_rec_[c.prev_anchored].next_anchored = c.next_anchored;
+  } else {
+    FirstAnchored(c.anchor) = c.next_anchored;
+  }
+  if (c.next_anchored != kNone) ckpt_rec_[c.next_anchored].prev_anchored = c.prev_anchored;
+  c.prev_anchored = c.next_anchored = kNone;
 }
 
 uint32_t PrefixIndex::NewBlock() {
@@ -118,7 +150,9 @@ std::string PrefixIndex::StoreBlocks(const BlockBatch& batch, uint64_t* stored) 
       std::memcpy(out, rows + i * half, half);
       std::memcpy(out + half, rows + n * half + i * half, half);
     }
-    (parent == kNone ? root_children_ : blocks_rec_[parent].children).push_back(id);
+    b.first_child = kNone;
+    b.first_anchored = kNone;
+    LinkChild(parent, id);
     blocks_.emplace(h, id);
     kv_bytes_ += b.page.size();
     parent = id;
@@ -130,10 +164,7 @@ std::string PrefixIndex::StoreBlocks(const BlockBatch& batch, uint64_t* stored) 
 void PrefixIndex::FreeBlock(uint32_t id) {
   Block& b = blocks_rec_[id];
   b.page = Bytes();
-  b.children.clear();
-  b.children.shrink_to_fit();
-  b.anchored.clear();
-  b.anchored.shrink_to_fit();
+  b.first_child = b.first_anchored = kNone;
   free_blocks_.push_back(id);
 }
 
@@ -154,7 +185,7 @@ void PrefixIndex::RemoveCheckpoint(uint32_t id, bool evicted) {
   if (!c.live) return;
   c.live = false;
   checkpoints_.erase(c.position);
-  EraseValue(AnchoredOn(c.anchor), id);
+  UnlinkAnchored(id);
   if (c.anchor != kNone && blocks_rec_[c.anchor].boundary == id) {
     blocks_rec_[c.anchor].boundary = kNone;
   }
@@ -173,15 +204,18 @@ void PrefixIndex::RemoveBlockTree(uint32_t root, bool evicted) {
     Block& b = blocks_rec_[id];
     if (!expanded) {
       stack.back().second = true;
-      for (uint32_t child : b.children) stack.push_back({child, false});
+      for (uint32_t child = b.first_child; child != kNone;
+           child = blocks_rec_[child].next_sibling) {
+        stack.push_back({child, false});
+      }
       continue;
     }
     stack.pop_back();
-    while (!b.anchored.empty()) RemoveCheckpoint(b.anchored.back(), evicted);
+    while (b.first_anchored != kNone) RemoveCheckpoint(b.first_anchored, evicted);
     b.live = false;
     blocks_.erase(b.hash);
-    EraseValue(b.parent == kNone ? root_children_ : blocks_rec_[b.parent].children, id);
-    b.children.clear();
+    UnlinkChild(id);
+    b.first_child = kNone;
     kv_bytes_ -= b.page.size();
     (evicted ? evicted_blocks_ : dropped_blocks_) += 1;
     if (b.pins == 0) FreeBlock(id);
@@ -239,7 +273,7 @@ std::string PrefixIndex::StoreCheckpoints(const CheckpointBatch& batch, uint64_t
         c.tail_v.push_back(t.Slice(tail_rows * row, r * row));
       }
     }
-    AnchoredOn(anchor).push_back(id);
+    LinkAnchored(anchor, id);
     if (r == 0 && anchor != kNone) blocks_rec_[anchor].boundary = id;
     checkpoints_.emplace(pos, id);
     state_bytes_ += SumSizes(c.states);
@@ -466,7 +500,7 @@ void PrefixIndex::PlanEviction(uint64_t target, const Hash128& keep, std::vector
   }
   for (uint32_t id = 0; id < blocks_rec_.size(); ++id) {
     const Block& b = blocks_rec_[id];
-    if (b.live && b.pins == 0 && b.children.empty() && !(b.hash == keep)) {
+    if (b.live && b.pins == 0 && b.first_child == kNone && !(b.hash == keep)) {
       order.emplace_back(b.last_use, true, id);
     }
   }
@@ -483,9 +517,11 @@ void PrefixIndex::PlanEviction(uint64_t target, const Hash128& keep, std::vector
     }
     const Block& b = blocks_rec_[id];
     bool pinned = false;
-    for (uint32_t c : b.anchored) pinned = pinned || ckpt_rec_[c].pins > 0;
+    for (uint32_t c = b.first_anchored; c != kNone; c = ckpt_rec_[c].next_anchored) {
+      pinned = pinned || ckpt_rec_[c].pins > 0;
+    }
     if (pinned) continue;
-    for (uint32_t c : b.anchored) {
+    for (uint32_t c = b.first_anchored; c != kNone; c = ckpt_rec_[c].next_anchored) {
       if (!ckpt_gone[c]) bytes -= CheckpointBytes(ckpt_rec_[c]);
       ckpt_gone[c] = true;
     }
@@ -503,8 +539,7 @@ PrefixStats PrefixIndex::Stats() const {
   s.index_bytes = blocks_rec_.capacity() * sizeof(Block) +
                   ckpt_rec_.capacity() * sizeof(Checkpoint) +
                   (blocks_.size() + checkpoints_.size()) * (sizeof(Hash128) + 4 + 16) +
-                  (blocks_.bucket_count() + checkpoints_.bucket_count()) * sizeof(void*) +
-                  blocks_.size() * 4 * 2;  // each block in its parent's children list
+                  (blocks_.bucket_count() + checkpoints_.bucket_count()) * sizeof(void*) + 0;
   s.leases = leases_.size();
   s.evicted_blocks = evicted_blocks_;
   s.evicted_checkpoints = evicted_ckpts_;
@@ -515,7 +550,10 @@ PrefixStats PrefixIndex::Stats() const {
 
 void PrefixIndex::ForEachBlock(const std::function<void(const BlockBatch&)>& visit) const {
   const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
-  std::vector<uint32_t> stack(root_children_.rbegin(), root_children_.rend());
+  std::vector<uint32_t> stack;
+  for (uint32_t id = root_children_; id != kNone; id = blocks_rec_[id].next_sibling) {
+    stack.push_back(id);
+  }
   while (!stack.empty()) {
     const uint32_t id = stack.back();
     stack.pop_back();
@@ -527,7 +565,9 @@ void PrefixIndex::ForEachBlock(const std::function<void(const BlockBatch&)>& vis
       batch.layers.push_back(b.page.Slice(2 * half * layer, 2 * half));
     }
     visit(batch);
-    stack.insert(stack.end(), b.children.rbegin(), b.children.rend());
+    for (uint32_t child = b.first_child; child != kNone; child = blocks_rec_[child].next_sibling) {
+      stack.push_back(child);
+    }
   }
 }
 

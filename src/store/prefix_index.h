@@ -193,8 +193,9 @@ class PrefixIndex {
     bool live = false;
     uint64_t last_use = 0;
     Bytes page;
-    std::vector<uint32_t> children;
-    std::vector<uint32_t> anchored;  // checkpoints anchored here
+    // Intrusive lists (record indices): the children, and the checkpoints anchored here.
+    uint32_t first_child = kNone, prev_sibling = kNone, next_sibling = kNone;
+    uint32_t first_anchored = kNone;
   };
   struct Checkpoint {
     Hash128 position;
@@ -203,6 +204,7 @@ class PrefixIndex {
     uint32_t pins = 0;
     bool live = false;
     uint64_t last_use = 0;
+    uint32_t prev_anchored = kNone, next_anchored = kNone;  // in the anchor's list
     std::vector<Bytes> states;
     std::vector<Bytes> tail_k, tail_v;
   };
@@ -219,9 +221,16 @@ class PrefixIndex {
   void RemoveCheckpoint(uint32_t id, bool evicted);
   void FreeBlock(uint32_t id);
   void FreeCheckpoint(uint32_t id);
-  std::vector<uint32_t>& AnchoredOn(uint32_t anchor) {
-    return anchor == kNone ? root_anchored_ : blocks_rec_[anchor].anchored;
+  uint32_t& FirstAnchored(uint32_t anchor) {
+    return anchor == kNone ? root_anchored_ : blocks_rec_[anchor].first_anchored;
   }
+  uint32_t& FirstChild(uint32_t parent) {
+    return parent == kNone ? root_children_ : blocks_rec_[parent].first_child;
+  }
+  void LinkChild(uint32_t parent, uint32_t id);
+  void UnlinkChild(uint32_t id);
+  void LinkAnchored(uint32_t anchor, uint32_t id);
+  void UnlinkAnchored(uint32_t id);
   uint64_t CheckpointBytes(const Checkpoint& c) const;
   void EndLease(std::map<uint64_t, LeaseEntry>::iterator it);
 
@@ -231,8 +240,8 @@ class PrefixIndex {
   std::vector<Block> blocks_rec_;
   std::vector<Checkpoint> ckpt_rec_;
   std::vector<uint32_t> free_blocks_, free_ckpts_;
-  std::vector<uint32_t> root_children_;
-  std::vector<uint32_t> root_anchored_;
+  uint32_t root_children_ = kNone;  // first blocks (depth 1)
+  uint32_t root_anchored_ = kNone;  // checkpoints before the first block boundary
   std::map<uint64_t, LeaseEntry> leases_;
   std::set<std::pair<int64_t, uint64_t>> lease_expiry_;  // (expires_ms, id)
   uint64_t next_lease_ = 1;

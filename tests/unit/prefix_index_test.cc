@@ -238,8 +238,10 @@ TEST(PrefixIndexTest, LeaseLimitAnswersBusy) {
 
 // Random stores, drops and budget evictions on a few conversations that share beginnings; after
 // each step the match must equal the brute-force answer over what the model says is stored.
-TEST(PrefixIndexTest, RandomOperationsKeepEveryAnswerComplete) {
-  std::mt19937_64 rng(12345);
+class PrefixIndexRandomTest : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(PrefixIndexRandomTest, RandomOperationsKeepEveryAnswerComplete) {
+  std::mt19937_64 rng(GetParam());
   Fixture f;
   std::vector<Tokens> convos;
   for (int c = 0; c < 6; ++c) {
@@ -324,6 +326,8 @@ TEST(PrefixIndexTest, RandomOperationsKeepEveryAnswerComplete) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Seeds, PrefixIndexRandomTest, ::testing::Values(12345, 7, 99, 2024));
 
 }  // namespace
 }  // namespace prefixd::store

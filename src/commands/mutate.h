@@ -40,7 +40,7 @@ struct MutationResult {
 inline persist::Stores StoresOf(Engine& engine, store::Database& db) {
   return persist::Stores{db.state, &db.vectors,
                          static_cast<uint64_t>(engine.settings().Int(Setting::kVstoreMaxSessions)),
-                         &db.keys};
+                         &db.keys, &db.prefixes};
 }
 
 // Checks, logs and applies `m` to database `db` for any caller, a client's command or the server

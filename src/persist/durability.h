@@ -78,6 +78,8 @@ class Durability {
   // header, replay applies it there, and a snapshot writes every database in use. Database 0
   // must hold the stores and keyspace given above. Set before Open().
   void set_databases(store::Databases* databases) { databases_ = databases; }
+  // The prefix index, recovered, logged and snapshotted along with the stores; before Open().
+  void set_prefix_store(store::PrefixStore* prefixes) { prefixes_ = prefixes; }
 
   // Loads the snapshot and replays the log into the store, then opens the log for appends.
   // Returns an error text that names the file and offset of any damage it could not pass.
@@ -115,9 +117,11 @@ class Durability {
   std::string Replay(const Record& record, Mutation& m);
   void WriteVectorSnapshot(const store::VectorStore& vectors,
                            const std::function<void(const Mutation&)>& write);
+  void WritePrefixSnapshot(const store::PrefixStore& prefixes,
+                           const std::function<void(const Mutation&)>& write);
   // Every entry of one database as records, passed to `write`.
   void WriteDatabaseSnapshot(const store::StateStore& state, const store::VectorStore* vectors,
-                             const store::Keyspace* keys,
+                             const store::Keyspace* keys, const store::PrefixStore* prefixes,
                              const std::function<void(const Mutation&)>& write);
   // Applies a checked record to the database its header names; an error text when it names one
   // past the `databases` setting.
@@ -133,6 +137,7 @@ class Durability {
   store::VectorStore* vectors_;
   store::Keyspace* keys_ = nullptr;
   store::Databases* databases_ = nullptr;
+  store::PrefixStore* prefixes_ = nullptr;
   std::unique_ptr<LogWriter> log_;
   std::unique_ptr<DirLock> lock_;
 

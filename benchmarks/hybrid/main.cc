@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "chat.h"
 #include "compare.h"
 #include "config.h"
 #include "cpu_backend.h"
@@ -72,6 +73,12 @@ struct SweepArgs {
   bool keep = false;
   int loopback_mb = 512;
   int repeats = 1;
+};
+
+struct ChatArgs {
+  ChatOptions options;
+  std::string csv;
+  std::string markdown;
 };
 
 struct WarmArgs {
@@ -439,6 +446,31 @@ int RunSweep(const Common& common, const SweepArgs& args) {
   return all_good ? 0 : 1;
 }
 
+// Conversation workloads over the server's prefix index (chat.h); one process, the cold run of
+// each turn in a paused interval after its warm one.
+int RunChat(const Common& common, const ChatArgs& args) {
+  std::fprintf(stderr, "prefixd-hybrid: loading %s (%s weights, %s backend)...\n",
+               common.model.c_str(), common.weights.c_str(), common.backend.c_str());
+  Loaded model = LoadModel(common);
+  std::fprintf(stderr, "prefixd-hybrid: %s\nprefixd-hybrid: loaded in %.1f s\n",
+               model.config.Summary().c_str(), model.load_ms / 1000);
+  Client client = Connect(common);
+  const std::vector<ChatRow> rows =
+      OrDie(RunChatWorkload(*model.backend, model.weights_identity, client, args.options),
+            "chat " + args.options.workload);
+  if (!args.csv.empty()) WriteFile(args.csv, ChatCsv(rows));
+  const std::string table =
+      ChatMarkdown(rows, model.config.name + ", " + args.options.workload + ", block " +
+                             std::to_string(args.options.block) + ", restore " +
+                             args.options.restore + " (" + common.backend + ")");
+  std::printf("%s", table.c_str());
+  if (!args.markdown.empty()) WriteFile(args.markdown, table);
+  if (args.options.restore == "kv-only") return 0;  // the control: it ran, whatever it shows
+  const std::string verdict = ChatVerdict(rows);
+  if (!verdict.empty()) std::fprintf(stderr, "prefixd-hybrid: chat failed: %s\n", verdict.c_str());
+  return verdict.empty() ? 0 : 1;
+}
+
 int RunWarm(const Common& common, const WarmArgs& args) {
   Json request = Json::parse(ReadFile(args.request), nullptr, false);
   if (request.is_discarded()) Die("cannot read the request " + args.request);
@@ -791,6 +823,28 @@ int main(int argc, char** argv) {
       ->required();
   warm_cmd->add_option("--result", warm.result, "JSON written with timings, digests, tokens")
       ->required();
+  Common chat_common;
+  ChatArgs chat;
+  CLI::App* chat_cmd = app.add_subcommand(
+      "chat", "Conversation turns over the prefix index: match, hydrate, prefill the rest");
+  AddCommon(chat_cmd, &chat_common);
+  ChatOptions& co = chat.options;
+  chat_cmd->add_option("--workload", co.workload, "multiturn | fanout | branch")
+      ->capture_default_str();
+  chat_cmd->add_option("--turns", co.turns, "turns (at least 2)")->capture_default_str();
+  chat_cmd->add_option("--block", co.block, "tokens per block")->capture_default_str();
+  chat_cmd->add_option("--restore", co.restore, "full | kv-only (negative control)")
+      ->capture_default_str();
+  chat_cmd->add_option("--system-tokens", co.system_tokens, "shared system prompt")
+      ->capture_default_str();
+  chat_cmd->add_option("--message-tokens", co.message_tokens, "tokens of each new message")
+      ->capture_default_str();
+  chat_cmd->add_option("--reply-tokens", co.reply_tokens, "greedy tokens per turn")
+      ->capture_default_str();
+  chat_cmd->add_option("--prompt-seed", co.seed, "seed of the pseudo-random messages")
+      ->capture_default_str();
+  chat_cmd->add_option("--csv", chat.csv, "write the CSV here");
+  chat_cmd->add_option("--markdown", chat.markdown, "write the markdown table here");
   Common compare_common;
   compare_common.backend = "cuda";
   CompareArgs compare;
@@ -833,6 +887,7 @@ int main(int argc, char** argv) {
   forward_cmd->add_option("--out", forward.out, "write the JSON here (default: stdout)");
   CLI11_PARSE(app, argc, argv);
   if (sweep_cmd->parsed()) return RunSweep(sweep_common, sweep);
+  if (chat_cmd->parsed()) return RunChat(chat_common, chat);
   if (forward_cmd->parsed()) return RunForward(forward_common, forward);
   if (compare_cmd->parsed()) return RunCompare(compare_common, compare);
   if (logits_cmd->parsed()) return RunLogits(logits_common, logits);

@@ -16,6 +16,7 @@
 // each section below.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -83,6 +84,58 @@ struct Reply {
   std::vector<Reply> elements;  // kArray
 
   bool is_nil() const { return type == Type::kNil; }
+};
+
+// --- The prefix index's types (docs/prefix-index.md). ---
+
+// A 128-bit chained hash (a block's h_i or a position's p(L)), as the 16 little-endian bytes
+// the server compares.
+using PrefixHash = std::array<uint8_t, 16>;
+inline constexpr PrefixHash kPrefixRoot{};  // h_0
+
+// The design's hash chain: h_i = XXH3-128(h_{i-1} || block i's tokens as u32 LE), and for a
+// position L inside a block p(L) = XXH3-128(h_{floor(L/bs)} || the r = L mod bs tokens). Pure
+// functions; any thread.
+PrefixHash PrefixHashBlock(const PrefixHash& parent, std::span<const uint32_t> tokens);
+// h_1 .. h_n of the full blocks of `tokens`.
+std::vector<PrefixHash> PrefixBlockHashes(std::span<const uint32_t> tokens, uint32_t block_size);
+// p(L) for L = length (h_{L/bs} when L is a multiple of bs); `blocks` are h_1.. of the tokens.
+PrefixHash PrefixPositionHash(std::span<const uint32_t> tokens, uint64_t length,
+                              uint32_t block_size, std::span<const PrefixHash> blocks);
+
+// KV.PREFIX.NAMESPACE's shape.
+struct PrefixShape {
+  uint32_t block_size = 16;
+  uint32_t attention_layers = 0;
+  uint32_t kv_dim = 0;
+  uint32_t recurrent_layers = 0;
+  std::string_view vquant;  // empty: the server's default
+  uint64_t max_bytes = 0;   // MAXMEMORY; 0: no per-namespace budget
+};
+
+// A position where a checkpoint may exist (KV.PREFIX.MATCH ... AT).
+struct PrefixCandidate {
+  uint64_t length = 0;
+  PrefixHash position{};
+};
+
+// KV.PREFIX.MATCH's answer.
+struct PrefixMatchResult {
+  uint64_t length = 0;  // L: 0 on a miss
+  uint64_t lease = 0;   // 0 on a miss or without a lease
+  uint64_t matched_blocks = 0;
+  PrefixHash position{};
+  uint64_t kv_bytes = 0;
+  uint64_t state_bytes = 0;
+};
+
+// A checkpoint's parts for SSM.PREFIX.CKPT.STORE / MSTORE, borrowed for the call. `states`: one
+// blob per recurrent layer (for a window, the k states back to back); `tail`: per attention
+// layer the tail's K rows then V rows in `format` (empty at a block boundary).
+struct PrefixCheckpointParts {
+  std::span<const LayerBlob> states;
+  std::span<const LayerBlob> tail;
+  RowFormat format = RowFormat::kF32;
 };
 
 class Client {
@@ -202,6 +255,53 @@ class Client {
 
   // --- The prefix index (SSM.PREFIX.* / KV.PREFIX.* block and checkpoint commands, the match
   // and its lease): docs/prefix-index.md. Its calls go here, implemented in prefix_index.cc. ---
+
+  // KV.PREFIX.NAMESPACE: creates `ns` with `shape`; again with the same shape changes nothing.
+  Status PrefixNamespaceCreate(std::string_view ns, const PrefixShape& shape);
+  // KV.PREFIX.NSINFO: the k:v lines, or nullopt when the namespace does not exist.
+  Result<std::optional<std::string>> PrefixNamespaceInfo(std::string_view ns);
+  // KV.PREFIX.BSTORE: blocks `hashes` after `parent`; `layers` holds, for every attention layer,
+  // its K rows for the hashes.size() x bs positions then its V rows. Returns how many were new.
+  Result<int64_t> PrefixStoreBlocks(std::string_view ns, const PrefixHash& parent,
+                                    std::span<const PrefixHash> hashes,
+                                    std::span<const LayerBlob> layers,
+                                    RowFormat format = RowFormat::kF32);
+  // KV.PREFIX.BDROP: blocks with their subtrees and checkpoints; how many listed were stored.
+  Result<int64_t> PrefixDropBlocks(std::string_view ns, std::span<const PrefixHash> hashes);
+  // KV.PREFIX.BFETCH: one layer's K rows then V rows (fp32) of the listed blocks into `out`;
+  // the float count, or nullopt when one is missing. No state comes with it.
+  Result<std::optional<size_t>> PrefixFetchBlocks(std::string_view ns,
+                                                  std::span<const PrefixHash> hashes,
+                                                  uint32_t layer, std::span<float> out);
+  // SSM.PREFIX.CKPT.STORE: the checkpoint at `length`, anchored on h_{length / bs}.
+  Status PrefixStoreCheckpoint(std::string_view ns, const PrefixHash& anchor, uint64_t length,
+                               const PrefixHash& position, const PrefixCheckpointParts& parts);
+  // SSM.PREFIX.CKPT.MSTORE: checkpoints at first_length .. + positions.size() - 1 (one anchor).
+  Result<int64_t> PrefixStoreCheckpoints(std::string_view ns, const PrefixHash& anchor,
+                                         uint64_t first_length,
+                                         std::span<const PrefixHash> positions,
+                                         const PrefixCheckpointParts& parts);
+  // SSM.PREFIX.CKPT.DROP: how many of the positions were stored.
+  Result<int64_t> PrefixDropCheckpoints(std::string_view ns, std::span<const PrefixHash> positions);
+  // SSM.PREFIX.CKPT.FETCH: the recurrent blobs (all, or `layers`), or nullopt.
+  Result<std::optional<std::vector<Blob>>> PrefixFetchCheckpoint(
+      std::string_view ns, const PrefixHash& position, std::span<const uint32_t> layers = {});
+  // KV.PREFIX.MATCH: the longest L with K/V for [0, L) and a checkpoint at L. `lease_ms`: 0 for
+  // NOLEASE, nullopt for the server's default.
+  Result<PrefixMatchResult> PrefixMatch(std::string_view ns, std::span<const PrefixHash> blocks,
+                                        std::span<const PrefixCandidate> candidates = {},
+                                        std::optional<uint32_t> lease_ms = std::nullopt);
+  // KV.PREFIX.LFETCH ... ATTN: rows [start, end) of the leased prefix for `layer` (K rows then V
+  // rows, fp32) into `out`; returns the float count. kOutOfRange when `out` is too small.
+  Result<size_t> PrefixLeaseFetchAttention(std::string_view ns, uint64_t lease, uint32_t layer,
+                                           uint64_t start, uint64_t end, std::span<float> out,
+                                           bool release = false);
+  // KV.PREFIX.LFETCH ... STATE: the checkpoint's recurrent blobs (all, or `layers`).
+  Result<std::vector<Blob>> PrefixLeaseFetchState(std::string_view ns, uint64_t lease,
+                                                  std::span<const uint32_t> layers = {},
+                                                  bool release = false);
+  // KV.PREFIX.RELEASE: true when the lease was live.
+  Result<bool> PrefixRelease(std::string_view ns, uint64_t lease);
 
   // --- Any command (client.cc). ---
 

@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
     auto d = std::make_unique<persist::Durability>(durability, db0.state, &db0.vectors);
     d->set_keyspace(&db0.keys);
     d->set_databases(&engine.databases());
+    d->set_prefix_store(&db0.prefixes);
     if (std::string err = d->Open(); !err.empty()) {
       spdlog::critical("Can't recover the data in '{}': {}", dir, err);
       return 1;

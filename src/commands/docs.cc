@@ -68,7 +68,8 @@ std::string CommandsMarkdown(const Registry& registry) {
       {"server", "Server"},
       {"ssm", "SSM.PREFIX: recurrent state"},
       {"vstore", "V-store: attention-layer rows"},
-      {"kvprefix", "KV.PREFIX: attention-layer prefixes"}};
+      {"kvprefix", "KV.PREFIX: attention-layer prefixes"},
+      {"prefixindex", "Prefix index: blocks, checkpoints, the match (docs/prefix-index.md)"}};
   for (const auto& [group, specs] : groups) {
     auto title = kTitles.count(group) ? kTitles.at(group) : group;
     out += "\n## " + title +

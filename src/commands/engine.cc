@@ -73,7 +73,7 @@ uint64_t Engine::DatabaseMemory(const store::Database& db) {
   store::StoreStats s = db.state.Stats();
   store::VectorStoreStats v = db.vectors.Stats();
   return s.payload_bytes + s.overhead_bytes + v.allocated_bytes + v.overhead_bytes +
-         db.keys.MemoryBytes();
+         db.keys.MemoryBytes() + db.prefixes.MemoryBytes();
 }
 
 store::StoreStats Engine::StateStats() const {

@@ -24,6 +24,7 @@
 #include "server/client_state.h"
 #include "store/database.h"
 #include "store/keyspace.h"
+#include "store/prefix_index.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 

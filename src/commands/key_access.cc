@@ -17,6 +17,7 @@ std::optional<store::KeyType> TypeOfGroup(std::string_view group) {
   if (group == "ssm") return store::KeyType::kSsmPrefix;
   if (group == "vstore") return store::KeyType::kVstore;
   if (group == "kvprefix") return store::KeyType::kKvPrefix;
+  if (group == "prefixindex") return store::KeyType::kPrefixIndex;
   return std::nullopt;
 }
 
@@ -47,6 +48,8 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
       break;
     case store::KeyType::kString:
       records.push_back(persist::StringDel{std::string(key)});
+    case store::KeyType::kPrefixIndex:
+      records.push_back(persist::PrefixNamespaceDrop{std::string(key)});
       break;
   }
   Deleted out;

@@ -254,6 +254,14 @@ uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info
       auto spec = db.vectors.Prefix(key);
       return spec ? spec->block_hashes.size() + key.size() + sizeof(store::PrefixSpec) : 0;
     }
+    case store::KeyType::kPrefixIndex: {
+      uint64_t bytes = 0;
+      db.prefixes.With(key, [&](const store::PrefixIndex& index) {
+        const store::PrefixStats s = index.Stats();
+        bytes = s.kv_bytes + s.state_bytes + s.index_bytes + key.size();
+      });
+      return bytes;
+    }
   }
   return 0;
 }

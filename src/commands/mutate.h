@@ -40,7 +40,7 @@ struct MutationResult {
 inline persist::Stores StoresOf(Engine& engine, store::Database& db) {
   return persist::Stores{db.state, &db.vectors,
                          static_cast<uint64_t>(engine.settings().Int(Setting::kVstoreMaxSessions)),
-                         &db.keys};
+                         &db.keys, &db.prefixes};
 }
 
 // The disk tier: once an SSM put's record is in the log, each value's place in it is recorded

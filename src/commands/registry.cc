@@ -90,6 +90,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterPersistenceCommands(*this);
   RegisterVstoreCommands(*this);
   RegisterKvPrefixCommands(*this);
+  RegisterPrefixIndexCommands(*this);
   RegisterKeyCommands(*this);
   RegisterStringCommands(*this);
 }

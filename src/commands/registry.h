@@ -69,6 +69,7 @@ void RegisterSsmCommands(Registry& registry);
 void RegisterPersistenceCommands(Registry& registry);
 void RegisterVstoreCommands(Registry& registry);
 void RegisterKvPrefixCommands(Registry& registry);
+void RegisterPrefixIndexCommands(Registry& registry);
 void RegisterKeyCommands(Registry& registry);
 void RegisterStringCommands(Registry& registry);
 

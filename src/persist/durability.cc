@@ -201,7 +201,7 @@ std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
       return "it swaps databases " + std::to_string(swap->a) + " and " + std::to_string(swap->b) +
              " of a single database";
     }
-    Apply(m, Stores{store_, vectors_, 0, keys_}, {});
+    Apply(m, Stores{store_, vectors_, 0, keys_, prefixes_}, {});
     return {};
   }
   if (const auto* swap = std::get_if<SwapDb>(&m)) {
@@ -212,7 +212,9 @@ std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
     databases_->Swap(swap->a, swap->b);
     return {};
   }
-  const auto stores_of = [](store::Database& d) { return Stores{d.state, &d.vectors, 0, &d.keys}; };
+  const auto stores_of = [](store::Database& d) {
+    return Stores{d.state, &d.vectors, 0, &d.keys, &d.prefixes};
+  };
   Apply(m, stores_of(databases_->At(db)), {});
   if (std::holds_alternative<FlushAll>(m)) {  // one record empties every database
     databases_->ForEach([&](size_t index, store::Database& other) {
@@ -489,12 +491,12 @@ std::string Durability::WriteSnapshot() {
     }
   };
   if (databases_ == nullptr) {
-    WriteDatabaseSnapshot(store_, vectors_, keys_, write_session, write);
+    WriteDatabaseSnapshot(store_, vectors_, keys_, prefixes_, write_session, write);
   } else {
     databases_->ForEach([&](size_t index, store::Database& d) {
       db = static_cast<uint16_t>(index);
       writing = &d.state;
-      WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, write_session, write);
+      WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, &d.prefixes, write_session, write);
     });
   }
   if (status.ok()) {
@@ -543,10 +545,12 @@ std::string Durability::WriteSnapshot() {
 void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
                                        const store::VectorStore* vectors,
                                        const store::Keyspace* keys,
+                                       const store::PrefixStore* prefixes,
                                        const SessionWriter& write_session,
                                        const std::function<void(const Mutation&)>& write) {
   state.ForEachSessionPlace(write_session);
   if (vectors != nullptr) WriteVectorSnapshot(*vectors, write);
+  if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;
   // Strings with their expiry, then the other types' expiries, once every key they name exists.
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
@@ -586,6 +590,36 @@ void Durability::WriteVectorSnapshot(const store::VectorStore& vectors,
     if (spec.prefill_us) record.prefill_us = *spec.prefill_us;
     if (!spec.block_hashes.empty()) record.block_hashes.pieces.push_back(spec.block_hashes);
     write(record);
+  });
+}
+
+void Durability::WritePrefixSnapshot(const store::PrefixStore& prefixes,
+                                     const std::function<void(const Mutation&)>& write) {
+  // Each namespace, then its blocks parents first (replay keeps the index prefix-closed), then
+  // its checkpoints, one record each.
+  prefixes.ForEach([&](const std::string& ns, const store::PrefixIndex& index) {
+    const store::PrefixShape& shape = index.shape();
+    write(PrefixNamespace{ns, shape.block, shape.attn, shape.kv_dim, shape.recurrent,
+                          static_cast<uint32_t>(shape.tier), shape.max_bytes});
+    index.ForEachBlock([&](const store::BlockBatch& batch) {
+      PrefixBlocks record{ns, batch.parent.Raw(), {}, {}};
+      record.hashes.pieces.push_back(Bytes::CopyOf(batch.hashes[0].Raw()));
+      for (uint32_t layer = 0; layer < batch.layers.size(); ++layer) {
+        record.layers.emplace_back(layer, batch.layers[layer]);
+      }
+      write(record);
+    });
+    index.ForEachCheckpoint([&](const store::CheckpointBatch& batch) {
+      PrefixCheckpoints record{ns, batch.anchor.Raw(), batch.first_length, {}, {}, {}};
+      record.positions.pieces.push_back(Bytes::CopyOf(batch.positions[0].Raw()));
+      for (uint32_t layer = 0; layer < batch.states.size(); ++layer) {
+        record.states.emplace_back(layer, batch.states[layer]);
+      }
+      for (uint32_t layer = 0; layer < batch.tails.size(); ++layer) {
+        record.tails.emplace_back(layer, batch.tails[layer]);
+      }
+      write(record);
+    });
   });
 }
 

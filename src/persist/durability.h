@@ -78,6 +78,8 @@ class Durability {
   // header, replay applies it there, and a snapshot writes every database in use. Database 0
   // must hold the stores and keyspace given above. Set before Open().
   void set_databases(store::Databases* databases) { databases_ = databases; }
+  // The prefix index, recovered, logged and snapshotted along with the stores; before Open().
+  void set_prefix_store(store::PrefixStore* prefixes) { prefixes_ = prefixes; }
 
   // Loads the snapshot and replays the log into the store, then opens the log for appends.
   // Returns an error text that names the file and offset of any damage it could not pass.
@@ -123,13 +125,16 @@ class Durability {
                           const std::shared_ptr<store::ColdFile>& file);
   void WriteVectorSnapshot(const store::VectorStore& vectors,
                            const std::function<void(const Mutation&)>& write);
+  void WritePrefixSnapshot(const store::PrefixStore& prefixes,
+                           const std::function<void(const Mutation&)>& write);
   // One SSM session as a snapshot writes it: its layers in memory or where they sit on disk.
   using SessionWriter =
       std::function<void(const std::string& sid, const std::vector<store::LayerPlace>& layers)>;
   // Every entry of one database as records: its SSM sessions to `write_session` (a snapshot
   // copies cold values and records their new places), everything else to `write`.
   void WriteDatabaseSnapshot(const store::StateStore& state, const store::VectorStore* vectors,
-                             const store::Keyspace* keys, const SessionWriter& write_session,
+                             const store::Keyspace* keys, const store::PrefixStore* prefixes,
+                             const SessionWriter& write_session,
                              const std::function<void(const Mutation&)>& write);
   // An error text when `db` is past the `databases` setting (or not 0 with a single database).
   std::string CheckDatabase(uint16_t db) const;
@@ -152,6 +157,7 @@ class Durability {
   store::VectorStore* vectors_;
   store::Keyspace* keys_ = nullptr;
   store::Databases* databases_ = nullptr;
+  store::PrefixStore* prefixes_ = nullptr;
   std::unique_ptr<LogWriter> log_;
   std::unique_ptr<DirLock> lock_;
 

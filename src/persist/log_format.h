@@ -57,6 +57,12 @@ enum class RecordType : uint8_t {
   kKvRegister = 35,  // a KV.PREFIX registration, creating its `_pk` / `_pv` sessions
   kKvDrop = 36,      // a KV.PREFIX registration and both of its sessions
   kKvPrefix = 37,    // a KV.PREFIX registration alone (snapshots: its sessions are their own)
+  // The prefix index (docs/prefix-index.md).
+  kPrefixNamespace = 40,      // a namespace: its shape and budget
+  kPrefixBlocks = 41,         // consecutive full blocks of one namespace
+  kPrefixCheckpoints = 42,    // a window of checkpoints with one anchor
+  kPrefixDrop = 43,           // blocks (with subtrees) and checkpoints removed
+  kPrefixNamespaceDrop = 44,  // a whole namespace
 };
 
 struct RecordHeader {

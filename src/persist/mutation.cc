@@ -10,6 +10,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "persist/prefix_records.h"
 #include "store/database.h"
 #include "store/vector_codec.h"
 
@@ -300,6 +301,23 @@ struct Checker {
   void operator()(const KvRegister& r) { Prefix(r); }
   void operator()(const KvPrefix& r) { Prefix(r); }
   void operator()(const KvDrop& r) { Sid(r.ns, "namespace", 1, 3); }
+  template <typename R>
+  void PrefixRecord(const R& r) {
+    if (!Sid(r.ns, "namespace", 1)) return;
+    if (std::string why = CheckPrefixRecord(r); !why.empty()) Fail(why);
+  }
+  void operator()(const PrefixNamespace& r) { PrefixRecord(r); }
+  void operator()(const PrefixBlocks& r) {
+    PrefixRecord(r);
+    uint64_t bytes = 0;
+    for (const auto& [layer, blob] : r.layers) bytes += blob.size();
+    if (bytes > limits.memory_budget) {
+      Fail(std::to_string(bytes) + " bytes of K/V, more than this process may use", true);
+    }
+  }
+  void operator()(const PrefixCheckpoints& r) { PrefixRecord(r); }
+  void operator()(const PrefixDrop& r) { PrefixRecord(r); }
+  void operator()(const PrefixNamespaceDrop& r) { Sid(r.ns, "namespace", 1); }
 
   static constexpr uint64_t kMaxBlockHashBytes = (uint64_t{1} << 24) * 8;
   static constexpr uint64_t kMaxBlockSize = uint64_t{1} << 31;
@@ -317,7 +335,9 @@ store::PrefixSpec SpecOf(const PrefixFields& r) {
 
 using Kind = Outcome::Kind;
 
-Outcome Applied(bool changed) { return Outcome{changed ? Kind::kApplied : Kind::kUnchanged, {}}; }
+Outcome Applied(bool changed) {
+  return Outcome{changed ? Kind::kApplied : Kind::kUnchanged, {}, 0, {}};
+}
 
 struct Applier {
   static constexpr size_t kCompactBelow = size_t{32} << 10;
@@ -346,6 +366,7 @@ struct Applier {
     if (hook) hook();
     stores.state.Clear();
     if (stores.vectors != nullptr) stores.vectors->Clear();
+    if (stores.prefixes != nullptr) stores.prefixes->Clear();
     return Applied(true);
   }
   Outcome operator()(const SnapshotEnd&) { return Applied(false); }
@@ -387,8 +408,10 @@ struct Applier {
     // snapshot already showing that, are moot: kNoSession / kChanged, and replay goes on.
     auto result = stores.vectors->Store(r.sid, r.layer, r.start, r.rows, r.data.Joined(), r.dim,
                                         *store::TierFromCode(r.tier), hook);
-    if (result == store::VectorStore::StoreResult::kNoSession) return Outcome{Kind::kNoSession, {}};
-    if (result == store::VectorStore::StoreResult::kChanged) return Outcome{Kind::kChanged, {}};
+    if (result == store::VectorStore::StoreResult::kNoSession)
+      return Outcome{Kind::kNoSession, {}, 0, {}};
+    if (result == store::VectorStore::StoreResult::kChanged)
+      return Outcome{Kind::kChanged, {}, 0, {}};
     return Applied(true);
   }
   Outcome operator()(const VDrop& r) {
@@ -400,7 +423,8 @@ struct Applier {
     auto result = stores.vectors->Register(r.ns, SpecOf(r), r.key_index, r.value_index,
                                            stores.max_sessions, hook);
     if (result == store::VectorStore::RegisterResult::kExists) return Applied(false);
-    if (result == store::VectorStore::RegisterResult::kLimit) return Outcome{Kind::kLimit, {}};
+    if (result == store::VectorStore::RegisterResult::kLimit)
+      return Outcome{Kind::kLimit, {}, 0, {}};
     return Applied(true);
   }
   Outcome operator()(const KvPrefix& r) {
@@ -412,6 +436,12 @@ struct Applier {
   Outcome operator()(const KvDrop& r) {
     if (stores.vectors == nullptr) return Applied(false);
     return Applied(stores.vectors->DropPrefix(r.ns, hook));
+  }
+  template <typename R>
+  requires requires(const R& r, store::PrefixStore& s) { ApplyPrefix(r, s, {}); }
+  Outcome operator()(const R& r) {
+    if (stores.prefixes == nullptr) return Applied(false);
+    return ApplyPrefix(r, *stores.prefixes, hook);
   }
 };
 
@@ -452,6 +482,19 @@ struct KeySync {
   void operator()(const KvRegister& r) const { Registration(r.ns); }
   void operator()(const KvPrefix& r) const { Registration(r.ns); }
   void operator()(const KvDrop& r) const { Registration(r.ns); }
+  void PrefixKey(const std::string& ns) const {
+    stores.keys->Sync(ns, [&]() -> std::optional<store::KeyType> {
+      if (stores.prefixes != nullptr && stores.prefixes->Contains(ns)) {
+        return store::KeyType::kPrefixIndex;
+      }
+      return std::nullopt;
+    });
+  }
+  void operator()(const PrefixNamespace& r) const { PrefixKey(r.ns); }
+  void operator()(const PrefixBlocks&) const {}
+  void operator()(const PrefixCheckpoints&) const {}
+  void operator()(const PrefixDrop&) const {}
+  void operator()(const PrefixNamespaceDrop& r) const { PrefixKey(r.ns); }
 };
 
 }  // namespace

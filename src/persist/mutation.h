@@ -18,6 +18,7 @@
 #include "common/bytes.h"
 #include "persist/log_format.h"
 #include "store/keyspace.h"
+#include "store/prefix_index.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 
@@ -201,9 +202,75 @@ struct KvDrop {  // the registration and both sessions
   static auto Tie(auto& r) { return std::tie(r.ns); }
 };
 
+// The prefix index (docs/prefix-index.md): a namespace, blocks, checkpoints and drops.
+struct PrefixNamespace {  // creates the namespace, or sets the budget of one with the same shape
+  static constexpr RecordType kType = RecordType::kPrefixNamespace;
+  static constexpr std::string_view kName = "prefix namespace";
+  static constexpr std::array<std::string_view, 7> kFields = {
+      "ns", "block", "attn", "kv_dim", "recurrent", "tier", "max_bytes"};
+  std::string ns;
+  uint32_t block = 0;
+  uint32_t attn = 0;
+  uint32_t kv_dim = 0;
+  uint32_t recurrent = 0;
+  uint32_t tier = 0;
+  uint64_t max_bytes = 0;
+  static auto Tie(auto& r) {
+    return std::tie(r.ns, r.block, r.attn, r.kv_dim, r.recurrent, r.tier, r.max_bytes);
+  }
+};
+
+struct PrefixBlocks {  // consecutive full blocks after `parent`; per layer K rows then V rows
+  static constexpr RecordType kType = RecordType::kPrefixBlocks;
+  static constexpr std::string_view kName = "prefix blocks";
+  static constexpr std::array<std::string_view, 4> kFields = {"ns", "parent", "hashes", "layers"};
+  std::string ns;
+  std::string parent;  // 16 bytes
+  Blob hashes;         // n × 16 bytes
+  LayerBlobs layers;   // every attention layer, encoded rows as stored
+  static auto Tie(auto& r) { return std::tie(r.ns, r.parent, r.hashes, r.layers); }
+};
+
+struct PrefixCheckpoints {  // checkpoints at first_length .. + k − 1, one anchor
+  static constexpr RecordType kType = RecordType::kPrefixCheckpoints;
+  static constexpr std::string_view kName = "prefix checkpoints";
+  static constexpr std::array<std::string_view, 6> kFields = {"ns",        "anchor", "first_length",
+                                                              "positions", "states", "tails"};
+  std::string ns;
+  std::string anchor;  // 16 bytes
+  uint64_t first_length = 0;
+  Blob positions;     // k × 16 bytes
+  LayerBlobs states;  // every recurrent layer: k blobs back to back
+  LayerBlobs tails;   // every attention layer (or none): the longest tail's K rows then V rows
+  static auto Tie(auto& r) {
+    return std::tie(r.ns, r.anchor, r.first_length, r.positions, r.states, r.tails);
+  }
+};
+
+struct PrefixDrop {  // blocks (with their subtrees and checkpoints) and checkpoints
+  static constexpr RecordType kType = RecordType::kPrefixDrop;
+  static constexpr std::string_view kName = "prefix drop";
+  static constexpr std::array<std::string_view, 4> kFields = {"ns", "blocks", "checkpoints",
+                                                              "evicted"};
+  std::string ns;
+  Blob blocks;           // n × 16 bytes
+  Blob checkpoints;      // k × 16 bytes
+  uint32_t evicted = 0;  // 1: chosen by the namespace's budget (counted as evictions)
+  static auto Tie(auto& r) { return std::tie(r.ns, r.blocks, r.checkpoints, r.evicted); }
+};
+
+struct PrefixNamespaceDrop {  // the whole namespace
+  static constexpr RecordType kType = RecordType::kPrefixNamespaceDrop;
+  static constexpr std::string_view kName = "prefix namespace drop";
+  static constexpr std::array<std::string_view, 1> kFields = {"ns"};
+  std::string ns;
+  static auto Tie(auto& r) { return std::tie(r.ns); }
+};
+
 using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
                               VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet,
-                              StringDel, FlushDb, SwapDb>;
+                              StringDel, FlushDb, SwapDb, PrefixNamespace, PrefixBlocks,
+                              PrefixCheckpoints, PrefixDrop, PrefixNamespaceDrop>;
 
 RecordType TypeOf(const Mutation& m);
 
@@ -263,13 +330,16 @@ struct Outcome {
   };
   Kind kind = Kind::kApplied;
   store::VectorSessionInfo info;  // V-store create: the session's (the existing one's)
+  uint64_t count = 0;             // prefix index: entries stored or dropped
+  std::string why;                // prefix index: why the change did not happen
 };
 
 struct Stores {
   store::StateStore& state;
-  store::VectorStore* vectors = nullptr;  // V-store and KV.PREFIX records are ignored without
-  uint64_t max_sessions = 0;              // 0: no limit (replay)
-  store::Keyspace* keys = nullptr;        // kept in step with the stores when given
+  store::VectorStore* vectors = nullptr;   // V-store and KV.PREFIX records are ignored without
+  uint64_t max_sessions = 0;               // 0: no limit (replay)
+  store::Keyspace* keys = nullptr;         // kept in step with the stores when given
+  store::PrefixStore* prefixes = nullptr;  // prefix-index records are ignored without
 };
 
 // Applies a checked record. `under_lock` runs while the change is applied under the locks that

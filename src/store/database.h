@@ -1,7 +1,8 @@
 // Databases: the numbered keyspaces SELECT chooses (Redis's `databases`), each with its own
 // stores and key directory, so every key type — SSM sessions, V-store sessions, KV.PREFIX
-// registrations, strings — lives in exactly one database. A database is created on first use and
-// lives as long as the server; an unused index costs one pointer. Thread-safe: any thread.
+// registrations, strings, prefix-index namespaces — lives in exactly one database. A database is
+// created on first use and lives as long as the server; an unused index costs one pointer.
+// Thread-safe: any thread.
 #pragma once
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "store/keyspace.h"
+#include "store/prefix_index.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 
@@ -21,6 +23,7 @@ struct Database {
   StateStore state;
   VectorStore vectors;
   Keyspace keys;
+  PrefixStore prefixes;
 };
 
 class Databases {

@@ -59,12 +59,15 @@ std::string_view KeyTypeName(KeyType type) {
       return "kvprefix";
     case KeyType::kString:
       return "string";
+    case KeyType::kPrefixIndex:
+      return "prefix-index";
   }
   return "none";
 }
 
 std::optional<KeyType> KeyTypeFromName(std::string_view name) {
-  for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString}) {
+  for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString,
+                    KeyType::kPrefixIndex}) {
     if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
   }
   return std::nullopt;

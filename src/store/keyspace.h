@@ -26,8 +26,14 @@
 
 namespace prefixd::store {
 
-// A key's type, as TYPE names it. A prefix-index type takes the next code.
-enum class KeyType : uint8_t { kSsmPrefix = 0, kVstore = 1, kKvPrefix = 2, kString = 3 };
+// A key's type, as TYPE names it.
+enum class KeyType : uint8_t {
+  kSsmPrefix = 0,
+  kVstore = 1,
+  kKvPrefix = 2,
+  kString = 3,
+  kPrefixIndex = 4,
+};
 
 // How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).
 enum class StringEncoding : uint8_t { kRaw = 0, kInt = 1, kEmbstr = 2 };

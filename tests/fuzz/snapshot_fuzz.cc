@@ -48,8 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.skip_corrupt = (flags & 8) != 0;
   options.memory_budget = uint64_t{256} << 20;
   store::Keyspace keys;
+  store::PrefixStore prefixes;  // prefix-index records (40-44) replay into it
   Durability durability(options, ssm, &vectors);
   durability.set_keyspace(&keys);
+  durability.set_prefix_store(&prefixes);
   (void)durability.Open();
   return 0;
 }

@@ -161,5 +161,72 @@ TEST_F(HybridAcceptance, SweepProgramEndToEnd) {
   EXPECT_NE(ReadText(md).find("| 130 |"), std::string::npos);
 }
 
+// `prefixd-hybrid chat` over the prefix index: every workload exits 0 (each later turn matched,
+// bit-exact, every token agreeing), the CSV has the columns, the branch turn stops at
+// or before its edit, and the kv-only control runs but is not bit-exact.
+TEST_F(HybridAcceptance, ChatProgramEndToEnd) {
+  const std::string port = std::to_string(server_.port());
+  auto rows_of = [&](const std::string& csv) {
+    std::istringstream lines(ReadText(csv));
+    std::string line;
+    std::getline(lines, line);
+    EXPECT_EQ(line,
+              "turn,prompt_tokens,matched_tokens,prefilled_tokens,cold_ttft_ms,warm_ttft_ms,"
+              "speedup,states_bitexact,token_agreement");
+    std::vector<std::vector<std::string>> rows;
+    while (std::getline(lines, line)) {
+      std::vector<std::string> cells;
+      std::istringstream cols(line);
+      for (std::string cell; std::getline(cols, cell, ',');) cells.push_back(cell);
+      EXPECT_EQ(cells.size(), 9u) << line;
+      rows.push_back(cells);
+    }
+    return rows;
+  };
+  for (const std::string workload : {"multiturn", "fanout", "branch"}) {
+    const std::string csv = (tmp_ / (workload + ".csv")).string();
+    const int rc = RunHybrid({"chat",      "--model",         "tiny", "--weights",
+                              "synthetic", "--port",          port,   "--workload",
+                              workload,    "--turns",         "4",    "--block",
+                              "16",        "--system-tokens", "100",  "--message-tokens",
+                              "40",        "--reply-tokens",  "6",    "--threads",
+                              "2",         "--csv",           csv});
+    EXPECT_EQ(rc, 0) << workload;
+    const auto rows = rows_of(csv);
+    ASSERT_EQ(rows.size(), 4u) << workload;
+    for (size_t t = 0; t < rows.size(); ++t) {
+      const auto& r = rows[t];
+      EXPECT_EQ(r[0], std::to_string(t + 1));
+      EXPECT_EQ(std::stoll(r[1]), std::stoll(r[2]) + std::stoll(r[3])) << workload;
+      EXPECT_EQ(r[7], "true") << workload << " turn " << t + 1;
+      EXPECT_EQ(r[8], "6/6") << workload << " turn " << t + 1;
+      if (t == 0) EXPECT_EQ(r[2], "0");
+      if (t > 0) EXPECT_GT(std::stoll(r[2]), 0) << workload << " turn " << t + 1;
+    }
+    if (workload == "multiturn") {  // turn k matches exactly turn k-1's prompt
+      for (size_t t = 1; t < rows.size(); ++t) EXPECT_EQ(rows[t][2], rows[t - 1][1]);
+    }
+    if (workload == "fanout") {
+      for (size_t t = 1; t < rows.size(); ++t) EXPECT_EQ(rows[t][2], "100");
+    }
+    if (workload == "branch") {  // the edit sits in turn 2's message: back to turn 1's end
+      EXPECT_EQ(rows[3][2], rows[0][1]);
+      EXPECT_LT(std::stoll(rows[3][2]), std::stoll(rows[2][2]));
+    }
+  }
+  const std::string csv = (tmp_ / "kvonly.csv").string();
+  const int rc = RunHybrid({"chat",      "--model",         "tiny",    "--weights",
+                            "synthetic", "--port",          port,      "--workload",
+                            "multiturn", "--turns",         "2",       "--block",
+                            "16",        "--system-tokens", "100",     "--message-tokens",
+                            "40",        "--restore",       "kv-only", "--threads",
+                            "2",         "--csv",           csv});
+  EXPECT_EQ(rc, 0);
+  const auto rows = rows_of(csv);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_GT(std::stoll(rows[1][2]), 0);
+  EXPECT_EQ(rows[1][7], "false");  // K/V without the recurrent state is not the prompt's state
+}
+
 }  // namespace
 }  // namespace prefixd::hybrid

@@ -187,6 +187,10 @@ class CommandTableTest(ParityBase):
         self.same("COMMAND", "GETKEYSANDFLAGS", "ttl", "a")
         self.same("COMMAND", "GETKEYSANDFLAGS", "object", "freq", "a")
         self.same("COMMAND", "GETKEYSANDFLAGS", "memory", "usage", "a", "SAMPLES", "5")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "set", "k1", "v1")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "set", "k1", "v1", "get")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "set", "k1", "v1", "EX", "10", "GET")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "getex", "k1", "PERSIST")
         self.same("COMMAND", "GETKEYS", "keys", "*")
         self.same("COMMAND", "GETKEYS", "del")
 

@@ -706,6 +706,7 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
   prefix.key_index = prefix.value_index = 0;
   prefix.prefill_us = PrefixFields::kNoPrefill;
   const std::string register_tail = "20000000 02000000 10000000";
+  const std::string h22(16, '\x22'), h33(16, '\x33');  // 16-byte hashes
   const std::vector<std::pair<Mutation, std::string>> cases = {
       {Put("ab", {{7, "xyz"}}), Hex("02000000 6162 01000000 07000000 0300000000000000") + "xyz"},
       {DropLayer("ab", 9), Hex("02000000 6162 09000000")},
@@ -731,6 +732,23 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
       {prefix, Hex("02000000 6e73 0000000000000000 0000000000000000 " + register_tail +
                    " ffffffffffffffff 0800000000000000") +
                    hashes},
+      {PrefixNamespace{"ns", 16, 1, 8, 2, 8, 4096},
+       Hex("02000000 6e73 10000000 01000000 08000000 02000000 08000000 0010000000000000")},
+      {PrefixBlocks{"ns", h22, Blob{{Bytes::CopyOf(h33)}}, {{0, Bytes::CopyOf(row)}}},
+       Hex("02000000 6e73 10000000") + h22 + Hex("1000000000000000") + h33 +
+           Hex("01000000 00000000 1000000000000000") + row},
+      {PrefixCheckpoints{"ns",
+                         h22,
+                         21,
+                         Blob{{Bytes::CopyOf(h33)}},
+                         {{1, Bytes::CopyOf("xyz")}},
+                         {{0, Bytes::CopyOf(row)}}},
+       Hex("02000000 6e73 10000000") + h22 + Hex("1500000000000000 1000000000000000") + h33 +
+           Hex("01000000 01000000 0300000000000000") + "xyz" +
+           Hex("01000000 00000000 1000000000000000") + row},
+      {PrefixDrop{"ns", Blob{{Bytes::CopyOf(h33)}}, Blob{}, 1},
+       Hex("02000000 6e73 1000000000000000") + h33 + Hex("0000000000000000 01000000")},
+      {PrefixNamespaceDrop{"ns"}, Hex("02000000 6e73")},
   };
   std::vector<bool> seen(64);
   for (const auto& [m, golden] : cases) {

@@ -1,0 +1,752 @@
+// The prefix index (docs/prefix-index.md): KV.PREFIX.NAMESPACE / NSINFO / BSTORE / BDROP /
+// BFETCH / MATCH / LFETCH / RELEASE and SSM.PREFIX.CKPT.STORE / MSTORE / DROP / FETCH. Writes go
+// through Mutate as prefix-index records; the match and its lease are not logged (a lease does
+// not survive a restart, and a client matches again).
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "commands/arg_reader.h"
+#include "commands/engine.h"
+#include "commands/errors.h"
+#include "commands/mutate.h"
+#include "commands/output_limit.h"
+#include "commands/registry.h"
+#include "common/ascii.h"
+#include "common/clock.h"
+#include "common/numbers.h"
+#include "persist/prefix_records.h"
+
+namespace prefixd::commands {
+namespace {
+
+using store::Hash128;
+using store::kHashBytes;
+using store::PrefixIndex;
+using store::PrefixShape;
+
+constexpr uint64_t kDefaultLeaseMs = 30000;
+constexpr uint64_t kMaxLeaseMs = 600000;
+constexpr uint64_t kMaxMatchBlocks = uint64_t{1} << 20;
+constexpr uint64_t kMaxCandidates = 1024;
+constexpr uint64_t kMaxStoreBlocks = 65536;
+
+std::string Quoted(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + "'"; }
+
+// An integer in [min, max]; on failure queues "-ERR invalid <what> ..." and returns nullopt.
+std::optional<uint64_t> ParseBounded(Context& ctx, std::string_view what, std::string_view text,
+                                     uint64_t min, uint64_t max) {
+  auto v = ParseInt64(text);
+  if (!v || *v < 0 || static_cast<uint64_t>(*v) < min || static_cast<uint64_t>(*v) > max) {
+    ctx.reply.Error("ERR invalid " + std::string(what) + " " + Quoted(text) +
+                    ": must be an integer from " + std::to_string(min) + " to " +
+                    std::to_string(max));
+    return std::nullopt;
+  }
+  return static_cast<uint64_t>(*v);
+}
+
+// A layer of a namespace that has `count` of that kind (attention or recurrent).
+std::optional<uint64_t> ParseLayer(Context& ctx, std::string_view what, std::string_view text,
+                                   uint32_t count) {
+  if (count == 0) {
+    ctx.reply.Error("ERR invalid " + std::string(what) + " " + Quoted(text) +
+                    ": the namespace has no such layers");
+    return std::nullopt;
+  }
+  return ParseBounded(ctx, what, text, 0, count - 1);
+}
+
+// `n` raw 16-byte hashes; queues the error otherwise.
+std::optional<std::vector<Hash128>> ParseHashes(Context& ctx, std::string_view what,
+                                                std::string_view raw, uint64_t n) {
+  if (raw.size() != n * kHashBytes) {
+    ctx.reply.Error("ERR " + std::string(what) + " must be " + std::to_string(n) + " x 16 = " +
+                    std::to_string(n * kHashBytes) + " bytes, got " + std::to_string(raw.size()));
+    return std::nullopt;
+  }
+  return store::ReadHashes(raw);
+}
+
+std::optional<Hash128> ParseHash(Context& ctx, std::string_view what, std::string_view raw) {
+  auto h = ParseHashes(ctx, what, raw, 1);
+  if (!h) return std::nullopt;
+  return h->front();
+}
+
+// The namespace's shape, or nullopt with "-ERR no such prefix namespace" queued.
+std::optional<PrefixShape> ShapeOf(Context& ctx, std::string_view ns) {
+  auto shape = Db(ctx).prefixes.Shape(ns);
+  if (!shape) ctx.reply.Error("ERR no such prefix namespace " + Quoted(ns));
+  return shape;
+}
+
+// Replies to an applied prefix record: the count, or the refusal's reason.
+bool Refused(Context& ctx, const persist::Outcome& out) {
+  if (out.kind == persist::Outcome::Kind::kChanged ||
+      out.kind == persist::Outcome::Kind::kNoSession) {
+    ctx.reply.Error("ERR " + out.why);
+    return true;
+  }
+  return false;
+}
+
+// --- Namespace ---
+
+void Namespace(Context& ctx) {
+  const auto& args = ctx.args;
+  if ((args.size() - 2) % 2 != 0) return ctx.reply.Error(errors::kSyntax);
+  std::optional<uint64_t> block, attn, kv_dim, recurrent;
+  uint64_t max_bytes = 0;
+  auto tier = store::ParseTier(ctx.engine.settings().String(Setting::kVstoreDefaultVquant));
+  ArgReader r(ctx, 2);
+  while (r.more()) {
+    auto key = r.OneOf({"BLOCK", "ATTN", "KVDIM", "RECURRENT", "VQUANT", "MAXMEMORY"});
+    if (!key) return ctx.reply.Error(errors::kSyntax);
+    const std::string_view value = r.Next();
+    switch (*key) {
+      case 0:
+        if (!(block = ParseBounded(ctx, "BLOCK", value, 1, 4096))) return;
+        break;
+      case 1:
+        if (!(attn = ParseBounded(ctx, "ATTN", value, 0, 4096))) return;
+        break;
+      case 2:
+        if (!(kv_dim = ParseBounded(ctx, "KVDIM", value, 1, 65536))) return;
+        break;
+      case 3:
+        if (!(recurrent = ParseBounded(ctx, "RECURRENT", value, 0, 4096))) return;
+        break;
+      case 4:
+        if (!(tier = store::ParseTier(value))) {
+          return ctx.reply.Error("ERR invalid VQUANT " + Quoted(value) + ": expected " +
+                                 std::string(store::kTierNames));
+        }
+        break;
+      default: {
+        auto v = ParseBounded(ctx, "MAXMEMORY", value, 0, std::numeric_limits<int64_t>::max());
+        if (!v) return;
+        max_bytes = *v;
+      }
+    }
+  }
+  if (!block || !attn || !kv_dim || !recurrent) {
+    return ctx.reply.Error("ERR KV.PREFIX.NAMESPACE needs BLOCK, ATTN, KVDIM and RECURRENT");
+  }
+  if (*attn == 0 && *recurrent == 0) return ctx.reply.Error("ERR ATTN and RECURRENT are both 0");
+  if (!tier) tier = store::Tier::kFp32;
+  if (std::string why = store::CheckDim(*tier, static_cast<uint32_t>(*kv_dim)); !why.empty()) {
+    return ctx.reply.Error("ERR " + why);
+  }
+  persist::PrefixNamespace record{std::string(args[1]),
+                                  static_cast<uint32_t>(*block),
+                                  static_cast<uint32_t>(*attn),
+                                  static_cast<uint32_t>(*kv_dim),
+                                  static_cast<uint32_t>(*recurrent),
+                                  static_cast<uint32_t>(*tier),
+                                  max_bytes};
+  auto out = Mutate(ctx, record);
+  if (!out || Refused(ctx, *out)) return;
+  ctx.reply.Simple("OK");
+}
+
+void NsInfo(Context& ctx) {
+  std::string text;
+  auto line = [&](std::string_view k, auto v) {
+    text.append(k).append(":");
+    if constexpr (std::is_convertible_v<decltype(v), std::string_view>) {
+      text.append(v);
+    } else {
+      text.append(std::to_string(v));
+    }
+    text.append("\r\n");
+  };
+  const bool found = Db(ctx).prefixes.With(ctx.args[1], [&](const PrefixIndex& index) {
+    const PrefixShape& s = index.shape();
+    const store::PrefixStats st = index.Stats();
+    line("block", s.block);
+    line("attn", s.attn);
+    line("kv_dim", s.kv_dim);
+    line("recurrent", s.recurrent);
+    line("vquant", store::TierName(s.tier));
+    line("maxmemory", s.max_bytes);
+    line("blocks", st.blocks);
+    line("checkpoints", st.checkpoints);
+    line("kv_bytes", st.kv_bytes);
+    line("state_bytes", st.state_bytes);
+    line("index_bytes", st.index_bytes);
+    line("index_bytes_per_block",
+         st.blocks + st.checkpoints == 0 ? 0 : st.index_bytes / (st.blocks + st.checkpoints));
+    line("leases", st.leases);
+    line("evicted_blocks", st.evicted_blocks);
+    line("evicted_checkpoints", st.evicted_checkpoints);
+    line("dropped_blocks", st.dropped_blocks);
+    line("dropped_checkpoints", st.dropped_checkpoints);
+  });
+  if (!found) return ctx.reply.Null();
+  ctx.reply.Bulk(text);
+}
+
+// --- Rows in and out ---
+
+// The FMT option of a store (F32 default), from the last two arguments when present. `end`
+// becomes the index past the layer arguments.
+std::optional<store::InputFormat> TrailingFormat(Context& ctx, size_t& end) {
+  const auto& args = ctx.args;
+  end = args.size();
+  if (args.size() >= 2 && EqualsIgnoreCase(args[args.size() - 2], "FMT")) {
+    auto format = store::ParseInputFormat(args[args.size() - 1]);
+    if (!format) {
+      ctx.reply.Error("ERR invalid FMT " + Quoted(args[args.size() - 1]) +
+                      ": expected F32, F16 or BF16");
+      return std::nullopt;
+    }
+    end -= 2;
+    return format;
+  }
+  return store::InputFormat::kF32;
+}
+
+// Encodes `rows` rows of input in `format` to the namespace's tier; nullopt (error queued) when
+// the size is wrong or a value cannot be encoded.
+std::optional<Bytes> EncodeLayerRows(Context& ctx, const PrefixShape& shape,
+                                     store::InputFormat format, uint64_t layer,
+                                     std::string_view input, uint64_t rows) {
+  const uint64_t want = rows * shape.kv_dim * store::InputElementBytes(format);
+  if (input.size() != want) {
+    ctx.reply.Error(
+        "ERR layer " + std::to_string(layer) + " rows: expected " + std::to_string(want) +
+        " bytes (" + std::to_string(rows) + " rows of " + std::to_string(shape.kv_dim) + " " +
+        std::string(store::InputFormatName(format)) + "), got " + std::to_string(input.size()));
+    return std::nullopt;
+  }
+  Bytes out = Bytes::Allocate(rows * shape.row_bytes());
+  std::string why =
+      store::EncodeRows(shape.tier, shape.kv_dim, format,
+                        reinterpret_cast<const uint8_t*>(input.data()), rows, out.mutable_data());
+  if (!why.empty()) {
+    ctx.reply.Error("ERR layer " + std::to_string(layer) + ": " + why);
+    return std::nullopt;
+  }
+  return out;
+}
+
+// `FMT NATIVE` from args[from] (or nothing); true for NATIVE.
+std::optional<bool> NativeFormat(Context& ctx, size_t from, size_t to) {
+  if (from == to) return false;
+  if (to - from == 2 && EqualsIgnoreCase(ctx.args[from], "FMT") &&
+      EqualsIgnoreCase(ctx.args[from + 1], "NATIVE")) {
+    return true;
+  }
+  ctx.reply.Error(errors::kSyntax);
+  return std::nullopt;
+}
+
+// Stored rows as the client asked: as stored (fp32, or NATIVE for a tier that stores values),
+// else decoded to fp32.
+void ReplyRows(Context& ctx, const PrefixShape& shape, const Bytes& rows, bool native,
+               std::string_view command) {
+  if (shape.tier == store::Tier::kFp32 || (native && store::StoresValues(shape.tier))) {
+    if (!FitsOutputLimit(ctx, rows.size(), command, "fetch a RANGE at a time")) return;
+    return ctx.reply.Bulk(rows);
+  }
+  const uint64_t n = rows.size() / shape.row_bytes();
+  if (!FitsOutputLimit(ctx, n * shape.kv_dim * 4, command, "fetch a RANGE at a time")) return;
+  Bytes out = Bytes::Allocate(n * shape.kv_dim * 4);
+  store::DecodeRows(shape.tier, shape.kv_dim, rows.data(), n,
+                    reinterpret_cast<float*>(out.mutable_data()));
+  ctx.reply.Bulk(out);
+}
+
+// Before a store of `incoming` bytes into a namespace with a budget: evicts least recently used
+// leaves through the mutation path (one logged drop). False (error queued) when it cannot fit.
+bool MakeNamespaceRoom(Context& ctx, std::string_view ns, const PrefixShape& shape,
+                       uint64_t incoming, const Hash128& keep) {
+  if (shape.max_bytes == 0) return true;
+  if (incoming > shape.max_bytes) {
+    ctx.reply.Error("OOM the write of " + std::to_string(incoming) +
+                    " bytes is larger than the namespace's MAXMEMORY " +
+                    std::to_string(shape.max_bytes));
+    return false;
+  }
+  persist::PrefixDrop drop{std::string(ns), {}, {}, 1};
+  std::vector<Hash128> blocks, ckpts;
+  Db(ctx).prefixes.With(ns, [&](const PrefixIndex& index) {
+    index.PlanEviction(shape.max_bytes - incoming, keep, &blocks, &ckpts);
+  });
+  if (blocks.empty() && ckpts.empty()) return true;
+  auto raw = [](const std::vector<Hash128>& hashes) {
+    Bytes out = Bytes::Allocate(hashes.size() * kHashBytes);
+    for (size_t i = 0; i < hashes.size(); ++i) hashes[i].Write(out.mutable_data() + i * kHashBytes);
+    return out;
+  };
+  drop.blocks.pieces.push_back(raw(blocks));
+  drop.checkpoints.pieces.push_back(raw(ckpts));
+  return Mutate(ctx, drop).has_value();
+}
+
+// --- Blocks ---
+
+// KV.PREFIX.BSTORE <ns> <parent> <n> <hashes> <layer> <rows> [...] [FMT F16|BF16|F32]
+void BStore(Context& ctx) {
+  const auto& args = ctx.args;
+  auto shape = ShapeOf(ctx, args[1]);
+  if (!shape) return;
+  size_t end = 0;
+  auto format = TrailingFormat(ctx, end);
+  if (!format) return;
+  if ((end - 5) % 2 != 0) return ctx.reply.Error(errors::kSyntax);
+  auto parent = ParseHash(ctx, "parent", args[2]);
+  if (!parent) return;
+  auto n = ParseBounded(ctx, "block count", args[3], 1, kMaxStoreBlocks);
+  if (!n) return;
+  auto block_hashes = ParseHashes(ctx, "hashes", args[4], *n);
+  if (!block_hashes) return;
+  for (const Hash128& h : *block_hashes) {
+    if (h.IsRoot()) return ctx.reply.Error("ERR a block hash of 16 zero bytes is the root's");
+  }
+  persist::PrefixBlocks record{std::string(args[1]), parent->Raw(), {}, {}};
+  record.hashes.pieces.push_back(args.TakeBytes(4));
+  uint64_t incoming = 0;
+  for (size_t i = 5; i < end; i += 2) {
+    auto layer = ParseLayer(ctx, "layer", args[i], shape->attn);
+    if (!layer) return;
+    auto rows = EncodeLayerRows(ctx, *shape, *format, *layer, args[i + 1], 2 * *n * shape->block);
+    if (!rows) return;
+    incoming += rows->size();
+    record.layers.emplace_back(static_cast<uint32_t>(*layer), std::move(*rows));
+  }
+  if (record.layers.size() != shape->attn) {
+    return ctx.reply.Error("ERR blocks need all " + std::to_string(shape->attn) +
+                           " attention layers, got " + std::to_string(record.layers.size()));
+  }
+  if (!MakeNamespaceRoom(ctx, args[1], *shape, incoming, *parent)) return;
+  auto out = Mutate(ctx, record);
+  if (!out || Refused(ctx, *out)) return;
+  ctx.reply.Integer(static_cast<int64_t>(out->count));
+}
+
+void DropEntries(Context& ctx, bool blocks) {
+  const auto& args = ctx.args;
+  if (!ShapeOf(ctx, args[1])) return;
+  auto n = ParseBounded(ctx, "count", args[2], 0, kMaxMatchBlocks);
+  if (!n) return;
+  if (!ParseHashes(ctx, blocks ? "hashes" : "positions", args[3], *n)) return;
+  persist::PrefixDrop drop{std::string(args[1]), {}, {}, 0};
+  (blocks ? drop.blocks : drop.checkpoints).pieces.push_back(args.TakeBytes(3));
+  auto out = Mutate(ctx, drop);
+  if (!out || Refused(ctx, *out)) return;
+  ctx.reply.Integer(static_cast<int64_t>(out->count));
+}
+
+void BDrop(Context& ctx) { DropEntries(ctx, true); }
+
+// KV.PREFIX.BFETCH <ns> <n> <hashes> <layer> [FMT NATIVE]
+void BFetch(Context& ctx) {
+  const auto& args = ctx.args;
+  auto shape = ShapeOf(ctx, args[1]);
+  if (!shape) return;
+  auto n = ParseBounded(ctx, "count", args[2], 1, kMaxMatchBlocks);
+  if (!n) return;
+  auto hashes = ParseHashes(ctx, "hashes", args[3], *n);
+  if (!hashes) return;
+  auto layer = ParseLayer(ctx, "layer", args[4], shape->attn);
+  if (!layer) return;
+  auto native = NativeFormat(ctx, 5, args.size());
+  if (!native) return;
+  std::optional<Bytes> rows;
+  Db(ctx).prefixes.With(args[1], [&](const PrefixIndex& index) {
+    rows = index.BlockRows(*hashes, static_cast<uint32_t>(*layer));
+  });
+  if (!rows) return ctx.reply.Null();
+  ReplyRows(ctx, *shape, *rows, *native, "KV.PREFIX.BFETCH");
+}
+
+// --- Checkpoints ---
+
+// SSM.PREFIX.CKPT.STORE / MSTORE from args[first_layer]: recurrent (layer, blob) pairs, then
+// TAIL (layer, rows) pairs, then FMT.
+void StoreCheckpoints(Context& ctx, const PrefixShape& shape, persist::PrefixCheckpoints record,
+                      size_t first_layer, uint64_t k) {
+  const auto& args = ctx.args;
+  size_t end = 0;
+  auto format = TrailingFormat(ctx, end);
+  if (!format) return;
+  size_t i = first_layer;
+  uint64_t incoming = 0;
+  for (; i < end && !EqualsIgnoreCase(args[i], "TAIL"); i += 2) {
+    if (i + 1 >= end) return ctx.reply.Error(errors::kSyntax);
+    auto layer = ParseBounded(ctx, "layer", args[i], 0, 0x7fffffff);
+    if (!layer) return;
+    incoming += args[i + 1].size();
+    record.states.emplace_back(static_cast<uint32_t>(*layer), args.TakeBytes(i + 1));
+  }
+  if (record.states.size() != shape.recurrent) {
+    return ctx.reply.Error("ERR a checkpoint needs all " + std::to_string(shape.recurrent) +
+                           " recurrent layers, got " + std::to_string(record.states.size()));
+  }
+  const uint64_t depth = record.first_length / shape.block;
+  if ((record.first_length + k - 1) / shape.block != depth) {
+    return ctx.reply.Error(
+        "ERR the window crosses a block boundary (store the block first and split the window)");
+  }
+  const uint64_t tail_rows = record.first_length + k - 1 - depth * shape.block;
+  if (i < end) {
+    if (tail_rows == 0) {
+      return ctx.reply.Error("ERR TAIL at a block boundary: the position has no partial block");
+    }
+    for (++i; i < end; i += 2) {
+      if (i + 1 >= end) return ctx.reply.Error(errors::kSyntax);
+      auto layer = ParseLayer(ctx, "TAIL layer", args[i], shape.attn);
+      if (!layer) return;
+      auto rows = EncodeLayerRows(ctx, shape, *format, *layer, args[i + 1], 2 * tail_rows);
+      if (!rows) return;
+      incoming += rows->size();
+      record.tails.emplace_back(static_cast<uint32_t>(*layer), std::move(*rows));
+    }
+  }
+  if (tail_rows > 0 && record.tails.size() != shape.attn) {
+    return ctx.reply.Error("ERR the tail needs all " + std::to_string(shape.attn) +
+                           " attention layers, got " + std::to_string(record.tails.size()));
+  }
+  store::CheckpointBatch batch;
+  if (std::string why = persist::ToBatch(shape, record, &batch); !why.empty()) {
+    return ctx.reply.Error("ERR " + why);
+  }
+  if (!MakeNamespaceRoom(ctx, args[1], shape, incoming, batch.anchor)) return;
+  auto out = Mutate(ctx, record);
+  if (!out || Refused(ctx, *out)) return;
+  if (ctx.spec.name == "ssm.prefix.ckpt.store") return ctx.reply.Simple("OK");
+  ctx.reply.Integer(static_cast<int64_t>(k));
+}
+
+// SSM.PREFIX.CKPT.STORE <ns> <anchor> <L> <pos> <layer> <blob> ... [TAIL ...] [FMT ...]
+void CkptStore(Context& ctx) {
+  const auto& args = ctx.args;
+  auto shape = ShapeOf(ctx, args[1]);
+  if (!shape) return;
+  auto anchor = ParseHash(ctx, "anchor", args[2]);
+  if (!anchor) return;
+  auto length = ParseBounded(ctx, "length", args[3], 1, uint64_t{1} << 40);
+  if (!length) return;
+  auto pos = ParseHash(ctx, "position", args[4]);
+  if (!pos) return;
+  if (*length % shape->block == 0 && !(*pos == *anchor)) {
+    return ctx.reply.Error("ERR at a block boundary the position is the anchor's hash");
+  }
+  persist::PrefixCheckpoints record{std::string(args[1]), anchor->Raw(), *length, {}, {}, {}};
+  record.positions.pieces.push_back(args.TakeBytes(4));
+  StoreCheckpoints(ctx, *shape, std::move(record), 5, 1);
+}
+
+// SSM.PREFIX.CKPT.MSTORE <ns> <anchor> <L0> <k> <positions> <layer> <blob> ... [TAIL ...]
+void CkptMStore(Context& ctx) {
+  const auto& args = ctx.args;
+  auto shape = ShapeOf(ctx, args[1]);
+  if (!shape) return;
+  auto anchor = ParseHash(ctx, "anchor", args[2]);
+  if (!anchor) return;
+  auto first = ParseBounded(ctx, "L0", args[3], 1, uint64_t{1} << 40);
+  if (!first) return;
+  auto k = ParseBounded(ctx, "k", args[4], 1, kMaxStoreBlocks);
+  if (!k) return;
+  if (!ParseHashes(ctx, "positions", args[5], *k)) return;
+  persist::PrefixCheckpoints record{std::string(args[1]), anchor->Raw(), *first, {}, {}, {}};
+  record.positions.pieces.push_back(args.TakeBytes(5));
+  StoreCheckpoints(ctx, *shape, std::move(record), 6, *k);
+}
+
+void CkptDrop(Context& ctx) { DropEntries(ctx, false); }
+
+// SSM.PREFIX.CKPT.FETCH <ns> <pos> [LAYERS <layer> ...]
+void CkptFetch(Context& ctx) {
+  const auto& args = ctx.args;
+  auto shape = ShapeOf(ctx, args[1]);
+  if (!shape) return;
+  auto pos = ParseHash(ctx, "position", args[2]);
+  if (!pos) return;
+  std::vector<uint32_t> layers;
+  if (args.size() > 3) {
+    if (!EqualsIgnoreCase(args[3], "LAYERS") || args.size() == 4) {
+      return ctx.reply.Error(errors::kSyntax);
+    }
+    for (size_t i = 4; i < args.size(); ++i) {
+      auto layer = ParseLayer(ctx, "layer", args[i], shape->recurrent);
+      if (!layer) return;
+      layers.push_back(static_cast<uint32_t>(*layer));
+    }
+  }
+  std::optional<std::vector<Bytes>> states;
+  Db(ctx).prefixes.With(args[1],
+                        [&](PrefixIndex& index) { states = index.CheckpointStates(*pos); });
+  if (!states) return ctx.reply.NullArray();
+  if (layers.empty()) {
+    for (uint32_t l = 0; l < states->size(); ++l) layers.push_back(l);
+  }
+  ctx.reply.ArrayLen(layers.size());
+  for (uint32_t l : layers) ctx.reply.Bulk((*states)[l]);
+}
+
+// --- The match and its lease ---
+
+// KV.PREFIX.MATCH <ns> <n> <hashes> [AT <k> <positions> <pos-hashes>] [LEASE <ms>] [NOLEASE]
+void Match(Context& ctx) {
+  const auto& args = ctx.args;
+  auto shape = ShapeOf(ctx, args[1]);
+  if (!shape) return;
+  auto n = ParseBounded(ctx, "block count", args[2], 0, kMaxMatchBlocks);
+  if (!n) return;
+  auto chain = ParseHashes(ctx, "hashes", args[3], *n);
+  if (!chain) return;
+  std::vector<std::pair<uint64_t, Hash128>> candidates;
+  uint64_t lease_ms = kDefaultLeaseMs;
+  ArgReader r(ctx, 4);
+  while (r.more()) {
+    if (r.remaining() >= 4 && r.Keyword("AT")) {
+      auto k = ParseBounded(ctx, "AT count", r.Next(), 0, kMaxCandidates);
+      if (!k) return;
+      const std::string_view lengths = r.Next();
+      if (lengths.size() != *k * 8) {
+        return ctx.reply.Error("ERR AT positions must be " + std::to_string(*k) +
+                               " x 8 = " + std::to_string(*k * 8) + " bytes, got " +
+                               std::to_string(lengths.size()));
+      }
+      auto hashes = ParseHashes(ctx, "AT position hashes", r.Next(), *k);
+      if (!hashes) return;
+      for (uint64_t j = 0; j < *k; ++j) {
+        uint64_t length = 0;
+        std::memcpy(&length, lengths.data() + j * 8, 8);
+        candidates.emplace_back(length, (*hashes)[j]);
+      }
+    } else if (r.remaining() >= 2 && r.Keyword("LEASE")) {
+      auto ms = ParseBounded(ctx, "LEASE", r.Next(), 1, kMaxLeaseMs);
+      if (!ms) return;
+      lease_ms = *ms;
+    } else if (r.Keyword("NOLEASE")) {
+      lease_ms = 0;
+    } else {
+      return ctx.reply.Error(errors::kSyntax);
+    }
+  }
+  std::optional<store::MatchResult> result;
+  const bool found = Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) {
+    result = index.Match(*chain, candidates, lease_ms, CoarseNowMs());
+  });
+  if (!found) return ctx.reply.Error("ERR no such prefix namespace " + Quoted(args[1]));
+  if (!result) return ctx.reply.Error("BUSY too many prefix leases, release some or retry");
+  (result->length > 0 ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses)
+      .Add();
+  ctx.reply.ArrayLen(6);
+  ctx.reply.Integer(static_cast<int64_t>(result->length));
+  ctx.reply.Integer(static_cast<int64_t>(result->lease));
+  ctx.reply.Integer(static_cast<int64_t>(result->matched_blocks));
+  ctx.reply.Bulk(result->position.Raw());
+  ctx.reply.Integer(static_cast<int64_t>(result->kv_bytes));
+  ctx.reply.Integer(static_cast<int64_t>(result->state_bytes));
+}
+
+constexpr std::string_view kNoLease = "ERR unknown or expired prefix lease";
+
+// KV.PREFIX.LFETCH <ns> <lease> ATTN <layer> [RANGE <s> <e>] [FMT NATIVE] [RELEASE]
+// KV.PREFIX.LFETCH <ns> <lease> STATE [LAYERS <layer> ...] [RELEASE]
+void LFetch(Context& ctx) {
+  const auto& args = ctx.args;
+  auto shape = ShapeOf(ctx, args[1]);
+  if (!shape) return;
+  auto lease = ParseBounded(ctx, "lease", args[2], 1, std::numeric_limits<int64_t>::max());
+  if (!lease) return;
+  size_t end = args.size();
+  const bool release = EqualsIgnoreCase(args[end - 1], "RELEASE");
+  if (release) --end;
+  const bool attn = EqualsIgnoreCase(args[3], "ATTN");
+  if (!attn && !EqualsIgnoreCase(args[3], "STATE")) return ctx.reply.Error(errors::kSyntax);
+
+  uint64_t layer = 0, start = 0, stop = std::numeric_limits<uint64_t>::max();
+  bool native = false;
+  std::vector<uint32_t> layers;
+  if (attn) {
+    if (end < 5) return ctx.reply.Error(errors::kSyntax);
+    auto l = ParseLayer(ctx, "layer", args[4], shape->attn);
+    if (!l) return;
+    layer = *l;
+    size_t i = 5;
+    if (i < end && EqualsIgnoreCase(args[i], "RANGE")) {
+      if (i + 2 >= end) return ctx.reply.Error(errors::kSyntax);
+      auto s = ParseBounded(ctx, "start", args[i + 1], 0, std::numeric_limits<int64_t>::max());
+      if (!s) return;
+      auto e = ParseBounded(ctx, "end", args[i + 2], 0, std::numeric_limits<int64_t>::max());
+      if (!e) return;
+      start = *s, stop = *e;
+      i += 3;
+    }
+    auto nat = NativeFormat(ctx, i, end);
+    if (!nat) return;
+    native = *nat;
+  } else if (end > 4) {
+    if (!EqualsIgnoreCase(args[4], "LAYERS") || end == 5) return ctx.reply.Error(errors::kSyntax);
+    for (size_t i = 5; i < end; ++i) {
+      auto l = ParseLayer(ctx, "layer", args[i], shape->recurrent);
+      if (!l) return;
+      layers.push_back(static_cast<uint32_t>(*l));
+    }
+  }
+
+  std::string error;
+  std::optional<Bytes> rows;
+  std::vector<Bytes> states;
+  Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) {
+    const store::LeaseView* view = index.Lease(*lease, CoarseNowMs());
+    if (view == nullptr) {
+      error = kNoLease;
+      return;
+    }
+    if (attn) {
+      if (stop == std::numeric_limits<uint64_t>::max()) stop = view->length;
+      if (start > stop || stop > view->length) {
+        error = "ERR RANGE [" + std::to_string(start) + ", " + std::to_string(stop) +
+                ") is outside the lease's [0, " + std::to_string(view->length) + ")";
+        return;
+      }
+      rows = index.GatherRows(*view, static_cast<uint32_t>(layer), start, stop);
+    } else {
+      states = view->states;
+    }
+    if (release) index.Release(*lease);
+  });
+  if (!error.empty()) return ctx.reply.Error(error);
+  if (attn) return ReplyRows(ctx, *shape, *rows, native, "KV.PREFIX.LFETCH");
+  if (layers.empty()) {
+    for (uint32_t l = 0; l < states.size(); ++l) layers.push_back(l);
+  }
+  ctx.reply.ArrayLen(layers.size());
+  for (uint32_t l : layers) ctx.reply.Bulk(states[l]);
+}
+
+// KV.PREFIX.RELEASE <ns> <lease> -> 1 when the lease was live.
+void Release(Context& ctx) {
+  auto lease = ParseBounded(ctx, "lease", ctx.args[2], 0, std::numeric_limits<int64_t>::max());
+  if (!lease) return;
+  bool released = false;
+  Db(ctx).prefixes.With(ctx.args[1], [&](PrefixIndex& index) {
+    index.ExpireLeases(CoarseNowMs());
+    released = index.Release(*lease);
+  });
+  ctx.reply.Integer(released ? 1 : 0);
+}
+
+}  // namespace
+
+void RegisterPrefixIndexCommands(Registry& r) {
+  auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
+                std::string summary, Handler h, std::string complexity, std::vector<Arg> args) {
+    // The namespace is the first and only key (first 1, last 1, step 1): cluster clients route
+    // every command of a namespace to its slot.
+    return WithArgs(MakeSpec("prefixindex", 1, std::move(name), arity, flags, std::move(syntax),
+                             std::move(summary), h, std::move(complexity)),
+                    std::move(args));
+  };
+  const Arg ns = KeyArg("ns"), n = IntArg("n"), hashes = StrArg("hashes"), layer = IntArg("layer"),
+            lease = IntArg("lease");
+  const Arg fmt_in =
+      OneOfArg("fmt", kArgOptional,
+               {TokenArg("f16", "F16"), TokenArg("bf16", "BF16"), TokenArg("f32", "F32")});
+  const Arg fmt_native = Tokened(TokenArg("native", "NATIVE"), "FMT");
+  const Arg layer_blobs = BlockArg("state", kArgMultiple, {layer, StrArg("blob")});
+  const Arg tail = BlockArg("tail", kArgOptional,
+                            {BlockArg("rows", kArgMultiple, {layer, StrArg("rows")})}, "TAIL");
+  Arg fmt_native_opt = fmt_native;
+  fmt_native_opt.flags = kArgOptional;
+  Arg fmt_in_opt = Tokened(fmt_in, "FMT");
+  r.Add(cmd("kv.prefix.namespace", -10, kWrite | kDenyOom,
+            "<ns> BLOCK <bs> ATTN <layers> KVDIM <dim> RECURRENT <layers> [VQUANT <tier>] "
+            "[MAXMEMORY <bytes>]",
+            "Creates a prefix-index namespace (the model's shape); again with the same shape: no "
+            "change.",
+            Namespace, "O(1)",
+            {ns, Tokened(IntArg("bs"), "BLOCK"), Tokened(IntArg("attn"), "ATTN"),
+             Tokened(IntArg("kv_dim"), "KVDIM"), Tokened(IntArg("recurrent"), "RECURRENT"),
+             Tokened(StrArg("tier", kArgOptional), "VQUANT"),
+             Tokened(IntArg("bytes", kArgOptional), "MAXMEMORY")}));
+  r.Add(cmd("kv.prefix.nsinfo", 2, kReadonly, "<ns>",
+            "Describes a prefix-index namespace as k:v lines, or nil.", NsInfo, "O(1)", {ns}));
+  r.Add(
+      cmd("kv.prefix.bstore", -5, kWrite | kDenyOom,
+          "<ns> <parent> <n> <hashes> <layer> <rows> [<layer> <rows> ...] [FMT F16|BF16|F32]",
+          "Stores n consecutive full token blocks' K/V after the parent block; returns how many "
+          "were new.",
+          BStore, "O(N) in the rows",
+          {ns, StrArg("parent"), n, hashes,
+           BlockArg("layers", kArgMultiple | kArgOptional, {layer, StrArg("rows")}), fmt_in_opt}));
+  r.Add(cmd("kv.prefix.bdrop", 4, kWrite, "<ns> <n> <hashes>",
+            "Removes blocks, their descendants and every checkpoint anchored on them; returns how "
+            "many of the listed blocks were stored.",
+            BDrop, "O(N) in the entries removed", {ns, n, hashes}));
+  r.Add(cmd("kv.prefix.bfetch", -5, kReadonly, "<ns> <n> <hashes> <layer> [FMT NATIVE]",
+            "Returns one layer's K rows then V rows of the listed blocks, or nil if one is "
+            "missing (no state is promised).",
+            BFetch, "O(N) in the rows", {ns, n, hashes, layer, fmt_native_opt}));
+  r.Add(cmd(
+      "ssm.prefix.ckpt.store", -5, kWrite | kDenyOom,
+      "<ns> <anchor> <L> <pos> <layer> <blob> [<layer> <blob> ...] [TAIL <layer> <rows> "
+      "...] [FMT F16|BF16|F32]",
+      "Stores a checkpoint at position L: every recurrent layer's state and the partial "
+      "block's K/V.",
+      CkptStore, "O(N) in the bytes",
+      {ns, StrArg("anchor"), IntArg("length"), StrArg("position"), layer_blobs, tail, fmt_in_opt}));
+  r.Add(cmd("ssm.prefix.ckpt.mstore", -6, kWrite | kDenyOom,
+            "<ns> <anchor> <L0> <k> <positions> <layer> <blob> [...] [TAIL <layer> <rows> ...] "
+            "[FMT F16|BF16|F32]",
+            "Stores k checkpoints at L0 .. L0+k-1 (a speculative window) in one record; returns "
+            "k.",
+            CkptMStore, "O(N) in the bytes",
+            {ns, StrArg("anchor"), IntArg("first_length"), IntArg("k"), StrArg("positions"),
+             layer_blobs, tail, fmt_in_opt}));
+  r.Add(cmd("ssm.prefix.ckpt.drop", 4, kWrite, "<ns> <k> <positions>",
+            "Drops checkpoints by position hash; returns how many were stored.", CkptDrop,
+            "O(N) in the positions", {ns, IntArg("k"), StrArg("positions")}));
+  r.Add(cmd(
+      "ssm.prefix.ckpt.fetch", -3, kReadonly, "<ns> <pos> [LAYERS <layer> ...]",
+      "Returns a checkpoint's recurrent blobs (all, or the listed layers), or nil.", CkptFetch,
+      "O(N) in the layers",
+      {ns, StrArg("position"), Tokened(IntArg("layer", kArgOptional | kArgMultiple), "LAYERS")}));
+  r.Add(cmd("kv.prefix.match", -4, kReadonly,
+            "<ns> <n> <hashes> [AT <k> <positions> <pos-hashes>] [LEASE <ms>] [NOLEASE]",
+            "Returns [L, lease, matched_blocks, pos, kv_bytes, state_bytes]: the longest L with "
+            "K/V for [0, L) and a checkpoint at exactly L, pinned by a lease.",
+            Match, "O(log N + K + D) for N hashes, K candidates, D blocks walked",
+            {ns, n, hashes,
+             BlockArg("at", kArgOptional,
+                      {IntArg("k"), StrArg("positions"), StrArg("position_hashes")}, "AT"),
+             Tokened(IntArg("ms", kArgOptional), "LEASE"), [] {
+               Arg a = TokenArg("nolease", "NOLEASE");
+               a.flags = kArgOptional;
+               return a;
+             }()}));
+  r.Add(cmd(
+      "kv.prefix.lfetch", -4, kReadonly,
+      "<ns> <lease> ATTN <layer> [RANGE <start> <end>] [FMT NATIVE] [RELEASE] | <ns> "
+      "<lease> STATE [LAYERS <layer> ...] [RELEASE]",
+      "Returns a leased answer's K rows then V rows for one layer, or its recurrent blobs.", LFetch,
+      "O(N) in the rows",
+      {ns, lease,
+       OneOfArg(
+           "what", 0,
+           {BlockArg(
+                "attn", 0,
+                {layer, BlockArg("range", kArgOptional, {IntArg("start"), IntArg("end")}, "RANGE"),
+                 fmt_native_opt},
+                "ATTN"),
+            BlockArg("state", 0, {Tokened(IntArg("layer", kArgOptional | kArgMultiple), "LAYERS")},
+                     "STATE")}),
+       [] {
+         Arg a = TokenArg("release", "RELEASE");
+         a.flags = kArgOptional;
+         return a;
+       }()}));
+  r.Add(cmd("kv.prefix.release", 3, kReadonly | kFast, "<ns> <lease>",
+            "Ends a lease; returns 1 when it was live.", Release, "O(1)", {ns, lease}));
+}
+
+}  // namespace prefixd::commands

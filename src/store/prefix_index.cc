@@ -1,0 +1,692 @@
+#include "store/prefix_index.h"
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+namespace prefixd::store {
+namespace {
+
+// Bookkeeping one record costs beyond its payload: the record, its table node and list slots.
+constexpr uint64_t kBlockOverhead = sizeof(Hash128) + 4 * 4 + 8 + 32 + 2 * 24 + 48;
+constexpr uint64_t kCheckpointOverhead = sizeof(Hash128) + 8 + 4 * 3 + 8 + 3 * 24 + 48;
+
+uint64_t SumSizes(const std::vector<Bytes>& v) {
+  uint64_t total = 0;
+  for (const Bytes& b : v) total += b.size();
+  return total;
+}
+
+}  // namespace
+
+Hash128 Hash128::Read(const uint8_t* p) {
+  Hash128 h;
+  std::memcpy(&h.lo, p, 8);
+  std::memcpy(&h.hi, p + 8, 8);
+  return h;
+}
+
+void Hash128::Write(uint8_t* p) const {
+  std::memcpy(p, &lo, 8);
+  std::memcpy(p + 8, &hi, 8);
+}
+
+std::string Hash128::Raw() const {
+  std::string out(kHashBytes, '\0');
+  Write(reinterpret_cast<uint8_t*>(out.data()));
+  return out;
+}
+
+std::vector<Hash128> ReadHashes(std::string_view raw) {
+  std::vector<Hash128> out(raw.size() / kHashBytes);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = Hash128::Read(reinterpret_cast<const uint8_t*>(raw.data()) + i * kHashBytes);
+  }
+  return out;
+}
+
+std::string PrefixShape::Describe() const {
+  return "BLOCK " + std::to_string(block) + " ATTN " + std::to_string(attn) + " KVDIM " +
+         std::to_string(kv_dim) + " RECURRENT " + std::to_string(recurrent) + " VQUANT " +
+         std::string(TierName(tier));
+}
+
+uint64_t CheckpointBatch::TailRows(uint32_t block) const {
+  if (positions.empty()) return 0;
+  const uint64_t base = first_length / block * block;
+  return first_length + positions.size() - 1 - base;
+}
+
+void PrefixIndex::LinkChild(uint32_t parent, uint32_t id) {
+  uint32_t& head = FirstChild(parent);
+  Block& b = blocks_rec_[id];
+  b.prev_sibling = kNone;
+  b.next_sibling = head;
+  if (head != kNone) blocks_rec_[head].prev_sibling = id;
+  head = id;
+}
+
+void PrefixIndex::UnlinkChild(uint32_t id) {
+  Block& b = blocks_rec_[id];
+  if (b.prev_sibling != kNone) {
+    blocks_rec_[b.prev_sibling].next_sibling = b.next_sibling;
+  } else {
+    FirstChild(b.parent) = b.next_sibling;
+  }
+  if (b.next_sibling != kNone) blocks_rec_[b.next_sibling].prev_sibling = b.prev_sibling;
+  b.prev_sibling = b.next_sibling = kNone;
+}
+
+void PrefixIndex::LinkAnchored(uint32_t anchor, uint32_t id) {
+  uint32_t& head = FirstAnchored(anchor);
+  Checkpoint& c = ckpt_rec_[id];
+  c.prev_anchored = kNone;
+  c.next_anchored = head;
+  if (head != kNone) ckpt_rec_[head].prev_anchored = id;
+  head = id;
+}
+
+void PrefixIndex::UnlinkAnchored(uint32_t id) {
+  Checkpoint& c = ckpt_rec_[id];
+  if (c.prev_anchored != kNone) {
+    ckpt_rec_[c.prev_anchored].next_anchored = c.next_anchored;
+  } else {
+    FirstAnchored(c.anchor) = c.next_anchored;
+  }
+  if (c.next_anchored != kNone) ckpt_rec_[c.next_anchored].prev_anchored = c.prev_anchored;
+  c.prev_anchored = c.next_anchored = kNone;
+}
+
+uint32_t PrefixIndex::NewBlock() {
+  if (!free_blocks_.empty()) {
+    uint32_t id = free_blocks_.back();
+    free_blocks_.pop_back();
+    return id;
+  }
+  blocks_rec_.emplace_back();
+  return static_cast<uint32_t>(blocks_rec_.size() - 1);
+}
+
+uint32_t PrefixIndex::NewCheckpoint() {
+  if (!free_ckpts_.empty()) {
+    uint32_t id = free_ckpts_.back();
+    free_ckpts_.pop_back();
+    return id;
+  }
+  ckpt_rec_.emplace_back();
+  return static_cast<uint32_t>(ckpt_rec_.size() - 1);
+}
+
+std::string PrefixIndex::StoreBlocks(const BlockBatch& batch, uint64_t* stored) {
+  *stored = 0;
+  uint32_t parent = kNone;
+  if (!batch.parent.IsRoot()) {
+    auto it = blocks_.find(batch.parent);
+    if (it == blocks_.end()) return "parent block is not stored";
+    parent = it->second;
+  }
+  const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
+  const size_t n = batch.hashes.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Hash128& h = batch.hashes[i];
+    auto found = blocks_.find(h);
+    if (found != blocks_.end()) {
+      parent = found->second;
+      continue;
+    }
+    const uint32_t id = NewBlock();
+    Block& b = blocks_rec_[id];
+    b.hash = h;
+    b.parent = parent;
+    b.depth = parent == kNone ? 1 : blocks_rec_[parent].depth + 1;
+    b.pins = 0;
+    b.boundary = kNone;
+    b.live = true;
+    b.last_use = ++clock_;
+    b.page = Bytes::Allocate(shape_.page_bytes());
+    for (uint32_t layer = 0; layer < shape_.attn; ++layer) {
+      const uint8_t* rows = batch.layers[layer].data();
+      uint8_t* out = b.page.mutable_data() + size_t{2} * half * layer;
+      std::memcpy(out, rows + i * half, half);
+      std::memcpy(out + half, rows + n * half + i * half, half);
+    }
+    b.first_child = kNone;
+    b.first_anchored = kNone;
+    LinkChild(parent, id);
+    blocks_.emplace(h, id);
+    kv_bytes_ += b.page.size();
+    parent = id;
+    *stored += 1;
+  }
+  return {};
+}
+
+void PrefixIndex::FreeBlock(uint32_t id) {
+  Block& b = blocks_rec_[id];
+  b.page = Bytes();
+  b.first_child = b.first_anchored = kNone;
+  free_blocks_.push_back(id);
+}
+
+void PrefixIndex::FreeCheckpoint(uint32_t id) {
+  Checkpoint& c = ckpt_rec_[id];
+  c.states.clear();
+  c.tail_k.clear();
+  c.tail_v.clear();
+  free_ckpts_.push_back(id);
+}
+
+uint64_t PrefixIndex::CheckpointBytes(const Checkpoint& c) const {
+  return SumSizes(c.states) + SumSizes(c.tail_k) + SumSizes(c.tail_v);
+}
+
+void PrefixIndex::RemoveCheckpoint(uint32_t id, bool evicted) {
+  Checkpoint& c = ckpt_rec_[id];
+  if (!c.live) return;
+  c.live = false;
+  checkpoints_.erase(c.position);
+  UnlinkAnchored(id);
+  if (c.anchor != kNone && blocks_rec_[c.anchor].boundary == id) {
+    blocks_rec_[c.anchor].boundary = kNone;
+  }
+  state_bytes_ -= SumSizes(c.states);
+  kv_bytes_ -= SumSizes(c.tail_k) + SumSizes(c.tail_v);
+  (evicted ? evicted_ckpts_ : dropped_ckpts_) += 1;
+  // A leased checkpoint's slot is reused only when its lease ends (the lease names it).
+  if (c.pins == 0) FreeCheckpoint(id);
+}
+
+void PrefixIndex::RemoveBlockTree(uint32_t root, bool evicted) {
+  // Depth-first, children before their parent, so the index stays prefix-closed at every step.
+  std::vector<std::pair<uint32_t, bool>> stack{{root, false}};
+  while (!stack.empty()) {
+    auto [id, expanded] = stack.back();
+    Block& b = blocks_rec_[id];
+    if (!expanded) {
+      stack.back().second = true;
+      for (uint32_t child = b.first_child; child != kNone;
+           child = blocks_rec_[child].next_sibling) {
+        stack.push_back({child, false});
+      }
+      continue;
+    }
+    stack.pop_back();
+    while (b.first_anchored != kNone) RemoveCheckpoint(b.first_anchored, evicted);
+    b.live = false;
+    blocks_.erase(b.hash);
+    UnlinkChild(id);
+    b.first_child = kNone;
+    kv_bytes_ -= b.page.size();
+    (evicted ? evicted_blocks_ : dropped_blocks_) += 1;
+    if (b.pins == 0) FreeBlock(id);
+  }
+}
+
+uint64_t PrefixIndex::DropBlocks(std::span<const Hash128> hashes, bool evicted) {
+  uint64_t dropped = 0;
+  for (const Hash128& h : hashes) {
+    auto it = blocks_.find(h);
+    if (it == blocks_.end()) continue;
+    RemoveBlockTree(it->second, evicted);
+    dropped += 1;
+  }
+  return dropped;
+}
+
+std::string PrefixIndex::StoreCheckpoints(const CheckpointBatch& batch, uint64_t* stored) {
+  *stored = 0;
+  const uint64_t depth = batch.first_length / shape_.block;
+  uint32_t anchor = kNone;
+  if (depth > 0) {
+    auto it = blocks_.find(batch.anchor);
+    if (it == blocks_.end() || blocks_rec_[it->second].depth != depth) {
+      return "anchor block is not stored";
+    }
+    anchor = it->second;
+  }
+  const size_t k = batch.positions.size();
+  const uint64_t base = depth * shape_.block;
+  const uint64_t tail_rows = batch.TailRows(shape_.block);
+  const size_t row = shape_.row_bytes();
+  for (size_t j = 0; j < k; ++j) {
+    const Hash128& pos = batch.positions[j];
+    if (checkpoints_.count(pos) != 0) continue;
+    const uint32_t id = NewCheckpoint();
+    Checkpoint& c = ckpt_rec_[id];
+    c.position = pos;
+    c.length = batch.first_length + j;
+    c.anchor = anchor;
+    c.pins = 0;
+    c.live = true;
+    c.last_use = ++clock_;
+    c.states.clear();
+    for (const Bytes& s : batch.states) {
+      const size_t each = s.size() / k;
+      c.states.push_back(s.Slice(j * each, each));
+    }
+    c.tail_k.clear();
+    c.tail_v.clear();
+    const uint64_t r = c.length - base;
+    if (r > 0) {
+      for (const Bytes& t : batch.tails) {
+        c.tail_k.push_back(t.Slice(0, r * row));
+        c.tail_v.push_back(t.Slice(tail_rows * row, r * row));
+      }
+    }
+    LinkAnchored(anchor, id);
+    if (r == 0 && anchor != kNone) blocks_rec_[anchor].boundary = id;
+    checkpoints_.emplace(pos, id);
+    state_bytes_ += SumSizes(c.states);
+    kv_bytes_ += SumSizes(c.tail_k) + SumSizes(c.tail_v);
+    *stored += 1;
+  }
+  return {};
+}
+
+uint64_t PrefixIndex::DropCheckpoints(std::span<const Hash128> positions, bool evicted) {
+  uint64_t dropped = 0;
+  for (const Hash128& p : positions) {
+    auto it = checkpoints_.find(p);
+    if (it == checkpoints_.end()) continue;
+    RemoveCheckpoint(it->second, evicted);
+    dropped += 1;
+  }
+  return dropped;
+}
+
+std::optional<std::vector<Bytes>> PrefixIndex::CheckpointStates(const Hash128& position) {
+  auto it = checkpoints_.find(position);
+  if (it == checkpoints_.end()) return std::nullopt;
+  Checkpoint& c = ckpt_rec_[it->second];
+  c.last_use = ++clock_;
+  return c.states;
+}
+
+std::optional<MatchResult> PrefixIndex::Match(
+    std::span<const Hash128> chain, std::span<const std::pair<uint64_t, Hash128>> candidates,
+    uint64_t lease_ms, int64_t now_ms) {
+  const uint64_t tick = ++clock_;
+  // Prefix closure makes presence along the chain monotone: binary search for the deepest
+  // stored block (checking its depth, so a hash stored elsewhere in the tree cannot count).
+  auto stored_at = [&](size_t depth) -> uint32_t {
+    auto it = blocks_.find(chain[depth - 1]);
+    if (it == blocks_.end() || blocks_rec_[it->second].depth != depth) return kNone;
+    return it->second;
+  };
+  size_t lo = 0, hi = chain.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo + 1) / 2;
+    if (stored_at(mid) != kNone) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const size_t matched = lo;
+  const uint64_t bs = shape_.block;
+
+  // The best checkpoint: a listed position whose anchor is this prompt's block, or a checkpoint
+  // at a block boundary of the matched chain (its position is the block's hash).
+  uint32_t best = kNone;
+  uint64_t best_length = 0;
+  for (const auto& [length, pos] : candidates) {
+    if (length <= best_length || length == 0) continue;
+    const uint64_t depth = length / bs;
+    if (depth > matched) continue;
+    auto it = checkpoints_.find(pos);
+    if (it == checkpoints_.end()) continue;
+    const Checkpoint& c = ckpt_rec_[it->second];
+    const Hash128 want_anchor = depth == 0 ? Hash128{} : chain[depth - 1];
+    const Hash128 have_anchor = c.anchor == kNone ? Hash128{} : blocks_rec_[c.anchor].hash;
+    if (c.length != length || !(have_anchor == want_anchor)) continue;
+    best = it->second;
+    best_length = length;
+  }
+  // Up the parent links from the deepest matched block: no hashing, one record per block.
+  for (uint32_t id = matched == 0 ? kNone : stored_at(matched); id != kNone;
+       id = blocks_rec_[id].parent) {
+    const Block& b = blocks_rec_[id];
+    if (uint64_t{b.depth} * bs <= best_length) break;
+    if (b.boundary == kNone) continue;
+    best = b.boundary;
+    best_length = uint64_t{b.depth} * bs;
+    break;
+  }
+  // A namespace without recurrent layers resumes at any block boundary: no checkpoint needed.
+  const bool attention_only = shape_.recurrent == 0;
+  if (attention_only && matched * bs > best_length) {
+    best = kNone;
+    best_length = matched * bs;
+  }
+
+  MatchResult result;
+  result.matched_blocks = matched;
+  if (best_length == 0) return result;
+  result.length = best_length;
+  const uint64_t depth = best_length / bs;
+  const uint32_t anchor = depth == 0 ? kNone : stored_at(depth);
+  result.kv_bytes = best_length * shape_.row_bytes() * 2 * shape_.attn;
+  if (best != kNone) {
+    Checkpoint& c = ckpt_rec_[best];
+    c.last_use = tick;
+    result.position = c.position;
+    result.state_bytes = SumSizes(c.states);
+  } else {
+    result.position = chain[depth - 1];
+  }
+  if (anchor != kNone) blocks_rec_[anchor].last_use = tick;
+  if (lease_ms == 0) return result;
+
+  ExpireLeases(now_ms);
+  if (leases_.size() >= kMaxLeases) return std::nullopt;
+  LeaseEntry lease;
+  lease.view.length = best_length;
+  lease.view.pages.reserve(depth);
+  for (size_t d = 1; d <= depth; ++d) lease.view.pages.push_back(blocks_rec_[stored_at(d)].page);
+  if (best != kNone) {
+    Checkpoint& c = ckpt_rec_[best];
+    lease.view.states = c.states;
+    lease.view.tail_k = c.tail_k;
+    lease.view.tail_v = c.tail_v;
+    c.pins += 1;
+    lease.checkpoint = best;
+  }
+  if (anchor != kNone) {
+    blocks_rec_[anchor].pins += 1;
+    lease.anchor = anchor;
+  }
+  lease.expires_ms = now_ms + static_cast<int64_t>(lease_ms);
+  result.lease = next_lease_++;
+  lease_expiry_.emplace(lease.expires_ms, result.lease);
+  leases_.emplace(result.lease, std::move(lease));
+  return result;
+}
+
+void PrefixIndex::EndLease(std::map<uint64_t, LeaseEntry>::iterator it) {
+  const LeaseEntry& lease = it->second;
+  if (lease.checkpoint != kNone) {
+    Checkpoint& c = ckpt_rec_[lease.checkpoint];
+    if (--c.pins == 0 && !c.live) FreeCheckpoint(lease.checkpoint);
+  }
+  if (lease.anchor != kNone) {
+    Block& b = blocks_rec_[lease.anchor];
+    if (--b.pins == 0 && !b.live) FreeBlock(lease.anchor);
+  }
+  lease_expiry_.erase({lease.expires_ms, it->first});
+  leases_.erase(it);
+}
+
+const LeaseView* PrefixIndex::Lease(uint64_t id, int64_t now_ms) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return nullptr;
+  if (it->second.expires_ms <= now_ms) {
+    EndLease(it);
+    return nullptr;
+  }
+  return &it->second.view;
+}
+
+bool PrefixIndex::Release(uint64_t id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return false;
+  EndLease(it);
+  return true;
+}
+
+void PrefixIndex::ExpireLeases(int64_t now_ms) {
+  while (!lease_expiry_.empty() && lease_expiry_.begin()->first <= now_ms) {
+    EndLease(leases_.find(lease_expiry_.begin()->second));
+  }
+}
+
+Bytes PrefixIndex::GatherRows(const LeaseView& view, uint32_t layer, uint64_t start,
+                              uint64_t end) const {
+  const size_t row = shape_.row_bytes();
+  const uint64_t bs = shape_.block;
+  const uint64_t rows = end - start;
+  Bytes out = Bytes::Allocate(2 * rows * row);
+  const uint64_t boundary = view.pages.size() * bs;
+  for (int half = 0; half < 2; ++half) {
+    uint8_t* dst = out.mutable_data() + half * rows * row;
+    uint64_t t = start;
+    while (t < end) {
+      if (t < boundary) {
+        const uint64_t block = t / bs;
+        const uint64_t in_block = t % bs;
+        const uint64_t take = std::min<uint64_t>(bs - in_block, end - t);
+        const uint8_t* src =
+            view.pages[block].data() + (2 * layer + half) * bs * row + in_block * row;
+        std::memcpy(dst, src, take * row);
+        dst += take * row;
+        t += take;
+      } else {
+        const Bytes& tail = half == 0 ? view.tail_k[layer] : view.tail_v[layer];
+        const uint64_t take = end - t;
+        std::memcpy(dst, tail.data() + (t - boundary) * row, take * row);
+        dst += take * row;
+        t += take;
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<Bytes> PrefixIndex::BlockRows(std::span<const Hash128> hashes, uint32_t layer) const {
+  const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
+  std::vector<const Block*> found;
+  for (const Hash128& h : hashes) {
+    auto it = blocks_.find(h);
+    if (it == blocks_.end()) return std::nullopt;
+    found.push_back(&blocks_rec_[it->second]);
+  }
+  Bytes out = Bytes::Allocate(2 * half * found.size());
+  for (size_t i = 0; i < found.size(); ++i) {
+    const uint8_t* page = found[i]->page.data() + 2 * half * layer;
+    std::memcpy(out.mutable_data() + i * half, page, half);
+    std::memcpy(out.mutable_data() + (found.size() + i) * half, page + half, half);
+  }
+  return out;
+}
+
+void PrefixIndex::PlanEviction(uint64_t target, const Hash128& keep, std::vector<Hash128>* blocks,
+                               std::vector<Hash128>* checkpoints) const {
+  uint64_t bytes = payload_bytes();
+  if (bytes <= target) return;
+  // (last use, is a block, id): leaves only. A leaf block takes its anchored checkpoints.
+  std::vector<std::tuple<uint64_t, bool, uint32_t>> order;
+  for (uint32_t id = 0; id < ckpt_rec_.size(); ++id) {
+    const Checkpoint& c = ckpt_rec_[id];
+    if (c.live && c.pins == 0) order.emplace_back(c.last_use, false, id);
+  }
+  for (uint32_t id = 0; id < blocks_rec_.size(); ++id) {
+    const Block& b = blocks_rec_[id];
+    if (b.live && b.pins == 0 && b.first_child == kNone && !(b.hash == keep)) {
+      order.emplace_back(b.last_use, true, id);
+    }
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<bool> ckpt_gone(ckpt_rec_.size(), false);
+  for (const auto& [use, is_block, id] : order) {
+    if (bytes <= target) break;
+    if (!is_block) {
+      if (ckpt_gone[id]) continue;
+      ckpt_gone[id] = true;
+      bytes -= CheckpointBytes(ckpt_rec_[id]);
+      checkpoints->push_back(ckpt_rec_[id].position);
+      continue;
+    }
+    const Block& b = blocks_rec_[id];
+    bool pinned = false;
+    for (uint32_t c = b.first_anchored; c != kNone; c = ckpt_rec_[c].next_anchored) {
+      pinned = pinned || ckpt_rec_[c].pins > 0;
+    }
+    if (pinned) continue;
+    for (uint32_t c = b.first_anchored; c != kNone; c = ckpt_rec_[c].next_anchored) {
+      if (!ckpt_gone[c]) bytes -= CheckpointBytes(ckpt_rec_[c]);
+      ckpt_gone[c] = true;
+    }
+    bytes -= b.page.size();
+    blocks->push_back(b.hash);
+  }
+}
+
+PrefixStats PrefixIndex::Stats() const {
+  PrefixStats s;
+  s.blocks = blocks_.size();
+  s.checkpoints = checkpoints_.size();
+  s.kv_bytes = kv_bytes_;
+  s.state_bytes = state_bytes_;
+  s.index_bytes = blocks_rec_.capacity() * sizeof(Block) +
+                  ckpt_rec_.capacity() * sizeof(Checkpoint) +
+                  (blocks_.size() + checkpoints_.size()) * (sizeof(Hash128) + 4 + 16) +
+                  (blocks_.bucket_count() + checkpoints_.bucket_count()) * sizeof(void*) + 0;
+  s.leases = leases_.size();
+  s.evicted_blocks = evicted_blocks_;
+  s.evicted_checkpoints = evicted_ckpts_;
+  s.dropped_blocks = dropped_blocks_;
+  s.dropped_checkpoints = dropped_ckpts_;
+  return s;
+}
+
+void PrefixIndex::ForEachBlock(const std::function<void(const BlockBatch&)>& visit) const {
+  const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
+  std::vector<uint32_t> stack;
+  for (uint32_t id = root_children_; id != kNone; id = blocks_rec_[id].next_sibling) {
+    stack.push_back(id);
+  }
+  while (!stack.empty()) {
+    const uint32_t id = stack.back();
+    stack.pop_back();
+    const Block& b = blocks_rec_[id];
+    BlockBatch batch;
+    batch.parent = b.parent == kNone ? Hash128{} : blocks_rec_[b.parent].hash;
+    batch.hashes.push_back(b.hash);
+    for (uint32_t layer = 0; layer < shape_.attn; ++layer) {
+      batch.layers.push_back(b.page.Slice(2 * half * layer, 2 * half));
+    }
+    visit(batch);
+    for (uint32_t child = b.first_child; child != kNone; child = blocks_rec_[child].next_sibling) {
+      stack.push_back(child);
+    }
+  }
+}
+
+void PrefixIndex::ForEachCheckpoint(
+    const std::function<void(const CheckpointBatch&)>& visit) const {
+  for (const auto& [pos, id] : checkpoints_) {
+    const Checkpoint& c = ckpt_rec_[id];
+    CheckpointBatch batch;
+    batch.anchor = c.anchor == kNone ? Hash128{} : blocks_rec_[c.anchor].hash;
+    batch.first_length = c.length;
+    batch.positions.push_back(c.position);
+    batch.states = c.states;
+    for (size_t l = 0; l < c.tail_k.size(); ++l) {
+      Bytes joined = Bytes::Allocate(c.tail_k[l].size() + c.tail_v[l].size());
+      std::memcpy(joined.mutable_data(), c.tail_k[l].data(), c.tail_k[l].size());
+      std::memcpy(joined.mutable_data() + c.tail_k[l].size(), c.tail_v[l].data(),
+                  c.tail_v[l].size());
+      batch.tails.push_back(joined);
+    }
+    visit(batch);
+  }
+}
+
+// --- PrefixStore ---
+
+std::shared_ptr<PrefixStore::Entry> PrefixStore::Find(std::string_view ns) const {
+  std::lock_guard lock(mu_);
+  auto it = namespaces_.find(ns);
+  return it == namespaces_.end() ? nullptr : it->second;
+}
+
+PrefixStore::CreateResult PrefixStore::Create(const std::string& ns, const PrefixShape& shape,
+                                              PrefixShape* existing,
+                                              const std::function<void()>& under_lock) {
+  std::lock_guard lock(mu_);
+  auto it = namespaces_.find(ns);
+  if (it != namespaces_.end()) {
+    std::lock_guard entry_lock(it->second->mu);
+    *existing = it->second->index.shape();
+    if (!existing->SameModel(shape)) return CreateResult::kOtherShape;
+    if (existing->max_bytes == shape.max_bytes) return CreateResult::kExists;
+    if (under_lock) under_lock();
+    it->second->index.set_max_bytes(shape.max_bytes);
+    return CreateResult::kExists;
+  }
+  if (under_lock) under_lock();
+  auto entry = std::make_shared<Entry>(shape);
+  bytes_ += BytesOf(ns, entry->index);
+  namespaces_.emplace(ns, std::move(entry));
+  return CreateResult::kCreated;
+}
+
+bool PrefixStore::Drop(const std::string& ns, const std::function<void()>& under_lock) {
+  std::shared_ptr<Entry> gone;
+  {
+    std::lock_guard lock(mu_);
+    auto it = namespaces_.find(ns);
+    if (it == namespaces_.end()) return false;
+    std::lock_guard entry_lock(it->second->mu);
+    if (under_lock) under_lock();
+    bytes_ -= BytesOf(ns, it->second->index);
+    gone = std::move(it->second);
+    namespaces_.erase(it);
+  }
+  return true;  // `gone` is freed here, outside the store's lock
+}
+
+void PrefixStore::Clear() {
+  std::map<std::string, std::shared_ptr<Entry>, std::less<>> gone;
+  std::lock_guard lock(mu_);
+  gone.swap(namespaces_);
+  bytes_ = 0;
+}
+
+bool PrefixStore::Contains(std::string_view ns) const { return Find(ns) != nullptr; }
+
+std::optional<PrefixShape> PrefixStore::Shape(std::string_view ns) const {
+  auto entry = Find(ns);
+  if (!entry) return std::nullopt;
+  std::lock_guard lock(entry->mu);
+  return entry->index.shape();
+}
+
+bool PrefixStore::With(std::string_view ns, const std::function<void(PrefixIndex&)>& fn) {
+  auto entry = Find(ns);
+  if (!entry) return false;
+  std::lock_guard lock(entry->mu);
+  const int64_t before = BytesOf(ns, entry->index);
+  fn(entry->index);
+  bytes_ += BytesOf(ns, entry->index) - before;
+  return true;
+}
+
+bool PrefixStore::With(std::string_view ns,
+                       const std::function<void(const PrefixIndex&)>& fn) const {
+  auto entry = Find(ns);
+  if (!entry) return false;
+  std::lock_guard lock(entry->mu);
+  fn(entry->index);
+  return true;
+}
+
+void PrefixStore::ForEach(
+    const std::function<void(const std::string&, const PrefixIndex&)>& visit) const {
+  std::vector<std::pair<std::string, std::shared_ptr<Entry>>> all;
+  {
+    std::lock_guard lock(mu_);
+    all.assign(namespaces_.begin(), namespaces_.end());
+  }
+  for (const auto& [ns, entry] : all) {
+    std::lock_guard lock(entry->mu);
+    visit(ns, entry->index);
+  }
+}
+
+int64_t PrefixStore::BytesOf(const std::string_view ns, const PrefixIndex& index) {
+  const PrefixStats s = index.Stats();
+  return static_cast<int64_t>(ns.size() + sizeof(Entry) + s.kv_bytes + s.state_bytes +
+                              s.index_bytes);
+}
+
+}  // namespace prefixd::store

@@ -1,0 +1,291 @@
+// PrefixIndex: one prefix-index namespace (docs/prefix-index.md): attention K/V per token block,
+// shared by every sequence whose chained block hash reaches it, recurrent-state checkpoints at
+// any position, the match that answers the longest length whose every layer can be restored,
+// and the leases that pin an answer until it is fetched. PrefixStore: the namespaces by name.
+// A PrefixIndex is not thread-safe: its owner (PrefixStore) hands it out under its own mutex.
+// PrefixStore is thread-safe: any thread may call any method.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/bytes.h"
+#include "store/vector_codec.h"
+
+namespace prefixd::store {
+
+// A 128-bit chained hash as the client computes it; raw 16 bytes little-endian on the wire.
+struct Hash128 {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+
+  static Hash128 Read(const uint8_t* sixteen_bytes);
+  void Write(uint8_t* sixteen_bytes) const;
+  std::string Raw() const;
+  bool IsRoot() const { return lo == 0 && hi == 0; }
+  friend bool operator==(const Hash128&, const Hash128&) = default;
+};
+inline constexpr size_t kHashBytes = 16;
+
+// `count` hashes from `raw` (count × 16 bytes, checked by the caller).
+std::vector<Hash128> ReadHashes(std::string_view raw);
+
+struct Hash128Hasher {
+  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi >> 7)); }
+};
+
+// The model shape a namespace was created with.
+struct PrefixShape {
+  uint32_t block = 0;      // tokens per block
+  uint32_t attn = 0;       // attention layers
+  uint32_t kv_dim = 0;     // values per K (or V) row
+  uint32_t recurrent = 0;  // recurrent layers a checkpoint holds
+  Tier tier = Tier::kFp32;
+  uint64_t max_bytes = 0;  // per-namespace budget for K/V and states (0: none)
+
+  size_t row_bytes() const { return RowBytes(tier, kv_dim); }
+  // One block's K/V for every attention layer: per layer, bs K rows then bs V rows.
+  size_t page_bytes() const { return size_t{2} * block * row_bytes() * attn; }
+  // The model part (everything but max_bytes) is equal.
+  bool SameModel(const PrefixShape& o) const {
+    return block == o.block && attn == o.attn && kv_dim == o.kv_dim && recurrent == o.recurrent &&
+           tier == o.tier;
+  }
+  // "BLOCK 256 ATTN 6 KVDIM 512 RECURRENT 18 VQUANT fp32", as KV.PREFIX.NAMESPACE spells it.
+  std::string Describe() const;
+};
+
+// Full blocks to store: `layers[l]` holds attention layer l's encoded K rows for the
+// hashes.size() · bs positions, then its V rows.
+struct BlockBatch {
+  Hash128 parent;
+  std::vector<Hash128> hashes;
+  std::vector<Bytes> layers;
+};
+
+// Checkpoints at the consecutive positions first_length .. first_length + k − 1 (k =
+// positions.size()), all anchored on `anchor` (the block ⌊L/bs⌋, the root when that is 0).
+// `states[r]`: recurrent layer r's k blobs back to back, equal sizes. `tails[l]`: attention
+// layer l's encoded K rows for the longest tail [⌊L0/bs⌋·bs, L0+k−1) then its V rows; each
+// checkpoint's tail (position L: [⌊L0/bs⌋·bs, L)) is a prefix of it. Empty when that is empty.
+struct CheckpointBatch {
+  Hash128 anchor;
+  uint64_t first_length = 0;
+  std::vector<Hash128> positions;
+  std::vector<Bytes> states;
+  std::vector<Bytes> tails;
+
+  // Tokens of the longest tail.
+  uint64_t TailRows(uint32_t block) const;
+};
+
+struct MatchResult {
+  uint64_t length = 0;          // L (0: no complete prefix)
+  uint64_t lease = 0;           // 0: none
+  uint64_t matched_blocks = 0;  // how deep the chain matched (statistics)
+  Hash128 position;             // p(L)
+  uint64_t kv_bytes = 0;        // what an ATTN fetch of every layer moves, as stored
+  uint64_t state_bytes = 0;     // what a STATE fetch moves
+};
+
+struct PrefixStats {
+  uint64_t blocks = 0;
+  uint64_t checkpoints = 0;
+  uint64_t kv_bytes = 0;     // pages and tails
+  uint64_t state_bytes = 0;  // recurrent blobs (a shared window buffer counted once per slice)
+  uint64_t index_bytes = 0;  // records, tables and lists: what indexing costs beyond the payload
+  uint64_t leases = 0;
+  uint64_t evicted_blocks = 0;
+  uint64_t evicted_checkpoints = 0;
+  uint64_t dropped_blocks = 0;
+  uint64_t dropped_checkpoints = 0;
+};
+
+// What a lease holds: references to the answer's bytes, so a drop of a leased entry frees its
+// memory only when the lease ends.
+struct LeaseView {
+  uint64_t length = 0;
+  std::vector<Bytes> pages;  // blocks 1 .. ⌊L/bs⌋ in order
+  std::vector<Bytes> states;
+  std::vector<Bytes> tail_k, tail_v;  // per attention layer; empty without a tail
+};
+
+class PrefixIndex {
+ public:
+  static constexpr uint32_t kNone = 0xffffffffu;
+  static constexpr size_t kMaxLeases = 65536;
+
+  explicit PrefixIndex(PrefixShape shape) : shape_(shape) {}
+
+  const PrefixShape& shape() const { return shape_; }
+  void set_max_bytes(uint64_t bytes) { shape_.max_bytes = bytes; }
+
+  // Blocks newly stored; those already stored are skipped. Empty error on success, else why
+  // nothing was stored (the parent is missing).
+  std::string StoreBlocks(const BlockBatch& batch, uint64_t* stored);
+  // Removes the blocks, their subtrees and every checkpoint anchored on what goes. Returns how
+  // many of the listed blocks were stored.
+  uint64_t DropBlocks(std::span<const Hash128> hashes, bool evicted = false);
+  bool HasBlock(const Hash128& h) const { return blocks_.count(h) != 0; }
+  // The stored block's depth (1 for a first block), 0 when it is not stored.
+  uint64_t BlockDepth(const Hash128& h) const {
+    auto it = blocks_.find(h);
+    return it == blocks_.end() ? 0 : blocks_rec_[it->second].depth;
+  }
+
+  // Stores a window of checkpoints; positions already stored are left as they are. Empty error
+  // on success (the anchor is missing or at another depth otherwise).
+  std::string StoreCheckpoints(const CheckpointBatch& batch, uint64_t* stored);
+  uint64_t DropCheckpoints(std::span<const Hash128> positions, bool evicted = false);
+  // The recurrent blobs of the checkpoint at `position`, or nullopt; touches it.
+  std::optional<std::vector<Bytes>> CheckpointStates(const Hash128& position);
+
+  // The match (docs/prefix-index.md, "The match and its lease"). `candidates`: (L, p(L)).
+  // With `lease_ms` > 0 and a hit, a lease pins the answer until `now_ms + lease_ms`; nullopt
+  // when kMaxLeases leases are live.
+  std::optional<MatchResult> Match(std::span<const Hash128> chain,
+                                   std::span<const std::pair<uint64_t, Hash128>> candidates,
+                                   uint64_t lease_ms, int64_t now_ms);
+  // The lease's view, or nullptr when it is unknown or expired.
+  const LeaseView* Lease(uint64_t id, int64_t now_ms);
+  bool Release(uint64_t id);
+  void ExpireLeases(int64_t now_ms);
+
+  // K/V of `layer` for rows [start, end) of the matched prefix: K rows then V rows, stored
+  // encoding. The range must lie in [0, view.length).
+  Bytes GatherRows(const LeaseView& view, uint32_t layer, uint64_t start, uint64_t end) const;
+  // K/V of `layer` for the listed blocks (K rows of all, then V rows), or nullopt when one is
+  // missing.
+  std::optional<Bytes> BlockRows(std::span<const Hash128> hashes, uint32_t layer) const;
+
+  // Victims that bring the payload under `target` bytes: least recently used unpinned leaves
+  // (checkpoints, and blocks with no children, which take their checkpoints along), never the
+  // block `keep` (the parent or anchor of the write that needs the room).
+  void PlanEviction(uint64_t target, const Hash128& keep, std::vector<Hash128>* blocks,
+                    std::vector<Hash128>* checkpoints) const;
+
+  PrefixStats Stats() const;
+  uint64_t payload_bytes() const { return kv_bytes_ + state_bytes_; }
+
+  // Every block, parents before children, and every checkpoint, for snapshots.
+  void ForEachBlock(const std::function<void(const BlockBatch&)>& visit) const;
+  void ForEachCheckpoint(const std::function<void(const CheckpointBatch&)>& visit) const;
+
+ private:
+  struct Block {
+    Hash128 hash;
+    uint32_t parent = kNone;  // kNone: the root
+    uint32_t depth = 0;       // 1 for the first block
+    uint32_t pins = 0;
+    uint32_t boundary = kNone;  // the checkpoint at exactly this block's end, if any
+    bool live = false;
+    uint64_t last_use = 0;
+    Bytes page;
+    // Intrusive lists (record indices): the children, and the checkpoints anchored here.
+    uint32_t first_child = kNone, prev_sibling = kNone, next_sibling = kNone;
+    uint32_t first_anchored = kNone;
+  };
+  struct Checkpoint {
+    Hash128 position;
+    uint64_t length = 0;
+    uint32_t anchor = kNone;  // kNone: the root
+    uint32_t pins = 0;
+    bool live = false;
+    uint64_t last_use = 0;
+    uint32_t prev_anchored = kNone, next_anchored = kNone;  // in the anchor's list
+    std::vector<Bytes> states;
+    std::vector<Bytes> tail_k, tail_v;
+  };
+  struct LeaseEntry {
+    LeaseView view;
+    uint32_t checkpoint = kNone;
+    uint32_t anchor = kNone;
+    int64_t expires_ms = 0;
+  };
+
+  uint32_t NewBlock();
+  uint32_t NewCheckpoint();
+  void RemoveBlockTree(uint32_t id, bool evicted);
+  void RemoveCheckpoint(uint32_t id, bool evicted);
+  void FreeBlock(uint32_t id);
+  void FreeCheckpoint(uint32_t id);
+  uint32_t& FirstAnchored(uint32_t anchor) {
+    return anchor == kNone ? root_anchored_ : blocks_rec_[anchor].first_anchored;
+  }
+  uint32_t& FirstChild(uint32_t parent) {
+    return parent == kNone ? root_children_ : blocks_rec_[parent].first_child;
+  }
+  void LinkChild(uint32_t parent, uint32_t id);
+  void UnlinkChild(uint32_t id);
+  void LinkAnchored(uint32_t anchor, uint32_t id);
+  void UnlinkAnchored(uint32_t id);
+  uint64_t CheckpointBytes(const Checkpoint& c) const;
+  void EndLease(std::map<uint64_t, LeaseEntry>::iterator it);
+
+  PrefixShape shape_;
+  std::unordered_map<Hash128, uint32_t, Hash128Hasher> blocks_;
+  std::unordered_map<Hash128, uint32_t, Hash128Hasher> checkpoints_;
+  std::vector<Block> blocks_rec_;
+  std::vector<Checkpoint> ckpt_rec_;
+  std::vector<uint32_t> free_blocks_, free_ckpts_;
+  uint32_t root_children_ = kNone;  // first blocks (depth 1)
+  uint32_t root_anchored_ = kNone;  // checkpoints before the first block boundary
+  std::map<uint64_t, LeaseEntry> leases_;
+  std::set<std::pair<int64_t, uint64_t>> lease_expiry_;  // (expires_ms, id)
+  uint64_t next_lease_ = 1;
+  uint64_t clock_ = 0;  // LRU order: bumped by every store, match and fetch
+  uint64_t kv_bytes_ = 0, state_bytes_ = 0;
+  uint64_t evicted_blocks_ = 0, evicted_ckpts_ = 0, dropped_blocks_ = 0, dropped_ckpts_ = 0;
+};
+
+// The namespaces. `under_lock` hooks run under the namespace's lock (the log append), so log
+// order is the order of changes.
+class PrefixStore {
+ public:
+  enum class CreateResult { kCreated, kExists, kOtherShape };
+
+  CreateResult Create(const std::string& ns, const PrefixShape& shape, PrefixShape* existing,
+                      const std::function<void()>& under_lock);
+  bool Drop(const std::string& ns, const std::function<void()>& under_lock);
+  void Clear();
+  bool Contains(std::string_view ns) const;
+  std::optional<PrefixShape> Shape(std::string_view ns) const;
+
+  // Runs `fn` on the namespace under its lock; false when it does not exist.
+  bool With(std::string_view ns, const std::function<void(PrefixIndex&)>& fn);
+  bool With(std::string_view ns, const std::function<void(const PrefixIndex&)>& fn) const;
+
+  void ForEach(const std::function<void(const std::string&, const PrefixIndex&)>& visit) const;
+  // Payload and index bytes of every namespace (used_memory): kept up to date by every change,
+  // so reading it costs nothing.
+  uint64_t MemoryBytes() const { return static_cast<uint64_t>(std::max<int64_t>(0, bytes_)); }
+
+ private:
+  struct Entry {
+    mutable std::mutex mu;
+    PrefixIndex index;
+    explicit Entry(PrefixShape s) : index(s) {}
+  };
+  std::shared_ptr<Entry> Find(std::string_view ns) const;
+
+  // A namespace's payload and index bytes, for MemoryBytes.
+  static int64_t BytesOf(const std::string_view ns, const PrefixIndex& index);
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Entry>, std::less<>> namespaces_;
+  std::atomic<int64_t> bytes_{0};  // sum of BytesOf over the namespaces
+};
+
+}  // namespace prefixd::store

@@ -1,0 +1,333 @@
+// PrefixIndex against a brute-force model: the match answers exactly the longest listed or
+// block-boundary position whose checkpoint and whole anchor chain are stored, on multiturn,
+// fanout and branch shapes and under random stores, drops and budget evictions; every answer's
+// leased rows and states are the prompt's own.
+#include "store/prefix_index.h"
+
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+
+namespace prefixd::store {
+namespace {
+
+constexpr uint32_t kBs = 4;
+constexpr uint32_t kDim = 2;
+
+using Tokens = std::vector<uint32_t>;
+
+Hash128 HashOf(const Hash128& prev, const uint32_t* tokens, size_t n) {
+  std::string buf(16 + 4 * n, '\0');
+  prev.Write(reinterpret_cast<uint8_t*>(buf.data()));
+  std::memcpy(buf.data() + 16, tokens, 4 * n);
+  XXH128_hash_t h = XXH3_128bits(buf.data(), buf.size());
+  return Hash128{h.low64, h.high64};
+}
+
+std::vector<Hash128> Chain(const Tokens& t, size_t length) {
+  std::vector<Hash128> out;
+  Hash128 prev;
+  for (size_t i = 0; i + kBs <= length; i += kBs) out.push_back(prev = HashOf(prev, &t[i], kBs));
+  return out;
+}
+
+Hash128 Position(const Tokens& t, size_t length) {
+  auto chain = Chain(t, length);
+  Hash128 anchor = chain.empty() ? Hash128{} : chain.back();
+  const size_t r = length % kBs;
+  return r == 0 ? anchor : HashOf(anchor, &t[length - r], r);
+}
+
+// K value of (position, token) and V its negation: so rows name their token and place.
+float KValue(const Tokens& t, size_t p) { return static_cast<float>(t[p]) * 1000.0f + p; }
+
+Bytes Rows(const Tokens& t, size_t start, size_t end) {  // K rows then V rows, fp32
+  const size_t n = end - start;
+  Bytes out = Bytes::Allocate(2 * n * kDim * 4);
+  auto* f = reinterpret_cast<float*>(out.mutable_data());
+  for (size_t p = start; p < end; ++p) {
+    for (uint32_t d = 0; d < kDim; ++d) {
+      f[(p - start) * kDim + d] = KValue(t, p);
+      f[(n + p - start) * kDim + d] = -KValue(t, p);
+    }
+  }
+  return out;
+}
+
+Bytes State(const Tokens& t, size_t length, uint32_t layer) {
+  const uint64_t h = XXH3_64bits(t.data(), 4 * length) + layer;
+  return Bytes::CopyOf(std::string_view(reinterpret_cast<const char*>(&h), 8));
+}
+
+class Fixture {
+ public:
+  Fixture() : index_(PrefixShape{kBs, 1, kDim, 2, Tier::kFp32, 0}) {}
+
+  PrefixIndex& index() { return index_; }
+
+  // Stores blocks [from, to) (block numbers, 0-based) of `t`.
+  std::string StoreBlocks(const Tokens& t, size_t from, size_t to) {
+    auto chain = Chain(t, to * kBs);
+    BlockBatch b;
+    b.parent = from == 0 ? Hash128{} : chain[from - 1];
+    b.hashes.assign(chain.begin() + from, chain.begin() + to);
+    b.layers.push_back(Rows(t, from * kBs, to * kBs));
+    uint64_t stored = 0;
+    return index_.StoreBlocks(b, &stored);
+  }
+
+  std::string StoreCheckpoint(const Tokens& t, size_t length) {
+    auto chain = Chain(t, length);
+    CheckpointBatch c;
+    c.anchor = chain.empty() ? Hash128{} : chain.back();
+    c.first_length = length;
+    c.positions.push_back(Position(t, length));
+    c.states = {State(t, length, 0), State(t, length, 1)};
+    const size_t base = length / kBs * kBs;
+    if (length > base) c.tails.push_back(Rows(t, base, length));
+    uint64_t stored = 0;
+    return index_.StoreCheckpoints(c, &stored);
+  }
+
+  // The match with candidates `at`; checks the leased answer's bytes and releases it.
+  uint64_t Match(const Tokens& t, const std::vector<size_t>& at) {
+    auto chain = Chain(t, t.size());
+    std::vector<std::pair<uint64_t, Hash128>> candidates;
+    for (size_t l : at) candidates.emplace_back(l, Position(t, l));
+    auto result = index_.Match(chain, candidates, 1000, 0);
+    EXPECT_TRUE(result.has_value());
+    if (!result || result->length == 0) return 0;
+    const uint64_t length = result->length;
+    const LeaseView* view = index_.Lease(result->lease, 1);
+    EXPECT_NE(view, nullptr);
+    if (view == nullptr) return length;
+    Bytes got = index_.GatherRows(*view, 0, 0, length);
+    Bytes want = Rows(t, 0, length);
+    EXPECT_EQ(got.view(), want.view()) << "rows of L=" << length;
+    EXPECT_EQ(view->states.size(), 2u);
+    for (uint32_t l = 0; l < 2 && l < view->states.size(); ++l) {
+      EXPECT_EQ(view->states[l].view(), State(t, length, l).view()) << "state at " << length;
+    }
+    EXPECT_TRUE(index_.Release(result->lease));
+    return length;
+  }
+
+ private:
+  PrefixIndex index_;
+};
+
+TEST(PrefixIndexTest, HybridNamespaceNeverAnswersKvWithoutState) {
+  Fixture f;
+  Tokens t = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  ASSERT_EQ(f.StoreBlocks(t, 0, 2), "");
+  EXPECT_EQ(f.Match(t, {10}), 0u);
+  ASSERT_EQ(f.StoreCheckpoint(t, 4), "");
+  EXPECT_EQ(f.Match(t, {10}), 4u);
+  ASSERT_EQ(f.StoreCheckpoint(t, 10), "");
+  EXPECT_EQ(f.Match(t, {10}), 10u);
+  EXPECT_EQ(f.Match(t, {}), 4u);  // 10 is inside a block: it must be listed
+}
+
+TEST(PrefixIndexTest, AttentionOnlyNamespaceAnswersBlockBoundaries) {
+  PrefixIndex index(PrefixShape{kBs, 1, kDim, 0, Tier::kFp32, 0});
+  Tokens t = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto chain = Chain(t, 8);
+  BlockBatch b{Hash128{}, chain, {Rows(t, 0, 8)}};
+  uint64_t stored = 0;
+  ASSERT_EQ(index.StoreBlocks(b, &stored), "");
+  auto r = index.Match(Chain(t, 9), {}, 0, 0);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->length, 8u);
+}
+
+TEST(PrefixIndexTest, MultiturnFanoutBranch) {
+  Fixture f;
+  Tokens convo;
+  for (uint32_t i = 0; i < 37; ++i) convo.push_back(100 + i);
+  ASSERT_EQ(f.StoreBlocks(convo, 0, 9), "");
+  ASSERT_EQ(f.StoreCheckpoint(convo, 37), "");
+  std::vector<size_t> ends = {37};
+  for (uint32_t turn = 0; turn < 4; ++turn) {
+    for (uint32_t i = 0; i < 11; ++i) convo.push_back(1000 * (turn + 1) + i);
+    EXPECT_EQ(f.Match(convo, ends), ends.back()) << "turn " << turn;
+    ASSERT_EQ(f.StoreBlocks(convo, ends.back() / kBs, convo.size() / kBs), "");
+    ASSERT_EQ(f.StoreCheckpoint(convo, convo.size()), "");
+    ends.push_back(convo.size());
+  }
+  for (uint32_t q = 0; q < 5; ++q) {  // fanout
+    Tokens prompt(convo.begin(), convo.begin() + 37);
+    for (uint32_t i = 0; i < 6; ++i) prompt.push_back(7000 + 10 * q + i);
+    EXPECT_EQ(f.Match(prompt, {37, prompt.size()}), 37u);
+  }
+  for (size_t edit = 38; edit < convo.size(); edit += 3) {  // branch: never past the edit
+    Tokens edited = convo;
+    edited[edit] = 424242;
+    size_t want = 0;
+    for (size_t e : ends) {
+      if (e <= edit) want = e;
+    }
+    EXPECT_EQ(f.Match(edited, ends), want) << "edit at " << edit;
+  }
+}
+
+TEST(PrefixIndexTest, DroppingABlockTakesItsSubtreeAndCheckpoints) {
+  Fixture f;
+  Tokens t;
+  for (uint32_t i = 0; i < 30; ++i) t.push_back(i + 1);
+  ASSERT_EQ(f.StoreBlocks(t, 0, 7), "");
+  for (size_t l : {6u, 13u, 20u, 27u}) ASSERT_EQ(f.StoreCheckpoint(t, l), "");
+  auto chain = Chain(t, 28);
+  EXPECT_EQ(f.index().DropBlocks(std::span(&chain[3], 1)), 1u);  // block 4 = [12, 16)
+  const PrefixStats s = f.index().Stats();
+  EXPECT_EQ(s.blocks, 3u);
+  EXPECT_EQ(s.checkpoints, 2u);  // 6 and 13 (anchored on block 3) keep their chains
+  EXPECT_EQ(f.Match(t, {6, 13, 20, 27}), 13u);
+  EXPECT_EQ(f.StoreCheckpoint(t, 17), "anchor block is not stored");
+}
+
+TEST(PrefixIndexTest, LeasedEntriesSurviveDropUntilRelease) {
+  Fixture f;
+  Tokens t = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  ASSERT_EQ(f.StoreBlocks(t, 0, 2), "");
+  ASSERT_EQ(f.StoreCheckpoint(t, 10), "");
+  auto chain = Chain(t, 10);
+  std::vector<std::pair<uint64_t, Hash128>> at = {{10, Position(t, 10)}};
+  auto r = f.index().Match(chain, at, 1000, 0);
+  ASSERT_TRUE(r && r->length == 10);
+  // A budget eviction cannot take the leased checkpoint or its anchor.
+  std::vector<Hash128> blocks, ckpts;
+  f.index().PlanEviction(0, Hash128{}, &blocks, &ckpts);
+  EXPECT_TRUE(blocks.empty());
+  EXPECT_TRUE(ckpts.empty());
+  // A drop hides them from matches at once; the lease still reads every byte.
+  EXPECT_EQ(f.index().DropBlocks(std::span(&chain[0], 1)), 1u);
+  EXPECT_EQ(f.index().Stats().blocks, 0u);
+  const LeaseView* view = f.index().Lease(r->lease, 1);
+  ASSERT_NE(view, nullptr);
+  EXPECT_EQ(f.index().GatherRows(*view, 0, 0, 10).view(), Rows(t, 0, 10).view());
+  EXPECT_TRUE(f.index().Release(r->lease));
+  EXPECT_EQ(f.Match(t, {10}), 0u);
+  // The freed slots are reused correctly.
+  ASSERT_EQ(f.StoreBlocks(t, 0, 2), "");
+  ASSERT_EQ(f.StoreCheckpoint(t, 10), "");
+  EXPECT_EQ(f.Match(t, {10}), 10u);
+  // Expiry.
+  auto r2 = f.index().Match(chain, at, 5, 100);
+  ASSERT_TRUE(r2 && r2->lease != 0);
+  EXPECT_EQ(f.index().Lease(r2->lease, 105), nullptr);
+  EXPECT_EQ(f.index().Stats().leases, 0u);
+}
+
+TEST(PrefixIndexTest, LeaseLimitAnswersBusy) {
+  Fixture f;
+  Tokens t = {1, 2, 3, 4};
+  ASSERT_EQ(f.StoreBlocks(t, 0, 1), "");
+  ASSERT_EQ(f.StoreCheckpoint(t, 4), "");
+  auto chain = Chain(t, 4);
+  for (size_t i = 0; i < PrefixIndex::kMaxLeases; ++i) {
+    ASSERT_TRUE(f.index().Match(chain, {}, 1000, 0).has_value());
+  }
+  EXPECT_FALSE(f.index().Match(chain, {}, 1000, 0).has_value());
+  EXPECT_TRUE(f.index().Match(chain, {}, 0, 0).has_value());        // NOLEASE still answers
+  EXPECT_TRUE(f.index().Match(chain, {}, 1000, 2000).has_value());  // the others expired
+}
+
+// Random stores, drops and budget evictions on a few conversations that share beginnings; after
+// each step the match must equal the brute-force answer over what the model says is stored.
+class PrefixIndexRandomTest : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(PrefixIndexRandomTest, RandomOperationsKeepEveryAnswerComplete) {
+  std::mt19937_64 rng(GetParam());
+  Fixture f;
+  std::vector<Tokens> convos;
+  for (int c = 0; c < 6; ++c) {
+    Tokens t;
+    const size_t shared = (c % 3) * 9;  // pairs share 0, 9 or 18 tokens with convo 0
+    for (size_t i = 0; i < 48; ++i) {
+      t.push_back(i < shared && !convos.empty() ? convos[0][i] : 10000 * (c + 1) + i);
+    }
+    convos.push_back(t);
+  }
+  // The model: stored block hashes by depth, and checkpoint positions with their length.
+  std::set<std::pair<uint64_t, uint64_t>> blocks;
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> ckpts;
+  auto key = [](const Hash128& h) { return std::make_pair(h.lo, h.hi); };
+  auto resync = [&] {  // read back what survived a drop or eviction
+    blocks.clear();
+    std::map<std::pair<uint64_t, uint64_t>, uint64_t> kept;
+    for (const Tokens& t : convos) {
+      for (const Hash128& h : Chain(t, t.size())) {
+        if (f.index().HasBlock(h)) blocks.insert(key(h));
+      }
+      for (size_t l = 1; l <= t.size(); ++l) {
+        if (ckpts.count(key(Position(t, l))) && f.index().CheckpointStates(Position(t, l))) {
+          kept[key(Position(t, l))] = l;
+        }
+      }
+    }
+    ckpts = kept;
+  };
+  for (int step = 0; step < 400; ++step) {
+    const Tokens& t = convos[rng() % convos.size()];
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 4) {
+      const size_t to = 1 + rng() % (t.size() / kBs);
+      auto chain = Chain(t, to * kBs);
+      size_t from = 0;
+      while (from < to && blocks.count(key(chain[from]))) ++from;
+      if (from < to) {
+        ASSERT_EQ(f.StoreBlocks(t, from, to), "");
+        for (size_t i = from; i < to; ++i) blocks.insert(key(chain[i]));
+      }
+    } else if (op < 7) {
+      const size_t l = 1 + rng() % t.size();
+      auto chain = Chain(t, l);
+      const bool anchored = chain.empty() || blocks.count(key(chain.back()));
+      std::string why = f.StoreCheckpoint(t, l);
+      ASSERT_EQ(why.empty(), anchored) << why;
+      if (anchored) ckpts.emplace(key(Position(t, l)), l);
+    } else if (op == 7) {
+      auto chain = Chain(t, t.size());
+      const Hash128 victim = chain[rng() % chain.size()];
+      f.index().DropBlocks(std::span(&victim, 1));
+      resync();
+    } else if (op == 8) {
+      std::vector<Hash128> vb, vc;
+      f.index().PlanEviction(f.index().payload_bytes() * 3 / 4, Hash128{}, &vb, &vc);
+      f.index().DropCheckpoints(vc, true);
+      f.index().DropBlocks(vb, true);
+      resync();
+    }
+    // Every conversation, with every earlier position listed: the brute-force answer.
+    for (const Tokens& p : convos) {
+      auto chain = Chain(p, p.size());
+      std::vector<size_t> at;
+      for (size_t l = 1; l <= p.size(); ++l) at.push_back(l);
+      uint64_t want = 0;
+      for (size_t l = p.size(); l >= 1 && want == 0; --l) {
+        auto it = ckpts.find(key(Position(p, l)));
+        if (it == ckpts.end() || it->second != l) continue;
+        bool complete = true;
+        for (size_t d = 0; d < l / kBs; ++d) complete = complete && blocks.count(key(chain[d]));
+        if (complete) want = l;
+      }
+      // Every checkpoint the index holds has its whole anchor chain (the eviction invariant).
+      for (size_t l = 1; l <= p.size(); ++l) {
+        if (!f.index().CheckpointStates(Position(p, l))) continue;
+        for (size_t d = 0; d < l / kBs; ++d) {
+          ASSERT_TRUE(f.index().HasBlock(chain[d])) << "checkpoint " << l << " lost block " << d;
+        }
+      }
+      ASSERT_EQ(f.Match(p, at), want) << "step " << step;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, PrefixIndexRandomTest, ::testing::Values(12345, 7, 99, 2024));
+
+}  // namespace
+}  // namespace prefixd::store

@@ -48,6 +48,7 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
       break;
     case store::KeyType::kString:
       records.push_back(persist::StringDel{std::string(key)});
+      break;
     case store::KeyType::kPrefixIndex:
       records.push_back(persist::PrefixNamespaceDrop{std::string(key)});
       break;

@@ -253,6 +253,17 @@ TEST_F(StringsTest, RepliesAsRedisDoes) {
   }
 }
 
+// A string's delete is its own record alone: DEL of a string named "" (a name no prefix-index
+// namespace may have) deletes it, where a namespace drop logged after it would be refused.
+TEST_F(StringsTest, DelOfAStringLogsOnlyItsOwnDelete) {
+  ASSERT_EQ(Call({"SET", "", "v"}), "+OK\r\n");
+  EXPECT_EQ(Call({"DEL", ""}), ":1\r\n");
+  EXPECT_EQ(Call({"GET", ""}), "$-1\r\n");
+  ASSERT_EQ(Call({"SET", "s", "v"}), "+OK\r\n");
+  EXPECT_EQ(Call({"UNLINK", "s"}), ":1\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
+}
+
 TEST_F(StringsTest, OtherTypesAndStringsAnswerWrongType) {
   ASSERT_EQ(Call({"SSM.PREFIX.STORE", "ssm", "0", "x"}), "+OK\r\n");
   ASSERT_EQ(Call({"SET", "str", "v"}), "+OK\r\n");

@@ -87,7 +87,7 @@ const std::vector<Args>& ReferenceScript() {
       {"SETEX", "e", "x", "v"},
       {"PSETEX", "e", "-1", "v"},
       {"PSETEX", "e", "100000", "v"},
-      {"PTTL", "e"},
+      {"TTL", "e"},  // rounded to seconds: a PTTL would depend on the milliseconds since PSETEX
       {"GETSET", "e", "new"},
       {"TTL", "e"},
       {"GETSET", "nokey", "x"},

@@ -62,3 +62,12 @@ def stop_server(proc, timeout=20.0):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def resp(*args):
+    """One command as a RESP multibulk; arguments are bytes or anything str() can encode."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)

@@ -23,18 +23,10 @@ import sys
 import tempfile
 import time
 
-from bench_util import free_port, rss_bytes, stop_server, wait_ready
+from bench_util import free_port, resp, rss_bytes, stop_server, wait_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VALUE = 16 << 20
-
-
-def bulk(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 def read_reply(s):
@@ -80,17 +72,17 @@ class Server:
         value = os.urandom(VALUE)
         with self.connect() as s:
             if self.kind == "prefixd":
-                s.sendall(bulk("SSM.PREFIX.STORE", "big", 0, value))
+                s.sendall(resp("SSM.PREFIX.STORE", "big", 0, value))
             else:
-                s.sendall(bulk("SET", "big", value))
+                s.sendall(resp("SET", "big", value))
             assert read_reply(s) == b"+OK"
 
     def fetch_request(self):
-        return bulk("SSM.PREFIX.FETCH", "big", 0) if self.kind == "prefixd" else bulk("GET", "big")
+        return resp("SSM.PREFIX.FETCH", "big", 0) if self.kind == "prefixd" else resp("GET", "big")
 
     def declare_request(self):
         args = ["SSM.PREFIX.STORE", "d", 0] if self.kind == "prefixd" else ["SET", "d"]
-        head = bulk(*args)
+        head = resp(*args)
         # One more argument than sent: the declared 512 MB one, of which one byte follows.
         count = b"*%d\r\n" % (len(args) + 1)
         return count + head[head.index(b"\r\n") + 2:] + b"$536870912\r\nx"
@@ -156,16 +148,16 @@ def decoded_fetch_non_readers(server, pings):
     """prefixd only: 2 clients ask for a 4 GiB decoded V.FETCH and never read (issue 8)."""
     import struct
     with server.connect() as s:
-        s.sendall(bulk("V.CREATE", "vs", 256, "VQUANT", "fp16"))
+        s.sendall(resp("V.CREATE", "vs", 256, "VQUANT", "fp16"))
         read_reply(s)
-        s.sendall(bulk("V.STOREBATCH", "vs", 0, 0, 1, struct.pack("<256f", *([0.5] * 256))))
+        s.sendall(resp("V.STOREBATCH", "vs", 0, 0, 1, struct.pack("<256f", *([0.5] * 256))))
         assert read_reply(s) == b"+OK"
     base = settle(server.proc.pid, 0.5)
     hogs = []
     for _ in range(2):
         h = server.connect()
         h.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        h.sendall(bulk("V.FETCH", "vs", 0, "RANGE", 0, 4194304))
+        h.sendall(resp("V.FETCH", "vs", 0, "RANGE", 0, 4194304))
         hogs.append(h)
     worst = 0.0
     with server.connect() as p:

@@ -28,13 +28,7 @@ import subprocess
 import threading
 import time
 
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+from bench_util import resp
 
 
 class Client:

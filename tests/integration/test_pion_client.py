@@ -13,12 +13,9 @@ import array
 import os
 import random
 import shutil
-import socket
 import struct
-import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 try:
@@ -28,28 +25,7 @@ except ImportError:  # pragma: no cover - depends on the machine
           file=sys.stderr)
     sys.exit(1)
 
-
-def start_server(root):
-    """Starts prefixd on a free port; returns (process, port)."""
-    binary = os.environ.get("PREFIXD_SERVER", "build/prefixd-server")
-    for _ in range(5):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with open(os.path.join(root, "server.log"), "ab") as log:
-            proc = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(port), "--dir",
-                                     os.path.join(root, "data")],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if redis.Redis(port=port, socket_timeout=1).ping():
-                    return proc, port
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        proc.kill()
-        proc.wait()
-    raise RuntimeError("prefixd-server did not start")
+from prefixd_server import start_server
 
 
 def fp16_round(values):

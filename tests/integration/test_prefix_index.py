@@ -10,7 +10,6 @@ import os
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,32 +22,10 @@ except ImportError:  # pragma: no cover - depends on the machine
           file=sys.stderr)
     sys.exit(1)
 
+from prefixd_server import start_server
+
 ROOT = b"\0" * 16
 BS, KVDIM = 4, 2
-
-
-def start_server(root, port=None):
-    binary = os.environ.get("PREFIXD_SERVER", "build/prefixd-server")
-    for _ in range(5):
-        if port is None:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-        with open(os.path.join(root, "server.log"), "ab") as log:
-            proc = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(port), "--dir",
-                                     os.path.join(root, "data")],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if redis.Redis(port=port, socket_timeout=1).ping():
-                    return proc, port
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        proc.kill()
-        proc.wait()
-        port = None
-    raise RuntimeError("prefixd-server did not start")
 
 
 def h(data):

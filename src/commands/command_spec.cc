@@ -91,6 +91,28 @@ std::vector<KeySpec> EffectiveKeySpecs(const CommandSpec& spec) {
   return {k};
 }
 
+namespace {
+
+// A key spec marked variable_flags declares the widest flags; the arguments decide the real
+// ones, as Redis's per-command getkeys procedures do. SET (setGetKeys): a read-modify-write with
+// the GET option, an overwrite without it.
+uint32_t ResolveVariableFlags(const CommandSpec& spec, const protocol::Request& args,
+                              uint32_t flags) {
+  if (!(flags & kKeyVariableFlags)) return flags;
+  if (spec.name == "set") {
+    for (size_t i = 3; i < args.size(); ++i) {
+      std::string_view a = args[i];
+      if (a.size() == 3 && (a[0] | 0x20) == 'g' && (a[1] | 0x20) == 'e' && (a[2] | 0x20) == 't') {
+        return kKeyRW | kKeyAccess | kKeyUpdate;
+      }
+    }
+    return kKeyOW | kKeyUpdate;
+  }
+  return flags;
+}
+
+}  // namespace
+
 std::vector<KeyPosition> KeyPositions(const CommandSpec& spec, const protocol::Request& args) {
   std::vector<KeyPosition> out;
   const int argc = static_cast<int>(args.size());
@@ -141,7 +163,9 @@ std::vector<KeyPosition> KeyPositions(const CommandSpec& spec, const protocol::R
       last = first + static_cast<int>(n - 1) * step;
     }
     if (last >= argc || last < first) continue;
-    for (int i = first; i <= last; i += step) out.push_back({static_cast<size_t>(i), k.flags});
+    for (int i = first; i <= last; i += step) {
+      out.push_back({static_cast<size_t>(i), ResolveVariableFlags(spec, args, k.flags)});
+    }
   }
   return out;
 }

@@ -265,13 +265,6 @@ void GetKeys(Context& ctx, bool with_flags) {
     return ctx.reply.Error(errors::kInvalidArgumentCount);
   }
   std::vector<KeyPosition> keys = KeyPositions(*spec, rest);
-  // SET's key spec has variable flags: as Redis's setGetKeys decides them, a read-modify-write
-  // with the GET option, an overwrite without it.
-  if (spec->name == "set" && keys.size() == 1) {
-    bool get = false;
-    for (size_t i = 3; i < rest.size(); ++i) get = get || EqualsIgnoreCase(rest[i], "get");
-    keys[0].flags = get ? (kKeyRW | kKeyAccess | kKeyUpdate) : (kKeyOW | kKeyUpdate);
-  }
   if (keys.empty()) {
     if (spec->flags & kNoMandatoryKeys) return ctx.reply.ArrayLen(0);
     return ctx.reply.Error(errors::kInvalidArguments);

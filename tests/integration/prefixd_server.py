@@ -35,7 +35,7 @@ def start_server(root, port=None, flags=()):
     raise RuntimeError("prefixd-server did not start")
 
 
-def start_cluster(root, nodes=3):
+def start_cluster(root, nodes=3, flags=()):
     """Starts `nodes` cluster-enabled prefixd servers under root/node-N, each with a nodes.conf
     naming all of them and an equal share of the 16384 slots; returns [(process, port, id)]."""
     ports = []
@@ -51,11 +51,11 @@ def start_cluster(root, nodes=3):
         os.makedirs(data)
         with open(os.path.join(data, "nodes.conf"), "w") as conf:
             for j in range(nodes):
-                flags = "myself,master" if i == j else "master"
+                role = "myself,master" if i == j else "master"
                 conf.write("%s 127.0.0.1:%d@0 %s - 0 0 %d connected %d-%d\n"
-                           % (ids[j], ports[j], flags, j + 1, bounds[j], bounds[j + 1] - 1))
+                           % (ids[j], ports[j], role, j + 1, bounds[j], bounds[j + 1] - 1))
             conf.write("vars currentEpoch %d lastVoteEpoch 0\n" % nodes)
         proc, _ = start_server(os.path.join(root, "node-%d" % i), ports[i],
-                               ["--cluster-enabled", "yes", "--io-threads", "1"])
+                               ["--cluster-enabled", "yes", "--io-threads", "1"] + list(flags))
         started.append((proc, ports[i], ids[i]))
     return started

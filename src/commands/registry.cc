@@ -93,6 +93,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterPrefixIndexCommands(*this);
   RegisterKeyCommands(*this);
   RegisterStringCommands(*this);
+  RegisterMigrateCommands(*this);
 }
 
 void Registry::Add(CommandSpec spec) {

@@ -72,5 +72,6 @@ void RegisterKvPrefixCommands(Registry& registry);
 void RegisterPrefixIndexCommands(Registry& registry);
 void RegisterKeyCommands(Registry& registry);
 void RegisterStringCommands(Registry& registry);
+void RegisterMigrateCommands(Registry& registry);
 
 }  // namespace prefixd::commands

@@ -1,0 +1,280 @@
+// Moving keys between two real prefixd servers over real sockets: DUMP and RESTORE of every key
+// type (string, SSM session, V-store session, KV.PREFIX registration, prefix-index namespace)
+// read back byte for byte with its expiry, Redis 7.0.15's RESTORE errors (BUSYKEY, bad version
+// or checksum, truncation, one flipped byte, bad TTL and options), a bad payload changing
+// nothing, and MIGRATE: each type, COPY, REPLACE, NOKEY, the KEYS form, a target that is down,
+// a 64 MB session streamed without a second copy, and a restored key surviving the target's
+// restart.
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "integration/server_fixture.h"
+
+namespace prefixd::it {
+namespace {
+
+using Args = std::vector<std::string>;
+
+// The payload of a RESP bulk reply, or "<nil>" / the raw reply when it is not a bulk.
+std::string BulkOf(const std::string& raw) {
+  if (raw == "$-1\r\n") return "<nil>";
+  const size_t eol = raw.find("\r\n");
+  if (raw.empty() || raw[0] != '$' || eol == std::string::npos) return raw;
+  return raw.substr(eol + 2, std::stoull(raw.substr(1, eol - 1)));
+}
+
+// The peak resident set of process `pid` in KiB (VmHWM).
+int64_t PeakRssKib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+// Seals `body` (records) with the footer DUMP writes: u16 version 1, XXH3-64 of what precedes.
+std::string WithFooter(std::string body) {
+  body += std::string("\x01\x00", 2);
+  const uint64_t sum = XXH3_64bits(body.data(), body.size());
+  for (int i = 0; i < 8; ++i) body += static_cast<char>(sum >> (8 * i));
+  return body;
+}
+
+std::string Floats(std::initializer_list<float> values) {
+  std::string out;
+  for (float v : values) out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  return out;
+}
+
+const std::string kHash1(16, '\x11');
+const std::string kRoot(16, '\0');
+
+class MigrateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(source_.Start({.flags = {"--appendonly", "yes"}}));
+    ASSERT_TRUE(target_.Start({.flags = {"--appendonly", "yes"}}));
+    src_ = RawConnection::Tcp(source_.port());
+    dst_ = RawConnection::Tcp(target_.port());
+    ASSERT_NE(src_, nullptr);
+    ASSERT_NE(dst_, nullptr);
+  }
+  std::string Src(const Args& args) { return src_->Call(args); }
+  std::string Dst(const Args& args) { return dst_->Call(args); }
+
+  // One key of each type on `c`, named with `prefix`.
+  static void MakeKeys(RawConnection& c, const std::string& p) {
+    ASSERT_EQ(c.Call({"SET", p + "str", "hello world"}), "+OK\r\n");
+    ASSERT_EQ(c.Call({"SSM.PREFIX.MSTORE", p + "ssm", "0", "state-0", "7", std::string(40000, 'x'),
+                      "9", ""}),
+              "+OK\r\n");
+    ASSERT_EQ(c.Call({"V.CREATE", p + "vec", "2", "VQUANT", "fp32"}).substr(0, 1), ":");
+    ASSERT_EQ(c.Call({"V.STOREBATCH", p + "vec", "0", "0", "2", Floats({1, 2, 3, 4})}), "+OK\r\n");
+    ASSERT_EQ(c.Call({"V.STOREBATCH", p + "vec", "3", "100", "1", Floats({5, 6})}), "+OK\r\n");
+    ASSERT_EQ(c.Call({"KV.PREFIX.REGISTER", p + "kv", "2", "fp32"}), "+OK\r\n");
+    ASSERT_EQ(c.Call({"V.STOREBATCH", p + "kv_pk", "0", "0", "1", Floats({7, 8})}), "+OK\r\n");
+    ASSERT_EQ(c.Call({"SSM.PREFIX.STORE", p + "kv", "1", "hybrid-state"}), "+OK\r\n");
+    ASSERT_EQ(c.Call({"KV.PREFIX.NAMESPACE", p + "idx", "BLOCK", "2", "ATTN", "1", "KVDIM", "2",
+                      "RECURRENT", "1", "VQUANT", "fp32"}),
+              "+OK\r\n");
+    ASSERT_EQ(c.Call({"KV.PREFIX.BSTORE", p + "idx", kRoot, "1", kHash1, "0",
+                      Floats({1, 2, 3, 4, 5, 6, 7, 8})}),
+              ":1\r\n");
+    ASSERT_EQ(c.Call({"SSM.PREFIX.CKPT.STORE", p + "idx", kHash1, "2", kHash1, "0", "ckpt"}),
+              "+OK\r\n");
+  }
+  // What each key holds, read through its own commands (V-store session indexes differ from
+  // server to server, so DUMP bytes are compared only for the types without one).
+  static std::vector<std::string> Contents(RawConnection& c, const std::string& p) {
+    return {
+        c.Call({"TYPE", p + "str"}),
+        c.Call({"GET", p + "str"}),
+        c.Call({"OBJECT", "ENCODING", p + "str"}),
+        c.Call({"SSM.PREFIX.MFETCH", p + "ssm", "0", "7", "9", "1"}),
+        c.Call({"TYPE", p + "vec"}),
+        c.Call({"V.FETCH", p + "vec", "BATCH", "0", "101", "FMT", "NATIVE"}),
+        c.Call({"TYPE", p + "kv"}),
+        c.Call({"KV.PREFIX.LOOKUP", p + "kv"}).substr(0, 4),
+        c.Call({"V.FETCH", p + "kv_pk", "BATCH", "0", "1", "FMT", "NATIVE"}),
+        c.Call({"TYPE", p + "kv_pv"}),
+        c.Call({"SSM.PREFIX.FETCH", p + "kv", "1"}),
+        c.Call({"TYPE", p + "idx"}),
+        c.Call({"KV.PREFIX.BFETCH", p + "idx", "1", kHash1, "0"}),
+        c.Call({"SSM.PREFIX.CKPT.FETCH", p + "idx", kHash1}),
+    };
+  }
+
+  ServerProcess source_, target_;
+  std::unique_ptr<RawConnection> src_, dst_;
+};
+
+const std::vector<std::string> kTypes = {"str", "ssm", "vec", "kv", "idx"};
+
+TEST_F(MigrateTest, DumpRestoreRecreatesEveryTypeWithItsExpiry) {
+  ASSERT_NO_FATAL_FAILURE(MakeKeys(*src_, "a:"));
+  for (const std::string& type : kTypes) {
+    const std::string key = "a:" + type;
+    const std::string payload = BulkOf(Src({"DUMP", key}));
+    ASSERT_NE(payload, "<nil>") << key;
+    // Same name on the other server, a new name on this one; each with a TTL.
+    EXPECT_EQ(Dst({"RESTORE", key, "50000", payload}), "+OK\r\n") << key;
+    EXPECT_EQ(Src({"RESTORE", "b:" + type, "0", payload}), "+OK\r\n") << key;
+    const std::string pttl = Dst({"PTTL", key});
+    EXPECT_GT(std::stoll(pttl.substr(1)), 45000) << key << pttl;
+    EXPECT_EQ(Src({"PTTL", "b:" + type}), ":-1\r\n") << key;
+    if (type == "str" || type == "ssm" || type == "idx") {
+      EXPECT_EQ(BulkOf(Dst({"DUMP", key})), payload) << key;  // byte for byte
+    }
+  }
+  EXPECT_EQ(Contents(*dst_, "a:"), Contents(*src_, "a:"));
+  EXPECT_EQ(Contents(*src_, "b:"), Contents(*src_, "a:"));
+  EXPECT_EQ(Src({"TYPE", "b:kv_pk"}), "+vstore\r\n");  // the registration's sessions followed
+  EXPECT_EQ(Src({"DUMP", "missing"}), "$-1\r\n");
+  // ABSTTL, and a TTL already past creates nothing.
+  const std::string payload = BulkOf(Src({"DUMP", "a:str"}));
+  EXPECT_EQ(Src({"RESTORE", "abs", "4102444800000", payload, "ABSTTL"}), "+OK\r\n");
+  EXPECT_EQ(Src({"PEXPIRETIME", "abs"}), ":4102444800000\r\n");
+  EXPECT_EQ(Src({"RESTORE", "past", "1", payload, "ABSTTL"}), "+OK\r\n");
+  EXPECT_EQ(Src({"EXISTS", "past"}), ":0\r\n");
+}
+
+TEST_F(MigrateTest, RestoreAnswersRedisErrorsAndABadPayloadChangesNothing) {
+  ASSERT_NO_FATAL_FAILURE(MakeKeys(*src_, "a:"));
+  const std::string payload = BulkOf(Src({"DUMP", "a:ssm"}));
+  const std::string busy = "-BUSYKEY Target key name already exists.\r\n";
+  EXPECT_EQ(Src({"RESTORE", "a:str", "0", payload}), busy);
+  EXPECT_EQ(Src({"RESTORE", "a:str", "0", payload, "REPLACE"}), "+OK\r\n");
+  EXPECT_EQ(Src({"TYPE", "a:str"}), "+ssm-prefix\r\n");
+  // A registration's sessions count as its keys.
+  const std::string kv = BulkOf(Src({"DUMP", "a:kv"}));
+  ASSERT_EQ(Src({"V.CREATE", "n_pk", "2"}).substr(0, 1), ":");
+  EXPECT_EQ(Src({"RESTORE", "n", "0", kv}), busy);
+  EXPECT_EQ(Src({"RESTORE", "n", "0", kv, "REPLACE"}), "+OK\r\n");
+  EXPECT_EQ(Src({"V.FETCH", "n_pk", "BATCH", "0", "1", "FMT", "NATIVE"}),
+            Src({"V.FETCH", "a:kv_pk", "BATCH", "0", "1", "FMT", "NATIVE"}));
+
+  const std::string wrong = "-ERR DUMP payload version or checksum are wrong\r\n";
+  for (size_t at : {size_t{0}, size_t{12}, size_t{40}, payload.size() / 2, payload.size() - 10,
+                    payload.size() - 9, payload.size() - 1}) {
+    std::string flipped = payload;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x20);
+    EXPECT_EQ(Src({"RESTORE", "x", "0", flipped}), wrong) << "byte " << at;
+  }
+  for (size_t cut : {size_t{0}, size_t{5}, size_t{10}, payload.size() - 1}) {
+    EXPECT_EQ(Src({"RESTORE", "x", "0", payload.substr(0, cut)}), wrong) << "cut at " << cut;
+  }
+  // A valid footer over records that are not one key's: two sessions back to back, a record
+  // cut short, a key's first record missing.
+  const std::string body = payload.substr(0, payload.size() - 10);
+  const std::string bad = "-ERR Bad data format\r\n";
+  EXPECT_EQ(Src({"RESTORE", "x", "0", WithFooter(body + body)}), bad);
+  EXPECT_EQ(Src({"RESTORE", "x", "0", WithFooter(body.substr(0, body.size() - 1))}), bad);
+  EXPECT_EQ(Src({"RESTORE", "x", "0", WithFooter(body.substr(0, 31))}), bad);
+  EXPECT_EQ(Src({"RESTORE", "x", "0", WithFooter("")}), bad);
+  const std::string vec = BulkOf(Src({"DUMP", "a:vec"}));
+  const size_t rows_at = vec.find("PFXR", 40) - 8;  // the second record: rows without a create
+  EXPECT_EQ(Src({"RESTORE", "x", "0", WithFooter(vec.substr(rows_at, vec.size() - 10 - rows_at))}),
+            bad);
+  EXPECT_EQ(Src({"EXISTS", "x"}), ":0\r\n");
+  // A REPLACE with a bad payload keeps the key it would have replaced.
+  EXPECT_EQ(Src({"RESTORE", "a:vec", "0", WithFooter(body + body), "REPLACE"}), bad);
+  EXPECT_EQ(Src({"TYPE", "a:vec"}), "+vstore\r\n");
+
+  EXPECT_EQ(Src({"RESTORE", "x", "-1", payload}), "-ERR Invalid TTL value, must be >= 0\r\n");
+  EXPECT_EQ(Src({"RESTORE", "x", "ten", payload}),
+            "-ERR value is not an integer or out of range\r\n");
+  EXPECT_EQ(Src({"RESTORE", "x", "0", payload, "NOPE"}), "-ERR syntax error\r\n");
+  EXPECT_EQ(Src({"RESTORE", "x", "0", payload, "IDLETIME", "-1"}),
+            "-ERR Invalid IDLETIME value, must be >= 0\r\n");
+  EXPECT_EQ(Src({"RESTORE", "x", "0", payload, "FREQ", "256"}),
+            "-ERR Invalid FREQ value, must be >= 0 and <= 255\r\n");
+  EXPECT_EQ(Src({"RESTORE", "x", "0", payload, "FREQ", "1", "IDLETIME", "1"}),
+            "-ERR syntax error\r\n");
+  EXPECT_EQ(Src({"RESTORE", "x", "0", payload, "FREQ", "255"}), "+OK\r\n");
+  EXPECT_EQ(Src({"RESTORE-ASKING", "y", "0", payload, "IDLETIME", "0"}), "+OK\r\n");
+  EXPECT_EQ(Src({"RESTORE", "x"}), "-ERR wrong number of arguments for 'restore' command\r\n");
+}
+
+TEST_F(MigrateTest, MigrateMovesEachTypeAndDeletesOnlyAcknowledgedKeys) {
+  ASSERT_NO_FATAL_FAILURE(MakeKeys(*src_, "a:"));
+  const std::vector<std::string> before = Contents(*src_, "a:");
+  ASSERT_EQ(Src({"EXPIRE", "a:ssm", "1000"}), ":1\r\n");
+  const std::string port = std::to_string(target_.port());
+  // The single-key form, then the KEYS form with the rest (a registration's sessions travel
+  // inside it), a missing key among them.
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "a:str", "0", "5000"}), "+OK\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS", "a:ssm", "a:kv_pk", "a:vec",
+                 "a:kv", "a:kv_pv", "a:idx", "a:gone"}),
+            "+OK\r\n");
+  EXPECT_EQ(Contents(*dst_, "a:"), before);
+  EXPECT_EQ(Src({"DBSIZE"}), ":0\r\n");
+  EXPECT_GT(std::stoll(Dst({"TTL", "a:ssm"}).substr(1)), 990);
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "a:str", "0", "5000"}), "+NOKEY\r\n");
+
+  // COPY keeps the source; without REPLACE the target's key is kept and the error relayed.
+  ASSERT_EQ(Src({"SET", "a:str", "newer"}), "+OK\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "a:str", "0", "5000"}),
+            "-ERR Target instance replied with error: BUSYKEY Target key name already exists.\r\n");
+  EXPECT_EQ(Src({"EXISTS", "a:str"}), ":1\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "a:str", "0", "5000", "COPY", "REPLACE"}),
+            "+OK\r\n");
+  EXPECT_EQ(Dst({"GET", "a:str"}), "$5\r\nnewer\r\n");
+  EXPECT_EQ(Src({"GET", "a:str"}), "$5\r\nnewer\r\n");
+
+  // Argument errors, as Redis words them.
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "k", "0", "5000", "KEYS", "a:str"}),
+            "-ERR When using MIGRATE KEYS option, the key argument must be set to the empty "
+            "string\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "a:str", "0", "5000", "AUTH"}),
+            "-ERR syntax error\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "a:str", "0", "soon"}),
+            "-ERR value is not an integer or out of range\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "a:str", "99", "5000"}),
+            "-ERR Target instance replied with error: ERR DB index is out of range\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "a:str", "0", "5000", "AUTH", "pw"}).substr(0, 40),
+            "-ERR Target instance replied with error:");
+  EXPECT_EQ(Src({"EXISTS", "a:str"}), ":1\r\n");
+}
+
+TEST_F(MigrateTest, ATargetThatIsDownKeepsTheSourceKey) {
+  ASSERT_EQ(Src({"SET", "k", "v"}), "+OK\r\n");
+  const std::string port = std::to_string(target_.port());
+  ASSERT_TRUE(target_.Stop());
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "k", "0", "500"}),
+            "-IOERR error or timeout connecting to the client\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "no-such-host.invalid", port, "k", "0", "500"}),
+            "-IOERR error or timeout connecting to the client\r\n");
+  EXPECT_EQ(Src({"GET", "k"}), "$1\r\nv\r\n");
+}
+
+TEST_F(MigrateTest, A64MegabyteSessionIsStreamedAndSurvivesTheTargetRestart) {
+  std::string blob(64 << 20, '\0');
+  for (size_t i = 0; i < blob.size(); i += 4096) blob[i] = static_cast<char>(i >> 12);
+  blob[blob.size() - 1] = 'z';
+  ASSERT_EQ(Src({"SSM.PREFIX.MSTORE", "big", "0", blob, "1", "small"}), "+OK\r\n");
+  const int64_t peak_before = PeakRssKib(source_.pid());
+  const std::string port = std::to_string(target_.port());
+  EXPECT_EQ(src_->Call({"MIGRATE", "127.0.0.1", port, "big", "0", "10000"}, Millis(30000)),
+            "+OK\r\n");
+  // Sent from the stored buffer: no second 64 MB was ever resident on the source.
+  EXPECT_LT(PeakRssKib(source_.pid()) - peak_before, 16 << 10);
+  EXPECT_EQ(Src({"EXISTS", "big"}), ":0\r\n");
+  const std::string expected = "$" + std::to_string(blob.size()) + "\r\n" + blob + "\r\n";
+  EXPECT_TRUE(dst_->Call({"SSM.PREFIX.FETCH", "big", "0"}, Millis(30000)) == expected);
+  dst_.reset();
+  ASSERT_TRUE(target_.Stop());
+  ASSERT_TRUE(target_.Restart({.flags = {"--appendonly", "yes"}}));
+  dst_ = RawConnection::Tcp(target_.port());
+  ASSERT_NE(dst_, nullptr);
+  EXPECT_TRUE(dst_->Call({"SSM.PREFIX.FETCH", "big", "0"}, Millis(30000)) == expected);
+  EXPECT_EQ(Dst({"SSM.PREFIX.FETCH", "big", "1"}), "$5\r\nsmall\r\n");
+}
+
+}  // namespace
+}  // namespace prefixd::it

@@ -400,28 +400,29 @@ void RegisterMigrateCommands(Registry& r) {
   migrate.first_key = migrate.last_key = 3;
   migrate.key_step = 1;
   Arg key = KeyArg("key");
-  Arg empty = TokenArg("empty-string", "\"\"");
+  Arg empty = TokenArg("empty_string", "");
   Arg keys = Tokened(KeyArg("key"), "KEYS", "3.0.6");
   keys.key_spec_index = 1;
   keys.flags = kArgOptional | kArgMultiple;
-  Arg auth2 = BlockArg("auth2", kArgOptional, {StrArg("username"), StrArg("password")}, "AUTH2");
+  Arg auth = Tokened(StrArg("password", kArgOptional), "AUTH", "4.0.7");
+  Arg auth2 = BlockArg("username_password", kArgOptional, {StrArg("username"), StrArg("password")},
+                       "AUTH2");
   auth2.since = "6.0.0";
   migrate = AsRedis(
       std::move(migrate), "2.6.0", kAclKeyspace | kAclDangerous, {"nondeterministic_output"},
-      {StrArg("host"), IntArg("port"), OneOfArg("key-selector", 0, {key, empty}),
+      {StrArg("host"), IntArg("port"), OneOfArg("key_or_empty_string", 0, {key, empty}),
        IntArg("destination-db"), IntArg("timeout"),
        Tokened(TypedArg("copy", ArgType::kPureToken, kArgOptional), "COPY", "3.0.0"),
        Tokened(TypedArg("replace", ArgType::kPureToken, kArgOptional), "REPLACE", "3.0.0"),
-       OneOfArg("authentication", kArgOptional, {Tokened(StrArg("auth"), "AUTH", "4.0.7"), auth2}),
-       keys});
-  const uint32_t moved = kKeyRW | kKeyAccess | kKeyDelete | kKeyIncomplete;
+       OneOfArg("authentication", kArgOptional, {auth, auth2}), keys});
+  // The first key, then those after KEYS (incomplete: KEYS may also be a key's name).
   KeySpec listed;
-  listed.flags = moved;
+  listed.flags = kKeyRW | kKeyAccess | kKeyDelete | kKeyIncomplete;
   listed.by_keyword = true;
   listed.keyword = "KEYS";
   listed.keyword_start_from = -2;
   listed.last_key = -1;
-  migrate.key_specs = {RangeKeySpec(moved, 3), listed};
+  migrate.key_specs = {RangeKeySpec(kKeyRW | kKeyAccess | kKeyDelete, 3), listed};
   r.Add(std::move(migrate));
 }
 

@@ -242,6 +242,34 @@ TEST_F(MigrateTest, MigrateMovesEachTypeAndDeletesOnlyAcknowledgedKeys) {
   EXPECT_EQ(Src({"EXISTS", "a:str"}), ":1\r\n");
 }
 
+TEST_F(MigrateTest, MigrateAuthenticatesAndAMonitorNeverSeesThePassword) {
+  auto monitor = RawConnection::Tcp(source_.port());
+  ASSERT_NE(monitor, nullptr);
+  ASSERT_EQ(monitor->Call(Args{"MONITOR"}), "+OK\r\n");
+  ASSERT_EQ(Src({"SET", "k1", "v1"}), "+OK\r\n");
+  ASSERT_EQ(Src({"SET", "k2", "v2"}), "+OK\r\n");
+  ASSERT_EQ(Dst({"CONFIG", "SET", "requirepass", "s3cret"}), "+OK\r\n");
+  const std::string port = std::to_string(target_.port());
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "k1", "0", "5000"}),
+            "-ERR Target instance replied with error: NOAUTH Authentication required.\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "k1", "0", "5000", "AUTH", "s3cret"}), "+OK\r\n");
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "", "0", "5000", "AUTH2", "default", "s3cret",
+                 "KEYS", "k2"}),
+            "+OK\r\n");
+  EXPECT_EQ(Src({"DBSIZE"}), ":0\r\n");
+  std::string lines;
+  while (lines.find("AUTH2") == std::string::npos) {
+    const std::string more = monitor->ReadQuiet();
+    if (more.empty()) break;
+    lines += more;
+  }
+  EXPECT_EQ(lines.find("s3cret"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("\"AUTH\" \"(redacted)\""), std::string::npos) << lines;
+  EXPECT_NE(lines.find("\"AUTH2\" \"(redacted)\" \"(redacted)\" \"KEYS\" \"k2\""),
+            std::string::npos)
+      << lines;
+}
+
 TEST_F(MigrateTest, ATargetThatIsDownKeepsTheSourceKey) {
   ASSERT_EQ(Src({"SET", "k", "v"}), "+OK\r\n");
   const std::string port = std::to_string(target_.port());

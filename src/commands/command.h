@@ -146,6 +146,8 @@ struct Arg {
   std::vector<Arg> arguments;  // for kOneOf and kBlock
 };
 
+struct KeyPosition;
+
 struct CommandSpec {
   std::string name;  // lower case; for a subcommand, the subcommand alone ("get")
   int arity = 0;     // Redis convention: N exact, -N at least N (the name counts)
@@ -167,6 +169,9 @@ struct CommandSpec {
   std::vector<KeySpec> key_specs;
   std::vector<Arg> arguments;
   bool redis_command = false;  // a Redis command: DOCS mirror Redis's layout (no "syntax")
+  // Where a key spec is incomplete (MIGRATE's keys after KEYS), the command finds its keys
+  // itself, as Redis's getkeys_proc: KeyPositions asks it instead of the specs.
+  std::vector<KeyPosition> (*find_keys)(const protocol::Request& args) = nullptr;
 
   // "config|get" for subcommands; set when the table is built.
   std::string full_name;

@@ -349,6 +349,24 @@ void Migrate(Context& ctx) {
   ctx.reply.Simple("OK");
 }
 
+// Redis's migrateGetKeys: the key argument, or with an empty one, every key after KEYS.
+std::vector<KeyPosition> MigrateKeys(const protocol::Request& args) {
+  constexpr uint32_t kMoved = kKeyRW | kKeyAccess | kKeyDelete;
+  size_t first = 3, count = 1;
+  for (size_t i = 6; i < args.size(); ++i) {
+    if (EqualsIgnoreCase(args[i], "keys") && args[3].empty()) {
+      first = i + 1, count = args.size() - first;
+      break;
+    }
+  }
+  std::vector<KeyPosition> out;
+  if (args.size() <= 3) return out;
+  for (size_t i = first; i < first + count && i < args.size(); ++i) {
+    out.push_back(KeyPosition{i, kMoved});
+  }
+  return out;
+}
+
 }  // namespace
 
 void RegisterMigrateCommands(Registry& r) {
@@ -423,6 +441,7 @@ void RegisterMigrateCommands(Registry& r) {
   listed.keyword_start_from = -2;
   listed.last_key = -1;
   migrate.key_specs = {RangeKeySpec(kKeyRW | kKeyAccess | kKeyDelete, 3), listed};
+  migrate.find_keys = MigrateKeys;
   r.Add(std::move(migrate));
 }
 

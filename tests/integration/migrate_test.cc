@@ -227,6 +227,13 @@ TEST_F(MigrateTest, MigrateMovesEachTypeAndDeletesOnlyAcknowledgedKeys) {
   EXPECT_EQ(Dst({"GET", "a:str"}), "$5\r\nnewer\r\n");
   EXPECT_EQ(Src({"GET", "a:str"}), "$5\r\nnewer\r\n");
 
+  // Its keys as Redis's migrateGetKeys finds them (cluster routing reads them): the key, or
+  // every one after KEYS, even one named "keys".
+  EXPECT_EQ(
+      Src({"COMMAND", "GETKEYS", "MIGRATE", "h", "1", "", "0", "5", "COPY", "KEYS", "keys", "b"}),
+      "*2\r\n$4\r\nkeys\r\n$1\r\nb\r\n");
+  EXPECT_EQ(Src({"COMMAND", "GETKEYSANDFLAGS", "MIGRATE", "h", "1", "k", "0", "5", "AUTH", "keys"}),
+            "*1\r\n*2\r\n$1\r\nk\r\n*3\r\n+RW\r\n+access\r\n+delete\r\n");
   // Argument errors, as Redis words them.
   EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", port, "k", "0", "5000", "KEYS", "a:str"}),
             "-ERR When using MIGRATE KEYS option, the key argument must be set to the empty "
@@ -268,6 +275,30 @@ TEST_F(MigrateTest, MigrateAuthenticatesAndAMonitorNeverSeesThePassword) {
   EXPECT_NE(lines.find("\"AUTH2\" \"(redacted)\" \"(redacted)\" \"KEYS\" \"k2\""),
             std::string::npos)
       << lines;
+}
+
+TEST_F(MigrateTest, SessionsInTheDiskTierMoveBitExact) {
+  ASSERT_EQ(Src({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "+OK\r\n");
+  ASSERT_EQ(Src({"CONFIG", "SET", "maxmemory", "4mb"}), "+OK\r\n");
+  Args keys = {"MIGRATE", "127.0.0.1", std::to_string(target_.port()), "", "0", "5000", "KEYS"};
+  std::vector<std::string> values;
+  for (int i = 0; i < 12; ++i) {
+    values.push_back(std::string(512 << 10, static_cast<char>('a' + i)) + std::to_string(i));
+    keys.push_back("cold:" + std::to_string(i));
+    ASSERT_EQ(Src({"SSM.PREFIX.MSTORE", keys.back(), "0", values.back(), "1", "tail"}), "+OK\r\n");
+  }
+  const std::string info = Src({"INFO", "disktier"});
+  const size_t at = info.find("cold_keys:");
+  ASSERT_NE(at, std::string::npos) << info;
+  EXPECT_GE(std::stoi(info.substr(at + 10)), 4) << "6 MiB of sessions under a 4 MiB budget";
+  EXPECT_EQ(src_->Call(keys, Millis(30000)), "+OK\r\n");
+  EXPECT_EQ(Src({"DBSIZE"}), ":0\r\n");
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_TRUE(Dst({"SSM.PREFIX.FETCH", keys[7 + i], "0"}) ==
+                "$" + std::to_string(values[i].size()) + "\r\n" + values[i] + "\r\n")
+        << keys[7 + i];
+    EXPECT_EQ(Dst({"SSM.PREFIX.FETCH", keys[7 + i], "1"}), "$4\r\ntail\r\n");
+  }
 }
 
 TEST_F(MigrateTest, ATargetThatIsDownKeepsTheSourceKey) {

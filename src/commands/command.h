@@ -51,6 +51,8 @@ enum CommandFlag : uint32_t {
   kMovableKeys = 1u << 17,
   // Redis keeps these out of COMMAND INFO; they change no reply here either.
   kSentinel = 1u << 18,
+  // Served as if ASKING was sent first (RESTORE-ASKING: a key of an importing slot).
+  kAsking = 1u << 19,
 };
 
 // The names COMMAND INFO reports for the flags, in Redis's order.

@@ -391,9 +391,10 @@ void RegisterMigrateCommands(Registry& r) {
   dump.key_specs = {RangeKeySpec(kKeyRO | kKeyAccess, 1)};
   r.Add(std::move(dump));
 
-  auto restore = [&](std::string name, std::string group, std::string since, std::string summary) {
+  auto restore = [&](std::string name, std::string group, uint32_t flags, std::string since,
+                     std::string summary) {
     CommandSpec s =
-        AsRedis(MakeSpec(std::move(group), 1, std::move(name), -4, kWrite | kDenyOom,
+        AsRedis(MakeSpec(std::move(group), 1, std::move(name), -4, kWrite | kDenyOom | flags,
                          "<key> <ttl> <serialized-value> [REPLACE] [ABSTTL] [IDLETIME seconds] "
                          "[FREQ frequency]",
                          std::move(summary), Restore,
@@ -402,10 +403,10 @@ void RegisterMigrateCommands(Registry& r) {
     s.key_specs = {RangeKeySpec(kKeyOW | kKeyUpdate, 1)};
     return s;
   };
-  r.Add(restore("restore", "generic", "2.6.0",
+  r.Add(restore("restore", "generic", 0, "2.6.0",
                 "Creates a key from a DUMP payload, with a TTL in ms (0: none); logged and "
                 "durable; a bad payload changes nothing."));
-  r.Add(restore("restore-asking", "server", "3.0.0",
+  r.Add(restore("restore-asking", "server", kAsking, "3.0.0",
                 "RESTORE as MIGRATE sends it: the same command, routed as if ASKING was sent."));
 
   CommandSpec migrate =

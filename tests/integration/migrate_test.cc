@@ -198,6 +198,9 @@ TEST_F(MigrateTest, RestoreAnswersRedisErrorsAndABadPayloadChangesNothing) {
             "-ERR syntax error\r\n");
   EXPECT_EQ(Src({"RESTORE", "x", "0", payload, "FREQ", "255"}), "+OK\r\n");
   EXPECT_EQ(Src({"RESTORE-ASKING", "y", "0", payload, "IDLETIME", "0"}), "+OK\r\n");
+  // Flagged as Redis flags it: served as if ASKING was sent.
+  EXPECT_NE(Src({"COMMAND", "INFO", "restore-asking"}).find("+write\r\n+denyoom\r\n+asking\r\n"),
+            std::string::npos);
   EXPECT_EQ(Src({"RESTORE", "x"}), "-ERR wrong number of arguments for 'restore' command\r\n");
 }
 

@@ -2,12 +2,17 @@
 // type (string, SSM session, V-store session, KV.PREFIX registration, prefix-index namespace)
 // read back byte for byte with its expiry, Redis 7.0.15's RESTORE errors (BUSYKEY, bad version
 // or checksum, truncation, one flipped byte, bad TTL and options), a bad payload changing
-// nothing, and MIGRATE: each type, COPY, REPLACE, NOKEY, the KEYS form, a target that is down,
-// a 64 MB session streamed without a second copy, and a restored key surviving the target's
-// restart.
+// nothing, and MIGRATE: each type, COPY, REPLACE, NOKEY, the KEYS form, AUTH, a target that is
+// down or silent, a 64 MB session streamed without a second copy, and a restored key surviving
+// the target's restart.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <xxhash.h>
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -312,6 +317,25 @@ TEST_F(MigrateTest, ATargetThatIsDownKeepsTheSourceKey) {
             "-IOERR error or timeout connecting to the client\r\n");
   EXPECT_EQ(Src({"MIGRATE", "no-such-host.invalid", port, "k", "0", "500"}),
             "-IOERR error or timeout connecting to the client\r\n");
+  EXPECT_EQ(Src({"GET", "k"}), "$1\r\nv\r\n");
+
+  // A target that accepts but never answers: the wait for its reply ends after `timeout`.
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(silent, 4), 0);
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Src({"MIGRATE", "127.0.0.1", std::to_string(ntohs(address.sin_port)), "k", "0", "300"}),
+            "-IOERR error or timeout reading to target instance\r\n");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, Millis(290));
+  EXPECT_LT(waited, Millis(3000));
+  close(silent);
   EXPECT_EQ(Src({"GET", "k"}), "$1\r\nv\r\n");
 }
 

@@ -1,5 +1,7 @@
 """What every benchmark script needs to run a server beside another: a free loopback port, a
-server process started and waited for, and a process's resident memory."""
+server process started and waited for, a process's resident memory, and its section of
+docs/benchmarks.md rewritten."""
+import os
 import socket
 import subprocess
 import time
@@ -71,3 +73,18 @@ def resp(*args):
         a = a if isinstance(a, bytes) else str(a).encode()
         out.append(b"$%d\r\n%s\r\n" % (len(a), a))
     return b"".join(out)
+
+
+def write_doc_section(section, text):
+    """Replaces the section of docs/benchmarks.md headed `section` (up to the next `## `) with
+    `text`, or appends it."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                        "benchmarks.md")
+    doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    start = doc.find(section)
+    if start >= 0:
+        end = doc.find("\n## ", start + len(section))
+        doc = doc[:start] + text + (doc[end + 1:] if end >= 0 else "")
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    open(path, "w").write(doc)

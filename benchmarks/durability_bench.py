@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from bench_util import free_port, wait_ready
+from bench_util import free_port, wait_ready, write_doc_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION = "## Durability: prefixd vs redis-server (appendonly yes)"
@@ -161,18 +161,6 @@ def render(tp, rec, command):
     return "\n".join(lines) + "\n"
 
 
-def write_section(text):
-    path = os.path.join(ROOT, "docs", "benchmarks.md")
-    doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    start = doc.find(SECTION)
-    if start >= 0:
-        end = doc.find("\n## ", start + len(SECTION))
-        doc = doc[:start] + text + (doc[end + 1:] if end >= 0 else "")
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    open(path, "w").write(doc)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "dev"))
@@ -196,7 +184,7 @@ def main():
     print()
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_doc_section(SECTION, text)
 
 
 if __name__ == "__main__":

@@ -49,10 +49,10 @@ enum CommandFlag : uint32_t {
   kNoAsyncLoading = 1u << 15,
   kNoMulti = 1u << 16,
   kMovableKeys = 1u << 17,
-  // Served for a slot being imported as if ASKING had been sent (RESTORE-ASKING).
-  kAsking = 1u << 19,
   // Redis keeps these out of COMMAND INFO; they change no reply here either.
   kSentinel = 1u << 18,
+  // Served as if ASKING was sent first (RESTORE-ASKING: a key of an importing slot).
+  kAsking = 1u << 19,
 };
 
 // The names COMMAND INFO reports for the flags, in Redis's order.
@@ -148,6 +148,8 @@ struct Arg {
   std::vector<Arg> arguments;  // for kOneOf and kBlock
 };
 
+struct KeyPosition;
+
 struct CommandSpec {
   std::string name;  // lower case; for a subcommand, the subcommand alone ("get")
   int arity = 0;     // Redis convention: N exact, -N at least N (the name counts)
@@ -169,6 +171,9 @@ struct CommandSpec {
   std::vector<KeySpec> key_specs;
   std::vector<Arg> arguments;
   bool redis_command = false;  // a Redis command: DOCS mirror Redis's layout (no "syntax")
+  // Where a key spec is incomplete (MIGRATE's keys after KEYS), the command finds its keys
+  // itself, as Redis's getkeys_proc: KeyPositions asks it instead of the specs.
+  std::vector<KeyPosition> (*find_keys)(const protocol::Request& args) = nullptr;
 
   // "config|get" for subcommands; set when the table is built.
   std::string full_name;

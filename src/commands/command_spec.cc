@@ -115,6 +115,7 @@ uint32_t ResolveVariableFlags(const CommandSpec& spec, const protocol::Request& 
 }  // namespace
 
 std::vector<KeyPosition> KeyPositions(const CommandSpec& spec, const protocol::Request& args) {
+  if (spec.find_keys != nullptr) return spec.find_keys(args);
   std::vector<KeyPosition> out;
   const int argc = static_cast<int>(args.size());
   for (const KeySpec& k : EffectiveKeySpecs(spec)) {

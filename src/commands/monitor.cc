@@ -50,9 +50,21 @@ void AppendQuoted(std::string& out, std::string_view arg) {
   out += '"';
 }
 
-// Passwords never reach a monitor: AUTH's arguments and HELLO's AUTH pair read "(redacted)".
+// Passwords never reach a monitor: AUTH's arguments, HELLO's AUTH pair and MIGRATE's AUTH
+// password and AUTH2 pair read "(redacted)".
 bool Redacted(const protocol::Request& args, size_t i) {
   if (EqualsIgnoreCase(args[0], "auth")) return i >= 1;
+  if (EqualsIgnoreCase(args[0], "migrate")) {
+    for (size_t k = 6; k < i && !EqualsIgnoreCase(args[k], "KEYS"); ++k) {
+      if (EqualsIgnoreCase(args[k], "AUTH")) {
+        if (i == k + 1) return true;
+        k += 1;
+      } else if (EqualsIgnoreCase(args[k], "AUTH2")) {
+        if (i <= k + 2) return true;
+        k += 2;
+      }
+    }
+  }
   if (EqualsIgnoreCase(args[0], "hello")) {
     for (size_t k = 2; k < i; ++k) {
       if (EqualsIgnoreCase(args[k], "AUTH") && i <= k + 2) return true;

@@ -95,6 +95,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterKeyCommands(*this);
   RegisterStringCommands(*this);
   RegisterClusterCommands(*this);
+  RegisterMigrateCommands(*this);
 }
 
 void Registry::Add(CommandSpec spec) {

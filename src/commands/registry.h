@@ -81,5 +81,6 @@ void RegisterPrefixIndexCommands(Registry& registry);
 void RegisterKeyCommands(Registry& registry);
 void RegisterStringCommands(Registry& registry);
 void RegisterClusterCommands(Registry& registry);
+void RegisterMigrateCommands(Registry& registry);
 
 }  // namespace prefixd::commands

@@ -121,14 +121,15 @@ void WriteArgs(protocol::ReplyWriter& r, const std::vector<Arg>& args) {
     if (a.flags & kArgOptional) flags.push_back("optional");
     if (a.flags & kArgMultiple) flags.push_back("multiple");
     if (a.flags & kArgMultipleToken) flags.push_back("multiple_token");
-    size_t fields = 2 + (a.key_spec_index >= 0) + !a.token.empty() + !a.summary.empty() +
-                    !a.since.empty() + !a.deprecated_since.empty() + !flags.empty() +
-                    !a.arguments.empty();
+    // A pure token is named even when empty (MIGRATE's "" key).
+    const bool token = !a.token.empty() || a.type == ArgType::kPureToken;
+    size_t fields = 2 + (a.key_spec_index >= 0) + token + !a.summary.empty() + !a.since.empty() +
+                    !a.deprecated_since.empty() + !flags.empty() + !a.arguments.empty();
     r.MapLen(fields);
     r.Bulk("name"), r.Bulk(a.name);
     r.Bulk("type"), r.Bulk(ArgTypeName(a.type));
     if (a.key_spec_index >= 0) r.Bulk("key_spec_index"), r.Integer(a.key_spec_index);
-    if (!a.token.empty()) r.Bulk("token"), r.Bulk(a.token);
+    if (token) r.Bulk("token"), r.Bulk(a.token);
     if (!a.summary.empty()) r.Bulk("summary"), r.Bulk(a.summary);
     if (!a.since.empty()) r.Bulk("since"), r.Bulk(a.since);
     if (!a.deprecated_since.empty()) r.Bulk("deprecated_since"), r.Bulk(a.deprecated_since);

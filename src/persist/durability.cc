@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "persist/key_records.h"
 #include "persist/mutation.h"
 #include "persist/record_reader.h"
 
@@ -554,9 +555,7 @@ void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
   if (keys == nullptr) return;
   // Strings with their expiry, then the other types' expiries, once every key they name exists.
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
-    if (info.type != store::KeyType::kString) return;
-    const uint32_t flags = static_cast<uint32_t>(info.encoding) << StringSet::kEncodingShift;
-    write(StringSet{key, flags, static_cast<uint64_t>(info.expire_at_ms), Blob{{info.value}}});
+    if (info.type == store::KeyType::kString) write(StringRecord(key, info));
   });
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
     if (info.type == store::KeyType::kString || info.expire_at_ms == 0) return;
@@ -566,60 +565,21 @@ void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
 
 void Durability::WriteVectorSnapshot(const store::VectorStore& vectors,
                                      const std::function<void(const Mutation&)>& write) {
-  // Sessions (each with its index, then its layers' rows as stored), then the registrations on
-  // their own: a half dropped with V.DROP must not come back from the snapshot. A layer is one
-  // record per run of stored chunks, so a sparse layer (one row at a high index) writes what it
-  // stores, not zeros from row 0; the last run ends at the layer's length.
+  // Sessions, then the registrations on their own: a half dropped with V.DROP must not come back
+  // from the snapshot.
   vectors.ForEachSession([&](const std::string& sid, const store::VectorSessionInfo& info,
                              const std::vector<store::LayerRead>& layers) {
-    const auto tier = static_cast<uint32_t>(info.tier);
-    write(VCreate{sid, info.index, info.dim, tier});
-    for (const store::LayerRead& layer : layers) {
-      for (const store::RowRun& run : layer.runs) {
-        write(VStore{sid, layer.layer, run.start, run.rows.rows, info.dim, tier,
-                     Blob{run.rows.pieces}});
-      }
-    }
+    WriteVectorSession(sid, info, layers, write);
   });
   vectors.ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
-    KvPrefix record;
-    record.ns = ns;
-    record.kv_dim = spec.kv_dim;
-    record.tier = static_cast<uint32_t>(spec.tier);
-    record.block_size = spec.block_size;
-    if (spec.prefill_us) record.prefill_us = *spec.prefill_us;
-    if (!spec.block_hashes.empty()) record.block_hashes.pieces.push_back(spec.block_hashes);
-    write(record);
+    write(KvPrefixRecord(ns, spec));
   });
 }
 
 void Durability::WritePrefixSnapshot(const store::PrefixStore& prefixes,
                                      const std::function<void(const Mutation&)>& write) {
-  // Each namespace, then its blocks parents first (replay keeps the index prefix-closed), then
-  // its checkpoints, one record each.
   prefixes.ForEach([&](const std::string& ns, const store::PrefixIndex& index) {
-    const store::PrefixShape& shape = index.shape();
-    write(PrefixNamespace{ns, shape.block, shape.attn, shape.kv_dim, shape.recurrent,
-                          static_cast<uint32_t>(shape.tier), shape.max_bytes});
-    index.ForEachBlock([&](const store::BlockBatch& batch) {
-      PrefixBlocks record{ns, batch.parent.Raw(), {}, {}};
-      record.hashes.pieces.push_back(Bytes::CopyOf(batch.hashes[0].Raw()));
-      for (uint32_t layer = 0; layer < batch.layers.size(); ++layer) {
-        record.layers.emplace_back(layer, batch.layers[layer]);
-      }
-      write(record);
-    });
-    index.ForEachCheckpoint([&](const store::CheckpointBatch& batch) {
-      PrefixCheckpoints record{ns, batch.anchor.Raw(), batch.first_length, {}, {}, {}};
-      record.positions.pieces.push_back(Bytes::CopyOf(batch.positions[0].Raw()));
-      for (uint32_t layer = 0; layer < batch.states.size(); ++layer) {
-        record.states.emplace_back(layer, batch.states[layer]);
-      }
-      for (uint32_t layer = 0; layer < batch.tails.size(); ++layer) {
-        record.tails.emplace_back(layer, batch.tails[layer]);
-      }
-      write(record);
-    });
+    WritePrefixNamespace(ns, index, write);
   });
 }
 

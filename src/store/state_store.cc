@@ -352,6 +352,26 @@ void StateStore::Clear() {
   }
 }
 
+std::vector<LayerPlace> StateStore::PlacesOf(const Session& session) {
+  std::vector<LayerPlace> layers;
+  layers.reserve(session.layers.size());
+  for (const auto& [layer, l] : session.layers) {
+    layers.push_back(LayerPlace{layer, l.value, l.file, l.offset, l.length, l.cold});
+  }
+  return layers;
+}
+
+std::vector<std::pair<uint32_t, Bytes>> StateStore::Resolved(
+    const std::vector<LayerPlace>& places) const {
+  std::vector<std::pair<uint32_t, Bytes>> layers;
+  layers.reserve(places.size());
+  for (const LayerPlace& p : places) {
+    layers.emplace_back(p.layer,
+                        Resolve(Pending{p.value, p.file, p.offset, p.length, p.cold}, 0, p.length));
+  }
+  return layers;
+}
+
 void StateStore::ForEachSessionPlace(
     const std::function<void(const std::string&, const std::vector<LayerPlace>&)>& visit) const {
   std::vector<std::pair<std::string, std::vector<LayerPlace>>> copied;
@@ -361,11 +381,7 @@ void StateStore::ForEachSessionPlace(
       std::lock_guard lock(shards_[i].mu);
       copied.reserve(shards_[i].sessions.size());
       for (const auto& [sid, session] : shards_[i].sessions) {
-        auto& layers = copied.emplace_back(sid, std::vector<LayerPlace>()).second;
-        layers.reserve(session.layers.size());
-        for (const auto& [layer, l] : session.layers) {
-          layers.push_back(LayerPlace{layer, l.value, l.file, l.offset, l.length, l.cold});
-        }
+        copied.emplace_back(sid, PlacesOf(session));
       }
     }
     for (const auto& [sid, layers] : copied) visit(sid, layers);
@@ -376,14 +392,21 @@ void StateStore::ForEachSession(
     const std::function<void(const std::string&, const std::vector<std::pair<uint32_t, Bytes>>&)>&
         visit) const {
   ForEachSessionPlace([&](const std::string& sid, const std::vector<LayerPlace>& places) {
-    std::vector<std::pair<uint32_t, Bytes>> layers;
-    layers.reserve(places.size());
-    for (const LayerPlace& p : places) {
-      layers.emplace_back(
-          p.layer, Resolve(Pending{p.value, p.file, p.offset, p.length, p.cold}, 0, p.length));
-    }
-    visit(sid, layers);
+    visit(sid, Resolved(places));
   });
+}
+
+std::optional<std::vector<std::pair<uint32_t, Bytes>>> StateStore::ReadSession(
+    std::string_view sid) const {
+  std::vector<LayerPlace> places;
+  {
+    Shard& shard = ShardFor(sid);
+    std::lock_guard lock(shard.mu);
+    auto it = shard.sessions.find(sid);
+    if (it == shard.sessions.end()) return std::nullopt;
+    places = PlacesOf(it->second);
+  }
+  return Resolved(places);
 }
 
 std::vector<LayerSize> StateStore::Layers(std::string_view sid) const {

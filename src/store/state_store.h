@@ -126,6 +126,10 @@ class StateStore {
       const std::function<void(const std::string& sid, const std::vector<LayerPlace>& layers)>&
           visit) const;
 
+  // One session's layers as ForEachSession gives them (cold ones read from disk; a failed read
+  // throws std::runtime_error), from one state of the session; nullopt when it does not exist.
+  std::optional<std::vector<std::pair<uint32_t, Bytes>>> ReadSession(std::string_view sid) const;
+
   std::vector<LayerSize> Layers(std::string_view sid) const;
   bool Contains(std::string_view sid) const;
   // Payload plus bookkeeping bytes of one session (MEMORY USAGE); 0 when it does not exist.
@@ -155,6 +159,8 @@ class StateStore {
     bool cold = false;
   };
   static Pending PendingOf(const Layer& l);
+  static std::vector<LayerPlace> PlacesOf(const Session& session);
+  std::vector<std::pair<uint32_t, Bytes>> Resolved(const std::vector<LayerPlace>& places) const;
   Bytes Resolve(const Pending& p, uint64_t from, uint64_t length) const;
   struct Shard {
     mutable std::mutex mu;

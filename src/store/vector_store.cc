@@ -563,19 +563,32 @@ void VectorStore::ForEachSession(
       copied.reserve(shards_[i].sessions.size());
       for (const auto& [sid, s] : shards_[i].sessions) {
         std::lock_guard session_lock(s->mu);
-        Copied c{sid, s->info, {}};
-        for (const auto& [id, layer] : s->layers) {
-          LayerRead read;
-          read.layer = id;
-          read.length = layer.length;
-          read.runs = StoredRuns(*s, layer);
-          c.layers.push_back(std::move(read));
-        }
-        copied.push_back(std::move(c));
+        copied.push_back(Copied{sid, s->info, AllRuns(*s)});
       }
     }
     for (const Copied& c : copied) visit(c.sid, c.info, c.layers);
   }
+}
+
+std::vector<LayerRead> VectorStore::AllRuns(const Session& s) const {
+  std::vector<LayerRead> layers;
+  for (const auto& [id, layer] : s.layers) {
+    LayerRead read;
+    read.layer = id;
+    read.length = layer.length;
+    read.runs = StoredRuns(s, layer);
+    layers.push_back(std::move(read));
+  }
+  return layers;
+}
+
+std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> VectorStore::ReadSessionRuns(
+    std::string_view sid) const {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return std::nullopt;
+  std::lock_guard lock(s->mu);
+  if (s->dropped) return std::nullopt;
+  return std::make_pair(s->info, AllRuns(*s));
 }
 
 void VectorStore::ForEachPrefix(

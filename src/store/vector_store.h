@@ -184,6 +184,9 @@ class VectorStore {
                                                const std::vector<LayerRead>&)>& visit) const;
   void ForEachPrefix(
       const std::function<void(const std::string& ns, const PrefixSpec&)>& visit) const;
+  // One session as ForEachSession gives it; nullopt when it does not exist.
+  std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> ReadSessionRuns(
+      std::string_view sid) const;
 
   VectorStoreStats Stats() const;
 
@@ -231,6 +234,8 @@ class VectorStore {
   void WriteRows(Session& s, Layer& layer, uint64_t start, uint64_t count, const uint8_t* rows);
   RowSpan Rows(const Session& s, const Layer& layer, uint64_t start, uint64_t end) const;
   std::vector<RowRun> StoredRuns(const Session& s, const Layer& layer) const;
+  // Every layer of `s` as stored runs; caller holds s.mu.
+  std::vector<LayerRead> AllRuns(const Session& s) const;
   static uint64_t LongestLayer(const Session& s);
 
   std::unique_ptr<Shard[]> shards_;

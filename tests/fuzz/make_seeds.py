@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the record, snapshot, state_blob and config fuzz targets from the
+"""Writes the seed corpora of the record, snapshot, dump, state_blob and config fuzz targets from the
 layouts in docs/storage-format.md and include/prefixd/state_blob.h. Checksums are left zero:
 the targets fix them up when their flag asks. Run from the repository root."""
 import os
@@ -51,6 +51,20 @@ write('record', 'log-torn', bytes([7]) + log[:-5])
 write('snapshot', 'snapshot-and-log', bytes([7, len(snap) & 255, len(snap) >> 8]) + snap + log)
 write('snapshot', 'log-only', bytes([4, 0, 0]) + log)
 write('snapshot', 'log-torn-skip', bytes([12, 0, 0]) + log[:-7])
+
+# DUMP payloads (records then a footer): mode 1 has dump_fuzz append the footer itself.
+string_set = s(b'k') + u32(4) + u64(0) + u64(5) + b'hello'
+namespace = s(b'ns') + u32(2) + u32(1) + u32(2) + u32(1) + u32(8) + u64(0)
+kv_session = s(b'ns_pk') + u64(1) + u32(8) + u32(8)
+kv_rows = s(b'ns_pk') + u32(0) + u64(2) + u64(1) + u32(8) + u32(8) + u64(32) + b'\x01' * 32
+write('dump', 'string', bytes([1]) + record(6, 0, string_set))
+write('dump', 'ssm', bytes([1]) + record(1, 0, PAYLOADS[1]))
+write('dump', 'vstore', bytes([1]) + record(32, 0, PAYLOADS[32]) + record(33, 0, PAYLOADS[33]))
+write('dump', 'kvprefix', bytes([1]) + record(37, 0, PAYLOADS[37]) +
+      record(1, 0, s(b'ns') + u32(1) + u32(0) + u64(3) + b'abc') + record(32, 0, kv_session) +
+      record(33, 0, kv_rows))
+write('dump', 'namespace', bytes([1]) + record(40, 0, namespace))
+write('dump', 'unsealed', bytes([0]) + record(6, 0, string_set) + u32(1))
 
 def blob(arrays):
     out = u32(1) + u32(len(arrays))

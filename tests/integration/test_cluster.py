@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -17,6 +19,7 @@ from prefixd_server import start_cluster  # noqa: E402
 
 import redis  # noqa: E402
 from redis.cluster import RedisCluster  # noqa: E402
+from redis.crc import key_slot  # noqa: E402
 import redis.asyncio.cluster as aiocluster  # noqa: E402
 
 
@@ -126,6 +129,78 @@ class ClusterClientsTest(unittest.TestCase):
                              capture_output=True, text=True, timeout=30)
         self.assertEqual(out.stdout.strip(), "through-cli")
         self.assertEqual(self.owner(key).get(key), b"through-cli")
+
+
+class ReshardTest(unittest.TestCase):
+    """redis-cli --cluster reshard moves slots between prefixd nodes (SETSLOT IMPORTING/MIGRATING,
+    GETKEYSINSLOT, MIGRATE, SETSLOT NODE on every node) while a client keeps writing and reading:
+    nothing is lost, nothing is served from the wrong node, and --cluster check agrees after."""
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="prefixd-reshard-py-")
+        self.nodes = start_cluster(self.root, 3)
+
+    def tearDown(self):
+        for proc, _, _ in self.nodes:
+            proc.terminate()
+            proc.wait(timeout=10)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def cli(self, *args, timeout=120):
+        return subprocess.run(["redis-cli", "--cluster"] + list(args), capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def test_reshard_while_a_client_writes_and_reads(self):
+        moved_slots = 40
+        seed = "127.0.0.1:%d" % self.nodes[0][1]
+        # Sessions and strings in the slots that will move (redis-cli takes the source's first
+        # slots), one 2 MB session among them.
+        keys = [k for k in ("key-%d" % i for i in range(20000)) if key_slot(k.encode()) < moved_slots]
+        rc = RedisCluster(host="127.0.0.1", port=self.nodes[0][1], socket_timeout=30)
+        values = {}
+        for i, k in enumerate(keys[:120]):
+            values[k] = os.urandom(2 << 20) if i == 0 else os.urandom(100 + i)
+            rc.execute_command("SSM.PREFIX.STORE", k, 0, values[k])
+        errors = []
+        stop = threading.Event()
+        written = {}
+
+        def writer():
+            client = RedisCluster(host="127.0.0.1", port=self.nodes[2][1], socket_timeout=30)
+            n = 0
+            while not stop.is_set():
+                key = keys[120 + n % (len(keys) - 120)]
+                try:
+                    client.set(key, "w%d" % n)
+                    written[key] = b"w%d" % n
+                    if client.get(key) != written[key]:
+                        errors.append("read back %s wrong" % key)
+                except Exception as e:  # a lost write or a wrong node shows here
+                    errors.append("%s: %s" % (key, e))
+                n += 1
+        thread = threading.Thread(target=writer)
+        thread.start()
+        time.sleep(0.2)
+        out = self.cli("reshard", seed, "--cluster-from", self.nodes[0][2], "--cluster-to",
+                       self.nodes[1][2], "--cluster-slots", str(moved_slots), "--cluster-yes")
+        stop.set()
+        thread.join()
+        self.assertEqual(out.returncode, 0, out.stdout[-2000:] + out.stderr[-2000:])
+        self.assertEqual(errors[:5], [])
+        self.assertGreater(len(written), 10)
+        check = self.cli("check", seed)
+        self.assertIn("[OK] All nodes agree about slots configuration.", check.stdout)
+        self.assertIn("[OK] All 16384 slots covered.", check.stdout)
+        target = redis.Redis(port=self.nodes[1][1])
+        source = redis.Redis(port=self.nodes[0][1])
+        for k, v in values.items():
+            self.assertEqual(target.execute_command("SSM.PREFIX.FETCH", k, 0), v)
+            with self.assertRaises(redis.ResponseError):
+                source.execute_command("SSM.PREFIX.FETCH", k, 0)
+        for k, v in written.items():
+            self.assertEqual(target.get(k), v)
+        self.assertEqual(source.execute_command("CLUSTER", "COUNTKEYSINSLOT", 0), 0)
+        rc.close()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,449 @@
+// Moving keys between servers, with Redis 7.0.15's replies and errors: DUMP (a key of any type as
+// the records that recreate it, persist/dump_payload.h), RESTORE and RESTORE-ASKING (the same
+// handler; cluster routing treats the latter as if ASKING was sent) and MIGRATE (DUMP to another
+// prefixd, streamed from the stored buffers, then the source key deleted once the target has
+// acknowledged). Every change goes through the mutation path: logged, durable, replayed.
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands/engine.h"
+#include "commands/errors.h"
+#include "commands/key_access.h"
+#include "commands/migrate_link.h"
+#include "commands/mutate.h"
+#include "commands/registry.h"
+#include "commands/vstore_shared.h"
+#include "common/ascii.h"
+#include "common/clock.h"
+#include "common/numbers.h"
+#include "persist/dump_payload.h"
+#include "persist/key_records.h"
+
+namespace prefixd::commands {
+namespace {
+
+constexpr std::string_view kBadPayload = "ERR DUMP payload version or checksum are wrong";
+constexpr std::string_view kBadFormat = "ERR Bad data format";
+constexpr std::string_view kBusyKey = "BUSYKEY Target key name already exists.";
+
+// The DUMP payload of `key` (whose entry is `info`) as pieces; nullopt when it vanished.
+std::optional<std::vector<Bytes>> DumpOf(store::Database& db, const std::string& key,
+                                         const store::KeyInfo& info) {
+  std::vector<persist::Mutation> records;
+  if (!persist::KeyRecords(persist::KeyStores{db.state, db.vectors, db.prefixes}, key, info,
+                           records)) {
+    return std::nullopt;
+  }
+  return persist::EncodeDump(records);
+}
+
+void Dump(Context& ctx) {
+  const std::string key(ctx.args[1]);
+  auto info = LookupKey(ctx, key, /*touch=*/true);
+  if (!info) return ctx.reply.Null();
+  auto pieces = DumpOf(Db(ctx), key, *info);
+  if (!pieces) return ctx.reply.Null();
+  ctx.reply.BulkPieces(*pieces);
+}
+
+// ---- RESTORE -------------------------------------------------------------------------------
+
+struct RestoreOptions {
+  bool replace = false;
+  bool absttl = false;
+  int64_t idle = -1;  // accepted and checked; a restored key starts with fresh access stamps
+  int64_t freq = -1;
+};
+
+// Redis's option loop: IDLETIME and FREQ exclude each other (the second one is a syntax error).
+std::optional<RestoreOptions> ParseRestoreOptions(Context& ctx) {
+  RestoreOptions o;
+  const size_t n = ctx.args.size();
+  for (size_t j = 4; j < n; ++j) {
+    const std::string_view arg = ctx.args[j];
+    const size_t more = n - j - 1;
+    if (EqualsIgnoreCase(arg, "replace")) {
+      o.replace = true;
+    } else if (EqualsIgnoreCase(arg, "absttl")) {
+      o.absttl = true;
+    } else if (EqualsIgnoreCase(arg, "idletime") && more >= 1 && o.freq == -1) {
+      auto v = ParseInt64(ctx.args[++j]);
+      if (!v) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
+      if (*v < 0) return ctx.reply.Error("ERR Invalid IDLETIME value, must be >= 0"), std::nullopt;
+      o.idle = *v;
+    } else if (EqualsIgnoreCase(arg, "freq") && more >= 1 && o.idle == -1) {
+      auto v = ParseInt64(ctx.args[++j]);
+      if (!v) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
+      if (*v < 0 || *v > 255) {
+        return ctx.reply.Error("ERR Invalid FREQ value, must be >= 0 and <= 255"), std::nullopt;
+      }
+      o.freq = *v;
+    } else {
+      return ctx.reply.Error(errors::kSyntax), std::nullopt;
+    }
+  }
+  return o;
+}
+
+// Logs `m`; false (the error queued) when refused.
+bool Apply(Context& ctx, const persist::Mutation& m) {
+  MutationResult result = MutateEngine(ctx.engine, static_cast<size_t>(ctx.client.db.load()), m);
+  if (!result.outcome) return ctx.reply.Error(result.error), false;
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, result.lsn);
+  if (result.outcome->kind == persist::Outcome::Kind::kLimit) {
+    const auto limit =
+        static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kVstoreMaxSessions));
+    return ctx.reply.Error(vstore::SessionLimitError("RESTORE", limit)), false;
+  }
+  return true;
+}
+
+// Deletes each of `keys` that exists (RESTORE ... REPLACE, or undoing a restore cut short).
+bool DeleteAll(Context& ctx, const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    auto info = Db(ctx).keys.Find(key);
+    if (!info) continue;
+    Deleted done = DeleteKey(ctx, key, info->type);
+    if (!done.ok) return ctx.reply.Error(done.error), false;
+    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  }
+  return true;
+}
+
+void Restore(Context& ctx) {
+  auto options = ParseRestoreOptions(ctx);
+  if (!options) return;
+  const std::string key(ctx.args[1]);
+  KeyLocks lock(ctx.engine, key);
+  if (!options->replace && LookupKey(ctx, key, /*touch=*/false)) {
+    return ctx.reply.Error(kBusyKey);
+  }
+  auto ttl = ParseInt64(ctx.args[2]);
+  if (!ttl) return ctx.reply.Error(errors::kNotInteger);
+  if (*ttl < 0) return ctx.reply.Error("ERR Invalid TTL value, must be >= 0");
+
+  // Decoded and checked whole before anything changes: a bad payload changes nothing.
+  persist::DecodedDump dump;
+  switch (persist::DecodeDump(ctx.args.TakeBytes(3), key, dump)) {
+    case persist::DumpStatus::kOk:
+      break;
+    case persist::DumpStatus::kBadFooter:
+      return ctx.reply.Error(kBadPayload);
+    case persist::DumpStatus::kBadFormat:
+      return ctx.reply.Error(kBadFormat);
+  }
+  for (size_t i = 1; i < dump.keys.size(); ++i) {  // a registration's sessions
+    if (!options->replace && LookupKey(ctx, dump.keys[i], /*touch=*/false)) {
+      return ctx.reply.Error(kBusyKey);
+    }
+  }
+  const persist::Limits limits = LiveLimits(ctx.engine);
+  for (const persist::Mutation& m : dump.records) {
+    const persist::Verdict verdict = persist::Check(m, limits);
+    if (!verdict.ok) {
+      return ctx.reply.Error(
+          (verdict.out_of_memory ? "OOM RESTORE refused: " : "ERR RESTORE refused: ") +
+          verdict.why);
+    }
+  }
+
+  if (options->replace && !DeleteAll(ctx, dump.keys)) return;
+  int64_t at = 0;
+  if (*ttl != 0) {
+    const int64_t now = NowMs();
+    at = options->absttl ? *ttl
+                         : (*ttl > std::numeric_limits<int64_t>::max() - now
+                                ? std::numeric_limits<int64_t>::max()
+                                : *ttl + now);
+    if (at <= now) return ctx.reply.Simple("OK");  // already expired: nothing to create
+  }
+  store::Database& db = Db(ctx);
+  bool ok = true;
+  for (persist::Mutation& m : dump.records) {
+    if (auto* create = std::get_if<persist::VCreate>(&m)) create->index = db.vectors.ReserveIndex();
+    if (auto* set = std::get_if<persist::StringSet>(&m)) set->at_ms = static_cast<uint64_t>(at);
+    if (!(ok = Apply(ctx, m))) break;
+  }
+  if (ok && at != 0 && dump.type != store::KeyType::kString) {
+    ok = Apply(ctx, persist::KeyExpire{key, static_cast<uint64_t>(at)});
+  }
+  if (!ok) {
+    // The error is queued; what was restored before it goes again. Its records are logged, so a
+    // crash in between replays a part of the key, which this deletion, also logged, removes.
+    for (const std::string& k : dump.keys) {
+      if (auto info = db.keys.Find(k)) DeleteKey(ctx, k, info->type);
+    }
+    return;
+  }
+  ctx.reply.Simple("OK");
+}
+
+// ---- MIGRATE -------------------------------------------------------------------------------
+
+struct MigrateArgs {
+  bool copy = false, replace = false;
+  std::optional<std::string> user, password;
+  size_t first_key = 3, num_keys = 1;
+  int64_t db = 0;
+  int64_t timeout_ms = 1000;
+};
+
+std::optional<MigrateArgs> ParseMigrateArgs(Context& ctx) {
+  MigrateArgs a;
+  const size_t n = ctx.args.size();
+  for (size_t j = 6; j < n; ++j) {
+    const std::string_view arg = ctx.args[j];
+    const size_t more = n - 1 - j;
+    if (EqualsIgnoreCase(arg, "copy")) {
+      a.copy = true;
+    } else if (EqualsIgnoreCase(arg, "replace")) {
+      a.replace = true;
+    } else if (EqualsIgnoreCase(arg, "auth")) {
+      if (more < 1) return ctx.reply.Error(errors::kSyntax), std::nullopt;
+      a.password = std::string(ctx.args[++j]);
+    } else if (EqualsIgnoreCase(arg, "auth2")) {
+      if (more < 2) return ctx.reply.Error(errors::kSyntax), std::nullopt;
+      a.user = std::string(ctx.args[++j]);
+      a.password = std::string(ctx.args[++j]);
+    } else if (EqualsIgnoreCase(arg, "keys")) {
+      if (!ctx.args[3].empty()) {
+        ctx.reply.Error(
+            "ERR When using MIGRATE KEYS option, the key argument must be set to the empty "
+            "string");
+        return std::nullopt;
+      }
+      a.first_key = j + 1;
+      a.num_keys = n - j - 1;
+      break;
+    } else {
+      return ctx.reply.Error(errors::kSyntax), std::nullopt;
+    }
+  }
+  auto timeout = ParseInt64(ctx.args[5]);
+  auto db = ParseInt64(ctx.args[4]);
+  if (!timeout || !db) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
+  a.timeout_ms =
+      *timeout <= 0 ? 1000 : std::min<int64_t>(*timeout, std::numeric_limits<int>::max());
+  a.db = *db;
+  return a;
+}
+
+// A request's RESP framing, for small arguments: `*n`, then each bulk.
+void AppendBulk(std::string& out, std::string_view arg) {
+  out += '$';
+  out += std::to_string(arg.size());
+  out += "\r\n";
+  out.append(arg);
+  out += "\r\n";
+}
+
+Bytes Command(std::initializer_list<std::string_view> args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (std::string_view arg : args) AppendBulk(out, arg);
+  return Bytes::CopyOf(out);
+}
+
+struct Migrating {
+  std::string key;
+  store::KeyType type;
+};
+
+void Migrate(Context& ctx) {
+  auto args = ParseMigrateArgs(ctx);
+  if (!args) return;
+  std::vector<std::string_view> names;
+  for (size_t i = 0; i < args->num_keys; ++i) names.push_back(ctx.args[args->first_key + i]);
+  // Held until the source keys are deleted: a read-modify-write of one of them waits.
+  KeyLocks lock(ctx.engine, names);
+  store::Database& db = Db(ctx);
+
+  // The request: AUTH, SELECT, then RESTORE-ASKING per key whose payload is streamed from the
+  // stored buffers (its bulk length first, the records straight after).
+  std::vector<Bytes> request;
+  if (args->password) {
+    request.push_back(args->user ? Command({"AUTH", *args->user, *args->password})
+                                 : Command({"AUTH", *args->password}));
+  }
+  const std::string db_text = std::to_string(args->db);
+  request.push_back(Command({"SELECT", db_text}));
+  std::vector<Migrating> sent;
+  const int64_t now = NowMs();
+  for (std::string_view name : names) {
+    const std::string key(name);
+    auto info = LookupKey(ctx, key, /*touch=*/true);
+    if (!info) continue;
+    // A registration's sessions travel inside its payload when it is in the same request.
+    if (info->type == store::KeyType::kVstore && key.size() > 3 &&
+        (key.ends_with("_pk") || key.ends_with("_pv"))) {
+      const std::string owner = key.substr(0, key.size() - 3);
+      if (std::find(names.begin(), names.end(), owner) != names.end()) {
+        auto owner_info = db.keys.Find(owner);
+        if (owner_info && owner_info->type == store::KeyType::kKvPrefix) continue;
+      }
+    }
+    int64_t ttl = 0;
+    if (info->expire_at_ms != 0) {
+      ttl = info->expire_at_ms - now;
+      if (ttl < 0) continue;
+      ttl = std::max<int64_t>(ttl, 1);
+    }
+    auto payload = DumpOf(db, key, *info);
+    if (!payload) continue;
+    uint64_t length = 0;
+    for (const Bytes& piece : *payload) length += piece.size();
+    std::string head = "*" + std::to_string(args->replace ? 5 : 4) + "\r\n";
+    AppendBulk(head, "RESTORE-ASKING");
+    AppendBulk(head, key);
+    AppendBulk(head, std::to_string(ttl));
+    head += "$" + std::to_string(length) + "\r\n";
+    request.push_back(Bytes::CopyOf(head));
+    for (Bytes& piece : *payload) request.push_back(std::move(piece));
+    std::string tail = "\r\n";
+    if (args->replace) AppendBulk(tail, "REPLACE");
+    request.push_back(Bytes::CopyOf(tail));
+    sent.push_back(Migrating{key, info->type});
+  }
+  if (sent.empty()) return ctx.reply.Simple("NOKEY");
+
+  // A new connection per MIGRATE (Redis caches one per target for 10 s): SELECT every time.
+  std::string why;
+  auto link = MigrateLink::Connect(std::string(ctx.args[1]), std::string(ctx.args[2]),
+                                   std::chrono::milliseconds(args->timeout_ms), why);
+  if (!link) return ctx.reply.Error("IOERR error or timeout connecting to the client");
+  if (!link->Send(request)) {
+    return ctx.reply.Error("IOERR error or timeout writing to target instance");
+  }
+  constexpr std::string_view kReading = "IOERR error or timeout reading to target instance";
+  std::optional<std::string> target_error;  // the first error the target replied
+  const auto take = [&](const protocol::RespValue& reply) {
+    if (reply.type == protocol::RespType::kError && !target_error) target_error = reply.str;
+    return reply.type != protocol::RespType::kError;
+  };
+  for (int preamble = args->password ? 2 : 1; preamble > 0; --preamble) {
+    auto reply = link->Read();
+    if (!reply) return ctx.reply.Error(kReading);
+    take(*reply);
+  }
+  const bool preamble_failed = target_error.has_value();
+  bool socket_error = false;
+  for (const Migrating& m : sent) {
+    auto reply = link->Read();
+    if (!reply) {
+      socket_error = true;
+      break;
+    }
+    if (!take(*reply) || preamble_failed || args->copy) continue;
+    // Acknowledged: the source key goes (with a registration, its sessions and state).
+    Deleted done = DeleteKey(ctx, m.key, m.type);
+    if (!done.ok) return ctx.reply.Error(done.error);
+    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  }
+  if (target_error)
+    return ctx.reply.Error("ERR Target instance replied with error: " + *target_error);
+  if (socket_error) return ctx.reply.Error(kReading);
+  ctx.reply.Simple("OK");
+}
+
+// Redis's migrateGetKeys: the key argument, or with an empty one, every key after KEYS.
+std::vector<KeyPosition> MigrateKeys(const protocol::Request& args) {
+  constexpr uint32_t kMoved = kKeyRW | kKeyAccess | kKeyDelete;
+  size_t first = 3, count = 1;
+  for (size_t i = 6; i < args.size(); ++i) {
+    if (EqualsIgnoreCase(args[i], "keys") && args[3].empty()) {
+      first = i + 1, count = args.size() - first;
+      break;
+    }
+  }
+  std::vector<KeyPosition> out;
+  if (args.size() <= 3) return out;
+  for (size_t i = first; i < first + count && i < args.size(); ++i) {
+    out.push_back(KeyPosition{i, kMoved});
+  }
+  return out;
+}
+
+}  // namespace
+
+void RegisterMigrateCommands(Registry& r) {
+  const Arg replace =
+      Tokened(TypedArg("replace", ArgType::kPureToken, kArgOptional), "REPLACE", "3.0.0");
+  auto restore_args = [&] {
+    return std::vector<Arg>{
+        KeyArg("key"),
+        IntArg("ttl"),
+        StrArg("serialized-value"),
+        replace,
+        Tokened(TypedArg("absttl", ArgType::kPureToken, kArgOptional), "ABSTTL", "5.0.0"),
+        Tokened(IntArg("seconds", kArgOptional), "IDLETIME", "5.0.0"),
+        Tokened(IntArg("frequency", kArgOptional), "FREQ", "5.0.0"),
+    };
+  };
+  CommandSpec dump =
+      AsRedis(MakeSpec("generic", 1, "dump", 2, kReadonly, "<key>",
+                       "Serialises a key of any type (records + version and checksum) for RESTORE.",
+                       Dump, "O(1) to reach the key, O(N) in its size to serialise it"),
+              "2.6.0", kAclKeyspace, {"nondeterministic_output"}, {KeyArg("key")});
+  dump.key_specs = {RangeKeySpec(kKeyRO | kKeyAccess, 1)};
+  r.Add(std::move(dump));
+
+  auto restore = [&](std::string name, std::string group, uint32_t flags, std::string since,
+                     std::string summary) {
+    CommandSpec s =
+        AsRedis(MakeSpec(std::move(group), 1, std::move(name), -4, kWrite | kDenyOom | flags,
+                         "<key> <ttl> <serialized-value> [REPLACE] [ABSTTL] [IDLETIME seconds] "
+                         "[FREQ frequency]",
+                         std::move(summary), Restore,
+                         "O(1) to create the key, O(N) in the payload's size to decode it"),
+                std::move(since), kAclKeyspace | kAclDangerous, {}, restore_args());
+    s.key_specs = {RangeKeySpec(kKeyOW | kKeyUpdate, 1)};
+    return s;
+  };
+  r.Add(restore("restore", "generic", 0, "2.6.0",
+                "Creates a key from a DUMP payload, with a TTL in ms (0: none); logged and "
+                "durable; a bad payload changes nothing."));
+  r.Add(restore("restore-asking", "server", kAsking, "3.0.0",
+                "RESTORE as MIGRATE sends it: the same command, routed as if ASKING was sent."));
+
+  CommandSpec migrate =
+      MakeSpec("generic", 0, "migrate", -6, kWrite | kMovableKeys,
+               "<host> <port> <key|\"\"> <destination-db> <timeout> [COPY] [REPLACE] "
+               "[AUTH password | AUTH2 username password] [KEYS key [key ...]]",
+               "Moves keys to another prefixd: RESTORE-ASKING there, streamed from the stored "
+               "buffers, then deleted here once acknowledged (kept with COPY).",
+               Migrate, "O(N) in the bytes moved");
+  migrate.first_key = migrate.last_key = 3;
+  migrate.key_step = 1;
+  Arg key = KeyArg("key");
+  Arg empty = TokenArg("empty_string", "");
+  Arg keys = Tokened(KeyArg("key"), "KEYS", "3.0.6");
+  keys.key_spec_index = 1;
+  keys.flags = kArgOptional | kArgMultiple;
+  Arg auth = Tokened(StrArg("password", kArgOptional), "AUTH", "4.0.7");
+  Arg auth2 = BlockArg("username_password", kArgOptional, {StrArg("username"), StrArg("password")},
+                       "AUTH2");
+  auth2.since = "6.0.0";
+  migrate = AsRedis(
+      std::move(migrate), "2.6.0", kAclKeyspace | kAclDangerous, {"nondeterministic_output"},
+      {StrArg("host"), IntArg("port"), OneOfArg("key_or_empty_string", 0, {key, empty}),
+       IntArg("destination-db"), IntArg("timeout"),
+       Tokened(TypedArg("copy", ArgType::kPureToken, kArgOptional), "COPY", "3.0.0"),
+       Tokened(TypedArg("replace", ArgType::kPureToken, kArgOptional), "REPLACE", "3.0.0"),
+       OneOfArg("authentication", kArgOptional, {auth, auth2}), keys});
+  // The first key, then those after KEYS (incomplete: KEYS may also be a key's name).
+  KeySpec listed;
+  listed.flags = kKeyRW | kKeyAccess | kKeyDelete | kKeyIncomplete;
+  listed.by_keyword = true;
+  listed.keyword = "KEYS";
+  listed.keyword_start_from = -2;
+  listed.last_key = -1;
+  migrate.key_specs = {RangeKeySpec(kKeyRW | kKeyAccess | kKeyDelete, 3), listed};
+  migrate.find_keys = MigrateKeys;
+  r.Add(std::move(migrate));
+}
+
+}  // namespace prefixd::commands

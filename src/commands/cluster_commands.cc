@@ -37,7 +37,8 @@ std::string Redirect(std::string_view kind, uint16_t slot, const cluster::Node& 
 }  // namespace
 
 std::string ClusterRedirect(Engine& engine, const server::ClientState& client,
-                            const CommandSpec& spec, const protocol::Request& args) {
+                            const CommandSpec& spec, const protocol::Request& args,
+                            bool* migrating_here) {
   std::vector<KeyPosition> keys = KeyPositions(spec, args);
   if (keys.empty()) return {};
   std::shared_ptr<const Topology> snapshot = engine.cluster->Snapshot();
@@ -77,6 +78,7 @@ std::string ClusterRedirect(Engine& engine, const server::ClientState& client,
     return {};
   }
   if (!t.Serves(s)) return Redirect("MOVED", s, t.nodes[t.owner[s]]);
+  if (migrating_here != nullptr) *migrating_here = migrating;
   return {};
 }
 

@@ -13,8 +13,10 @@ namespace prefixd::commands {
 // The error reply (without '-') that sends `args` elsewhere, or empty to serve it here. A
 // request without keys is always served here. Also asked with only the arguments received before
 // a large one (the key of a 300 MB SSM.PREFIX.STORE): a redirect found from those is final, so
-// the rest of the request is discarded as it arrives.
+// the rest of the request is discarded as it arrives. `migrating` (when given) is set when the
+// request is to be served here from a slot this node is migrating away.
 std::string ClusterRedirect(Engine& engine, const server::ClientState& client,
-                            const CommandSpec& spec, const protocol::Request& args);
+                            const CommandSpec& spec, const protocol::Request& args,
+                            bool* migrating = nullptr);
 
 }  // namespace prefixd::commands

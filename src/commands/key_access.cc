@@ -71,6 +71,11 @@ Deleted DeleteKey(Context& ctx, std::string_view key, store::KeyType type) {
   return DeleteKey(ctx.engine, static_cast<size_t>(ctx.client.db.load()), key, type);
 }
 
+namespace {
+// The stripes held by KeyLocks objects on this thread.
+thread_local std::vector<size_t> stripes_held_here;
+}  // namespace
+
 KeyLocks::KeyLocks(Engine& engine, std::span<const std::string_view> keys) {
   std::vector<size_t> stripes;
   stripes.reserve(keys.size());
@@ -78,7 +83,21 @@ KeyLocks::KeyLocks(Engine& engine, std::span<const std::string_view> keys) {
   std::sort(stripes.begin(), stripes.end());
   stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
   held_.reserve(stripes.size());
-  for (size_t stripe : stripes) held_.emplace_back(engine.key_lock(stripe));
+  for (size_t stripe : stripes) {
+    if (std::find(stripes_held_here.begin(), stripes_held_here.end(), stripe) !=
+        stripes_held_here.end()) {
+      continue;
+    }
+    held_.emplace_back(engine.key_lock(stripe));
+    stripes_.push_back(stripe);
+    stripes_held_here.push_back(stripe);
+  }
+}
+
+KeyLocks::~KeyLocks() {
+  for (size_t stripe : stripes_) {
+    stripes_held_here.erase(std::find(stripes_held_here.begin(), stripes_held_here.end(), stripe));
+  }
 }
 
 namespace {

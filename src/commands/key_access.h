@@ -35,13 +35,20 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
 // DeleteKey in the database the command's client has selected.
 Deleted DeleteKey(Context& ctx, std::string_view key, store::KeyType type);
 
-// Holds the engine's key-lock stripes of `keys` (each once, ascending) for its lifetime.
+// Holds the engine's key-lock stripes of `keys` (each once, ascending) for its lifetime. Stripes
+// the calling thread already holds through an enclosing KeyLocks are skipped, so a command run
+// under its keys' stripes (a write to a migrating slot) can take them again; the inner keys must
+// be among the outer ones, or the ascending order that prevents deadlock is lost.
 class KeyLocks {
  public:
   KeyLocks(Engine& engine, std::span<const std::string_view> keys);
   KeyLocks(Engine& engine, std::string_view key) : KeyLocks(engine, std::span(&key, 1)) {}
+  ~KeyLocks();
+  KeyLocks(const KeyLocks&) = delete;
+  KeyLocks& operator=(const KeyLocks&) = delete;
 
  private:
+  std::vector<size_t> stripes_;  // the ones this object took
   std::vector<std::unique_lock<std::mutex>> held_;
 };
 

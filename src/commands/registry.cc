@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <optional>
 
 #include "commands/cluster_routing.h"
 #include "commands/errors.h"
@@ -259,11 +260,21 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
   if (!client.authenticated && !(spec->flags & kNoAuth)) {
     return Reject(spec, reply, errors::kNoAuth);
   }
+  // A write to a key of a slot being migrated away holds the key's lock stripes, as MIGRATE does
+  // from reading the key to deleting it, and is routed again under them: the key may have left
+  // meanwhile (then it is asked for on the target), and a write never lands between MIGRATE's
+  // copy and its delete.
+  std::optional<KeyLocks> migration_guard;
   if (engine_.cluster != nullptr) {
-    if (std::string redirect = ClusterRedirect(engine_, client, *spec, request);
-        !redirect.empty()) {
-      return Reject(spec, reply, redirect);
+    bool migrating = false;
+    std::string redirect = ClusterRedirect(engine_, client, *spec, request, &migrating);
+    if (redirect.empty() && migrating && (spec->flags & kWrite)) {
+      std::vector<std::string_view> keys;
+      for (const KeyPosition& k : KeyPositions(*spec, request)) keys.push_back(request[k.index]);
+      migration_guard.emplace(engine_, keys);
+      redirect = ClusterRedirect(engine_, client, *spec, request);
     }
+    if (!redirect.empty()) return Reject(spec, reply, redirect);
   }
   if ((spec->flags & kWrite) && engine_.durability() && !engine_.durability()->healthy()) {
     return Reject(spec, reply,

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -57,13 +58,20 @@ class RedisCluster {
     std::mt19937 rng(static_cast<uint32_t>(::getpid()) ^
                      static_cast<uint32_t>(Clock::now().time_since_epoch().count()));
     for (int attempt = 0; attempt < 5; ++attempt) {
-      // Client ports base..base+2; the cluster bus adds 10000.
-      const int base = 20000 + static_cast<int>(rng() % 30000);
+      // Client ports base..base+2 and bus ports (+10000) below the kernel's ephemeral range
+      // (32768 up), where the ports of other tests' servers and of every connection come from.
+      const int base = 20000 + static_cast<int>(rng() % 2700);
       for (int i = 0; i < kNodes; ++i) ports_[i] = base + i;
       if (Launch() && WaitReady(15s)) return {};
       Stop();
     }
-    return "the cluster did not come up (logs in " + root_ + ")";
+    std::string why = "the cluster did not come up in 5 tries; the last one's logs:";
+    for (int i = 0; i < kNodes; ++i) {
+      std::ifstream log(root_ + "/redis-" + std::to_string(i) + ".log");
+      why += "\n--- node " + std::to_string(i) + "\n";
+      why.append(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
+    }
+    return why;
   }
 
   void Stop() {
@@ -233,6 +241,12 @@ class RedisClusterTest : public ::testing::Test {
     return std::move(c).value();
   }
 
+  // The redirect checks, run by one test on one cluster (each cluster costs Redis's 2 s rejoin
+  // delay); each leaves the slots as it found them.
+  static void FollowsMovedToTheNewOwnerWithinTheRetryBound();
+  static void FollowsAskDuringAMigrationWithoutChangingTheMap();
+  static void RecoversFromLostConnectionsAndGivesUpOnAStuckNode();
+
   static RedisCluster* cluster_;
   static std::string start_error_;
 };
@@ -321,7 +335,7 @@ TEST_F(RedisClusterTest, RoutesEveryKeyToTheNodeServingItsSlot) {
   ASSERT_TRUE(cc.Command("{user7}", {"DEL", "{user7}.a", "{user7}.b"}).ok());
 }
 
-TEST_F(RedisClusterTest, FollowsMovedToTheNewOwnerWithinTheRetryBound) {
+void RedisClusterTest::FollowsMovedToTheNewOwnerWithinTheRetryBound() {
   const std::string key = KeyOnNode(0, "moved:");
   const uint16_t slot = ClusterClient::SlotOf(key);
   ClusterClient cc = Connect(0);
@@ -365,7 +379,7 @@ TEST_F(RedisClusterTest, FollowsMovedToTheNewOwnerWithinTheRetryBound) {
   EXPECT_EQ(cc.NodeOf(key), cluster_->address(0));
 }
 
-TEST_F(RedisClusterTest, FollowsAskDuringAMigrationWithoutChangingTheMap) {
+void RedisClusterTest::FollowsAskDuringAMigrationWithoutChangingTheMap() {
   // Two keys of one slot (one hash tag) on node 0; the slot is migrating to node 1.
   const std::string tag = "{" + KeyOnNode(0, "ask") + "}";
   const std::string staying = tag + ":staying", arriving = tag + ":arriving";
@@ -412,7 +426,7 @@ TEST_F(RedisClusterTest, FollowsAskDuringAMigrationWithoutChangingTheMap) {
   cluster_->AssignSlot(slot, 0);
 }
 
-TEST_F(RedisClusterTest, RecoversFromLostConnectionsAndGivesUpOnAStuckNode) {
+void RedisClusterTest::RecoversFromLostConnectionsAndGivesUpOnAStuckNode() {
   // Seeds: a dead one first, then a live one; bad seeds fail with what went wrong.
   const std::string dead = Address(UnusedPort());
   const std::vector<std::string> seeds = {dead, cluster_->address(2)};
@@ -476,6 +490,19 @@ TEST_F(RedisClusterTest, RecoversFromLostConnectionsAndGivesUpOnAStuckNode) {
   auto back = Set(*quick, key, "answered");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ASSERT_TRUE(quick->Command(key, {"DEL", key}).ok());
+}
+
+TEST_F(RedisClusterTest, FollowsRedirectsAndRecoversFromLostNodes) {
+  {
+    SCOPED_TRACE("MOVED");
+    ASSERT_NO_FATAL_FAILURE(FollowsMovedToTheNewOwnerWithinTheRetryBound());
+  }
+  {
+    SCOPED_TRACE("ASK");
+    ASSERT_NO_FATAL_FAILURE(FollowsAskDuringAMigrationWithoutChangingTheMap());
+  }
+  SCOPED_TRACE("lost connections and nodes");
+  RecoversFromLostConnectionsAndGivesUpOnAStuckNode();
 }
 
 TEST(ClusterRedirectTest, KnowsTheRedirectReplies) {

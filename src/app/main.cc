@@ -51,6 +51,32 @@ prefixd::server::TlsOptions TlsFromSettings(const prefixd::Settings& s) {
   return o;
 }
 
+// Opens this node's cluster view (nodes.conf, relative to the data directory). Its address is
+// cluster-announce-ip, else the bind address, else loopback when bind is a wildcard; its port is
+// cluster-announce-port, else the TCP (or TLS) port. Returns an error text.
+std::string OpenCluster(const prefixd::Settings& s, const std::string& dir,
+                        prefixd::commands::Engine& engine) {
+  using prefixd::Setting;
+  std::string path = s.String(Setting::kClusterConfigFile);
+  if (!path.empty() && path[0] != '/') path = dir + "/" + path;
+  std::string ip = s.String(Setting::kClusterAnnounceIp);
+  if (ip.empty()) {
+    std::string bind = s.String(Setting::kBind);
+    ip = bind.substr(0, bind.find(' '));
+    if (ip.empty() || ip == "*" || ip == "0.0.0.0" || ip == "::" || ip == "-::*") ip = "127.0.0.1";
+  }
+  auto port = static_cast<int>(s.Int(Setting::kClusterAnnouncePort));
+  if (port == 0) port = static_cast<int>(s.Int(Setting::kPort));
+  if (port == 0) port = static_cast<int>(s.Int(Setting::kTlsPort));
+  std::string error;
+  engine.cluster = prefixd::cluster::ClusterState::Open(path, ip, port, error);
+  if (engine.cluster == nullptr) return error;
+  auto t = engine.cluster->Snapshot();
+  spdlog::info("Cluster node {} at {}: {} of 16384 slots assigned, {} nodes known ({})",
+               t->Myself().id, t->Myself().Address(), t->AssignedSlots(), t->nodes.size(), path);
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +140,13 @@ int main(int argc, char** argv) {
     }
   } else {
     spdlog::warn("appendonly is off: stored state lives in memory only and is lost at exit");
+  }
+
+  if (settings.Bool(Setting::kClusterEnabled)) {
+    if (std::string err = OpenCluster(settings, dir, engine); !err.empty()) {
+      spdlog::critical("Can't start as a cluster node: {}", err);
+      return 1;
+    }
   }
 
   server::ServerOptions options;

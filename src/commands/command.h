@@ -49,6 +49,8 @@ enum CommandFlag : uint32_t {
   kNoAsyncLoading = 1u << 15,
   kNoMulti = 1u << 16,
   kMovableKeys = 1u << 17,
+  // Served for a slot being imported as if ASKING had been sent (RESTORE-ASKING).
+  kAsking = 1u << 19,
   // Redis keeps these out of COMMAND INFO; they change no reply here either.
   kSentinel = 1u << 18,
 };

@@ -32,6 +32,7 @@ std::vector<std::string_view> FlagNames(uint32_t flags) {
       {kStale, "stale"},
       {kSkipMonitor, "skip_monitor"},
       {kSkipSlowlog, "skip_slowlog"},
+      {kAsking, "asking"},
       {kFast, "fast"},
       {kNoAuth, "no_auth"},
       {kNoMandatoryKeys, "no_mandatory_keys"},

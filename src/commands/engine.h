@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/cluster_state.h"
 #include "commands/command_stats.h"
 #include "commands/prefix_receipt.h"
 #include "common/settings.h"
@@ -119,6 +120,8 @@ class Engine {
 
   // The command table, for COMMAND and HELP replies; set by the Registry that serves this engine.
   const Registry* registry = nullptr;
+  // This node's view of the cluster when cluster-enabled is yes, else null. Set at start-up.
+  std::unique_ptr<cluster::ClusterState> cluster;
   // Config file path, for INFO.
   std::string config_file;
   std::string executable;

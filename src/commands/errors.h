@@ -69,6 +69,20 @@ inline constexpr std::string_view kLfuNotSelected =
 inline constexpr std::string_view kLfuSelected =
     "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
     "switching between policies at runtime LRU and LFU data will take some time to adjust.";
+// Cluster mode (Redis's cluster.c).
+inline constexpr std::string_view kClusterDisabled =
+    "ERR This instance has cluster support disabled";
+inline constexpr std::string_view kCrossSlot =
+    "CROSSSLOT Keys in request don't hash to the same slot";
+inline constexpr std::string_view kTryAgain =
+    "TRYAGAIN Multiple keys request during rehashing of slot";
+inline constexpr std::string_view kClusterDown = "CLUSTERDOWN The cluster is down";
+inline constexpr std::string_view kSlotNotServed = "CLUSTERDOWN Hash slot not served";
+inline constexpr std::string_view kSelectInCluster = "ERR SELECT is not allowed in cluster mode";
+inline constexpr std::string_view kInvalidSlot = "ERR Invalid or out of range slot";
+inline constexpr std::string_view kInvalidSetslot =
+    "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP";
+
 std::string HelloSyntax(std::string_view option);
 std::string UnrecognizedOption(std::string_view option);
 std::string LibField(bool name);  // CLIENT SETINFO's text for a bad lib-name / lib-ver

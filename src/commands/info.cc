@@ -211,6 +211,10 @@ void CommandStatsSection(Engine& e, std::string& out) {
   }
 }
 
+void ClusterSection(Engine& e, std::string& out) {
+  out += e.cluster != nullptr ? "cluster_enabled:1\r\n" : "cluster_enabled:0\r\n";
+}
+
 void ErrorStatsSection(Engine& e, std::string& out) {
   for (const auto& [code, count] : e.stats().errors.Counts()) {
     Field(out, "errorstat_" + code, "count=" + std::to_string(count));
@@ -302,6 +306,7 @@ constexpr Section kSections[] = {
     {"commandstats", "Commandstats", false, CommandStatsSection},
     {"errorstats", "Errorstats", true, ErrorStatsSection},
     {"latencystats", "Latencystats", false, LatencyStatsSection},
+    {"cluster", "Cluster", true, ClusterSection},
     {"keyspace", "Keyspace", true, KeyspaceSection},
     {"disktier", "Disktier", true, DisktierSection},
     {"vstore", "Vstore", true, VstoreInfoSection},

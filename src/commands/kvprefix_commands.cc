@@ -16,6 +16,7 @@
 #include "commands/registry.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
+#include "common/key_slot.h"
 #include "common/numbers.h"
 
 namespace prefixd::commands {
@@ -60,6 +61,14 @@ void Register(Context& ctx) {
   const auto& args = ctx.args;
   const std::string_view ns = args[1];
   if (!ValidNamespace(ctx, ns)) return;
+  // In a cluster the registration and its two V-store halves must share a node: only a hash tag
+  // guarantees their slots agree.
+  if (ctx.engine.cluster != nullptr && (KeySlot(std::string(ns) + "_pk") != KeySlot(ns) ||
+                                        KeySlot(std::string(ns) + "_pv") != KeySlot(ns))) {
+    return ctx.reply.Error(
+        "ERR KV.PREFIX.REGISTER: in cluster mode the namespace needs a hash tag, e.g. '{" +
+        std::string(ns) + "}', so that its _pk and _pv sessions live on its node");
+  }
   const vstore::Limits limits = vstore::LimitsOf(ctx.engine);
   auto dim = vstore::ParseCount(args[2]);
   if (!dim || *dim < 1 || *dim > limits.max_dim) {

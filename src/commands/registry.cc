@@ -6,6 +6,7 @@
 #include <cctype>
 #include <chrono>
 
+#include "commands/cluster_routing.h"
 #include "commands/errors.h"
 #include "commands/key_access.h"
 #include "common/ascii.h"
@@ -93,6 +94,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterPrefixIndexCommands(*this);
   RegisterKeyCommands(*this);
   RegisterStringCommands(*this);
+  RegisterClusterCommands(*this);
 }
 
 void Registry::Add(CommandSpec spec) {
@@ -191,24 +193,48 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) {
   }
 }
 
-void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
-                        protocol::ReplyWriter& reply) {
+template <class AnswerFn>
+void Registry::Answer(server::ClientState& client, protocol::ReplyWriter& reply,
+                      const AnswerFn& answer) {
   if (!client.reply_off && !client.reply_skip) {
-    DispatchTo(client, request, reply);
+    answer(reply);
   } else {
     // CLIENT REPLY OFF/SKIP: the command runs against a scratch writer whose bytes are kept only
     // when the command itself turned replies back on (CLIENT REPLY ON).
     protocol::ReplyWriter scratch(reply.protocol());
-    DispatchTo(client, request, scratch);
+    answer(scratch);
     if (!client.reply_off && !client.reply_skip) {
       for (auto piece : scratch.Buffers()) {
         reply.Raw({reinterpret_cast<const char*>(piece.data()), piece.size()});
       }
     }
   }
-  // CLIENT REPLY SKIP covers the command after it.
+  // CLIENT REPLY SKIP covers the command after it; so does ASKING.
   client.reply_skip = client.reply_skip_next;
   client.reply_skip_next = false;
+  client.asking = client.asking_next;
+  client.asking_next = false;
+}
+
+void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
+                        protocol::ReplyWriter& reply) {
+  Answer(client, reply, [&](protocol::ReplyWriter& w) { DispatchTo(client, request, w); });
+}
+
+std::string Registry::RefuseBeforeLargeArgument(const server::ClientState& client,
+                                                const protocol::Request& partial) {
+  if (engine_.cluster == nullptr || !client.authenticated || partial.empty()) return {};
+  const CommandSpec* spec = Find(partial[0]);
+  // A container's keys follow its subcommand; none of those takes a large argument.
+  if (spec == nullptr || !spec->subcommands.empty()) return {};
+  return ClusterRedirect(engine_, client, *spec, partial);
+}
+
+void Registry::Refuse(server::ClientState& client, const protocol::Request& partial,
+                      protocol::ReplyWriter& reply, std::string_view refusal) {
+  client.last_interaction_ms.store(CoarseNowMs(), std::memory_order_relaxed);
+  const CommandSpec* spec = partial.empty() ? nullptr : Find(partial[0]);
+  Answer(client, reply, [&](protocol::ReplyWriter& w) { Reject(spec, w, refusal); });
 }
 
 void Registry::DispatchTo(server::ClientState& client, protocol::Request& request,
@@ -231,6 +257,12 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
   }
   if (!client.authenticated && !(spec->flags & kNoAuth)) {
     return Reject(spec, reply, errors::kNoAuth);
+  }
+  if (engine_.cluster != nullptr) {
+    if (std::string redirect = ClusterRedirect(engine_, client, *spec, request);
+        !redirect.empty()) {
+      return Reject(spec, reply, redirect);
+    }
   }
   if ((spec->flags & kWrite) && engine_.durability() && !engine_.durability()->healthy()) {
     return Reject(spec, reply,

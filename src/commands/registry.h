@@ -28,6 +28,10 @@ class Registry : public server::Dispatcher {
   void OnDisconnect(const std::shared_ptr<server::ClientState>& client) override;
   void Dispatch(server::ClientState& client, protocol::Request& request,
                 protocol::ReplyWriter& reply) override;
+  std::string RefuseBeforeLargeArgument(const server::ClientState& client,
+                                        const protocol::Request& partial) override;
+  void Refuse(server::ClientState& client, const protocol::Request& partial,
+              protocol::ReplyWriter& reply, std::string_view refusal) override;
   protocol::ParserLimits LimitsFor(const server::ClientState& client) const override;
   bool WhenDurable(uint64_t lsn, std::function<void()> resume) override;
   int64_t IdleTimeoutSeconds() const override;
@@ -36,6 +40,10 @@ class Registry : public server::Dispatcher {
   void Add(CommandSpec spec);
 
  private:
+  // Runs `answer` against `reply` as CLIENT REPLY asks (ON, OFF, SKIP), then moves the per-command
+  // flags (SKIP, ASKING) on to the next command.
+  template <class AnswerFn>
+  void Answer(server::ClientState& client, protocol::ReplyWriter& reply, const AnswerFn& answer);
   // Dispatch without CLIENT REPLY's filtering.
   void DispatchTo(server::ClientState& client, protocol::Request& request,
                   protocol::ReplyWriter& reply);
@@ -72,5 +80,6 @@ void RegisterKvPrefixCommands(Registry& registry);
 void RegisterPrefixIndexCommands(Registry& registry);
 void RegisterKeyCommands(Registry& registry);
 void RegisterStringCommands(Registry& registry);
+void RegisterClusterCommands(Registry& registry);
 
 }  // namespace prefixd::commands

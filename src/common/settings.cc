@@ -121,6 +121,18 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
     {"supervised", T::kEnum, false, "no", 0, 0, "no|systemd|auto",
      "Tell systemd when the server is ready and stopping (sd_notify; auto: when NOTIFY_SOCKET "
      "is set)"},
+    {"cluster-enabled", T::kBool, false, "no", 0, 0, "",
+     "Serve as a Redis Cluster node: keys of slots this node does not serve get -MOVED"},
+    {"cluster-config-file", T::kString, false, "nodes.conf", 0, 0, "",
+     "The cluster topology in Redis's nodes.conf format, relative to dir; created when missing",
+     true},
+    {"cluster-announce-ip", T::kString, false, "", 0, 0, "",
+     "Address other nodes and clients reach this node at (empty: the bind address, or "
+     "127.0.0.1 when that is a wildcard)"},
+    {"cluster-announce-port", T::kInteger, false, "0", 0, 65535, "",
+     "Port clients reach this node at (0: port)"},
+    {"cluster-require-full-coverage", T::kBool, true, "yes", 0, 0, "",
+     "Refuse keyed commands with -CLUSTERDOWN while any slot is served by no node"},
 }};
 
 // latency-tracking-info-percentiles: numbers from 0 to 100 separated by spaces, rewritten as

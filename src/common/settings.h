@@ -74,6 +74,12 @@ enum class Setting : size_t {
   kMetricsPort,
   kMetricsBind,
   kSupervised,
+  // Redis Cluster (docs/cluster.md).
+  kClusterEnabled,
+  kClusterConfigFile,
+  kClusterAnnounceIp,
+  kClusterAnnouncePort,
+  kClusterRequireFullCoverage,
   kCount,
 };
 

@@ -153,6 +153,13 @@ size_t RequestParser::Feed(std::string_view input) {
         CommitDirect(take);
         break;
       }
+      case State::kSkipData: {
+        size_t take = std::min(rest.size(), skip_remaining_);
+        skip_remaining_ -= take;
+        consumed += take;
+        if (skip_remaining_ == 0) FinishArgument();
+        break;
+      }
       case State::kCrlf: {
         // Redis skips the two bytes after a bulk without looking at them.
         size_t take = std::min(rest.size(), static_cast<size_t>(crlf_remaining_));
@@ -225,6 +232,12 @@ void RequestParser::OnBulkLine() {
   declared_bytes_ += *length + kArgumentOverhead;
   if (declared_bytes_ > limits_.max_request_bytes) return Fail(ParseError::kRequestTooLarge);
   auto size = static_cast<size_t>(*length);
+  if (refusal_.empty() && size >= kLargeArgument && gate_) refusal_ = gate_(request_);
+  if (!refusal_.empty()) {
+    skip_remaining_ = size + 2;  // the argument and its CRLF
+    state_ = State::kSkipData;
+    return;
+  }
   if (size >= kLargeArgument) {
     // Committed as the bytes arrive: a client that declares a large argument and sends little
     // costs what it sent.

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/bytes.h"
 #include "protocol/limits.h"
@@ -37,6 +39,15 @@ class RequestParser {
   static constexpr size_t kIdleLineCapacity = 1024;
 
   explicit RequestParser(ParserLimits limits = {}) : limits_(limits) {}
+
+  // Asked before a large argument is received, with the arguments received so far: a non-empty
+  // answer (an error reply without '-') refuses the request, whose remaining bytes are then read
+  // and dropped as they arrive, never held (a cluster node's MOVED for a 300 MB store).
+  using LargeArgumentGate = std::function<std::string(const Request& partial)>;
+  void set_large_argument_gate(LargeArgumentGate gate) { gate_ = std::move(gate); }
+  // Once has_request(): the gate's refusal of that request (empty when it was not refused), to
+  // take before TakeRequest, which then yields only the arguments received before the refusal.
+  std::string TakeRefusal() { return std::exchange(refusal_, {}); }
 
   // Limits apply from the next length the parser reads (e.g. after AUTH succeeds).
   void set_limits(const ParserLimits& limits) { limits_ = limits; }
@@ -71,7 +82,16 @@ class RequestParser {
   size_t ReleaseIdleMemory();
 
  private:
-  enum class State { kStart, kInlineLine, kCountLine, kBulkLine, kSmallData, kLargeData, kCrlf };
+  enum class State {
+    kStart,
+    kInlineLine,
+    kCountLine,
+    kBulkLine,
+    kSmallData,
+    kLargeData,
+    kCrlf,
+    kSkipData,  // an argument of a refused request, and its CRLF
+  };
 
   // Accumulates a line up to '\r' plus one more byte (Redis does not check that it is '\n').
   // Returns true when the line is complete; `consumed` advances over the bytes taken.
@@ -96,6 +116,9 @@ class RequestParser {
   Bytes large_;
   size_t large_filled_ = 0;
   size_t huge_advised_to_ = 0;  // large_ has huge pages advised below this offset
+  size_t skip_remaining_ = 0;
+  LargeArgumentGate gate_;
+  std::string refusal_;  // set while the request in progress is being dropped
   Request request_;
 };
 

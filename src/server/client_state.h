@@ -34,6 +34,12 @@ struct ClientState {
   // The highest log sequence number this client's queued replies depend on: they are sent only
   // once it is durable (0: nothing to wait for).
   uint64_t reply_needs_lsn = 0;
+  // Cluster mode: ASKING lets the next command reach a slot being imported (asking_next is set
+  // by ASKING, asking covers the command after it); READONLY is kept for clients that send it
+  // (every node is a master, so it changes no routing).
+  bool asking = false;
+  bool asking_next = false;
+  bool readonly = false;
 
   // Read by CLIENT LIST/INFO on any thread; written by the owner thread.
   std::atomic<int> resp{2};

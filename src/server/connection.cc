@@ -120,6 +120,9 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       release.registered = true;
       spdlog::debug("Accepted client id={} addr={}", client_->id, client_->addr);
       parser_.set_limits(dispatcher_.LimitsFor(*client_));
+      parser_.set_large_argument_gate([this](const protocol::Request& partial) {
+        return dispatcher_.RefuseBeforeLargeArgument(*client_, partial);
+      });
       asio::co_spawn(executor, Watchdog(weak), asio::detached);
       co_await Serve();
     } catch (const std::system_error& e) {
@@ -248,9 +251,10 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         co_return false;
       }
       if (!parser_.has_request()) break;
+      std::string refusal = parser_.TakeRefusal();
       parser_.TakeRequest(request_);
       client_->query_buffer_bytes.store(read_bytes, std::memory_order_relaxed);
-      RunRequest();
+      RunRequest(refusal);
       parser_.set_limits(dispatcher_.LimitsFor(*client_));
       if (client_->close_after_reply) {
         co_await Flush();
@@ -285,10 +289,14 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   // The exception boundary of one request: whatever a command throws, the client gets an error
   // in place of that request's (partial) reply, and the connection carries on. The request's
   // arguments are dropped either way; the rewind releases what the partial reply pinned.
-  void RunRequest() {
+  void RunRequest(std::string_view refusal) {
     auto mark = reply_.GetMark();
     try {
-      dispatcher_.Dispatch(*client_, request_, reply_);
+      if (refusal.empty()) {
+        dispatcher_.Dispatch(*client_, request_, reply_);
+      } else {
+        dispatcher_.Refuse(*client_, request_, reply_, refusal);
+      }
     } catch (const std::exception& e) {
       reply_.RewindTo(mark);
       LogFailure("request", e);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "protocol/limits.h"
 #include "protocol/reply_writer.h"
@@ -27,6 +28,20 @@ class Dispatcher {
   // client.close_after_reply.
   virtual void Dispatch(ClientState& client, protocol::Request& request,
                         protocol::ReplyWriter& reply) = 0;
+
+  // Asked before a large argument arrives, with the arguments received so far: an error reply
+  // (without '-') refuses the request without receiving the rest (a cluster redirect), empty
+  // lets it go on.
+  virtual std::string RefuseBeforeLargeArgument(const ClientState& /*client*/,
+                                                const protocol::Request& /*partial*/) {
+    return {};
+  }
+  // Answers a request refused that way, in its place among the replies; `partial` holds the
+  // arguments received before the refusal.
+  virtual void Refuse(ClientState& /*client*/, const protocol::Request& /*partial*/,
+                      protocol::ReplyWriter& reply, std::string_view refusal) {
+    reply.Error(refusal);
+  }
 
   // The parser limits that apply to this client now (they change with authentication).
   virtual protocol::ParserLimits LimitsFor(const ClientState& client) const = 0;

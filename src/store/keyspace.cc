@@ -407,6 +407,18 @@ uint64_t Keyspace::CountInSlot(uint16_t slot) const {
   return shard.keys_in_slot[slot >> kShardBits];
 }
 
+std::vector<std::string> Keyspace::KeysInSlot(uint16_t slot, size_t limit) const {
+  std::vector<std::string> out;
+  const Shard& shard = shards_[ShardOfSlot(slot, kShardCount)];
+  std::lock_guard lock(shard.mu);
+  if (shard.keys_in_slot[slot >> kShardBits] == 0) return out;
+  for (const auto& [position, info] : shard.keys) {
+    if (out.size() >= limit) break;
+    if (info.slot == slot) out.push_back(position.key);
+  }
+  return out;
+}
+
 KeyspaceStats Keyspace::Stats(int64_t now_ms) const {
   KeyspaceStats s;
   for (size_t i = 0; i < kShardCount; ++i) {

@@ -133,6 +133,9 @@ class Keyspace {
   std::optional<uint64_t> IdleMs(std::string_view key) const;
 
   uint64_t CountInSlot(uint16_t slot) const;
+  // Up to `limit` keys of `slot` (CLUSTER GETKEYSINSLOT): a walk of the slot's shard, 1/64th of
+  // the keys, skipped when the slot's counter says it is empty.
+  std::vector<std::string> KeysInSlot(uint16_t slot, size_t limit) const;
   KeyspaceStats Stats(int64_t now_ms) const;
   uint64_t size() const;
   // Estimated bytes the directory holds: map nodes, keys, index nodes, expiry entries.

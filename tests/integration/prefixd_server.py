@@ -8,7 +8,7 @@ import time
 import redis
 
 
-def start_server(root, port=None):
+def start_server(root, port=None, flags=()):
     """Starts prefixd with its data in root/data and its log in root/server.log, on `port` or a
     free one (a few tries, in case another process takes the port first); returns (process,
     port) once it answers PING."""
@@ -20,7 +20,7 @@ def start_server(root, port=None):
                 port = s.getsockname()[1]
         with open(os.path.join(root, "server.log"), "ab") as log:
             proc = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(port), "--dir",
-                                     os.path.join(root, "data")],
+                                     os.path.join(root, "data")] + list(flags),
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and proc.poll() is None:
@@ -33,3 +33,29 @@ def start_server(root, port=None):
         proc.wait()
         port = None
     raise RuntimeError("prefixd-server did not start")
+
+
+def start_cluster(root, nodes=3, flags=()):
+    """Starts `nodes` cluster-enabled prefixd servers under root/node-N, each with a nodes.conf
+    naming all of them and an equal share of the 16384 slots; returns [(process, port, id)]."""
+    ports = []
+    for _ in range(nodes):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    ids = ["%039x%x" % (0, i + 1) for i in range(nodes)]
+    bounds = [16384 * i // nodes for i in range(nodes + 1)]
+    started = []
+    for i in range(nodes):
+        data = os.path.join(root, "node-%d" % i, "data")
+        os.makedirs(data)
+        with open(os.path.join(data, "nodes.conf"), "w") as conf:
+            for j in range(nodes):
+                role = "myself,master" if i == j else "master"
+                conf.write("%s 127.0.0.1:%d@0 %s - 0 0 %d connected %d-%d\n"
+                           % (ids[j], ports[j], role, j + 1, bounds[j], bounds[j + 1] - 1))
+            conf.write("vars currentEpoch %d lastVoteEpoch 0\n" % nodes)
+        proc, _ = start_server(os.path.join(root, "node-%d" % i), ports[i],
+                               ["--cluster-enabled", "yes", "--io-threads", "1"] + list(flags))
+        started.append((proc, ports[i], ids[i]))
+    return started

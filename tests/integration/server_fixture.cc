@@ -36,9 +36,9 @@ int RemainingMs(Clock::time_point deadline) {
   return left < 0 ? 0 : static_cast<int>(left);
 }
 
-// Asks the kernel for a free loopback port by binding port 0. Another process could take it
-// before the server binds it; Start() retries with a new port when that happens.
-int PickFreePort() {
+}  // namespace
+
+int FreeLoopbackPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   sockaddr_in addr{};
@@ -54,6 +54,8 @@ int PickFreePort() {
   ::close(fd);
   return port;
 }
+
+namespace {
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -198,7 +200,7 @@ ServerProcess::~ServerProcess() {
 }
 
 ::testing::AssertionResult ServerProcess::Launch(const Options& options, bool* port_taken) {
-  port_ = PickFreePort();
+  port_ = options.port > 0 ? options.port : FreeLoopbackPort();
   if (port_ <= 0) return ::testing::AssertionFailure() << "no free loopback port";
   std::vector<std::string> args = options.launcher;
   for (std::string a : {ServerBinary(), std::string("--bind"), options.bind, std::string("--port"),

@@ -22,6 +22,9 @@ using Millis = std::chrono::milliseconds;
 // Path of the server under test: $PREFIXD_SERVER if set, else the path CMake compiled in.
 std::string ServerBinary();
 
+// A loopback port free now (the kernel's pick for port 0); another process could take it first.
+int FreeLoopbackPort();
+
 // Encodes a request as a RESP multibulk, exactly as a client library would.
 std::string Multibulk(const std::vector<std::string>& args);
 
@@ -48,6 +51,9 @@ class ServerProcess {
     // A command the server is started through, e.g. {"/usr/bin/prlimit", "--nofile=256:256",
     // "--"}: it must exec the server in the same process (pid() is the server's).
     std::vector<std::string> launcher;
+    // Listen on this port (0: a free one, picked anew on each start); nodes of a cluster need
+    // theirs before they start, to name each other in nodes.conf.
+    int port = 0;
     // Address to bind (`--bind`); the fixture still connects to 127.0.0.1.
     std::string bind = "127.0.0.1";
   };

@@ -91,6 +91,46 @@ void ExpectError(std::string_view input, std::string_view message, ParserLimits 
 constexpr std::string_view kInvalidMultibulk = "ERR Protocol error: invalid multibulk length";
 constexpr std::string_view kInvalidBulk = "ERR Protocol error: invalid bulk length";
 
+// The gate sees the arguments before a large one; a refusal drops the rest of the request byte by
+// byte (in any split), holds none of it, and leaves the parser in step for the next request.
+TEST(RequestParserTest, ARefusedRequestIsReadToItsEndWithoutKeepingItsLargeArguments) {
+  const std::string large(kLargeArgument * 3, 'v');
+  const std::string input = Multibulk({"STORE", "elsewhere", large, "tail", large}) +
+                            Multibulk({"STORE", "here", large}) + Multibulk({"PING"});
+  for (size_t step : {size_t{1} << 20, size_t{4096}, size_t{7}}) {
+    RequestParser parser;
+    std::vector<Args> seen;
+    parser.set_large_argument_gate([&](const Request& partial) -> std::string {
+      seen.push_back(ArgsOf(partial));
+      return partial[1] == "elsewhere" ? "MOVED 1 127.0.0.1:7000" : "";
+    });
+    std::vector<std::pair<std::string, Args>> out;  // (refusal, arguments kept)
+    size_t most_held = 0;
+    Request request;
+    for (size_t pos = 0; pos < input.size();) {
+      std::string_view chunk = std::string_view(input).substr(pos, step);
+      size_t n = parser.Feed(chunk);
+      pos += n;
+      most_held = std::max(most_held, parser.buffer_bytes());
+      if (parser.has_request()) {
+        std::string refusal = parser.TakeRefusal();
+        parser.TakeRequest(request);
+        out.emplace_back(refusal, ArgsOf(request));
+      }
+      ASSERT_EQ(parser.error(), ParseError::kNone);
+    }
+    ASSERT_EQ(out.size(), 3u) << "step " << step;
+    EXPECT_EQ(out[0].first, "MOVED 1 127.0.0.1:7000");
+    EXPECT_EQ(out[0].second, (Args{"STORE", "elsewhere"}));
+    EXPECT_EQ(out[1].first, "");
+    EXPECT_EQ(out[1].second, (Args{"STORE", "here", large}));
+    EXPECT_EQ(out[2], (std::pair<std::string, Args>{"", {"PING"}}));
+    // Asked once for the refused request (its first large argument), once for the served one.
+    EXPECT_EQ(seen, (std::vector<Args>{{"STORE", "elsewhere"}, {"STORE", "here"}}));
+    EXPECT_LE(most_held, large.size() + 4096) << "the refused request's arguments were held";
+  }
+}
+
 TEST(RequestParserTest, MultibulkRequest) {
   Outcome out = Parse("*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n");
   ASSERT_EQ(out.error, ParseError::kNone);

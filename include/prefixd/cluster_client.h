@@ -106,6 +106,7 @@ class ClusterClient {
 
   // --- SSM.PREFIX.*, routed by the session id (Client's calls of the same names). ---
   Status Store(std::string_view sid, uint32_t layer, std::span<const uint8_t> blob);
+  Status Store(std::string_view sid, uint32_t layer, std::string_view blob);
   Result<std::optional<Blob>> Fetch(std::string_view sid, uint32_t layer);
   Result<std::optional<size_t>> FetchInto(std::string_view sid, uint32_t layer,
                                           std::span<uint8_t> out,

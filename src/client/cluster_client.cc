@@ -283,6 +283,10 @@ Status ClusterClient::Store(std::string_view sid, uint32_t layer, std::span<cons
   return WithKey(sid, [&](Client& c) { return c.Store(sid, layer, blob); });
 }
 
+Status ClusterClient::Store(std::string_view sid, uint32_t layer, std::string_view blob) {
+  return WithKey(sid, [&](Client& c) { return c.Store(sid, layer, blob); });
+}
+
 Result<std::optional<Blob>> ClusterClient::Fetch(std::string_view sid, uint32_t layer) {
   return WithKey(sid, [&](Client& c) { return c.Fetch(sid, layer); });
 }

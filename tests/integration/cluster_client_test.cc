@@ -2,7 +2,7 @@
 // redis-server 7: routing by slot and hash tag, byte-exact values, MOVED after a slot is moved by
 // hand, ASK during a hand-made migration (the map unchanged), the retry bound at its limit and
 // one past, a dropped connection, a paused node, and bad seeds (skipped when redis-server is not
-// installed). prefixd: SSM sessions of up to 3 MiB stored and fetched byte-exact through every
+// installed). prefixd: SSM sessions of up to 1.1 MiB stored and fetched byte-exact through every
 // call on all three nodes, KV.PREFIX namespaces by hash tag, MOVED for a large store, ASK, and a
 // node killed and restarted.
 #include <gtest/gtest.h>
@@ -381,8 +381,8 @@ class PrefixdClusterTest : public ::testing::Test {
 TEST_F(PrefixdClusterTest, StoresAndFetchesSessionsByteExactOnEveryNode) {
   ClusterClient& cc = *cc_;
   EXPECT_EQ(cc.node_count(), 3u);
-  // 45 sessions of three layers; most small, every ninth 1 to 3 MiB (past the server's 32 KiB
-  // direct-read threshold and several FetchInto chunks).
+  // 45 sessions of three layers; most small, every fifteenth over 1 MiB (past the server's
+  // 32 KiB direct-read threshold, and five FetchInto chunks).
   std::mt19937_64 rng(11);
   struct Session {
     std::string sid;
@@ -393,8 +393,8 @@ TEST_F(PrefixdClusterTest, StoresAndFetchesSessionsByteExactOnEveryNode) {
   for (int n = 0; n < 45; ++n) {
     Session s{"sess:" + std::to_string(n), {}};
     for (std::string& layer : s.layers) {
-      const size_t size = n % 9 == 0 ? (size_t{1} << 20) * (1 + rng() % 3) + rng() % 4096
-                                     : static_cast<size_t>(rng() % 20000);
+      const size_t size =
+          n % 15 == 0 ? (size_t{1} << 20) + rng() % 65536 : static_cast<size_t>(rng() % 20000);
       layer = RandomValue(rng, size);
     }
     ASSERT_TRUE(cc.Store(s.sid, 0, Bytes(s.layers[0])).ok()) << s.sid;
@@ -413,7 +413,9 @@ TEST_F(PrefixdClusterTest, StoresAndFetchesSessionsByteExactOnEveryNode) {
     EXPECT_GT(per_node[static_cast<size_t>(i)], 5) << "node " << i;
   }
 
-  std::vector<uint8_t> buffer(4u << 20);
+  std::vector<Client> admins;  // one plain connection per node, to look behind the client
+  for (int i = 0; i < kClusterNodes; ++i) admins.push_back(Admin(cluster_.port(i)));
+  std::vector<uint8_t> buffer(2u << 20);
   for (const Session& s : sessions) {
     SCOPED_TRACE(s.sid);
     auto whole = cc.Fetch(s.sid, 0);
@@ -439,10 +441,10 @@ TEST_F(PrefixdClusterTest, StoresAndFetchesSessionsByteExactOnEveryNode) {
                   {0, s.layers[0].size()}, {1, s.layers[1].size()}, {2, s.layers[2].size()}}));
     // Behind the client: the owner has it, the next node sends the caller to the owner.
     const int owner = ClusterOwnerOf(ClusterClient::SlotOf(s.sid));
-    auto direct = Admin(cluster_.port(owner)).Fetch(s.sid, 2);
+    auto direct = admins[static_cast<size_t>(owner)].Fetch(s.sid, 2);
     ASSERT_TRUE(direct.ok() && direct->has_value());
     EXPECT_TRUE(Text(**direct) == s.layers[2]);
-    auto elsewhere = Admin(cluster_.port((owner + 1) % kClusterNodes)).Fetch(s.sid, 2);
+    auto elsewhere = admins[static_cast<size_t>((owner + 1) % kClusterNodes)].Fetch(s.sid, 2);
     ASSERT_FALSE(elsewhere.ok());
     EXPECT_EQ(
         elsewhere.status().message(),

@@ -294,6 +294,11 @@ void RedisClusterTest::RecoversFromLostConnectionsAndGivesUpOnAStuckNode() {
   auto malformed = ClusterClient::Connect("127.0.0.1");
   ASSERT_FALSE(malformed.ok());
   EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);
+  ClusterOptions negative;
+  negative.max_retries = -1;
+  auto refused = ClusterClient::Connect(cluster_->address(0), negative);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   RedisServer standalone;
   if (standalone.Start()) {
     auto plain = ClusterClient::Connect(Address(standalone.port()));

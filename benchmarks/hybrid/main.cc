@@ -512,6 +512,10 @@ int RunWarm(const Common& common, const WarmArgs& args) {
   backend.Reset(n + static_cast<int64_t>(suffix.size()) + decode_tokens);
   std::vector<float> logits(static_cast<size_t>(model.config.vocab_size));
 
+  // A serving process is connected before requests arrive: in a cluster, to the namespace's node
+  // too (ClusterClient connects to a node when a call first needs it).
+  OrDie(link.WithKey(ns, [](Client& c) { return c.Ping(); }), "reaching the namespace's node");
+
   // The request arrives: fetch and hydrate, or prefill cold when the state is not all there.
   const auto start = Clock::now();
   FetchReport fetched = OrDie(

@@ -1,79 +1,30 @@
 // prefixd::ClusterClient: the slot map (read with CLUSTER SLOTS), the nodes with their lazily
-// made connections, and the following of redirects (include/prefixd/cluster_client.h). The slot
-// function is the server's own (common/key_slot.h), so client and server cannot disagree.
+// made connections, and the following of redirects (include/prefixd/cluster_client.h); what the
+// servers send is parsed in cluster_map.h. The slot function is the server's own
+// (common/key_slot.h), so client and server cannot disagree.
 #include "prefixd/cluster_client.h"
 
 #include <array>
 #include <thread>
 #include <utility>
 
+#include "cluster_map.h"
 #include "common/key_slot.h"
 #include "connection.h"
 
 namespace prefixd {
 
-using client_internal::ParseInteger;
+using client_internal::ClusterAddress;
+using client_internal::FormatClusterAddress;
+using client_internal::ParseClusterAddress;
+using client_internal::ParseClusterSlots;
+using client_internal::ParseRedirect;
+using client_internal::Redirect;
+using client_internal::RedirectKind;
 
 namespace {
 
 constexpr int32_t kNoNode = -1;
-
-struct Address {
-  std::string host;
-  int port = 0;
-};
-
-// "host:port" or "[v6 address]:port"; an empty host stays empty (MOVED may name ":port").
-std::optional<Address> ParseAddress(std::string_view text) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos) return std::nullopt;
-  std::string_view host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const std::optional<int64_t> port = ParseInteger(text.substr(colon + 1));
-  if (!port || *port <= 0 || *port > 65535) return std::nullopt;
-  return Address{std::string(host), static_cast<int>(*port)};
-}
-
-std::string FormatAddress(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-enum class RedirectKind : uint8_t { kNone, kMoved, kAsk, kTryAgain, kClusterDown };
-
-struct Redirect {
-  RedirectKind kind = RedirectKind::kNone;
-  uint16_t slot = 0;
-  Address to;
-};
-
-// MOVED/ASK "<slot> <host>:<port>", TRYAGAIN and CLUSTERDOWN, as Redis words them.
-Redirect ParseRedirect(const Status& status) {
-  if (status.code() != StatusCode::kServerError) return {};
-  const std::string_view text = status.message();
-  if (text.starts_with("TRYAGAIN")) return {.kind = RedirectKind::kTryAgain, .slot = 0, .to = {}};
-  if (text.starts_with("CLUSTERDOWN"))
-    return {.kind = RedirectKind::kClusterDown, .slot = 0, .to = {}};
-  RedirectKind kind;
-  std::string_view rest;
-  if (text.starts_with("MOVED ")) {
-    kind = RedirectKind::kMoved;
-    rest = text.substr(6);
-  } else if (text.starts_with("ASK ")) {
-    kind = RedirectKind::kAsk;
-    rest = text.substr(4);
-  } else {
-    return {};
-  }
-  const size_t space = rest.find(' ');
-  if (space == std::string_view::npos) return {};
-  const std::optional<int64_t> slot = ParseInteger(rest.substr(0, space));
-  std::optional<Address> to = ParseAddress(rest.substr(space + 1));
-  if (!slot || *slot < 0 || *slot >= kClusterSlots || !to) return {};
-  return {kind, static_cast<uint16_t>(*slot), std::move(*to)};
-}
 
 // The errors after which the node's connection is gone (the Client closed it).
 bool IsNodeLost(const Status& status) {
@@ -94,22 +45,22 @@ bool IsClusterRedirect(const Status& status) {
 
 struct ClusterClient::State {
   struct Node {
-    std::string host;
-    int port = 0;
+    ClusterAddress address;
     std::optional<Client> client;  // made on first use
   };
 
   explicit State(const ClusterOptions& o) : options(o) { owner.fill(kNoNode); }
 
-  std::string AddressOf(size_t node) const {
-    return FormatAddress(nodes[node]->host, nodes[node]->port);
-  }
+  std::string AddressOf(size_t node) const { return FormatClusterAddress(nodes[node]->address); }
 
-  size_t FindOrAdd(const std::string& host, int port) {
+  // The node at `address`; an empty host means `reached_via`'s (an unknown endpoint is the
+  // address the answer came from).
+  size_t FindOrAdd(ClusterAddress address, std::optional<size_t> reached_via = std::nullopt) {
+    if (address.host.empty() && reached_via) address.host = nodes[*reached_via]->address.host;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      if (nodes[i]->host == host && nodes[i]->port == port) return i;
+      if (nodes[i]->address == address) return i;
     }
-    nodes.push_back(std::make_unique<Node>(Node{host, port, std::nullopt}));
+    nodes.push_back(std::make_unique<Node>(Node{std::move(address), std::nullopt}));
     return nodes.size() - 1;
   }
 
@@ -117,7 +68,8 @@ struct ClusterClient::State {
   Result<Client*> Connected(size_t node) {
     Node& n = *nodes[node];
     if (!n.client) {
-      PREFIXD_ASSIGN_OR_RETURN(Client client, Client::Connect(n.host, n.port, options.client));
+      PREFIXD_ASSIGN_OR_RETURN(Client client,
+                               Client::Connect(n.address.host, n.address.port, options.client));
       if (options.password) {
         PREFIXD_RETURN_IF_ERROR(options.username ? client.Auth(*options.username, *options.password)
                                                  : client.Auth(*options.password));
@@ -133,29 +85,16 @@ struct ClusterClient::State {
   Status RefreshFrom(size_t node) {
     PREFIXD_ASSIGN_OR_RETURN(Client * client, Connected(node));
     PREFIXD_ASSIGN_OR_RETURN(Reply reply, client->Command({"CLUSTER", "SLOTS"}));
-    const std::string from = "CLUSTER SLOTS from " + AddressOf(node) + ": ";
-    if (reply.type != Reply::Type::kArray) return Status::ProtocolError(from + "not an array");
+    auto ranges = ParseClusterSlots(reply);
+    if (!ranges.ok()) {
+      return Status::ProtocolError("CLUSTER SLOTS from " + AddressOf(node) + ": " +
+                                   ranges.status().message());
+    }
     std::array<int32_t, kClusterSlots> fresh;
     fresh.fill(kNoNode);
-    for (const Reply& range : reply.elements) {
-      const std::vector<Reply>& e = range.elements;
-      if (range.type != Reply::Type::kArray || e.size() < 3 || e[0].type != Reply::Type::kInteger ||
-          e[1].type != Reply::Type::kInteger || e[2].type != Reply::Type::kArray ||
-          e[2].elements.size() < 2 || e[2].elements[0].type != Reply::Type::kString ||
-          e[2].elements[1].type != Reply::Type::kInteger) {
-        return Status::ProtocolError(from + "a range is not [start, end, [host, port, ...], ...]");
-      }
-      const int64_t start = e[0].integer, end = e[1].integer, port = e[2].elements[1].integer;
-      if (start < 0 || start > end || end >= kClusterSlots || port <= 0 || port > 65535) {
-        return Status::ProtocolError(from + "range " + std::to_string(start) + "-" +
-                                     std::to_string(end) + " port " + std::to_string(port));
-      }
-      // An unknown endpoint ("" or "?") is the address this node was reached at.
-      std::string host = e[2].elements[0].str;
-      if (host.empty() || host == "?") host = nodes[node]->host;
-      const size_t owner_node = FindOrAdd(host, static_cast<int>(port));
-      for (int64_t s = start; s <= end; ++s)
-        fresh[static_cast<size_t>(s)] = static_cast<int32_t>(owner_node);
+    for (const client_internal::SlotRange& range : *ranges) {
+      const auto owner_node = static_cast<int32_t>(FindOrAdd(range.owner, node));
+      for (uint32_t slot = range.first; slot <= range.last; ++slot) fresh[slot] = owner_node;
     }
     owner = fresh;
     return Status::Ok();
@@ -193,11 +132,11 @@ Result<ClusterClient> ClusterClient::Connect(std::span<const std::string> seeds,
   if (options.max_retries < 0) return Status::InvalidArgument("cluster: max_retries < 0");
   auto state = std::make_unique<State>(options);
   for (const std::string& seed : seeds) {
-    const std::optional<Address> a = ParseAddress(seed);
-    if (!a || a->host.empty()) {
+    std::optional<ClusterAddress> address = ParseClusterAddress(seed);
+    if (!address || address->host.empty()) {
       return Status::InvalidArgument("cluster: seed '" + seed + "' is not host:port");
     }
-    state->FindOrAdd(a->host, a->port);
+    state->FindOrAdd(std::move(*address));
   }
   PREFIXD_RETURN_IF_ERROR(state->Refresh(std::nullopt, std::nullopt));
   return ClusterClient(std::move(state));
@@ -246,9 +185,7 @@ bool ClusterClient::EndTry(Try& t, const Status& status) {
   }
   ++t.tries;
   // A redirect naming ":port" means the host this node was reached at.
-  auto target = [&] {
-    return s.FindOrAdd(r.to.host.empty() ? s.nodes[t.node]->host : r.to.host, r.to.port);
-  };
+  auto target = [&] { return s.FindOrAdd(r.to, t.node); };
   switch (r.kind) {
     case RedirectKind::kMoved: {
       const size_t to = target();

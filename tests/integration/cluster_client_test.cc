@@ -568,19 +568,5 @@ TEST_F(PrefixdClusterTest, ALostNodeFailsOnlyItsOwnSlotsAndServesAgainAfterARest
   EXPECT_EQ(Text(**again), "again");
 }
 
-TEST(ClusterRedirectTest, KnowsTheRedirectReplies) {
-  EXPECT_TRUE(IsClusterRedirect(Status::ServerError("MOVED 3999 127.0.0.1:6381")));
-  EXPECT_TRUE(IsClusterRedirect(Status::ServerError("ASK 3999 [::1]:6381")));
-  EXPECT_TRUE(IsClusterRedirect(Status::ServerError("MOVED 3999 :6381")));
-  EXPECT_TRUE(IsClusterRedirect(
-      Status::ServerError("TRYAGAIN Multiple keys request during rehashing of slot")));
-  EXPECT_TRUE(IsClusterRedirect(Status::ServerError("CLUSTERDOWN Hash slot not served")));
-  EXPECT_FALSE(IsClusterRedirect(Status::ServerError("MOVED 16384 127.0.0.1:6381")));
-  EXPECT_FALSE(IsClusterRedirect(Status::ServerError("MOVED 1 127.0.0.1")));
-  EXPECT_FALSE(IsClusterRedirect(Status::ServerError("MOVEDX 1 127.0.0.1:1")));
-  EXPECT_FALSE(IsClusterRedirect(Status::IoError("MOVED 1 127.0.0.1:1")));
-  EXPECT_FALSE(IsClusterRedirect(Status::ServerError("ERR unknown command")));
-}
-
 }  // namespace
 }  // namespace prefixd::it

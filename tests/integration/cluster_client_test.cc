@@ -3,8 +3,8 @@
 // hand, ASK during a hand-made migration (the map unchanged), the retry bound at its limit and
 // one past, a dropped connection, a paused node, and bad seeds (skipped when redis-server is not
 // installed). prefixd: SSM sessions of up to 1.1 MiB stored and fetched byte-exact through every
-// call on all three nodes, KV.PREFIX namespaces by hash tag, MOVED for a large store, ASK, and a
-// node killed and restarted.
+// call on all three nodes, KV.PREFIX namespaces by hash tag, MOVED for a large store, ASK,
+// TRYAGAIN and CLUSTERDOWN within the retry bound, and a node killed and restarted.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -530,6 +530,54 @@ TEST_F(PrefixdClusterTest, FollowsMovedAndAskBetweenPrefixdNodes) {
   auto fetched_old = cc.Fetch(old_sid, 0);
   ASSERT_TRUE(fetched_old.ok() && fetched_old->has_value());
   EXPECT_TRUE(Text(**fetched_old) == blob);
+}
+
+TEST_F(PrefixdClusterTest, TryAgainAndClusterDownAreRetriedWithinTheBound) {
+  ClusterOptions two_retries;
+  two_retries.max_retries = 2;
+  auto connected = ClusterClient::Connect(cluster_.address(0), two_retries);
+  ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+  ClusterClient& cc = *connected;
+
+  // TRYAGAIN: a two-key command in a migrating slot with one key moved; the migration never
+  // finishes here, so after the backed-off retries the TRYAGAIN comes back, prefixed.
+  const std::string tag = "{" + ClusterKeyOnNode(1, "rehash") + "}";
+  const uint16_t slot = ClusterClient::SlotOf(tag);
+  ASSERT_TRUE(cc.Store(tag + ":here", 0, std::string_view("x")).ok());
+  Expect(cluster_.port(0),
+         {"CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", ClusterNodeId(1)}, "OK");
+  Expect(cluster_.port(1),
+         {"CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", ClusterNodeId(0)}, "OK");
+  const auto start = Clock::now();
+  auto both = cc.Command(tag, {"EXISTS", tag + ":here", tag + ":gone"});
+  const auto waited = Clock::now() - start;
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().message(),
+            "cluster: slot " + std::to_string(slot) +
+                ": gave up after 3 tries: TRYAGAIN Multiple keys request during rehashing of slot");
+  EXPECT_GE(waited, 60ms);  // 20 + 40 ms of back-off
+  EXPECT_LT(waited, 2s);
+
+  // CLUSTERDOWN: a slot deleted on every node. The client reads the map again, finds no node
+  // for the slot and says so; the slot assigned again, it is served again.
+  const std::string sid = ClusterKeyOnNode(2, "orphan:");
+  const std::string orphan = std::to_string(ClusterClient::SlotOf(sid));
+  for (int i = 0; i < kClusterNodes; ++i) {
+    Expect(cluster_.port(i), {"CLUSTER", "DELSLOTS", orphan}, "OK");
+  }
+  auto unserved = cc.Fetch(sid, 0);
+  ASSERT_FALSE(unserved.ok());
+  EXPECT_EQ(unserved.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(unserved.status().message(),
+            "cluster: no node serves slot " + orphan + " (CLUSTER SLOTS names none)");
+  Expect(cluster_.port(2), {"CLUSTER", "ADDSLOTS", orphan}, "OK");
+  for (int i = 0; i < 2; ++i) {
+    Expect(cluster_.port(i), {"CLUSTER", "SETSLOT", orphan, "NODE", ClusterNodeId(2)}, "OK");
+  }
+  auto served = cc.Fetch(sid, 0);
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_FALSE(served->has_value());
+  EXPECT_EQ(cc.NodeOf(sid), cluster_.address(2));
 }
 
 TEST_F(PrefixdClusterTest, ALostNodeFailsOnlyItsOwnSlotsAndServesAgainAfterARestart) {

@@ -43,23 +43,23 @@ struct LayerMap {
 // One conversation against one namespace: the prefix index's client side.
 class ChatSession {
  public:
-  ChatSession(Backend& backend, Client& client, std::string ns, const ChatOptions& options)
+  ChatSession(Backend& backend, PrefixdLink& link, std::string ns, const ChatOptions& options)
       : backend_(backend),
         config_(backend.config()),
-        client_(client),
+        link_(link),
         ns_(std::move(ns)),
         options_(options),
         layers_(config_) {}
 
   Status Open() {
-    PREFIXD_RETURN_IF_ERROR(client_.Command({"DEL", ns_}).status());
+    PREFIXD_RETURN_IF_ERROR(Call([&](Client& c) { return c.Command({"DEL", ns_}); }).status());
     PrefixShape shape;
     shape.block_size = options_.block;
     shape.attention_layers = static_cast<uint32_t>(layers_.attention.size());
     shape.kv_dim = static_cast<uint32_t>(config_.kv_dim());
     shape.recurrent_layers = static_cast<uint32_t>(layers_.recurrent.size());
     shape.vquant = "fp32";  // lossless: the bit-exact check needs it
-    return client_.PrefixNamespaceCreate(ns_, shape);
+    return Call([&](Client& c) { return c.PrefixNamespaceCreate(ns_, shape); });
   }
 
   // One turn of `prompt`; `checkpoint_at`: positions inside it (besides its end) where the
@@ -85,9 +85,10 @@ class ChatSession {
     for (int64_t l : stored_lengths_) {
       if (l < len) candidates.push_back({static_cast<uint64_t>(l), Position(u32, l, blocks)});
     }
-    PREFIXD_ASSIGN_OR_RETURN(
-        PrefixMatchResult m,
-        client_.PrefixMatch(ns_, std::span(blocks).first(offered), candidates));
+    PREFIXD_ASSIGN_OR_RETURN(PrefixMatchResult m, Call([&](Client& c) {
+                               return c.PrefixMatch(ns_, std::span(blocks).first(offered),
+                                                    candidates);
+                             }));
     const int64_t matched = static_cast<int64_t>(m.length);
     backend_.Reset(len + options_.reply_tokens + 1);
     if (matched > 0) {
@@ -166,17 +167,19 @@ class ChatSession {
     uint64_t bytes = 0;
     std::vector<float> buf(2 * rows);
     for (size_t r = 0; r < layers_.attention.size(); ++r) {
-      PREFIXD_ASSIGN_OR_RETURN(
-          size_t got, client_.PrefixLeaseFetchAttention(ns_, m.lease, static_cast<uint32_t>(r), 0,
-                                                        m.length, buf));
+      PREFIXD_ASSIGN_OR_RETURN(size_t got, Call([&](Client& c) {
+                                 return c.PrefixLeaseFetchAttention(
+                                     ns_, m.lease, static_cast<uint32_t>(r), 0, m.length, buf);
+                               }));
       if (got != buf.size()) return Status::Internal("short attention fetch");
       LayerState& layer = state.layers()[layers_.attention[r]];
       std::memcpy(layer.k.data(), buf.data(), rows * sizeof(float));
       std::memcpy(layer.v.data(), buf.data() + rows, rows * sizeof(float));
       bytes += buf.size() * sizeof(float);
     }
-    PREFIXD_ASSIGN_OR_RETURN(std::vector<Blob> blobs,
-                             client_.PrefixLeaseFetchState(ns_, m.lease, {}, /*release=*/true));
+    PREFIXD_ASSIGN_OR_RETURN(std::vector<Blob> blobs, Call([&](Client& c) {
+                               return c.PrefixLeaseFetchState(ns_, m.lease, {}, /*release=*/true);
+                             }));
     if (blobs.size() != layers_.recurrent.size()) {
       return Status::Internal("the checkpoint has " + std::to_string(blobs.size()) +
                               " recurrent layers, the model " +
@@ -205,9 +208,10 @@ class ChatSession {
       LayerState& layer = state.layers()[layers_.attention[r]];
       if (full > 0) {
         std::vector<float> buf(2 * head * dim);
-        PREFIXD_ASSIGN_OR_RETURN(std::optional<size_t> got,
-                                 client_.PrefixFetchBlocks(ns_, std::span(blocks).first(full),
-                                                           static_cast<uint32_t>(r), buf));
+        PREFIXD_ASSIGN_OR_RETURN(std::optional<size_t> got, Call([&](Client& c) {
+                                   return c.PrefixFetchBlocks(ns_, std::span(blocks).first(full),
+                                                              static_cast<uint32_t>(r), buf);
+                                 }));
         if (!got) return Status::Internal("a matched block is missing");
         std::memcpy(layer.k.data(), buf.data(), head * dim * sizeof(float));
         std::memcpy(layer.v.data(), buf.data() + head * dim, head * dim * sizeof(float));
@@ -215,18 +219,19 @@ class ChatSession {
       }
       if (tail > 0) {
         std::vector<float> buf(2 * tail * dim);
-        PREFIXD_RETURN_IF_ERROR(client_
-                                    .PrefixLeaseFetchAttention(ns_, m.lease,
-                                                               static_cast<uint32_t>(r), head,
-                                                               static_cast<uint64_t>(n), buf)
-                                    .status());
+        PREFIXD_RETURN_IF_ERROR(Call([&](Client& c) {
+                                  return c.PrefixLeaseFetchAttention(ns_, m.lease,
+                                                                     static_cast<uint32_t>(r), head,
+                                                                     static_cast<uint64_t>(n), buf);
+                                }).status());
         std::memcpy(layer.k.data() + head * dim, buf.data(), tail * dim * sizeof(float));
         std::memcpy(layer.v.data() + head * dim, buf.data() + tail * dim,
                     tail * dim * sizeof(float));
         bytes += buf.size() * sizeof(float);
       }
     }
-    PREFIXD_RETURN_IF_ERROR(client_.PrefixRelease(ns_, m.lease).status());
+    PREFIXD_RETURN_IF_ERROR(
+        Call([&](Client& c) { return c.PrefixRelease(ns_, m.lease); }).status());
     state.set_n_tokens(n);
     return bytes;
   }
@@ -276,12 +281,11 @@ class ChatSession {
       std::vector<LayerBlob> layers;
       rows(*stored_blocks * bs, depth * bs, bufs, layers);
       const PrefixHash parent = *stored_blocks == 0 ? kPrefixRoot : blocks[*stored_blocks - 1];
-      PREFIXD_RETURN_IF_ERROR(
-          client_
-              .PrefixStoreBlocks(ns_, parent,
-                                 std::span(blocks).subspan(*stored_blocks, depth - *stored_blocks),
-                                 layers)
-              .status());
+      const std::span<const PrefixHash> fresh =
+          std::span(blocks).subspan(*stored_blocks, depth - *stored_blocks);
+      PREFIXD_RETURN_IF_ERROR(Call([&](Client& c) {
+                                return c.PrefixStoreBlocks(ns_, parent, fresh, layers);
+                              }).status());
       *stored_blocks = depth;
     }
     std::vector<std::vector<uint8_t>> blobs;
@@ -301,16 +305,25 @@ class ChatSession {
     std::vector<LayerBlob> tail;
     if (static_cast<size_t>(at) > depth * bs)
       rows(depth * bs, static_cast<size_t>(at), tail_bufs, tail);
-    PREFIXD_RETURN_IF_ERROR(client_.PrefixStoreCheckpoint(
-        ns_, depth == 0 ? kPrefixRoot : blocks[depth - 1], static_cast<uint64_t>(at),
-        Position(u32, at, blocks), {states, tail, RowFormat::kF32}));
+    const PrefixHash anchor = depth == 0 ? kPrefixRoot : blocks[depth - 1];
+    const PrefixHash position = Position(u32, at, blocks);
+    PREFIXD_RETURN_IF_ERROR(Call([&](Client& c) {
+      return c.PrefixStoreCheckpoint(ns_, anchor, static_cast<uint64_t>(at), position,
+                                     {states, tail, RowFormat::kF32});
+    }));
     stored_lengths_.insert(at);
     return {};
   }
 
+  // One call on the node serving the namespace: every key of a chat is ns_ (a hash tag).
+  template <typename F>
+  auto Call(F&& f) -> std::invoke_result_t<F&, Client&> {
+    return link_.WithKey(ns_, std::forward<F>(f));
+  }
+
   Backend& backend_;
   const ModelConfig& config_;
-  Client& client_;
+  PrefixdLink& link_;
   std::string ns_;
   const ChatOptions& options_;
   LayerMap layers_;
@@ -323,7 +336,7 @@ class ChatSession {
 }  // namespace
 
 Result<std::vector<ChatRow>> RunChatWorkload(Backend& backend, std::string_view weights_identity,
-                                             Client& client, const ChatOptions& o) {
+                                             PrefixdLink& link, const ChatOptions& o) {
   if (o.workload != "multiturn" && o.workload != "fanout" && o.workload != "branch") {
     return Status::InvalidArgument("--workload must be multiturn, fanout or branch");
   }
@@ -338,9 +351,9 @@ Result<std::vector<ChatRow>> RunChatWorkload(Backend& backend, std::string_view 
         "be at least 1, 2 and 1");
   }
   const ModelConfig& config = backend.config();
-  const std::string ns = "{" + PrefixNamespace(config, weights_identity, {}) + ":chat:b" +
+  const std::string ns = "{" + PrefixDigestName(config, weights_identity, {}) + ":chat:b" +
                          std::to_string(o.block) + "}";
-  ChatSession session(backend, client, ns, o);
+  ChatSession session(backend, link, ns, o);
   PREFIXD_RETURN_IF_ERROR(session.Open());
   const int64_t vocab = config.vocab_size;
   const std::vector<int32_t> system = PseudoRandomTokens(o.system_tokens, vocab, o.seed);

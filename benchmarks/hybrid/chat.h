@@ -14,6 +14,7 @@
 #include "model.h"
 #include "prefixd/client.h"
 #include "prefixd/status.h"
+#include "prefixd_link.h"
 
 namespace prefixd::hybrid {
 
@@ -44,9 +45,10 @@ struct ChatRow {
   double speedup() const { return warm_ttft_ms > 0 ? cold_ttft_ms / warm_ttft_ms : 0; }
 };
 
-// Runs the workload; the namespace (derived from the model and weights) is emptied first.
+// Runs the workload; the namespace (derived from the model and weights, a hash tag: every call
+// goes to its node) is emptied first.
 Result<std::vector<ChatRow>> RunChatWorkload(Backend& backend, std::string_view weights_identity,
-                                             Client& client, const ChatOptions& options);
+                                             PrefixdLink& link, const ChatOptions& options);
 
 // The exit rule of --restore full: every turn after the first matched > 0 tokens (and, for an
 // edited turn, no token past the edit), was bit-exact and agreed in every token. Empty when it

@@ -31,6 +31,8 @@
 #include "model.h"
 #include "prefix_cache.h"
 #include "prefixd/client.h"
+#include "prefixd/cluster_client.h"
+#include "prefixd_link.h"
 #include "report.h"
 #include "weights.h"
 #ifdef PREFIXD_HYBRID_HAVE_CUDA
@@ -56,6 +58,7 @@ struct Common {
   std::string backend = "cpu";
   std::string host = "127.0.0.1";
   int port = 1974;
+  std::string cluster;  // a cluster node's host:port, instead of host and port
   int threads = 0;
   int64_t chunk = 512;
   std::string kv_via = "auto";
@@ -163,16 +166,25 @@ Loaded LoadModel(const Common& common) {
   return out;
 }
 
-Client Connect(const Common& common) {
+PrefixdLink Connect(const Common& common) {
   ClientOptions options;
   options.io_timeout = std::chrono::milliseconds(600000);
-  return OrDie(Client::Connect(common.host, common.port, options),
-               "connecting to prefixd at " + common.host + ":" + std::to_string(common.port));
+  if (!common.cluster.empty()) {
+    ClusterOptions cluster;
+    cluster.client = options;
+    return PrefixdLink(OrDie(ClusterClient::Connect(common.cluster, cluster),
+                             "connecting to the prefixd cluster at " + common.cluster));
+  }
+  return PrefixdLink(
+      OrDie(Client::Connect(common.host, common.port, options),
+            "connecting to prefixd at " + common.host + ":" + std::to_string(common.port)));
 }
 
-KvTransport ResolveTransport(const Common& common, Client& client) {
+KvTransport ResolveTransport(const Common& common, PrefixdLink& link) {
   if (common.kv_via == "ssm") return KvTransport::kSsm;
-  const bool has = OrDie(ServerHasVStore(client), "asking the server for V-store commands");
+  // Any node knows the command table; the empty key names one.
+  const bool has = OrDie(link.WithKey({}, [](Client& c) { return ServerHasVStore(c); }),
+                         "asking the server for V-store commands");
   if (common.kv_via == "vstore") {
     if (!has) Die("the server has no V-store commands (V.STOREBATCH/V.FETCH/KV.PREFIX.REGISTER)");
     return KvTransport::kVStore;
@@ -249,14 +261,17 @@ bool RunWarmProcess(const Common& common, KvTransport kv, const std::string& req
                                    "--model",   common.model,
                                    "--weights", common.weights,
                                    "--backend", common.backend,
-                                   "--host",    common.host,
-                                   "--port",    std::to_string(common.port),
                                    "--threads", std::to_string(common.threads),
                                    "--chunk",   std::to_string(common.chunk),
                                    "--kv-via",  std::string(KvTransportName(kv)),
                                    "--verify",  common.verify ? "true" : "false",
                                    "--request", request,
                                    "--result",  result};
+  if (common.cluster.empty()) {
+    args.insert(args.end(), {"--host", common.host, "--port", std::to_string(common.port)});
+  } else {
+    args.insert(args.end(), {"--cluster", common.cluster});
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -318,8 +333,8 @@ int RunSweep(const Common& common, const SweepArgs& args) {
       std::fprintf(stderr, "prefixd-hybrid: note: %s\n", hint.c_str());
     }
   }
-  Client client = Connect(common);
-  const KvTransport kv = ResolveTransport(common, client);
+  PrefixdLink link = Connect(common);
+  const KvTransport kv = ResolveTransport(common, link);
   HybridPrefixCache cache(config, {.kv = kv, .verify_digests = common.verify});
   const double loopback = MeasureLoopbackGbps(static_cast<uint64_t>(args.loopback_mb) << 20, 3);
   std::fprintf(stderr, "prefixd-hybrid: loopback TCP %.2f GB/s; K/V via %s\n", loopback,
@@ -342,7 +357,8 @@ int RunSweep(const Common& common, const SweepArgs& args) {
       const int s = static_cast<int>(step) * repeats + rep;
       std::string label = "L=" + std::to_string(length);
       if (repeats > 1) label += " #" + std::to_string(rep + 1);
-      OrDie(cache.Drop(client, ns), "dropping an old copy of " + ns);
+      OrDie(link.WithKey(ns, [&](Client& c) { return cache.Drop(c, ns); }),
+            "dropping an old copy of " + ns);
       SweepRow row;
       row.prefix_tokens = length;
 
@@ -359,7 +375,9 @@ int RunSweep(const Common& common, const SweepArgs& args) {
       bar.Update(s, label + " store", 0);
       OrDie(backend.PullState(), "reading the device state");
       const std::vector<std::string> cold_digests = DigestState(backend.host_state());
-      const StoreReport stored = OrDie(cache.Store(client, ns, backend.host_state()), "store");
+      const StoreReport stored = OrDie(
+          link.WithKey(ns, [&](Client& c) { return cache.Store(c, ns, backend.host_state()); }),
+          "store");
       row.store_ms = stored.ms;
       start = Clock::now();
       OrDie(backend.Forward(suffix, logits), "cold suffix");
@@ -411,7 +429,9 @@ int RunSweep(const Common& common, const SweepArgs& args) {
       for (size_t i = 0; i < cold_tokens.size() && i < warm_tokens.size(); ++i) {
         row.agreeing_tokens += cold_tokens[i] == warm_tokens[i];
       }
-      if (!args.keep) OrDie(cache.Drop(client, ns), "dropping " + ns);
+      if (!args.keep) {
+        OrDie(link.WithKey(ns, [&](Client& c) { return cache.Drop(c, ns); }), "dropping " + ns);
+      }
       bar.Update(s, label + " done", 1);
       bar.Finish();
       std::fprintf(stderr,
@@ -454,9 +474,9 @@ int RunChat(const Common& common, const ChatArgs& args) {
   Loaded model = LoadModel(common);
   std::fprintf(stderr, "prefixd-hybrid: %s\nprefixd-hybrid: loaded in %.1f s\n",
                model.config.Summary().c_str(), model.load_ms / 1000);
-  Client client = Connect(common);
+  PrefixdLink link = Connect(common);
   const std::vector<ChatRow> rows =
-      OrDie(RunChatWorkload(*model.backend, model.weights_identity, client, args.options),
+      OrDie(RunChatWorkload(*model.backend, model.weights_identity, link, args.options),
             "chat " + args.options.workload);
   if (!args.csv.empty()) WriteFile(args.csv, ChatCsv(rows));
   const std::string table =
@@ -485,16 +505,22 @@ int RunWarm(const Common& common, const WarmArgs& args) {
   if (PrefixNamespace(model.config, model.weights_identity, prefix) != ns) {
     Die("namespace mismatch: this process's model, weights or tokens differ from the cold one's");
   }
-  Client client = Connect(common);
-  const KvTransport kv = ResolveTransport(common, client);
+  PrefixdLink link = Connect(common);
+  const KvTransport kv = ResolveTransport(common, link);
   HybridPrefixCache cache(model.config, {.kv = kv, .verify_digests = common.verify});
   const int64_t n = static_cast<int64_t>(prefix.size());
   backend.Reset(n + static_cast<int64_t>(suffix.size()) + decode_tokens);
   std::vector<float> logits(static_cast<size_t>(model.config.vocab_size));
 
+  // A serving process is connected before requests arrive: in a cluster, to the namespace's node
+  // too (ClusterClient connects to a node when a call first needs it).
+  OrDie(link.WithKey(ns, [](Client& c) { return c.Ping(); }), "reaching the namespace's node");
+
   // The request arrives: fetch and hydrate, or prefill cold when the state is not all there.
   const auto start = Clock::now();
-  FetchReport fetched = OrDie(cache.Fetch(client, ns, n, &backend.host_state()), "fetch");
+  FetchReport fetched = OrDie(
+      link.WithKey(ns, [&](Client& c) { return cache.Fetch(c, ns, n, &backend.host_state()); }),
+      "fetch");
   double paused_ms = 0;
   std::vector<std::string> digests;
   if (fetched.hit) {
@@ -771,8 +797,13 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--weights", c->weights, "synthetic | synthetic:<seed> | file.safetensors | dir")
       ->capture_default_str();
   app->add_option("--backend", c->backend, "cpu | cuda")->capture_default_str();
-  app->add_option("--host", c->host, "prefixd host")->capture_default_str();
-  app->add_option("--port", c->port, "prefixd port")->capture_default_str();
+  CLI::Option* host = app->add_option("--host", c->host, "prefixd host")->capture_default_str();
+  CLI::Option* port = app->add_option("--port", c->port, "prefixd port")->capture_default_str();
+  app->add_option("--cluster", c->cluster,
+                  "a prefixd (Redis Cluster) node's host:port, instead of --host/--port: every "
+                  "call goes to the node serving its namespace")
+      ->excludes(host)
+      ->excludes(port);
   app->add_option("--threads", c->threads, "CPU threads (0: one per core)")->capture_default_str();
   app->add_option("--chunk", c->chunk, "prefill chunk in tokens")->capture_default_str();
   app->add_option("--kv-via", c->kv_via, "attention K/V transport: auto | vstore | ssm")

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "prefixd/cluster_client.h"
 #include "prefixd/state_blob.h"
 
 namespace prefixd::hybrid {
@@ -131,8 +132,8 @@ std::string_view KvTransportName(KvTransport transport) {
   return transport == KvTransport::kVStore ? "vstore" : "ssm";
 }
 
-std::string PrefixNamespace(const ModelConfig& config, std::string_view weights_identity,
-                            std::span<const int32_t> prefix_tokens) {
+std::string PrefixDigestName(const ModelConfig& config, std::string_view weights_identity,
+                             std::span<const int32_t> prefix_tokens) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_128bits_reset(st);
   const std::string canonical = config.Canonical();
@@ -144,6 +145,14 @@ std::string PrefixNamespace(const ModelConfig& config, std::string_view weights_
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);
   return "hyb" + DigestHex({h.high64, h.low64});
+}
+
+std::string PrefixNamespace(const ModelConfig& config, std::string_view weights_identity,
+                            std::span<const int32_t> prefix_tokens) {
+  std::string ns = "{";
+  ns += PrefixDigestName(config, weights_identity, prefix_tokens);
+  ns += '}';
+  return ns;
 }
 
 HybridPrefixCache::HybridPrefixCache(const ModelConfig& config, PrefixCacheOptions options)
@@ -293,9 +302,10 @@ Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_vie
         auto got = client.VFetchRange(sid, rank, 0, static_cast<uint64_t>(n_tokens), dst->span());
         const std::string where = sid + " layer " + std::to_string(rank);
         if (!got.ok()) {
-          // An error reply (no such session, ...) is a miss; an unknown command or a broken
-          // connection is an error the caller should see.
-          if (got.status().code() != StatusCode::kServerError || IsUnknownCommand(got.status())) {
+          // An error reply (no such session, ...) is a miss; an unknown command, a cluster
+          // redirect or a broken connection is an error the caller should see (and follow).
+          if (got.status().code() != StatusCode::kServerError || IsUnknownCommand(got.status()) ||
+              IsClusterRedirect(got.status())) {
             return got.status();
           }
           return miss(where + ": " + got.status().message());

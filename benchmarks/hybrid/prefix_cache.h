@@ -10,7 +10,8 @@
 //                 Mamba-2  conv [1, K−1, conv_dim], ssm [1, H, P, N];
 //                 RWKV-7   time-mix shift [1, 1, hidden], wkv [1, H, N, N] (value-major),
 //                          channel-mix shift [1, 1, hidden];
-//   V-store     KV.PREFIX.REGISTER ns <kv_dim> fp32 → sessions ns_pk / ns_pv, where layer r (the
+//   V-store     KV.PREFIX.REGISTER ns <kv_dim> fp32 → sessions ns_pk / ns_pv (one node of a
+//                 cluster: ns is a hash tag, PrefixNamespace), where layer r (the
 //                 rank of the attention layer among attention layers) holds n_tokens fp32 rows
 //                 of kv_dim: K after k_norm + RoPE, and V;
 //               or, with KvTransport::kSsm, SSM.PREFIX ns, layer i: a v1 blob with
@@ -66,6 +67,10 @@ struct FetchReport {
 };
 
 // "hyb" + 32 hex digits of XXH3-128 over (config.Canonical(), weights identity, the tokens).
+std::string PrefixDigestName(const ModelConfig& config, std::string_view weights_identity,
+                             std::span<const int32_t> prefix_tokens);
+// "{" + PrefixDigestName + "}": the braces are a Redis Cluster hash tag, so that `<ns>_pk` and
+// `<ns>_pv` hash to ns's slot and live on its node (docs/cluster.md).
 std::string PrefixNamespace(const ModelConfig& config, std::string_view weights_identity,
                             std::span<const int32_t> prefix_tokens);
 
@@ -78,7 +83,8 @@ class HybridPrefixCache {
 
   // Fetches the prefix of `n_tokens` tokens into `state` (any previous content is replaced). On a
   // miss or partial hit the report says why and `state` is cleared. A Status error means the
-  // server could not be asked (connection, unknown command); the state is cleared then too.
+  // server could not be asked (connection, unknown command, a cluster redirect to follow); the
+  // state is cleared then too.
   Result<FetchReport> Fetch(Client& client, std::string_view ns, int64_t n_tokens,
                             SequenceState* state) const;
 

@@ -314,7 +314,7 @@ class IntrospectionTest(ParityBase):
                          b"argument couldn't be parsed into an integer\r\n")
 
     def test_info_section_selection_matches_redis(self):
-        # Sections Redis has that prefixd has not (Modules, Cluster) and prefixd's own (Disktier,
+        # Sections Redis has that prefixd has not (Modules) and prefixd's own (Disktier,
         # Vstore, Pion) aside, the same arguments select the same sections, in the same order.
         def headers(conn, args, skip):
             text = conn.call("INFO", *args).decode()
@@ -325,7 +325,7 @@ class IntrospectionTest(ParityBase):
                      ("cpu", "all"), ("cpu", "sentinel"), ("commandSTATS",)):
             with self.subTest(args=args):
                 self.assertEqual(headers(self.px, args, ("Disktier", "Vstore", "Pion")),
-                                 headers(self.rd, args, ("Modules", "Cluster")))
+                                 headers(self.rd, args, ("Modules",)))
         # rejected_calls is a commandstats field only: the default sections never show it.
         self.assertNotIn(b"rejected_calls", self.px.call("INFO"))
         self.assertNotIn(b"rejected_calls", self.px.call("INFO", "default"))

@@ -1,12 +1,15 @@
-// prefixd-blob-bench: a raw-socket load generator for large blobs over RESP, plus a loopback TCP
-// ceiling. redis-cli and redis-benchmark copy and format values themselves and become the
-// bottleneck at megabytes per request; this client pre-encodes each request header, sends header
-// and blob with one sendmsg (no client copy), and reads replies into a reusable, pre-faulted
-// buffer.
+// prefixd-blob-bench: a raw-socket load generator for large blobs over RESP, an LMCache-shaped
+// chunk workload, and a loopback TCP ceiling. redis-cli and redis-benchmark copy and format values
+// themselves and become the bottleneck at megabytes per request; this client pre-encodes each
+// request header, sends header and blob with one sendmsg (no client copy), and reads replies into
+// a reusable, pre-faulted buffer.
 //
-//   prefixd-blob-bench --mode prefixd|redis --port P --size 16m --clients 4 --requests 48
+//   prefixd-blob-bench --mode prefixd|strings --port P --size 16m --clients 4 --requests 48
+//   prefixd-blob-bench --mode lmcache --port P --size 4m --clients 12 --requests 600 --seconds 20
 //   prefixd-blob-bench --mode loopback --size 1m --requests 4096
 //
+// prefixd mode uses SSM.PREFIX.STORE/FETCH; strings mode (also spelled redis) uses SET/GET, which
+// both servers speak.
 // Each client thread owns one connection and runs its share of the stores, then (after all
 // clients finish storing) its share of the fetches, on its own key. Every phase prints one JSON
 // line: ops/s, payload GB/s (10^9 bytes), p50/p99 latency in ms. Fetched bytes are checked
@@ -33,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,7 +48,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Mode { kPrefixd, kRedis, kLoopback };
+enum class Mode { kPrefixd, kStrings, kLmcache, kLoopback };
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kPrefixd:
+      return "prefixd";
+    case Mode::kStrings:
+      return "strings";
+    case Mode::kLmcache:
+      return "lmcache";
+    case Mode::kLoopback:
+      return "loopback";
+  }
+  return "?";
+}
+
 enum class Verify { kFirstLast, kAll, kNone };
 
 struct Options {
@@ -58,6 +77,7 @@ struct Options {
   int warmup = 1;          // untimed store+fetch rounds per client
   Verify verify = Verify::kFirstLast;
   std::string key = "bench";
+  int chunks = 8;      // lmcache: distinct chunk hashes per worker, cycled through
   int timeout_s = 60;  // socket send/receive timeout: a stuck server fails the run, not hangs it
   std::string tls_cacert;  // non-empty: TLS
   std::string tls_cert;
@@ -86,18 +106,25 @@ std::optional<size_t> ParseSize(std::string_view text) {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: prefixd-blob-bench --mode prefixd|redis|loopback [--host H] [--port P]\n"
-               "         [--size BYTES[k|m|g]] [--clients N] [--requests N] [--seconds S]\n"
-               "         [--warmup N] [--verify first-last|all|none] [--key PREFIX]\n"
-               "         [--timeout S] [--tls-cacert F [--tls-cert F --tls-key F]]\n"
-               "  prefixd: SSM.PREFIX.STORE/FETCH <key>:<client> 0; redis: SET/GET <key>:<client>\n"
-               "  --requests is the total per phase, split over the clients; --seconds caps\n"
-               "  each phase. loopback: one thread sends size*requests bytes over 127.0.0.1\n"
-               "  in size-byte send() calls, another receives them (the copy-path ceiling).\n");
+               "usage: prefixd-blob-bench --mode prefixd|strings|lmcache|loopback [--host H]\n"
+               "         [--port P] [--size BYTES[k|m|g]] [--clients N] [--requests N]\n"
+               "         [--seconds S] [--warmup N] [--verify first-last|all|none] [--key PREFIX]\n"
+               "         [--chunks N] [--timeout S] [--tls-cacert F [--tls-cert F --tls-key F]]\n"
+               "  prefixd: SSM.PREFIX.STORE/FETCH <key>:<client> 0; strings (or redis): SET/GET\n"
+               "  <key>:<client>. --requests is the total per phase, split over the clients;\n"
+               "  --seconds caps each phase.\n"
+               "  lmcache: each client is one LMCache worker cycling over --chunks chunk keys\n"
+               "  <model>@<clients>@<worker>@<chunk hash hex>@bfloat16 (--key sets <model>,\n"
+               "  by default meta-llama/Llama-3.1-8B-Instruct): SET <key>kv_bytes <size>,\n"
+               "  SET <key>metadata <28 B>, EXISTS <key>metadata, GET <key>metadata,\n"
+               "  GET <key>kv_bytes; --requests cycles in total. loopback: one thread sends\n"
+               "  size*requests bytes over 127.0.0.1 in size-byte send() calls, another\n"
+               "  receives them (the copy-path ceiling).\n");
 }
 
 Options ParseOptions(int argc, char** argv) {
   Options o;
+  bool key_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") Usage(), std::exit(0);
@@ -118,8 +145,10 @@ Options ParseOptions(int argc, char** argv) {
     } else if (flag == "--mode") {
       if (value == "prefixd") {
         o.mode = Mode::kPrefixd;
-      } else if (value == "redis") {
-        o.mode = Mode::kRedis;
+      } else if (value == "strings" || value == "redis") {
+        o.mode = Mode::kStrings;
+      } else if (value == "lmcache") {
+        o.mode = Mode::kLmcache;
       } else if (value == "loopback") {
         o.mode = Mode::kLoopback;
       } else {
@@ -149,6 +178,9 @@ Options ParseOptions(int argc, char** argv) {
       }
     } else if (flag == "--key") {
       o.key = value;
+      key_given = true;
+    } else if (flag == "--chunks") {
+      o.chunks = static_cast<int>(std::max<int64_t>(1, integer()));
     } else if (flag == "--timeout") {
       o.timeout_s = static_cast<int>(integer());
     } else if (flag == "--tls-cacert") {
@@ -163,6 +195,7 @@ Options ParseOptions(int argc, char** argv) {
     }
   }
   if (o.mode != Mode::kLoopback && o.port == 0) Die("--port is required");
+  if (o.mode == Mode::kLmcache && !key_given) o.key = "meta-llama/Llama-3.1-8B-Instruct";
   if (o.requests < o.clients) o.requests = o.clients;
   return o;
 }
@@ -289,8 +322,74 @@ size_t RecvSome(Link& link, char* buf, size_t have, size_t want, bool exact) {
   return have;
 }
 
-// One connection's requests and reply buffer. Requests are not pipelined, so a recv never
-// returns bytes of a later reply.
+// Reads one reply (a status, error or integer line, or a bulk) into `buf`, which has room for
+// every reply the caller expects; returns the whole reply with its CRLFs. Requests are never
+// pipelined, so a recv never returns bytes of a later reply.
+std::string_view ReadReply(Link& link, std::vector<char>& buf) {
+  size_t have = 0, header = 0;
+  while (header == 0) {
+    have = RecvSome(link, buf.data(), have, buf.size(), false);
+    auto crlf = std::string_view(buf.data(), have).find("\r\n");
+    if (crlf != std::string_view::npos) header = crlf + 2;
+  }
+  if (buf[0] != '$' || buf[1] == '-') return {buf.data(), header};
+  size_t length = 0;
+  auto [end, ec] = std::from_chars(buf.data() + 1, buf.data() + header - 2, length);
+  if (ec != std::errc() || end != buf.data() + header - 2) {
+    Die("bad bulk header '" + std::string(buf.data(), header - 2) + "'");
+  }
+  size_t total = header + length + 2;
+  if (total > buf.size())
+    Die("a reply of " + std::to_string(total) + " bytes is larger than asked");
+  while (have < total) have = RecvSome(link, buf.data(), have, total, true);
+  return {buf.data(), total};
+}
+
+// The payload of a bulk reply of exactly `size` bytes; dies naming `what` on anything else.
+std::string_view BulkOf(std::string_view reply, size_t size, const char* what) {
+  const std::string header = "$" + std::to_string(size) + "\r\n";
+  if (reply.substr(0, header.size()) != header || reply.size() != header.size() + size + 2) {
+    Die(std::string(what) + " returned '" +
+        std::string(reply.substr(0, std::min<size_t>(reply.find('\r'), 200))) + "', wanted " +
+        std::to_string(size) + " bytes");
+  }
+  return reply.substr(header.size(), size);
+}
+
+// Dies naming `what` unless `reply` is exactly `wanted`.
+void Expect(std::string_view reply, std::string_view wanted, const char* what) {
+  if (reply != wanted) {
+    Die(std::string(what) + " returned '" + std::string(reply.substr(0, 200)) + "'");
+  }
+}
+
+std::string Bulk(std::string_view s) {
+  std::string out = "$";
+  out.append(std::to_string(s.size())).append("\r\n").append(s).append("\r\n");
+  return out;
+}
+
+// A blob of `size` pseudo-random bytes, different per `seed`, pre-faulted so that no page fault
+// lands in a timed request.
+std::vector<char> MakeBlob(size_t size, int seed) {
+  std::vector<char> blob(size);
+  uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(seed + 1);
+  for (size_t i = 0; i < blob.size(); i += 8) {
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;  // xorshift64
+    uint64_t v = x * 0x2545f4914f6cdd1dULL;
+    std::memcpy(&blob[i], &v, std::min<size_t>(8, blob.size() - i));
+  }
+  return blob;
+}
+
+// Writes `round` over both ends of `blob`, so that a stale value fails verification.
+void Stamp(std::vector<char>& blob, uint64_t round) {
+  size_t tail = std::min<size_t>(8, blob.size());
+  std::memcpy(blob.data(), &round, tail);
+  std::memcpy(blob.data() + blob.size() - tail, &round, tail);
+}
+
+// One connection's requests and reply buffer.
 class Client {
  public:
   Client(const Options& o, int id) : o_(o), link_(ConnectLink(o)) {
@@ -304,14 +403,7 @@ class Client {
       store_header_ = "*3\r\n$3\r\nSET\r\n" + Bulk(key) + "$" + size + "\r\n";
       fetch_ = "*2\r\n$3\r\nGET\r\n" + Bulk(key);
     }
-    // Pre-faulted so that no page fault lands in a timed request.
-    blob_.resize(o.size);
-    uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(id + 1);
-    for (size_t i = 0; i < blob_.size(); i += 8) {
-      x ^= x >> 12, x ^= x << 25, x ^= x >> 27;  // xorshift64
-      uint64_t v = x * 0x2545f4914f6cdd1dULL;
-      std::memcpy(&blob_[i], &v, std::min<size_t>(8, blob_.size() - i));
-    }
+    blob_ = MakeBlob(o.size, id);
     for (auto& r : reply_) r.assign(o.size + 4096, 0);  // room for the header or an error line
   }
   ~Client() { CloseLink(link_); }
@@ -321,19 +413,12 @@ class Client {
   // Stamps the blob with `round` at both ends (so a stale value fails verification), then sends
   // header + blob + CRLF in one gather write and waits for +OK.
   void Store(uint64_t round) {
-    size_t tail = std::min<size_t>(8, blob_.size());
-    std::memcpy(blob_.data(), &round, tail);
-    std::memcpy(blob_.data() + blob_.size() - tail, &round, tail);
+    Stamp(blob_, round);
     iovec iov[3] = {{store_header_.data(), store_header_.size()},
                     {blob_.data(), blob_.size()},
                     {const_cast<char*>("\r\n"), 2}};
     SendAll(link_, iov, 3);
-    std::vector<char>& r = reply_[0];
-    size_t have = 0;
-    while (have < 2 || r[have - 2] != '\r' || r[have - 1] != '\n') {
-      have = RecvSome(link_, r.data(), have, r.size(), false);
-    }
-    if (r[0] != '+') Die("STORE failed: " + std::string(r.data(), have - 2));
+    Expect(ReadReply(link_, reply_[0]), "+OK\r\n", "STORE");
   }
 
   // Sends a fetch and reads the bulk reply into reply buffer `slot` (0 or 1, both reused);
@@ -341,23 +426,7 @@ class Client {
   std::string_view Fetch(int slot) {
     iovec iov[1] = {{fetch_.data(), fetch_.size()}};
     SendAll(link_, iov, 1);
-    std::vector<char>& r = reply_[slot];
-    size_t have = 0, header = 0;
-    while (header == 0) {
-      have = RecvSome(link_, r.data(), have, r.size(), false);
-      auto crlf = std::string_view(r.data(), have).find("\r\n");
-      if (crlf != std::string_view::npos) header = crlf + 2;
-    }
-    if (r[0] != '$') Die("FETCH failed: " + std::string(r.data(), header - 2));
-    size_t length = 0;
-    auto [end, ec] = std::from_chars(r.data() + 1, r.data() + header - 2, length);
-    if (ec != std::errc() || length != o_.size) {
-      Die("FETCH returned '" + std::string(r.data(), header - 2) + "', wanted " +
-          std::to_string(o_.size) + " bytes");
-    }
-    size_t total = header + length + 2;
-    while (have < total) have = RecvSome(link_, r.data(), have, total, true);
-    return {r.data() + header, length};
+    return BulkOf(ReadReply(link_, reply_[slot]), o_.size, "FETCH");
   }
 
   bool Matches(std::string_view fetched) const {
@@ -366,12 +435,6 @@ class Client {
   }
 
  private:
-  static std::string Bulk(const std::string& s) {
-    std::string out = "$";
-    out.append(std::to_string(s.size())).append("\r\n").append(s).append("\r\n");
-    return out;
-  }
-
   const Options& o_;
   Link link_;
   std::string store_header_;
@@ -393,7 +456,9 @@ double Percentile(std::vector<double>& v, double p) {
   return v[k];
 }
 
-void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& results) {
+// `bytes_per_op`: payload bytes one operation moves (GB/s counts 10^9 of them per second).
+void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& results,
+                double bytes_per_op) {
   std::vector<double> all;
   auto start = results[0].start, end = results[0].end;
   bool verified = true;
@@ -405,7 +470,7 @@ void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& resu
   }
   double seconds = std::chrono::duration<double>(end - start).count();
   double ops = static_cast<double>(all.size());
-  const char* mode = o.mode == Mode::kPrefixd ? "prefixd" : "redis";
+  const char* mode = ModeName(o.mode);
   const char* check = o.verify == Verify::kNone  ? "none"
                       : o.verify == Verify::kAll ? "all"
                                                  : "first-last";
@@ -415,9 +480,28 @@ void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& resu
       "\"seconds\":%.4f,\"ops_per_s\":%.1f,\"gb_per_s\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
       "\"verify\":\"%s\",\"verified\":%s}\n",
       mode, op, o.size, o.clients, all.size(), seconds, ops / seconds,
-      ops * static_cast<double>(o.size) / seconds / 1e9, p50, p99, check,
-      verified ? "true" : "false");
+      ops * bytes_per_op / seconds / 1e9, p50, p99, check, verified ? "true" : "false");
   std::fflush(stdout);
+}
+
+// Client `id`'s part of --requests.
+int64_t ShareOf(const Options& o, int id) {
+  return o.requests / o.clients + (id < o.requests % o.clients ? 1 : 0);
+}
+
+// Runs `body(id)` on `count` threads and waits for them.
+template <class Body>
+void RunThreads(int count, const Body& body) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < count; ++i) threads.emplace_back(body, i);
+  for (auto& t : threads) t.join();
+}
+
+// When a phase that began at `start` stops: --seconds later, or never.
+Clock::time_point PhaseDeadline(const Options& o, Clock::time_point start) {
+  return o.seconds > 0 ? start + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(o.seconds))
+                       : Clock::time_point::max();
 }
 
 int RunBlobs(const Options& o) {
@@ -430,14 +514,10 @@ int RunBlobs(const Options& o) {
 
   auto worker = [&](int id) {
     Client& c = *clients[static_cast<size_t>(id)];
-    int64_t share = o.requests / o.clients + (id < o.requests % o.clients ? 1 : 0);
+    const int64_t share = ShareOf(o, id);
     uint64_t round = 0;
     for (int i = 0; i < o.warmup; ++i) c.Store(++round), c.Fetch(0);
-    auto deadline = [&](Clock::time_point start) {
-      return o.seconds > 0 ? start + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(o.seconds))
-                           : Clock::time_point::max();
-    };
+    auto deadline = [&](Clock::time_point start) { return PhaseDeadline(o, start); };
 
     PhaseResult& s = stores[static_cast<size_t>(id)];
     s.latencies_ms.reserve(static_cast<size_t>(share));
@@ -469,13 +549,136 @@ int RunBlobs(const Options& o) {
     if (!f.verified) failed = true;
   };
 
-  std::vector<std::thread> threads;
-  for (int i = 0; i < o.clients; ++i) threads.emplace_back(worker, i);
-  for (auto& t : threads) t.join();
-  PrintPhase(o, "store", stores);
-  PrintPhase(o, "fetch", fetches);
+  RunThreads(o.clients, worker);
+  PrintPhase(o, "store", stores, static_cast<double>(o.size));
+  PrintPhase(o, "fetch", fetches, static_cast<double>(o.size));
   if (failed) {
     std::fprintf(stderr, "prefixd-blob-bench: fetched bytes differ from the stored blob\n");
+    return 2;
+  }
+  return 0;
+}
+
+// One LMCache worker, as its redis connector drives one pooled connection: it cycles over
+// `--chunks` chunk keys, each cycle storing a chunk and its metadata (the store path), checking
+// that the metadata exists (the lookup path) and reading metadata then chunk (the load path).
+// Every reply is checked byte for byte except the chunk's payload, which is compared with what
+// was stored on the first and last cycle (or every cycle with --verify all).
+class LmcacheWorker {
+ public:
+  LmcacheWorker(const Options& o, int id)
+      : o_(o), link_(ConnectLink(o)), blob_(MakeBlob(o.size, id)) {
+    const std::string size = std::to_string(o.size);
+    for (int c = 0; c < o.chunks; ++c) {
+      char hash[17];
+      std::snprintf(hash, sizeof hash, "%016llx",
+                    static_cast<unsigned long long>(0x9e3779b97f4a7c15ULL *
+                                                    static_cast<uint64_t>(id * 1000003 + c + 1)));
+      const std::string key = o.key + "@" + std::to_string(o.clients) + "@" + std::to_string(id) +
+                              "@" + hash + "@bfloat16";
+      Chunk chunk;
+      chunk.metadata = Metadata(o.size, c);
+      chunk.set_kv = "*3\r\n$3\r\nSET\r\n" + Bulk(key + "kv_bytes") + "$" + size + "\r\n";
+      chunk.set_metadata = "*3\r\n$3\r\nSET\r\n" + Bulk(key + "metadata") + Bulk(chunk.metadata);
+      chunk.exists = "*2\r\n$6\r\nEXISTS\r\n" + Bulk(key + "metadata");
+      chunk.get_metadata = "*2\r\n$3\r\nGET\r\n" + Bulk(key + "metadata");
+      chunk.get_kv = "*2\r\n$3\r\nGET\r\n" + Bulk(key + "kv_bytes");
+      chunks_.push_back(std::move(chunk));
+    }
+    reply_.assign(o.size + 4096, 0);
+  }
+  ~LmcacheWorker() { CloseLink(link_); }
+  LmcacheWorker(const LmcacheWorker&) = delete;
+  LmcacheWorker& operator=(const LmcacheWorker&) = delete;
+
+  // One chunk cycle on chunk `round` modulo --chunks; returns the chunk payload read back, valid
+  // until the next cycle.
+  std::string_view Cycle(uint64_t round) {
+    const Chunk& c = chunks_[round % chunks_.size()];
+    Stamp(blob_, round);
+    iovec store[3] = {{const_cast<char*>(c.set_kv.data()), c.set_kv.size()},
+                      {blob_.data(), blob_.size()},
+                      {const_cast<char*>("\r\n"), 2}};
+    SendAll(link_, store, 3);
+    Expect(ReadReply(link_, reply_), "+OK\r\n", "SET kv_bytes");
+    Expect(Ask(c.set_metadata), "+OK\r\n", "SET metadata");
+    Expect(Ask(c.exists), ":1\r\n", "EXISTS metadata");
+    if (BulkOf(Ask(c.get_metadata), c.metadata.size(), "GET metadata") != c.metadata) {
+      Die("GET metadata returned other bytes than were stored");
+    }
+    return BulkOf(Ask(c.get_kv), o_.size, "GET kv_bytes");
+  }
+
+  bool Matches(std::string_view fetched) const {
+    return fetched.size() == blob_.size() &&
+           std::memcmp(fetched.data(), blob_.data(), blob_.size()) == 0;
+  }
+
+ private:
+  struct Chunk {
+    std::string metadata, set_kv, set_metadata, exists, get_metadata, get_kv;
+  };
+
+  // LMCache's 28-byte metadata: seven little-endian 32-bit fields (chunk bytes, format, dtype
+  // and a 4-dimensional shape); only the size matters to the servers.
+  static std::string Metadata(size_t size, int chunk) {
+    const uint32_t fields[7] = {static_cast<uint32_t>(size), 1, 2, 2, 32, 256,
+                                static_cast<uint32_t>(chunk)};
+    return {reinterpret_cast<const char*>(fields), sizeof fields};
+  }
+
+  std::string_view Ask(const std::string& request) {
+    iovec iov[1] = {{const_cast<char*>(request.data()), request.size()}};
+    SendAll(link_, iov, 1);
+    return ReadReply(link_, reply_);
+  }
+
+  const Options& o_;
+  Link link_;
+  std::vector<char> blob_;
+  std::vector<Chunk> chunks_;
+  std::vector<char> reply_;
+};
+
+// --requests chunk cycles split over --clients workers, after each worker has written every one
+// of its chunk keys once (untimed), so the timed cycles replace values as a full cache does.
+int RunLmcache(const Options& o) {
+  std::vector<std::unique_ptr<LmcacheWorker>> workers;
+  for (int i = 0; i < o.clients; ++i) workers.push_back(std::make_unique<LmcacheWorker>(o, i));
+  std::vector<PhaseResult> cycles(static_cast<size_t>(o.clients));
+  std::barrier sync(o.clients);
+  std::atomic<bool> failed{false};
+
+  auto worker = [&](int id) {
+    LmcacheWorker& w = *workers[static_cast<size_t>(id)];
+    const int64_t share = ShareOf(o, id);
+    uint64_t round = 0;
+    for (int i = 0; i < std::max(o.warmup, o.chunks); ++i) w.Cycle(round++);
+    PhaseResult& r = cycles[static_cast<size_t>(id)];
+    r.latencies_ms.reserve(static_cast<size_t>(share));
+    sync.arrive_and_wait();
+    r.start = Clock::now();
+    const auto deadline = PhaseDeadline(o, r.start);
+    std::string_view last;
+    for (int64_t i = 0; i < share && Clock::now() < deadline; ++i) {
+      auto t0 = Clock::now();
+      last = w.Cycle(round++);
+      r.latencies_ms.push_back(
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (o.verify == Verify::kAll || (o.verify == Verify::kFirstLast && i == 0)) {
+        r.verified = r.verified && w.Matches(last);
+      }
+    }
+    r.end = Clock::now();
+    if (o.verify == Verify::kFirstLast && !last.empty()) r.verified = r.verified && w.Matches(last);
+    if (!r.verified) failed = true;
+  };
+
+  RunThreads(o.clients, worker);
+  // A cycle moves the chunk twice (stored, loaded); the metadata's bytes are not counted.
+  PrintPhase(o, "cycle", cycles, 2.0 * static_cast<double>(o.size));
+  if (failed) {
+    std::fprintf(stderr, "prefixd-blob-bench: a loaded chunk differs from the stored one\n");
     return 2;
   }
   return 0;
@@ -561,5 +764,6 @@ int RunLoopback(const Options& o) {
 int main(int argc, char** argv) {
   auto options = prefixd::bench::ParseOptions(argc, argv);
   if (options.mode == prefixd::bench::Mode::kLoopback) return prefixd::bench::RunLoopback(options);
+  if (options.mode == prefixd::bench::Mode::kLmcache) return prefixd::bench::RunLmcache(options);
   return prefixd::bench::RunBlobs(options);
 }

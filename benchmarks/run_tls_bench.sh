@@ -85,12 +85,7 @@ for rep in $(seq 1 "$reps"); do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-median() {  # row server transport column
-  awk -F'\t' -v r="$1" -v s="$2" -v t="$3" -v c="$4" '$1 == r && $2 == s && $3 == t { print $c }' \
-    "$results" | sort -g | awk '{ v[NR] = $1 } END {
-      if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
-      else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+median() { bench_median "$results" "$@"; }  # row server transport column
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 percent() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "nan" }'; }
 

@@ -21,34 +21,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 command_line="benchmarks/run_wire_bench.sh${*:+ $*}"
-build_dir=build
-server_bin=
-quick=0
-reps=5
-write_doc=1
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --build-dir) build_dir=$2; shift 2 ;;
-    --server) server_bin=$2; shift 2 ;;
-    --quick) quick=1; shift ;;
-    --reps) reps=$2; shift 2 ;;
-    --no-write) write_doc=0; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "run_wire_bench.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
-[[ $build_dir = /* ]] || build_dir=$repo/$build_dir
-
-server_bin=${server_bin:-$build_dir/prefixd-server}
-[[ $server_bin = /* ]] || server_bin=$PWD/$server_bin
-bench_bin=$build_dir/prefixd-blob-bench
-[[ -x $bench_bin ]] || bench_bin=$build_dir/benchmarks/prefixd-blob-bench
-for bin in "$server_bin" "$bench_bin"; do
-  [[ -x $bin ]] || { echo "missing $bin; build prefixd-server and prefixd-blob-bench" >&2; exit 2; }
-done
-for tool in redis-server redis-cli redis-benchmark jq timeout; do
-  command -v "$tool" >/dev/null || { echo "run_wire_bench.sh needs $tool" >&2; exit 2; }
-done
+source "$repo/benchmarks/bench_lib.sh" wire-bench
+bench_parse_options build "$@"
 
 # Workload sizes: total requests per timed phase (split over the clients), per blob size.
 declare -A blob_requests
@@ -64,14 +38,6 @@ else
 fi
 blob_sizes=(1 16 64)
 blob_clients=(1 4)
-
-# The commit as the run starts (the binaries are assumed to be built from this tree).
-commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if ! git -C "$repo" --no-optional-locks diff --quiet HEAD -- src benchmarks 2>/dev/null; then
-  commit="$commit (plus uncommitted changes under src/ or benchmarks/)"
-fi
-
-source "$repo/benchmarks/bench_lib.sh" wire-bench
 
 prefixd_flags=(--loglevel warning)
 if "$server_bin" --help 2>/dev/null | grep -q -- '--appendonly'; then
@@ -159,19 +125,14 @@ done
 
 # --- table ---------------------------------------------------------------------------------------
 # median KIND ROW SERVER COLUMN: the median over reps of column 5 (value), 6 (p50) or 7 (p99).
-median() {
-  awk -F'\t' -v k="$1" -v r="$2" -v s="$3" -v c="$4" '$1 == k && $2 == r && $3 == s { print $c }' \
-    "$results" | sort -g | awk '{ v[NR] = $1 } END {
-      if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
-      else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+median() { bench_median "$results" "$@"; }
 # best KIND ROW SERVER: the largest value over reps (the loopback ceiling is a best case).
 best() {
   awk -F'\t' -v k="$1" -v r="$2" -v s="$3" '$1 == k && $2 == r && $3 == s { print $5 }' \
     "$results" | sort -g | tail -n 1
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "n/a" }'; }
-fmt() { awk -v v="$1" -v f="$2" 'BEGIN { printf f, v }'; }
+ratio() { bench_ratio "$@"; }
+fmt() { bench_fmt "$@"; }
 kilo() { awk -v v="$1" 'BEGIN { printf "%.0f", v / 1000 }'; }
 
 loop1=$(best loopback 1 loopback)
@@ -216,22 +177,17 @@ table=$work/table.md
   done
 } >"$table"
 
-echo
-cat "$table"
-echo
-echo "total $(elapsed)" >&2
+bench_show_table "$table"
 
 # --- docs/benchmarks.md --------------------------------------------------------------------------
 ((write_doc)) || exit 0
 doc=$repo/docs/benchmarks.md
-cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
 section=$work/section.md
 {
   echo "## Wire: prefixd vs redis-server"
   echo
   echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "- Machine: $(nproc) CPUs ($cpu), $mem, Linux $(uname -r)"
+  echo "- Machine: $(bench_machine)"
   echo "- Server: \`${server_bin#"$repo"/}\` \`${prefixd_flags[*]}\`, working tree at $commit;" \
     "$(redis-server --version | cut -d' ' -f1-3)"
   echo "- Command: \`$command_line\` (medians of $reps alternating runs; took $(elapsed))"
@@ -248,23 +204,5 @@ section=$work/section.md
   cat "$table"
   echo
 } >"$section"
-if [[ ! -f $doc ]]; then
-  printf '# Benchmarks\n\n' >"$doc"
-fi
-awk -v section="$section" '
-  /^## Wire: prefixd vs redis-server[[:space:]]*$/ {
-    while ((getline line < section) > 0) print line
-    done = 1; skipping = 1; next
-  }
-  skipping && /^## / { skipping = 0 }
-  !skipping { print }
-  { last = $0 }
-  END {
-    if (!done) {
-      if (last != "") print ""
-      while ((getline line < section) > 0) print line
-    }
-  }
-' "$doc" >"$work/doc.md"
-cp "$work/doc.md" "$doc"
+bench_write_section "$doc" "Wire: prefixd vs redis-server" "$section"
 echo "wrote the table to ${doc#"$repo"/}" >&2

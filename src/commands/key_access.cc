@@ -124,16 +124,15 @@ namespace {
 
 std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch) {
   store::Keyspace& keys = Db(ctx).keys;
-  auto info = keys.Find(key);
-  if (!info) return std::nullopt;
   const int64_t now = NowMs();
+  auto info = touch ? keys.FindAndTouch(key, now) : keys.Find(key);
+  if (!info) return std::nullopt;
   if (info->expire_at_ms != 0 && info->expire_at_ms <= now) {
     Deleted deleted = DeleteKey(ctx, key, info->type);
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);
     ctx.engine.stats().expired_keys += 1;
     return std::nullopt;
   }
-  if (touch) keys.Touch(key);
   return info;
 }
 

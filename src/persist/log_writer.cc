@@ -177,11 +177,19 @@ void LogWriter::CloseSegment() {
 
 uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, uint16_t db,
                            Placed placed) {
-  std::lock_guard lock(mu_);
-  uint64_t lsn = next_lsn_++;
-  queue_.push_back(Pending{lsn, type, std::move(payload), db, false, 0, std::move(placed)});
+  uint64_t lsn = 0;
+  bool wake = false;
+  {
+    std::lock_guard lock(mu_);
+    lsn = next_lsn_++;
+    // Only the first record of a batch wakes the writer: it takes the whole queue at once, and
+    // checks the queue under the lock before it sleeps, so no wake-up is lost. Notifying after
+    // the lock is released spares the woken writer a wait on it.
+    wake = queue_.empty();
+    queue_.push_back(Pending{lsn, type, std::move(payload), db, false, 0, std::move(placed)});
+  }
   records_appended_.fetch_add(1, std::memory_order_relaxed);
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
   return lsn;
 }
 

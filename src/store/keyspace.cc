@@ -94,7 +94,10 @@ void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyT
   // A string's value lives here, not in the stores the probe reads: only its own records
   // change it.
   if (it != shard.keys.end() && it->second.type == KeyType::kString) return;
-  if (auto type = probe()) return SetLocked(shard, key, *type);
+  if (auto type = probe()) {
+    SetLocked(shard, key, *type);
+    return;
+  }
   if (it != shard.keys.end()) Erase(shard, it);
 }
 
@@ -104,8 +107,7 @@ void Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encod
   Bytes released;  // the old value, freed after the lock
   std::lock_guard lock(shard.mu);
   if (under_lock) under_lock();
-  SetLocked(shard, key, KeyType::kString);
-  auto it = shard.keys.find(ViewOf(key));
+  auto it = SetLocked(shard, key, KeyType::kString);
   KeyInfo& info = it->second;
   bytes_ -= ValueBytes(info);
   released = std::move(info.value);
@@ -127,13 +129,14 @@ bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& u
   return true;
 }
 
-void Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
+std::map<Keyspace::Position, KeyInfo, Keyspace::Less>::iterator Keyspace::SetLocked(
+    Shard& shard, std::string_view key, KeyType type) {
   const PositionView at = ViewOf(key);
   auto it = shard.keys.find(at);
   if (it != shard.keys.end()) {
     it->second.type = type;
     if (it->second.cold) SwitchTier(shard, it->first.key, it->second, false);
-    return;
+    return it;
   }
   KeyInfo info;
   info.type = type;
@@ -144,6 +147,7 @@ void Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
   shard.key_of_handle[info.handle] = &placed->first.key;
   bytes_ += EntryBytes(key);
   shard.keys_in_slot[info.slot >> kShardBits] += 1;
+  return placed;
 }
 
 void Keyspace::Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it) {
@@ -213,6 +217,18 @@ std::optional<KeyInfo> Keyspace::Find(std::string_view key) const {
   auto it = shard.keys.find(ViewOf(key));
   if (it == shard.keys.end()) return std::nullopt;
   return it->second;
+}
+
+std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_ms) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.keys.find(ViewOf(key));
+  if (it == shard.keys.end()) return std::nullopt;
+  const KeyInfo& info = it->second;
+  if (info.expire_at_ms == 0 || info.expire_at_ms > now_ms) {
+    shard.IndexOf(info).Touch(info.handle, EvictionClockMicros());
+  }
+  return info;
 }
 
 void Keyspace::Touch(std::string_view key) {

@@ -101,6 +101,9 @@ class Keyspace {
   bool RemoveString(std::string_view key, const std::function<void()>& under_lock);
 
   std::optional<KeyInfo> Find(std::string_view key) const;
+  // Find, and when the key is found and not expired at `now_ms`, Touch in the same lock hold
+  // (a command's lookup: one shard lock and one map search instead of two).
+  std::optional<KeyInfo> FindAndTouch(std::string_view key, int64_t now_ms);
   // Records an access: last access time and the LFU counter (Redis's lookupKey).
   void Touch(std::string_view key);
   // Sets (at_ms > 0) or clears (0) the key's expiry; false when the key does not exist.
@@ -179,7 +182,9 @@ class Keyspace {
   };
 
   static PositionView ViewOf(std::string_view key);
-  void SetLocked(Shard& shard, std::string_view key, KeyType type);
+  // Makes `key` an entry of `type`; returns it.
+  std::map<Position, KeyInfo, Less>::iterator SetLocked(Shard& shard, std::string_view key,
+                                                        KeyType type);
   void Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it);
   void SetExpiryLocked(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it, int64_t at_ms);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.

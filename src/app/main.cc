@@ -73,7 +73,7 @@ std::string OpenCluster(const prefixd::Settings& s, const std::string& dir,
   if (engine.cluster == nullptr) return error;
   auto t = engine.cluster->Snapshot();
   spdlog::info("Cluster node {} at {}: {} of 16384 slots assigned, {} nodes known ({})",
-               t->Myself().id, t->Myself().Address(), t->AssignedSlots(), t->nodes.size(), path);
+               t->Myself().id, t->Myself().Address(), t->assigned_slots, t->nodes.size(), path);
   return {};
 }
 

@@ -83,6 +83,7 @@ std::unique_ptr<ClusterState> ClusterState::Open(const std::string& path, const 
     self.port = port;
     self.bus_port = port + 10000 <= 65535 ? port + 10000 : 0;
   }
+  topology->assigned_slots = topology->CountAssignedSlots();
   std::unique_ptr<ClusterState> state(new ClusterState(path, std::move(topology)));
   error = state->Save();
   if (!error.empty()) return nullptr;
@@ -93,6 +94,7 @@ std::string ClusterState::Change(const std::function<std::string(Topology&)>& ch
   std::lock_guard serial(change_mu_);
   auto next = std::make_shared<Topology>(*Snapshot());
   if (std::string error = change(*next); !error.empty()) return error;
+  next->assigned_slots = next->CountAssignedSlots();
   if (std::string error = WriteFileAtomically(path_, FormatNodes(*next, true)); !error.empty()) {
     return "ERR cannot save the cluster configuration: " + error;
   }

@@ -117,7 +117,7 @@ int16_t Topology::Find(std::string_view id) const {
   return kNoNode;
 }
 
-size_t Topology::AssignedSlots() const {
+size_t Topology::CountAssignedSlots() const {
   return static_cast<size_t>(
       std::count_if(owner.begin(), owner.end(), [](int16_t n) { return n != kNoNode; }));
 }

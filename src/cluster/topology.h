@@ -51,11 +51,16 @@ struct Topology {
     importing_from.fill(kNoNode);
   }
 
+  // How many slots have a node, counted once per published view (ClusterState counts after every
+  // change) so the routing check before each command does not walk 16384 slots.
+  size_t assigned_slots = 0;
+
   const Node& Myself() const { return nodes[myself]; }
   // The index of the node with `id`, or kNoNode.
   int16_t Find(std::string_view id) const;
   bool Serves(uint16_t slot) const { return owner[slot] == static_cast<int16_t>(myself); }
-  size_t AssignedSlots() const;
+  // Counts the slots that have a node (what assigned_slots caches).
+  size_t CountAssignedSlots() const;
   // Masters that serve at least one slot (cluster_size).
   size_t ServingMasters() const;
 };

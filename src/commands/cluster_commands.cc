@@ -27,7 +27,7 @@ constexpr uint32_t kAdminFlags = kAdmin | kStale | kNoAsyncLoading;
 
 bool ClusterOk(const Engine& engine, const Topology& t) {
   return !engine.settings().Bool(Setting::kClusterRequireFullCoverage) ||
-         t.AssignedSlots() == kClusterSlots;
+         t.assigned_slots == kClusterSlots;
 }
 
 std::string Redirect(std::string_view kind, uint16_t slot, const cluster::Node& node) {
@@ -113,7 +113,7 @@ void ReplyToChange(Context& ctx, const std::string& error) {
 void ClusterInfo(Context& ctx) {
   auto t = SnapshotOrReply(ctx);
   if (!t) return;
-  const size_t assigned = t->AssignedSlots();
+  const size_t assigned = t->assigned_slots;
   std::string out;
   auto line = [&](std::string_view name, const std::string& value) {
     out.append(name).append(":").append(value).append("\r\n");
@@ -442,23 +442,23 @@ void ClusterReset(Context& ctx) {
   }));
 }
 
-void ClusterCountFailureReports(Context& ctx) {
+// True when the node named by argument 2 is known; otherwise replies Redis's error.
+bool NamedNodeOrReply(Context& ctx) {
   auto t = SnapshotOrReply(ctx);
-  if (!t) return;
-  if (t->Find(ctx.args[2]) == kNoNode) {
-    return ctx.reply.Error("ERR Unknown node " + std::string(ctx.args[2]));
-  }
-  ctx.reply.Integer(0);
+  if (!t) return false;
+  if (t->Find(ctx.args[2]) != kNoNode) return true;
+  ctx.reply.Error("ERR Unknown node " + std::string(ctx.args[2]));
+  return false;
+}
+
+// No bus, so no failure reports.
+void ClusterCountFailureReports(Context& ctx) {
+  if (NamedNodeOrReply(ctx)) ctx.reply.Integer(0);
 }
 
 // Every node is a master without replicas.
 void ClusterReplicas(Context& ctx) {
-  auto t = SnapshotOrReply(ctx);
-  if (!t) return;
-  if (t->Find(ctx.args[2]) == kNoNode) {
-    return ctx.reply.Error("ERR Unknown node " + std::string(ctx.args[2]));
-  }
-  ctx.reply.ArrayLen(0);
+  if (NamedNodeOrReply(ctx)) ctx.reply.ArrayLen(0);
 }
 
 void ClusterLinks(Context& ctx) {

@@ -205,15 +205,11 @@ void StateStore::Place(std::string_view sid, uint32_t layer, const uint8_t* data
   Shard& shard = ShardFor(sid);
   std::shared_ptr<const ColdFile> released;
   std::lock_guard lock(shard.mu);
-  auto it = shard.sessions.find(sid);
-  if (it == shard.sessions.end()) return;
-  auto slot = it->second.layers.find(layer);
-  if (slot == it->second.layers.end()) return;
-  Layer& l = slot->second;
+  Layer* l = FindLayer(shard, sid, layer);
   // The caller still holds the buffer at `data`, so no other value can sit at that address.
-  if (l.cold || l.value.data() != data) return;
-  released = std::exchange(l.file, std::move(file));
-  l.offset = offset;
+  if (l == nullptr || l->cold || l->value.data() != data) return;
+  released = std::exchange(l->file, std::move(file));
+  l->offset = offset;
 }
 
 void StateStore::Repoint(std::string_view sid, uint32_t layer, const ColdFile* old_file,
@@ -222,16 +218,19 @@ void StateStore::Repoint(std::string_view sid, uint32_t layer, const ColdFile* o
   Shard& shard = ShardFor(sid);
   std::shared_ptr<const ColdFile> released;
   std::lock_guard lock(shard.mu);
-  auto it = shard.sessions.find(sid);
-  if (it == shard.sessions.end()) return;
-  auto slot = it->second.layers.find(layer);
-  if (slot == it->second.layers.end()) return;
-  Layer& l = slot->second;
+  Layer* l = FindLayer(shard, sid, layer);
   // A place holds one value (hot or cold): the caller holds `old_file` open, so no other file
   // can sit at that address, and a rewritten layer has another place or none.
-  if (l.file.get() != old_file || l.offset != old_offset) return;
-  released = std::exchange(l.file, std::move(file));
-  l.offset = offset;
+  if (l == nullptr || l->file.get() != old_file || l->offset != old_offset) return;
+  released = std::exchange(l->file, std::move(file));
+  l->offset = offset;
+}
+
+StateStore::Layer* StateStore::FindLayer(Shard& shard, std::string_view sid, uint32_t layer) {
+  auto it = shard.sessions.find(sid);
+  if (it == shard.sessions.end()) return nullptr;
+  auto slot = it->second.layers.find(layer);
+  return slot == it->second.layers.end() ? nullptr : &slot->second;
 }
 
 ColdOutcome StateStore::MakeCold(std::string_view sid) {

@@ -168,6 +168,8 @@ class StateStore {
   };
 
   Shard& ShardFor(std::string_view sid) const;
+  // The layer `layer` of session `sid` in `shard`, or null; the caller holds the shard lock.
+  static Layer* FindLayer(Shard& shard, std::string_view sid, uint32_t layer);
   // Accounting deltas; callers hold the shard lock, the counters are global atomics.
   void Account(const Layer* removed, const Layer* added);
   void ForgetSession(std::string_view sid);

@@ -6,19 +6,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 
-import { Server } from './node_server.mjs';
+import { Server, loadNpmClients } from './node_server.mjs';
 
-let IORedis = null;
-let nodeRedis = null;
-let skipReason = false;
-try {
-  IORedis = (await import('ioredis')).default;
-  nodeRedis = await import('redis');
-} catch (err) {
-  skipReason = `ioredis/redis npm packages are not installed (run "npm install --no-audit ` +
-    `--no-fund" in tests/integration): ${err.message}`;
-  console.log(`# SKIP: ${skipReason}`);
-}
+const { IORedis, nodeRedis, skipReason } = await loadNpmClients();
 
 const server = new Server();
 const SIZES = [0, 1, 1024, 1 << 20, 8 << 20];

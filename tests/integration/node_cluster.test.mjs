@@ -9,18 +9,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { Server, freePort } from './node_server.mjs';
+import { Server, freePort, loadNpmClients } from './node_server.mjs';
 
-let IORedis = null;
-let nodeRedis = null;
-let skipReason = false;
-try {
-  IORedis = (await import('ioredis')).default;
-  nodeRedis = await import('redis');
-} catch (err) {
-  skipReason = `ioredis/redis npm packages are not installed: ${err.message}`;
-  console.log(`# SKIP: ${skipReason}`);
-}
+const { IORedis, nodeRedis, skipReason } = await loadNpmClients();
 
 const ids = ['1', '2', '3'].map((d) => d.padStart(40, '0'));
 const ranges = ['0-5460', '5461-10922', '10923-16383'];

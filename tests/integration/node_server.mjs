@@ -6,6 +6,19 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
+// ioredis and node-redis from tests/integration/node_modules, or the reason a test file skips.
+export async function loadNpmClients() {
+  try {
+    return { IORedis: (await import('ioredis')).default, nodeRedis: await import('redis'),
+      skipReason: false };
+  } catch (err) {
+    const skipReason = `ioredis/redis npm packages are not installed (run "npm install ` +
+      `--no-audit --no-fund" in tests/integration): ${err.message}`;
+    console.log(`# SKIP: ${skipReason}`);
+    return { IORedis: null, nodeRedis: null, skipReason };
+  }
+}
+
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function freePort() {

@@ -13,6 +13,8 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
 
+import { freePort, sleep } from './node_server.mjs';
+
 let IORedis = null;
 let skipReason = false;
 try {
@@ -23,19 +25,6 @@ try {
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 const state = {};
 const cert = (name) => fs.readFileSync(path.join(state.certs, name));
 

@@ -375,7 +375,7 @@ void LogWriter::WriterLoop() {
     idle_and_written_ = carry.empty();
     if (ok) MarkHealthy();
     NotifyDurable();
-    progress_cv_.notify_all();
+    NotifyProgress();
     if (!ok) {
       std::unique_lock lock(mu_);
       if (cv_.wait_for(lock, retry_interval_, [&] { return stop_; })) {
@@ -389,6 +389,15 @@ void LogWriter::WriterLoop() {
   }
   SyncCurrent();
   NotifyDurable();
+  NotifyProgress();
+}
+
+void LogWriter::NotifyProgress() {
+  // The counters a waiter tests are atomics written without mu_. A waiter tests them holding
+  // mu_ and only then sleeps; passing through mu_ here means it either saw the new values or is
+  // asleep already and gets this notification. Without it the wake-up could fall between its
+  // test and its sleep, and Sync() would wait for a write that has already happened.
+  { std::lock_guard lock(mu_); }
   progress_cv_.notify_all();
 }
 

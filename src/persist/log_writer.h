@@ -119,6 +119,8 @@ class LogWriter {
   bool SyncCurrent();
   void MarkHealthy();
   void NotifyDurable();
+  // Wakes what waits on progress_cv_ (Sync, RotateForSnapshot) after the writer moved on.
+  void NotifyProgress();
   void RecordError(const std::string& what);
 
   Env* const env_;
@@ -127,10 +129,10 @@ class LogWriter {
   const uint64_t segment_bytes_;
   std::chrono::milliseconds retry_interval_{1000};
 
-  mutable std::mutex mu_;              // queue_, next_lsn_, stop_
-  std::condition_variable cv_;         // wakes the writer
-  std::condition_variable syncer_cv_;  // wakes the syncer (only to stop)
-  std::condition_variable progress_cv_;
+  mutable std::mutex mu_;                // queue_, next_lsn_, stop_
+  std::condition_variable cv_;           // wakes the writer
+  std::condition_variable syncer_cv_;    // wakes the syncer (only to stop)
+  std::condition_variable progress_cv_;  // written_lsn_, rotations_done_ or write_ok_ moved
   std::vector<Pending> queue_;
   uint64_t next_lsn_;
   uint64_t rotations_requested_ = 0;

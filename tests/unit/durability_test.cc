@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +35,7 @@
 #include "common/bytes.h"
 #include "persist/durability.h"
 #include "persist/log_format.h"
+#include "persist/log_writer.h"
 #include "persist/mutation.h"
 #include "store/state_store.h"
 
@@ -362,6 +364,35 @@ TEST_F(DurabilityTest, WhenDurableFiresOnceTheRecordIsSynced) {
     }
     EXPECT_GE(node->durability().Stats().log.synced_lsn, lsn);
   }
+}
+
+// Sync() waits on a condition the log thread changes: the writer must not wake it in the
+// moment between the wait's test and its sleep (found hanging a crash test under TSan). Many
+// short Append+Sync rounds hit that moment often enough to hang without the fix; a watchdog
+// turns a hang into a failure.
+TEST_F(DurabilityTest, SyncNeverMissesTheWritersWakeUp) {
+  LogWriter writer(root_, FsyncPolicy::kNo, uint64_t{1} << 24, 1, 1, {});
+  ASSERT_EQ(writer.Start(), "");
+  constexpr int kRounds = 10000;
+  std::atomic<int> rounds{0};
+  std::thread appender([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      writer.Append(RecordType::kSsmDropSession, EncodePayload(SsmDropSession{"s"}));
+      writer.Sync();
+      rounds.fetch_add(1);
+    }
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (rounds.load() < kRounds && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  if (rounds.load() < kRounds) {
+    // The appender is stuck in Sync(); the process cannot join it, so it ends here.
+    std::fprintf(stderr, "Sync() hung after %d of %d rounds\n", rounds.load(), kRounds);
+    std::abort();
+  }
+  appender.join();
+  EXPECT_EQ(writer.Stats().written_lsn, uint64_t{kRounds});
 }
 
 // ---------------------------------------------------------------------------------------------

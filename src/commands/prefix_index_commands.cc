@@ -27,8 +27,7 @@ using store::kHashBytes;
 using store::PrefixIndex;
 using store::PrefixShape;
 
-constexpr uint64_t kDefaultLeaseMs = 30000;
-constexpr uint64_t kMaxLeaseMs = 600000;
+constexpr uint64_t kMaxLeaseMs = 600000;  // prefix-lease-ms's maximum too
 constexpr uint64_t kMaxMatchBlocks = uint64_t{1} << 20;
 constexpr uint64_t kMaxCandidates = 1024;
 constexpr uint64_t kMaxStoreBlocks = 65536;
@@ -501,7 +500,7 @@ void Match(Context& ctx) {
   auto chain = ParseHashes(ctx, "hashes", args[3], *n);
   if (!chain) return;
   std::vector<std::pair<uint64_t, Hash128>> candidates;
-  uint64_t lease_ms = kDefaultLeaseMs;
+  uint64_t lease_ms = static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kPrefixLeaseMs));
   ArgReader r(ctx, 4);
   while (r.more()) {
     if (r.remaining() >= 4 && r.Keyword("AT")) {
@@ -530,21 +529,34 @@ void Match(Context& ctx) {
       return ctx.reply.Error(errors::kSyntax);
     }
   }
+  const auto max_leases = static_cast<size_t>(ctx.engine.settings().Int(Setting::kPrefixMaxLeases));
   std::optional<store::MatchResult> result;
   const bool found = Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) {
-    result = index.Match(*chain, candidates, lease_ms, CoarseNowMs());
+    result = index.Match(*chain, candidates, lease_ms, CoarseNowMs(), max_leases);
   });
   if (!found) return ctx.reply.Error("ERR no such prefix namespace " + Quoted(args[1]));
   if (!result) return ctx.reply.Error("BUSY too many prefix leases, release some or retry");
   (result->length > 0 ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses)
       .Add();
-  ctx.reply.ArrayLen(6);
-  ctx.reply.Integer(static_cast<int64_t>(result->length));
-  ctx.reply.Integer(static_cast<int64_t>(result->lease));
-  ctx.reply.Integer(static_cast<int64_t>(result->matched_blocks));
-  ctx.reply.Bulk(result->position.Raw());
-  ctx.reply.Integer(static_cast<int64_t>(result->kv_bytes));
-  ctx.reply.Integer(static_cast<int64_t>(result->state_bytes));
+  // RESP2: the six values in order; RESP3: a map naming them, in the same order.
+  auto& w = ctx.reply;
+  const bool named = w.protocol() == 3;
+  if (named) {
+    w.MapLen(6);
+  } else {
+    w.ArrayLen(6);
+  }
+  auto field = [&](std::string_view name, uint64_t value) {
+    if (named) w.Bulk(name);
+    w.Integer(static_cast<int64_t>(value));
+  };
+  field("length", result->length);
+  field("lease", result->lease);
+  field("matched_blocks", result->matched_blocks);
+  if (named) w.Bulk("checkpoint_pos");
+  w.Bulk(result->position.Raw());
+  field("kv_bytes", result->kv_bytes);
+  field("state_bytes", result->state_bytes);
 }
 
 constexpr std::string_view kNoLease = "ERR unknown or expired prefix lease";

@@ -51,6 +51,8 @@ enum class Setting : size_t {
   kVstoreMaxDim,
   kVstoreDefaultVquant,
   kKvPrefixPrefillUsPerToken,
+  kPrefixLeaseMs,
+  kPrefixMaxLeases,
   kProtectedMode,
   kEnableProtectedConfigs,
   kEnableDebugCommand,

@@ -304,7 +304,7 @@ std::optional<std::vector<Bytes>> PrefixIndex::CheckpointStates(const Hash128& p
 
 std::optional<MatchResult> PrefixIndex::Match(
     std::span<const Hash128> chain, std::span<const std::pair<uint64_t, Hash128>> candidates,
-    uint64_t lease_ms, int64_t now_ms) {
+    uint64_t lease_ms, int64_t now_ms, size_t max_leases) {
   const uint64_t tick = ++clock_;
   // Prefix closure makes presence along the chain monotone: binary search for the deepest
   // stored block (checking its depth, so a hash stored elsewhere in the tree cannot count).
@@ -378,7 +378,7 @@ std::optional<MatchResult> PrefixIndex::Match(
   if (lease_ms == 0) return result;
 
   ExpireLeases(now_ms);
-  if (leases_.size() >= kMaxLeases) return std::nullopt;
+  if (leases_.size() >= max_leases) return std::nullopt;
   LeaseEntry lease;
   lease.view.length = best_length;
   lease.view.pages.reserve(depth);

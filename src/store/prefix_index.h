@@ -125,7 +125,7 @@ struct LeaseView {
 class PrefixIndex {
  public:
   static constexpr uint32_t kNone = 0xffffffffu;
-  static constexpr size_t kMaxLeases = 65536;
+  static constexpr size_t kDefaultMaxLeases = 65536;
 
   explicit PrefixIndex(PrefixShape shape) : shape_(shape) {}
 
@@ -154,10 +154,11 @@ class PrefixIndex {
 
   // The match (docs/prefix-index.md, "The match and its lease"). `candidates`: (L, p(L)).
   // With `lease_ms` > 0 and a hit, a lease pins the answer until `now_ms + lease_ms`; nullopt
-  // when kMaxLeases leases are live.
+  // when `max_leases` leases are live.
   std::optional<MatchResult> Match(std::span<const Hash128> chain,
                                    std::span<const std::pair<uint64_t, Hash128>> candidates,
-                                   uint64_t lease_ms, int64_t now_ms);
+                                   uint64_t lease_ms, int64_t now_ms,
+                                   size_t max_leases = kDefaultMaxLeases);
   // The lease's view, or nullptr when it is unknown or expired.
   const LeaseView* Lease(uint64_t id, int64_t now_ms);
   bool Release(uint64_t id);

@@ -308,6 +308,74 @@ class PrefixIndexTest(unittest.TestCase):
             lease = self.match(tokens, [8])[1]
             self.cmd("KV.PREFIX.LFETCH", self.ns, lease, "ATTN", 0, "RANGE", 0, 9)
 
+    def test_lease_settings_and_resp3_map(self):
+        tokens = list(range(1, 13))
+        self.assertEqual(self.store_blocks(tokens, 0, 3), 3)
+        self.assertEqual(self.store_ckpt(tokens, 12), b"OK")
+        # prefix-max-leases: at the limit MATCH still leases, one past it answers -BUSY; NOLEASE
+        # and a release make room again.
+        self.assertEqual(self.cmd("CONFIG", "GET", "prefix-max-leases"),
+                         [b"prefix-max-leases", b"65536"])
+        self.assertEqual(self.cmd("CONFIG", "SET", "prefix-max-leases", 2), b"OK")
+        first = self.match(tokens)[1]
+        self.assertGreater(self.match(tokens)[1], 0)
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "BUSY too many prefix leases, release some or retry$"):
+            self.match(tokens)
+        self.assertEqual(self.match(tokens, (), "NOLEASE")[0:2], [12, 0])
+        self.assertEqual(self.cmd("KV.PREFIX.RELEASE", self.ns, first), 1)
+        self.assertGreater(self.match(tokens)[1], 0)
+        for bad in (0, -1, 16777217):
+            with self.assertRaises(redis.ResponseError):
+                self.cmd("CONFIG", "SET", "prefix-max-leases", bad)
+        self.assertEqual(self.cmd("CONFIG", "SET", "prefix-max-leases", 16777216), b"OK")
+        # prefix-lease-ms: the lease time of a MATCH that names no LEASE.
+        self.assertEqual(self.cmd("CONFIG", "GET", "prefix-lease-ms"),
+                         [b"prefix-lease-ms", b"30000"])
+        for bad in (0, 600001):
+            with self.assertRaises(redis.ResponseError):
+                self.cmd("CONFIG", "SET", "prefix-lease-ms", bad)
+        self.assertEqual(self.cmd("CONFIG", "SET", "prefix-lease-ms", 600000), b"OK")
+        self.assertEqual(self.cmd("CONFIG", "SET", "prefix-lease-ms", 1), b"OK")
+        lease = self.match(tokens)[1]
+        time.sleep(0.05)
+        with self.assertRaisesRegex(redis.ResponseError, "unknown or expired prefix lease"):
+            self.cmd("KV.PREFIX.LFETCH", self.ns, lease, "STATE")
+        lease = self.match(tokens, (), "LEASE", 60000)[1]  # LEASE still wins over the setting
+        time.sleep(0.05)
+        self.assertEqual(len(self.cmd("KV.PREFIX.LFETCH", self.ns, lease, "STATE")), 2)
+        # RESP3: the same six values as a map naming them, in the same order, byte for byte.
+        r2 = self.match(tokens, (), "NOLEASE")
+        hs = chain(tokens)
+        names = [b"length", b"lease", b"matched_blocks", b"checkpoint_pos", b"kv_bytes",
+                 b"state_bytes"]
+        expected = b"%6\r\n"
+        for name, value in zip(names, r2):
+            expected += b"$%d\r\n%s\r\n" % (len(name), name)
+            if isinstance(value, bytes):
+                expected += b"$%d\r\n%s\r\n" % (len(value), value)
+            else:
+                expected += b":%d\r\n" % value
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            def send(*args):
+                out = b"*%d\r\n" % len(args)
+                for a in args:
+                    a = a if isinstance(a, bytes) else str(a).encode()
+                    out += b"$%d\r\n%s\r\n" % (len(a), a)
+                s.sendall(out)
+            send("HELLO", 3)
+            send("PING")
+            got = b""
+            while not got.endswith(b"+PONG\r\n"):
+                got += s.recv(65536)
+            send("KV.PREFIX.MATCH", self.ns, len(hs), b"".join(hs), "NOLEASE")
+            got = b""
+            while len(got) < len(expected):
+                chunk = s.recv(65536)
+                self.assertTrue(chunk, "the server closed the connection")
+                got += chunk
+        self.assertEqual(got, expected)
+
     def test_namespace_budget_evicts_leaves_and_keeps_the_invariant(self):
         ns = "{budget}"
         page = 2 * BS * KVDIM * 4  # one block: 64 bytes

@@ -228,7 +228,7 @@ TEST(PrefixIndexTest, LeaseLimitAnswersBusy) {
   ASSERT_EQ(f.StoreBlocks(t, 0, 1), "");
   ASSERT_EQ(f.StoreCheckpoint(t, 4), "");
   auto chain = Chain(t, 4);
-  for (size_t i = 0; i < PrefixIndex::kMaxLeases; ++i) {
+  for (size_t i = 0; i < PrefixIndex::kDefaultMaxLeases; ++i) {
     ASSERT_TRUE(f.index().Match(chain, {}, 1000, 0).has_value());
   }
   EXPECT_FALSE(f.index().Match(chain, {}, 1000, 0).has_value());

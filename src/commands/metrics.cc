@@ -97,9 +97,15 @@ void StoresGroup(Engine& e, Writer& w) {
            "Entries per store: SSM (session, layer) blobs, V-store layers.");
   w.Sample("prefixd_store_entries", static_cast<double>(s.entries), "store=\"ssm\"");
   w.Sample("prefixd_store_entries", static_cast<double>(v.layers), "store=\"vstore\"");
-  w.Family("prefixd_store_bytes", "gauge", "Stored value bytes per store.");
+  w.Family("prefixd_store_bytes", "gauge",
+           "Stored bytes per store (prefix_index: its payload and index together).");
   w.Sample("prefixd_store_bytes", static_cast<double>(s.payload_bytes), "store=\"ssm\"");
   w.Sample("prefixd_store_bytes", static_cast<double>(v.payload_bytes), "store=\"vstore\"");
+  uint64_t prefix_index_bytes = 0;  // blocks, checkpoints and their index, every database's
+  e.databases().ForEach(
+      [&](size_t, store::Database& db) { prefix_index_bytes += db.prefixes.MemoryBytes(); });
+  w.Sample("prefixd_store_bytes", static_cast<double>(prefix_index_bytes),
+           "store=\"prefix_index\"");
   w.Family("prefixd_store_overhead_bytes", "gauge", "Bookkeeping bytes per store.");
   w.Sample("prefixd_store_overhead_bytes", static_cast<double>(s.overhead_bytes), "store=\"ssm\"");
   w.Sample("prefixd_store_overhead_bytes", static_cast<double>(v.overhead_bytes),
@@ -116,9 +122,19 @@ void KeyspaceGroup(Engine& e, Writer& w) {
   e.databases().ForEach([&](size_t, store::Database& db) {
     const store::KeyspaceStats s = db.keys.Stats(now);
     k.keys += s.keys, k.volatile_keys += s.volatile_keys, k.ttl_sum_ms += s.ttl_sum_ms;
+    for (size_t t = 0; t < store::kKeyTypeCount; ++t) k.keys_by_type[t] += s.keys_by_type[t];
+    k.string_bytes += s.string_bytes;
   });
   w.One("prefixd_keys", "gauge", "Keys of every type (INFO keyspace keys).",
         static_cast<double>(k.keys));
+  w.Family("prefixd_keys_by_type", "gauge", "Keys of each type, as TYPE names it.");
+  for (size_t t = 0; t < store::kKeyTypeCount; ++t) {
+    const std::string label =
+        "type=\"" + std::string(store::KeyTypeName(static_cast<store::KeyType>(t))) + "\"";
+    w.Sample("prefixd_keys_by_type", static_cast<double>(k.keys_by_type[t]), label);
+  }
+  w.One("prefixd_string_bytes", "gauge", "Bytes of string values held in memory.",
+        static_cast<double>(k.string_bytes));
   w.One("prefixd_keys_with_expiry", "gauge", "Keys with a time to live (INFO keyspace expires).",
         static_cast<double>(k.volatile_keys));
   w.One("prefixd_expired_keys_total", "counter", "Keys deleted because their time to live ran out.",

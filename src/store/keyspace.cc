@@ -109,11 +109,12 @@ void Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encod
   if (under_lock) under_lock();
   auto it = SetLocked(shard, key, KeyType::kString);
   KeyInfo& info = it->second;
-  bytes_ -= ValueBytes(info);
+  const int64_t old_bytes = ValueBytes(info);
   released = std::move(info.value);
   info.value = std::move(value);
   info.encoding = encoding;
-  bytes_ += ValueBytes(info);
+  bytes_ += ValueBytes(info) - old_bytes;
+  string_bytes_ += ValueBytes(info) - old_bytes;
   if (keep_ttl == KeepTtl::kNo && info.expire_at_ms != at_ms) SetExpiryLocked(shard, it, at_ms);
 }
 
@@ -134,6 +135,10 @@ std::map<Keyspace::Position, KeyInfo, Keyspace::Less>::iterator Keyspace::SetLoc
   const PositionView at = ViewOf(key);
   auto it = shard.keys.find(at);
   if (it != shard.keys.end()) {
+    if (it->second.type != type) {
+      keys_of_type_[static_cast<size_t>(it->second.type)] -= 1;
+      keys_of_type_[static_cast<size_t>(type)] += 1;
+    }
     it->second.type = type;
     if (it->second.cold) SwitchTier(shard, it->first.key, it->second, false);
     return it;
@@ -146,6 +151,7 @@ std::map<Keyspace::Position, KeyInfo, Keyspace::Less>::iterator Keyspace::SetLoc
   if (shard.key_of_handle.size() <= info.handle) shard.key_of_handle.resize(info.handle + 1);
   shard.key_of_handle[info.handle] = &placed->first.key;
   bytes_ += EntryBytes(key);
+  keys_of_type_[static_cast<size_t>(type)] += 1;
   shard.keys_in_slot[info.slot >> kShardBits] += 1;
   return placed;
 }
@@ -156,6 +162,8 @@ void Keyspace::Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator i
     bytes_ -= ExpiryBytes(it->first.key);
   }
   bytes_ -= EntryBytes(it->first.key) + ValueBytes(it->second);
+  string_bytes_ -= ValueBytes(it->second);
+  keys_of_type_[static_cast<size_t>(it->second.type)] -= 1;
   shard.keys_in_slot[it->second.slot >> kShardBits] -= 1;
   shard.IndexOf(it->second).Erase(it->second.handle);
   (it->second.cold ? shard.key_of_cold_handle : shard.key_of_handle)[it->second.handle] = nullptr;
@@ -205,6 +213,8 @@ void Keyspace::Clear() {
       shard.IndexOf(info).Erase(info.handle);
       bytes_ -= EntryBytes(pos.key) + ValueBytes(info) +
                 (info.expire_at_ms != 0 ? ExpiryBytes(pos.key) : 0);
+      string_bytes_ -= ValueBytes(info);
+      keys_of_type_[static_cast<size_t>(info.type)] -= 1;
     }
     shard.key_of_handle.clear();
     shard.key_of_cold_handle.clear();
@@ -446,6 +456,10 @@ KeyspaceStats Keyspace::Stats(int64_t now_ms) const {
       if (at > now_ms) s.ttl_sum_ms += static_cast<uint64_t>(at - now_ms);
     }
   }
+  for (size_t t = 0; t < kKeyTypeCount; ++t) {
+    s.keys_by_type[t] = static_cast<uint64_t>(std::max<int64_t>(0, keys_of_type_[t].load()));
+  }
+  s.string_bytes = static_cast<uint64_t>(std::max<int64_t>(0, string_bytes_.load()));
   return s;
 }
 

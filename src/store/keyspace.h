@@ -34,6 +34,7 @@ enum class KeyType : uint8_t {
   kString = 3,
   kPrefixIndex = 4,
 };
+inline constexpr size_t kKeyTypeCount = 5;
 
 // How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).
 enum class StringEncoding : uint8_t { kRaw = 0, kInt = 1, kEmbstr = 2 };
@@ -67,6 +68,8 @@ struct KeyspaceStats {
   uint64_t cold_keys = 0;      // keys in the disk tier
   uint64_t volatile_keys = 0;  // keys with an expiry
   uint64_t ttl_sum_ms = 0;     // sum of remaining ms over volatile keys, for avg_ttl
+  std::array<uint64_t, kKeyTypeCount> keys_by_type{};  // indexed by KeyType
+  uint64_t string_bytes = 0;                           // string values held in memory
 };
 
 class Keyspace {
@@ -193,6 +196,9 @@ class Keyspace {
 
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> bytes_{0};
+  // For INFO-style counts without a walk: keys of each type, and the bytes of string values.
+  std::array<std::atomic<int64_t>, kKeyTypeCount> keys_of_type_{};
+  std::atomic<int64_t> string_bytes_{0};
   std::mutex policy_mu_;  // one pick at a time; guards the policy the indexes are ordered for
   EvictionPolicy ordered_for_ = EvictionPolicy::kNoEviction;
 };

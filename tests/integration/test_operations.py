@@ -167,6 +167,34 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(self.sample(text, "prefixd_expired_keys_total"), 1)
         self.assertEqual(self.sample(text, "prefixd_evicted_keys_total"), 0)
 
+    def test_keys_and_bytes_per_type(self):
+        c = self.server.client
+        c.set("s1", b"a" * 1000)
+        c.set("s2", b"b" * 3000)
+        c.set("gone", b"c" * 500)
+        c.delete("gone")
+        c.execute_command("SSM.PREFIX.STORE", "sess", 0, b"x" * 10)
+        c.execute_command("V.CREATE", "vs", 4)
+        c.execute_command("KV.PREFIX.NAMESPACE", "{ns}", "BLOCK", 4, "ATTN", 1, "KVDIM", 2,
+                          "RECURRENT", 1, "VQUANT", "fp32")
+        text = self.scrape()
+        expected = {"string": 2, "ssm-prefix": 1, "vstore": 1, "prefix-index": 1, "kvprefix": 0}
+        for kind, count in expected.items():
+            self.assertEqual(self.sample(text, "prefixd_keys_by_type", '{type="%s"}' % kind),
+                             count, kind)
+        self.assertEqual(self.sample(text, "prefixd_keys"), sum(expected.values()))
+        # The values' buffers: at least their bytes, not the deleted one's.
+        string_bytes = self.sample(text, "prefixd_string_bytes")
+        self.assertGreaterEqual(string_bytes, 4000)
+        self.assertLess(string_bytes, 4500)
+        self.assertGreater(self.sample(text, "prefixd_store_bytes", '{store="prefix_index"}'), 0)
+        c.set("s1", b"1")  # overwritten by a small value; the type changes with FLUSHALL only
+        c.execute_command("FLUSHALL")
+        text = self.scrape()
+        for kind in expected:
+            self.assertEqual(self.sample(text, "prefixd_keys_by_type", '{type="%s"}' % kind), 0)
+        self.assertEqual(self.sample(text, "prefixd_string_bytes"), 0)
+
     def test_other_paths_and_methods(self):
         with self.assertRaises(urllib.error.HTTPError) as ctx:
             self.scrape("/")

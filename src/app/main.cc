@@ -4,6 +4,7 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "commands/key_access.h"
 #include "commands/metrics.h"
 #include "commands/registry.h"
+#include "common/bytes.h"
 #include "server/server.h"
 
 namespace {
@@ -173,7 +175,18 @@ int main(int argc, char** argv) {
   engine.set_shutdown_hook([&server] { server.Stop(); });
   if (!app::AdjustOpenFilesLimit(settings)) return 1;
 
+  // Under a memory budget the buffer pool keeps at most a tenth of it free for reuse: with the
+  // budget counting everything else, RSS stays within 1.1x of maxmemory plus the fixed overhead.
+  const auto fit_pool_to_budget = [&settings]() -> std::string {
+    const int64_t budget = settings.Int(Setting::kMaxMemory);
+    SetPooledFreeCap(budget > 0 ? std::min(DefaultPooledFreeCap(), static_cast<size_t>(budget) / 10)
+                                : DefaultPooledFreeCap());
+    return {};
+  };
+  fit_pool_to_budget();
+
   // CONFIG SET puts these into effect (and undoes its change when they fail).
+  settings.AddApplyHook({Setting::kMaxMemory}, fit_pool_to_budget);
   settings.AddApplyHook({Setting::kMaxClients},
                         [&settings] { return app::CheckMaxClients(settings); });
   settings.AddApplyHook({Setting::kTlsCertFile, Setting::kTlsKeyFile, Setting::kTlsKeyFilePass,

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "commands/engine.h"
+#include "commands/key_access.h"
 #include "commands/registry.h"
 #include "common/ascii.h"
 #include "common/clock.h"
@@ -68,8 +69,9 @@ void MemorySection(Engine& e, std::string& out) {
   store::StoreStats s = e.StateStats();
   store::VectorStoreStats v = e.VectorStats();
   // As Redis: used_memory counts the data in every store and what the clients' buffers hold.
-  // maxmemory is compared with the data figure alone (Engine::UsedMemory: stores and keyspace),
-  // so the client buffers are what mem_not_counted_for_evict reports.
+  // maxmemory is compared with the stores, the keyspace and the client buffers, less the stored
+  // values replies send by reference (counted once, in their store): those are what
+  // mem_not_counted_for_evict reports.
   uint64_t clients = 0;
   for (const auto& c : e.Clients()) clients += c->total_bytes.load(std::memory_order_relaxed);
   const uint64_t dataset = s.payload_bytes + v.payload_bytes;
@@ -93,7 +95,7 @@ void MemorySection(Engine& e, std::string& out) {
   Field(out, "maxmemory", static_cast<uint64_t>(maxmemory));
   Field(out, "maxmemory_human", HumanBytes(static_cast<uint64_t>(maxmemory)));
   Field(out, "maxmemory_policy", e.settings().String(Setting::kMaxMemoryPolicy));
-  Field(out, "mem_not_counted_for_evict", clients);
+  Field(out, "mem_not_counted_for_evict", used - std::min(used, CountedMemory(e)));
   Field(out, "buffer_pool_free_bytes", PooledFreeBytes());
   Field(out, "payload_bytes", s.payload_bytes);
   Field(out, "overhead_bytes", s.overhead_bytes);

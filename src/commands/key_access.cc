@@ -8,6 +8,7 @@
 
 #include "commands/errors.h"
 #include "commands/mutate.h"
+#include "common/client_memory.h"
 #include "common/clock.h"
 
 namespace prefixd::commands {
@@ -215,17 +216,19 @@ void TrimDiskTier(Engine& engine) {
 
 }  // namespace
 
+uint64_t CountedMemory(const Engine& engine) { return engine.UsedMemory() + memory::ClientBytes(); }
+
 bool MakeRoom(Engine& engine) {
   if (OverDiskBudget(engine)) {
     std::lock_guard lock(eviction_pass);
     TrimDiskTier(engine);
   }
   const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
-  if (limit <= 0 || engine.UsedMemory() <= static_cast<uint64_t>(limit)) return true;
+  if (limit <= 0 || CountedMemory(engine) <= static_cast<uint64_t>(limit)) return true;
   const store::EvictionPolicy policy = CurrentPolicy(engine);
   if (policy == store::EvictionPolicy::kNoEviction) return false;
   std::lock_guard lock(eviction_pass);
-  while (engine.UsedMemory() > static_cast<uint64_t>(limit)) {
+  while (CountedMemory(engine) > static_cast<uint64_t>(limit)) {
     bool evicted = false;
     for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
       store::Database& database = engine.database(index);
@@ -273,7 +276,7 @@ uint64_t ColdAfterRecovery(Engine& engine) {
   // only sessions the disk tier can hold leave memory.
   std::vector<bool> done(engine.databases().count(), false);
   while (limit > 0 && policy != store::EvictionPolicy::kNoEviction &&
-         engine.UsedMemory() > static_cast<uint64_t>(limit)) {
+         CountedMemory(engine) > static_cast<uint64_t>(limit)) {
     bool went_cold = false;
     for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
       if (done[index]) continue;
@@ -302,7 +305,7 @@ void PromoteOnRead(Engine& engine, store::Database& database, std::string_view k
   // Read back whole when it fits in the budget without evicting anything for it; otherwise
   // the read is served from disk and the entry stays cold.
   const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
-  if (limit > 0 && engine.UsedMemory() + cold > static_cast<uint64_t>(limit)) return;
+  if (limit > 0 && CountedMemory(engine) + cold > static_cast<uint64_t>(limit)) return;
   if (!state.Promote(key)) return;
   database.keys.MoveTier(key, /*cold=*/false, [&] { return state.ColdBytes(key) == 0; });
 }

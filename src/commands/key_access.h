@@ -68,6 +68,9 @@ bool PrepareTypedKeys(Context& ctx);
 // instead; a deletion is logged, as Redis propagates evictions). False when it is still past
 // the limit (noeviction, or nothing left in the policy's scope): the caller answers Redis's -OOM.
 bool MakeRoom(Engine& engine);
+// What maxmemory is compared with: the stores and the keyspace, plus what clients' buffers hold
+// beyond values they send by reference (common/client_memory.h).
+uint64_t CountedMemory(const Engine& engine);
 
 // The disk tier: turns an SSM session cold (its bytes stay in the log/snapshot files, the key
 // moves to the cold index) once its records are durable, syncing the log if they are not yet.

@@ -22,8 +22,9 @@ constexpr size_t kAlignment = 64;
 // blobs; an overwrite usually frees a buffer of the very size the next store needs.
 constexpr size_t kPooledFrom = size_t{1} << 20;
 constexpr size_t kHugePage = size_t{2} << 20;
-// Free pooled memory kept for reuse; past this, released buffers go back to the kernel.
-constexpr size_t kPoolCap = size_t{1} << 30;
+// Free pooled memory kept for reuse by default; past the cap, released buffers go back to the
+// kernel (SetPooledFreeCap lowers it under a memory budget).
+constexpr size_t kDefaultPoolCap = size_t{1} << 30;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -53,7 +54,7 @@ class LargeBufferPool {
     bool kept = false;
     {
       std::lock_guard lock(mu_);
-      if (pooled_ + size <= kPoolCap) {
+      if (pooled_ + size <= cap_) {
         free_[size].push_back({p, CoarseNowMs()});
         pooled_ += size;
         kept = true;
@@ -80,12 +81,30 @@ class LargeBufferPool {
         pooled_ -= idle * size;
       }
     }
-    size_t bytes = 0;
-    for (auto [p, size] : released) {
-      ::munmap(p, size);
-      bytes += size;
+    return Unmap(released);
+  }
+
+  void SetCap(size_t cap) {
+    std::vector<std::pair<uint8_t*, size_t>> released;
+    {
+      std::lock_guard lock(mu_);
+      cap_ = cap;
+      // Past a lowered cap the oldest regions go first, whatever their size.
+      while (pooled_ > cap_) {
+        auto oldest = free_.end();
+        for (auto it = free_.begin(); it != free_.end(); ++it) {
+          if (!it->second.empty() &&
+              (oldest == free_.end() ||
+               it->second.front().released_ms < oldest->second.front().released_ms)) {
+            oldest = it;
+          }
+        }
+        released.emplace_back(oldest->second.front().data, oldest->first);
+        oldest->second.erase(oldest->second.begin());
+        pooled_ -= oldest->first;
+      }
     }
-    return bytes;
+    Unmap(released);
   }
 
   size_t pooled() {
@@ -109,9 +128,19 @@ class LargeBufferPool {
     return p;
   }
 
+  static size_t Unmap(const std::vector<std::pair<uint8_t*, size_t>>& regions) {
+    size_t bytes = 0;
+    for (auto [p, size] : regions) {
+      ::munmap(p, size);
+      bytes += size;
+    }
+    return bytes;
+  }
+
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<FreeRegion>> free_;
   size_t pooled_ = 0;
+  size_t cap_ = kDefaultPoolCap;
 };
 
 // Never destroyed: buffers may be released during static destruction.
@@ -133,6 +162,8 @@ struct PoolDeleter {
 
 size_t PooledFreeBytes() { return Pool().pooled(); }
 size_t ReleaseIdlePooled(int64_t idle_ms) { return Pool().ReleaseIdle(idle_ms); }
+void SetPooledFreeCap(size_t bytes) { Pool().SetCap(bytes); }
+size_t DefaultPooledFreeCap() { return kDefaultPoolCap; }
 
 Bytes Bytes::Allocate(size_t size) { return AllocateWith(size, /*huge=*/true); }
 Bytes Bytes::AllocateForFill(size_t size) { return AllocateWith(size, /*huge=*/false); }

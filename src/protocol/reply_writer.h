@@ -78,6 +78,8 @@ class ReplyWriter {
   // Memory the queued replies hold: copied bytes, referenced (pinned) stored values, and the
   // scratch window of a produced piece. What client-output-buffer-limit bounds.
   size_t held_bytes() const { return owned_bytes_ + referenced_bytes_ + scratch_.capacity(); }
+  // Of those, stored values queued by reference (the store counts them already).
+  size_t referenced_bytes() const { return referenced_bytes_; }
   bool empty() const { return pending_bytes_ == 0; }
   // Forgets everything queued; keeps a small first chunk for the next batch and frees the rest,
   // so an idle connection holds no reply memory. Returns the bytes of owned storage freed.

@@ -53,6 +53,8 @@ struct ClientState {
   std::atomic<uint64_t> argv_bytes{0};
   std::atomic<uint64_t> output_bytes{0};
   std::atomic<uint64_t> total_bytes{0};
+  // This client's share of memory::ClientBytes() (total_bytes less values sent by reference).
+  std::atomic<uint64_t> budget_bytes{0};
 
   // Names change rarely and are read from other threads: behind a mutex.
   std::atomic<uint64_t> net_input_bytes{0};

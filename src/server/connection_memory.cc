@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "common/client_memory.h"
 #include "common/memory_reclaimer.h"
 
 namespace prefixd::server {
@@ -54,14 +55,19 @@ void PublishMemory(ClientState& client, const InputBuffer& input,
   client.query_buffer_free.store(input.capacity(), kRelaxed);
   client.argv_bytes.store(argv, kRelaxed);
   client.output_bytes.store(output, kRelaxed);
-  client.total_bytes.store(
-      connection_bytes + sizeof(ClientState) + input.capacity() + argv + output, kRelaxed);
+  const uint64_t total = connection_bytes + sizeof(ClientState) + input.capacity() + argv + output;
+  client.total_bytes.store(total, kRelaxed);
+  const uint64_t budget = total - reply.referenced_bytes();
+  memory::AddClientBytes(static_cast<int64_t>(budget) -
+                         static_cast<int64_t>(client.budget_bytes.exchange(budget, kRelaxed)));
 }
 
 void ReleaseReplies(protocol::ReplyWriter& reply) { memory::NoteFreed(reply.Clear()); }
 
-void NoteConnectionClosed(const ClientState& client) {
+void NoteConnectionClosed(ClientState& client) {
   memory::NoteFreed(client.total_bytes.load(std::memory_order_relaxed));
+  memory::AddClientBytes(
+      -static_cast<int64_t>(client.budget_bytes.exchange(0, std::memory_order_relaxed)));
 }
 
 }  // namespace prefixd::server

@@ -69,6 +69,6 @@ void PublishMemory(ClientState& client, const InputBuffer& input,
 void ReleaseReplies(protocol::ReplyWriter& reply);
 
 // The connection is gone: its memory counts towards the next malloc_trim.
-void NoteConnectionClosed(const ClientState& client);
+void NoteConnectionClosed(ClientState& client);
 
 }  // namespace prefixd::server

@@ -124,7 +124,8 @@ uint64_t VectorStore::WriteCostEstimate(uint32_t dim, Tier tier, uint64_t start,
   const long double rows = static_cast<long double>(start % r) + static_cast<long double>(count);
   const long double cost =
       rows * static_cast<long double>(row_bytes) +
-      static_cast<long double>(touched) * (sizeof(Bytes) + kChunkHandleOverhead + kMapNodeBytes);
+      static_cast<long double>(touched) *
+          (sizeof(Bytes) + kChunkHandleOverhead + kMapNodeBytes + Bytes::kMaxRoundingBelow1MiB);
   return cost >= 1.8e19L ? ~uint64_t{0} : static_cast<uint64_t>(cost);
 }
 

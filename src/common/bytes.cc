@@ -22,7 +22,13 @@ constexpr size_t kAlignment = 64;
 // blobs; an overwrite usually frees a buffer of the very size the next store needs. From 64 KiB
 // (not glibc's 128 KiB mmap threshold, which rises as mappings are freed): values of 64 KiB to
 // 1 MiB from malloc left freed heap behind, holding RSS at 1.8x maxmemory in the cache benchmark.
+// Under AddressSanitizer they stay malloc'd up to 1 MiB: it checks heap buffers' bounds, not
+// those of anonymous mappings.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kPooledFrom = size_t{1} << 20;
+#else
 constexpr size_t kPooledFrom = size_t{64} << 10;
+#endif
 constexpr size_t kHugePage = size_t{2} << 20;
 // Free pooled memory kept for reuse by default; past the cap, released buffers go back to the
 // kernel (SetPooledFreeCap lowers it under a memory budget).

@@ -1,6 +1,7 @@
 """Starts the prefixd-server under test ($PREFIXD_SERVER) for the python integration tests."""
 
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -33,6 +34,15 @@ def start_server(root, port=None, flags=()):
         proc.wait()
         port = None
     raise RuntimeError("prefixd-server did not start")
+
+
+def stop_server(test, proc, root):
+    """Stops a server start_server started, asserting a clean exit, and removes its root."""
+    proc.terminate()
+    try:
+        test.assertEqual(proc.wait(timeout=10), 0)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def start_cluster(root, nodes=3, flags=()):

@@ -7,7 +7,6 @@ a tenth of the budget. The server is $PREFIXD_SERVER. Run with /usr/bin/python3.
 """
 
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -20,7 +19,7 @@ except ImportError:  # pragma: no cover - depends on the machine
           file=sys.stderr)
     sys.exit(1)
 
-from prefixd_server import start_server
+from prefixd_server import start_server, stop_server
 
 MIB = 1 << 20
 BUDGET = 64 * MIB
@@ -49,11 +48,7 @@ class MemoryBudgetTest(unittest.TestCase):
 
     def tearDown(self):
         self.r.close()
-        self.proc.terminate()
-        try:
-            self.assertEqual(self.proc.wait(timeout=10), 0)
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+        stop_server(self, self.proc, self.root)
 
     def bound(self):
         return self.base + BUDGET * 11 // 10 + SLACK

@@ -7,7 +7,6 @@ $PREFIXD_SERVER. Run with /usr/bin/python3.
 
 import hashlib
 import os
-import shutil
 import socket
 import struct
 import sys
@@ -22,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the machine
           file=sys.stderr)
     sys.exit(1)
 
-from prefixd_server import start_server
+from prefixd_server import start_server, stop_server
 
 ROOT = b"\0" * 16
 BS, KVDIM = 4, 2
@@ -78,11 +77,7 @@ class PrefixIndexTest(unittest.TestCase):
 
     def tearDown(self):
         self.r.close()
-        self.proc.terminate()
-        try:
-            self.assertEqual(self.proc.wait(timeout=10), 0)
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+        stop_server(self, self.proc, self.root)
 
     def cmd(self, *args):
         return self.r.execute_command(*args)

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "chat_baselines.h"
 #include "prefix_cache.h"
 #include "prefixd/state_blob.h"
 
@@ -40,21 +42,31 @@ struct LayerMap {
   }
 };
 
+// A prompt as the namespace sees it: the tokens as u32 and their chained block hashes.
+struct Chain {
+  std::vector<uint32_t> u32;
+  std::vector<PrefixHash> blocks;
+};
+
 // One conversation against one namespace: the prefix index's client side.
 class ChatSession {
  public:
-  ChatSession(Backend& backend, PrefixdLink& link, std::string ns, const ChatOptions& options)
+  // `block`: the namespace's tokens per block; `kv_only`: the negative control's hydration.
+  ChatSession(Backend& backend, PrefixdLink& link, std::string ns, const ChatOptions& options,
+              uint32_t block, bool kv_only)
       : backend_(backend),
         config_(backend.config()),
         link_(link),
         ns_(std::move(ns)),
         options_(options),
+        block_(block),
+        kv_only_(kv_only),
         layers_(config_) {}
 
   Status Open() {
     PREFIXD_RETURN_IF_ERROR(Call([&](Client& c) { return c.Command({"DEL", ns_}); }).status());
     PrefixShape shape;
-    shape.block_size = options_.block;
+    shape.block_size = block_;
     shape.attention_layers = static_cast<uint32_t>(layers_.attention.size());
     shape.kv_dim = static_cast<uint32_t>(config_.kv_dim());
     shape.recurrent_layers = static_cast<uint32_t>(layers_.recurrent.size());
@@ -62,67 +74,108 @@ class ChatSession {
     return Call([&](Client& c) { return c.PrefixNamespaceCreate(ns_, shape); });
   }
 
-  // One turn of `prompt`; `checkpoint_at`: positions inside it (besides its end) where the
-  // client stores a checkpoint on the way (the end of a shared system prompt).
-  Result<ChatRow> Turn(int turn, const std::vector<int32_t>& prompt,
-                       const std::vector<int64_t>& checkpoint_at, std::vector<int32_t>* reply) {
-    const bool kv_only = options_.restore == "kv-only";
+  // What a warm start did, up to the first reply token.
+  struct Warm {
+    int64_t matched = 0;
+    uint64_t fetched_bytes = 0;
+    double ttft_ms = 0, restore_ms = 0, prefill_ms = 0;
+    std::vector<int64_t> cuts;  // the pieces the state was computed in, ending at the prompt's end
+    size_t stored_blocks = 0;   // blocks of the chain now in the namespace
+    int32_t first = 0;          // the first reply token
+  };
+
+  Chain ChainOf(const std::vector<int32_t>& prompt) const {
+    Chain chain{AsU32(prompt), {}};
+    chain.blocks = PrefixBlockHashes(chain.u32, block_);
+    return chain;
+  }
+
+  // Matches the longest cached prefix, hydrates it and prefills the rest, pausing (untimed) to
+  // store a checkpoint at each of `checkpoint_at` strictly inside the prefilled part. At least
+  // one token is prefilled (its logits give the first reply token), so the chain offered stops
+  // before the last token.
+  Result<Warm> WarmStart(const std::vector<int32_t>& prompt, const Chain& chain,
+                         const std::vector<int64_t>& checkpoint_at) {
     const int64_t len = static_cast<int64_t>(prompt.size());
-    const uint32_t bs = options_.block;
-    const std::vector<uint32_t> u32 = AsU32(prompt);
-    const std::vector<PrefixHash> blocks = PrefixBlockHashes(u32, bs);
+    std::vector<float> logits(static_cast<size_t>(config_.vocab_size));
+    Warm warm;
+    const auto start = Clock::now();
+    double paused_ms = 0;
+    const size_t offered = static_cast<size_t>((len - 1) / block_);
+    std::vector<PrefixCandidate> candidates;
+    for (int64_t l : stored_lengths_) {
+      if (l < len) candidates.push_back({static_cast<uint64_t>(l), Position(chain, l)});
+    }
+    PREFIXD_ASSIGN_OR_RETURN(PrefixMatchResult m, Call([&](Client& c) {
+                               return c.PrefixMatch(ns_, std::span(chain.blocks).first(offered),
+                                                    candidates);
+                             }));
+    warm.matched = static_cast<int64_t>(m.length);
+    backend_.Reset(len + options_.reply_tokens + 1);
+    if (warm.matched > 0) {
+      PREFIXD_ASSIGN_OR_RETURN(warm.fetched_bytes,
+                               kv_only_ ? HydrateKvOnly(m, chain.blocks) : Hydrate(m));
+      warm.cuts = history_.at(m.position);
+    }
+    PREFIXD_RETURN_IF_ERROR(backend_.PushState());
+    warm.restore_ms = MsSince(start);
+    warm.stored_blocks = std::min<size_t>(m.matched_blocks, offered);
+    int64_t at = warm.matched;
+    for (int64_t point : checkpoint_at) {
+      if (point <= at || point >= len) continue;
+      PREFIXD_RETURN_IF_ERROR(backend_.Forward(std::span(prompt).subspan(at, point - at), {}));
+      const auto pause = Clock::now();
+      PREFIXD_RETURN_IF_ERROR(StoreCheckpoint(chain, point, &warm.stored_blocks));
+      warm.cuts.push_back(point);
+      history_[Position(chain, point)] = warm.cuts;
+      paused_ms += MsSince(pause);
+      at = point;
+    }
+    PREFIXD_RETURN_IF_ERROR(backend_.Forward(std::span(prompt).subspan(at), logits));
+    warm.first = Argmax(logits);
+    warm.ttft_ms = MsSince(start) - paused_ms;
+    warm.prefill_ms = warm.ttft_ms - warm.restore_ms;
+    warm.cuts.push_back(len);
+    return warm;
+  }
+
+  // Stores the checkpoint at the prompt's end from the state the model holds now (after exactly
+  // the prompt), for later turns.
+  Status StoreEnd(const Chain& chain, Warm& warm) {
+    const int64_t len = static_cast<int64_t>(chain.u32.size());
+    PREFIXD_RETURN_IF_ERROR(StoreCheckpoint(chain, len, &warm.stored_blocks));
+    history_[Position(chain, len)] = warm.cuts;
+    return {};
+  }
+
+  // One turn of `prompt`; `checkpoint_at`: positions inside it (besides its end) where the
+  // client stores a checkpoint on the way (the end of a shared system prompt). `at_prompt_end`,
+  // if set, sees the state after exactly the prompt.
+  Result<ChatRow> Turn(int turn, const std::vector<int32_t>& prompt,
+                       const std::vector<int64_t>& checkpoint_at, std::vector<int32_t>* reply,
+                       const std::function<Status(const SequenceState&)>& at_prompt_end = {}) {
+    const int64_t len = static_cast<int64_t>(prompt.size());
+    const Chain chain = ChainOf(prompt);
     ChatRow row;
     row.turn = turn;
     row.prompt_tokens = len;
     std::vector<float> logits(static_cast<size_t>(config_.vocab_size));
 
-    // Warm: match, fetch, hydrate, prefill the rest. At least one token is prefilled (its
-    // logits give the first reply token), so the chain offered stops before the last token.
-    const auto start = Clock::now();
-    double paused_ms = 0;
-    const size_t offered = static_cast<size_t>((len - 1) / bs);
-    std::vector<PrefixCandidate> candidates;
-    for (int64_t l : stored_lengths_) {
-      if (l < len) candidates.push_back({static_cast<uint64_t>(l), Position(u32, l, blocks)});
-    }
-    PREFIXD_ASSIGN_OR_RETURN(PrefixMatchResult m, Call([&](Client& c) {
-                               return c.PrefixMatch(ns_, std::span(blocks).first(offered),
-                                                    candidates);
-                             }));
-    const int64_t matched = static_cast<int64_t>(m.length);
-    backend_.Reset(len + options_.reply_tokens + 1);
-    if (matched > 0) {
-      PREFIXD_ASSIGN_OR_RETURN(row.fetched_bytes, kv_only ? HydrateKvOnly(m, blocks) : Hydrate(m));
-    }
-    PREFIXD_RETURN_IF_ERROR(backend_.PushState());
-    std::vector<int64_t> cuts;
-    if (matched > 0) cuts = history_.at(m.position);
-    size_t stored_blocks = std::min<size_t>(m.matched_blocks, offered);
-    int64_t at = matched;
-    for (int64_t point : checkpoint_at) {
-      if (point <= at || point >= len) continue;
-      PREFIXD_RETURN_IF_ERROR(backend_.Forward(std::span(prompt).subspan(at, point - at), {}));
-      const auto pause = Clock::now();
-      PREFIXD_RETURN_IF_ERROR(StoreCheckpoint(u32, blocks, point, &stored_blocks));
-      cuts.push_back(point);
-      history_[Position(u32, point, blocks)] = cuts;
-      paused_ms += MsSince(pause);
-      at = point;
-    }
-    PREFIXD_RETURN_IF_ERROR(backend_.Forward(std::span(prompt).subspan(at), logits));
-    const int32_t first = Argmax(logits);
-    row.warm_ttft_ms = MsSince(start) - paused_ms;
-    row.matched_tokens = matched;
-    row.prefilled_tokens = len - matched;
-    cuts.push_back(len);
+    PREFIXD_ASSIGN_OR_RETURN(Warm warm, WarmStart(prompt, chain, checkpoint_at));
+    row.warm_ttft_ms = warm.ttft_ms;
+    row.restore_ms = warm.restore_ms;
+    row.prefill_ms = warm.prefill_ms;
+    row.fetched_bytes = warm.fetched_bytes;
+    row.matched_tokens = warm.matched;
+    row.prefilled_tokens = len - warm.matched;
 
     // Untimed: the state the model now holds, stored for later turns.
     PREFIXD_RETURN_IF_ERROR(backend_.PullState());
     const std::vector<std::string> warm_digests = DigestState(backend_.host_state());
-    PREFIXD_RETURN_IF_ERROR(StoreCheckpoint(u32, blocks, len, &stored_blocks));
-    history_[Position(u32, len, blocks)] = cuts;
+    PREFIXD_RETURN_IF_ERROR(StoreEnd(chain, warm));
+    if (at_prompt_end) PREFIXD_RETURN_IF_ERROR(at_prompt_end(backend_.host_state()));
     PREFIXD_ASSIGN_OR_RETURN(std::vector<int32_t> warm_tokens,
-                             GreedyContinue(backend_, first, options_.reply_tokens));
+                             GreedyContinue(backend_, warm.first, options_.reply_tokens));
 
     // Cold: the whole prompt from an empty state, fed in the same pieces as the warm history
     // (the prompt's checkpoints' cuts), which is what makes bit-exactness a fair demand
@@ -130,7 +183,7 @@ class ChatSession {
     backend_.Reset(len + options_.reply_tokens + 1);
     const auto cold_start = Clock::now();
     int64_t from = 0;
-    for (int64_t cut : cuts) {
+    for (int64_t cut : warm.cuts) {
       const bool last = cut == len;
       PREFIXD_RETURN_IF_ERROR(
           backend_.Forward(std::span(prompt).subspan(from, cut - from),
@@ -152,10 +205,21 @@ class ChatSession {
     return row;
   }
 
+  // The same prompt under the aligned policy (this session's block is the alignment): a state is
+  // stored only at the block boundaries its prefill passes or ends on, so the match can only
+  // stop on one. Returns the warm start; nothing is compared (the prefix index's turn does that).
+  Result<Warm> AlignedTurn(const std::vector<int32_t>& prompt) {
+    const int64_t len = static_cast<int64_t>(prompt.size());
+    const Chain chain = ChainOf(prompt);
+    PREFIXD_ASSIGN_OR_RETURN(Warm warm,
+                             WarmStart(prompt, chain, AlignedCheckpoints(0, len, block_)));
+    if (len % block_ == 0) PREFIXD_RETURN_IF_ERROR(StoreEnd(chain, warm));
+    return warm;
+  }
+
  private:
-  PrefixHash Position(const std::vector<uint32_t>& u32, int64_t l,
-                      const std::vector<PrefixHash>& blocks) const {
-    return PrefixPositionHash(u32, static_cast<uint64_t>(l), options_.block, blocks);
+  PrefixHash Position(const Chain& chain, int64_t l) const {
+    return PrefixPositionHash(chain.u32, static_cast<uint64_t>(l), block_, chain.blocks);
   }
 
   // Attention rows of the lease into the state, then the recurrent blobs. Returns bytes moved.
@@ -200,8 +264,8 @@ class ChatSession {
     SequenceState& state = backend_.host_state();
     const int64_t n = static_cast<int64_t>(m.length);
     const size_t dim = static_cast<size_t>(config_.kv_dim());
-    const size_t full = static_cast<size_t>(n / options_.block);
-    const size_t head = full * options_.block, tail = static_cast<size_t>(n) - head;
+    const size_t full = static_cast<size_t>(n / block_);
+    const size_t head = full * block_, tail = static_cast<size_t>(n) - head;
     state.ResizeTokens(n);
     uint64_t bytes = 0;
     for (size_t r = 0; r < layers_.attention.size(); ++r) {
@@ -253,11 +317,11 @@ class ChatSession {
 
   // Stores the blocks up to ⌊at/bs⌋ not stored yet and the checkpoint at `at` from the state the
   // model holds now (exactly `at` tokens).
-  Status StoreCheckpoint(const std::vector<uint32_t>& u32, const std::vector<PrefixHash>& blocks,
-                         int64_t at, size_t* stored_blocks) {
+  Status StoreCheckpoint(const Chain& chain, int64_t at, size_t* stored_blocks) {
+    const std::vector<PrefixHash>& blocks = chain.blocks;
     PREFIXD_RETURN_IF_ERROR(backend_.PullState());
     const SequenceState& state = backend_.host_state();
-    const uint32_t bs = options_.block;
+    const uint32_t bs = block_;
     const size_t dim = static_cast<size_t>(config_.kv_dim());
     const size_t depth = static_cast<size_t>(at / bs);
     // Rows [a, b) of every attention layer, K then V, as one buffer per layer.
@@ -306,7 +370,7 @@ class ChatSession {
     if (static_cast<size_t>(at) > depth * bs)
       rows(depth * bs, static_cast<size_t>(at), tail_bufs, tail);
     const PrefixHash anchor = depth == 0 ? kPrefixRoot : blocks[depth - 1];
-    const PrefixHash position = Position(u32, at, blocks);
+    const PrefixHash position = Position(chain, at);
     PREFIXD_RETURN_IF_ERROR(Call([&](Client& c) {
       return c.PrefixStoreCheckpoint(ns_, anchor, static_cast<uint64_t>(at), position,
                                      {states, tail, RowFormat::kF32});
@@ -326,6 +390,8 @@ class ChatSession {
   PrefixdLink& link_;
   std::string ns_;
   const ChatOptions& options_;
+  const uint32_t block_;
+  const bool kv_only_;
   LayerMap layers_;
   // Every checkpoint this client stored: its length (an AT candidate for later prompts) and, by
   // position, the pieces its state was computed in (for the cold comparison).
@@ -333,10 +399,30 @@ class ChatSession {
   std::map<PrefixHash, std::vector<int64_t>> history_;
 };
 
+// The bandwidth a fetch from the server gets, in GB/s (10^9 B/s): a blob of `bytes` stored under
+// `key` (on the namespace's node), fetched whole into one buffer, best of `repeats`, then dropped.
+Result<double> MeasureServerGbps(PrefixdLink& link, const std::string& key, size_t bytes,
+                                 int repeats) {
+  std::vector<uint8_t> blob(bytes, 0x5a), sink(bytes);
+  auto call = [&](auto&& f) { return link.WithKey(key, f); };
+  PREFIXD_RETURN_IF_ERROR(call([&](Client& c) { return c.Store(key, 0, blob); }));
+  double best_ms = 0;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = Clock::now();
+    PREFIXD_ASSIGN_OR_RETURN(std::optional<size_t> got,
+                             call([&](Client& c) { return c.FetchRange(key, 0, 0, bytes, sink); }));
+    const double ms = MsSince(start);
+    if (!got || *got != bytes) return Status::Internal("short loopback fetch");
+    if (i == 0 || ms < best_ms) best_ms = ms;
+  }
+  PREFIXD_RETURN_IF_ERROR(call([&](Client& c) { return c.Drop(key); }));
+  return best_ms > 0 ? static_cast<double>(bytes) / (best_ms * 1e6) : 0;
+}
+
 }  // namespace
 
-Result<std::vector<ChatRow>> RunChatWorkload(Backend& backend, std::string_view weights_identity,
-                                             PrefixdLink& link, const ChatOptions& o) {
+Result<ChatReport> RunChatWorkload(Backend& backend, std::string_view weights_identity,
+                                   PrefixdLink& link, const ChatOptions& o) {
   if (o.workload != "multiturn" && o.workload != "fanout" && o.workload != "branch") {
     return Status::InvalidArgument("--workload must be multiturn, fanout or branch");
   }
@@ -345,16 +431,39 @@ Result<std::vector<ChatRow>> RunChatWorkload(Backend& backend, std::string_view 
   }
   if (o.turns < 2) return Status::InvalidArgument("--turns must be at least 2");
   if (o.block < 1 || o.block > 4096) return Status::InvalidArgument("--block must be 1..4096");
+  if (o.align_block < 1 || o.align_block > 4096) {
+    return Status::InvalidArgument("--align-block must be 1..4096");
+  }
+  if (o.loopback_mb < 1 || o.loopback_mb > 4096) {
+    return Status::InvalidArgument("--loopback-mb must be 1..4096");
+  }
   if (o.system_tokens < 1 || o.message_tokens < 2 || o.reply_tokens < 1) {
     return Status::InvalidArgument(
         "--system-tokens, --message-tokens and --reply-tokens must "
         "be at least 1, 2 and 1");
   }
   const ModelConfig& config = backend.config();
-  const std::string ns = "{" + PrefixDigestName(config, weights_identity, {}) + ":chat:b" +
-                         std::to_string(o.block) + "}";
-  ChatSession session(backend, link, ns, o);
+  // "{hyb…:chat:b<block>}" (a hash tag: every key of the chat on one node).
+  const std::string model_tag = PrefixDigestName(config, weights_identity, {});
+  auto chat_ns = [&](const std::string& what) {
+    return std::string("{").append(model_tag).append(":chat:").append(what).append("}");
+  };
+  const std::string ns = chat_ns("b" + std::to_string(o.block));
+  ChatSession session(backend, link, ns, o, o.block, o.restore == "kv-only");
   PREFIXD_RETURN_IF_ERROR(session.Open());
+  ChatReport report;
+  report.options = o;
+  PREFIXD_ASSIGN_OR_RETURN(
+      report.server_gbps,
+      MeasureServerGbps(link, ns + ":loopback", static_cast<size_t>(o.loopback_mb) << 20, 3));
+  // --compare: the aligned policy in a namespace of its own, blocks of align_block tokens (as
+  // vLLM sizes the attention block to the state's page), and the exact-key client's entries.
+  ChatSession aligned(
+      backend, link,
+      chat_ns("b" + std::to_string(o.block) + ":align" + std::to_string(o.align_block)), o,
+      o.align_block, false);
+  if (o.compare) PREFIXD_RETURN_IF_ERROR(aligned.Open());
+  ExactKeyBaseline exact(config, std::string(weights_identity));
   const int64_t vocab = config.vocab_size;
   const std::vector<int32_t> system = PseudoRandomTokens(o.system_tokens, vocab, o.seed);
   auto message = [&](int turn) {
@@ -365,7 +474,6 @@ Result<std::vector<ChatRow>> RunChatWorkload(Backend& backend, std::string_view 
   const std::vector<int64_t> points =
       o.workload == "multiturn" ? std::vector<int64_t>{} : std::vector<int64_t>{system_end};
 
-  std::vector<ChatRow> rows;
   std::vector<int32_t> prompt = system, reply;
   std::vector<int64_t> turn_starts;  // where each turn's message begins
   for (int turn = 1; turn <= o.turns; ++turn) {
@@ -387,8 +495,25 @@ Result<std::vector<ChatRow>> RunChatWorkload(Backend& backend, std::string_view 
       const auto m = message(turn);
       prompt.insert(prompt.end(), m.begin(), m.end());
     }
-    PREFIXD_ASSIGN_OR_RETURN(ChatRow row, session.Turn(turn, prompt, points, &reply));
+    ExactKeyBaseline::Lookup exact_found;
+    if (o.compare) {
+      PREFIXD_ASSIGN_OR_RETURN(exact_found, exact.Find(link, prompt, &backend.host_state()));
+    }
+    PREFIXD_ASSIGN_OR_RETURN(
+        ChatRow row, session.Turn(turn, prompt, points, &reply, [&](const SequenceState& state) {
+          return o.compare ? exact.Remember(link, prompt, state) : Status{};
+        }));
     row.edit_position = edit;
+    if (o.compare) {
+      row.compared = true;
+      row.exact_matched_tokens = exact_found.matched_tokens;
+      row.exact_lookup_ms = exact_found.ms;
+      row.exact_ttft_ms = exact_found.ms + (exact_found.hit ? 0 : row.cold_ttft_ms);
+      PREFIXD_ASSIGN_OR_RETURN(ChatSession::Warm a, aligned.AlignedTurn(prompt));
+      row.aligned_matched_tokens = a.matched;
+      row.aligned_fetched_bytes = a.fetched_bytes;
+      row.aligned_ttft_ms = a.ttft_ms;
+    }
     std::fprintf(
         stderr,
         "turn %2d  prompt %6lld  matched %6lld  prefilled %6lld  cold %9.1f ms  warm "
@@ -396,9 +521,18 @@ Result<std::vector<ChatRow>> RunChatWorkload(Backend& backend, std::string_view 
         turn, static_cast<long long>(row.prompt_tokens), static_cast<long long>(row.matched_tokens),
         static_cast<long long>(row.prefilled_tokens), row.cold_ttft_ms, row.warm_ttft_ms,
         row.speedup(), row.states_bitexact ? "yes" : "NO", row.agreeing_tokens, row.total_tokens);
-    rows.push_back(row);
+    if (o.compare) {
+      std::fprintf(stderr,
+                   "         exact key: matched %6lld  TTFT %8.1f ms   aligned %u: matched %6lld  "
+                   "TTFT %8.1f ms\n",
+                   static_cast<long long>(row.exact_matched_tokens), row.exact_ttft_ms,
+                   o.align_block, static_cast<long long>(row.aligned_matched_tokens),
+                   row.aligned_ttft_ms);
+    }
+    report.rows.push_back(row);
   }
-  return rows;
+  if (o.compare) PREFIXD_RETURN_IF_ERROR(exact.ForgetAll(link));
+  return report;
 }
 
 std::string ChatVerdict(const std::vector<ChatRow>& rows) {
@@ -428,7 +562,9 @@ std::string ChatCsv(const std::vector<ChatRow>& rows) {
   return out.str();
 }
 
-std::string ChatMarkdown(const std::vector<ChatRow>& rows, std::string_view title) {
+std::string ChatMarkdown(const ChatReport& report, std::string_view title) {
+  const std::vector<ChatRow>& rows = report.rows;
+  const double gbps = report.server_gbps;
   std::ostringstream out;
   out << "**" << title << "**\n\n"
       << "| turn | prompt | matched | prefilled | cold TTFT | warm TTFT | speedup | bit-exact "
@@ -439,6 +575,74 @@ std::string ChatMarkdown(const std::vector<ChatRow>& rows, std::string_view titl
         << Fixed(r.warm_ttft_ms, 1) << " ms | " << Fixed(r.speedup(), 1) << "x | "
         << (r.states_bitexact ? "yes" : "no") << " | " << r.agreeing_tokens << "/" << r.total_tokens
         << " |\n";
+  }
+  out << "\nTTFT bound: fetched bytes / " << Fixed(gbps, 2)
+      << " GB/s (a fetch from the server, best of 3) + the prefill of the unmatched tokens\n\n"
+      << "| turn | fetched | match+fetch+hydrate | prefill | bound | warm TTFT | warm/bound | "
+         "within 1.5x |\n|---|---|---|---|---|---|---|---|\n";
+  for (const ChatRow& r : rows) {
+    const double ratio = r.bound_ratio(gbps);
+    out << "| " << r.turn << " | " << Fixed(static_cast<double>(r.fetched_bytes) / 1e6, 2)
+        << " MB | " << Fixed(r.restore_ms, 1) << " ms | " << Fixed(r.prefill_ms, 1) << " ms | "
+        << Fixed(r.bound_ms(gbps), 1) << " ms | " << Fixed(r.warm_ttft_ms, 1) << " ms | "
+        << Fixed(ratio, 2) << " | " << (ratio <= 1.5 ? "yes" : "no") << " |\n";
+  }
+  if (rows.empty() || !rows.front().compared) return out.str();
+  const std::string align = std::to_string(report.options.align_block);
+  out << "\nThe same prompts under exact-key lookup (a miss costs the cold prefill) and states "
+         "kept "
+         "only at multiples of "
+      << align << " tokens\n\n| turn | prompt | index matched | index TTFT | exact-key matched "
+      << "| exact-key TTFT | aligned-" << align << " matched | aligned-" << align
+      << " TTFT |\n|---|---|---|---|---|---|---|---|\n";
+  int64_t index_avoided = 0, exact_avoided = 0, aligned_avoided = 0;
+  double index_ms = 0, exact_ms = 0, aligned_ms = 0;
+  for (const ChatRow& r : rows) {
+    out << "| " << r.turn << " | " << r.prompt_tokens << " | " << r.matched_tokens << " | "
+        << Fixed(r.warm_ttft_ms, 1) << " ms | " << r.exact_matched_tokens << " | "
+        << Fixed(r.exact_ttft_ms, 1) << " ms | " << r.aligned_matched_tokens << " | "
+        << Fixed(r.aligned_ttft_ms, 1) << " ms |\n";
+    if (r.turn == 1) continue;  // nothing is cached before the first turn under any policy
+    index_avoided += r.matched_tokens;
+    exact_avoided += r.exact_matched_tokens;
+    aligned_avoided += r.aligned_matched_tokens;
+    index_ms += r.warm_ttft_ms;
+    exact_ms += r.exact_ttft_ms;
+    aligned_ms += r.aligned_ttft_ms;
+  }
+  int64_t later_tokens = 0;
+  for (const ChatRow& r : rows) later_tokens += r.turn == 1 ? 0 : r.prompt_tokens;
+  auto share = [&](int64_t avoided) {
+    return Fixed(later_tokens > 0
+                     ? 100.0 * static_cast<double>(avoided) / static_cast<double>(later_tokens)
+                     : 0,
+                 1);
+  };
+  out << "\nTurns 2.." << rows.size() << " (" << later_tokens
+      << " prompt tokens): prefill tokens avoided and total TTFT\n\n"
+      << "| policy | tokens avoided | share | total TTFT |\n|---|---|---|---|\n"
+      << "| prefix index | " << index_avoided << " | " << share(index_avoided) << " % | "
+      << Fixed(index_ms, 1) << " ms |\n"
+      << "| exact key | " << exact_avoided << " | " << share(exact_avoided) << " % | "
+      << Fixed(exact_ms, 1) << " ms |\n"
+      << "| aligned " << align << " | " << aligned_avoided << " | " << share(aligned_avoided)
+      << " % | " << Fixed(aligned_ms, 1) << " ms |\n";
+  return out.str();
+}
+
+std::string ChatCompareCsv(const ChatReport& report) {
+  std::ostringstream out;
+  out << "turn,prompt_tokens,index_matched,index_warm_ttft_ms,exact_matched,exact_ttft_ms,"
+         "aligned_matched,aligned_ttft_ms,fetched_bytes,restore_ms,prefill_ms,bound_ms,"
+         "bound_ratio,within_bound\n";
+  for (const ChatRow& r : report.rows) {
+    const double ratio = r.bound_ratio(report.server_gbps);
+    out << r.turn << ',' << r.prompt_tokens << ',' << r.matched_tokens << ','
+        << Fixed(r.warm_ttft_ms, 3) << ',' << r.exact_matched_tokens << ','
+        << Fixed(r.exact_ttft_ms, 3) << ',' << r.aligned_matched_tokens << ','
+        << Fixed(r.aligned_ttft_ms, 3) << ',' << r.fetched_bytes << ',' << Fixed(r.restore_ms, 3)
+        << ',' << Fixed(r.prefill_ms, 3) << ',' << Fixed(r.bound_ms(report.server_gbps), 3) << ','
+        << Fixed(ratio, 3) << ',' << (ratio <= 1.5 ? "true" : "false") << '\n';
   }
   return out.str();
 }

@@ -27,6 +27,11 @@ struct ChatOptions {
   int message_tokens = 64;  // each turn's new message (fanout: its question)
   int reply_tokens = 8;     // greedy tokens per turn, compared with the cold run's
   uint64_t seed = 1;
+  // Also run each prompt under exact-key lookup and under states kept only at multiples of
+  // `align_block` (chat_baselines.h), and report them beside the prefix index.
+  bool compare = false;
+  uint32_t align_block = 528;
+  int loopback_mb = 64;  // the blob fetched from the server to measure its bandwidth
 };
 
 struct ChatRow {
@@ -41,14 +46,44 @@ struct ChatRow {
   int total_tokens = 0;
   int64_t edit_position = -1;  // branch: the edited token, which the match must not pass
   uint64_t fetched_bytes = 0;
+  // Where the warm TTFT went: match, fetch and hydration, then the prefill of the unmatched
+  // tokens (pauses to store checkpoints on the way are not counted in either, nor in the TTFT).
+  double restore_ms = 0;
+  double prefill_ms = 0;
+
+  // --compare: the same prompt under the alternatives. Exact key: the lookup is measured; on a
+  // miss its TTFT is the lookup plus the cold prefill measured above (a miss is a cold prefill).
+  // Aligned: measured end to end (match, hydrate, prefill the rest).
+  bool compared = false;
+  int64_t exact_matched_tokens = 0;
+  double exact_lookup_ms = 0;
+  double exact_ttft_ms = 0;
+  int64_t aligned_matched_tokens = 0;
+  uint64_t aligned_fetched_bytes = 0;
+  double aligned_ttft_ms = 0;
 
   double speedup() const { return warm_ttft_ms > 0 ? cold_ttft_ms / warm_ttft_ms : 0; }
+  // The TTFT bound's base: the fetched bytes at the measured bandwidth plus the prefill of the
+  // unmatched tokens. The warm TTFT should be within 1.5x of it.
+  double bound_ms(double gbps) const {
+    return (gbps > 0 ? static_cast<double>(fetched_bytes) / (gbps * 1e6) : 0) + prefill_ms;
+  }
+  double bound_ratio(double gbps) const {
+    const double bound = bound_ms(gbps);
+    return bound > 0 ? warm_ttft_ms / bound : 0;
+  }
+};
+
+struct ChatReport {
+  std::vector<ChatRow> rows;
+  double server_gbps = 0;  // best of three fetches of options.loopback_mb MiB from the server
+  ChatOptions options;
 };
 
 // Runs the workload; the namespace (derived from the model and weights, a hash tag: every call
 // goes to its node) is emptied first.
-Result<std::vector<ChatRow>> RunChatWorkload(Backend& backend, std::string_view weights_identity,
-                                             PrefixdLink& link, const ChatOptions& options);
+Result<ChatReport> RunChatWorkload(Backend& backend, std::string_view weights_identity,
+                                   PrefixdLink& link, const ChatOptions& options);
 
 // The exit rule of --restore full: every turn after the first matched > 0 tokens (and, for an
 // edited turn, no token past the edit), was bit-exact and agreed in every token. Empty when it
@@ -58,6 +93,12 @@ std::string ChatVerdict(const std::vector<ChatRow>& rows);
 // "turn,prompt_tokens,matched_tokens,prefilled_tokens,cold_ttft_ms,warm_ttft_ms,speedup,
 // states_bitexact,token_agreement" and one line per turn.
 std::string ChatCsv(const std::vector<ChatRow>& rows);
-std::string ChatMarkdown(const std::vector<ChatRow>& rows, std::string_view title);
+// The turns' table, the TTFT bound per turn and, with --compare, the alternatives per turn and
+// the prefill tokens each avoided in all.
+std::string ChatMarkdown(const ChatReport& report, std::string_view title);
+// --compare-csv: "turn,prompt_tokens,index_matched,index_warm_ttft_ms,exact_matched,exact_ttft_ms,
+// aligned_matched,aligned_ttft_ms,fetched_bytes,restore_ms,prefill_ms,bound_ms,bound_ratio,
+// within_bound" and one line per turn.
+std::string ChatCompareCsv(const ChatReport& report);
 
 }  // namespace prefixd::hybrid

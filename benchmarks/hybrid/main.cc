@@ -82,6 +82,7 @@ struct ChatArgs {
   ChatOptions options;
   std::string csv;
   std::string markdown;
+  std::string compare_csv;
 };
 
 struct WarmArgs {
@@ -469,20 +470,23 @@ int RunSweep(const Common& common, const SweepArgs& args) {
 // Conversation workloads over the server's prefix index (chat.h); one process, the cold run of
 // each turn in a paused interval after its warm one.
 int RunChat(const Common& common, const ChatArgs& args) {
+  if (!args.compare_csv.empty() && !args.options.compare) Die("--compare-csv needs --compare");
   std::fprintf(stderr, "prefixd-hybrid: loading %s (%s weights, %s backend)...\n",
                common.model.c_str(), common.weights.c_str(), common.backend.c_str());
   Loaded model = LoadModel(common);
   std::fprintf(stderr, "prefixd-hybrid: %s\nprefixd-hybrid: loaded in %.1f s\n",
                model.config.Summary().c_str(), model.load_ms / 1000);
   PrefixdLink link = Connect(common);
-  const std::vector<ChatRow> rows =
+  const ChatReport report =
       OrDie(RunChatWorkload(*model.backend, model.weights_identity, link, args.options),
             "chat " + args.options.workload);
+  const std::vector<ChatRow>& rows = report.rows;
   if (!args.csv.empty()) WriteFile(args.csv, ChatCsv(rows));
+  if (!args.compare_csv.empty()) WriteFile(args.compare_csv, ChatCompareCsv(report));
   const std::string table =
-      ChatMarkdown(rows, model.config.name + ", " + args.options.workload + ", block " +
-                             std::to_string(args.options.block) + ", restore " +
-                             args.options.restore + " (" + common.backend + ")");
+      ChatMarkdown(report, model.config.name + ", " + args.options.workload + ", block " +
+                               std::to_string(args.options.block) + ", restore " +
+                               args.options.restore + " (" + common.backend + ")");
   std::printf("%s", table.c_str());
   if (!args.markdown.empty()) WriteFile(args.markdown, table);
   if (args.options.restore == "kv-only") return 0;  // the control: it ran, whatever it shows
@@ -876,6 +880,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   chat_cmd->add_option("--csv", chat.csv, "write the CSV here");
   chat_cmd->add_option("--markdown", chat.markdown, "write the markdown table here");
+  chat_cmd->add_flag("--compare", co.compare,
+                     "also run each prompt under exact-key lookup and under states kept only at "
+                     "multiples of --align-block, and report them beside the prefix index");
+  chat_cmd
+      ->add_option("--align-block", co.align_block,
+                   "--compare: the aligned policy's block (vLLM's Qwen3.5-4B: 528)")
+      ->capture_default_str();
+  chat_cmd->add_option("--compare-csv", chat.compare_csv,
+                       "--compare: write the per-turn comparison and TTFT bound here");
+  chat_cmd
+      ->add_option("--loopback-mb", co.loopback_mb,
+                   "MiB fetched from the server to measure its bandwidth (the TTFT bound)")
+      ->capture_default_str();
   Common compare_common;
   compare_common.backend = "cuda";
   CompareArgs compare;

@@ -161,6 +161,54 @@ TEST_F(HybridAcceptance, SweepProgramEndToEnd) {
   EXPECT_NE(ReadText(md).find("| 130 |"), std::string::npos);
 }
 
+// chat --compare --align-block 48, against the chat's own rows: the exact-key client finds
+// nothing (no prompt repeats), the aligned policy's match is a multiple of 48 (in multiturn, the
+// last boundary of the turn before), and the TTFT bound has its inputs.
+void ExpectComparison(const std::string& workload,
+                      const std::vector<std::vector<std::string>>& rows,
+                      const std::string& compare_csv) {
+  std::istringstream lines(ReadText(compare_csv));
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line,
+            "turn,prompt_tokens,index_matched,index_warm_ttft_ms,exact_matched,exact_ttft_ms,"
+            "aligned_matched,aligned_ttft_ms,fetched_bytes,restore_ms,prefill_ms,bound_ms,"
+            "bound_ratio,within_bound");
+  size_t t = 0;
+  for (; std::getline(lines, line) && t < rows.size(); ++t) {
+    std::vector<std::string> c;
+    std::istringstream cols(line);
+    for (std::string cell; std::getline(cols, cell, ',');) c.push_back(cell);
+    ASSERT_EQ(c.size(), 14u) << line;
+    const std::string at = workload + " turn " + std::to_string(t + 1);
+    EXPECT_EQ(c[1], rows[t][1]) << at;
+    EXPECT_EQ(c[2], rows[t][2]) << at;
+    EXPECT_EQ(c[4], "0") << at;                               // exact key
+    EXPECT_GE(std::stod(c[5]), std::stod(rows[t][4])) << at;  // a miss costs the cold prefill
+    const int64_t aligned = std::stoll(c[6]);
+    EXPECT_EQ(aligned % 48, 0) << at;
+    EXPECT_LT(aligned, std::stoll(c[1])) << at;
+    if (workload != "branch") {
+      EXPECT_LE(aligned, std::stoll(c[2])) << at;
+    }
+    if (workload == "multiturn" && t > 0) {
+      EXPECT_EQ(aligned, std::stoll(rows[t - 1][1]) / 48 * 48) << at;
+    }
+    if (workload == "fanout" && t > 0) {
+      EXPECT_EQ(aligned, 96) << at;
+    }
+    // branch: the edit at 146 + 20 cuts the chain of 48-blocks at 144, where turn 2's prefill
+    // left a state; the index stops at turn 1's end, 140, its last checkpoint before the edit.
+    if (workload == "branch" && t == 3) {
+      EXPECT_EQ(aligned, 144) << at;
+    }
+    EXPECT_GT(std::stod(c[7]), 0) << at;
+    EXPECT_EQ(std::stoll(c[8]) > 0, t > 0) << at;  // fetched bytes
+    EXPECT_GT(std::stod(c[11]), 0) << at;          // bound
+  }
+  EXPECT_EQ(t, rows.size()) << workload;
+}
+
 // `prefixd-hybrid chat` over the prefix index: every workload exits 0 (each later turn matched,
 // bit-exact, every token agreeing), the CSV has the columns, the branch turn stops at
 // or before its edit, and the kv-only control runs but is not bit-exact.
@@ -185,14 +233,19 @@ TEST_F(HybridAcceptance, ChatProgramEndToEnd) {
   };
   for (const std::string workload : {"multiturn", "fanout", "branch"}) {
     const std::string csv = (tmp_ / (workload + ".csv")).string();
-    const int rc = RunHybrid({"chat",      "--model",         "tiny", "--weights",
-                              "synthetic", "--port",          port,   "--workload",
-                              workload,    "--turns",         "4",    "--block",
-                              "16",        "--system-tokens", "100",  "--message-tokens",
-                              "40",        "--reply-tokens",  "6",    "--threads",
-                              "2",         "--csv",           csv});
+    const std::string compare_csv = (tmp_ / (workload + "-compare.csv")).string();
+    std::vector<std::string> args = {"chat",      "--model",         "tiny", "--weights",
+                                     "synthetic", "--port",          port,   "--workload",
+                                     workload,    "--turns",         "4",    "--block",
+                                     "16",        "--system-tokens", "100",  "--message-tokens",
+                                     "40",        "--reply-tokens",  "6",    "--threads",
+                                     "2",         "--csv",           csv};
+    args.insert(args.end(), {"--compare", "--align-block", "48", "--compare-csv", compare_csv,
+                             "--loopback-mb", "8"});
+    const int rc = RunHybrid(args);
     EXPECT_EQ(rc, 0) << workload;
     const auto rows = rows_of(csv);
+    ExpectComparison(workload, rows, compare_csv);
     ASSERT_EQ(rows.size(), 4u) << workload;
     for (size_t t = 0; t < rows.size(); ++t) {
       const auto& r = rows[t];

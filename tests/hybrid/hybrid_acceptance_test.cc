@@ -253,8 +253,11 @@ TEST_F(HybridAcceptance, ChatProgramEndToEnd) {
       EXPECT_EQ(std::stoll(r[1]), std::stoll(r[2]) + std::stoll(r[3])) << workload;
       EXPECT_EQ(r[7], "true") << workload << " turn " << t + 1;
       EXPECT_EQ(r[8], "6/6") << workload << " turn " << t + 1;
-      if (t == 0) EXPECT_EQ(r[2], "0");
-      if (t > 0) EXPECT_GT(std::stoll(r[2]), 0) << workload << " turn " << t + 1;
+      if (t == 0) {
+        EXPECT_EQ(r[2], "0");
+      } else {
+        EXPECT_GT(std::stoll(r[2]), 0) << workload << " turn " << t + 1;
+      }
     }
     if (workload == "multiturn") {  // turn k matches exactly turn k-1's prompt
       for (size_t t = 1; t < rows.size(); ++t) EXPECT_EQ(rows[t][2], rows[t - 1][1]);

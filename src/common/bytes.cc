@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -19,15 +20,15 @@ namespace {
 constexpr size_t kAlignment = 64;
 // Buffers this large come from a pool of mmap'd regions: a fresh mmap costs a page fault per
 // 4 KiB on first touch and an munmap on release, which dominated the time of storing large
-// blobs; an overwrite usually frees a buffer of the very size the next store needs. From 64 KiB
-// (not glibc's 128 KiB mmap threshold, which rises as mappings are freed): values of 64 KiB to
+// blobs; an overwrite usually frees a buffer of the very size the next store needs. From 32 KiB
+// (not glibc's 128 KiB mmap threshold, which rises as mappings are freed): values of 32 KiB to
 // 1 MiB from malloc left freed heap behind, holding RSS at 1.8x maxmemory in the cache benchmark.
 // Under AddressSanitizer they stay malloc'd up to 1 MiB: it checks heap buffers' bounds, not
 // those of anonymous mappings.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr size_t kPooledFrom = size_t{1} << 20;
 #else
-constexpr size_t kPooledFrom = size_t{64} << 10;
+constexpr size_t kPooledFrom = size_t{32} << 10;
 #endif
 constexpr size_t kHugePage = size_t{2} << 20;
 // Free pooled memory kept for reuse by default; past the cap, released buffers go back to the
@@ -39,6 +40,7 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // Size classes: pages below 1 MiB, 64 KiB steps up to 32 MiB (little waste for ~1 MB states),
 // 2 MiB steps above.
 constexpr size_t kPagedBelow = size_t{1} << 20;
+constexpr size_t kMaxSmallMappings = 32768;
 size_t PooledSize(size_t n) {
   if (n < kPagedBelow) return RoundUp(n, size_t{4} << 10);
   return n >= (size_t{32} << 20) ? RoundUp(n, kHugePage) : RoundUp(n, size_t{64} << 10);
@@ -52,9 +54,19 @@ class LargeBufferPool {
   uint8_t* Take(size_t size, bool huge) {
     uint8_t* p = Reuse(size);
     if (p == nullptr) {
+      // Each small value is a mapping of its own: past kMaxSmallMappings they come from malloc,
+      // leaving the rest of vm.max_map_count (65530 by default) to thread stacks and files.
+      const bool small = size < kPagedBelow;
+      if (small && small_mappings_.fetch_add(1) >= kMaxSmallMappings) {
+        small_mappings_ -= 1;
+        return nullptr;
+      }
       void* fresh =
           ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (fresh == MAP_FAILED) return nullptr;
+      if (fresh == MAP_FAILED) {
+        if (small) small_mappings_ -= 1;
+        return nullptr;
+      }
       p = static_cast<uint8_t*>(fresh);
     }
     // Transparent huge pages cut the faults of first touch 512-fold where the kernel allows.
@@ -73,7 +85,7 @@ class LargeBufferPool {
       }
     }
     if (!kept) {
-      ::munmap(p, size);
+      Unmap({{p, size}});
       return;
     }
     memory::EnsureReclaimer();  // it hands the region back if nobody reuses it in time
@@ -140,10 +152,11 @@ class LargeBufferPool {
     return p;
   }
 
-  static size_t Unmap(const std::vector<std::pair<uint8_t*, size_t>>& regions) {
+  size_t Unmap(const std::vector<std::pair<uint8_t*, size_t>>& regions) {
     size_t bytes = 0;
     for (auto [p, size] : regions) {
       ::munmap(p, size);
+      if (size < kPagedBelow) small_mappings_ -= 1;
       bytes += size;
     }
     return bytes;
@@ -153,6 +166,7 @@ class LargeBufferPool {
   std::unordered_map<size_t, std::vector<FreeRegion>> free_;
   size_t pooled_ = 0;
   size_t cap_ = kDefaultPoolCap;
+  std::atomic<size_t> small_mappings_{0};  // live mappings below kPagedBelow, in use or free
 };
 
 // Never destroyed: buffers may be released during static destruction.

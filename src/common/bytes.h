@@ -15,11 +15,11 @@ class Bytes {
   Bytes() = default;
 
   // Uninitialised storage of `size` bytes; fill it through mutable_data() before sharing.
-  // Sizes from 64 KiB come from a pool of reused mmap'd regions (huge pages where the kernel
+  // Sizes from 32 KiB come from a pool of reused mmap'd regions (huge pages where the kernel
   // allows), so a freed value's memory goes back to the kernel instead of fragmenting the heap;
   // a fresh region commits no memory until it is touched.
   static Bytes Allocate(size_t size);
-  // Allocate(n) reserves n rounded up: to 64 bytes below 64 KiB, to a 4 KiB page below 1 MiB
+  // Allocate(n) reserves n rounded up: to 64 bytes below 32 KiB, to a 4 KiB page below 1 MiB
   // (those come from the pool, as mappings of their own), to 64 KiB steps below 32 MiB and 2 MiB
   // steps above. The most it adds to a request below 1 MiB:
   static constexpr size_t kMaxRoundingBelow1MiB = 4095;

@@ -180,9 +180,12 @@ uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, uint16_t
                            Placed placed) {
   uint64_t lsn = 0;
   bool wake = false;
+  uint64_t bytes = 0;
+  for (const Bytes& piece : payload) bytes += piece.size();
   {
     std::lock_guard lock(mu_);
     lsn = next_lsn_++;
+    queued_bytes_ += bytes;
     const bool asleep = std::exchange(writer_asleep_, false);
     if (policy_.load() == FsyncPolicy::kAlways) {
       // Only the first record of a batch wakes the writer: it takes the whole queue at once, and
@@ -192,6 +195,7 @@ uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, uint16_t
       // The caller that waits for this record writes it (WhenDurable); the log thread is only
       // woken from its sleep, to take what no caller waits for once kCallerGrace has passed.
       wake = asleep || queue_.size() + 1 == kWakeAtRecords;
+      if (queued_bytes_ > kCallerWriteMaxBytes && !wake_now_) wake = wake_now_ = true;
     }
     queue_.push_back(Pending{lsn, type, std::move(payload), db, false, 0, std::move(placed)});
   }
@@ -241,8 +245,9 @@ void LogWriter::WriteOnCaller() {
   if (!writer.owns_lock() || !carry_.empty() || !write_ok_.load()) return;
   {
     std::lock_guard lock(mu_);
-    if (stop_ || queue_.empty()) return;
+    if (stop_ || queue_.empty() || queued_bytes_ > kCallerWriteMaxBytes) return;
     carry_.swap(queue_);
+    queued_bytes_ = 0;
   }
   const size_t written = WriteBatch(carry_);
   carry_.erase(carry_.begin(), carry_.begin() + static_cast<long>(written));
@@ -429,6 +434,7 @@ void LogWriter::WriterLoop() {
       if (stop_ && queue_.empty() && carry_.empty()) break;  // everything is written
       for (auto& p : queue_) carry_.push_back(std::move(p));
       queue_.clear();
+      queued_bytes_ = 0;
     }
     const size_t written = WriteBatch(carry_);
     carry_.erase(carry_.begin(), carry_.begin() + static_cast<long>(written));

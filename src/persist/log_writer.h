@@ -148,6 +148,9 @@ class LogWriter {
   static constexpr std::chrono::milliseconds kCallerGrace{10};
   // A queue this long wakes the log thread whatever the policy (a bound on its memory).
   static constexpr size_t kWakeAtRecords = 4096;
+  // Larger batches (big values) are written by the log thread, in parallel with the io threads
+  // serving other clients, rather than by a caller's io thread while its clients wait.
+  static constexpr uint64_t kCallerWriteMaxBytes = uint64_t{256} << 10;
 
   // Held by whoever writes: the log thread, or a caller in WriteOnCaller (which only tries it).
   // Taken before mu_ and file_mu_.
@@ -165,6 +168,7 @@ class LogWriter {
   uint64_t next_lsn_;
   uint64_t rotations_requested_ = 0;
   bool stop_ = false;
+  uint64_t queued_bytes_ = 0;   // payload bytes in queue_
   bool writer_asleep_ = false;  // the log thread waits for a first record (Append wakes it)
   bool wake_now_ = false;       // someone waits on the log thread: no pause for callers
 

@@ -647,6 +647,40 @@ TEST_F(DurabilityTest, CallersWriteTheirOwnRecordsUnderConcurrentWritersAndSnaps
   }
 }
 
+// A batch over 256 KiB (a big value) is written by the log thread, never by the waiting caller,
+// which then waits for it like under always; small ones are the callers' again (nearly always:
+// the log thread may take one first, so the check is over 50).
+TEST_F(DurabilityTest, BigBatchesAreLeftToTheLogThread) {
+  options_.policy = FsyncPolicy::kEverySec;
+  auto node = OpenNode();
+  ASSERT_NE(node, nullptr);
+  // Puts one value of `size` bytes, waits until it is written; returns the writes callers made.
+  auto put_and_wait = [&](const std::string& sid, size_t size) -> uint64_t {
+    const uint64_t callers_before = node->durability().Stats().log.caller_writes;
+    const uint64_t lsn = node->Put(sid, {{0, RandomBlob(size, 1)}});
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    const bool at_once = node->durability().WhenDurable(lsn, [&] {
+      std::lock_guard lock(mu);
+      done = true;
+      cv.notify_all();
+    });
+    if (!at_once) {
+      std::unique_lock lock(mu);
+      EXPECT_TRUE(cv.wait_for(lock, 5s, [&] { return done; })) << sid;
+    }
+    EXPECT_GE(node->durability().Stats().log.written_lsn, lsn) << sid;
+    return node->durability().Stats().log.caller_writes - callers_before;
+  };
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(put_and_wait("big" + std::to_string(i), size_t{1} << 20), 0u);
+  }
+  uint64_t small_by_callers = 0;
+  for (int i = 0; i < 50; ++i) small_by_callers += put_and_wait("small" + std::to_string(i), 100);
+  EXPECT_GT(small_by_callers, 25u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Damage
 

@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -242,10 +243,17 @@ void LogWriter::WriteOnCaller() {
   std::unique_lock writer(writer_mu_, std::try_to_lock);
   // Someone else is writing (it takes this caller's records too, or the log thread does next),
   // or the log is failing: retries and their order are the log thread's.
-  if (!writer.owns_lock() || !carry_.empty() || !write_ok_.load()) return;
+  if (!writer.owns_lock() || !carry_.empty() || !write_ok_.load() || file_ == nullptr) return;
   {
     std::lock_guard lock(mu_);
     if (stop_ || queue_.empty() || queued_bytes_ > kCallerWriteMaxBytes) return;
+    // A batch that starts a segment (by size, or a snapshot's rotation) is the log thread's: it
+    // fsyncs the segment it closes, which no client should wait behind.
+    const uint64_t end = current_offset_ + queued_bytes_ + queue_.size() * kRecordHeaderSize;
+    if (end > segment_bytes_ ||
+        std::any_of(queue_.begin(), queue_.end(), [](const Pending& p) { return p.lsn == 0; })) {
+      return;
+    }
     carry_.swap(queue_);
     queued_bytes_ = 0;
   }

@@ -118,7 +118,8 @@ class LogWriter {
   // Under everysec/no the log thread leaves fresh records a moment to the callers that wait for
   // them; it waits until then. Caller holds `lock` (on mu_).
   void AwaitWork(std::unique_lock<std::mutex>& lock);
-  // WhenDurable's caller writes the queue when no one else is writing and the log is healthy.
+  // WhenDurable's caller writes the queue when no one else is writing, the log is healthy, and
+  // the batch is small and stays in the current segment.
   void WriteOnCaller();
   // Wakes the log thread at once, even from the pause AwaitWork leaves to callers.
   void WakeWriter();

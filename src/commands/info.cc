@@ -130,6 +130,7 @@ void PersistenceSection(Engine& e, std::string& out) {
   Field(out, "log_records_appended", s.log.records_appended);
   Field(out, "log_written_lsn", s.log.written_lsn);
   Field(out, "log_synced_lsn", s.log.synced_lsn);
+  Field(out, "log_caller_writes", s.log.caller_writes);
   Field(out, "recovered_records", s.recovered_records);
   Field(out, "recovered_bytes", s.recovered_bytes);
   Field(out, "recovery_seconds", FormatDouble(s.recovery_seconds));

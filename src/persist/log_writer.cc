@@ -6,11 +6,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "common/clock.h"
 
@@ -179,16 +181,27 @@ uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, uint16_t
                            Placed placed) {
   uint64_t lsn = 0;
   bool wake = false;
+  uint64_t bytes = 0;
+  for (const Bytes& piece : payload) bytes += piece.size();
   {
     std::lock_guard lock(mu_);
     lsn = next_lsn_++;
-    // Only the first record of a batch wakes the writer: it takes the whole queue at once, and
-    // checks the queue under the lock before it sleeps, so no wake-up is lost. Notifying after
-    // the lock is released spares the woken writer a wait on it.
-    wake = queue_.empty();
+    queued_bytes_ += bytes;
+    const bool asleep = std::exchange(writer_asleep_, false);
+    if (policy_.load() == FsyncPolicy::kAlways) {
+      // Only the first record of a batch wakes the writer: it takes the whole queue at once, and
+      // checks the queue under the lock before it sleeps, so no wake-up is lost.
+      wake = queue_.empty();
+    } else {
+      // The caller that waits for this record writes it (WhenDurable); the log thread is only
+      // woken from its sleep, to take what no caller waits for once kCallerGrace has passed.
+      wake = asleep || queue_.size() + 1 == kWakeAtRecords;
+      if (queued_bytes_ > kCallerWriteMaxBytes && !wake_now_) wake = wake_now_ = true;
+    }
     queue_.push_back(Pending{lsn, type, std::move(payload), db, false, 0, std::move(placed)});
   }
   records_appended_.fetch_add(1, std::memory_order_relaxed);
+  // Notifying after the lock is released spares the woken writer a wait on it.
   if (wake) cv_.notify_one();
   return lsn;
 }
@@ -198,6 +211,7 @@ uint64_t LogWriter::RotateForSnapshot() {
   uint64_t base = next_lsn_;
   uint64_t ticket = ++rotations_requested_;
   queue_.push_back(Pending{0, RecordType::kSsmPut, {}, 0, true, base, {}});
+  wake_now_ = true;
   cv_.notify_one();
   // Wait until the new segment exists, so that every older segment may be removed once the
   // snapshot is durable. A log that cannot be written (disk full) must not hang SAVE: then the
@@ -209,12 +223,57 @@ uint64_t LogWriter::RotateForSnapshot() {
 }
 
 bool LogWriter::WhenDurable(uint64_t lsn, std::function<void()> done) {
-  std::lock_guard lock(waiters_mu_);
-  uint64_t durable =
-      policy_.load() == FsyncPolicy::kAlways ? synced_lsn_.load() : written_lsn_.load();
-  if (durable >= lsn) return true;
-  waiters_.emplace(lsn, std::move(done));
+  auto durable = [this] {
+    return policy_.load() == FsyncPolicy::kAlways ? synced_lsn_.load() : written_lsn_.load();
+  };
+  if (durable() >= lsn) return true;
+  if (policy_.load() != FsyncPolicy::kAlways) WriteOnCaller();
+  {
+    std::lock_guard lock(waiters_mu_);
+    if (durable() >= lsn) return true;
+    waiters_.emplace(lsn, std::move(done));
+  }
+  // Another writer holds the records, or the log is failing, or the policy changed to always
+  // meanwhile: the log thread sees to them now rather than after its pause for callers.
+  WakeWriter();
   return false;
+}
+
+void LogWriter::WriteOnCaller() {
+  std::unique_lock writer(writer_mu_, std::try_to_lock);
+  // Someone else is writing (it takes this caller's records too, or the log thread does next),
+  // or the log is failing: retries and their order are the log thread's.
+  if (!writer.owns_lock() || !carry_.empty() || !write_ok_.load() || file_ == nullptr) return;
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ || queue_.empty() || queued_bytes_ > kCallerWriteMaxBytes) return;
+    // A batch that starts a segment (by size, or a snapshot's rotation) is the log thread's: it
+    // fsyncs the segment it closes, which no client should wait behind.
+    const uint64_t end = current_offset_ + queued_bytes_ + queue_.size() * kRecordHeaderSize;
+    if (end > segment_bytes_ ||
+        std::any_of(queue_.begin(), queue_.end(), [](const Pending& p) { return p.lsn == 0; })) {
+      return;
+    }
+    carry_.swap(queue_);
+    queued_bytes_ = 0;
+  }
+  const size_t written = WriteBatch(carry_);
+  carry_.erase(carry_.begin(), carry_.begin() + static_cast<long>(written));
+  const bool ok = carry_.empty();
+  idle_and_written_ = ok;
+  writer.unlock();
+  caller_writes_.fetch_add(1, std::memory_order_relaxed);
+  NotifyDurable();
+  NotifyProgress();
+  if (!ok) WakeWriter();  // it retries what is carried
+}
+
+void LogWriter::WakeWriter() {
+  {
+    std::lock_guard lock(mu_);
+    wake_now_ = true;
+  }
+  cv_.notify_one();
 }
 
 void LogWriter::NotifyDurable() {
@@ -353,35 +412,55 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
   return written_records;
 }
 
+void LogWriter::AwaitWork(std::unique_lock<std::mutex>& lock) {
+  writer_asleep_ = true;
+  cv_.wait(lock, [this] { return stop_ || wake_now_ || !queue_.empty(); });
+  writer_asleep_ = false;
+  if (policy_.load() != FsyncPolicy::kAlways) {
+    cv_.wait_for(lock, kCallerGrace,
+                 [this] { return stop_ || wake_now_ || queue_.size() >= kWakeAtRecords; });
+  }
+  wake_now_ = false;
+}
+
 void LogWriter::WriterLoop() {
-  // Records that failed to reach the file; retried before anything newer, so order holds. They
-  // are not acknowledged yet, and new writes are refused meanwhile: nothing acknowledged is lost.
-  std::vector<Pending> carry;
   while (true) {
+    bool retrying = false;
+    {
+      std::lock_guard writer(writer_mu_);
+      retrying = !carry_.empty() || !write_ok_.load();
+    }
     {
       std::unique_lock lock(mu_);
       // A failed write or fsync is retried even when no new record arrives: the records it
       // holds back wait for it.
-      const bool retrying = !carry.empty() || !write_ok_.load();
-      if (!retrying) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (stop_ && queue_.empty() && carry.empty()) break;  // everything is written
-      for (auto& p : queue_) carry.push_back(std::move(p));
-      queue_.clear();
+      if (!retrying) AwaitWork(lock);
     }
-    size_t n = WriteBatch(carry);
-    carry.erase(carry.begin(), carry.begin() + static_cast<long>(n));
-    bool ok = carry.empty();
+    std::unique_lock writer(writer_mu_);
+    {
+      std::lock_guard lock(mu_);
+      if (stop_ && queue_.empty() && carry_.empty()) break;  // everything is written
+      for (auto& p : queue_) carry_.push_back(std::move(p));
+      queue_.clear();
+      queued_bytes_ = 0;
+    }
+    const size_t written = WriteBatch(carry_);
+    carry_.erase(carry_.begin(), carry_.begin() + static_cast<long>(written));
+    bool ok = carry_.empty();
+    // Also syncs what a caller wrote just before the policy changed to always.
     if (ok && (policy_.load() == FsyncPolicy::kAlways || !write_ok_.load())) ok = SyncCurrent();
-    idle_and_written_ = carry.empty();
+    idle_and_written_ = carry_.empty();
     if (ok) MarkHealthy();
+    const size_t carried = carry_.size();
+    writer.unlock();
     NotifyDurable();
     NotifyProgress();
     if (!ok) {
       std::unique_lock lock(mu_);
       if (cv_.wait_for(lock, retry_interval_, [&] { return stop_; })) {
-        if (!carry.empty()) {
+        if (carried > 0) {
           spdlog::critical("Stopping with {} unacknowledged records not written to the log",
-                           carry.size());
+                           carried);
         }
         break;
       }
@@ -422,6 +501,8 @@ void LogWriter::Sync() {
   {
     std::unique_lock lock(mu_);
     target = next_lsn_ - 1;
+    wake_now_ = true;  // no pause for callers: this one waits for every record
+    cv_.notify_one();
     // A log that cannot be written makes no progress: return rather than hang the caller.
     progress_cv_.wait(lock,
                       [&] { return written_lsn_.load() >= target || stop_ || !write_ok_.load(); });
@@ -467,6 +548,7 @@ LogStats LogWriter::Stats() const {
     s.pending_records = queue_.size();
   }
   s.records_appended = records_appended_.load();
+  s.caller_writes = caller_writes_.load(std::memory_order_relaxed);
   s.written_lsn = written_lsn_.load();
   s.synced_lsn = synced_lsn_.load();
   s.write_ok = write_ok_.load();

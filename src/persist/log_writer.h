@@ -1,7 +1,10 @@
 // LogWriter: the append-only log of mutations, in checksummed segments. Appends are queued by
-// handlers (under the store's shard lock, so log order matches apply order) and written by one
-// log thread with gather writes; fsync follows the appendfsync policy, with one fsync shared by
-// every record in a batch (group commit). Thread-safe: Append/WhenDurable from any thread.
+// handlers (under the store's shard lock, so log order matches apply order) and written with
+// gather writes, one writer at a time: under everysec/no by the caller about to wait for its
+// records (WhenDurable, as Redis writes its AOF buffer before replying), otherwise, and for
+// every retry after a failure, by the log thread; fsync follows the appendfsync policy, with one
+// fsync shared by every record in a batch (group commit). Thread-safe: Append/WhenDurable from
+// any thread.
 #pragma once
 
 #include <atomic>
@@ -41,6 +44,7 @@ struct LogStats {
   uint64_t written_lsn = 0;
   uint64_t synced_lsn = 0;
   uint64_t pending_records = 0;
+  uint64_t caller_writes = 0;  // batches written by the caller that waited for them (everysec/no)
   bool write_ok = true;
   std::string last_error;
   int64_t last_error_time = 0;
@@ -51,8 +55,9 @@ struct LogStats {
 std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
                                               std::string* error);
 
-// Told, on the log thread, where a record's payload was written once it is in the file (its
-// bytes are durable once `file->durable_end()` passes them). It must only take store locks.
+// Told, on the thread that wrote the record (the log thread, or a caller of WhenDurable), where
+// its payload was written once it is in the file (its bytes are durable once
+// `file->durable_end()` passes them). It must only take store locks.
 using Placed =
     std::function<void(const std::shared_ptr<const store::ColdFile>& file, uint64_t payload_at)>;
 
@@ -76,7 +81,9 @@ class LogWriter {
 
   // Calls `done` once every record up to `lsn` is as durable as the policy promises (written
   // for everysec/no, synced for always). Returns true instead, without calling it, when that is
-  // already so. `done` runs on the log thread: it must only hand work off.
+  // already so. Under everysec/no a caller that finds no other writer at work writes the queue
+  // itself first (then it usually returns true); a failed write is left to the log thread.
+  // `done` runs on whichever thread wrote the record: it must only hand work off.
   bool WhenDurable(uint64_t lsn, std::function<void()> done);
 
   // Blocks until every record appended so far is written and synced (SAVE, shutdown), or the
@@ -108,6 +115,14 @@ class LogWriter {
   };
 
   void WriterLoop();
+  // Under everysec/no the log thread leaves fresh records a moment to the callers that wait for
+  // them; it waits until then. Caller holds `lock` (on mu_).
+  void AwaitWork(std::unique_lock<std::mutex>& lock);
+  // WhenDurable's caller writes the queue when no one else is writing, the log is healthy, and
+  // the batch is small and stays in the current segment.
+  void WriteOnCaller();
+  // Wakes the log thread at once, even from the pause AwaitWork leaves to callers.
+  void WakeWriter();
   void SyncerLoop();
   // Writes `batch` in order; returns how many records reached the file. On an error the file is
   // cut back to the end of the last whole record.
@@ -129,7 +144,24 @@ class LogWriter {
   const uint64_t segment_bytes_;
   std::chrono::milliseconds retry_interval_{1000};
 
-  mutable std::mutex mu_;                // queue_, next_lsn_, stop_
+  // How long the log thread leaves records to the callers that wait for them (everysec/no)
+  // before it writes them itself: the bound for a record that no caller waits for.
+  static constexpr std::chrono::milliseconds kCallerGrace{10};
+  // A queue this long wakes the log thread whatever the policy (a bound on its memory).
+  static constexpr size_t kWakeAtRecords = 4096;
+  // Larger batches (big values) are written by the log thread, in parallel with the io threads
+  // serving other clients, rather than by a caller's io thread while its clients wait.
+  static constexpr uint64_t kCallerWriteMaxBytes = uint64_t{256} << 10;
+
+  // Held by whoever writes: the log thread, or a caller in WriteOnCaller (which only tries it).
+  // Taken before mu_ and file_mu_.
+  std::mutex writer_mu_;
+  // Records taken from the queue that failed to reach the file; retried (by the log thread only)
+  // before anything newer, so order holds. Not acknowledged yet, and new writes are refused
+  // meanwhile: nothing acknowledged is lost. Guarded by writer_mu_.
+  std::vector<Pending> carry_;
+
+  mutable std::mutex mu_;                // queue_, next_lsn_, stop_, the wake flags below
   std::condition_variable cv_;           // wakes the writer
   std::condition_variable syncer_cv_;    // wakes the syncer (only to stop)
   std::condition_variable progress_cv_;  // written_lsn_, rotations_done_ or write_ok_ moved
@@ -137,6 +169,9 @@ class LogWriter {
   uint64_t next_lsn_;
   uint64_t rotations_requested_ = 0;
   bool stop_ = false;
+  uint64_t queued_bytes_ = 0;   // payload bytes in queue_
+  bool writer_asleep_ = false;  // the log thread waits for a first record (Append wakes it)
+  bool wake_now_ = false;       // someone waits on the log thread: no pause for callers
 
   mutable std::mutex file_mu_;               // fd_, segments_, current segment bookkeeping
   std::unique_ptr<File> file_;               // the current segment
@@ -150,6 +185,7 @@ class LogWriter {
   std::atomic<uint64_t> synced_lsn_{0};
   std::atomic<uint64_t> records_appended_{0};
   std::atomic<uint64_t> rotations_done_{0};
+  std::atomic<uint64_t> caller_writes_{0};
   std::atomic<bool> write_ok_{true};
   std::atomic<bool> idle_and_written_{true};  // the writer holds no failed records
   mutable std::mutex error_mu_;

@@ -583,6 +583,60 @@ INSTANTIATE_TEST_SUITE_P(Policies, DurabilityRestartTest,
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param);
                          });
 
+// Under everysec and no a connection writes its own pipelined batch's records before it replies
+// (no round trip through the log thread): the replies still wait for the write, so what was
+// acknowledged is in the file and survives a SIGKILL (the page cache outlives the process).
+class DurabilityCallerWritesTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DurabilityCallerWritesTest, PipelinedWritesAreAcknowledgedOnceWrittenAndSurviveSigkill) {
+  ServerProcess::Options options;
+  options.flags = {"--appendfsync", GetParam()};
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(options));
+  constexpr int kBatches = 50, kPerBatch = 40;
+  {
+    auto ctx = Connect(server);
+    ASSERT_NE(ctx, nullptr);
+    for (int b = 0; b < kBatches; ++b) {
+      for (int i = 0; i < kPerBatch; ++i) {
+        const std::string key = "k" + std::to_string(b * kPerBatch + i);
+        const std::string value = "v" + std::to_string(b) + "-" + std::to_string(i);
+        const char* argv[] = {"SET", key.data(), value.data()};
+        const size_t lens[] = {3, key.size(), value.size()};
+        ASSERT_EQ(redisAppendCommandArgv(ctx.get(), 3, argv, lens), REDIS_OK);
+      }
+      for (int i = 0; i < kPerBatch; ++i) {
+        void* raw = nullptr;
+        ASSERT_EQ(redisGetReply(ctx.get(), &raw), REDIS_OK) << ctx->errstr;
+        RedisReply r(static_cast<redisReply*>(raw));
+        ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+      }
+    }
+    // Every acknowledged record is written, and connections wrote (nearly) all batches.
+    const uint64_t written = std::stoull(InfoField(ctx.get(), "log_written_lsn"));
+    EXPECT_GE(written, uint64_t{kBatches * kPerBatch});
+    const uint64_t caller_writes = std::stoull(InfoField(ctx.get(), "log_caller_writes"));
+    EXPECT_GE(caller_writes, uint64_t{kBatches / 2})
+        << "connections left the writes to the log thread";
+  }
+  ASSERT_TRUE(server.Kill());
+  ASSERT_TRUE(server.Restart(options));
+  auto ctx = Connect(server);
+  ASSERT_NE(ctx, nullptr);
+  for (int b = 0; b < kBatches; ++b) {
+    for (int i = 0; i < kPerBatch; ++i) {
+      const std::string key = "k" + std::to_string(b * kPerBatch + i);
+      RedisReply r = HiredisCommand(ctx.get(), {"GET", key});
+      ASSERT_NE(r, nullptr) << ctx->errstr;
+      ASSERT_EQ(r->type, REDIS_REPLY_STRING) << key << " lost: " << DescribeReply(r.get());
+      EXPECT_EQ(std::string(r->str, r->len), "v" + std::to_string(b) + "-" + std::to_string(i));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, DurabilityCallerWritesTest, ::testing::Values("everysec", "no"),
+                         [](const auto& info) { return info.param; });
+
 TEST(DurabilityRestartUnderLoadTest, SigtermAndShutdownDuringConcurrentWritesExitCleanly) {
   // Stops with writes in flight: the server must exit with status 0 (replies still waiting for
   // the log at that moment included) and keep every acknowledged write.

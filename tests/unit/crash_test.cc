@@ -16,10 +16,12 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -142,10 +144,10 @@ std::string Observe(const store::StateStore& ssm, const store::VectorStore& vect
 
 class World {
  public:
-  World(const std::string& dir, Env* env) {
+  World(const std::string& dir, Env* env, FsyncPolicy policy = FsyncPolicy::kAlways) {
     DurabilityOptions options;
     options.dir = dir;
-    options.policy = FsyncPolicy::kAlways;
+    options.policy = policy;
     options.segment_bytes = 8192;  // the log rotates during the script
     options.auto_rewrite_percentage = 0;
     options.env = env;
@@ -345,6 +347,72 @@ TEST_F(CrashTest, DiskFullAndIoErrorsAtEveryOperationLoseNothing) {
       std::filesystem::remove_all(dir);
     }
   }
+}
+
+// Under everysec the caller about to wait for its records writes them itself
+// (LogWriter::WhenDurable); a fault in that write leaves them to the log thread, which retries
+// them before anything newer. A single failing operation anywhere: every change is acknowledged
+// in the end (written), the log heals, and a restart holds the final state.
+TEST_F(CrashTest, FaultsInACallersWriteAreRetriedByTheLogThread) {
+  FaultEnv clean;
+  const uint64_t total = RunScript(root_ + "/count", clean, 0).operations;
+  const uint64_t stride = std::max<uint64_t>(1, total / 30);
+  uint64_t retried_for_caller = 0;
+  for (uint64_t n = 1; n <= total; n += stride) {
+    for (auto fault : {FaultEnv::Fault::kNoSpace, FaultEnv::Fault::kIoError}) {
+      SCOPED_TRACE("fault at operation " + std::to_string(n));
+      const std::string dir = root_ + "/c" + std::to_string(n);
+      FaultEnv env;
+      std::string final_state;
+      {
+        World world(dir, &env, FsyncPolicy::kEverySec);
+        ASSERT_EQ(world.Open(), "");
+        env.FailAt(n, fault);
+        for (const Step& step : Script()) {
+          if (!step.change) {
+            std::string err = world.durability().Save();
+            if (!err.empty()) err = world.durability().Save();
+            ASSERT_EQ(err, "") << "a retried snapshot failed";
+            continue;
+          }
+          const uint64_t lsn = world.Change(*step.change);
+          const LogStats before = world.durability().Stats().log;
+          std::mutex mu;
+          std::condition_variable cv;
+          bool fired = false;
+          const bool at_once = world.durability().WhenDurable(lsn, [&] {
+            std::lock_guard lock(mu);
+            fired = true;
+            cv.notify_all();
+          });
+          const LogStats after = world.durability().Stats().log;
+          if (!at_once) {
+            std::unique_lock lock(mu);
+            ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return fired; }))
+                << "the log thread did not write lsn " << lsn;
+            // This caller wrote, failed, and the log thread wrote its records afterwards.
+            if (after.caller_writes > before.caller_writes && before.last_error.empty() &&
+                !after.last_error.empty()) {
+              ++retried_for_caller;
+            }
+          }
+          EXPECT_GE(world.durability().Stats().log.written_lsn, lsn);
+        }
+        EXPECT_GT(world.durability().Stats().log.caller_writes, 0u);
+        for (int i = 0; i < 400 && !world.durability().healthy(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        EXPECT_TRUE(world.durability().healthy());
+        final_state = world.State();
+      }
+      World after(dir, Env::Posix());
+      ASSERT_EQ(after.Open(), "");
+      EXPECT_EQ(after.State(), final_state);
+      after.Close();
+      std::filesystem::remove_all(dir);
+    }
+  }
+  EXPECT_GT(retried_for_caller, 0u) << "no fault landed in a caller's write";
 }
 
 TEST_F(CrashTest, ShortWritesAreCutBackAndRetried) {

@@ -590,6 +590,97 @@ TEST_F(DurabilityTest, SaveDuringConcurrentWritesLosesNothing) {
   EXPECT_SAME_DUMP(model, node->Contents());
 }
 
+// Under everysec and no, callers write their own records before they wait (one writer at a
+// time; the others fall back to the log thread), while snapshots add rotation markers and small
+// segments rotate by size: every wait ends with its record written, and a reopen holds it all.
+TEST_F(DurabilityTest, CallersWriteTheirOwnRecordsUnderConcurrentWritersAndSnapshots) {
+  for (FsyncPolicy policy : {FsyncPolicy::kEverySec, FsyncPolicy::kNo}) {
+    SCOPED_TRACE(PolicyName(policy));
+    fs::remove_all(options_.dir);
+    options_.policy = policy;
+    options_.segment_bytes = 64 * 1024;
+    auto node = OpenNode();
+    ASSERT_NE(node, nullptr);
+    constexpr int kThreads = 4, kRounds = 1500;
+    std::vector<Dump> models(kThreads);
+    std::atomic<int> waited{0}, late{0};
+    std::vector<std::thread> writers;
+    for (int t = 0; t < kThreads; ++t) {
+      writers.emplace_back([&, t] {
+        std::mt19937_64 rng(t);
+        for (int i = 0; i < kRounds; ++i) {
+          std::string sid = "t" + std::to_string(t) + "-" + std::to_string(rng() % 16);
+          const uint64_t lsn =
+              node->Put(sid, {{static_cast<uint32_t>(rng() % 3), RandomBlob(rng() % 512, rng())}},
+                        &models[t]);
+          std::mutex mu;
+          std::condition_variable cv;
+          bool done = false;
+          if (!node->durability().WhenDurable(lsn, [&] {
+                std::lock_guard lock(mu);
+                done = true;
+                cv.notify_all();
+              })) {
+            std::unique_lock lock(mu);
+            if (!cv.wait_for(lock, 5s, [&] { return done; })) late.fetch_add(1);
+          }
+          if (node->durability().Stats().log.written_lsn < lsn) late.fetch_add(1);
+          waited.fetch_add(1);
+        }
+      });
+    }
+    while (waited.load() < kThreads * kRounds / 2) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(node->durability().Save(), "");
+    for (auto& w : writers) w.join();
+    EXPECT_EQ(late.load(), 0) << "waits that ended before their record was written, or never";
+    const LogStats stats = node->durability().Stats().log;
+    EXPECT_GT(stats.caller_writes, 0u);
+    EXPECT_TRUE(stats.write_ok);
+    EXPECT_GT(stats.segments, 1u) << "the log did not rotate";
+    Dump model;
+    for (const Dump& m : models) model.insert(m.begin(), m.end());
+    node->Close();
+    node = OpenNode();
+    ASSERT_NE(node, nullptr);
+    EXPECT_SAME_DUMP(model, node->Contents());
+    node->Close();
+  }
+}
+
+// A batch over 256 KiB (a big value) is written by the log thread, never by the waiting caller,
+// which then waits for it like under always; small ones are the callers' again (nearly always:
+// the log thread may take one first, so the check is over 50).
+TEST_F(DurabilityTest, BigBatchesAreLeftToTheLogThread) {
+  options_.policy = FsyncPolicy::kEverySec;
+  auto node = OpenNode();
+  ASSERT_NE(node, nullptr);
+  // Puts one value of `size` bytes, waits until it is written; returns the writes callers made.
+  auto put_and_wait = [&](const std::string& sid, size_t size) -> uint64_t {
+    const uint64_t callers_before = node->durability().Stats().log.caller_writes;
+    const uint64_t lsn = node->Put(sid, {{0, RandomBlob(size, 1)}});
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    const bool at_once = node->durability().WhenDurable(lsn, [&] {
+      std::lock_guard lock(mu);
+      done = true;
+      cv.notify_all();
+    });
+    if (!at_once) {
+      std::unique_lock lock(mu);
+      EXPECT_TRUE(cv.wait_for(lock, 5s, [&] { return done; })) << sid;
+    }
+    EXPECT_GE(node->durability().Stats().log.written_lsn, lsn) << sid;
+    return node->durability().Stats().log.caller_writes - callers_before;
+  };
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(put_and_wait("big" + std::to_string(i), size_t{1} << 20), 0u);
+  }
+  uint64_t small_by_callers = 0;
+  for (int i = 0; i < 50; ++i) small_by_callers += put_and_wait("small" + std::to_string(i), 100);
+  EXPECT_GT(small_by_callers, 25u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Damage
 

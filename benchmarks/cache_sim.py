@@ -18,7 +18,7 @@ simulation's budget, appendonly no), each session one key:
            none: a miss, some: a partial session (whole-key eviction makes that impossible)
   on a miss SSM.PREFIX.MSTORE of all 16 layers in one command
 
-and prefixd's RSS is sampled every 50 requests (the peak against maxmemory is reported).
+and each server's RSS is sampled every 50 requests (the peak against its maxmemory is reported).
 
 Loopback only; redis-server runs without persistence on a random port and is stopped at the end.
 Prints a markdown table. Usage (from the repository root, after building prefixd-cache-sim):
@@ -46,12 +46,15 @@ def start_redis(budget_mb, policy, workdir):
     return proc, redis.Redis(port=port)
 
 
-def replay(client, layers, layer_bytes, requests):
+def replay(client, pid, layers, layer_bytes, requests):
     values = {size: os.urandom(size) for size in set(layer_bytes)}
     hits = partial = 0
-    for s in requests:
+    peak_rss = 0
+    for n, s in enumerate(requests):
         keys = [f"s{s}:l{l}" for l in range(layers)]
         present = client.execute_command("TOUCH", *keys)
+        if n % 50 == 0:
+            peak_rss = max(peak_rss, rss_bytes(pid))
         if present == layers:
             hits += 1
             continue
@@ -60,7 +63,7 @@ def replay(client, layers, layer_bytes, requests):
         value = values[layer_bytes[s]]
         for key in keys:
             client.set(key, value)
-    return hits, partial
+    return hits, partial, peak_rss
 
 
 def start_prefixd(binary, budget_bytes, policy, workdir):
@@ -129,14 +132,16 @@ def main():
                         layer_bytes = [int(x) for x in f.readline().split()]
                         requests = [int(x) for x in f.readline().split()]
                 start = time.time()
-                hits, partial = replay(client, layers, layer_bytes, requests)
+                hits, partial, peak_rss = replay(client, proc.pid, layers, layer_bytes, requests)
                 seconds = time.time() - start
                 stats = client.info("stats")
                 mem = client.info("memory")
                 rows.append((f"redis-server {policy}, per-layer keys", hits / len(requests),
                              partial / len(requests), stats["evicted_keys"],
                              f"{seconds:.0f} s, peak used_memory "
-                             f"{mem['used_memory_peak'] / 2**20:.0f} MiB"))
+                             f"{mem['used_memory_peak'] / 2**20:.0f} MiB, peak RSS "
+                             f"{peak_rss / 2**20:.0f} MiB = "
+                             f"{peak_rss / (args.budget_mb << 20):.2f}x maxmemory"))
             finally:
                 proc.terminate()
                 proc.wait()

@@ -257,15 +257,19 @@ void LogWriter::WriteOnCaller() {
     carry_.swap(queue_);
     queued_bytes_ = 0;
   }
-  const size_t written = WriteBatch(carry_);
-  carry_.erase(carry_.begin(), carry_.begin() + static_cast<long>(written));
-  const bool ok = carry_.empty();
-  idle_and_written_ = ok;
+  const bool ok = WriteCarried();
   writer.unlock();
   caller_writes_.fetch_add(1, std::memory_order_relaxed);
   NotifyDurable();
   NotifyProgress();
   if (!ok) WakeWriter();  // it retries what is carried
+}
+
+bool LogWriter::WriteCarried() {
+  const size_t written = WriteBatch(carry_);
+  carry_.erase(carry_.begin(), carry_.begin() + static_cast<long>(written));
+  idle_and_written_ = carry_.empty();
+  return carry_.empty();
 }
 
 void LogWriter::WakeWriter() {
@@ -444,12 +448,9 @@ void LogWriter::WriterLoop() {
       queue_.clear();
       queued_bytes_ = 0;
     }
-    const size_t written = WriteBatch(carry_);
-    carry_.erase(carry_.begin(), carry_.begin() + static_cast<long>(written));
-    bool ok = carry_.empty();
+    bool ok = WriteCarried();
     // Also syncs what a caller wrote just before the policy changed to always.
     if (ok && (policy_.load() == FsyncPolicy::kAlways || !write_ok_.load())) ok = SyncCurrent();
-    idle_and_written_ = carry_.empty();
     if (ok) MarkHealthy();
     const size_t carried = carry_.size();
     writer.unlock();

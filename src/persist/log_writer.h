@@ -121,6 +121,9 @@ class LogWriter {
   // WhenDurable's caller writes the queue when no one else is writing, the log is healthy, and
   // the batch is small and stays in the current segment.
   void WriteOnCaller();
+  // Writes carry_ in order and keeps what did not reach the file; true when all of it did.
+  // Caller holds writer_mu_.
+  bool WriteCarried();
   // Wakes the log thread at once, even from the pause AwaitWork leaves to callers.
   void WakeWriter();
   void SyncerLoop();

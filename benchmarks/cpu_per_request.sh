@@ -5,10 +5,11 @@
 # all threads, from /proc/<pid>/stat) per request moves much less, so it shows where a row loses.
 #
 #   benchmarks/cpu_per_request.sh [--server BIN] [--tests set,get,...] [--requests N] [--runs N]
-#                                 [-- prefixd flags...]
+#                                 [--keyspace N] [-- prefixd flags...]
 #
 # Defaults: build/release/prefixd-server with its defaults, tests set,get,incr,mset,ping_mbulk,
-# 300000 requests per run (redis-benchmark -P 16 -c 50), 3 runs per server alternating. Prints
+# 300000 requests per run (redis-benchmark -P 16 -c 50), 3 runs per server alternating; --keyspace N
+# spreads the requests over N random keys (redis-benchmark -r N) instead of one. Prints
 # one line per run: test, server, kops/s, server CPU µs per request, and the server's CPU share.
 set -euo pipefail
 
@@ -17,6 +18,7 @@ server_bin=$repo/build/release/prefixd-server
 tests=set,get,incr,mset,ping_mbulk
 requests=300000
 runs=3
+keyspace=()
 prefixd_flags=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -24,6 +26,7 @@ while [[ $# -gt 0 ]]; do
     --tests) tests=$2; shift 2 ;;
     --requests) requests=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
+    --keyspace) keyspace=(-r "$2"); shift 2 ;;
     --) shift; prefixd_flags=("$@"); break ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "cpu_per_request.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -59,7 +62,7 @@ for test in "${test_list[@]}"; do
       before=$(cpu_ticks "${pid[$name]}")
       start_ns=$(date +%s%N)
       rps=$(timeout 300 redis-benchmark -p "${port[$name]}" -t "$test" -P 16 -c 50 -n "$requests" \
-        --csv 2>/dev/null | tail -n 1 | cut -d, -f2 | tr -d '"')
+        "${keyspace[@]}" --csv 2>/dev/null | tail -n 1 | cut -d, -f2 | tr -d '"')
       after=$(cpu_ticks "${pid[$name]}")
       wall_ns=$(($(date +%s%N) - start_ns))
       awk -v t="$test" -v s="$name" -v rps="$rps" -v ticks=$((after - before)) -v hz="$hz" \

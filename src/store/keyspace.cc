@@ -16,11 +16,12 @@ namespace {
 constexpr int kShardBits = 6;  // 64 shards
 constexpr int kHashBits = 64 - kShardBits;
 constexpr uint64_t kHashMask = (uint64_t{1} << kHashBits) - 1;
-// A std::map node (links, colour, the Position and the 56-byte KeyInfo with its value handle),
-// the index's node and handle slot; keys longer than the short-string buffer add their own
-// allocation.
+// The directory's node (chain link, position, key and the KeyInfo with its value handle) and its
+// bucket, the index's node and handle slot; keys longer than the short-string buffer add their
+// own allocation.
 int64_t EntryBytes(std::string_view key) {
-  return 160 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
+  constexpr int64_t kFixed = HashOrderedMap<KeyInfo>::kBytesPerNode + 24 + 8;
+  return kFixed + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
 }
 // A std::set node holding (time, key).
 int64_t ExpiryBytes(std::string_view key) {
@@ -77,8 +78,8 @@ Keyspace::Keyspace() : shards_(std::make_unique<Shard[]>(kShardCount)) {}
 
 size_t Keyspace::ShardOf(std::string_view key) { return ShardOfSlot(KeySlot(key), kShardCount); }
 
-Keyspace::PositionView Keyspace::ViewOf(std::string_view key) {
-  return PositionView{XXH3_64bits(key.data(), key.size()) & kHashMask, key};
+uint64_t Keyspace::HashOf(std::string_view key) {
+  return XXH3_64bits(key.data(), key.size()) & kHashMask;
 }
 
 void Keyspace::Set(std::string_view key, KeyType type) {
@@ -90,15 +91,15 @@ void Keyspace::Set(std::string_view key, KeyType type) {
 void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyType>()>& probe) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
+  Entry* entry = FindIn(shard, key);
   // A string's value lives here, not in the stores the probe reads: only its own records
   // change it.
-  if (it != shard.keys.end() && it->second.type == KeyType::kString) return;
+  if (entry != nullptr && entry->value.type == KeyType::kString) return;
   if (auto type = probe()) {
     SetLocked(shard, key, *type);
     return;
   }
-  if (it != shard.keys.end()) Erase(shard, it);
+  if (entry != nullptr) Erase(shard, entry);
 }
 
 void Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encoding,
@@ -107,67 +108,67 @@ void Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encod
   Bytes released;  // the old value, freed after the lock
   std::lock_guard lock(shard.mu);
   if (under_lock) under_lock();
-  auto it = SetLocked(shard, key, KeyType::kString);
-  KeyInfo& info = it->second;
+  Entry* entry = SetLocked(shard, key, KeyType::kString);
+  KeyInfo& info = entry->value;
   const int64_t old_bytes = ValueBytes(info);
   released = std::move(info.value);
   info.value = std::move(value);
   info.encoding = encoding;
   bytes_ += ValueBytes(info) - old_bytes;
   string_bytes_ += ValueBytes(info) - old_bytes;
-  if (keep_ttl == KeepTtl::kNo && info.expire_at_ms != at_ms) SetExpiryLocked(shard, it, at_ms);
+  if (keep_ttl == KeepTtl::kNo && info.expire_at_ms != at_ms) SetExpiryLocked(shard, entry, at_ms);
 }
 
 bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& under_lock) {
   Shard& shard = shards_[ShardOf(key)];
   Bytes released;
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
-  if (it == shard.keys.end() || it->second.type != KeyType::kString) return false;
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || entry->value.type != KeyType::kString) return false;
   if (under_lock) under_lock();
-  released = std::move(it->second.value);
-  Erase(shard, it);
+  released = std::move(entry->value.value);
+  Erase(shard, entry);
   return true;
 }
 
-std::map<Keyspace::Position, KeyInfo, Keyspace::Less>::iterator Keyspace::SetLocked(
-    Shard& shard, std::string_view key, KeyType type) {
-  const PositionView at = ViewOf(key);
-  auto it = shard.keys.find(at);
-  if (it != shard.keys.end()) {
-    if (it->second.type != type) {
-      keys_of_type_[static_cast<size_t>(it->second.type)] -= 1;
+Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
+  const uint64_t hash = HashOf(key);
+  if (Entry* entry = shard.keys.Find(hash, key)) {
+    if (entry->value.type != type) {
+      keys_of_type_[static_cast<size_t>(entry->value.type)] -= 1;
       keys_of_type_[static_cast<size_t>(type)] += 1;
     }
-    it->second.type = type;
-    if (it->second.cold) SwitchTier(shard, it->first.key, it->second, false);
-    return it;
+    entry->value.type = type;
+    if (entry->value.cold) SwitchTier(shard, entry->key, entry->value, false);
+    return entry;
   }
   KeyInfo info;
   info.type = type;
   info.slot = KeySlot(key);
   info.handle = shard.index.Insert(EvictionClockMicros());
-  auto placed = shard.keys.emplace(Position{at.hash, std::string(key)}, info).first;
-  if (shard.key_of_handle.size() <= info.handle) shard.key_of_handle.resize(info.handle + 1);
-  shard.key_of_handle[info.handle] = &placed->first.key;
+  Entry* placed = shard.keys.Emplace(hash, key, std::move(info)).first;
+  const EvictionIndex::Handle handle = placed->value.handle;
+  if (shard.key_of_handle.size() <= handle) shard.key_of_handle.resize(handle + 1);
+  shard.key_of_handle[handle] = &placed->key;
   bytes_ += EntryBytes(key);
   keys_of_type_[static_cast<size_t>(type)] += 1;
-  shard.keys_in_slot[info.slot >> kShardBits] += 1;
+  shard.keys_in_slot[placed->value.slot >> kShardBits] += 1;
   return placed;
 }
 
-void Keyspace::Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it) {
-  if (it->second.expire_at_ms != 0) {
-    shard.expiries.erase({it->second.expire_at_ms, it->first.key});
-    bytes_ -= ExpiryBytes(it->first.key);
+void Keyspace::Erase(Shard& shard, Entry* entry) {
+  const KeyInfo& info = entry->value;
+  if (info.expire_at_ms != 0) {
+    shard.expiries.erase({info.expire_at_ms, entry->key});
+    bytes_ -= ExpiryBytes(entry->key);
   }
-  bytes_ -= EntryBytes(it->first.key) + ValueBytes(it->second);
-  string_bytes_ -= ValueBytes(it->second);
-  keys_of_type_[static_cast<size_t>(it->second.type)] -= 1;
-  shard.keys_in_slot[it->second.slot >> kShardBits] -= 1;
-  shard.IndexOf(it->second).Erase(it->second.handle);
-  (it->second.cold ? shard.key_of_cold_handle : shard.key_of_handle)[it->second.handle] = nullptr;
-  shard.keys.erase(it);
+  bytes_ -= EntryBytes(entry->key) + ValueBytes(info);
+  string_bytes_ -= ValueBytes(info);
+  keys_of_type_[static_cast<size_t>(info.type)] -= 1;
+  shard.keys_in_slot[info.slot >> kShardBits] -= 1;
+  shard.IndexOf(info).Erase(info.handle);
+  (info.cold ? shard.key_of_cold_handle : shard.key_of_handle)[info.handle] = nullptr;
+  shard.keys.Erase(entry);
 }
 
 void Keyspace::SwitchTier(Shard& shard, const std::string& key, KeyInfo& info, bool cold) {
@@ -188,31 +189,31 @@ void Keyspace::SwitchTier(Shard& shard, const std::string& key, KeyInfo& info, b
 bool Keyspace::MoveTier(std::string_view key, bool cold, const std::function<bool()>& change) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
-  if (it == shard.keys.end() || it->second.cold == cold || !change()) return false;
-  SwitchTier(shard, it->first.key, it->second, cold);
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || entry->value.cold == cold || !change()) return false;
+  SwitchTier(shard, entry->key, entry->value, cold);
   return true;
 }
 
 void Keyspace::Remove(std::string_view key) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
-  if (it != shard.keys.end()) Erase(shard, it);
+  if (Entry* entry = FindIn(shard, key)) Erase(shard, entry);
 }
 
 void Keyspace::Clear() {
   for (size_t i = 0; i < kShardCount; ++i) {
     Shard& shard = shards_[i];
-    std::map<Position, KeyInfo, Less> released;  // freed after the lock
+    Directory released;  // freed after the lock
     std::lock_guard lock(shard.mu);
     released.swap(shard.keys);
     shard.expiries.clear();
     shard.keys_in_slot.fill(0);
-    for (const auto& [pos, info] : released) {
+    for (const Entry* entry = released.First(); entry != nullptr; entry = released.Next(entry)) {
+      const KeyInfo& info = entry->value;
       shard.IndexOf(info).Erase(info.handle);
-      bytes_ -= EntryBytes(pos.key) + ValueBytes(info) +
-                (info.expire_at_ms != 0 ? ExpiryBytes(pos.key) : 0);
+      bytes_ -= EntryBytes(entry->key) + ValueBytes(info) +
+                (info.expire_at_ms != 0 ? ExpiryBytes(entry->key) : 0);
       string_bytes_ -= ValueBytes(info);
       keys_of_type_[static_cast<size_t>(info.type)] -= 1;
     }
@@ -224,17 +225,17 @@ void Keyspace::Clear() {
 std::optional<KeyInfo> Keyspace::Find(std::string_view key) const {
   const Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
-  if (it == shard.keys.end()) return std::nullopt;
-  return it->second;
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return std::nullopt;
+  return entry->value;
 }
 
 std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_ms) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
-  if (it == shard.keys.end()) return std::nullopt;
-  const KeyInfo& info = it->second;
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return std::nullopt;
+  const KeyInfo& info = entry->value;
   if (info.expire_at_ms == 0 || info.expire_at_ms > now_ms) {
     shard.IndexOf(info).Touch(info.handle, EvictionClockMicros());
   }
@@ -244,9 +245,8 @@ std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_
 void Keyspace::Touch(std::string_view key) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
-  if (it != shard.keys.end()) {
-    shard.IndexOf(it->second).Touch(it->second.handle, EvictionClockMicros());
+  if (const Entry* entry = FindIn(shard, key)) {
+    shard.IndexOf(entry->value).Touch(entry->value.handle, EvictionClockMicros());
   }
 }
 
@@ -254,24 +254,23 @@ bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
                          const std::function<void()>& under_lock) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
-  if (it == shard.keys.end()) return false;
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return false;
   if (under_lock) under_lock();
-  SetExpiryLocked(shard, it, at_ms);
+  SetExpiryLocked(shard, entry, at_ms);
   return true;
 }
 
-void Keyspace::SetExpiryLocked(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it,
-                               int64_t at_ms) {
-  KeyInfo& info = it->second;
+void Keyspace::SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms) {
+  KeyInfo& info = entry->value;
   if (info.expire_at_ms != 0) {
-    shard.expiries.erase({info.expire_at_ms, it->first.key});
-    bytes_ -= ExpiryBytes(it->first.key);
+    shard.expiries.erase({info.expire_at_ms, entry->key});
+    bytes_ -= ExpiryBytes(entry->key);
   }
-  if (at_ms != 0) bytes_ += ExpiryBytes(it->first.key);
+  if (at_ms != 0) bytes_ += ExpiryBytes(entry->key);
   info.expire_at_ms = at_ms;
   if (at_ms != 0) {
-    shard.expiries.emplace(at_ms, it->first.key);
+    shard.expiries.emplace(at_ms, entry->key);
     shard.IndexOf(info).SetExpiry(info.handle, at_ms);
   } else {
     shard.IndexOf(info).ClearExpiry(info.handle);
@@ -285,8 +284,7 @@ std::vector<std::pair<std::string, KeyType>> Keyspace::Expired(size_t shard_inde
   std::lock_guard lock(shard.mu);
   for (const auto& [at, key] : shard.expiries) {
     if (at > now_ms || out.size() >= limit) break;
-    auto it = shard.keys.find(ViewOf(key));
-    if (it != shard.keys.end()) out.emplace_back(key, it->second.type);
+    if (const Entry* entry = FindIn(shard, key)) out.emplace_back(key, entry->value.type);
   }
   return out;
 }
@@ -305,16 +303,16 @@ uint64_t Keyspace::Scan(
     {
       const Shard& shard = shards_[shard_index];
       std::lock_guard lock(shard.mu);
-      auto it = shard.keys.lower_bound(PositionView{from, std::string_view()});
-      for (; it != shard.keys.end(); ++it) {
+      for (const Entry* entry = shard.keys.LowerBound(from); entry != nullptr;
+           entry = shard.keys.Next(entry)) {
         // Stop only between positions, so keys sharing a hash are never split across calls.
-        if (offered + batch.size() >= count && !(batch.size() > 0 && it->first.hash == resume)) {
+        if (offered + batch.size() >= count && !(batch.size() > 0 && entry->hash == resume)) {
           more = true;
-          resume = it->first.hash;
+          resume = entry->hash;
           break;
         }
-        resume = it->first.hash;
-        batch.emplace_back(it->first.key, it->second);
+        resume = entry->hash;
+        batch.emplace_back(entry->key, entry->value);
       }
     }
     // Visit outside the lock: the caller may match patterns over long keys.
@@ -330,8 +328,11 @@ void Keyspace::ForEach(const std::function<void(const std::string&, const KeyInf
   for (size_t i = 0; i < kShardCount; ++i) {
     batch.clear();
     {
+      const Directory& keys = shards_[i].keys;
       std::lock_guard lock(shards_[i].mu);
-      for (const auto& [pos, info] : shards_[i].keys) batch.emplace_back(pos.key, info);
+      for (const Entry* entry = keys.First(); entry != nullptr; entry = keys.Next(entry)) {
+        batch.emplace_back(entry->key, entry->value);
+      }
     }
     for (const auto& [key, info] : batch) visit(key, info);
   }
@@ -355,9 +356,9 @@ std::optional<std::string> Keyspace::Random() const {
     const Shard& shard = shards_[(start + k) % kShardCount];
     std::lock_guard lock(shard.mu);
     if (shard.keys.empty()) continue;
-    auto it = shard.keys.lower_bound(PositionView{rng() & kHashMask, std::string_view()});
-    if (it == shard.keys.end()) it = shard.keys.begin();
-    return it->first.key;
+    const Entry* entry = shard.keys.LowerBound(rng() & kHashMask);
+    if (entry == nullptr) entry = shard.keys.First();
+    return entry->key;
   }
   return std::nullopt;
 }
@@ -403,8 +404,7 @@ std::optional<std::pair<std::string, KeyType>> Keyspace::Pick(EvictionPolicy pol
     if (victim && (random || round.Accepts(*best, victim->score))) {
       const std::string* key =
           (cold ? shard.key_of_cold_handle : shard.key_of_handle)[victim->handle];
-      auto it = shard.keys.find(ViewOf(*key));
-      return std::make_pair(*key, it->second.type);
+      return std::make_pair(*key, FindIn(shard, *key)->value.type);
     }
     round.Offer(*best, victim, index.RandomCandidates());
   }
@@ -414,17 +414,17 @@ std::optional<std::pair<std::string, KeyType>> Keyspace::Pick(EvictionPolicy pol
 std::optional<uint8_t> Keyspace::Frequency(std::string_view key) const {
   const Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
-  if (it == shard.keys.end()) return std::nullopt;
-  return shard.IndexOf(it->second).Frequency(it->second.handle, EvictionClockMicros());
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return std::nullopt;
+  return shard.IndexOf(entry->value).Frequency(entry->value.handle, EvictionClockMicros());
 }
 
 std::optional<uint64_t> Keyspace::IdleMs(std::string_view key) const {
   const Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.keys.find(ViewOf(key));
-  if (it == shard.keys.end()) return std::nullopt;
-  return shard.IndexOf(it->second).IdleMicros(it->second.handle, EvictionClockMicros()) / 1000;
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return std::nullopt;
+  return shard.IndexOf(entry->value).IdleMicros(entry->value.handle, EvictionClockMicros()) / 1000;
 }
 
 uint64_t Keyspace::CountInSlot(uint16_t slot) const {
@@ -438,9 +438,9 @@ std::vector<std::string> Keyspace::KeysInSlot(uint16_t slot, size_t limit) const
   const Shard& shard = shards_[ShardOfSlot(slot, kShardCount)];
   std::lock_guard lock(shard.mu);
   if (shard.keys_in_slot[slot >> kShardBits] == 0) return out;
-  for (const auto& [position, info] : shard.keys) {
-    if (out.size() >= limit) break;
-    if (info.slot == slot) out.push_back(position.key);
+  for (const Entry* entry = shard.keys.First(); entry != nullptr && out.size() < limit;
+       entry = shard.keys.Next(entry)) {
+    if (entry->value.slot == slot) out.push_back(entry->key);
   }
   return out;
 }

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +22,7 @@
 
 #include "common/bytes.h"
 #include "store/eviction_index.h"
+#include "store/hash_ordered_map.h"
 
 namespace prefixd::store {
 
@@ -105,7 +105,7 @@ class Keyspace {
 
   std::optional<KeyInfo> Find(std::string_view key) const;
   // Find, and when the key is found and not expired at `now_ms`, Touch in the same lock hold
-  // (a command's lookup: one shard lock and one map search instead of two).
+  // (a command's lookup: one shard lock and one search instead of two).
   std::optional<KeyInfo> FindAndTouch(std::string_view key, int64_t now_ms);
   // Records an access: last access time and the LFU counter (Redis's lookupKey).
   void Touch(std::string_view key);
@@ -144,7 +144,7 @@ class Keyspace {
   std::vector<std::string> KeysInSlot(uint16_t slot, size_t limit) const;
   KeyspaceStats Stats(int64_t now_ms) const;
   uint64_t size() const;
-  // Estimated bytes the directory holds: map nodes, keys, index nodes, expiry entries.
+  // Estimated bytes the directory holds: entries, keys, index nodes, expiry entries.
   uint64_t MemoryBytes() const {
     return static_cast<uint64_t>(std::max<int64_t>(0, bytes_.load()));
   }
@@ -152,31 +152,18 @@ class Keyspace {
   static size_t ShardOf(std::string_view key);
 
  private:
-  // Keys ordered by (58-bit hash, key): the SCAN cursor is a position in that order.
-  struct Position {
-    uint64_t hash;
-    std::string key;
-  };
-  struct PositionView {
-    uint64_t hash;
-    std::string_view key;
-  };
-  struct Less {
-    using is_transparent = void;
-    template <class A, class B>
-    bool operator()(const A& a, const B& b) const {
-      return a.hash != b.hash ? a.hash < b.hash : std::string_view(a.key) < std::string_view(b.key);
-    }
-  };
+  // Keys by (58-bit hash, key), walked in that order: the SCAN cursor is a position in it.
+  using Directory = HashOrderedMap<KeyInfo>;
+  using Entry = Directory::Node;
   struct Shard {
     mutable std::mutex mu;
-    std::map<Position, KeyInfo, Less> keys;
+    Directory keys;
     std::set<std::pair<int64_t, std::string>> expiries;  // (expire_at_ms, key)
     std::array<uint32_t, 256> keys_in_slot{};            // slot >> 6 within this shard
     // One index per tier; a key's node is in the one its KeyInfo::cold names.
     EvictionIndex index;
     EvictionIndex cold_index;
-    std::vector<const std::string*> key_of_handle;  // the map node's key, stable while it lives
+    std::vector<const std::string*> key_of_handle;  // the entry's key, stable while it lives
     std::vector<const std::string*> key_of_cold_handle;
     EvictionIndex& IndexOf(const KeyInfo& info) { return info.cold ? cold_index : index; }
     const EvictionIndex& IndexOf(const KeyInfo& info) const {
@@ -184,12 +171,15 @@ class Keyspace {
     }
   };
 
-  static PositionView ViewOf(std::string_view key);
+  // The key's position: its XXH3 hash's low 58 bits.
+  static uint64_t HashOf(std::string_view key);
+  static Entry* FindIn(const Shard& shard, std::string_view key) {
+    return shard.keys.Find(HashOf(key), key);
+  }
   // Makes `key` an entry of `type`; returns it.
-  std::map<Position, KeyInfo, Less>::iterator SetLocked(Shard& shard, std::string_view key,
-                                                        KeyType type);
-  void Erase(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it);
-  void SetExpiryLocked(Shard& shard, std::map<Position, KeyInfo, Less>::iterator it, int64_t at_ms);
+  Entry* SetLocked(Shard& shard, std::string_view key, KeyType type);
+  void Erase(Shard& shard, Entry* entry);
+  void SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
   void SwitchTier(Shard& shard, const std::string& key, KeyInfo& info, bool cold);
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 
 namespace prefixd {
@@ -14,6 +15,29 @@ using namespace std::string_literals;
 TEST(KeySlotTest, Crc16IsXmodem) {
   EXPECT_EQ(Crc16Xmodem("123456789"), 0x31C3);  // the XMODEM check value
   EXPECT_EQ(Crc16Xmodem(""), 0);
+}
+
+// The eight-bytes-at-a-time CRC against the definition, bit by bit, at every length around the
+// eight-byte step.
+TEST(KeySlotTest, Crc16MatchesTheBitwiseDefinitionAtEveryLength) {
+  auto bitwise = [](const std::string& data) {
+    uint16_t crc = 0;
+    for (unsigned char c : data) {
+      crc ^= static_cast<uint16_t>(c << 8);
+      for (int bit = 0; bit < 8; ++bit) {
+        crc = static_cast<uint16_t>((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
+      }
+    }
+    return crc;
+  };
+  std::mt19937 rng(3);
+  for (size_t length = 0; length <= 70; ++length) {
+    for (int sample = 0; sample < 20; ++sample) {
+      std::string data(length, '\0');
+      for (char& c : data) c = static_cast<char>(rng());
+      ASSERT_EQ(Crc16Xmodem(data), bitwise(data)) << "length " << length;
+    }
+  }
 }
 
 TEST(KeySlotTest, MatchesRedisClusterKeyslot) {

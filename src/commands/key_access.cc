@@ -78,27 +78,40 @@ thread_local std::vector<size_t> stripes_held_here;
 }  // namespace
 
 KeyLocks::KeyLocks(Engine& engine, std::span<const std::string_view> keys) {
+  if (keys.size() == 1) {
+    Take(engine, Engine::KeyLockStripe(keys[0]));
+    return;
+  }
   std::vector<size_t> stripes;
   stripes.reserve(keys.size());
   for (std::string_view key : keys) stripes.push_back(Engine::KeyLockStripe(key));
+  // One global order of stripes, so two multi-key commands never wait on each other in a cycle.
   std::sort(stripes.begin(), stripes.end());
   stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
-  held_.reserve(stripes.size());
-  for (size_t stripe : stripes) {
-    if (std::find(stripes_held_here.begin(), stripes_held_here.end(), stripe) !=
-        stripes_held_here.end()) {
-      continue;
-    }
-    held_.emplace_back(engine.key_lock(stripe));
-    stripes_.push_back(stripe);
-    stripes_held_here.push_back(stripe);
+  for (size_t stripe : stripes) Take(engine, stripe);
+}
+
+void KeyLocks::Take(Engine& engine, size_t stripe) {
+  if (std::find(stripes_held_here.begin(), stripes_held_here.end(), stripe) !=
+      stripes_held_here.end()) {
+    return;
   }
+  if (!first_held_.owns_lock()) {
+    first_held_ = std::unique_lock(engine.key_lock(stripe));
+    first_stripe_ = stripe;
+  } else {
+    more_held_.emplace_back(engine.key_lock(stripe));
+    more_stripes_.push_back(stripe);
+  }
+  stripes_held_here.push_back(stripe);
 }
 
 KeyLocks::~KeyLocks() {
-  for (size_t stripe : stripes_) {
+  auto release = [](size_t stripe) {
     stripes_held_here.erase(std::find(stripes_held_here.begin(), stripes_held_here.end(), stripe));
-  }
+  };
+  if (first_held_.owns_lock()) release(first_stripe_);
+  for (size_t stripe : more_stripes_) release(stripe);
 }
 
 namespace {

@@ -48,8 +48,15 @@ class KeyLocks {
   KeyLocks& operator=(const KeyLocks&) = delete;
 
  private:
-  std::vector<size_t> stripes_;  // the ones this object took
-  std::vector<std::unique_lock<std::mutex>> held_;
+  // Takes `stripe` unless this thread already holds it.
+  void Take(Engine& engine, size_t stripe);
+
+  // Most commands name one key: its stripe is held here without allocating; the others a
+  // multi-key command takes go to the vectors.
+  std::unique_lock<std::mutex> first_held_;
+  size_t first_stripe_ = 0;
+  std::vector<std::unique_lock<std::mutex>> more_held_;
+  std::vector<size_t> more_stripes_;
 };
 
 // The key's entry, or nullopt when it does not exist or has expired (then it is deleted, the

@@ -177,7 +177,10 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) {
   engine_.stats().total_commands.Add();
   const uint64_t errors_before = ctx.reply.error_count();
   const auto start = std::chrono::steady_clock::now();
-  if (PrepareTypedKeys(ctx)) spec.handler(ctx);
+  {
+    CommandClock::Scope command_clock(start);
+    if (PrepareTypedKeys(ctx)) spec.handler(ctx);
+  }
   const auto ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count());

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/ascii.h"
+#include "common/clock.h"
 
 namespace prefixd::store {
 namespace {
@@ -62,9 +63,10 @@ bool TracksFrequency(EvictionPolicy policy) {
 
 uint64_t EvictionClockMicros() {
   static const auto start = std::chrono::steady_clock::now();
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::steady_clock::now() - start)
-                                   .count());
+  // A command may have started before the first call fixed `start`.
+  const auto now = std::max(CommandClock::Now(), start);
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(now - start).count());
 }
 
 EvictionIndex::EvictionIndex(EvictionPolicy policy, LfuSettings lfu, uint64_t random_seed)

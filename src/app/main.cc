@@ -175,11 +175,15 @@ int main(int argc, char** argv) {
   engine.set_shutdown_hook([&server] { server.Stop(); });
   if (!app::AdjustOpenFilesLimit(settings)) return 1;
 
-  // Under a memory budget the buffer pool keeps at most a tenth of it free for reuse: with the
-  // budget counting everything else, RSS stays within 1.1x of maxmemory plus the fixed overhead.
+  // Under a memory budget the buffer pool keeps at most 1/32 of it free for reuse: with the
+  // budget counting everything else, page rounding included, RSS stays within 1.1x of maxmemory
+  // plus the fixed overhead at start (docs/cache-design.md), the rest of the tenth left to heap
+  // fragmentation.
   const auto fit_pool_to_budget = [&settings]() -> std::string {
+    constexpr size_t kPoolShareOfBudget = 32;
     const int64_t budget = settings.Int(Setting::kMaxMemory);
-    SetPooledFreeCap(budget > 0 ? std::min(DefaultPooledFreeCap(), static_cast<size_t>(budget) / 10)
+    SetPooledFreeCap(budget > 0 ? std::min(DefaultPooledFreeCap(),
+                                           static_cast<size_t>(budget) / kPoolShareOfBudget)
                                 : DefaultPooledFreeCap());
     return {};
   };

@@ -308,6 +308,54 @@ TEST(PrefixIndexTest, TheLruClockWrapKeepsTheOrder) {
   EXPECT_EQ(blocks[0], Chain(b, 8)[1]);
 }
 
+// Pages of 512 KiB: four to a 2 MiB chunk, so a dozen blocks span several chunks, and freed
+// slots in a chunk a snapshot holds are rewritten (the chunk is copied first).
+TEST(PrefixIndexTest, PagesAcrossChunksReadBackAfterDropsAndReuse) {
+  constexpr uint32_t kWideDim = 16384;  // fp32: 64 KiB a row, 512 KiB a page at 4 tokens
+  PrefixIndex index(PrefixShape{kBs, 1, kWideDim, 1, Tier::kFp32, 0});
+  const size_t half = size_t{kBs} * kWideDim * 4;
+  // Block b's K rows are all b + 1, its V rows -(b + 1) (as floats), `base` apart per chain.
+  auto store = [&](const Hash128& parent, const std::vector<Hash128>& hashes, float base) {
+    BlockBatch batch{parent, hashes, {Bytes::Allocate(2 * half * hashes.size())}};
+    auto* f = reinterpret_cast<float*>(batch.layers[0].mutable_data());
+    const size_t per = half / 4;
+    for (size_t b = 0; b < hashes.size(); ++b) {
+      std::fill(f + b * per, f + (b + 1) * per, base + b + 1);
+      std::fill(f + (hashes.size() + b) * per, f + (hashes.size() + b + 1) * per, -(base + b + 1));
+    }
+    uint64_t stored = 0;
+    EXPECT_EQ(index.StoreBlocks(batch, &stored), "");
+  };
+  auto check = [&](const Hash128& h, float value) {
+    auto rows = index.BlockRows(std::span(&h, 1), 0);
+    ASSERT_TRUE(rows.has_value());
+    const auto* f = reinterpret_cast<const float*>(rows->data());
+    EXPECT_EQ(f[0], value);
+    EXPECT_EQ(f[half / 4 - 1], value);
+    EXPECT_EQ(f[half / 4], -value);
+    EXPECT_EQ(f[2 * half / 4 - 1], -value);
+  };
+  std::vector<Hash128> a, b;
+  for (uint64_t i = 1; i <= 12; ++i) a.push_back(Hash128{i, 1}), b.push_back(Hash128{i, 2});
+  store(Hash128{}, a, 0);
+  for (size_t i = 0; i < a.size(); ++i) check(a[i], i + 1);
+  std::vector<BlockBatch> snapshot;
+  index.ForEachBlock([&](const BlockBatch& batch) { snapshot.push_back(batch); });
+  EXPECT_EQ(index.DropBlocks(std::span(&a[5], 1)), 1u);  // blocks 6..12 go
+  store(Hash128{}, b, 100);                              // 7 reused slots, 5 new ones
+  for (size_t i = 0; i < 5; ++i) check(a[i], i + 1);
+  for (size_t i = 0; i < b.size(); ++i) check(b[i], 100 + i + 1);
+  ASSERT_EQ(snapshot.size(), a.size());
+  for (const BlockBatch& batch : snapshot) {
+    const size_t i = std::find(a.begin(), a.end(), batch.hashes[0]) - a.begin();
+    const auto* f = reinterpret_cast<const float*>(batch.layers[0].data());
+    EXPECT_EQ(f[0], i + 1.0f) << "snapshot of block " << i;
+    EXPECT_EQ(f[2 * half / 4 - 1], -(i + 1.0f)) << "snapshot of block " << i;
+  }
+  EXPECT_EQ(index.Stats().blocks, 17u);
+  EXPECT_EQ(index.Stats().kv_bytes, 17 * 2 * half);
+}
+
 // docs/prefix-index.md §3: at most 100 bytes of index per block beyond its K/V, by the index's
 // own accounting (which docs/benchmarks.md checks against the server's RSS), for a large
 // namespace and a small one, and no growth when dropped blocks are stored again.

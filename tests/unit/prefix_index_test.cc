@@ -1,7 +1,8 @@
 // PrefixIndex against a brute-force model: the match answers exactly the longest listed or
 // block-boundary position whose checkpoint and whole anchor chain are stored, on multiturn,
 // fanout and branch shapes and under random stores, drops and budget evictions; every answer's
-// leased rows and states are the prompt's own.
+// leased rows and states are the prompt's own. Also the packed storage: HashSlots against a map,
+// pages across chunks, leased and snapshot pages under slot reuse, and the bytes per block.
 #include "store/prefix_index.h"
 
 #include <gtest/gtest.h>
@@ -390,6 +391,43 @@ TEST(PrefixIndexTest, IndexCostsAtMost100BytesPerBlock) {
     EXPECT_EQ(index.DropBlocks(std::span(&chain[blocks / 2], 1)), 1u);
     load(index, blocks / 2, 2);
     EXPECT_LE(index.Stats().index_bytes, s.index_bytes * 21 / 20) << blocks << " blocks";
+  }
+}
+
+// The open-addressing table against std::map under random inserts and erases that grow it, shrink
+// it and wrap runs around its end; ids name hashes in a side vector, as records do.
+TEST(HashSlotsTest, AgreesWithAMapThroughGrowthShrinkAndWrap) {
+  std::mt19937_64 rng(42);
+  std::vector<Hash128> hash_of_id;
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> model;
+  HashSlots slots;
+  auto hash_of = [&](uint32_t id) -> const Hash128& { return hash_of_id[id]; };
+  for (int step = 0; step < 60000; ++step) {
+    // Fill to ~6000 entries, then drain to a few, twice: every resize path runs.
+    const bool filling = (step / 15000) % 2 == 0;
+    if (model.empty() || rng() % 100 < (filling ? 70u : 30u)) {
+      const Hash128 h{rng() % 4096, rng() % 3};  // small values: repeats and near-collisions
+      if (model.count({h.lo, h.hi})) continue;
+      const auto id = static_cast<uint32_t>(hash_of_id.size());
+      hash_of_id.push_back(h);
+      slots.Insert(h, id, hash_of);
+      model[{h.lo, h.hi}] = id;
+    } else {
+      auto it = model.begin();
+      std::advance(it, rng() % model.size());
+      const Hash128 h{it->first.first, it->first.second};
+      ASSERT_TRUE(slots.Erase(h, hash_of));
+      model.erase(it);
+      ASSERT_FALSE(slots.Erase(h, hash_of));
+    }
+    ASSERT_EQ(slots.size(), model.size());
+    if (step % 2000 == 0) {
+      for (const auto& [key, id] : model) {
+        ASSERT_EQ(slots.Find(Hash128{key.first, key.second}, hash_of), id) << "step " << step;
+      }
+      EXPECT_EQ(slots.Find(Hash128{99999, 7}, hash_of), HashSlots::kEmpty);
+      EXPECT_LE(slots.memory_bytes(), std::max<size_t>(64, model.size() * 4 * 8));
+    }
   }
 }
 

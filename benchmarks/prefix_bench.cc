@@ -4,7 +4,10 @@
 // K/V that a namespace can hold, so memory is the index's), plus one probe namespace holding a
 // conversation of the longest prompt with checkpoints at every turn end, then times matches of
 // prompts of each --lengths over one warm connection (the lease is released outside the timed
-// call). Reports p50/p99/max, and the server's RSS growth per block against the payload.
+// call). Reports p50/p99/max, and the server's RSS growth per block against the payload: right
+// after the load and again once the server's memory reclaimer has had --settle-ms to return
+// freed heap (what the argument buffers of the load left behind), next to what the index's own
+// accounting (KV.PREFIX.NSINFO index_bytes, INFO used_memory) says.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "prefixd/client.h"
@@ -34,6 +38,17 @@ template <typename T>
 T OrDie(prefixd::Result<T> r, const std::string& what) {
   if (!r.ok()) Die(what + ": " + r.status().ToString());
   return std::move(r).value();
+}
+
+// A "name:value" line of a k:v text reply (INFO, KV.PREFIX.NSINFO), or 0.
+uint64_t Field(const std::string& text, const std::string& name) {
+  const std::string line = "\n" + name + ":";
+  const size_t at = ("\n" + text).find(line);
+  return at == std::string::npos ? 0 : std::stoull(text.substr(at + line.size() - 1));
+}
+
+uint64_t UsedMemory(Client& c) {
+  return Field(OrDie(c.Command({"INFO", "memory"}), "INFO").str, "used_memory");
 }
 
 uint64_t ServerRssBytes(int pid) {
@@ -70,7 +85,7 @@ void StoreChain(Client& c, const std::string& ns, const std::vector<PrefixHash>&
 }  // namespace
 
 int main(int argc, char** argv) {
-  int port = 7411, server_pid = 0, samples = 2000;
+  int port = 7411, server_pid = 0, samples = 2000, settle_ms = 3000;
   uint64_t namespaces = 10000, blocks = 1000000, chain_blocks = 100;
   std::string lengths_text = "1024,4096,16384,32768";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -85,6 +100,8 @@ int main(int argc, char** argv) {
       blocks = std::stoull(v);
     else if (k == "--chain")
       chain_blocks = std::stoull(v);
+    else if (k == "--settle-ms")
+      settle_ms = std::stoi(v);
     else if (k == "--samples")
       samples = std::stoi(v);
     else if (k == "--lengths")
@@ -99,6 +116,7 @@ int main(int argc, char** argv) {
 
   Client c = OrDie(Client::Connect("127.0.0.1", port), "connect");
   const uint64_t rss0 = server_pid ? ServerRssBytes(server_pid) : 0;
+  const uint64_t used0 = UsedMemory(c);
   const auto load_start = Clock::now();
   uint64_t stored = 0;
   for (uint64_t n = 0; n < namespaces && stored < blocks; ++n) {
@@ -116,6 +134,10 @@ int main(int argc, char** argv) {
   }
   const double load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
   const uint64_t rss1 = server_pid ? ServerRssBytes(server_pid) : 0;
+  const uint64_t used1 = UsedMemory(c);
+  const std::string first_info = OrDie(c.Command({"KV.PREFIX.NSINFO", "{bench:0}"}), "NSINFO").str;
+  std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
+  const uint64_t rss2 = server_pid ? ServerRssBytes(server_pid) : 0;
 
   // The probe: one conversation as long as the longest prompt, a checkpoint every 512 tokens
   // (its turn ends, 7 tokens into a block), each with one 64-byte state and its tail.
@@ -145,14 +167,26 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(stored),
       static_cast<unsigned long long>(std::min(namespaces, stored)), chain.size(), ends.size(),
       load_s);
+  const double payload = 2.0 * kBs * 4;  // one block's K/V
   if (server_pid) {
-    const double payload = 2.0 * kBs * 4;  // one block's K/V
+    auto per_block = [&](uint64_t rss) { return double(rss - rss0) / stored; };
     std::printf(
-        "server RSS +%.1f MB for those blocks: %.0f bytes per block, of which %.0f "
-        "K/V payload -> %.0f bytes of index per block\n",
-        (rss1 - rss0) / 1e6, double(rss1 - rss0) / stored, payload,
-        double(rss1 - rss0) / stored - payload);
+        "server RSS +%.1f MB for those blocks: %.0f bytes per block, of which %.0f K/V payload "
+        "-> %.0f bytes of index per block\n",
+        (rss1 - rss0) / 1e6, per_block(rss1), payload, per_block(rss1) - payload);
+    std::printf(
+        "after %d ms (freed heap returned): RSS +%.1f MB, %.0f bytes per block -> %.0f bytes "
+        "of index per block\n",
+        settle_ms, (rss2 - rss0) / 1e6, per_block(rss2), per_block(rss2) - payload);
   }
+  std::printf(
+      "accounting: used_memory +%.0f bytes per block (%.0f beyond the payload); {bench:0} "
+      "index_bytes %llu for %llu blocks: %.0f per block\n",
+      double(used1 - used0) / stored, double(used1 - used0) / stored - payload,
+      static_cast<unsigned long long>(Field(first_info, "index_bytes")),
+      static_cast<unsigned long long>(Field(first_info, "blocks")),
+      double(Field(first_info, "index_bytes")) /
+          double(std::max<uint64_t>(1, Field(first_info, "blocks"))));
   // The floor: PING's round trip on the same connection, measured the same way.
   std::vector<double> ping_us;
   for (int i = 0; i < samples; ++i) {

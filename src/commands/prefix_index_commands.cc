@@ -211,8 +211,9 @@ std::optional<store::InputFormat> TrailingFormat(Context& ctx, size_t& end) {
 // Encodes `rows` rows of input in `format` to the namespace's tier; nullopt (error queued) when
 // the size is wrong or a value cannot be encoded.
 std::optional<Bytes> EncodeLayerRows(Context& ctx, const PrefixShape& shape,
-                                     store::InputFormat format, uint64_t layer,
-                                     std::string_view input, uint64_t rows) {
+                                     store::InputFormat format, uint64_t layer, size_t arg,
+                                     uint64_t rows) {
+  const std::string_view input = ctx.args[arg];
   const uint64_t want = rows * shape.kv_dim * store::InputElementBytes(format);
   if (input.size() != want) {
     ctx.reply.Error(
@@ -221,6 +222,12 @@ std::optional<Bytes> EncodeLayerRows(Context& ctx, const PrefixShape& shape,
         std::string(store::InputFormatName(format)) + "), got " + std::to_string(input.size()));
     return std::nullopt;
   }
+  // Rows already in the stored form are kept as they arrived from the socket (as V.STOREBATCH
+  // keeps them): no copy, and no buffer of the batch's size allocated and freed per store.
+  const bool as_is = (shape.tier == store::Tier::kFp32 && format == store::InputFormat::kF32) ||
+                     (shape.tier == store::Tier::kFp16 && format == store::InputFormat::kF16) ||
+                     (shape.tier == store::Tier::kBf16 && format == store::InputFormat::kBf16);
+  if (as_is) return ctx.args.TakeBytes(arg);
   Bytes out = Bytes::Allocate(rows * shape.row_bytes());
   std::string why =
       store::EncodeRows(shape.tier, shape.kv_dim, format,
@@ -312,7 +319,7 @@ void BStore(Context& ctx) {
   for (size_t i = 5; i < end; i += 2) {
     auto layer = ParseLayer(ctx, "layer", args[i], shape->attn);
     if (!layer) return;
-    auto rows = EncodeLayerRows(ctx, *shape, *format, *layer, args[i + 1], 2 * *n * shape->block);
+    auto rows = EncodeLayerRows(ctx, *shape, *format, *layer, i + 1, 2 * *n * shape->block);
     if (!rows) return;
     incoming += rows->size();
     record.layers.emplace_back(static_cast<uint32_t>(*layer), std::move(*rows));
@@ -400,7 +407,7 @@ void StoreCheckpoints(Context& ctx, const PrefixShape& shape, persist::PrefixChe
       if (i + 1 >= end) return ctx.reply.Error(errors::kSyntax);
       auto layer = ParseLayer(ctx, "TAIL layer", args[i], shape.attn);
       if (!layer) return;
-      auto rows = EncodeLayerRows(ctx, shape, *format, *layer, args[i + 1], 2 * tail_rows);
+      auto rows = EncodeLayerRows(ctx, shape, *format, *layer, i + 1, 2 * tail_rows);
       if (!rows) return;
       incoming += rows->size();
       record.tails.emplace_back(static_cast<uint32_t>(*layer), std::move(*rows));

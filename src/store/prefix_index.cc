@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <tuple>
 
 namespace prefixd::store {
 namespace {
 
-// Bookkeeping one record costs beyond its payload: the record, its table node and list slots.
-constexpr uint64_t kBlockOverhead = sizeof(Hash128) + 4 * 4 + 8 + 32 + 2 * 24 + 48;
-constexpr uint64_t kCheckpointOverhead = sizeof(Hash128) + 8 + 4 * 3 + 8 + 3 * 24 + 48;
+// A lease's nodes in the lease map and the expiry set, beyond the LeaseEntry itself.
+constexpr uint64_t kLeaseNodeBytes = 96;
 
 uint64_t SumSizes(const std::vector<Bytes>& v) {
   uint64_t total = 0;
@@ -18,24 +18,6 @@ uint64_t SumSizes(const std::vector<Bytes>& v) {
 }
 
 }  // namespace
-
-Hash128 Hash128::Read(const uint8_t* p) {
-  Hash128 h;
-  std::memcpy(&h.lo, p, 8);
-  std::memcpy(&h.hi, p + 8, 8);
-  return h;
-}
-
-void Hash128::Write(uint8_t* p) const {
-  std::memcpy(p, &lo, 8);
-  std::memcpy(p + 8, &hi, 8);
-}
-
-std::string Hash128::Raw() const {
-  std::string out(kHashBytes, '\0');
-  Write(reinterpret_cast<uint8_t*>(out.data()));
-  return out;
-}
 
 std::vector<Hash128> ReadHashes(std::string_view raw) {
   std::vector<Hash128> out(raw.size() / kHashBytes);
@@ -57,29 +39,81 @@ uint64_t CheckpointBatch::TailRows(uint32_t block) const {
   return first_length + positions.size() - 1 - base;
 }
 
+PrefixIndex::PrefixIndex(PrefixShape shape)
+    : shape_(shape), records_(sizeof(Block)), pages_(shape.page_bytes()) {}
+
+uint32_t PrefixIndex::FindBlock(const Hash128& h) const {
+  const uint32_t id = blocks_.Find(h, [&](uint32_t i) -> const Hash128& { return Rec(i).hash; });
+  return id == HashSlots::kEmpty ? kNone : id;
+}
+
+uint32_t PrefixIndex::FindCheckpoint(const Hash128& h) const {
+  const uint32_t id =
+      checkpoints_.Find(h, [&](uint32_t i) -> const Hash128& { return ckpt_rec_[i].position; });
+  return id == HashSlots::kEmpty ? kNone : id;
+}
+
+uint32_t PrefixIndex::Tick() {
+  if (clock_ >= kClockLimit) RenumberClock();
+  return ++clock_;
+}
+
+void PrefixIndex::RenumberClock() {
+  // Every live entry's last use becomes its rank: the order is kept, the numbers start over.
+  std::vector<std::tuple<uint32_t, bool, uint32_t>> order;  // (last use, is a block, id)
+  for (uint32_t id = 0; id < records_.slots(); ++id) {
+    if (Rec(id).live) order.emplace_back(Rec(id).last_use, true, id);
+  }
+  for (uint32_t id = 0; id < ckpt_rec_.size(); ++id) {
+    if (ckpt_rec_[id].live) order.emplace_back(ckpt_rec_[id].last_use, false, id);
+  }
+  std::sort(order.begin(), order.end());
+  uint32_t rank = 0;
+  for (const auto& [use, is_block, id] : order) {
+    rank += 1;
+    if (is_block) {
+      Rec(id).last_use = rank;
+    } else {
+      ckpt_rec_[id].last_use = rank;
+    }
+  }
+  clock_ = rank;
+}
+
 void PrefixIndex::LinkChild(uint32_t parent, uint32_t id) {
   uint32_t& head = FirstChild(parent);
-  Block& b = blocks_rec_[id];
+  Block& b = Rec(id);
   b.prev_sibling = kNone;
   b.next_sibling = head;
-  if (head != kNone) blocks_rec_[head].prev_sibling = id;
+  if (head != kNone) Rec(head).prev_sibling = id;
   head = id;
 }
 
 void PrefixIndex::UnlinkChild(uint32_t id) {
-  Block& b = blocks_rec_[id];
+  Block& b = Rec(id);
   if (b.prev_sibling != kNone) {
-    blocks_rec_[b.prev_sibling].next_sibling = b.next_sibling;
+    Rec(b.prev_sibling).next_sibling = b.next_sibling;
   } else {
     FirstChild(b.parent) = b.next_sibling;
   }
-  if (b.next_sibling != kNone) blocks_rec_[b.next_sibling].prev_sibling = b.prev_sibling;
+  if (b.next_sibling != kNone) Rec(b.next_sibling).prev_sibling = b.prev_sibling;
   b.prev_sibling = b.next_sibling = kNone;
 }
 
-void PrefixIndex::LinkAnchored(uint32_t anchor, uint32_t id) {
-  uint32_t& head = FirstAnchored(anchor);
+void PrefixIndex::LinkAnchored(uint32_t anchor, uint32_t id, bool boundary) {
   Checkpoint& c = ckpt_rec_[id];
+  uint32_t& head = FirstAnchored(anchor);
+  if (!boundary && anchor != kNone && Rec(anchor).boundary) {
+    // After the checkpoint at the block's end, which stays first: the match finds it from the
+    // block record alone.
+    Checkpoint& first = ckpt_rec_[head];
+    c.prev_anchored = head;
+    c.next_anchored = first.next_anchored;
+    if (first.next_anchored != kNone) ckpt_rec_[first.next_anchored].prev_anchored = id;
+    first.next_anchored = id;
+    return;
+  }
+  if (boundary) Rec(anchor).boundary = 1;
   c.prev_anchored = kNone;
   c.next_anchored = head;
   if (head != kNone) ckpt_rec_[head].prev_anchored = id;
@@ -91,20 +125,25 @@ void PrefixIndex::UnlinkAnchored(uint32_t id) {
   if (c.prev_anchored != kNone) {
     ckpt_rec_[c.prev_anchored].next_anchored = c.next_anchored;
   } else {
+    if (c.anchor != kNone) Rec(c.anchor).boundary = 0;
     FirstAnchored(c.anchor) = c.next_anchored;
   }
   if (c.next_anchored != kNone) ckpt_rec_[c.next_anchored].prev_anchored = c.prev_anchored;
   c.prev_anchored = c.next_anchored = kNone;
 }
 
-uint32_t PrefixIndex::NewBlock() {
-  if (!free_blocks_.empty()) {
-    uint32_t id = free_blocks_.back();
+uint32_t PrefixIndex::NewBlock(bool* reused) {
+  *reused = !free_blocks_.empty();
+  if (*reused) {
+    const uint32_t id = free_blocks_.back();
     free_blocks_.pop_back();
     return id;
   }
-  blocks_rec_.emplace_back();
-  return static_cast<uint32_t>(blocks_rec_.size() - 1);
+  const uint32_t id = records_.slots();
+  records_.Add(id);
+  pages_.Add(id);
+  new (records_.Mutable(id)) Block();
+  return id;
 }
 
 uint32_t PrefixIndex::NewCheckpoint() {
@@ -121,40 +160,47 @@ std::string PrefixIndex::StoreBlocks(const BlockBatch& batch, uint64_t* stored) 
   *stored = 0;
   uint32_t parent = kNone;
   if (!batch.parent.IsRoot()) {
-    auto it = blocks_.find(batch.parent);
-    if (it == blocks_.end()) return "parent block is not stored";
-    parent = it->second;
+    parent = FindBlock(batch.parent);
+    if (parent == kNone) return "parent block is not stored";
   }
   const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
   const size_t n = batch.hashes.size();
+  size_t missing = 0;
+  for (const Hash128& h : batch.hashes) missing += FindBlock(h) == kNone ? 1 : 0;
+  if (missing > free_blocks_.size()) {
+    records_.Reserve(records_.slots() + missing - free_blocks_.size());
+    pages_.Reserve(pages_.slots() + missing - free_blocks_.size());
+  }
+  blocks_.Reserve(blocks_.size() + missing,
+                  [&](uint32_t j) -> const Hash128& { return Rec(j).hash; });
   for (size_t i = 0; i < n; ++i) {
     const Hash128& h = batch.hashes[i];
-    auto found = blocks_.find(h);
-    if (found != blocks_.end()) {
-      parent = found->second;
+    const uint32_t found = FindBlock(h);
+    if (found != kNone) {
+      parent = found;
       continue;
     }
-    const uint32_t id = NewBlock();
-    Block& b = blocks_rec_[id];
+    bool reused = false;
+    const uint32_t id = NewBlock(&reused);
+    if (shape_.page_bytes() > 0) {
+      uint8_t* page = reused ? pages_.Rewrite(id) : pages_.Mutable(id);
+      for (uint32_t layer = 0; layer < shape_.attn; ++layer) {
+        const uint8_t* rows = batch.layers[layer].data();
+        uint8_t* out = page + size_t{2} * half * layer;
+        std::memcpy(out, rows + i * half, half);
+        std::memcpy(out + half, rows + n * half + i * half, half);
+      }
+    }
+    Block& b = Rec(id);
+    b = Block();
     b.hash = h;
     b.parent = parent;
-    b.depth = parent == kNone ? 1 : blocks_rec_[parent].depth + 1;
-    b.pins = 0;
-    b.boundary = kNone;
-    b.live = true;
-    b.last_use = ++clock_;
-    b.page = Bytes::Allocate(shape_.page_bytes());
-    for (uint32_t layer = 0; layer < shape_.attn; ++layer) {
-      const uint8_t* rows = batch.layers[layer].data();
-      uint8_t* out = b.page.mutable_data() + size_t{2} * half * layer;
-      std::memcpy(out, rows + i * half, half);
-      std::memcpy(out + half, rows + n * half + i * half, half);
-    }
-    b.first_child = kNone;
-    b.first_anchored = kNone;
+    b.depth = parent == kNone ? 1 : Rec(parent).depth + 1;
+    b.live = 1;
+    b.last_use = Tick();
     LinkChild(parent, id);
-    blocks_.emplace(h, id);
-    kv_bytes_ += b.page.size();
+    blocks_.Insert(h, id, [&](uint32_t j) -> const Hash128& { return Rec(j).hash; });
+    kv_bytes_ += shape_.page_bytes();
     parent = id;
     *stored += 1;
   }
@@ -162,18 +208,31 @@ std::string PrefixIndex::StoreBlocks(const BlockBatch& batch, uint64_t* stored) 
 }
 
 void PrefixIndex::FreeBlock(uint32_t id) {
-  Block& b = blocks_rec_[id];
-  b.page = Bytes();
-  b.first_child = b.first_anchored = kNone;
+  Rec(id) = Block();
   free_blocks_.push_back(id);
 }
 
 void PrefixIndex::FreeCheckpoint(uint32_t id) {
   Checkpoint& c = ckpt_rec_[id];
-  c.states.clear();
-  c.tail_k.clear();
-  c.tail_v.clear();
+  checkpoint_handles_ -= c.states.size() + c.tail_k.size() + c.tail_v.size();
+  c.states = {};
+  c.tail_k = {};
+  c.tail_v = {};
   free_ckpts_.push_back(id);
+}
+
+void PrefixIndex::ReleaseIfEmpty() {
+  if (free_blocks_.size() == records_.slots() && records_.slots() != 0) {
+    records_.Clear();
+    pages_.Clear();
+    std::vector<uint32_t>().swap(free_blocks_);
+    blocks_.Clear();
+  }
+  if (free_ckpts_.size() == ckpt_rec_.size() && !ckpt_rec_.empty()) {
+    std::vector<Checkpoint>().swap(ckpt_rec_);
+    std::vector<uint32_t>().swap(free_ckpts_);
+    checkpoints_.Clear();
+  }
 }
 
 uint64_t PrefixIndex::CheckpointBytes(const Checkpoint& c) const {
@@ -184,11 +243,9 @@ void PrefixIndex::RemoveCheckpoint(uint32_t id, bool evicted) {
   Checkpoint& c = ckpt_rec_[id];
   if (!c.live) return;
   c.live = false;
-  checkpoints_.erase(c.position);
+  checkpoints_.Erase(c.position,
+                     [&](uint32_t i) -> const Hash128& { return ckpt_rec_[i].position; });
   UnlinkAnchored(id);
-  if (c.anchor != kNone && blocks_rec_[c.anchor].boundary == id) {
-    blocks_rec_[c.anchor].boundary = kNone;
-  }
   state_bytes_ -= SumSizes(c.states);
   kv_bytes_ -= SumSizes(c.tail_k) + SumSizes(c.tail_v);
   (evicted ? evicted_ckpts_ : dropped_ckpts_) += 1;
@@ -201,23 +258,23 @@ void PrefixIndex::RemoveBlockTree(uint32_t root, bool evicted) {
   std::vector<std::pair<uint32_t, bool>> stack{{root, false}};
   while (!stack.empty()) {
     auto [id, expanded] = stack.back();
-    Block& b = blocks_rec_[id];
     if (!expanded) {
       stack.back().second = true;
-      for (uint32_t child = b.first_child; child != kNone;
-           child = blocks_rec_[child].next_sibling) {
+      for (uint32_t child = Rec(id).first_child; child != kNone; child = Rec(child).next_sibling) {
         stack.push_back({child, false});
       }
       continue;
     }
     stack.pop_back();
-    while (b.first_anchored != kNone) RemoveCheckpoint(b.first_anchored, evicted);
-    b.live = false;
-    blocks_.erase(b.hash);
+    while (Rec(id).first_anchored != kNone) RemoveCheckpoint(Rec(id).first_anchored, evicted);
+    Block& b = Rec(id);
+    b.live = 0;
+    blocks_.Erase(b.hash, [&](uint32_t i) -> const Hash128& { return Rec(i).hash; });
     UnlinkChild(id);
     b.first_child = kNone;
-    kv_bytes_ -= b.page.size();
+    kv_bytes_ -= shape_.page_bytes();
     (evicted ? evicted_blocks_ : dropped_blocks_) += 1;
+    // A leased block keeps its record and page (the lease reads it) until the lease ends.
     if (b.pins == 0) FreeBlock(id);
   }
 }
@@ -225,11 +282,12 @@ void PrefixIndex::RemoveBlockTree(uint32_t root, bool evicted) {
 uint64_t PrefixIndex::DropBlocks(std::span<const Hash128> hashes, bool evicted) {
   uint64_t dropped = 0;
   for (const Hash128& h : hashes) {
-    auto it = blocks_.find(h);
-    if (it == blocks_.end()) continue;
-    RemoveBlockTree(it->second, evicted);
+    const uint32_t id = FindBlock(h);
+    if (id == kNone) continue;
+    RemoveBlockTree(id, evicted);
     dropped += 1;
   }
+  ReleaseIfEmpty();
   return dropped;
 }
 
@@ -238,11 +296,8 @@ std::string PrefixIndex::StoreCheckpoints(const CheckpointBatch& batch, uint64_t
   const uint64_t depth = batch.first_length / shape_.block;
   uint32_t anchor = kNone;
   if (depth > 0) {
-    auto it = blocks_.find(batch.anchor);
-    if (it == blocks_.end() || blocks_rec_[it->second].depth != depth) {
-      return "anchor block is not stored";
-    }
-    anchor = it->second;
+    anchor = FindBlock(batch.anchor);
+    if (anchor == kNone || Rec(anchor).depth != depth) return "anchor block is not stored";
   }
   const size_t k = batch.positions.size();
   const uint64_t base = depth * shape_.block;
@@ -250,7 +305,7 @@ std::string PrefixIndex::StoreCheckpoints(const CheckpointBatch& batch, uint64_t
   const size_t row = shape_.row_bytes();
   for (size_t j = 0; j < k; ++j) {
     const Hash128& pos = batch.positions[j];
-    if (checkpoints_.count(pos) != 0) continue;
+    if (FindCheckpoint(pos) != kNone) continue;
     const uint32_t id = NewCheckpoint();
     Checkpoint& c = ckpt_rec_[id];
     c.position = pos;
@@ -258,26 +313,27 @@ std::string PrefixIndex::StoreCheckpoints(const CheckpointBatch& batch, uint64_t
     c.anchor = anchor;
     c.pins = 0;
     c.live = true;
-    c.last_use = ++clock_;
-    c.states.clear();
+    c.last_use = Tick();
+    c.states.reserve(batch.states.size());
     for (const Bytes& s : batch.states) {
       const size_t each = s.size() / k;
       c.states.push_back(s.Slice(j * each, each));
     }
-    c.tail_k.clear();
-    c.tail_v.clear();
     const uint64_t r = c.length - base;
     if (r > 0) {
+      c.tail_k.reserve(batch.tails.size());
+      c.tail_v.reserve(batch.tails.size());
       for (const Bytes& t : batch.tails) {
         c.tail_k.push_back(t.Slice(0, r * row));
         c.tail_v.push_back(t.Slice(tail_rows * row, r * row));
       }
     }
-    LinkAnchored(anchor, id);
-    if (r == 0 && anchor != kNone) blocks_rec_[anchor].boundary = id;
-    checkpoints_.emplace(pos, id);
+    LinkAnchored(anchor, id, r == 0 && anchor != kNone);
+    checkpoints_.Insert(pos, id,
+                        [&](uint32_t i) -> const Hash128& { return ckpt_rec_[i].position; });
     state_bytes_ += SumSizes(c.states);
     kv_bytes_ += SumSizes(c.tail_k) + SumSizes(c.tail_v);
+    checkpoint_handles_ += c.states.size() + c.tail_k.size() + c.tail_v.size();
     *stored += 1;
   }
   return {};
@@ -286,32 +342,32 @@ std::string PrefixIndex::StoreCheckpoints(const CheckpointBatch& batch, uint64_t
 uint64_t PrefixIndex::DropCheckpoints(std::span<const Hash128> positions, bool evicted) {
   uint64_t dropped = 0;
   for (const Hash128& p : positions) {
-    auto it = checkpoints_.find(p);
-    if (it == checkpoints_.end()) continue;
-    RemoveCheckpoint(it->second, evicted);
+    const uint32_t id = FindCheckpoint(p);
+    if (id == kNone) continue;
+    RemoveCheckpoint(id, evicted);
     dropped += 1;
   }
+  ReleaseIfEmpty();
   return dropped;
 }
 
 std::optional<std::vector<Bytes>> PrefixIndex::CheckpointStates(const Hash128& position) {
-  auto it = checkpoints_.find(position);
-  if (it == checkpoints_.end()) return std::nullopt;
-  Checkpoint& c = ckpt_rec_[it->second];
-  c.last_use = ++clock_;
+  const uint32_t id = FindCheckpoint(position);
+  if (id == kNone) return std::nullopt;
+  Checkpoint& c = ckpt_rec_[id];
+  c.last_use = Tick();
   return c.states;
 }
 
 std::optional<MatchResult> PrefixIndex::Match(
     std::span<const Hash128> chain, std::span<const std::pair<uint64_t, Hash128>> candidates,
     uint64_t lease_ms, int64_t now_ms, size_t max_leases) {
-  const uint64_t tick = ++clock_;
+  const uint32_t tick = Tick();
   // Prefix closure makes presence along the chain monotone: binary search for the deepest
   // stored block (checking its depth, so a hash stored elsewhere in the tree cannot count).
   auto stored_at = [&](size_t depth) -> uint32_t {
-    auto it = blocks_.find(chain[depth - 1]);
-    if (it == blocks_.end() || blocks_rec_[it->second].depth != depth) return kNone;
-    return it->second;
+    const uint32_t id = FindBlock(chain[depth - 1]);
+    return id == kNone || Rec(id).depth != depth ? kNone : id;
   };
   size_t lo = 0, hi = chain.size();
   while (lo < hi) {
@@ -333,22 +389,22 @@ std::optional<MatchResult> PrefixIndex::Match(
     if (length <= best_length || length == 0) continue;
     const uint64_t depth = length / bs;
     if (depth > matched) continue;
-    auto it = checkpoints_.find(pos);
-    if (it == checkpoints_.end()) continue;
-    const Checkpoint& c = ckpt_rec_[it->second];
+    const uint32_t id = FindCheckpoint(pos);
+    if (id == kNone) continue;
+    const Checkpoint& c = ckpt_rec_[id];
     const Hash128 want_anchor = depth == 0 ? Hash128{} : chain[depth - 1];
-    const Hash128 have_anchor = c.anchor == kNone ? Hash128{} : blocks_rec_[c.anchor].hash;
+    const Hash128 have_anchor = c.anchor == kNone ? Hash128{} : Rec(c.anchor).hash;
     if (c.length != length || !(have_anchor == want_anchor)) continue;
-    best = it->second;
+    best = id;
     best_length = length;
   }
   // Up the parent links from the deepest matched block: no hashing, one record per block.
-  for (uint32_t id = matched == 0 ? kNone : stored_at(matched); id != kNone;
-       id = blocks_rec_[id].parent) {
-    const Block& b = blocks_rec_[id];
+  const uint32_t deepest = matched == 0 ? kNone : stored_at(matched);
+  for (uint32_t id = deepest; id != kNone; id = Rec(id).parent) {
+    const Block& b = Rec(id);
     if (uint64_t{b.depth} * bs <= best_length) break;
-    if (b.boundary == kNone) continue;
-    best = b.boundary;
+    if (!b.boundary) continue;
+    best = b.first_anchored;
     best_length = uint64_t{b.depth} * bs;
     break;
   }
@@ -364,7 +420,9 @@ std::optional<MatchResult> PrefixIndex::Match(
   if (best_length == 0) return result;
   result.length = best_length;
   const uint64_t depth = best_length / bs;
-  const uint32_t anchor = depth == 0 ? kNone : stored_at(depth);
+  // The chain the answer restores: the checkpoint's anchor and its ancestors (what its state was
+  // computed on), or the deepest matched block when no checkpoint is needed.
+  const uint32_t anchor = best != kNone ? ckpt_rec_[best].anchor : deepest;
   result.kv_bytes = best_length * shape_.row_bytes() * 2 * shape_.attn;
   if (best != kNone) {
     Checkpoint& c = ckpt_rec_[best];
@@ -374,15 +432,20 @@ std::optional<MatchResult> PrefixIndex::Match(
   } else {
     result.position = chain[depth - 1];
   }
-  if (anchor != kNone) blocks_rec_[anchor].last_use = tick;
+  if (anchor != kNone) Rec(anchor).last_use = tick;
   if (lease_ms == 0) return result;
 
   ExpireLeases(now_ms);
   if (leases_.size() >= max_leases) return std::nullopt;
   LeaseEntry lease;
   lease.view.length = best_length;
-  lease.view.pages.reserve(depth);
-  for (size_t d = 1; d <= depth; ++d) lease.view.pages.push_back(blocks_rec_[stored_at(d)].page);
+  // The lease pins every block of its chain: a drop then leaves their pages in place.
+  lease.view.pages.resize(depth);
+  for (uint32_t id = anchor, d = static_cast<uint32_t>(depth); id != kNone; id = Rec(id).parent) {
+    lease.view.pages[--d] = id;
+    Rec(id).pins += 1;
+  }
+  lease_pages_ += depth;
   if (best != kNone) {
     Checkpoint& c = ckpt_rec_[best];
     lease.view.states = c.states;
@@ -390,10 +453,6 @@ std::optional<MatchResult> PrefixIndex::Match(
     lease.view.tail_v = c.tail_v;
     c.pins += 1;
     lease.checkpoint = best;
-  }
-  if (anchor != kNone) {
-    blocks_rec_[anchor].pins += 1;
-    lease.anchor = anchor;
   }
   lease.expires_ms = now_ms + static_cast<int64_t>(lease_ms);
   result.lease = next_lease_++;
@@ -408,12 +467,15 @@ void PrefixIndex::EndLease(std::map<uint64_t, LeaseEntry>::iterator it) {
     Checkpoint& c = ckpt_rec_[lease.checkpoint];
     if (--c.pins == 0 && !c.live) FreeCheckpoint(lease.checkpoint);
   }
-  if (lease.anchor != kNone) {
-    Block& b = blocks_rec_[lease.anchor];
-    if (--b.pins == 0 && !b.live) FreeBlock(lease.anchor);
+  for (uint32_t id : lease.view.pages) {
+    Block& b = Rec(id);
+    b.pins -= 1;
+    if (b.pins == 0 && !b.live) FreeBlock(id);
   }
+  lease_pages_ -= lease.view.pages.size();
   lease_expiry_.erase({lease.expires_ms, it->first});
   leases_.erase(it);
+  ReleaseIfEmpty();
 }
 
 const LeaseView* PrefixIndex::Lease(uint64_t id, int64_t now_ms) {
@@ -455,7 +517,7 @@ Bytes PrefixIndex::GatherRows(const LeaseView& view, uint32_t layer, uint64_t st
         const uint64_t in_block = t % bs;
         const uint64_t take = std::min<uint64_t>(bs - in_block, end - t);
         const uint8_t* src =
-            view.pages[block].data() + (2 * layer + half) * bs * row + in_block * row;
+            pages_.Data(view.pages[block]) + (2 * layer + half) * bs * row + in_block * row;
         std::memcpy(dst, src, take * row);
         dst += take * row;
         t += take;
@@ -473,15 +535,15 @@ Bytes PrefixIndex::GatherRows(const LeaseView& view, uint32_t layer, uint64_t st
 
 std::optional<Bytes> PrefixIndex::BlockRows(std::span<const Hash128> hashes, uint32_t layer) const {
   const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
-  std::vector<const Block*> found;
+  std::vector<uint32_t> found;
   for (const Hash128& h : hashes) {
-    auto it = blocks_.find(h);
-    if (it == blocks_.end()) return std::nullopt;
-    found.push_back(&blocks_rec_[it->second]);
+    const uint32_t id = FindBlock(h);
+    if (id == kNone) return std::nullopt;
+    found.push_back(id);
   }
   Bytes out = Bytes::Allocate(2 * half * found.size());
   for (size_t i = 0; i < found.size(); ++i) {
-    const uint8_t* page = found[i]->page.data() + 2 * half * layer;
+    const uint8_t* page = pages_.Data(found[i]) + 2 * half * layer;
     std::memcpy(out.mutable_data() + i * half, page, half);
     std::memcpy(out.mutable_data() + (found.size() + i) * half, page + half, half);
   }
@@ -493,13 +555,13 @@ void PrefixIndex::PlanEviction(uint64_t target, const Hash128& keep, std::vector
   uint64_t bytes = payload_bytes();
   if (bytes <= target) return;
   // (last use, is a block, id): leaves only. A leaf block takes its anchored checkpoints.
-  std::vector<std::tuple<uint64_t, bool, uint32_t>> order;
+  std::vector<std::tuple<uint32_t, bool, uint32_t>> order;
   for (uint32_t id = 0; id < ckpt_rec_.size(); ++id) {
     const Checkpoint& c = ckpt_rec_[id];
     if (c.live && c.pins == 0) order.emplace_back(c.last_use, false, id);
   }
-  for (uint32_t id = 0; id < blocks_rec_.size(); ++id) {
-    const Block& b = blocks_rec_[id];
+  for (uint32_t id = 0; id < records_.slots(); ++id) {
+    const Block& b = Rec(id);
     if (b.live && b.pins == 0 && b.first_child == kNone && !(b.hash == keep)) {
       order.emplace_back(b.last_use, true, id);
     }
@@ -515,7 +577,7 @@ void PrefixIndex::PlanEviction(uint64_t target, const Hash128& keep, std::vector
       checkpoints->push_back(ckpt_rec_[id].position);
       continue;
     }
-    const Block& b = blocks_rec_[id];
+    const Block& b = Rec(id);
     bool pinned = false;
     for (uint32_t c = b.first_anchored; c != kNone; c = ckpt_rec_[c].next_anchored) {
       pinned = pinned || ckpt_rec_[c].pins > 0;
@@ -525,7 +587,7 @@ void PrefixIndex::PlanEviction(uint64_t target, const Hash128& keep, std::vector
       if (!ckpt_gone[c]) bytes -= CheckpointBytes(ckpt_rec_[c]);
       ckpt_gone[c] = true;
     }
-    bytes -= b.page.size();
+    bytes -= shape_.page_bytes();
     blocks->push_back(b.hash);
   }
 }
@@ -536,10 +598,15 @@ PrefixStats PrefixIndex::Stats() const {
   s.checkpoints = checkpoints_.size();
   s.kv_bytes = kv_bytes_;
   s.state_bytes = state_bytes_;
-  s.index_bytes = blocks_rec_.capacity() * sizeof(Block) +
-                  ckpt_rec_.capacity() * sizeof(Checkpoint) +
-                  (blocks_.size() + checkpoints_.size()) * (sizeof(Hash128) + 4 + 16) +
-                  (blocks_.bucket_count() + checkpoints_.bucket_count()) * sizeof(void*) + 0;
+  // Everything held beyond the payload: records, tables, free lists, the page slab's unused and
+  // leased-but-dropped slots, checkpoint records with their handles, and the leases.
+  const uint64_t live_pages = uint64_t{s.blocks} * shape_.page_bytes();
+  s.index_bytes = sizeof(PrefixIndex) + records_.memory_bytes() + pages_.memory_bytes() -
+                  live_pages + blocks_.memory_bytes() + checkpoints_.memory_bytes() +
+                  (free_blocks_.capacity() + free_ckpts_.capacity()) * sizeof(uint32_t) +
+                  ckpt_rec_.capacity() * sizeof(Checkpoint) + checkpoint_handles_ * sizeof(Bytes) +
+                  leases_.size() * (sizeof(LeaseEntry) + kLeaseNodeBytes) +
+                  lease_pages_ * sizeof(uint32_t);
   s.leases = leases_.size();
   s.evicted_blocks = evicted_blocks_;
   s.evicted_checkpoints = evicted_ckpts_;
@@ -551,21 +618,23 @@ PrefixStats PrefixIndex::Stats() const {
 void PrefixIndex::ForEachBlock(const std::function<void(const BlockBatch&)>& visit) const {
   const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
   std::vector<uint32_t> stack;
-  for (uint32_t id = root_children_; id != kNone; id = blocks_rec_[id].next_sibling) {
-    stack.push_back(id);
-  }
+  for (uint32_t id = root_children_; id != kNone; id = Rec(id).next_sibling) stack.push_back(id);
   while (!stack.empty()) {
     const uint32_t id = stack.back();
     stack.pop_back();
-    const Block& b = blocks_rec_[id];
+    const Block& b = Rec(id);
     BlockBatch batch;
-    batch.parent = b.parent == kNone ? Hash128{} : blocks_rec_[b.parent].hash;
+    batch.parent = b.parent == kNone ? Hash128{} : Rec(b.parent).hash;
     batch.hashes.push_back(b.hash);
-    for (uint32_t layer = 0; layer < shape_.attn; ++layer) {
-      batch.layers.push_back(b.page.Slice(2 * half * layer, 2 * half));
+    if (shape_.page_bytes() > 0) {
+      // A reference of its own: the record may be written after the lock is released (DUMP).
+      const Bytes page = pages_.Share(id);
+      for (uint32_t layer = 0; layer < shape_.attn; ++layer) {
+        batch.layers.push_back(page.Slice(2 * half * layer, 2 * half));
+      }
     }
     visit(batch);
-    for (uint32_t child = b.first_child; child != kNone; child = blocks_rec_[child].next_sibling) {
+    for (uint32_t child = b.first_child; child != kNone; child = Rec(child).next_sibling) {
       stack.push_back(child);
     }
   }
@@ -573,10 +642,10 @@ void PrefixIndex::ForEachBlock(const std::function<void(const BlockBatch&)>& vis
 
 void PrefixIndex::ForEachCheckpoint(
     const std::function<void(const CheckpointBatch&)>& visit) const {
-  for (const auto& [pos, id] : checkpoints_) {
-    const Checkpoint& c = ckpt_rec_[id];
+  for (const Checkpoint& c : ckpt_rec_) {
+    if (!c.live) continue;
     CheckpointBatch batch;
-    batch.anchor = c.anchor == kNone ? Hash128{} : blocks_rec_[c.anchor].hash;
+    batch.anchor = c.anchor == kNone ? Hash128{} : Rec(c.anchor).hash;
     batch.first_length = c.length;
     batch.positions.push_back(c.position);
     batch.states = c.states;

@@ -18,33 +18,16 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "common/bytes.h"
+#include "store/prefix_index_slabs.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::store {
 
-// A 128-bit chained hash as the client computes it; raw 16 bytes little-endian on the wire.
-struct Hash128 {
-  uint64_t lo = 0;
-  uint64_t hi = 0;
-
-  static Hash128 Read(const uint8_t* sixteen_bytes);
-  void Write(uint8_t* sixteen_bytes) const;
-  std::string Raw() const;
-  bool IsRoot() const { return lo == 0 && hi == 0; }
-  friend bool operator==(const Hash128&, const Hash128&) = default;
-};
-inline constexpr size_t kHashBytes = 16;
-
 // `count` hashes from `raw` (count × 16 bytes, checked by the caller).
 std::vector<Hash128> ReadHashes(std::string_view raw);
-
-struct Hash128Hasher {
-  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi >> 7)); }
-};
 
 // The model shape a namespace was created with.
 struct PrefixShape {
@@ -113,11 +96,11 @@ struct PrefixStats {
   uint64_t dropped_checkpoints = 0;
 };
 
-// What a lease holds: references to the answer's bytes, so a drop of a leased entry frees its
-// memory only when the lease ends.
+// What a lease holds: its blocks, pinned (a drop hides them from matches but keeps their K/V
+// page until the lease ends), and references to the checkpoint's bytes.
 struct LeaseView {
   uint64_t length = 0;
-  std::vector<Bytes> pages;  // blocks 1 .. ⌊L/bs⌋ in order
+  std::vector<uint32_t> pages;  // the records of blocks 1 .. ⌊L/bs⌋ in order
   std::vector<Bytes> states;
   std::vector<Bytes> tail_k, tail_v;  // per attention layer; empty without a tail
 };
@@ -127,7 +110,7 @@ class PrefixIndex {
   static constexpr uint32_t kNone = 0xffffffffu;
   static constexpr size_t kDefaultMaxLeases = 65536;
 
-  explicit PrefixIndex(PrefixShape shape) : shape_(shape) {}
+  explicit PrefixIndex(PrefixShape shape);
 
   const PrefixShape& shape() const { return shape_; }
   void set_max_bytes(uint64_t bytes) { shape_.max_bytes = bytes; }
@@ -138,11 +121,11 @@ class PrefixIndex {
   // Removes the blocks, their subtrees and every checkpoint anchored on what goes. Returns how
   // many of the listed blocks were stored.
   uint64_t DropBlocks(std::span<const Hash128> hashes, bool evicted = false);
-  bool HasBlock(const Hash128& h) const { return blocks_.count(h) != 0; }
+  bool HasBlock(const Hash128& h) const { return FindBlock(h) != kNone; }
   // The stored block's depth (1 for a first block), 0 when it is not stored.
   uint64_t BlockDepth(const Hash128& h) const {
-    auto it = blocks_.find(h);
-    return it == blocks_.end() ? 0 : blocks_rec_[it->second].depth;
+    const uint32_t id = FindBlock(h);
+    return id == kNone ? 0 : Rec(id).depth;
   }
 
   // Stores a window of checkpoints; positions already stored are left as they are. Empty error
@@ -184,27 +167,35 @@ class PrefixIndex {
   void ForEachBlock(const std::function<void(const BlockBatch&)>& visit) const;
   void ForEachCheckpoint(const std::function<void(const CheckpointBatch&)>& visit) const;
 
+  // The LRU clock (32 bits a record; renumbered when it would wrap). Settable for tests of the
+  // wrap.
+  static constexpr uint32_t kClockLimit = 0xfffffff0u;
+  void set_clock(uint32_t clock) { clock_ = clock; }
+
  private:
+  // 48 bytes: the whole per-block index record (its K/V page is the page slab's slot of the
+  // same id).
   struct Block {
     Hash128 hash;
     uint32_t parent = kNone;  // kNone: the root
     uint32_t depth = 0;       // 1 for the first block
-    uint32_t pins = 0;
-    uint32_t boundary = kNone;  // the checkpoint at exactly this block's end, if any
-    bool live = false;
-    uint64_t last_use = 0;
-    Bytes page;
-    // Intrusive lists (record indices): the children, and the checkpoints anchored here.
+    // Intrusive lists (record ids): the children, and the checkpoints anchored here (the one at
+    // exactly this block's end first, when `boundary`).
     uint32_t first_child = kNone, prev_sibling = kNone, next_sibling = kNone;
     uint32_t first_anchored = kNone;
+    uint32_t last_use = 0;
+    uint32_t pins : 30 = 0;  // leases whose chain holds this block
+    uint32_t live : 1 = 0;
+    uint32_t boundary : 1 = 0;
   };
+  static_assert(sizeof(Block) == 48);
   struct Checkpoint {
     Hash128 position;
     uint64_t length = 0;
     uint32_t anchor = kNone;  // kNone: the root
     uint32_t pins = 0;
     bool live = false;
-    uint64_t last_use = 0;
+    uint32_t last_use = 0;
     uint32_t prev_anchored = kNone, next_anchored = kNone;  // in the anchor's list
     std::vector<Bytes> states;
     std::vector<Bytes> tail_k, tail_v;
@@ -212,33 +203,42 @@ class PrefixIndex {
   struct LeaseEntry {
     LeaseView view;
     uint32_t checkpoint = kNone;
-    uint32_t anchor = kNone;
     int64_t expires_ms = 0;
   };
 
-  uint32_t NewBlock();
+  Block& Rec(uint32_t id) { return *reinterpret_cast<Block*>(records_.Mutable(id)); }
+  const Block& Rec(uint32_t id) const { return *reinterpret_cast<const Block*>(records_.Data(id)); }
+  uint32_t FindBlock(const Hash128& h) const;
+  uint32_t FindCheckpoint(const Hash128& h) const;
+  uint32_t Tick();
+  void RenumberClock();
+  // A record id for a new block, and whether its slot held an earlier block.
+  uint32_t NewBlock(bool* reused);
   uint32_t NewCheckpoint();
   void RemoveBlockTree(uint32_t id, bool evicted);
   void RemoveCheckpoint(uint32_t id, bool evicted);
   void FreeBlock(uint32_t id);
   void FreeCheckpoint(uint32_t id);
+  // Once nothing is stored or pinned, the slabs and tables go back whole.
+  void ReleaseIfEmpty();
   uint32_t& FirstAnchored(uint32_t anchor) {
-    return anchor == kNone ? root_anchored_ : blocks_rec_[anchor].first_anchored;
+    return anchor == kNone ? root_anchored_ : Rec(anchor).first_anchored;
   }
   uint32_t& FirstChild(uint32_t parent) {
-    return parent == kNone ? root_children_ : blocks_rec_[parent].first_child;
+    return parent == kNone ? root_children_ : Rec(parent).first_child;
   }
   void LinkChild(uint32_t parent, uint32_t id);
   void UnlinkChild(uint32_t id);
-  void LinkAnchored(uint32_t anchor, uint32_t id);
+  void LinkAnchored(uint32_t anchor, uint32_t id, bool boundary);
   void UnlinkAnchored(uint32_t id);
   uint64_t CheckpointBytes(const Checkpoint& c) const;
   void EndLease(std::map<uint64_t, LeaseEntry>::iterator it);
 
   PrefixShape shape_;
-  std::unordered_map<Hash128, uint32_t, Hash128Hasher> blocks_;
-  std::unordered_map<Hash128, uint32_t, Hash128Hasher> checkpoints_;
-  std::vector<Block> blocks_rec_;
+  HashSlots blocks_;       // block hash → record id
+  HashSlots checkpoints_;  // p(L) → checkpoint id
+  Slab records_;           // Block records
+  Slab pages_;             // K/V pages, one per record id
   std::vector<Checkpoint> ckpt_rec_;
   std::vector<uint32_t> free_blocks_, free_ckpts_;
   uint32_t root_children_ = kNone;  // first blocks (depth 1)
@@ -246,8 +246,10 @@ class PrefixIndex {
   std::map<uint64_t, LeaseEntry> leases_;
   std::set<std::pair<int64_t, uint64_t>> lease_expiry_;  // (expires_ms, id)
   uint64_t next_lease_ = 1;
-  uint64_t clock_ = 0;  // LRU order: bumped by every store, match and fetch
+  uint64_t lease_pages_ = 0;  // page ids the live leases hold
+  uint32_t clock_ = 0;        // LRU order: bumped by every store, match and fetch
   uint64_t kv_bytes_ = 0, state_bytes_ = 0;
+  uint64_t checkpoint_handles_ = 0;  // Bytes handles the live checkpoints hold
   uint64_t evicted_blocks_ = 0, evicted_ckpts_ = 0, dropped_blocks_ = 0, dropped_ckpts_ = 0;
 };
 

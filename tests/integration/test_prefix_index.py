@@ -462,7 +462,9 @@ class PrefixIndexTest(unittest.TestCase):
         self.assertLess(used() - before, grown // 4)
         # Under maxmemory, whole namespaces are evicted (logged deletes), never parts of one.
         self.cmd("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
-        self.cmd("CONFIG", "SET", "maxmemory", used() + 600000)
+        # Room for about four of the twelve namespaces (400 blocks each, at the cost per block
+        # measured above).
+        self.cmd("CONFIG", "SET", "maxmemory", used() + 4 * 400 * grown // 2048)
         names = ["{ev%d}" % i for i in range(12)]
         for name in names:
             self.ns = name

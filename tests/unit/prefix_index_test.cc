@@ -1,12 +1,14 @@
 // PrefixIndex against a brute-force model: the match answers exactly the longest listed or
 // block-boundary position whose checkpoint and whole anchor chain are stored, on multiturn,
 // fanout and branch shapes and under random stores, drops and budget evictions; every answer's
-// leased rows and states are the prompt's own.
+// leased rows and states are the prompt's own. Also the packed storage: HashSlots against a map,
+// pages across chunks, leased and snapshot pages under slot reuse, and the bytes per block.
 #include "store/prefix_index.h"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -91,6 +93,17 @@ class Fixture {
     if (length > base) c.tails.push_back(Rows(t, base, length));
     uint64_t stored = 0;
     return index_.StoreCheckpoints(c, &stored);
+  }
+
+  // Stores `t`'s blocks up to `length` and a checkpoint at `length`, and leases that answer
+  // without releasing it: the lease id.
+  uint64_t StoreAndLease(const Tokens& t, size_t length) {
+    EXPECT_EQ(StoreBlocks(t, 0, length / kBs), "");
+    EXPECT_EQ(StoreCheckpoint(t, length), "");
+    std::vector<std::pair<uint64_t, Hash128>> at = {{length, Position(t, length)}};
+    auto result = index_.Match(Chain(t, length), at, 1000, 0);
+    EXPECT_TRUE(result && result->length == length);
+    return result ? result->lease : 0;
   }
 
   // The match with candidates `at`; checks the leased answer's bytes and releases it.
@@ -192,12 +205,10 @@ TEST(PrefixIndexTest, DroppingABlockTakesItsSubtreeAndCheckpoints) {
 TEST(PrefixIndexTest, LeasedEntriesSurviveDropUntilRelease) {
   Fixture f;
   Tokens t = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-  ASSERT_EQ(f.StoreBlocks(t, 0, 2), "");
-  ASSERT_EQ(f.StoreCheckpoint(t, 10), "");
+  const uint64_t lease = f.StoreAndLease(t, 10);
+  ASSERT_NE(lease, 0u);
   auto chain = Chain(t, 10);
   std::vector<std::pair<uint64_t, Hash128>> at = {{10, Position(t, 10)}};
-  auto r = f.index().Match(chain, at, 1000, 0);
-  ASSERT_TRUE(r && r->length == 10);
   // A budget eviction cannot take the leased checkpoint or its anchor.
   std::vector<Hash128> blocks, ckpts;
   f.index().PlanEviction(0, Hash128{}, &blocks, &ckpts);
@@ -206,10 +217,10 @@ TEST(PrefixIndexTest, LeasedEntriesSurviveDropUntilRelease) {
   // A drop hides them from matches at once; the lease still reads every byte.
   EXPECT_EQ(f.index().DropBlocks(std::span(&chain[0], 1)), 1u);
   EXPECT_EQ(f.index().Stats().blocks, 0u);
-  const LeaseView* view = f.index().Lease(r->lease, 1);
+  const LeaseView* view = f.index().Lease(lease, 1);
   ASSERT_NE(view, nullptr);
   EXPECT_EQ(f.index().GatherRows(*view, 0, 0, 10).view(), Rows(t, 0, 10).view());
-  EXPECT_TRUE(f.index().Release(r->lease));
+  EXPECT_TRUE(f.index().Release(lease));
   EXPECT_EQ(f.Match(t, {10}), 0u);
   // The freed slots are reused correctly.
   ASSERT_EQ(f.StoreBlocks(t, 0, 2), "");
@@ -234,6 +245,190 @@ TEST(PrefixIndexTest, LeaseLimitAnswersBusy) {
   EXPECT_FALSE(f.index().Match(chain, {}, 1000, 0).has_value());
   EXPECT_TRUE(f.index().Match(chain, {}, 0, 0).has_value());        // NOLEASE still answers
   EXPECT_TRUE(f.index().Match(chain, {}, 1000, 2000).has_value());  // the others expired
+}
+
+TEST(PrefixIndexTest, LeasedPagesKeepTheirBytesWhileOtherBlocksReuseTheSlots) {
+  Fixture f;
+  Tokens t, other;
+  for (uint32_t i = 0; i < 42; ++i) t.push_back(i + 1), other.push_back(9000 + i);
+  const uint64_t lease = f.StoreAndLease(t, 42);
+  ASSERT_NE(lease, 0u);
+  auto chain = Chain(t, 42);
+  // Drop the whole chain, then store as many other blocks: the leased slots must not be reused.
+  EXPECT_EQ(f.index().DropBlocks(std::span(&chain[0], 1)), 1u);
+  ASSERT_EQ(f.StoreBlocks(other, 0, 10), "");
+  const LeaseView* view = f.index().Lease(lease, 1);
+  ASSERT_NE(view, nullptr);
+  EXPECT_EQ(f.index().GatherRows(*view, 0, 0, 42).view(), Rows(t, 0, 42).view());
+  EXPECT_TRUE(f.index().Release(lease));
+  // Released: the slots come back, and both chains read right.
+  ASSERT_EQ(f.StoreBlocks(t, 0, 10), "");
+  ASSERT_EQ(f.StoreCheckpoint(t, 42), "");
+  ASSERT_EQ(f.StoreCheckpoint(other, 40), "");
+  EXPECT_EQ(f.Match(t, {42}), 42u);
+  EXPECT_EQ(f.Match(other, {}), 40u);
+}
+
+TEST(PrefixIndexTest, SnapshotPagesStayIntactWhenTheirSlotsAreRewritten) {
+  Fixture f;
+  Tokens t, other;
+  for (uint32_t i = 0; i < 40; ++i) t.push_back(i + 1), other.push_back(7000 + i);
+  ASSERT_EQ(f.StoreBlocks(t, 0, 10), "");
+  std::vector<BlockBatch> snapshot;
+  f.index().ForEachBlock([&](const BlockBatch& b) { snapshot.push_back(b); });
+  ASSERT_EQ(snapshot.size(), 10u);
+  // What a DUMP holds after the lock is released: the slots are freed and written again.
+  auto chain = Chain(t, 40);
+  EXPECT_EQ(f.index().DropBlocks(std::span(&chain[0], 1)), 1u);
+  ASSERT_EQ(f.StoreBlocks(other, 0, 10), "");
+  for (const BlockBatch& b : snapshot) {
+    const size_t block = std::find(chain.begin(), chain.end(), b.hashes[0]) - chain.begin();
+    ASSERT_LT(block, chain.size());
+    EXPECT_EQ(b.layers[0].view(), Rows(t, block * kBs, (block + 1) * kBs).view());
+  }
+}
+
+TEST(PrefixIndexTest, TheLruClockWrapKeepsTheOrder) {
+  // An attention-only namespace: a match touches the block it answers.
+  PrefixIndex index(PrefixShape{kBs, 1, kDim, 0, Tier::kFp32, 0});
+  Tokens a = {1, 2, 3, 4, 5, 6, 7, 8}, b = {11, 12, 13, 14, 15, 16, 17, 18};
+  index.set_clock(PrefixIndex::kClockLimit - 2);
+  uint64_t stored = 0;
+  ASSERT_EQ(index.StoreBlocks(BlockBatch{Hash128{}, Chain(a, 8), {Rows(a, 0, 8)}}, &stored), "");
+  ASSERT_EQ(index.StoreBlocks(BlockBatch{Hash128{}, Chain(b, 8), {Rows(b, 0, 8)}}, &stored), "");
+  // The clock wrapped while b was stored: a's blocks must still count as older until touched.
+  std::vector<Hash128> blocks, ckpts;
+  const uint64_t one_block = index.payload_bytes() / 4;
+  index.PlanEviction(index.payload_bytes() - one_block, Hash128{}, &blocks, &ckpts);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0], Chain(a, 8)[1]);
+  ASSERT_TRUE(index.Match(Chain(a, 8), {}, 0, 0));  // a is now the most recent
+  blocks.clear();
+  index.PlanEviction(index.payload_bytes() - one_block, Hash128{}, &blocks, &ckpts);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0], Chain(b, 8)[1]);
+}
+
+// Pages of 512 KiB: four to a 2 MiB chunk, so a dozen blocks span several chunks, and freed
+// slots in a chunk a snapshot holds are rewritten (the chunk is copied first).
+TEST(PrefixIndexTest, PagesAcrossChunksReadBackAfterDropsAndReuse) {
+  constexpr uint32_t kWideDim = 16384;  // fp32: 64 KiB a row, 512 KiB a page at 4 tokens
+  PrefixIndex index(PrefixShape{kBs, 1, kWideDim, 1, Tier::kFp32, 0});
+  const size_t half = size_t{kBs} * kWideDim * 4;
+  // Block b's K rows are all b + 1, its V rows -(b + 1) (as floats), `base` apart per chain.
+  auto store = [&](const Hash128& parent, const std::vector<Hash128>& hashes, float base) {
+    BlockBatch batch{parent, hashes, {Bytes::Allocate(2 * half * hashes.size())}};
+    auto* f = reinterpret_cast<float*>(batch.layers[0].mutable_data());
+    const size_t per = half / 4;
+    for (size_t b = 0; b < hashes.size(); ++b) {
+      std::fill(f + b * per, f + (b + 1) * per, base + b + 1);
+      std::fill(f + (hashes.size() + b) * per, f + (hashes.size() + b + 1) * per, -(base + b + 1));
+    }
+    uint64_t stored = 0;
+    EXPECT_EQ(index.StoreBlocks(batch, &stored), "");
+  };
+  auto check = [&](const Hash128& h, float value) {
+    auto rows = index.BlockRows(std::span(&h, 1), 0);
+    ASSERT_TRUE(rows.has_value());
+    const auto* f = reinterpret_cast<const float*>(rows->data());
+    EXPECT_EQ(f[0], value);
+    EXPECT_EQ(f[half / 4 - 1], value);
+    EXPECT_EQ(f[half / 4], -value);
+    EXPECT_EQ(f[2 * half / 4 - 1], -value);
+  };
+  std::vector<Hash128> a, b;
+  for (uint64_t i = 1; i <= 12; ++i) a.push_back(Hash128{i, 1}), b.push_back(Hash128{i, 2});
+  store(Hash128{}, a, 0);
+  for (size_t i = 0; i < a.size(); ++i) check(a[i], i + 1);
+  std::vector<BlockBatch> snapshot;
+  index.ForEachBlock([&](const BlockBatch& batch) { snapshot.push_back(batch); });
+  EXPECT_EQ(index.DropBlocks(std::span(&a[5], 1)), 1u);  // blocks 6..12 go
+  store(Hash128{}, b, 100);                              // 7 reused slots, 5 new ones
+  for (size_t i = 0; i < 5; ++i) check(a[i], i + 1);
+  for (size_t i = 0; i < b.size(); ++i) check(b[i], 100 + i + 1);
+  ASSERT_EQ(snapshot.size(), a.size());
+  for (const BlockBatch& batch : snapshot) {
+    const size_t i = std::find(a.begin(), a.end(), batch.hashes[0]) - a.begin();
+    const auto* f = reinterpret_cast<const float*>(batch.layers[0].data());
+    EXPECT_EQ(f[0], i + 1.0f) << "snapshot of block " << i;
+    EXPECT_EQ(f[2 * half / 4 - 1], -(i + 1.0f)) << "snapshot of block " << i;
+  }
+  EXPECT_EQ(index.Stats().blocks, 17u);
+  EXPECT_EQ(index.Stats().kv_bytes, 17 * 2 * half);
+}
+
+// docs/prefix-index.md §3: at most 100 bytes of index per block beyond its K/V, by the index's
+// own accounting (which docs/benchmarks.md checks against the server's RSS), for a large
+// namespace and a small one, and no growth when dropped blocks are stored again.
+TEST(PrefixIndexTest, IndexCostsAtMost100BytesPerBlock) {
+  constexpr uint32_t kBlock = 16;
+  auto load = [&](PrefixIndex& index, uint32_t blocks, uint32_t seed) {
+    std::vector<Hash128> all;
+    for (uint32_t at = 0; at < blocks; at += 4096) {
+      const uint32_t n = std::min<uint32_t>(4096, blocks - at);
+      BlockBatch batch;
+      batch.parent = at == 0 ? Hash128{} : all.back();
+      for (uint32_t i = 0; i < n; ++i) {
+        batch.hashes.push_back(Hash128{seed * 0x9E3779B97F4A7C15ull + at + i + 1, seed});
+      }
+      batch.layers.push_back(Bytes::Allocate(size_t{2} * n * kBlock * 4));
+      uint64_t stored = 0;
+      EXPECT_EQ(index.StoreBlocks(batch, &stored), "");
+      EXPECT_EQ(stored, n);
+      all.insert(all.end(), batch.hashes.begin(), batch.hashes.end());
+    }
+    return all;
+  };
+  for (uint32_t blocks : {100u, 100000u}) {
+    PrefixIndex index(PrefixShape{kBlock, 1, 1, 1, Tier::kFp32, 0});
+    const auto chain = load(index, blocks, 1);
+    const PrefixStats s = index.Stats();
+    ASSERT_EQ(s.blocks, blocks);
+    EXPECT_EQ(s.kv_bytes, uint64_t{blocks} * 2 * kBlock * 4);
+    EXPECT_LE(s.index_bytes, uint64_t{blocks} * 100) << blocks << " blocks";
+    EXPECT_GE(s.index_bytes, uint64_t{blocks} * 48) << "the record alone is 48 bytes";
+    // Drop the second half and store another half: the freed slots are reused.
+    EXPECT_EQ(index.DropBlocks(std::span(&chain[blocks / 2], 1)), 1u);
+    load(index, blocks / 2, 2);
+    EXPECT_LE(index.Stats().index_bytes, s.index_bytes * 21 / 20) << blocks << " blocks";
+  }
+}
+
+// The open-addressing table against std::map under random inserts and erases that grow it, shrink
+// it and wrap runs around its end; ids name hashes in a side vector, as records do.
+TEST(HashSlotsTest, AgreesWithAMapThroughGrowthShrinkAndWrap) {
+  std::mt19937_64 rng(42);
+  std::vector<Hash128> hash_of_id;
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> model;
+  HashSlots slots;
+  auto hash_of = [&](uint32_t id) -> const Hash128& { return hash_of_id[id]; };
+  for (int step = 0; step < 60000; ++step) {
+    // Fill to ~6000 entries, then drain to a few, twice: every resize path runs.
+    const bool filling = (step / 15000) % 2 == 0;
+    if (model.empty() || rng() % 100 < (filling ? 70u : 30u)) {
+      const Hash128 h{rng() % 4096, rng() % 3};  // small values: repeats and near-collisions
+      if (model.count({h.lo, h.hi})) continue;
+      const auto id = static_cast<uint32_t>(hash_of_id.size());
+      hash_of_id.push_back(h);
+      slots.Insert(h, id, hash_of);
+      model[{h.lo, h.hi}] = id;
+    } else {
+      auto it = model.begin();
+      std::advance(it, rng() % model.size());
+      const Hash128 h{it->first.first, it->first.second};
+      ASSERT_TRUE(slots.Erase(h, hash_of));
+      model.erase(it);
+      ASSERT_FALSE(slots.Erase(h, hash_of));
+    }
+    ASSERT_EQ(slots.size(), model.size());
+    if (step % 2000 == 0) {
+      for (const auto& [key, id] : model) {
+        ASSERT_EQ(slots.Find(Hash128{key.first, key.second}, hash_of), id) << "step " << step;
+      }
+      EXPECT_EQ(slots.Find(Hash128{99999, 7}, hash_of), HashSlots::kEmpty);
+      EXPECT_LE(slots.memory_bytes(), std::max<size_t>(64, model.size() * 4 * 8));
+    }
+  }
 }
 
 // Random stores, drops and budget evictions on a few conversations that share beginnings; after

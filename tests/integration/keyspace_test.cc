@@ -212,6 +212,27 @@ TEST_F(KeyspaceTest, ScanWalksEveryKeyOnceAcrossCalls) {
   EXPECT_GT(calls, 300 / 7 / 2);  // COUNT bounds each step
 }
 
+// Key positions (the directory's buckets, SCAN's order) come from a hash keyed by a secret drawn
+// at start, so a client cannot choose keys that pile into one bucket: two servers holding the
+// same keys walk them in different orders.
+TEST_F(KeyspaceTest, KeyPositionsAreKeyedPerProcess) {
+  auto first_step = [](int port) {
+    auto c = RawConnection::Tcp(port);
+    EXPECT_NE(c, nullptr);
+    if (c == nullptr) return std::string();
+    for (int i = 0; i < 64; ++i) {
+      EXPECT_EQ(c->Call({"SET", "key:" + std::to_string(i), "v"}), "+OK\r\n");
+    }
+    return c->Call({"SCAN", "0", "COUNT", "8"});
+  };
+  ServerProcess other;
+  ASSERT_TRUE(other.Start());
+  const std::string here = first_step(server_.port());
+  const std::string there = first_step(other.port());
+  EXPECT_NE(here, there);
+  EXPECT_TRUE(other.Stop());
+}
+
 TEST_F(KeyspaceTest, AnExpiredEntryIsNeverServed) {
   ASSERT_EQ(Call({"SSM.PREFIX.STORE", "lazy", "0", "v"}), "+OK\r\n");
   ASSERT_EQ(Call({"PEXPIRE", "lazy", "150"}), ":1\r\n");

@@ -104,18 +104,41 @@ void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyT
 void Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encoding,
                          KeepTtl keep_ttl, int64_t at_ms, const std::function<void()>& under_lock) {
   Shard& shard = shards_[ShardOf(key)];
+  StringPut put{key, std::move(value), encoding, keep_ttl, at_ms};
   Bytes released;  // the old value, freed after the lock
   std::lock_guard lock(shard.mu);
   if (under_lock) under_lock();
-  auto it = SetLocked(shard, key, KeyType::kString);
+  released = PutStringLocked(shard, put);
+}
+
+void Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock) {
+  std::vector<size_t> shard_of(puts.size());
+  std::array<bool, kShardCount> involved{};
+  for (size_t i = 0; i < puts.size(); ++i) involved[shard_of[i] = ShardOf(puts[i].key)] = true;
+  std::vector<Bytes> released(puts.size());  // the old values, freed after the locks
+  std::array<std::unique_lock<std::mutex>, kShardCount> locks;
+  for (size_t s = 0; s < kShardCount; ++s) {
+    if (involved[s]) locks[s] = std::unique_lock(shards_[s].mu);
+  }
+  if (under_lock) under_lock();
+  for (size_t i = 0; i < puts.size(); ++i) {
+    released[i] = PutStringLocked(shards_[shard_of[i]], puts[i]);
+  }
+}
+
+Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put) {
+  auto it = SetLocked(shard, put.key, KeyType::kString);
   KeyInfo& info = it->second;
   const int64_t old_bytes = ValueBytes(info);
-  released = std::move(info.value);
-  info.value = std::move(value);
-  info.encoding = encoding;
+  Bytes released = std::move(info.value);
+  info.value = std::move(put.value);
+  info.encoding = put.encoding;
   bytes_ += ValueBytes(info) - old_bytes;
   string_bytes_ += ValueBytes(info) - old_bytes;
-  if (keep_ttl == KeepTtl::kNo && info.expire_at_ms != at_ms) SetExpiryLocked(shard, it, at_ms);
+  if (put.keep_ttl == KeepTtl::kNo && info.expire_at_ms != put.at_ms) {
+    SetExpiryLocked(shard, it, put.at_ms);
+  }
+  return released;
 }
 
 bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& under_lock) {

@@ -271,7 +271,7 @@ void MSetWith(Context& ctx, bool only_new) {
     const Write how{store::EncodingOf(ctx.args[value])};
     record.entries.push_back(StringRecord(keys[k], ValueArg(ctx, value), how));
   }
-  if (!Mutate(ctx, record)) return;
+  if (!Mutate(ctx, std::move(record))) return;
   only_new ? ctx.reply.Integer(1) : ctx.reply.Simple("OK");
 }
 

@@ -112,17 +112,20 @@ void Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encod
 }
 
 void Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock) {
-  std::vector<size_t> shard_of(puts.size());
+  struct Step {
+    size_t shard;
+    Bytes released;  // the old value, freed after the locks
+  };
+  std::vector<Step> steps(puts.size());
   std::array<bool, kShardCount> involved{};
-  for (size_t i = 0; i < puts.size(); ++i) involved[shard_of[i] = ShardOf(puts[i].key)] = true;
-  std::vector<Bytes> released(puts.size());  // the old values, freed after the locks
+  for (size_t i = 0; i < puts.size(); ++i) involved[steps[i].shard = ShardOf(puts[i].key)] = true;
   std::array<std::unique_lock<std::mutex>, kShardCount> locks;
   for (size_t s = 0; s < kShardCount; ++s) {
     if (involved[s]) locks[s] = std::unique_lock(shards_[s].mu);
   }
   if (under_lock) under_lock();
   for (size_t i = 0; i < puts.size(); ++i) {
-    released[i] = PutStringLocked(shards_[shard_of[i]], puts[i]);
+    steps[i].released = PutStringLocked(shards_[steps[i].shard], puts[i]);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 
 #include "persist/prefix_records.h"
@@ -87,6 +88,8 @@ class Encoder {
 
  private:
   uint8_t* Take(size_t n) {
+    // StagedSize sized the buffer; a field it missed must not write into the next record.
+    if (n > buffer_.size() - used_) throw std::logic_error("a record outgrew its staged size");
     uint8_t* at = buffer_.mutable_data() + used_;
     used_ += n;
     return at;

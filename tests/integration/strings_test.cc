@@ -378,16 +378,19 @@ std::string NewestSegment(const std::string& dir) {
 // MSET and MSETNX log one record for all their keys: an acknowledged MSET survives a crash whole,
 // and one whose record is torn at the log's tail is gone whole, none of its keys half set.
 TEST_F(StringsTest, MsetIsOneRecordKeptWholeOrDroppedWhole) {
-  const auto appended = [&] {
+  const auto persistence = [&](const std::string& field) {
     const std::string info = Call({"INFO", "persistence"});
-    const size_t at = info.find("log_records_appended:");
-    return at == std::string::npos ? -1L : std::stol(info.substr(at + 21));
+    const size_t at = info.find(field + ":");
+    return at == std::string::npos ? -1L : std::stol(info.substr(at + field.size() + 1));
   };
+  const auto appended = [&] { return persistence("log_records_appended"); };
   const std::string large(5000, 'c');  // written from its own buffer, not copied into the record
   ASSERT_EQ(Call({"SET", "a", "old"}), "+OK\r\n");
   const long before = appended();
+  const long changes = persistence("rdb_changes_since_last_save");
   ASSERT_EQ(Call({"MSET", "a", "1", "b", "2", "c", large}), "+OK\r\n");
   EXPECT_EQ(appended(), before + 1);
+  EXPECT_EQ(persistence("rdb_changes_since_last_save"), changes + 3) << "Redis counts every key";
   ASSERT_EQ(Call({"MSETNX", "d", "4", "e", "5"}), ":1\r\n");
   EXPECT_EQ(appended(), before + 2);
   ASSERT_EQ(Call({"MSETNX", "e", "x", "f", "6"}), ":0\r\n");

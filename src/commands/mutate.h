@@ -89,12 +89,26 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
   }
   persist::Durability* durability = engine.durability();
   store::Database& database = engine.database(db);
+  // The record is encoded before any lock; the hook only queues it. It captures one pointer, so
+  // std::function holds it without an allocation.
+  struct Logged {
+    persist::Durability* durability;
+    persist::EncodedRecord record;
+    persist::Placed placed;
+    uint16_t db;
+    uint64_t changes;  // as Redis counts them: each key of an MSET
+    uint64_t& lsn;
+  };
+  std::optional<Logged> logged;
   std::function<void()> append;
   if (durability != nullptr) {
-    append = [&, payload = persist::EncodePayload(m), type = persist::TypeOf(m),
-              placed = PlacedBy(database.state, m)]() mutable {
-      result.lsn = durability->Append(type, std::move(payload), static_cast<uint16_t>(db),
-                                      std::move(placed));
+    const auto* multi = std::get_if<persist::StringMultiSet>(&m);
+    logged.emplace(Logged{durability, persist::EncodeRecord(m), PlacedBy(database.state, m),
+                          static_cast<uint16_t>(db), multi != nullptr ? multi->entries.size() : 1,
+                          result.lsn});
+    append = [log = &*logged] {
+      log->lsn = log->durability->Append(std::move(log->record), log->db, std::move(log->placed),
+                                         log->changes);
     };
   }
   result.outcome = persist::Apply(m, StoresOf(engine, database), append);

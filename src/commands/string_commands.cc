@@ -2,7 +2,8 @@
 // KEEPTTL GET), SETNX, SETEX, PSETEX, GETSET, GETEX, GETDEL, MGET, MSET, MSETNX, STRLEN, GETRANGE,
 // SETRANGE, APPEND and the INCR family. Values live in the keyspace (store/keyspace.h); every
 // change is one StringSet/StringDel record through the mutation path, carrying the whole new
-// value and its expiry. A read-modify-write holds its keys' lock stripes (KeyLocks).
+// value and its expiry (MSET and MSETNX: one StringMultiSet for all their keys). A
+// read-modify-write holds its keys' lock stripes (KeyLocks).
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -88,23 +89,32 @@ struct Write {
   int64_t at_ms = 0;  // when !keep_ttl: the new expiry, 0 for none
 };
 
-// Makes `key` a string holding `value` (a key of another type is deleted first, as Redis's SET
-// replaces any value). False when refused, with the error queued.
-bool StoreString(Context& ctx, std::string_view key, const std::optional<KeyInfo>& existing,
-                 Bytes value, const Write& how) {
-  if (existing && existing->type != KeyType::kString) {
-    Deleted done = DeleteKey(ctx, key, existing->type);
-    if (!done.ok) {
-      ctx.reply.Error(done.error);
-      return false;
-    }
-    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+// Deletes `key` when it exists with another type than string, by its own record, before a write
+// makes it a string (Redis's SET replaces any value). False when refused, with the error queued.
+bool ClearOtherType(Context& ctx, std::string_view key, const std::optional<KeyInfo>& existing) {
+  if (!existing || existing->type == KeyType::kString) return true;
+  Deleted done = DeleteKey(ctx, key, existing->type);
+  if (!done.ok) {
+    ctx.reply.Error(done.error);
+    return false;
   }
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  return true;
+}
+
+persist::StringSet StringRecord(std::string_view key, Bytes value, const Write& how) {
   uint32_t flags = static_cast<uint32_t>(how.encoding) << persist::StringSet::kEncodingShift;
   if (how.keep_ttl == KeepTtl::kYes) flags |= persist::StringSet::kKeepTtl;
-  persist::StringSet record{std::string(key), flags, static_cast<uint64_t>(how.at_ms),
+  return persist::StringSet{std::string(key), flags, static_cast<uint64_t>(how.at_ms),
                             persist::Blob{{std::move(value)}}};
-  return Mutate(ctx, record).has_value();
+}
+
+// Makes `key` a string holding `value`, whatever it held. False when refused, with the error
+// queued.
+bool StoreString(Context& ctx, std::string_view key, const std::optional<KeyInfo>& existing,
+                 Bytes value, const Write& how) {
+  return ClearOtherType(ctx, key, existing) &&
+         Mutate(ctx, StringRecord(key, std::move(value), how)).has_value();
 }
 
 bool DeleteString(Context& ctx, std::string_view key) {
@@ -240,22 +250,28 @@ void MGet(Context& ctx) {
   for (const auto& info : found) IsString(info) ? ctx.reply.Bulk(info->value) : ctx.reply.Null();
 }
 
-// MSET and MSETNX: key value pairs; `only_new`: nothing is set unless every key is missing.
+// MSET and MSETNX: key value pairs; `only_new`: nothing is set unless every key is missing. All
+// the values are one record (persist::StringMultiSet): a restart finds all of them or none. A key
+// of another type is deleted first by its own record, as SET does.
 void MSetWith(Context& ctx, bool only_new) {
   if (ctx.args.size() % 2 == 0) return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
   std::vector<std::string_view> keys;
+  keys.reserve(ctx.args.size() / 2);
   for (size_t i = 1; i < ctx.args.size(); i += 2) keys.push_back(ctx.args[i]);
   KeyLocks lock(ctx.engine, keys);
-  std::vector<std::optional<KeyInfo>> found;
-  for (std::string_view key : keys) {
-    found.push_back(WriteKey(ctx, key));
-    if (only_new && found.back()) return ctx.reply.Integer(0);
+  persist::StringMultiSet record;
+  record.entries.reserve(keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const std::optional<KeyInfo> found = WriteKey(ctx, keys[k]);
+    if (only_new && found) return ctx.reply.Integer(0);
+    if (!only_new && !ClearOtherType(ctx, keys[k], found)) return;
   }
   for (size_t k = 0; k < keys.size(); ++k) {
     const size_t value = 2 * k + 2;
     const Write how{store::EncodingOf(ctx.args[value])};
-    if (!StoreString(ctx, keys[k], found[k], ValueArg(ctx, value), how)) return;
+    record.entries.push_back(StringRecord(keys[k], ValueArg(ctx, value), how));
   }
+  if (!Mutate(ctx, std::move(record))) return;
   only_new ? ctx.reply.Integer(1) : ctx.reply.Simple("OK");
 }
 

@@ -419,10 +419,9 @@ Status Durability::CutFile(const std::string& path, uint64_t size) {
   return (*file)->Sync();
 }
 
-uint64_t Durability::Append(RecordType type, std::vector<Bytes> payload, uint16_t db,
-                            Placed placed) {
-  changes_since_save_.fetch_add(1, std::memory_order_relaxed);
-  return log_->Append(type, std::move(payload), db, std::move(placed));
+uint64_t Durability::Append(EncodedRecord record, uint16_t db, Placed placed, uint64_t changes) {
+  changes_since_save_.fetch_add(changes, std::memory_order_relaxed);
+  return log_->Append(std::move(record), db, std::move(placed));
 }
 
 std::string Durability::WriteSnapshot() {

@@ -85,11 +85,16 @@ class Durability {
   // Returns an error text that names the file and offset of any damage it could not pass.
   std::string Open();
 
-  // Appends a record encoded (outside any lock) with EncodePayload; call it inside the store's
+  // Appends a record encoded (outside any lock) with EncodeRecord; call it inside the store's
   // under_lock hook so log order matches the order of changes. Returns its lsn.
   // `db`: the database it changes (its header says so). `placed`: see LogWriter::Append (the
-  // disk tier learns where a value's bytes sit).
-  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0, Placed placed = {});
+  // disk tier learns where a value's bytes sit). `changes`: what the record adds to
+  // `rdb_changes_since_last_save` (Redis counts each key of an MSET).
+  uint64_t Append(EncodedRecord record, uint16_t db = 0, Placed placed = {}, uint64_t changes = 1);
+  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0,
+                  Placed placed = {}) {
+    return Append(StagePieces(type, std::move(payload)), db, std::move(placed));
+  }
 
   // See LogWriter::WhenDurable.
   bool WhenDurable(uint64_t lsn, std::function<void()> done) {

@@ -1,5 +1,6 @@
 #include "persist/log_format.h"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t, to keep it on the stack
 #include <xxhash.h>
 
 #include <random>
@@ -28,15 +29,57 @@ RecordHeader DecodeRecordHeader(const uint8_t in[kRecordHeaderSize]) {
   return h;
 }
 
-uint64_t RecordChecksum(uint64_t seed, const uint8_t header[kRecordHeaderSize],
-                        std::span<const std::string_view> payload) {
-  XXH3_state_t* state = XXH3_createState();
+static_assert(sizeof(XXH3_state_t) <= 640 && alignof(XXH3_state_t) <= 64);
+
+RecordHash::RecordHash(uint64_t seed, const uint8_t header[kRecordHeaderSize]) {
+  auto* state = reinterpret_cast<XXH3_state_t*>(state_);
+  XXH3_INITSTATE(state);
   XXH3_64bits_reset_withSeed(state, seed);
   XXH3_64bits_update(state, header + 8, kRecordHeaderSize - 8);
-  for (std::string_view piece : payload) XXH3_64bits_update(state, piece.data(), piece.size());
-  uint64_t digest = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return digest;
+}
+
+void RecordHash::Update(std::string_view piece) {
+  XXH3_64bits_update(reinterpret_cast<XXH3_state_t*>(state_), piece.data(), piece.size());
+}
+
+uint64_t RecordHash::Digest() const {
+  return XXH3_64bits_digest(reinterpret_cast<const XXH3_state_t*>(state_));
+}
+
+uint64_t RecordChecksum(uint64_t seed, const uint8_t header[kRecordHeaderSize],
+                        std::span<const std::string_view> payload) {
+  RecordHash hash(seed, header);
+  for (std::string_view piece : payload) hash.Update(piece);
+  return hash.Digest();
+}
+
+uint64_t ContiguousRecordChecksum(uint64_t seed, const uint8_t* record, uint64_t payload_length) {
+  return XXH3_64bits_withSeed(record + 8, kRecordHeaderSize - 8 + payload_length, seed);
+}
+
+uint64_t EncodedRecord::payload_length() const {
+  uint64_t length = head.size() - kRecordHeaderSize;
+  for (const Bytes& piece : rest) length += piece.size();
+  return length;
+}
+
+Bytes StagingBytes(size_t size) {
+  // Small enough to come from malloc, large enough for a few hundred small records.
+  constexpr size_t kSlabBytes = size_t{16} << 10;
+  if (size > kSlabBytes / 4) return Bytes::Allocate(size);
+  thread_local Bytes slab;
+  thread_local size_t used = 0;
+  if (slab.size() - used < size) {
+    slab = Bytes::Allocate(kSlabBytes);
+    used = 0;
+  }
+  Bytes out = slab.Slice(used, size);
+  used += size;
+  return out;
+}
+
+EncodedRecord StagePieces(RecordType type, std::vector<Bytes> payload) {
+  return EncodedRecord{type, StagingBytes(kRecordHeaderSize), std::move(payload)};
 }
 
 void EncodeFileHeader(const FileHeader& h, uint8_t out[kFileHeaderSize]) {

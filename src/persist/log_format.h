@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/bytes.h"
+
 namespace prefixd::persist {
 
 // Every record starts with this 32-byte header, little-endian:
@@ -40,16 +42,17 @@ inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 
 enum class RecordType : uint8_t {
-  kSsmPut = 1,          // one session, one or more (layer, blob) pairs, applied atomically
-  kSsmDropLayer = 2,    // one session, one layer
-  kSsmDropSession = 3,  // one session, every layer
-  kFlushAll = 4,        // every stored entry of every family
-  kKeyExpire = 5,       // one key of any type: its absolute expiry (Unix ms), 0 for none
-  kStringSet = 6,       // one string key: its whole value, encoding and expiry (or keep it)
-  kStringDel = 7,       // one string key deleted
-  kFlushDb = 8,         // every stored entry of the record's database (FLUSHDB)
-  kSwapDb = 9,          // two databases exchange their contents (SWAPDB)
-  kSnapshotEnd = 15,    // last record of a snapshot: entry count, so a cut file is detected
+  kSsmPut = 1,           // one session, one or more (layer, blob) pairs, applied atomically
+  kSsmDropLayer = 2,     // one session, one layer
+  kSsmDropSession = 3,   // one session, every layer
+  kFlushAll = 4,         // every stored entry of every family
+  kKeyExpire = 5,        // one key of any type: its absolute expiry (Unix ms), 0 for none
+  kStringSet = 6,        // one string key: its whole value, encoding and expiry (or keep it)
+  kStringDel = 7,        // one string key deleted
+  kFlushDb = 8,          // every stored entry of the record's database (FLUSHDB)
+  kSwapDb = 9,           // two databases exchange their contents (SWAPDB)
+  kStringMultiSet = 10,  // several string keys, each as kStringSet, applied together (MSET)
+  kSnapshotEnd = 15,     // last record of a snapshot: entry count, so a cut file is detected
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier
   kVStore = 33,      // encoded rows [start, start + count) of one layer of one session
@@ -83,6 +86,27 @@ struct FileHeader {
   uint64_t base_lsn = 0;
 };
 
+// A record staged for the log writer: `head` is kRecordHeaderSize bytes of room for the header
+// (the writer seals it there) followed by the payload's start, `rest` the payload's further
+// pieces in order (large values by reference, the fields between them). A small record is its
+// head alone, one contiguous buffer the writer checksums in one pass and writes with its
+// neighbours in one iovec.
+struct EncodedRecord {
+  RecordType type = RecordType::kSsmPut;
+  Bytes head;
+  std::vector<Bytes> rest;
+
+  uint64_t payload_length() const;
+};
+
+// `size` writable bytes carved from this thread's staging slab (a fresh slab when it is used up;
+// a size past a quarter of a slab gets its own buffer). Consecutive carves of one thread lie back
+// to back, and a slab is freed with the last record staged in it.
+Bytes StagingBytes(size_t size);
+
+// A record of `type` whose payload is `payload`, with room for its header.
+EncodedRecord StagePieces(RecordType type, std::vector<Bytes> payload);
+
 // Little-endian field access; the formats are defined little-endian whatever the host.
 inline void PutU16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v), p[1] = uint8_t(v >> 8); }
 inline void PutU32(uint8_t* p, uint32_t v) {
@@ -107,10 +131,25 @@ inline uint64_t GetU64(const uint8_t* p) {
 void EncodeRecordHeader(const RecordHeader& h, uint8_t out[kRecordHeaderSize]);
 RecordHeader DecodeRecordHeader(const uint8_t in[kRecordHeaderSize]);
 
+// The checksum of a record, fed piece by piece: header bytes [8, 32), then the payload in order.
+// Seeded with the file's seed. Holds its hash state inline (no allocation).
+class RecordHash {
+ public:
+  RecordHash(uint64_t seed, const uint8_t header[kRecordHeaderSize]);
+  void Update(std::string_view piece);
+  uint64_t Digest() const;
+
+ private:
+  alignas(64) unsigned char state_[640];  // an XXH3_state_t (log_format.cc checks the size)
+};
+
 // Checksum, seeded with the file's seed, of header bytes [8, 32) followed by the payload pieces
 // in order.
 uint64_t RecordChecksum(uint64_t seed, const uint8_t header[kRecordHeaderSize],
                         std::span<const std::string_view> payload);
+// The same for a record whose payload follows its header in memory: one pass over
+// `record[8, 32 + payload_length)`.
+uint64_t ContiguousRecordChecksum(uint64_t seed, const uint8_t* record, uint64_t payload_length);
 
 // Fills `header` for a record of `type` and `lsn` whose payload is `payload`, checksum included.
 template <typename Pieces>
@@ -132,14 +171,11 @@ void SealRecord(uint64_t seed, RecordType type, uint64_t lsn, const Pieces& payl
   h.flags = flags;
   h.db = db;
   h.lsn = lsn;
-  std::vector<std::string_view> views;
-  views.reserve(payload.size());
-  for (const auto& piece : payload) {
-    views.push_back(piece.view());
-    h.payload_length += piece.size();
-  }
+  for (const auto& piece : payload) h.payload_length += piece.size();
   EncodeRecordHeader(h, header);
-  PutU64(header, RecordChecksum(seed, header, views));
+  RecordHash hash(seed, header);
+  for (const auto& piece : payload) hash.Update(piece.view());
+  PutU64(header, hash.Digest());
 }
 
 }  // namespace prefixd::persist

@@ -177,12 +177,10 @@ void LogWriter::CloseSegment() {
   reader_.reset();
 }
 
-uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, uint16_t db,
-                           Placed placed) {
+uint64_t LogWriter::Append(EncodedRecord record, uint16_t db, Placed placed) {
   uint64_t lsn = 0;
   bool wake = false;
-  uint64_t bytes = 0;
-  for (const Bytes& piece : payload) bytes += piece.size();
+  const uint64_t bytes = record.payload_length();
   {
     std::lock_guard lock(mu_);
     lsn = next_lsn_++;
@@ -198,7 +196,7 @@ uint64_t LogWriter::Append(RecordType type, std::vector<Bytes> payload, uint16_t
       wake = asleep || queue_.size() + 1 == kWakeAtRecords;
       if (queued_bytes_ > kCallerWriteMaxBytes && !wake_now_) wake = wake_now_ = true;
     }
-    queue_.push_back(Pending{lsn, type, std::move(payload), db, false, 0, std::move(placed)});
+    queue_.push_back(Pending{lsn, std::move(record), bytes, db, false, 0, std::move(placed)});
   }
   records_appended_.fetch_add(1, std::memory_order_relaxed);
   // Notifying after the lock is released spares the woken writer a wait on it.
@@ -210,7 +208,7 @@ uint64_t LogWriter::RotateForSnapshot() {
   std::unique_lock lock(mu_);
   uint64_t base = next_lsn_;
   uint64_t ticket = ++rotations_requested_;
-  queue_.push_back(Pending{0, RecordType::kSsmPut, {}, 0, true, base, {}});
+  queue_.push_back(Pending{0, {}, 0, 0, true, base, {}});
   wake_now_ = true;
   cv_.notify_one();
   // Wait until the new segment exists, so that every older segment may be removed once the
@@ -319,14 +317,10 @@ bool LogWriter::SyncCurrent() {
 }
 
 size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
-  std::vector<std::array<uint8_t, kRecordHeaderSize>> headers(batch.size());
-  std::vector<iovec> iov;
-  struct Whole {
-    uint64_t end_offset;
-    uint64_t lsn;
-    size_t index;  // in `batch`
-  };
-  std::vector<Whole> wholes;  // records in `iov`, with where each ends
+  std::vector<iovec>& iov = iov_;
+  std::vector<Whole>& wholes = wholes_;  // records in `iov`, with where each ends
+  iov.clear();
+  wholes.clear();
   size_t written_records = 0;
   uint64_t planned = current_offset_;
 
@@ -360,10 +354,7 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
     // the payloads (still held by `batch`) keep each placed buffer alive meanwhile.
     for (size_t w = 0; w < whole_count && reader_ != nullptr; ++w) {
       const Pending& p = batch[wholes[w].index];
-      if (!p.placed) continue;
-      uint64_t payload_length = 0;
-      for (const Bytes& piece : p.payload) payload_length += piece.size();
-      p.placed(reader_, wholes[w].end_offset - payload_length);
+      if (p.placed) p.placed(reader_, wholes[w].end_offset - p.payload_length);
     }
     if (whole_count > 0) {
       std::lock_guard lock(file_mu_);
@@ -379,9 +370,7 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
 
   for (size_t i = 0; i < batch.size(); ++i) {
     Pending& p = batch[i];
-    uint64_t payload_length = 0;
-    for (const Bytes& piece : p.payload) payload_length += piece.size();
-    uint64_t record_size = kRecordHeaderSize + payload_length;
+    uint64_t record_size = kRecordHeaderSize + p.payload_length;
     // A segment that failed to open is opened again before anything is written.
     bool roll = p.rotate_before || file_ == nullptr ||
                 (p.lsn != 0 && planned > kFileHeaderSize && planned + record_size > segment_bytes_);
@@ -402,10 +391,15 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
       ++written_records;  // a bare rotation marker
       continue;
     }
-    uint8_t* header = headers[i].data();
-    SealRecord(seed_, p.type, p.lsn, p.payload, header, p.db);
-    iov.push_back(iovec{header, kRecordHeaderSize});
-    for (const Bytes& piece : p.payload) {
+    Seal(p);
+    // A record staged right after the previous one (same thread's slab) extends its iovec.
+    uint8_t* head = p.record.head.mutable_data();
+    if (!iov.empty() && static_cast<uint8_t*>(iov.back().iov_base) + iov.back().iov_len == head) {
+      iov.back().iov_len += p.record.head.size();
+    } else {
+      iov.push_back(iovec{head, p.record.head.size()});
+    }
+    for (const Bytes& piece : p.record.rest) {
       if (!piece.empty()) iov.push_back(iovec{const_cast<uint8_t*>(piece.data()), piece.size()});
     }
     planned += record_size;
@@ -414,6 +408,24 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
   }
   flush();
   return written_records;
+}
+
+void LogWriter::Seal(Pending& p) const {
+  uint8_t* header = p.record.head.mutable_data();
+  RecordHeader h;
+  h.type = p.record.type;
+  h.db = p.db;
+  h.lsn = p.lsn;
+  h.payload_length = p.payload_length;
+  EncodeRecordHeader(h, header);
+  if (p.record.rest.empty()) {
+    PutU64(header, ContiguousRecordChecksum(seed_, header, p.payload_length));
+    return;
+  }
+  RecordHash hash(seed_, header);
+  hash.Update(p.record.head.view().substr(kRecordHeaderSize));
+  for (const Bytes& piece : p.record.rest) hash.Update(piece.view());
+  PutU64(header, hash.Digest());
 }
 
 void LogWriter::AwaitWork(std::unique_lock<std::mutex>& lock) {

@@ -7,6 +7,8 @@
 // any thread.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -75,9 +77,13 @@ class LogWriter {
   // Opens the first segment; returns an error text or empty.
   std::string Start();
 
-  // Queues a record and returns its lsn. Cheap: no I/O on the caller's thread.
-  // `db`: the database the record changes (its header's bytes 14-15).
-  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0, Placed placed = {});
+  // Queues a record and returns its lsn. Cheap: no I/O on the caller's thread, no allocation
+  // beyond the queue's. `db`: the database the record changes (its header's bytes 14-15).
+  uint64_t Append(EncodedRecord record, uint16_t db = 0, Placed placed = {});
+  uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0,
+                  Placed placed = {}) {
+    return Append(StagePieces(type, std::move(payload)), db, std::move(placed));
+  }
 
   // Calls `done` once every record up to `lsn` is as durable as the policy promises (written
   // for everysec/no, synced for always). Returns true instead, without calling it, when that is
@@ -105,9 +111,9 @@ class LogWriter {
 
  private:
   struct Pending {
-    uint64_t lsn = 0;
-    RecordType type = RecordType::kSsmPut;
-    std::vector<Bytes> payload;
+    uint64_t lsn = 0;      // 0: a bare rotation marker
+    EncodedRecord record;  // the header is sealed into its head's room when it is written
+    uint64_t payload_length = 0;
     uint16_t db = 0;
     bool rotate_before = false;
     uint64_t rotate_base = 0;  // a bare rotation marker: the base lsn of the new segment
@@ -130,6 +136,8 @@ class LogWriter {
   // Writes `batch` in order; returns how many records reached the file. On an error the file is
   // cut back to the end of the last whole record.
   size_t WriteBatch(std::vector<Pending>& batch);
+  // Writes the record's header, checksum included, into the room before its payload.
+  void Seal(Pending& p) const;
   std::string OpenSegment(uint64_t first_lsn);
   // Syncs and closes the current segment. Caller holds file_mu_.
   void CloseSegment();
@@ -163,6 +171,14 @@ class LogWriter {
   // before anything newer, so order holds. Not acknowledged yet, and new writes are refused
   // meanwhile: nothing acknowledged is lost. Guarded by writer_mu_.
   std::vector<Pending> carry_;
+  // WriteBatch's gather list and record ends, kept for their capacity. Guarded by writer_mu_.
+  struct Whole {
+    uint64_t end_offset;
+    uint64_t lsn;
+    size_t index;  // in the batch
+  };
+  std::vector<iovec> iov_;
+  std::vector<Whole> wholes_;
 
   mutable std::mutex mu_;                // queue_, next_lsn_, stop_, the wake flags below
   std::condition_variable cv_;           // wakes the writer

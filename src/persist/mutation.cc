@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 
 #include "persist/prefix_records.h"
@@ -17,53 +18,104 @@
 namespace prefixd::persist {
 namespace {
 
-// Appends little-endian fields into small metadata pieces; blobs ride as their own pieces (the
-// stored buffers themselves, no copy).
+template <typename Record, typename Visit>
+void ForEachField(Record& r, Visit&& visit) {
+  std::apply([&](auto&... field) { (visit(field), ...); }, std::remove_cvref_t<Record>::Tie(r));
+}
+
+// Blobs below this size are copied into the record's staging buffer with its fields; larger
+// ones are written from the stored buffer itself.
+constexpr uint64_t kInlineBlobBelow = 512;
+
+bool Inline(uint64_t size) { return size < kInlineBlobBelow; }
+
+// The first pass of encoding: the bytes a record takes in its staging buffer (fields and small
+// blobs; large blobs are pieces of their own).
+class StagedSize {
+ public:
+  void operator()(uint32_t) { bytes += 4; }
+  void operator()(uint64_t) { bytes += 8; }
+  void operator()(const std::string& s) { bytes += 4 + s.size(); }
+  void operator()(const Blob& blob) {
+    const uint64_t size = blob.size();
+    bytes += 8 + (Inline(size) ? size : 0);
+  }
+  void operator()(const LayerBlobs& layers) {
+    bytes += 4;
+    for (const auto& [layer, value] : layers)
+      bytes += 12 + (Inline(value.size()) ? value.size() : 0);
+  }
+  void operator()(const std::vector<StringSet>& entries) {
+    bytes += 4;
+    for (const StringSet& entry : entries) ForEachField(entry, *this);
+  }
+
+  uint64_t bytes = 0;
+};
+
+// The second pass: little-endian fields and small blobs into the staging buffer sized by the
+// first, after the header's room; a large blob closes the buffer's current stretch and follows
+// it as a piece of its own (the stored buffer, no copy).
 class Encoder {
  public:
-  explicit Encoder(std::vector<Bytes>& pieces) : pieces_(pieces) {}
-  ~Encoder() { Flush(); }
+  Encoder(EncodedRecord& out, uint64_t staged_bytes)
+      : out_(out), buffer_(StagingBytes(kRecordHeaderSize + staged_bytes)) {}
+  ~Encoder() { Close(); }
 
-  void operator()(uint32_t v) {
-    uint8_t b[4];
-    PutU32(b, v);
-    meta_.append(reinterpret_cast<char*>(b), 4);
-  }
-  void operator()(uint64_t v) {
-    uint8_t b[8];
-    PutU64(b, v);
-    meta_.append(reinterpret_cast<char*>(b), 8);
-  }
+  void operator()(uint32_t v) { PutU32(Take(4), v); }
+  void operator()(uint64_t v) { PutU64(Take(8), v); }
   void operator()(const std::string& s) {
     (*this)(static_cast<uint32_t>(s.size()));
-    meta_.append(s);
+    Copy(s);
   }
   void operator()(const Blob& blob) {
-    (*this)(blob.size());
-    for (const Bytes& piece : blob.pieces) Piece(piece);
+    const uint64_t size = blob.size();
+    (*this)(size);
+    for (const Bytes& piece : blob.pieces) Inline(size) ? Copy(piece.view()) : Piece(piece);
   }
   void operator()(const LayerBlobs& layers) {
     (*this)(static_cast<uint32_t>(layers.size()));
-    for (const auto& [layer, bytes] : layers) {
+    for (const auto& [layer, value] : layers) {
       (*this)(layer);
-      (*this)(static_cast<uint64_t>(bytes.size()));
-      Piece(bytes);
+      (*this)(static_cast<uint64_t>(value.size()));
+      Inline(value.size()) ? Copy(value.view()) : Piece(value);
     }
+  }
+  void operator()(const std::vector<StringSet>& entries) {
+    (*this)(static_cast<uint32_t>(entries.size()));
+    for (const StringSet& entry : entries) ForEachField(entry, *this);
   }
 
  private:
+  uint8_t* Take(size_t n) {
+    // StagedSize sized the buffer; a field it missed must not write into the next record.
+    if (n > buffer_.size() - used_) throw std::logic_error("a record outgrew its staged size");
+    uint8_t* at = buffer_.mutable_data() + used_;
+    used_ += n;
+    return at;
+  }
+  void Copy(std::string_view bytes) {
+    if (!bytes.empty()) std::memcpy(Take(bytes.size()), bytes.data(), bytes.size());
+  }
   void Piece(const Bytes& piece) {
     if (piece.empty()) return;
-    Flush();
-    pieces_.push_back(piece);
+    Close();
+    out_.rest.push_back(piece);
   }
-  void Flush() {
-    if (!meta_.empty()) pieces_.push_back(Bytes::CopyOf(meta_));
-    meta_.clear();
+  // Ends the buffer's current stretch: the head (with the header's room) or a piece after it.
+  void Close() {
+    if (out_.head.data() == nullptr) {
+      out_.head = buffer_.Slice(0, used_);
+    } else if (used_ > closed_) {
+      out_.rest.push_back(buffer_.Slice(closed_, used_ - closed_));
+    }
+    closed_ = used_;
   }
 
-  std::vector<Bytes>& pieces_;
-  std::string meta_;
+  EncodedRecord& out_;
+  Bytes buffer_;
+  size_t used_ = kRecordHeaderSize;
+  size_t closed_ = 0;
 };
 
 // Reads little-endian fields, failing (not crashing) on a short payload: `ok` turns false and
@@ -105,6 +157,15 @@ class Decoder {
       (*this)(length);
       if (Take(length, blob, "layer blob")) layers.emplace_back(layer, std::move(blob));
     }
+  }
+
+  void operator()(std::vector<StringSet>& entries) {
+    uint32_t count = 0;
+    (*this)(count);
+    // Each entry needs at least 24 bytes: this bounds the count before anything is reserved.
+    if (ok_ && count > Remaining() / 24) return Fail("entry count exceeds the payload");
+    entries.reserve(count);
+    for (uint32_t i = 0; i < count && ok_; ++i) ForEachField(entries.emplace_back(), *this);
   }
 
   bool ok() const { return ok_; }
@@ -158,15 +219,18 @@ class Describer {
     for (const auto& [layer, blob] : layers) bytes += blob.size();
     out_ += std::to_string(layers.size()) + " layers of " + std::to_string(bytes) + " bytes";
   }
+  void operator()(const std::vector<StringSet>& entries) {
+    uint64_t bytes = 0;
+    for (const StringSet& entry : entries) bytes += entry.value.size();
+    out_ += std::to_string(entries.size()) + " keys with " + std::to_string(bytes) + " bytes";
+    if (entries.empty()) return;
+    out_ += ", the first ";
+    (*this)(entries.front().key);
+  }
 
  private:
   std::string& out_;
 };
-
-template <typename Record, typename Visit>
-void ForEachField(Record& r, Visit&& visit) {
-  std::apply([&](auto&... field) { (visit(field), ...); }, std::remove_cvref_t<Record>::Tie(r));
-}
 
 // The alternative of Mutation whose kType is `type`; false for an unknown type.
 template <size_t I = 0>
@@ -250,6 +314,19 @@ struct Checker {
       Fail("string flags " + std::to_string(r.flags) + " name no encoding");
     } else if (r.value.size() > limits.memory_budget) {
       Fail("a string of " + std::to_string(r.value.size()) + " bytes is more than the " +
+               std::to_string(limits.memory_budget) + " this process may use",
+           /*out_of_memory=*/true);
+    }
+  }
+  void operator()(const StringMultiSet& r) {
+    if (r.entries.empty()) Fail("no keys");
+    uint64_t bytes = 0;
+    for (const StringSet& entry : r.entries) {
+      (*this)(entry);
+      bytes += entry.value.size();
+    }
+    if (verdict.ok && bytes > limits.memory_budget) {
+      Fail(std::to_string(bytes) + " bytes of strings, more than the " +
                std::to_string(limits.memory_budget) + " this process may use",
            /*out_of_memory=*/true);
     }
@@ -374,10 +451,8 @@ struct Applier {
     if (stores.keys == nullptr) return Applied(false);
     return Applied(stores.keys->SetExpiry(r.key, static_cast<int64_t>(r.at_ms), hook));
   }
-  Outcome operator()(const StringSet& r) {
-    if (stores.keys == nullptr) return Applied(false);
-    const auto encoding = static_cast<store::StringEncoding>(r.flags >> StringSet::kEncodingShift);
-    const auto keep = (r.flags & StringSet::kKeepTtl) ? store::KeepTtl::kYes : store::KeepTtl::kNo;
+  // The keyspace's form of a string record.
+  static store::Keyspace::StringPut Put(const StringSet& r) {
     // A small value read back from a file is a slice of its whole record (a slice's capacity is
     // its length): keep a compact copy, so the record's buffer is freed. A large value keeps its
     // buffer, and a live value is already compact.
@@ -385,8 +460,25 @@ struct Applier {
     if (value.size() < kCompactBelow && value.capacity() <= value.size()) {
       value = Bytes::CopyCompact(value.view());
     }
-    stores.keys->PutString(r.key, std::move(value), encoding, keep, static_cast<int64_t>(r.at_ms),
+    return store::Keyspace::StringPut{
+        r.key, std::move(value),
+        static_cast<store::StringEncoding>(r.flags >> StringSet::kEncodingShift),
+        (r.flags & StringSet::kKeepTtl) ? store::KeepTtl::kYes : store::KeepTtl::kNo,
+        static_cast<int64_t>(r.at_ms)};
+  }
+  Outcome operator()(const StringSet& r) {
+    if (stores.keys == nullptr) return Applied(false);
+    store::Keyspace::StringPut put = Put(r);
+    stores.keys->PutString(put.key, std::move(put.value), put.encoding, put.keep_ttl, put.at_ms,
                            hook);
+    return Applied(true);
+  }
+  Outcome operator()(const StringMultiSet& r) {
+    if (stores.keys == nullptr) return Applied(false);
+    std::vector<store::Keyspace::StringPut> puts;
+    puts.reserve(r.entries.size());
+    for (const StringSet& entry : r.entries) puts.push_back(Put(entry));
+    stores.keys->PutStrings(puts, hook);
     return Applied(true);
   }
   Outcome operator()(const StringDel& r) {
@@ -475,6 +567,7 @@ struct KeySync {
   void operator()(const SnapshotEnd&) const {}
   void operator()(const KeyExpire&) const {}
   void operator()(const StringSet&) const {}  // the keyspace holds strings itself
+  void operator()(const StringMultiSet&) const {}
   void operator()(const StringDel&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}
@@ -521,12 +614,28 @@ RecordType TypeOf(const Mutation& m) {
   return std::visit([](const auto& r) { return std::remove_cvref_t<decltype(r)>::kType; }, m);
 }
 
+EncodedRecord EncodeRecord(const Mutation& m) {
+  EncodedRecord out;
+  out.type = TypeOf(m);
+  std::visit(
+      [&](const auto& r) {
+        StagedSize size;
+        ForEachField(r, size);
+        Encoder encoder(out, size.bytes);
+        ForEachField(r, encoder);
+      },
+      m);
+  return out;
+}
+
 std::vector<Bytes> EncodePayload(const Mutation& m) {
+  EncodedRecord record = EncodeRecord(m);
   std::vector<Bytes> pieces;
-  {
-    Encoder encoder(pieces);
-    std::visit([&](const auto& r) { ForEachField(r, encoder); }, m);
+  pieces.reserve(record.rest.size() + 1);
+  if (record.head.size() > kRecordHeaderSize) {
+    pieces.push_back(record.head.Slice(kRecordHeaderSize, record.head.size()));
   }
+  for (Bytes& piece : record.rest) pieces.push_back(std::move(piece));
   return pieces;
 }
 

@@ -113,6 +113,18 @@ struct StringSet {
   static auto Tie(auto& r) { return std::tie(r.key, r.flags, r.at_ms, r.value); }
 };
 
+// Several string keys set as one change (MSET, MSETNX): each entry is a StringSet's fields, and
+// all of them are applied together under every shard lock of their keys, so the log holds the
+// change whole or not at all and no other write to one of the keys falls between the record and
+// its effect. Entries apply in order (a key given twice keeps its last value).
+struct StringMultiSet {
+  static constexpr RecordType kType = RecordType::kStringMultiSet;
+  static constexpr std::string_view kName = "string multi set";
+  static constexpr std::array<std::string_view, 1> kFields = {"entries"};
+  std::vector<StringSet> entries;
+  static auto Tie(auto& r) { return std::tie(r.entries); }
+};
+
 struct StringDel {
   static constexpr RecordType kType = RecordType::kStringDel;
   static constexpr std::string_view kName = "string delete";
@@ -270,12 +282,16 @@ struct PrefixNamespaceDrop {  // the whole namespace
 using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
                               VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet,
                               StringDel, FlushDb, SwapDb, PrefixNamespace, PrefixBlocks,
-                              PrefixCheckpoints, PrefixDrop, PrefixNamespaceDrop>;
+                              PrefixCheckpoints, PrefixDrop, PrefixNamespaceDrop, StringMultiSet>;
 
 RecordType TypeOf(const Mutation& m);
 
-// The payload as pieces to be written in order: small metadata pieces and the blobs themselves,
-// so large values reach the file without being copied into a staging buffer.
+// The record for the log (log_format.h, EncodedRecord): the fields and small blobs encoded
+// into this thread's staging buffer behind room for the header, large blobs by reference, so a
+// large value reaches the file without being copied and a small record costs no allocation.
+EncodedRecord EncodeRecord(const Mutation& m);
+
+// The payload as pieces to be written in order (EncodeRecord's pieces without the header room).
 std::vector<Bytes> EncodePayload(const Mutation& m);
 
 // Where each layer's value starts within the encoded payload of `put`, in layer order: the disk

@@ -115,18 +115,44 @@ void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyT
 void Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encoding,
                          KeepTtl keep_ttl, int64_t at_ms, const std::function<void()>& under_lock) {
   Shard& shard = shards_[ShardOf(key)];
+  StringPut put{key, std::move(value), encoding, keep_ttl, at_ms};
   Bytes released;  // the old value, freed after the lock
   std::lock_guard lock(shard.mu);
   if (under_lock) under_lock();
-  Entry* entry = SetLocked(shard, key, KeyType::kString);
+  released = PutStringLocked(shard, put);
+}
+
+void Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock) {
+  struct Step {
+    size_t shard;
+    Bytes released;  // the old value, freed after the locks
+  };
+  std::vector<Step> steps(puts.size());
+  std::array<bool, kShardCount> involved{};
+  for (size_t i = 0; i < puts.size(); ++i) involved[steps[i].shard = ShardOf(puts[i].key)] = true;
+  std::array<std::unique_lock<std::mutex>, kShardCount> locks;
+  for (size_t s = 0; s < kShardCount; ++s) {
+    if (involved[s]) locks[s] = std::unique_lock(shards_[s].mu);
+  }
+  if (under_lock) under_lock();
+  for (size_t i = 0; i < puts.size(); ++i) {
+    steps[i].released = PutStringLocked(shards_[steps[i].shard], puts[i]);
+  }
+}
+
+Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put) {
+  Entry* entry = SetLocked(shard, put.key, KeyType::kString);
   KeyInfo& info = entry->value;
   const int64_t old_bytes = ValueBytes(info);
-  released = std::move(info.value);
-  info.value = std::move(value);
-  info.encoding = encoding;
+  Bytes released = std::move(info.value);
+  info.value = std::move(put.value);
+  info.encoding = put.encoding;
   bytes_ += ValueBytes(info) - old_bytes;
   string_bytes_ += ValueBytes(info) - old_bytes;
-  if (keep_ttl == KeepTtl::kNo && info.expire_at_ms != at_ms) SetExpiryLocked(shard, entry, at_ms);
+  if (put.keep_ttl == KeepTtl::kNo && info.expire_at_ms != put.at_ms) {
+    SetExpiryLocked(shard, entry, put.at_ms);
+  }
+  return released;
 }
 
 bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& under_lock) {

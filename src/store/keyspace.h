@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -102,6 +103,17 @@ class Keyspace {
   void PutString(std::string_view key, Bytes value, StringEncoding encoding, KeepTtl keep_ttl,
                  int64_t at_ms, const std::function<void()>& under_lock);
   bool RemoveString(std::string_view key, const std::function<void()>& under_lock);
+  // PutString of several keys as one change (MSET): every shard they live in is locked, in
+  // ascending order, while `under_lock` runs and every value is put, so no other change to one of
+  // them falls between the log record and its effect. Puts apply in order.
+  struct StringPut {
+    std::string_view key;
+    Bytes value;
+    StringEncoding encoding = StringEncoding::kRaw;
+    KeepTtl keep_ttl = KeepTtl::kNo;
+    int64_t at_ms = 0;
+  };
+  void PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock);
 
   std::optional<KeyInfo> Find(std::string_view key) const;
   // Find, and when the key is found and not expired at `now_ms`, Touch in the same lock hold
@@ -180,6 +192,8 @@ class Keyspace {
   Entry* SetLocked(Shard& shard, std::string_view key, KeyType type);
   void Erase(Shard& shard, Entry* entry);
   void SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms);
+  // PutString's change under the shard's lock; returns the old value, to be freed after it.
+  Bytes PutStringLocked(Shard& shard, StringPut& put);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
   void SwitchTier(Shard& shard, const std::string& key, KeyInfo& info, bool cold);
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);

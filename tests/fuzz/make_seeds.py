@@ -21,6 +21,9 @@ PAYLOADS = {
     3: s(b'sid'),
     4: b'',
     5: s(b'sid') + u64(4102444800000),
+    6: s(b'k') + u32(4) + u64(0) + u64(5) + b'hello',
+    7: s(b'k'),
+    10: u32(2) + s(b'a') + u32(2) + u64(0) + u64(1) + b'1' + s(b'b') + u32(1) + u64(4102444800000) + u64(3) + b'xyz',
     15: u64(3),
     32: s(b'v') + u64(1) + u32(8) + u32(8),
     33: s(b'v') + u32(0) + u64(2) + u64(1) + u32(8) + u32(8) + u64(32) + b'\x01' * 32,
@@ -39,7 +42,7 @@ def write(target, name, data):
 for t, p in PAYLOADS.items():
     write('record', 'payload-%d' % t, bytes([0, t]) + p)
 log = file_header(b'PFXDLOG\0', 1, 1)
-for i, t in enumerate([32, 33, 1, 5, 2, 35, 36, 3, 4, 34]):
+for i, t in enumerate([32, 33, 1, 5, 2, 35, 36, 3, 4, 34, 6, 10, 7]):
     log += record(t, i + 1, PAYLOADS[t])
 snap = file_header(b'PFXDSNP\0', 0, 5)
 for t in [1, 32, 33, 37, 5]:

@@ -1,14 +1,14 @@
 // Crash and disk-fault tests of the durability layer through the fault-injecting Env, runnable as
 // a normal user. A scripted workload (SSM stores, MSTOREs and drops, V-store creates, rows and
-// drops, a KV.PREFIX registration, expiries set and cleared, FLUSHALL, snapshots; small segments
-// so the log rotates) runs through the live path's steps (Check, EncodePayload, Apply with the
-// append as its hook) under appendfsync always.
+// drops, a KV.PREFIX registration, strings and MSETs, expiries set and cleared, FLUSHALL,
+// snapshots; small segments so the log rotates) runs through the live path's steps (Check,
+// EncodeRecord, Apply with the append as its hook) under appendfsync always.
 // - Crash at every step: for each index N of the file-operation sequence the machine dies at
 //   operation N (every later operation fails), the power cut drops unsynced data (or tears it at
 //   a sector boundary) and undoes directory changes not fsynced; the restart must succeed, with
-//   exactly the acknowledged state, or that plus the one change in flight (whole: an MSTORE is
-//   all or nothing). ctest runs a bounded sample; PREFIXD_CRASH_EVERY_STEP=1 (scripts/crash.sh)
-//   runs every N with both tears.
+//   exactly the acknowledged state, or that plus the one change in flight (whole: an MSTORE or an
+//   MSET is all or nothing). ctest runs a bounded sample; PREFIXD_CRASH_EVERY_STEP=1
+//   (scripts/crash.sh) runs every N with both tears.
 // - Disk full and I/O errors at every operation: a single failure anywhere (snapshot, rotation,
 //   appends) loses nothing acknowledged, the log heals on retry, a failed snapshot can be
 //   retried, and a restart holds the final state.
@@ -82,6 +82,10 @@ std::vector<Step> Script() {
       {KeyExpire{"v", later + 1}},
       {StringSet{"s", 0, later + 4, Blob{{Bytes::CopyOf("value")}}}},
       {StringSet{"t", 1, 0, Blob{{Bytes::CopyOf(Pattern(40000, 14))}}}},
+      // MSET: one record for every key (a large value in the middle), all or nothing.
+      {StringMultiSet{{StringSet{"m1", 0, 0, Blob{{Bytes::CopyOf("one")}}},
+                       StringSet{"m2", 0, 0, Blob{{Bytes::CopyOf(Pattern(3000, 15))}}},
+                       StringSet{"s", 2 << 1, 0, Blob{{Bytes::CopyOf("replaced")}}}}}},
       {std::nullopt},  // snapshot
       {Put("a", {{0, Pattern(2500, 6)}, {3, Pattern(900, 7)}})},
       {Rows("v", 1, 30, 10, 8)},
@@ -103,6 +107,10 @@ std::vector<Step> Script() {
       {StringSet{"t", 0, later + 5, Blob{{Bytes::CopyOf("12")}}}},
       {StringDel{"t"}},
       {StringSet{"u", 2 << 1, 0, Blob{{Bytes::CopyOf("")}}}},
+      {StringMultiSet{{StringSet{"m3", 1 << 1, 0, Blob{{Bytes::CopyOf("3")}}},
+                       StringSet{"m4", 0, 0, Blob{{Bytes::CopyOf(Pattern(600, 16))}}},
+                       StringSet{"m3", 0, 0, Blob{{Bytes::CopyOf("last wins")}}},
+                       StringSet{"u", 0, 0, Blob{{Bytes::CopyOf("u again")}}}}}},
   };
 }
 
@@ -163,10 +171,10 @@ class World {
   // The live path's steps (commands/mutate.h); returns the record's lsn.
   uint64_t Change(const Mutation& m) {
     EXPECT_TRUE(Check(m, Limits::Hard()).ok) << Describe(m);
-    std::vector<Bytes> payload = EncodePayload(m);
+    EncodedRecord record = EncodeRecord(m);
     uint64_t lsn = 0;
     Apply(m, Stores{ssm_, &vectors_, 0, &keys_},
-          [&] { lsn = durability_->Append(TypeOf(m), std::move(payload)); });
+          [&] { lsn = durability_->Append(std::move(record)); });
     return lsn;
   }
   // Whether record `lsn` is acknowledged: synced, as `always` promises before a reply.
@@ -285,10 +293,14 @@ TEST_F(CrashTest, TheScriptsKeysAndExpiriesSurviveARestart) {
   after.keys().ForEach([&](const std::string& key, const store::KeyInfo& info) {
     expiries[key] = info.expire_at_ms;
   });
-  // "s" was written after FLUSHALL with KEEPTTL (no expiry to keep), "t" deleted.
+  // "s" was written after FLUSHALL with KEEPTTL (no expiry to keep), "t" deleted; the keys of
+  // the MSET before FLUSHALL are gone, those of the one after it are there.
   const std::map<std::string, int64_t> expected = {
-      {"d", int64_t{4102444800003}}, {"s", 0}, {"u", 0}};
+      {"d", int64_t{4102444800003}}, {"m3", 0}, {"m4", 0}, {"s", 0}, {"u", 0}};
   EXPECT_EQ(expiries, expected);
+  EXPECT_EQ(after.keys().Find("m3")->value.view(), "last wins");
+  EXPECT_EQ(after.keys().Find("u")->value.view(), "u again");
+  EXPECT_EQ(after.keys().Find("m4")->value.view(), Pattern(600, 16));
 }
 
 // A single failing operation (disk full or an I/O error) anywhere after the start: nothing

@@ -588,6 +588,10 @@ std::vector<Mutation> CodecSamples() {
       Flush(),
       End(0),
       End(uint64_t{1} << 40),
+      StringMultiSet{{StringSet{"a", 2, 0, Blob{{Bytes::CopyOf("1")}}},
+                      StringSet{"big", 0, 0, Blob{{Bytes::CopyOf(RandomBytes(3000, 3))}}},
+                      StringSet{"", 1, 1700000000123, Blob{}},
+                      StringSet{"a", 0, 0, Blob{{Bytes::CopyOf(RandomBytes(511, 4))}}}}},
   };
   return out;
 }
@@ -618,6 +622,55 @@ TEST(MutationCodecTest, LargeBlobRoundTripsAsASliceWithoutACopy) {
   const uint8_t* blob = std::get<SsmPut>(back).layers[0].second.data();
   EXPECT_TRUE(blob >= payload.data() && blob < payload.data() + payload.size())
       << "decoded blob is not a slice of the payload";
+}
+
+// A record for the log: small blobs share the staging buffer with the fields (one contiguous
+// buffer behind the header's room), large ones are written from the stored buffer itself, and
+// the pieces are the payload EncodePayload gives.
+TEST(MutationCodecTest, SmallRecordsAreOneBufferAndLargeBlobsAreReferenced) {
+  const Mutation small =
+      StringMultiSet{{StringSet{"k1", 0, 0, Blob{{Bytes::CopyOf("v1")}}},
+                      StringSet{"k2", 0, 0, Blob{{Bytes::CopyOf(std::string(511, 'x'))}}}}};
+  EncodedRecord record = EncodeRecord(small);
+  EXPECT_EQ(record.type, RecordType::kStringMultiSet);
+  EXPECT_TRUE(record.rest.empty());
+  ASSERT_GT(record.head.size(), kRecordHeaderSize);
+  EXPECT_EQ(record.payload_length(), record.head.size() - kRecordHeaderSize);
+  EXPECT_TRUE(record.head.view().substr(kRecordHeaderSize) == Concat(EncodePayload(small)));
+
+  const Bytes large = Bytes::CopyOf(RandomBytes(512, 9));
+  const Mutation mixed = StringMultiSet{
+      {StringSet{"k1", 0, 0, Blob{{large}}}, StringSet{"k2", 0, 0, Blob{{Bytes::CopyOf("v2")}}}}};
+  record = EncodeRecord(mixed);
+  ASSERT_EQ(record.rest.size(), 2u);  // the large value, then the second entry's fields
+  EXPECT_EQ(record.rest[0].data(), large.data()) << "the 512-byte value was copied";
+  std::string joined(record.head.view().substr(kRecordHeaderSize));
+  for (const Bytes& piece : record.rest) joined.append(piece.view());
+  EXPECT_TRUE(joined == Concat(EncodePayload(mixed)));
+  EXPECT_EQ(record.payload_length(), joined.size());
+}
+
+// A multi set's entry count is bounded by the payload before anything is reserved, and an entry
+// is checked as a string set record is.
+TEST(MutationCodecTest, MultiSetCountsAndEntriesAreChecked) {
+  std::string payload(4, '\0');
+  PutU32(reinterpret_cast<uint8_t*>(payload.data()), 0xFFFFFFFF);
+  payload += std::string(40, '\0');
+  Mutation back;
+  EXPECT_NE(DecodePayload(RecordType::kStringMultiSet, Bytes::CopyOf(payload), back), "");
+  const Limits limits = Limits::Hard();
+  EXPECT_FALSE(Check(StringMultiSet{}, limits).ok) << "a multi set of no keys";
+  EXPECT_FALSE(Check(StringMultiSet{{StringSet{"a", 3 << 1, 0, Blob{}}}}, limits).ok)
+      << "an entry naming no encoding";
+  Limits small = limits;
+  small.memory_budget = 5;
+  const persist::Verdict verdict =
+      Check(StringMultiSet{{StringSet{"a", 0, 0, Blob{{Bytes::CopyOf("123")}}},
+                            StringSet{"b", 0, 0, Blob{{Bytes::CopyOf("456")}}}}},
+            small);
+  EXPECT_FALSE(verdict.ok);
+  EXPECT_TRUE(verdict.out_of_memory) << verdict.why;
+  EXPECT_TRUE(Check(StringMultiSet{{StringSet{"a", 0, 0, Blob{}}}}, limits).ok);
 }
 
 TEST(MutationCodecTest, RejectsEveryTruncation) {
@@ -716,6 +769,10 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
       {StringSet{"ab", 5, 1700000000123, Blob{{Bytes::CopyOf("xyz")}}},
        Hex("02000000 6162 05000000 7b68e5cf8b010000 0300000000000000") + "xyz"},
       {StringDel{"ab"}, Hex("02000000 6162")},
+      {StringMultiSet{{StringSet{"ab", 4, 0, Blob{{Bytes::CopyOf("xyz")}}},
+                       StringSet{"c", 0, 1700000000123, Blob{}}}},
+       Hex("02000000 02000000 6162 04000000 0000000000000000 0300000000000000") + "xyz" +
+           Hex("01000000 63 00000000 7b68e5cf8b010000 0000000000000000")},
       {FlushDb{}, ""},
       {SwapDb{2, 5}, Hex("02000000 05000000")},
       {End(5), Hex("0500000000000000")},

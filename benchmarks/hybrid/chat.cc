@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -560,6 +561,68 @@ std::string ChatCsv(const std::vector<ChatRow>& rows) {
         << r.agreeing_tokens << '/' << r.total_tokens << '\n';
   }
   return out.str();
+}
+
+std::string ChatSvgChart(const std::vector<ChatRow>& rows, std::string_view title) {
+  const double width = 760, height = 440;
+  const double left = 80, right = 30, top = 64, bottom = 76;
+  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << width << ' ' << height
+      << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
+      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      << "<text x=\"" << width / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">"
+      << title << "</text>\n";
+  double most = 0;
+  for (const ChatRow& r : rows) most = std::max({most, r.cold_ttft_ms, r.warm_ttft_ms});
+  // The y axis runs to a round number of milliseconds: 1, 2 or 5 times a power of ten.
+  const double decade = std::pow(10.0, std::floor(std::log10(std::max(most, 1e-3))));
+  double y_max = decade;
+  for (double step : {1.0, 2.0, 5.0, 10.0}) {
+    y_max = step * decade;
+    if (y_max >= most) break;
+  }
+  auto py = [&](double ms) { return top + plot_h - ms / y_max * plot_h; };
+  svg << "<g stroke=\"#ddd\">\n";
+  for (int i = 0; i <= 4; ++i) {
+    svg << "<line x1=\"" << left << "\" y1=\"" << py(y_max * i / 4) << "\" x2=\"" << left + plot_w
+        << "\" y2=\"" << py(y_max * i / 4) << "\"/>\n";
+  }
+  svg << "</g>\n";
+  for (int i = 0; i <= 4; ++i) {
+    svg << "<text x=\"" << left - 8 << "\" y=\"" << py(y_max * i / 4) + 4
+        << "\" text-anchor=\"end\">" << y_max * i / 4 << " ms</text>\n";
+  }
+  svg << "<text transform=\"translate(20," << top + plot_h / 2
+      << ") rotate(-90)\" text-anchor=\"middle\">time to first token</text>\n";
+  // Legend.
+  svg << "<rect x=\"" << left << "\" y=\"36\" width=\"12\" height=\"12\" fill=\"#999\"/>"
+      << "<text x=\"" << left + 18 << "\" y=\"46\">cold prefill of the whole prompt</text>\n"
+      << "<rect x=\"" << left + 260 << "\" y=\"36\" width=\"12\" height=\"12\" fill=\"#1f77b4\"/>"
+      << "<text x=\"" << left + 278
+      << "\" y=\"46\">warm: match, fetch, hydrate, prefill the rest</text>\n";
+  const double slot = rows.empty() ? plot_w : plot_w / static_cast<double>(rows.size());
+  const double bar = std::min(40.0, slot / 3);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ChatRow& r = rows[i];
+    const double mid = left + slot * (static_cast<double>(i) + 0.5);
+    auto bar_of = [&](const char* kind, const char* color, double x, double ms) {
+      svg << "<rect class=\"" << kind << "\" x=\"" << x << "\" y=\"" << py(ms) << "\" width=\""
+          << bar << "\" height=\"" << top + plot_h - py(ms) << "\" fill=\"" << color
+          << "\"><title>turn " << r.turn << ' ' << kind << ": " << ms << " ms</title></rect>\n";
+    };
+    bar_of("cold", "#999", mid - bar - 2, r.cold_ttft_ms);
+    bar_of("warm", "#1f77b4", mid + 2, r.warm_ttft_ms);
+    svg << "<text x=\"" << mid << "\" y=\"" << top + plot_h + 18
+        << "\" text-anchor=\"middle\">turn " << r.turn << "</text>\n"
+        << "<text x=\"" << mid << "\" y=\"" << top + plot_h + 34
+        << "\" text-anchor=\"middle\" fill=\"#555\">" << r.matched_tokens << " of "
+        << r.prompt_tokens << " matched</text>\n";
+  }
+  svg << "<line x1=\"" << left << "\" y1=\"" << top + plot_h << "\" x2=\"" << left + plot_w
+      << "\" y2=\"" << top + plot_h << "\" stroke=\"#333\"/>\n</svg>\n";
+  return svg.str();
 }
 
 std::string ChatMarkdown(const ChatReport& report, std::string_view title) {

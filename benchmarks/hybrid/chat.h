@@ -96,6 +96,9 @@ std::string ChatCsv(const std::vector<ChatRow>& rows);
 // The turns' table, the TTFT bound per turn and, with --compare, the alternatives per turn and
 // the prefill tokens each avoided in all.
 std::string ChatMarkdown(const ChatReport& report, std::string_view title);
+// --chart: per turn, the cold and warm TTFT as bars (linear ms), each turn labelled with its
+// matched and prompt tokens. Self-contained SVG 1.1, as the sweep's chart.
+std::string ChatSvgChart(const std::vector<ChatRow>& rows, std::string_view title);
 // --compare-csv: "turn,prompt_tokens,index_matched,index_warm_ttft_ms,exact_matched,exact_ttft_ms,
 // aligned_matched,aligned_ttft_ms,fetched_bytes,restore_ms,prefill_ms,bound_ms,bound_ratio,
 // within_bound" and one line per turn.

@@ -82,6 +82,7 @@ struct ChatArgs {
   ChatOptions options;
   std::string csv;
   std::string markdown;
+  std::string chart;
   std::string compare_csv;
 };
 
@@ -489,6 +490,12 @@ int RunChat(const Common& common, const ChatArgs& args) {
                                args.options.restore + " (" + common.backend + ")");
   std::printf("%s", table.c_str());
   if (!args.markdown.empty()) WriteFile(args.markdown, table);
+  if (!args.chart.empty()) {
+    WriteFile(args.chart, ChatSvgChart(rows, model.config.name + ", " + args.options.workload +
+                                                 ": cold prefill vs warm start from the prefix "
+                                                 "index (" +
+                                                 common.backend + ")"));
+  }
   if (args.options.restore == "kv-only") return 0;  // the control: it ran, whatever it shows
   const std::string verdict = ChatVerdict(rows);
   if (!verdict.empty()) std::fprintf(stderr, "prefixd-hybrid: chat failed: %s\n", verdict.c_str());
@@ -880,6 +887,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   chat_cmd->add_option("--csv", chat.csv, "write the CSV here");
   chat_cmd->add_option("--markdown", chat.markdown, "write the markdown table here");
+  chat_cmd->add_option("--chart", chat.chart, "write the SVG chart here");
   chat_cmd->add_flag("--compare", co.compare,
                      "also run each prompt under exact-key lookup and under states kept only at "
                      "multiples of --align-block, and report them beside the prefix index");

@@ -242,9 +242,23 @@ TEST_F(HybridAcceptance, ChatProgramEndToEnd) {
                                      "2",         "--csv",           csv};
     args.insert(args.end(), {"--compare", "--align-block", "48", "--compare-csv", compare_csv,
                              "--loopback-mb", "8"});
+    const std::string chart = (tmp_ / (workload + ".svg")).string();
+    args.insert(args.end(), {"--chart", chart});
     const int rc = RunHybrid(args);
     EXPECT_EQ(rc, 0) << workload;
     const auto rows = rows_of(csv);
+    // The chart: an SVG with a cold and a warm bar and a label per turn.
+    const std::string svg = ReadText(chart);
+    EXPECT_EQ(svg.rfind("<svg ", 0), 0u) << workload;
+    auto count = [&svg](std::string_view what) {
+      size_t n = 0;
+      for (size_t at = svg.find(what); at != std::string::npos; at = svg.find(what, at + 1)) ++n;
+      return n;
+    };
+    EXPECT_EQ(count("class=\"cold\""), 4u) << workload;
+    EXPECT_EQ(count("class=\"warm\""), 4u) << workload;
+    EXPECT_EQ(count("\"middle\">turn "), 4u) << workload;
+    EXPECT_NE(svg.find("</svg>"), std::string::npos) << workload;
     ExpectComparison(workload, rows, compare_csv);
     ASSERT_EQ(rows.size(), 4u) << workload;
     for (size_t t = 0; t < rows.size(); ++t) {

@@ -559,7 +559,7 @@ std::string Durability::WriteSnapshot() {
     // A cold session stays cold across a restart: recovery will not read its values.
     for (size_t i = 0; i < cold_sessions.size() && status.ok(); ++i) {
       if (bytes != directory.entries[i].record_offset) {
-        status = Status::Internal("cold record " + cold_sessions[i].first + " written at " +
+        status = Status::Internal("cold record " + std::to_string(i) + " written at " +
                                   std::to_string(bytes) + ", its directory says " +
                                   std::to_string(directory.entries[i].record_offset));
         break;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "persist/cold_directory.h"
 #include "persist/key_records.h"
 #include "persist/mutation.h"
 #include "persist/record_reader.h"
@@ -257,10 +258,38 @@ std::string Durability::LoadColdPut(RecordReader& reader, const Record& record,
     at += length;
   }
   if (at != end) return std::to_string(end - at) + " unexpected trailing bytes";
-  if (store::Keyspace* keys = KeysOf(record.header.db); keys != nullptr && count > 0) {
+  if (count > 0) KeepColdKey(record.header.db, sid);
+  return {};
+}
+
+void Durability::KeepColdKey(uint16_t db, const std::string& sid) {
+  if (store::Keyspace* keys = KeysOf(db); keys != nullptr) {
     keys->Set(sid, store::KeyType::kSsmPrefix);
     keys->MoveTier(sid, /*cold=*/true, [] { return true; });
   }
+}
+
+std::string Durability::LoadColdDirectory(RecordReader& reader, const Record& record,
+                                          const std::shared_ptr<store::ColdFile>& file,
+                                          uint64_t& entries) {
+  if (std::string err = CheckDatabase(record.header.db); !err.empty()) return err;
+  ColdDirectory directory;
+  const uint64_t region_start = record.offset + kRecordHeaderSize + record.header.payload_length;
+  std::string err = DecodeColdDirectory(record.payload, region_start, reader.file_size(),
+                                        Limits::Hard().max_sid_len, directory);
+  if (!err.empty()) return "its cold directory is damaged: " + err;
+  // Without a file to serve them from, the cold records that follow are read and loaded whole.
+  if (file == nullptr) return {};
+  store::StateStore& state = StateOf(record.header.db);
+  for (const ColdEntry& e : directory.entries) {
+    const std::vector<uint64_t> offsets = ColdValueOffsets(e);
+    for (size_t i = 0; i < e.layers.size(); ++i) {
+      state.PutCold(e.sid, e.layers[i].first, e.layers[i].second, file, offsets[i]);
+    }
+    if (!e.layers.empty()) KeepColdKey(record.header.db, e.sid);
+  }
+  entries = directory.entries.size();
+  reader.Seek(directory.region_end);
   return {};
 }
 
@@ -293,6 +322,11 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
               " records but says it holds " + std::to_string(std::get<SnapshotEnd>(m).count);
       }
       ended = true;
+    } else if (record.header.type == RecordType::kColdDirectory) {
+      // An index, not an entry: the records it lists count, it does not.
+      uint64_t entries = 0;
+      err = LoadColdDirectory(reader, record, cold, entries);
+      for (uint64_t i = 0; i < entries; ++i) progress.Add(0);
     } else if (record.payload_skipped) {
       err = LoadColdPut(reader, record, cold);
       progress.Add(0);
@@ -464,12 +498,12 @@ std::string Durability::WriteSnapshot() {
   };
   std::vector<Moved> moved;
   std::string read_error;
-  auto write_session = [&](const std::string& sid, const std::vector<store::LayerPlace>& places) {
+  // One SSM put; its values' new places are recorded.
+  const auto write_put = [&](const std::string& sid, const std::vector<store::LayerPlace>& places,
+                             uint8_t flags) {
     SsmPut put{sid, {}};
     put.layers.reserve(places.size());
-    bool any_cold = false;
     for (const store::LayerPlace& p : places) {
-      any_cold = any_cold || p.cold;
       Bytes value = p.value;
       if (p.cold) {
         if (!p.file->Read(p.offset, p.length, value, read_error)) {
@@ -480,8 +514,7 @@ std::string Durability::WriteSnapshot() {
       put.layers.emplace_back(p.layer, std::move(value));
     }
     const uint64_t record_at = bytes;
-    // A cold session stays cold across a restart: recovery will not read its values.
-    write_with(put, any_cold ? kRecordFlagCold : 0);
+    write_with(put, flags);
     const std::vector<uint64_t> offsets = SsmPutValueOffsets(put);
     for (size_t i = 0; i < places.size(); ++i) {
       const store::LayerPlace& p = places[i];
@@ -490,13 +523,63 @@ std::string Durability::WriteSnapshot() {
                             record_at + kRecordHeaderSize + offsets[i]});
     }
   };
+  // A database's cold sessions wait until its hot ones are written, then follow a directory of
+  // them, so a restart places them all from it without reading their records (one seek, not
+  // one per layer).
+  std::vector<std::pair<std::string, std::vector<store::LayerPlace>>> cold_sessions;
+  auto write_session = [&](const std::string& sid, const std::vector<store::LayerPlace>& places) {
+    const bool any_cold = std::any_of(places.begin(), places.end(),
+                                      [](const store::LayerPlace& p) { return p.cold; });
+    if (any_cold) {
+      cold_sessions.emplace_back(sid, places);
+    } else {
+      write_put(sid, places, 0);
+    }
+  };
+  auto write_cold_sessions = [&] {
+    if (cold_sessions.empty() || !status.ok()) return cold_sessions.clear();
+    ColdDirectory directory;
+    for (const auto& [sid, places] : cold_sessions) {
+      ColdEntry& e = directory.entries.emplace_back();
+      e.sid = sid;
+      for (const store::LayerPlace& p : places) {
+        e.layers.emplace_back(p.layer, p.cold ? p.length : p.value.size());
+      }
+    }
+    // Offsets are fixed-width: the directory's size does not depend on them.
+    uint64_t at = bytes + kRecordHeaderSize + EncodeColdDirectory(directory).size();
+    for (ColdEntry& e : directory.entries) {
+      e.record_offset = at;
+      at += kRecordHeaderSize + SsmPutPayloadLength(e);
+    }
+    directory.region_end = at;
+    status = WriteRecord(**file, bytes, seed, RecordType::kColdDirectory,
+                         {EncodeColdDirectory(directory)}, db);
+    // A cold session stays cold across a restart: recovery will not read its values.
+    for (size_t i = 0; i < cold_sessions.size() && status.ok(); ++i) {
+      if (bytes != directory.entries[i].record_offset) {
+        status = Status::Internal("cold record " + std::to_string(i) + " written at " +
+                                  std::to_string(bytes) + ", its directory says " +
+                                  std::to_string(directory.entries[i].record_offset));
+        break;
+      }
+      write_put(cold_sessions[i].first, cold_sessions[i].second, kRecordFlagCold);
+    }
+    if (status.ok() && bytes != directory.region_end) {
+      status = Status::Internal("cold records end at " + std::to_string(bytes) +
+                                ", their directory says " + std::to_string(directory.region_end));
+    }
+    cold_sessions.clear();
+  };
   if (databases_ == nullptr) {
-    WriteDatabaseSnapshot(store_, vectors_, keys_, prefixes_, write_session, write);
+    WriteDatabaseSnapshot(store_, vectors_, keys_, prefixes_, write_session, write_cold_sessions,
+                          write);
   } else {
     databases_->ForEach([&](size_t index, store::Database& d) {
       db = static_cast<uint16_t>(index);
       writing = &d.state;
-      WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, &d.prefixes, write_session, write);
+      WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, &d.prefixes, write_session,
+                            write_cold_sessions, write);
     });
   }
   if (status.ok()) {
@@ -547,8 +630,10 @@ void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
                                        const store::Keyspace* keys,
                                        const store::PrefixStore* prefixes,
                                        const SessionWriter& write_session,
+                                       const std::function<void()>& sessions_written,
                                        const std::function<void(const Mutation&)>& write) {
   state.ForEachSessionPlace(write_session);
+  sessions_written();
   if (vectors != nullptr) WriteVectorSnapshot(*vectors, write);
   if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;

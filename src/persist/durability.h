@@ -128,6 +128,13 @@ class Durability {
   // reading only its fields.
   std::string LoadColdPut(RecordReader& reader, const Record& record,
                           const std::shared_ptr<store::ColdFile>& file);
+  // A snapshot's cold directory: places every cold layer it lists in the database its header
+  // names and moves `reader` past the records it lists (`entries` of them); with no `file`,
+  // checks it and leaves those records to be read whole.
+  std::string LoadColdDirectory(RecordReader& reader, const Record& record,
+                                const std::shared_ptr<store::ColdFile>& file, uint64_t& entries);
+  // `sid` of database `db` is an SSM key in the disk tier.
+  void KeepColdKey(uint16_t db, const std::string& sid);
   void WriteVectorSnapshot(const store::VectorStore& vectors,
                            const std::function<void(const Mutation&)>& write);
   void WritePrefixSnapshot(const store::PrefixStore& prefixes,
@@ -136,10 +143,12 @@ class Durability {
   using SessionWriter =
       std::function<void(const std::string& sid, const std::vector<store::LayerPlace>& layers)>;
   // Every entry of one database as records: its SSM sessions to `write_session` (a snapshot
-  // copies cold values and records their new places), everything else to `write`.
+  // copies cold values and records their new places), then `sessions_written` (the cold ones
+  // follow the hot ones), everything else to `write`.
   void WriteDatabaseSnapshot(const store::StateStore& state, const store::VectorStore* vectors,
                              const store::Keyspace* keys, const store::PrefixStore* prefixes,
                              const SessionWriter& write_session,
+                             const std::function<void()>& sessions_written,
                              const std::function<void(const Mutation&)>& write);
   // An error text when `db` is past the `databases` setting (or not 0 with a single database).
   std::string CheckDatabase(uint16_t db) const;

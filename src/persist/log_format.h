@@ -53,6 +53,7 @@ enum class RecordType : uint8_t {
   kSwapDb = 9,           // two databases exchange their contents (SWAPDB)
   kStringMultiSet = 10,  // several string keys, each as kStringSet, applied together (MSET)
   kSnapshotEnd = 15,     // last record of a snapshot: entry count, so a cut file is detected
+  kColdDirectory = 16,   // a snapshot's list of the cold SSM puts that follow it (not counted)
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier
   kVStore = 33,      // encoded rows [start, start + count) of one layer of one session

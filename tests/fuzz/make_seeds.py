@@ -12,8 +12,8 @@ def s(b): return u32(len(b)) + b
 def file_header(magic, sequence, base):
     return magic + u32(2) + u32(0x1234) + u64(sequence) + u64(base)
 
-def record(rtype, lsn, payload):
-    return u64(0) + u32(0x52584650) + bytes([rtype, 0]) + b'\0\0' + u64(lsn) + u64(len(payload)) + payload
+def record(rtype, lsn, payload, flags=0):
+    return u64(0) + u32(0x52584650) + bytes([rtype, flags]) + b'\0\0' + u64(lsn) + u64(len(payload)) + payload
 
 PAYLOADS = {
     1: s(b'sid') + u32(2) + u32(0) + u64(3) + b'abc' + u32(7) + u64(0),
@@ -54,6 +54,23 @@ write('record', 'log-torn', bytes([7]) + log[:-5])
 write('snapshot', 'snapshot-and-log', bytes([7, len(snap) & 255, len(snap) >> 8]) + snap + log)
 write('snapshot', 'log-only', bytes([4, 0, 0]) + log)
 write('snapshot', 'log-torn-skip', bytes([12, 0, 0]) + log[:-7])
+
+# A snapshot with cold sessions: the hot put, then the cold directory (16) listing the cold puts
+# (flag 1) that follow it, then the end record (the directory not counted).
+cold_puts = [(b'c1', [(0, b'cold'), (3, b'')]), (b'c2', [(1, b'x' * 40)])]
+cold_snap = file_header(b'PFXDSNP\0', 0, 5) + record(1, 0, PAYLOADS[1])
+directory_size = 32 + 12 + sum(16 + len(sid) + 12 * len(layers) for sid, layers in cold_puts)
+at = len(cold_snap) + directory_size
+entries, cold_records = b'', b''
+for sid, layers in cold_puts:
+    payload = s(sid) + u32(len(layers)) + b''.join(u32(l) + u64(len(v)) + v for l, v in layers)
+    entries += u64(at) + s(sid) + u32(len(layers)) + b''.join(u32(l) + u64(len(v)) for l, v in layers)
+    cold_records += record(1, 0, payload, flags=1)
+    at += 32 + len(payload)
+cold_snap += record(16, 0, u64(at) + u32(len(cold_puts)) + entries) + cold_records
+cold_snap += record(15, 0, u64(1 + len(cold_puts)))
+write('record', 'snapshot-cold-directory', bytes([5]) + cold_snap)
+write('snapshot', 'snapshot-cold-directory', bytes([3, len(cold_snap) & 255, len(cold_snap) >> 8]) + cold_snap)
 
 # DUMP payloads (records then a footer): mode 1 has dump_fuzz append the footer itself.
 string_set = s(b'k') + u32(4) + u64(0) + u64(5) + b'hello'

@@ -5,10 +5,13 @@
 // session while sessions go cold and come back; a database other than 0 keeps its own cold
 // sessions across restarts, snapshots and SWAPDB.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -59,6 +62,17 @@ class DiskTierTest : public ServerTest {
       ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << DescribeReply(r.get());
     }
   }
+  // A server that stored every session, wrote a snapshot and stopped.
+  void StoreSaveAndStop() {
+    ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+    RedisContext c = ConnectHiredis(server_.port());
+    ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+    RedisReply r = HiredisCommand(c.get(), {"SAVE"});
+    ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    c.reset();
+    ASSERT_TRUE(server_.Stop());
+  }
+  std::string SnapshotPath() const { return server_.data_dir() + "/snapshot.pds"; }
   // Every session whole and bit-exact.
   void CheckAll(redisContext* c) {
     for (int i = 0; i < kSessions; ++i) {
@@ -263,48 +277,222 @@ TEST_F(DiskTierTest, EvictionWithPersistenceNeverLosesAnAcknowledgedSession) {
   }
 }
 
-// A snapshot's cold record is not read whole at start, but its fields are checked against its
-// length: a layer length that runs past the record stops the start, naming file and offset.
-TEST_F(DiskTierTest, DamagedColdRecordInASnapshotStopsTheStart) {
+// The snapshot's records as the tests below read and edit them (docs/storage-format.md).
+struct SnapshotRecord {
+  uint64_t offset = 0;
+  uint8_t type = 0;
+  uint8_t flags = 0;
+  uint64_t length = 0;  // of the payload
+  uint64_t end() const { return offset + 32 + length; }
+};
+constexpr uint8_t kSsmPut = 1, kSnapshotEnd = 15, kColdDirectory = 16, kColdFlag = 1;
+
+uint64_t U64At(const std::string& bytes, uint64_t at) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
+  return v;
+}
+uint32_t U32At(const std::string& bytes, uint64_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
+  return v;
+}
+void PutU64At(std::string& bytes, uint64_t at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) bytes[at + i] = static_cast<char>(v >> (8 * i));
+}
+std::string ReadWhole(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+void WriteWhole(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+std::vector<SnapshotRecord> Records(const std::string& file) {
+  std::vector<SnapshotRecord> out;
+  for (uint64_t at = 32; at + 32 <= file.size();) {
+    SnapshotRecord r{at, static_cast<uint8_t>(file[at + 12]), static_cast<uint8_t>(file[at + 13]),
+                     U64At(file, at + 24)};
+    out.push_back(r);
+    at = r.end();
+  }
+  return out;
+}
+// Recomputes the checksum of the record at `at` (seeded with the file header's XXH3-64).
+void Reseal(std::string& file, uint64_t at) {
+  const uint64_t seed = XXH3_64bits(file.data(), 32);
+  const uint64_t length = U64At(file, at + 24);
+  PutU64At(file, at, XXH3_64bits_withSeed(file.data() + at + 8, 24 + length, seed));
+}
+
+// The layout a snapshot with cold sessions has: its hot SSM puts, one directory, then exactly
+// the cold puts it lists, one after another up to where it says they end, then the rest, then
+// the end record counting the `entries` records that are not the directory or the end.
+void ExpectHotThenDirectoryThenCold(const std::string& file, size_t entries) {
+  const std::vector<SnapshotRecord> records = Records(file);
+  ASSERT_GE(records.size(), 3u);
+  size_t i = 0;
+  while (i < records.size() && records[i].type == kSsmPut && records[i].flags == 0) ++i;
+  ASSERT_LT(i, records.size());
+  ASSERT_EQ(records[i].type, kColdDirectory) << "hot puts, then the cold directory";
+  const SnapshotRecord directory = records[i];
+  const uint64_t region_end = U64At(file, directory.offset + 32);
+  const uint32_t listed = U32At(file, directory.offset + 32 + 8);
+  size_t cold = 0;
+  for (++i; i < records.size() && records[i].type == kSsmPut; ++i, ++cold) {
+    EXPECT_EQ(records[i].flags, kColdFlag) << "only cold puts follow the directory";
+  }
+  EXPECT_EQ(cold, listed);
+  EXPECT_GE(cold, 12u) << "12 MiB of sessions under a 4 MiB budget";
+  ASSERT_LT(i, records.size());
+  EXPECT_EQ(records[i].offset, region_end) << "the directory says where the cold records end";
+  // Then the database's other records (expiries), none of them an SSM put, and the end record.
+  for (size_t k = i; k + 1 < records.size(); ++k) EXPECT_NE(records[k].type, kSsmPut);
+  const SnapshotRecord& end = records.back();
+  EXPECT_EQ(end.type, kSnapshotEnd);
+  EXPECT_EQ(U64At(file, end.offset + 32), records.size() - 2) << "the directory is not counted";
+  EXPECT_EQ(records.size() - 2, entries) << "sessions and other records, the end not included";
+}
+
+// The snapshot of `file` as a build without the directory wrote it: the directory record cut
+// out (records are found by their headers, so the cold puts moving changes nothing else).
+std::string WithoutDirectory(const std::string& file) {
+  for (const SnapshotRecord& r : Records(file)) {
+    if (r.type == kColdDirectory) return file.substr(0, r.offset) + file.substr(r.end());
+  }
+  return file;
+}
+
+// SAVE writes the hot sessions, then a directory of the cold ones, then those; a restart places
+// every cold layer from the directory alone (nothing of them read), and the layout and every
+// byte survive SAVE after SAVE, each from the snapshot the one before wrote. An expiry on a cold
+// session (written after the sessions) survives with it.
+TEST_F(DiskTierTest, SnapshotListsItsColdSessionsAndRestartsFromTheListAcrossRepeatedSaves) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+  RedisReply r = HiredisCommand(c.get(), {"EXPIRE", Sid(0), "100000"});
+  ASSERT_EQ(r->integer, 1);
+  const std::string path = server_.data_dir() + "/snapshot.pds";
+  for (int round = 0; round < 3; ++round) {
+    r = HiredisCommand(c.get(), {"SAVE"});
+    ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    ASSERT_NO_FATAL_FAILURE(ExpectHotThenDirectoryThenCold(ReadWhole(path), kSessions + 1))
+        << "round " << round;
+    c.reset();
+    ASSERT_TRUE(server_.Stop());
+    ASSERT_TRUE(server_.Restart(Options()));
+    c = ConnectHiredis(server_.port());
+    EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u) << "no cold value read at start";
+    EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
+    EXPECT_LE(InfoField(c.get(), "recovered_bytes"), (4u << 20) + 2 * kBig);
+    r = HiredisCommand(c.get(), {"DBSIZE"});
+    EXPECT_EQ(r->integer, kSessions);
+    r = HiredisCommand(c.get(), {"TTL", Sid(0)});
+    EXPECT_GT(r->integer, 99000) << "round " << round;
+    ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
+  }
+}
+
+// A snapshot written before the directory existed (cold puts flagged, no directory) loads as it
+// did: each cold record's fields read, its values left on disk, every byte served.
+TEST_F(DiskTierTest, SnapshotWithoutAColdDirectoryStillLoadsColdSessions) {
+  ASSERT_NO_FATAL_FAILURE(StoreSaveAndStop());
+  const std::string path = SnapshotPath();
+  const std::string file = ReadWhole(path), old = WithoutDirectory(file);
+  ASSERT_LT(old.size(), file.size());
+  WriteWhole(path, old);
+  ASSERT_TRUE(server_.Restart(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
+  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
+  ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
+  // Its next snapshot has the directory.
   RedisReply r = HiredisCommand(c.get(), {"SAVE"});
   ASSERT_EQ(r->type, REDIS_REPLY_STATUS);
-  c.reset();
-  ASSERT_TRUE(server_.Stop());
-  const std::string path = server_.data_dir() + "/snapshot.pds";
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(f.good());
-  const auto u64 = [](const unsigned char* p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-    return v;
-  };
-  uint64_t at = 32, cold_at = 0;
-  unsigned char header[32];
-  while (f.seekg(static_cast<std::streamoff>(at)) && f.read(reinterpret_cast<char*>(header), 32)) {
-    if (header[13] & 1) {
-      cold_at = at;
+  ASSERT_NO_FATAL_FAILURE(ExpectHotThenDirectoryThenCold(ReadWhole(path), kSessions));
+}
+
+// In a snapshot without a directory, a cold record is not read whole at start, but its fields
+// are checked against its length: a layer length that runs past the record stops the start,
+// naming file and offset.
+TEST_F(DiskTierTest, DamagedColdRecordInASnapshotWithoutDirectoryStopsTheStart) {
+  ASSERT_NO_FATAL_FAILURE(StoreSaveAndStop());
+  const std::string path = SnapshotPath();
+  std::string file = WithoutDirectory(ReadWhole(path));
+  uint64_t cold_at = 0;
+  for (const SnapshotRecord& rec : Records(file)) {
+    if (rec.flags & kColdFlag) {
+      cold_at = rec.offset;
       break;
     }
-    at += 32 + u64(header + 24);
   }
   ASSERT_NE(cold_at, 0u) << "the snapshot flags its cold sessions";
   // Payload: u32 sid length, sid, u32 count, u32 layer, then the first layer's u64 length.
-  unsigned char sid_length[4];
-  f.seekg(static_cast<std::streamoff>(cold_at + 32));
-  f.read(reinterpret_cast<char*>(sid_length), 4);
-  const uint64_t length_at = cold_at + 32 + 4 + sid_length[0] + 4 + 4;
-  const unsigned char huge[8] = {0, 0, 0, 0, 0, 0, 0, 0x40};
-  f.seekp(static_cast<std::streamoff>(length_at));
-  f.write(reinterpret_cast<const char*>(huge), 8);
-  f.close();
+  const uint64_t length_at = cold_at + 32 + 4 + U32At(file, cold_at + 32) + 4 + 4;
+  PutU64At(file, length_at, uint64_t{1} << 62);
+  WriteWhole(path, file);
   const size_t log_mark = server_.ReadLog().size();
   EXPECT_FALSE(server_.Restart(Options())) << "the server started on a damaged snapshot";
   const std::string log = server_.ReadLog().substr(log_mark);
   EXPECT_NE(log.find("offset " + std::to_string(cold_at)), std::string::npos) << log;
   EXPECT_NE(log.find("runs past its payload"), std::string::npos) << log;
+}
+
+// A damaged cold directory stops the start, naming the file and the directory's offset: a
+// flipped byte (its checksum), and, sealed again so the checksum passes, an entry that does not
+// start where the record before it ends, and one whose layer runs past the cold records' end.
+TEST_F(DiskTierTest, DamagedColdDirectoryStopsTheStart) {
+  ASSERT_NO_FATAL_FAILURE(StoreSaveAndStop());
+  const std::string path = SnapshotPath();
+  const std::string good = ReadWhole(path);
+  SnapshotRecord directory;
+  for (const SnapshotRecord& rec : Records(good)) {
+    if (rec.type == kColdDirectory) directory = rec;
+  }
+  ASSERT_NE(directory.offset, 0u);
+  const uint64_t payload = directory.offset + 32;
+  // The first entry: u64 record offset, u32 sid length, the sid, u32 layer count, then its
+  // first layer's u32 layer and u64 length.
+  const uint64_t entry = payload + 12;
+  const uint64_t first_length_at = entry + 8 + 4 + U32At(good, entry + 8) + 4 + 4;
+  struct Damage {
+    const char* what;
+    std::function<void(std::string&)> apply;
+    const char* problem;
+  };
+  const std::vector<Damage> damages = {
+      {"flipped byte", [&](std::string& f) { f[entry + 9] ^= 0x20; }, "checksum mismatch"},
+      {"entry moved",
+       [&](std::string& f) {
+         PutU64At(f, entry, U64At(f, entry) + 1);
+         Reseal(f, directory.offset);
+       },
+       "not where the record before it ends"},
+      {"layer too long",
+       [&](std::string& f) {
+         PutU64At(f, first_length_at, U64At(f, first_length_at) + (uint64_t{1} << 40));
+         Reseal(f, directory.offset);
+       },
+       "runs past the cold records' end"},
+  };
+  for (const Damage& d : damages) {
+    std::string file = good;
+    d.apply(file);
+    WriteWhole(path, file);
+    const size_t log_mark = server_.ReadLog().size();
+    EXPECT_FALSE(server_.Restart(Options())) << d.what << ": started on a damaged directory";
+    const std::string log = server_.ReadLog().substr(log_mark);
+    EXPECT_NE(log.find("offset " + std::to_string(directory.offset)), std::string::npos)
+        << d.what << "\n"
+        << log;
+    EXPECT_NE(log.find(d.problem), std::string::npos) << d.what << "\n" << log;
+  }
+  // Put back whole, it loads.
+  WriteWhole(path, good);
+  ASSERT_TRUE(server_.Restart(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 }
 
 TEST_F(DiskTierTest, ColdKeysCanBeOverwrittenDeletedAndExpired) {

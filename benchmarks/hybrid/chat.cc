@@ -13,6 +13,7 @@
 #include "chat_baselines.h"
 #include "prefix_cache.h"
 #include "prefixd/state_blob.h"
+#include "report.h"
 
 namespace prefixd::hybrid {
 namespace {
@@ -568,12 +569,7 @@ std::string ChatSvgChart(const std::vector<ChatRow>& rows, std::string_view titl
   const double left = 80, right = 30, top = 64, bottom = 76;
   const double plot_w = width - left - right, plot_h = height - top - bottom;
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-      << "\" viewBox=\"0 0 " << width << ' ' << height
-      << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
-      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      << "<text x=\"" << width / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">"
-      << title << "</text>\n";
+  svg << SvgOpen(width, height, title);
   double most = 0;
   for (const ChatRow& r : rows) most = std::max({most, r.cold_ttft_ms, r.warm_ttft_ms});
   // The y axis runs to a round number of milliseconds: 1, 2 or 5 times a power of ten.

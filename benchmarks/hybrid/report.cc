@@ -69,10 +69,7 @@ std::string MarkdownTable(const std::vector<SweepRow>& rows, double loopback_gbp
   return out.str();
 }
 
-std::string SvgChart(const std::vector<SweepRow>& rows, std::string_view title) {
-  const double width = 760, height = 440;
-  const double left = 80, right = 80, top = 56, bottom = 56;
-  const double plot_w = width - left - right, plot_h = height - top - bottom;
+std::string SvgOpen(double width, double height, std::string_view title) {
   std::ostringstream svg;
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
       << "\" viewBox=\"0 0 " << width << ' ' << height
@@ -80,6 +77,15 @@ std::string SvgChart(const std::vector<SweepRow>& rows, std::string_view title) 
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << width / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">"
       << title << "</text>\n";
+  return svg.str();
+}
+
+std::string SvgChart(const std::vector<SweepRow>& rows, std::string_view title) {
+  const double width = 760, height = 440;
+  const double left = 80, right = 80, top = 56, bottom = 56;
+  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  std::ostringstream svg;
+  svg << SvgOpen(width, height, title);
   if (rows.empty()) {
     svg << "</svg>\n";
     return svg.str();

@@ -48,6 +48,10 @@ std::string MarkdownTable(const std::vector<SweepRow>& rows, double loopback_gbp
 // (log scale). Self-contained SVG 1.1, no scripts or external fonts.
 std::string SvgChart(const std::vector<SweepRow>& rows, std::string_view title);
 
+// The opening of a chart: the <svg> element of `width` × `height` pixels on a white ground, with
+// `title` centred at the top. The caller draws and closes it with "</svg>".
+std::string SvgOpen(double width, double height, std::string_view title);
+
 // Loopback TCP bandwidth in GB/s (10^9 B/s): the best of `repeats` one-stream transfers of
 // `bytes` through 127.0.0.1 in 1 MiB writes, from and into buffers as large as the transfer (up
 // to 256 MiB), i.e. memory to memory as a state fetch moves them. 0 when sockets fail.

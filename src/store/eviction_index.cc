@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <numeric>
+#include <queue>
 
 #include "common/ascii.h"
 #include "common/clock.h"
@@ -482,6 +483,35 @@ std::optional<EvictionIndex::Handle> EvictionIndex::PeekExpired(int64_t now_ms) 
 std::optional<int64_t> EvictionIndex::NextExpiryMs() const {
   if (expiry_at_.empty()) return std::nullopt;
   return expiry_at_[0];
+}
+
+std::vector<std::pair<int64_t, EvictionIndex::Handle>> EvictionIndex::Expired(int64_t now_ms,
+                                                                              size_t limit) const {
+  std::vector<std::pair<int64_t, Handle>> out;
+  if (expiry_at_.empty() || limit == 0) return out;
+  // A heap position's children expire no earlier than it: the next earliest is always among
+  // the children of those taken so far.
+  using Position = std::pair<int64_t, size_t>;  // (expiry, heap position)
+  std::priority_queue<Position, std::vector<Position>, std::greater<>> frontier;
+  frontier.emplace(expiry_at_[0], 0);
+  while (!frontier.empty() && out.size() < limit) {
+    const auto [at, pos] = frontier.top();
+    if (at > now_ms) break;
+    frontier.pop();
+    out.emplace_back(at, expiry_handle_[pos]);
+    for (size_t child = 2 * pos + 1; child <= 2 * pos + 2 && child < expiry_at_.size(); ++child) {
+      frontier.emplace(expiry_at_[child], child);
+    }
+  }
+  return out;
+}
+
+uint64_t EvictionIndex::RemainingTtlSumMs(int64_t now_ms) const {
+  uint64_t sum = 0;
+  for (int64_t at : expiry_at_) {
+    if (at > now_ms) sum += static_cast<uint64_t>(at - now_ms);
+  }
+  return sum;
 }
 
 size_t EvictionIndex::MemoryBytes() const {

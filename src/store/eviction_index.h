@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace prefixd::store {
@@ -110,6 +111,11 @@ class EvictionIndex {
   // or nullopt. The caller deletes it (Erase) and asks again.
   std::optional<Handle> PeekExpired(int64_t now_ms) const;
   std::optional<int64_t> NextExpiryMs() const;
+  // Up to `limit` entries whose expiry is at or before `now_ms`, earliest first, as (expiry,
+  // handle): the heap walked best-first, O(limit log limit).
+  std::vector<std::pair<int64_t, Handle>> Expired(int64_t now_ms, size_t limit) const;
+  // The sum of (expiry - now_ms) over the volatile entries that expire after `now_ms` (avg_ttl).
+  uint64_t RemainingTtlSumMs(int64_t now_ms) const;
 
   // OBJECT IDLETIME (in microseconds) and OBJECT FREQ (Redis's decayed counter) of an entry.
   uint64_t IdleMicros(Handle handle, uint64_t now_us) const;

@@ -24,10 +24,9 @@ int64_t EntryBytes(std::string_view key) {
   constexpr int64_t kFixed = HashOrderedMap<KeyInfo>::kBytesPerNode + 24 + 8;
   return kFixed + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
 }
-// A std::set node holding (time, key).
-int64_t ExpiryBytes(std::string_view key) {
-  return 72 + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
-}
+// A volatile key's slot in its eviction index's expiry heap (time and handle), with the heap's
+// slack.
+int64_t ExpiryBytes() { return 16; }
 
 // What a string value adds to its entry: its buffer (a large one shared with replies in flight).
 int64_t ValueBytes(const KeyInfo& info) { return static_cast<int64_t>(info.value.capacity()); }
@@ -194,10 +193,7 @@ Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType
 
 void Keyspace::Erase(Shard& shard, Entry* entry) {
   const KeyInfo& info = entry->value;
-  if (info.expire_at_ms != 0) {
-    shard.expiries.erase({info.expire_at_ms, entry->key});
-    bytes_ -= ExpiryBytes(entry->key);
-  }
+  if (info.expire_at_ms != 0) bytes_ -= ExpiryBytes();
   bytes_ -= EntryBytes(entry->key) + ValueBytes(info);
   string_bytes_ -= ValueBytes(info);
   keys_of_type_[static_cast<size_t>(info.type)] -= 1;
@@ -243,13 +239,12 @@ void Keyspace::Clear() {
     Directory released;  // freed after the lock
     std::lock_guard lock(shard.mu);
     released.swap(shard.keys);
-    shard.expiries.clear();
     shard.keys_in_slot.fill(0);
     for (const Entry* entry = released.First(); entry != nullptr; entry = released.Next(entry)) {
       const KeyInfo& info = entry->value;
       shard.IndexOf(info).Erase(info.handle);
-      bytes_ -= EntryBytes(entry->key) + ValueBytes(info) +
-                (info.expire_at_ms != 0 ? ExpiryBytes(entry->key) : 0);
+      bytes_ -=
+          EntryBytes(entry->key) + ValueBytes(info) + (info.expire_at_ms != 0 ? ExpiryBytes() : 0);
       string_bytes_ -= ValueBytes(info);
       keys_of_type_[static_cast<size_t>(info.type)] -= 1;
     }
@@ -299,14 +294,9 @@ bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
 
 void Keyspace::SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms) {
   KeyInfo& info = entry->value;
-  if (info.expire_at_ms != 0) {
-    shard.expiries.erase({info.expire_at_ms, entry->key});
-    bytes_ -= ExpiryBytes(entry->key);
-  }
-  if (at_ms != 0) bytes_ += ExpiryBytes(entry->key);
+  bytes_ += (at_ms != 0 ? ExpiryBytes() : 0) - (info.expire_at_ms != 0 ? ExpiryBytes() : 0);
   info.expire_at_ms = at_ms;
   if (at_ms != 0) {
-    shard.expiries.emplace(at_ms, entry->key);
     shard.IndexOf(info).SetExpiry(info.handle, at_ms);
   } else {
     shard.IndexOf(info).ClearExpiry(info.handle);
@@ -315,12 +305,25 @@ void Keyspace::SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms) {
 
 std::vector<std::pair<std::string, KeyType>> Keyspace::Expired(size_t shard_index, int64_t now_ms,
                                                                size_t limit) const {
-  std::vector<std::pair<std::string, KeyType>> out;
   const Shard& shard = shards_[shard_index];
   std::lock_guard lock(shard.mu);
-  for (const auto& [at, key] : shard.expiries) {
-    if (at > now_ms || out.size() >= limit) break;
-    if (const Entry* entry = FindIn(shard, key)) out.emplace_back(key, entry->value.type);
+  // The earliest of both tiers' expiry heaps; each holds its own keys' deadlines.
+  struct Due {
+    int64_t at;
+    const std::string* key;
+  };
+  std::vector<Due> due;
+  for (const bool cold : {false, true}) {
+    const EvictionIndex& index = cold ? shard.cold_index : shard.index;
+    const auto& keys = cold ? shard.key_of_cold_handle : shard.key_of_handle;
+    for (const auto& [at, handle] : index.Expired(now_ms, limit)) due.push_back({at, keys[handle]});
+  }
+  std::sort(due.begin(), due.end(), [](const Due& a, const Due& b) { return a.at < b.at; });
+  if (due.size() > limit) due.resize(limit);
+  std::vector<std::pair<std::string, KeyType>> out;
+  out.reserve(due.size());
+  for (const Due& d : due) {
+    if (const Entry* entry = FindIn(shard, *d.key)) out.emplace_back(*d.key, entry->value.type);
   }
   return out;
 }
@@ -487,9 +490,9 @@ KeyspaceStats Keyspace::Stats(int64_t now_ms) const {
     std::lock_guard lock(shards_[i].mu);
     s.keys += shards_[i].keys.size();
     s.cold_keys += shards_[i].cold_index.size();
-    s.volatile_keys += shards_[i].expiries.size();
-    for (const auto& [at, key] : shards_[i].expiries) {
-      if (at > now_ms) s.ttl_sum_ms += static_cast<uint64_t>(at - now_ms);
+    for (const EvictionIndex* index : {&shards_[i].index, &shards_[i].cold_index}) {
+      s.volatile_keys += index->volatile_size();
+      s.ttl_sum_ms += index->RemainingTtlSumMs(now_ms);
     }
   }
   for (size_t t = 0; t < kKeyTypeCount; ++t) {

@@ -14,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -170,8 +169,7 @@ class Keyspace {
   struct Shard {
     mutable std::mutex mu;
     Directory keys;
-    std::set<std::pair<int64_t, std::string>> expiries;  // (expire_at_ms, key)
-    std::array<uint32_t, 256> keys_in_slot{};            // slot >> 6 within this shard
+    std::array<uint32_t, 256> keys_in_slot{};  // slot >> 6 within this shard
     // One index per tier; a key's node is in the one its KeyInfo::cold names.
     EvictionIndex index;
     EvictionIndex cold_index;

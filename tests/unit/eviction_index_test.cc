@@ -218,6 +218,54 @@ TEST(EvictionIndexTest, TtlAndActiveExpiryUseTheEarliestExpiry) {
   EXPECT_EQ(index.PickVictim()->score, 0u);
 }
 
+// Expired(now, limit) against a sorted list: the earliest `limit` of those due, in order, however
+// the heap happens to be laid out after inserts, changes and removals; RemainingTtlSumMs sums the
+// future ones.
+TEST(EvictionIndexTest, ExpiredListsTheEarliestDueInOrder) {
+  std::mt19937_64 rng(5);
+  EvictionIndex index;
+  std::map<EvictionIndex::Handle, int64_t> expiry;
+  for (int i = 0; i < 3000; ++i) {
+    const EvictionIndex::Handle h = index.Insert(static_cast<uint64_t>(i));
+    if (rng() % 4 != 0) {
+      const auto at = static_cast<int64_t>(rng() % 100000);
+      index.SetExpiry(h, at);
+      expiry[h] = at;
+    }
+  }
+  for (auto it = expiry.begin(); it != expiry.end();) {  // change some, clear or erase others
+    const uint64_t roll = rng() % 10;
+    if (roll == 0) {
+      index.ClearExpiry(it->first);
+      it = expiry.erase(it);
+    } else if (roll == 1) {
+      index.Erase(it->first);
+      it = expiry.erase(it);
+    } else {
+      if (roll == 2) index.SetExpiry(it->first, it->second = static_cast<int64_t>(rng() % 100000));
+      ++it;
+    }
+  }
+  for (const int64_t now : {-1L, 0L, 500L, 50000L, 99999L, 200000L}) {
+    std::vector<std::pair<int64_t, EvictionIndex::Handle>> due;
+    uint64_t future = 0;
+    for (const auto& [h, at] : expiry) {
+      if (at <= now) due.emplace_back(at, h);
+      if (at > now) future += static_cast<uint64_t>(at - now);
+    }
+    std::sort(due.begin(), due.end());
+    EXPECT_EQ(index.RemainingTtlSumMs(now), future);
+    for (const size_t limit : {size_t{0}, size_t{1}, size_t{20}, size_t{100000}}) {
+      const auto got = index.Expired(now, limit);
+      ASSERT_EQ(got.size(), std::min(limit, due.size())) << now << " " << limit;
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].first, due[i].first) << now << " " << limit << " at " << i;
+        EXPECT_EQ(index.ExpiryMs(got[i].second), got[i].first);
+      }
+    }
+  }
+}
+
 TEST(EvictionIndexTest, RandomIsUniformAndNeverPicksPinned) {
   EvictionIndex index(EvictionPolicy::kAllKeysRandom, {}, 42);
   std::vector<EvictionIndex::Handle> h;

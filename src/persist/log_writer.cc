@@ -238,6 +238,10 @@ bool LogWriter::WhenDurable(uint64_t lsn, std::function<void()> done) {
 }
 
 void LogWriter::WriteOnCaller() {
+  // An fsync holds the file's lock, which a write takes when it finishes: a client's io thread
+  // would wait out the whole fsync (Redis's aof_fsync_in_progress rule). The log thread takes
+  // the records instead.
+  if (sync_in_progress_.load()) return;
   std::unique_lock writer(writer_mu_, std::try_to_lock);
   // Someone else is writing (it takes this caller's records too, or the log thread does next),
   // or the log is failing: retries and their order are the log thread's.
@@ -307,7 +311,10 @@ bool LogWriter::SyncCurrent() {
   uint64_t target = written_lsn_.load();
   const uint64_t end = segments_.empty() ? 0 : segments_.back().bytes;
   if (synced_lsn_.load() >= target || file_ == nullptr) return true;
-  if (Status synced = file_->Sync(); !synced.ok()) {
+  sync_in_progress_.store(true);
+  const Status synced = file_->Sync();
+  sync_in_progress_.store(false);
+  if (!synced.ok()) {
     RecordError(synced.message());
     return false;
   }

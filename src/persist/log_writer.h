@@ -192,10 +192,11 @@ class LogWriter {
   bool writer_asleep_ = false;  // the log thread waits for a first record (Append wakes it)
   bool wake_now_ = false;       // someone waits on the log thread: no pause for callers
 
-  mutable std::mutex file_mu_;               // fd_, segments_, current segment bookkeeping
-  std::unique_ptr<File> file_;               // the current segment
-  std::shared_ptr<store::ColdFile> reader_;  // the current segment, for the disk tier's reads
-  uint64_t seed_ = 0;                        // checksum seed of the current segment
+  mutable std::mutex file_mu_;                 // fd_, segments_, current segment bookkeeping
+  std::atomic<bool> sync_in_progress_{false};  // an fsync holds file_mu_ (callers stay off)
+  std::unique_ptr<File> file_;                 // the current segment
+  std::shared_ptr<store::ColdFile> reader_;    // the current segment, for the disk tier's reads
+  uint64_t seed_ = 0;                          // checksum seed of the current segment
   uint64_t next_sequence_;
   std::vector<SegmentInfo> segments_;  // the last one is current once started
   uint64_t current_offset_ = 0;

@@ -70,14 +70,19 @@ inline persist::Placed PlacedBy(store::StateStore& state, const persist::Mutatio
 // database) and FLUSHDB hold the mutation gate exclusively, so they can append their record and
 // clear the stores shard by shard with no write landing in between; every other change holds it
 // shared.
+// Why the limits refuse `m` (the error reply's text), or empty when they admit it. MutateEngine
+// asks first; a command that must make room before its record (a string write over a key of
+// another type deletes that key by its own record) asks before it changes anything.
+inline std::string Refusal(Engine& engine, const persist::Mutation& m) {
+  const persist::Verdict verdict = persist::Check(m, LiveLimits(engine));
+  if (verdict.ok) return {};
+  std::string name(std::visit([](const auto& r) { return std::string(r.kName); }, m));
+  return (verdict.out_of_memory ? "OOM " : "ERR ") + name + " refused: " + verdict.why;
+}
+
 inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mutation& m) {
   MutationResult result;
-  const persist::Verdict verdict = persist::Check(m, LiveLimits(engine));
-  if (!verdict.ok) {
-    std::string name(std::visit([](const auto& r) { return std::string(r.kName); }, m));
-    result.error = (verdict.out_of_memory ? "OOM " : "ERR ") + name + " refused: " + verdict.why;
-    return result;
-  }
+  if (result.error = Refusal(engine, m); !result.error.empty()) return result;
   const bool flush_all = std::holds_alternative<persist::FlushAll>(m);
   std::shared_lock shared(engine.mutation_gate(), std::defer_lock);
   std::unique_lock exclusive(engine.mutation_gate(), std::defer_lock);
@@ -89,8 +94,8 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
   }
   persist::Durability* durability = engine.durability();
   store::Database& database = engine.database(db);
-  // The record is encoded before any lock; the hook only queues it. It captures one pointer, so
-  // std::function holds it without an allocation.
+  // The record is encoded before the stores' locks (under the gate); the hook only queues it. It
+  // captures one pointer, so std::function holds it without an allocation.
   struct Logged {
     persist::Durability* durability;
     persist::EncodedRecord record;

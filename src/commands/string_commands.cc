@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,16 +90,25 @@ struct Write {
   int64_t at_ms = 0;  // when !keep_ttl: the new expiry, 0 for none
 };
 
-// Deletes `key` when it exists with another type than string, by its own record, before a write
-// makes it a string (Redis's SET replaces any value). False when refused, with the error queued.
-bool ClearOtherType(Context& ctx, std::string_view key, const std::optional<KeyInfo>& existing) {
-  if (!existing || existing->type == KeyType::kString) return true;
-  Deleted done = DeleteKey(ctx, key, existing->type);
-  if (!done.ok) {
-    ctx.reply.Error(done.error);
+// Deletes each of `keys` that exists with another type than string, by its own record, before
+// `record` makes them strings (Redis's SET replaces any value) — but only once the limits admit
+// `record`, so a refused write deletes nothing. False when refused, with the error queued.
+bool ClearOtherTypeIfAdmitted(Context& ctx, const persist::Mutation& record,
+                              std::span<const std::string_view> keys,
+                              std::span<const std::optional<KeyInfo>> existing) {
+  if (std::string why = Refusal(ctx.engine, record); !why.empty()) {
+    ctx.reply.Error(why);
     return false;
   }
-  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (!existing[k] || existing[k]->type == KeyType::kString) continue;
+    Deleted done = DeleteKey(ctx, keys[k], existing[k]->type);
+    if (!done.ok) {
+      ctx.reply.Error(done.error);
+      return false;
+    }
+    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  }
   return true;
 }
 
@@ -113,8 +123,9 @@ persist::StringSet StringRecord(std::string_view key, Bytes value, const Write& 
 // queued.
 bool StoreString(Context& ctx, std::string_view key, const std::optional<KeyInfo>& existing,
                  Bytes value, const Write& how) {
-  return ClearOtherType(ctx, key, existing) &&
-         Mutate(ctx, StringRecord(key, std::move(value), how)).has_value();
+  const persist::Mutation record = StringRecord(key, std::move(value), how);
+  return ClearOtherTypeIfAdmitted(ctx, record, {&key, 1}, {&existing, 1}) &&
+         Mutate(ctx, record).has_value();
 }
 
 bool DeleteString(Context& ctx, std::string_view key) {
@@ -259,19 +270,20 @@ void MSetWith(Context& ctx, bool only_new) {
   keys.reserve(ctx.args.size() / 2);
   for (size_t i = 1; i < ctx.args.size(); i += 2) keys.push_back(ctx.args[i]);
   KeyLocks lock(ctx.engine, keys);
-  persist::StringMultiSet record;
-  record.entries.reserve(keys.size());
+  std::vector<std::optional<KeyInfo>> found(keys.size());
   for (size_t k = 0; k < keys.size(); ++k) {
-    const std::optional<KeyInfo> found = WriteKey(ctx, keys[k]);
-    if (only_new && found) return ctx.reply.Integer(0);
-    if (!only_new && !ClearOtherType(ctx, keys[k], found)) return;
+    found[k] = WriteKey(ctx, keys[k]);
+    if (only_new && found[k]) return ctx.reply.Integer(0);
   }
+  persist::StringMultiSet multi;
+  multi.entries.reserve(keys.size());
   for (size_t k = 0; k < keys.size(); ++k) {
     const size_t value = 2 * k + 2;
     const Write how{store::EncodingOf(ctx.args[value])};
-    record.entries.push_back(StringRecord(keys[k], ValueArg(ctx, value), how));
+    multi.entries.push_back(StringRecord(keys[k], ValueArg(ctx, value), how));
   }
-  if (!Mutate(ctx, std::move(record))) return;
+  const persist::Mutation record = std::move(multi);
+  if (!ClearOtherTypeIfAdmitted(ctx, record, keys, found) || !Mutate(ctx, record)) return;
   only_new ? ctx.reply.Integer(1) : ctx.reply.Simple("OK");
 }
 

@@ -267,6 +267,18 @@ TEST_F(StringsTest, DelOfAStringLogsOnlyItsOwnDelete) {
   EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
 }
 
+// SET and MSET replace a key of another type, but only once their own record is admitted: a
+// write the limits refuse (here a key past max-sid-len) leaves the other type's key as it was.
+TEST_F(StringsTest, ARefusedWriteLeavesAKeyOfAnotherTypeInPlace) {
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "s", "0", "state"}), "+OK\r\n");
+  const std::string too_long(1025, 'k');
+  EXPECT_EQ(Call({"MSET", "s", "v", too_long, "v"}).rfind("-ERR string multi set refused", 0), 0u);
+  EXPECT_EQ(Call({"TYPE", "s"}), "+ssm-prefix\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "s", "0"}), "$5\r\nstate\r\n");
+  EXPECT_EQ(Call({"MSET", "s", "v", "k", "w"}), "+OK\r\n");  // admitted: s becomes a string
+  EXPECT_EQ(Call({"GET", "s"}), "$1\r\nv\r\n");
+}
+
 TEST_F(StringsTest, OtherTypesAndStringsAnswerWrongType) {
   ASSERT_EQ(Call({"SSM.PREFIX.STORE", "ssm", "0", "x"}), "+OK\r\n");
   ASSERT_EQ(Call({"SET", "str", "v"}), "+OK\r\n");

@@ -1,7 +1,5 @@
 #include "store/keyspace.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -9,6 +7,7 @@
 
 #include "common/ascii.h"
 #include "common/key_slot.h"
+#include "common/keyed_hash.h"
 #include "common/numbers.h"
 
 namespace prefixd::store {
@@ -79,16 +78,9 @@ Keyspace::Keyspace() : shards_(std::make_unique<Shard[]>(kShardCount)) {}
 size_t Keyspace::ShardOf(std::string_view key) { return ShardOfSlot(KeySlot(key), kShardCount); }
 
 uint64_t Keyspace::HashOf(std::string_view key) {
-  // Keyed by a secret drawn at start, as Redis seeds its dict's SipHash: a client that cannot
-  // predict positions cannot pile keys into one bucket chain (the directory's buckets are the
-  // hash's top bits). SCAN cursors are positions, valid while the process lives, as in Redis.
-  static const auto secret = [] {
-    std::array<uint8_t, 192> bytes{};
-    std::random_device device;
-    for (uint8_t& b : bytes) b = static_cast<uint8_t>(device());
-    return bytes;
-  }();
-  return XXH3_64bits_withSecret(key.data(), key.size(), secret.data(), secret.size()) & kHashMask;
+  // Keyed (common/keyed_hash.h): the directory's buckets are the hash's top bits. SCAN cursors
+  // are positions, valid while the process lives, as in Redis.
+  return KeyedHash(key) & kHashMask;
 }
 
 void Keyspace::Set(std::string_view key, KeyType type) {

@@ -2,8 +2,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string_view>
+
+#include "common/keyed_hash.h"
 
 namespace prefixd::store {
 namespace {
@@ -29,14 +30,6 @@ Bytes NewChunk(size_t bytes) {
   return Bytes::Allocate(bytes);
 }
 
-uint64_t ProcessSeed() {
-  static const uint64_t seed = [] {
-    std::random_device rd;
-    return (uint64_t{rd()} << 32) ^ rd();
-  }();
-  return seed;
-}
-
 }  // namespace
 
 Hash128 Hash128::Read(const uint8_t* p) {
@@ -57,13 +50,11 @@ std::string Hash128::Raw() const {
   return out;
 }
 
-HashSlots::HashSlots() : seed_(ProcessSeed()) {}
-
 size_t HashSlots::Home(const Hash128& h) const {
-  // Fibonacci hashing of the mixed halves: the top bits of the product pick the slot.
-  uint64_t x = (h.lo ^ seed_) + ((h.hi << 29) | (h.hi >> 35));
-  x ^= x >> 31;
-  return static_cast<size_t>((x * 0x9E3779B97F4A7C15ull) >> shift_);
+  // The client chose these bytes: a keyed hash of them, whose top bits pick the slot.
+  uint8_t raw[kHashBytes];
+  h.Write(raw);
+  return static_cast<size_t>(KeyedHash(raw, kHashBytes) >> shift_);
 }
 
 void HashSlots::Clear() {
@@ -133,8 +124,13 @@ Bytes Slab::Share(uint32_t id) const {
 }
 
 size_t Slab::memory_bytes() const {
+  // Asked around every command of the namespace (its memory before and after), so O(1): every
+  // chunk after the first is made full size, so they all cost what the last one does.
   size_t total = chunks_.capacity() * sizeof(Chunk);
-  for (const Chunk& chunk : chunks_) total += chunk.bytes.capacity();
+  if (!chunks_.empty()) {
+    total +=
+        chunks_.front().bytes.capacity() + (chunks_.size() - 1) * chunks_.back().bytes.capacity();
+  }
   return total;
 }
 

@@ -29,13 +29,11 @@ inline constexpr size_t kHashBytes = 16;
 
 // Record ids by hash, 4 bytes a slot, linear probing with backward-shift deletion (no
 // tombstones), at most 80 % full. The table keeps no hashes: `hash_of(id)` reads the record's.
-// Slots are chosen from the hash mixed with a per-process random seed, so clients cannot pick
-// hashes that pile into one run of slots.
+// Slots are chosen by a keyed hash of the 16 bytes (common/keyed_hash.h), so clients, who choose
+// the hashes, cannot pile them into one run of slots.
 class HashSlots {
  public:
   static constexpr uint32_t kEmpty = 0xffffffffu;
-
-  HashSlots();
 
   template <typename HashOf>
   uint32_t Find(const Hash128& h, const HashOf& hash_of) const {
@@ -114,7 +112,6 @@ class HashSlots {
   std::vector<uint32_t> slots_;  // a power of two long, or empty
   size_t size_ = 0;
   unsigned shift_ = 64;  // 64 − log2(slots)
-  uint64_t seed_;
 };
 
 // Slots of `slot_bytes` named 0, 1, 2, ... in chunks of at most 2 MiB (a power of two slots a

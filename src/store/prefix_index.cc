@@ -122,14 +122,26 @@ void PrefixIndex::LinkAnchored(uint32_t anchor, uint32_t id, bool boundary) {
 
 void PrefixIndex::UnlinkAnchored(uint32_t id) {
   Checkpoint& c = ckpt_rec_[id];
-  if (c.prev_anchored != kNone) {
+  const bool was_first = c.prev_anchored == kNone;
+  if (!was_first) {
     ckpt_rec_[c.prev_anchored].next_anchored = c.next_anchored;
   } else {
-    if (c.anchor != kNone) Rec(c.anchor).boundary = 0;
     FirstAnchored(c.anchor) = c.next_anchored;
   }
   if (c.next_anchored != kNone) ckpt_rec_[c.next_anchored].prev_anchored = c.prev_anchored;
   c.prev_anchored = c.next_anchored = kNone;
+  if (!was_first || c.anchor == kNone || !Rec(c.anchor).boundary) return;
+  // The checkpoint at the block's end went. Another one there (a client may store two under
+  // different positions) takes its place first in the list, where the match looks.
+  Rec(c.anchor).boundary = 0;
+  const uint64_t end = uint64_t{Rec(c.anchor).depth} * shape_.block;
+  for (uint32_t o = FirstAnchored(c.anchor); o != kNone; o = ckpt_rec_[o].next_anchored) {
+    if (ckpt_rec_[o].length == end) {
+      UnlinkAnchored(o);
+      LinkAnchored(c.anchor, o, true);
+      return;
+    }
+  }
 }
 
 uint32_t PrefixIndex::NewBlock(bool* reused) {

@@ -145,6 +145,30 @@ TEST(PrefixIndexTest, HybridNamespaceNeverAnswersKvWithoutState) {
   EXPECT_EQ(f.Match(t, {}), 4u);  // 10 is inside a block: it must be listed
 }
 
+// Two checkpoints at one block's end (stored under different positions): dropping the one the
+// block record leads with leaves the other answering the block-boundary match.
+TEST(PrefixIndexTest, ASecondCheckpointAtABlockEndAnswersAfterTheFirstGoes) {
+  Fixture f;
+  Tokens t = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  ASSERT_EQ(f.StoreBlocks(t, 0, 2), "");
+  ASSERT_EQ(f.StoreCheckpoint(t, 8), "");
+  CheckpointBatch other;
+  other.anchor = Chain(t, 8).back();
+  other.first_length = 8;
+  other.positions.push_back(Hash128{0x1234, 0x5678});
+  other.states = {State(t, 8, 0), State(t, 8, 1)};
+  uint64_t stored = 0;
+  ASSERT_EQ(f.index().StoreCheckpoints(other, &stored), "");
+  ASSERT_EQ(stored, 1u);
+  EXPECT_EQ(f.Match(t, {}), 8u);
+  const Hash128 newer[] = {Hash128{0x1234, 0x5678}};
+  EXPECT_EQ(f.index().DropCheckpoints(newer), 1u);
+  EXPECT_EQ(f.Match(t, {}), 8u);
+  const Hash128 older[] = {Position(t, 8)};
+  EXPECT_EQ(f.index().DropCheckpoints(older), 1u);
+  EXPECT_EQ(f.Match(t, {}), 0u);
+}
+
 TEST(PrefixIndexTest, AttentionOnlyNamespaceAnswersBlockBoundaries) {
   PrefixIndex index(PrefixShape{kBs, 1, kDim, 0, Tier::kFp32, 0});
   Tokens t = {1, 2, 3, 4, 5, 6, 7, 8, 9};

@@ -69,7 +69,7 @@ size_t PooledFreeBytes();
 // Unmaps pooled regions nobody has reused for `idle_ms`; returns the bytes released.
 size_t ReleaseIdlePooled(int64_t idle_ms);
 // Caps the free bytes the pool keeps for reuse (default DefaultPooledFreeCap(), 1 GiB); a lower
-// cap unmaps the oldest regions past it at once. maxmemory sets it to a tenth of the budget.
+// cap unmaps the oldest regions past it at once. maxmemory sets it to 1/32 of the budget.
 void SetPooledFreeCap(size_t bytes);
 size_t DefaultPooledFreeCap();
 

@@ -7,6 +7,7 @@ Starts each server (no persistence, loopback, random port), reads its RSS, store
   small: a 13-byte key with one 64-byte value   (prefixd: SSM.PREFIX.STORE <sid> 0 <v>;
                                                  redis: SET <key> <v>)
   string: the same with SET on both, and with a 28-byte value (LMCache's metadata)
+  expiring string: SET <key> <64-byte value> EX 100000 on both
   large: a 13-byte key with one 1 MiB value
 
 Usage, from the repository root after building prefixd-server:
@@ -58,17 +59,21 @@ def main():
         def setter(pipe, key, value):
             pipe.set(key, value)
 
+        def setter_ex(pipe, key, value):
+            pipe.set(key, value, ex=100000)
+
         print("| entry | prefixd bytes/entry | redis-server bytes/entry | ratio |")
         print("|---|---:|---:|---:|")
-        for name, count, size, store in (
-                ("13-byte key, 64-byte value", args.small, 64, ssm),
-                ("13-byte key, 64-byte string (SET)", args.small, 64, setter),
-                ("13-byte key, 28-byte string (SET)", args.small, 28, setter),
-                ("13-byte key, 1 MiB value", args.large, 1 << 20, ssm),
-                ("13-byte key, 1 MiB string (SET)", args.large, 1 << 20, setter)):
+        for name, count, size, store, redis_store in (
+                ("13-byte key, 64-byte value", args.small, 64, ssm, setter),
+                ("13-byte key, 64-byte string (SET)", args.small, 64, setter, setter),
+                ("13-byte key, 64-byte string (SET ... EX)", args.small, 64, setter_ex, setter_ex),
+                ("13-byte key, 28-byte string (SET)", args.small, 28, setter, setter),
+                ("13-byte key, 1 MiB value", args.large, 1 << 20, ssm, setter),
+                ("13-byte key, 1 MiB string (SET)", args.large, 1 << 20, setter, setter)):
             value = os.urandom(size)
             p = measure(prefixd, store, count, value)
-            r = measure(redis_argv, setter, count, value)
+            r = measure(redis_argv, redis_store, count, value)
             print(f"| {name} (x{count}) | {p:.0f} | {r:.0f} | {p / r:.2f} |")
 
 

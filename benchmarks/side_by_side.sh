@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Pipelined small commands: one or more prefixd-server builds and Debian's redis-server, all
+# started once and driven by the same redis-benchmark runs in rotating order, so a load change on
+# a shared machine hits every server alike. Prints the median kops/s of each test per server and
+# each prefixd build's ratio to redis-server.
+#
+#   benchmarks/side_by_side.sh [--tests LIST] [--requests N] [--rounds N] [--keyspace N]
+#                              BIN [BIN...]
+#
+# Defaults: tests ping_inline,ping_mbulk,set,get,incr,mset, 300000 requests, 3 rounds,
+# `redis-benchmark -P 16 -c 50`; --keyspace N spreads the keys over N random names (-r N).
+# Every prefixd runs on its defaults in a fresh directory (appendonly yes, everysec);
+# redis-server runs on its defaults with its RDB save points off (--save '').
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tests=ping_inline,ping_mbulk,set,get,incr,mset
+requests=300000
+rounds=3
+keyspace=()
+bins=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --tests) tests=$2; shift 2 ;;
+    --requests) requests=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --keyspace) keyspace=(-r "$2"); shift 2 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) bins+=("$1"); shift ;;
+  esac
+done
+[[ ${#bins[@]} -gt 0 ]] || { echo "side_by_side.sh: name at least one prefixd-server binary" >&2; exit 2; }
+
+source "$repo/benchmarks/bench_lib.sh" side-by-side
+
+names=()
+declare -A port
+for i in "${!bins[@]}"; do
+  name="prefixd$i"
+  names+=("$name")
+  port[$name]=$(free_port)
+  mkdir -p "$work/$name"
+  (cd "$work/$name" && exec "${bins[$i]}" --port "${port[$name]}" --dir . >"$work/$name.log" 2>&1) &
+  pids+=($!)
+  wait_ready "${port[$name]}" "$name"
+  echo "$name: ${bins[$i]}"
+done
+port[redis]=$(free_port)
+(cd "$work" && exec redis-server --port "${port[redis]}" --bind 127.0.0.1 --save '' >"$work/redis.log" 2>&1) &
+pids+=($!)
+wait_ready "${port[redis]}" redis
+names+=(redis)
+
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+results=$work/results.csv
+for round in $(seq 1 "$rounds"); do
+  for k in "${!names[@]}"; do
+    name=${names[$(((k + round) % ${#names[@]}))]}
+    redis-benchmark -p "${port[$name]}" -t "$tests" -P 16 -c 50 -n "$requests" "${keyspace[@]}" \
+      --csv 2>/dev/null | tail -n +2 | sed "s/^/$name,/" >>"$results"
+  done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+/usr/bin/python3 - "$results" "${names[@]}" <<'EOF'
+import csv, statistics, sys
+path, names = sys.argv[1], sys.argv[2:]
+runs = {}
+order = []
+for row in csv.reader(open(path)):
+    server, test, rps = row[0], row[1], float(row[2])
+    if test not in order:
+        order.append(test)
+    runs.setdefault((test, server), []).append(rps)
+prefixd = [n for n in names if n != "redis"]
+print("| test | " + " | ".join(f"{n} kops/s" for n in names) + " | " +
+      " | ".join(f"{n} / redis" for n in prefixd) + " |")
+print("|---" * (1 + len(names) + len(prefixd)) + "|")
+for test in order:
+    med = {n: statistics.median(runs.get((test, n), [0])) for n in names}
+    ratios = [f"{med[n] / med['redis']:.2f}x" if med["redis"] else "-" for n in prefixd]
+    print(f"| {test} | " + " | ".join(f"{med[n] / 1000:.0f}" for n in names) + " | " +
+          " | ".join(ratios) + " |")
+EOF

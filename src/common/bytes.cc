@@ -247,6 +247,18 @@ Bytes Bytes::CopyCompact(std::string_view data) {
   return b;
 }
 
+bool Bytes::Unique() const {
+#if defined(__SANITIZE_THREAD__)
+  return false;
+#else
+  if (owner_ == nullptr || owner_.use_count() != 1) return false;
+  // The count is read relaxed; the last other holder dropped its reference with a release
+  // decrement after its last read, which this fence orders before the caller's writes.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
+#endif
+}
+
 Bytes Bytes::Slice(size_t offset, size_t length) const {
   Bytes b = *this;
   offset = std::min(offset, size_);

@@ -48,6 +48,11 @@ class Bytes {
   // A view of [offset, offset + length) sharing this buffer's storage; clamped to the end.
   Bytes Slice(size_t offset, size_t length) const;
 
+  // True when no other handle (copy or slice) refers to this buffer: then its bytes may be
+  // rewritten in place. False when unsure (under ThreadSanitizer, which cannot see the fence
+  // that orders the last holder's reads before the caller's writes).
+  bool Unique() const;
+
   // True when both handles are views of one allocation (slices of one buffer).
   bool SharesStorage(const Bytes& other) const { return owner_ == other.owner_; }
 

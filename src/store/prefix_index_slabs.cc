@@ -109,11 +109,14 @@ void Slab::GrowFirstChunk(size_t slots) {
 
 uint8_t* Slab::Rewrite(uint32_t id) {
   Chunk& chunk = chunks_[id >> shift_];
-  if (chunk.shared) {
+  // Copied only while a handed-out slice is still held: once the snapshot or DUMP that took it
+  // is done, the chunk is written in place again.
+  if (chunk.shared && !chunk.bytes.Unique()) {
     Bytes copy = NewChunk(chunk.bytes.size());
     std::memcpy(copy.mutable_data(), chunk.bytes.data(), chunk.bytes.size());
     chunk = {std::move(copy)};
   }
+  chunk.shared = false;
   return Mutable(id);
 }
 

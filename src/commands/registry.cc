@@ -305,6 +305,10 @@ bool Registry::WhenDurable(uint64_t lsn, std::function<void()> resume) {
   return engine_.durability()->WhenDurable(lsn, std::move(resume));
 }
 
+bool Registry::DurableNow(uint64_t lsn) {
+  return engine_.durability() == nullptr || engine_.durability()->DurableNow(lsn);
+}
+
 int64_t Registry::IdleTimeoutSeconds() const { return engine_.settings().Int(Setting::kTimeout); }
 
 uint64_t Registry::OutputBufferLimit() const {

@@ -34,6 +34,7 @@ class Registry : public server::Dispatcher {
               protocol::ReplyWriter& reply, std::string_view refusal) override;
   protocol::ParserLimits LimitsFor(const server::ClientState& client) const override;
   bool WhenDurable(uint64_t lsn, std::function<void()> resume) override;
+  bool DurableNow(uint64_t lsn) override;
   int64_t IdleTimeoutSeconds() const override;
   uint64_t OutputBufferLimit() const override;
 

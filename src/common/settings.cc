@@ -291,6 +291,7 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
     case T::kBool: {
       std::string lower = AsciiLower(value);
       if (lower != "yes" && lower != "no") return "argument must be 'yes' or 'no'";
+      ints_[index].store(lower == "yes" ? 1 : 0, std::memory_order_relaxed);
       std::lock_guard lock(strings_mu_);
       strings_[index] = lower;
       return {};

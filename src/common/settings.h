@@ -115,12 +115,14 @@ class Settings {
   // The value as CONFIG GET shows it.
   std::string Get(Setting id) const;
 
-  // For an integer or memory setting its value; for an enum the index of its choice.
+  // For an integer or memory setting its value; for an enum the index of its choice; for a
+  // yes/no setting 1 or 0.
   int64_t Int(Setting id) const {
     return ints_[static_cast<size_t>(id)].load(std::memory_order_relaxed);
   }
   std::string String(Setting id) const;
-  bool Bool(Setting id) const { return String(id) == "yes"; }
+  // Read on every request (latency-tracking), so without the strings' lock.
+  bool Bool(Setting id) const { return Int(id) != 0; }
 
   // Runs after CONFIG SET has stored new values: `apply` puts the settings in `ids` into effect
   // (e.g. reloads TLS certificates) and returns an error text, or empty on success. CONFIG SET

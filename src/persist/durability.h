@@ -100,6 +100,8 @@ class Durability {
   bool WhenDurable(uint64_t lsn, std::function<void()> done) {
     return log_->WhenDurable(lsn, std::move(done));
   }
+  // See LogWriter::DurableNow.
+  bool DurableNow(uint64_t lsn) { return log_->DurableNow(lsn); }
   // False while the log cannot be written: writes must be refused.
   bool healthy() const { return log_ == nullptr || log_->healthy(); }
   std::string last_error() const;

@@ -220,12 +220,19 @@ uint64_t LogWriter::RotateForSnapshot() {
   return base;
 }
 
-bool LogWriter::WhenDurable(uint64_t lsn, std::function<void()> done) {
-  auto durable = [this] {
-    return policy_.load() == FsyncPolicy::kAlways ? synced_lsn_.load() : written_lsn_.load();
-  };
-  if (durable() >= lsn) return true;
+uint64_t LogWriter::DurableLsn() const {
+  return policy_.load() == FsyncPolicy::kAlways ? synced_lsn_.load() : written_lsn_.load();
+}
+
+bool LogWriter::DurableNow(uint64_t lsn) {
+  if (DurableLsn() >= lsn) return true;
   if (policy_.load() != FsyncPolicy::kAlways) WriteOnCaller();
+  return DurableLsn() >= lsn;
+}
+
+bool LogWriter::WhenDurable(uint64_t lsn, std::function<void()> done) {
+  const auto durable = [this] { return DurableLsn(); };
+  if (DurableNow(lsn)) return true;
   {
     std::lock_guard lock(waiters_mu_);
     if (durable() >= lsn) return true;
@@ -286,8 +293,7 @@ void LogWriter::NotifyDurable() {
   std::vector<std::function<void()>> ready;
   {
     std::lock_guard lock(waiters_mu_);
-    uint64_t durable =
-        policy_.load() == FsyncPolicy::kAlways ? synced_lsn_.load() : written_lsn_.load();
+    const uint64_t durable = DurableLsn();
     auto end = waiters_.upper_bound(durable);
     for (auto it = waiters_.begin(); it != end; ++it) ready.push_back(std::move(it->second));
     waiters_.erase(waiters_.begin(), end);

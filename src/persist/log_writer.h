@@ -91,6 +91,9 @@ class LogWriter {
   // itself first (then it usually returns true); a failed write is left to the log thread.
   // `done` runs on whichever thread wrote the record: it must only hand work off.
   bool WhenDurable(uint64_t lsn, std::function<void()> done);
+  // Whether every record up to `lsn` is as durable as the policy promises, after writing the
+  // queue on this thread as WhenDurable does; nothing is arranged when it is not.
+  bool DurableNow(uint64_t lsn);
 
   // Blocks until every record appended so far is written and synced (SAVE, shutdown), or the
   // log is failing (then it returns without waiting for the failed records).
@@ -127,6 +130,8 @@ class LogWriter {
   // WhenDurable's caller writes the queue when no one else is writing, the log is healthy, and
   // the batch is small and stays in the current segment.
   void WriteOnCaller();
+  // The last lsn as durable as the policy promises: written (everysec/no) or synced (always).
+  uint64_t DurableLsn() const;
   // Writes carry_ in order and keeps what did not reach the file; true when all of it did.
   // Caller holds writer_mu_.
   bool WriteCarried();

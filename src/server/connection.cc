@@ -363,7 +363,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       }
     } done{this};
     // A write is acknowledged only once its log record is as durable as the policy promises.
-    if (uint64_t lsn = std::exchange(client_->reply_needs_lsn, 0); lsn != 0) {
+    if (uint64_t lsn = std::exchange(client_->reply_needs_lsn, 0);
+        lsn != 0 && !dispatcher_.DurableNow(lsn)) {
       co_await AwaitDurable(lsn);
     }
     PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));

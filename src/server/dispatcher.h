@@ -49,6 +49,9 @@ class Dispatcher {
   // Calls `resume` (from any thread) once log sequence number `lsn` is durable; returns true
   // instead, without calling it, when it already is.
   virtual bool WhenDurable(uint64_t lsn, std::function<void()> resume) = 0;
+  // Whether `lsn` is durable now, after writing the log on this thread where the policy lets a
+  // caller do so: the common case, answered without arranging a resumption.
+  virtual bool DurableNow(uint64_t lsn) = 0;
 
   // Seconds a client may stay idle (0: forever) and the unread-reply limit, read per connection.
   virtual int64_t IdleTimeoutSeconds() const = 0;

@@ -37,6 +37,10 @@ class FakeDispatcher : public Dispatcher {
     reply.Simple(text);
   }
   protocol::ParserLimits LimitsFor(const ClientState&) const override { return {}; }
+  bool DurableNow(uint64_t lsn) override {
+    std::lock_guard lock(mu_);
+    return lsn <= durable_;
+  }
   bool WhenDurable(uint64_t lsn, std::function<void()> resume) override {
     std::lock_guard lock(mu_);
     if (lsn <= durable_) return true;

@@ -138,7 +138,7 @@ namespace {
 
 std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch) {
   store::Keyspace& keys = Db(ctx).keys;
-  const int64_t now = NowMs();
+  const int64_t now = CommandClock::WallMs();
   auto info = touch ? keys.FindAndTouch(key, now) : keys.Find(key);
   if (!info) return std::nullopt;
   if (info->expire_at_ms != 0 && info->expire_at_ms <= now) {

@@ -124,6 +124,7 @@ void Quit(Context& ctx) {
 }
 
 void Reset(Context& ctx) {
+  EndTransaction(ctx.engine, ctx.client);
   ctx.client.resp = 2;
   ctx.reply.set_protocol(2);
   {
@@ -166,7 +167,9 @@ std::string DescribeClient(const server::ClientState& c) {
   out += " name=" + name;
   out += " age=" + std::to_string(age);
   out += " idle=" + std::to_string((now - c.last_interaction_ms.load()) / 1000);
-  out += " flags=N db=" + std::to_string(c.db.load()) + " sub=0 psub=0 ssub=0 multi=-1";
+  const int multi = c.multi_count.load(std::memory_order_relaxed);
+  out += std::string(" flags=") + (multi >= 0 ? "x" : "N") + " db=" + std::to_string(c.db.load()) +
+         " sub=0 psub=0 ssub=0 multi=" + std::to_string(multi);
   // Memory as Redis words it: qbuf is the request bytes received and not yet run, qbuf-free the
   // room of the read buffer, argv-mem the request's arguments, omem the replies queued (copied
   // or pinned), tot-mem all of it plus the connection itself.

@@ -1,0 +1,41 @@
+// ExecGate: what keeps EXEC whole. Every command holds the stripe of its own thread while it runs
+// (a mutex no other thread normally takes, so holding it costs an uncontended lock); EXEC holds
+// every stripe, so no other client's command runs between, or during, the commands of its
+// queue. Any thread (io threads, the active expiry thread).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <mutex>
+
+namespace prefixd::commands {
+
+class ExecGate {
+ public:
+  // Threads get stripes in the order they first take the gate; past this many, two share one
+  // (still correct, only no longer uncontended).
+  static constexpr size_t kStripes = 64;
+
+  // Holds the gate for one command: its thread's stripe, or every stripe (`exclusive`: EXEC).
+  // A thread that already holds the gate (a command run inside EXEC) takes nothing more.
+  class Hold {
+   public:
+    Hold(ExecGate& gate, bool exclusive);
+    ~Hold();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    ExecGate* gate_ = nullptr;  // null: nothing taken
+    bool exclusive_ = false;
+    size_t stripe_ = 0;
+  };
+
+ private:
+  struct alignas(64) Stripe {
+    std::mutex mu;
+  };
+  std::array<Stripe, kStripes> stripes_;
+};
+
+}  // namespace prefixd::commands

@@ -1,12 +1,13 @@
 // ExecGate: what keeps EXEC whole. Every command holds the stripe of its own thread while it runs
-// (a mutex no other thread normally takes, so holding it costs an uncontended lock); EXEC holds
-// every stripe, so no other client's command runs between, or during, the commands of its
-// queue. Any thread (io threads, the active expiry thread).
+// (a flag no other thread normally touches: taking it is one uncontended exchange on a cache line
+// the thread owns, giving it back a plain store); EXEC holds every stripe, so no other client's
+// command runs between, or during, the commands of its queue. Any thread (io threads, the active
+// expiry thread).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
-#include <mutex>
 
 namespace prefixd::commands {
 
@@ -33,8 +34,17 @@ class ExecGate {
 
  private:
   struct alignas(64) Stripe {
-    std::mutex mu;
+    std::atomic<bool> held{false};
   };
+  static void Lock(Stripe& s) {
+    if (!s.held.exchange(true, std::memory_order_acquire)) return;
+    LockContended(s);
+  }
+  // Waits for the holder: a command (EXEC waits for it to finish) or an EXEC (the command waits
+  // for its queue); spins briefly, then yields, then sleeps.
+  static void LockContended(Stripe& s);
+  static void Unlock(Stripe& s) { s.held.store(false, std::memory_order_release); }
+
   std::array<Stripe, kStripes> stripes_;
 };
 

@@ -176,7 +176,8 @@ std::string DescribeClient(const server::ClientState& c) {
   out += " qbuf=" + std::to_string(c.query_buffer_bytes.load());
   out += " qbuf-free=" + std::to_string(c.query_buffer_free.load());
   out += " argv-mem=" + std::to_string(c.argv_bytes.load());
-  out += " multi-mem=0 rbs=0 rbp=0 obl=0 oll=0";
+  out += " multi-mem=" + std::to_string(c.multi_bytes.load(std::memory_order_relaxed)) +
+         " rbs=0 rbp=0 obl=0 oll=0";
   out += " omem=" + std::to_string(c.output_bytes.load());
   out += " tot-mem=" + std::to_string(c.total_bytes.load());
   out += " events=r cmd=" + std::string(c.last_command.load());

@@ -367,6 +367,8 @@ void Registry::Queue(server::ClientState& client, const CommandSpec& spec,
     client.multi_flags |= spec.flags;
     client.multi_count.store(static_cast<int>(client.multi_queue.size()),
                              std::memory_order_relaxed);
+    client.multi_bytes.fetch_add(client.multi_queue.back().allocated_bytes() + sizeof(request),
+                                 std::memory_order_relaxed);
   }
   reply.Simple("QUEUED");
 }

@@ -16,6 +16,7 @@ void EndTransaction(Engine& engine, server::ClientState& client) {
   client.multi_queue.clear();
   client.multi_queue.shrink_to_fit();
   client.multi_count.store(-1, std::memory_order_relaxed);
+  client.multi_bytes.store(0, std::memory_order_relaxed);
   engine.watches().UnwatchAll(client);
 }
 

@@ -58,6 +58,8 @@ struct ClientState {
   std::atomic<int> db{0};
   // CLIENT LIST's multi=: commands queued since MULTI, -1 outside a transaction.
   std::atomic<int> multi_count{-1};
+  // CLIENT LIST's multi-mem: bytes the queued requests hold.
+  std::atomic<uint64_t> multi_bytes{0};
   std::atomic<int64_t> last_interaction_ms{0};
   // Memory figures (server/connection_memory.h): CLIENT LIST's qbuf, qbuf-free, argv-mem,
   // omem and tot-mem, summed in INFO's mem_clients_normal.

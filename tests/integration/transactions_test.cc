@@ -72,6 +72,9 @@ const std::vector<Step>& ReferenceScript() {
       {0, {"DISCARD"}},
       {0, {"MULTI"}},
       {0, {"EXEC"}},  // empty transaction
+      {0, {"MULTI"}},
+      {0, {"MONITOR"}},  // queued; refused when EXEC runs it
+      {0, {"EXEC"}},
       // WATCH: another client's write breaks it; an untouched key does not.
       {0, {"WATCH", "w", "other"}},
       {1, {"SET", "w", "x"}},
@@ -312,7 +315,11 @@ TEST_F(TransactionsTest, ClientListShowsQueueAndMonitorSeesExecOrder) {
   EXPECT_EQ(a->Call(Args{"GET", "m"}), "+QUEUED\r\n");
   std::string list = observer->Call(Args{"CLIENT", "LIST"});
   EXPECT_NE(list.find("name=txn age="), std::string::npos) << list;
-  EXPECT_NE(list.find("flags=x db=0 sub=0 psub=0 ssub=0 multi=2 "), std::string::npos) << list;
+  const size_t at = list.find("name=txn age=");
+  ASSERT_NE(at, std::string::npos) << list;
+  const std::string line = list.substr(at, list.find('\n', at) - at);
+  EXPECT_NE(line.find("flags=x db=0 sub=0 psub=0 ssub=0 multi=2 "), std::string::npos) << line;
+  EXPECT_EQ(line.find("multi-mem=0 "), std::string::npos) << line;
   EXPECT_EQ(a->Call(Args{"EXEC"}), "*2\r\n+OK\r\n$1\r\n1\r\n");
   list = observer->Call(Args{"CLIENT", "LIST"});
   EXPECT_EQ(list.find("multi=2"), std::string::npos) << list;

@@ -103,6 +103,7 @@ void RegisterTransactionCommands(Registry& r) {
                                   Watch, "O(1) for every key."),
                               "2.2.0", kTx, {}, {KeyArg("key")});
   watch.arguments[0].flags = kArgMultiple;
+  watch.first_key = 1, watch.last_key = -1, watch.key_step = 1;
   watch.key_specs = {RangeKeySpec(kKeyRO, 1, -1)};
   r.Add(std::move(watch));
   r.Add(AsRedis(cmd("unwatch", 1, kControl, "", "Forgets every WATCHed key.", Unwatch, "O(1)"),

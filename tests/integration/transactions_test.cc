@@ -41,6 +41,8 @@ struct Step {
 const std::vector<Step>& ReferenceScript() {
   static const std::vector<Step> script = {
       {0, {"FLUSHALL"}},
+      {0, {"COMMAND", "INFO", "multi", "exec", "discard", "watch", "unwatch"}},
+      {0, {"COMMAND", "GETKEYS", "WATCH", "a", "b"}},
       {0, {"EXEC"}},
       {0, {"DISCARD"}},
       {0, {"MULTI"}},

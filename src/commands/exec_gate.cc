@@ -38,17 +38,30 @@ void ExecGate::LockContended(Stripe& s) {
   }
 }
 
+void ExecGate::YieldToExclusive() {
+  for (int tries = 0; exclusive_waiting_.load(std::memory_order_relaxed) != 0; ++tries) {
+    if (tries < 100) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
 ExecGate::Hold::Hold(ExecGate& gate, bool exclusive) {
   if (holding) return;
   holding = true;
   gate_ = &gate, exclusive_ = exclusive;
   if (!exclusive) {
     stripe_ = ThisThreadStripe();
+    if (gate.exclusive_waiting_.load(std::memory_order_relaxed) != 0) gate.YieldToExclusive();
     Lock(gate.stripes_[stripe_]);
     return;
   }
   // Always in ascending order: two EXECs never wait on each other crosswise.
+  gate.exclusive_waiting_.fetch_add(1, std::memory_order_relaxed);
   for (Stripe& s : gate.stripes_) Lock(s);
+  gate.exclusive_waiting_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 ExecGate::Hold::~Hold() {

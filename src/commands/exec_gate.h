@@ -41,11 +41,17 @@ class ExecGate {
     LockContended(s);
   }
   // Waits for the holder: a command (EXEC waits for it to finish) or an EXEC (the command waits
-  // for its queue); spins briefly, then yields, then sleeps.
+  // for its queue); yields, then sleeps.
   static void LockContended(Stripe& s);
+  // Waits while an EXEC waits for the stripes.
+  void YieldToExclusive();
   static void Unlock(Stripe& s) { s.held.store(false, std::memory_order_release); }
 
   std::array<Stripe, kStripes> stripes_;
+  // EXECs waiting for the stripes: a command about to take its stripe lets them go first, so
+  // a thread busy with a long pipeline cannot keep an EXEC waiting for ever. Written only by
+  // EXEC, so commands read it from their own cache's copy.
+  alignas(64) std::atomic<int> exclusive_waiting_{0};
 };
 
 }  // namespace prefixd::commands

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <new>
 #include <optional>
 
 #include "commands/cluster_routing.h"
@@ -288,8 +289,22 @@ void Registry::RunQueued(server::ClientState& client, const protocol::Request& r
   const CommandSpec* spec = Resolve(request);
   if (spec == nullptr) return Reject(nullptr, reply, errors::UnknownCommand(request));
   client.last_command.store(spec->full_name.c_str(), std::memory_order_relaxed);
-  Context ctx{client, request, reply, engine_, *spec};
-  Run(*spec, ctx);
+  // A command that throws answers an error in its place in EXEC's array, and the queue goes on,
+  // as the connection does for a request alone.
+  const auto mark = reply.GetMark();
+  try {
+    Context ctx{client, request, reply, engine_, *spec};
+    Run(*spec, ctx);
+  } catch (const std::exception& e) {
+    reply.RewindTo(mark);
+    spdlog::warn("Client id={} addr={}: '{}' in EXEC failed: {}", client.id, client.addr,
+                 spec->full_name, e.what());
+    if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+      reply.Error("OOM not enough memory to run '" + spec->full_name + "'");
+    } else {
+      reply.Error("ERR internal error running '" + spec->full_name + "': " + e.what());
+    }
+  }
 }
 
 void Registry::DispatchTo(server::ClientState& client, protocol::Request& request,

@@ -45,12 +45,18 @@ void Exec(Context& ctx) {
   // its queue runs.
   ctx.engine.watches().UnwatchAll(client);
   std::vector<protocol::Request> queue = std::move(client.multi_queue);
+  // However the queue ends (an exception leaves through here too), the transaction is over.
+  struct End {
+    Context& ctx;
+    ~End() {
+      EndTransaction(ctx.engine, ctx.client);
+      ctx.client.last_command.store(ctx.spec.full_name.c_str(), std::memory_order_relaxed);
+    }
+  } end{ctx};
   ctx.reply.ArrayLen(queue.size());
   for (const protocol::Request& request : queue) {
     ctx.engine.registry->RunQueued(client, request, ctx.reply);
   }
-  EndTransaction(ctx.engine, client);
-  client.last_command.store(ctx.spec.full_name.c_str(), std::memory_order_relaxed);
 }
 
 void Discard(Context& ctx) {

@@ -361,6 +361,42 @@ TEST_F(TransactionsTest, CommandStatsCountQueuedCommandsWhenTheyRun) {
   EXPECT_NE(errors.find("errorstat_ERR:count=1\r\n"), std::string::npos) << errors;
 }
 
+// The queue is the client's memory (CLIENT LIST multi-mem and tot-mem, maxmemory): a client
+// cannot queue without end; under maxmemory queueing is refused with -OOM and EXEC aborts.
+TEST_F(TransactionsTest, QueuedRequestsCountAsMemory) {
+  auto c = Connect();
+  auto observer = Connect();
+  EXPECT_EQ(observer->Call(Args{"CONFIG", "SET", "maxmemory", "8mb"}), "+OK\r\n");
+  EXPECT_EQ(c->Call(Args{"CLIENT", "SETNAME", "big"}), "+OK\r\n");
+  EXPECT_EQ(c->Call(Args{"MULTI"}), "+OK\r\n");
+  const std::string value(1 << 20, 'v');
+  EXPECT_EQ(c->Call(Args{"SET", "k0", value}), "+QUEUED\r\n");
+  std::string list = observer->Call(Args{"CLIENT", "LIST"});
+  const size_t at = list.find("name=big ");
+  ASSERT_NE(at, std::string::npos) << list;
+  const size_t mem_at = list.find("multi-mem=", at);
+  ASSERT_NE(mem_at, std::string::npos) << list;
+  EXPECT_GE(std::stoull(list.substr(mem_at + 10)), uint64_t{1} << 20) << list.substr(at, 400);
+  int refused_at = -1;
+  for (int i = 1; i < 32 && refused_at < 0; ++i) {
+    std::string reply = c->Call(Args{"SET", "k" + std::to_string(i), value});
+    if (reply.starts_with("-OOM")) {
+      refused_at = i;
+    } else {
+      ASSERT_EQ(reply, "+QUEUED\r\n");
+    }
+  }
+  EXPECT_GT(refused_at, 1);
+  EXPECT_LT(refused_at, 16);
+  EXPECT_EQ(c->Call(Args{"EXEC"}),
+            "-EXECABORT Transaction discarded because of previous errors.\r\n");
+  EXPECT_EQ(c->Call(Args{"EXISTS", "k0"}), ":0\r\n");
+  // The queue's memory is given back: a new transaction queues again.
+  EXPECT_EQ(c->Call(Args{"MULTI"}), "+OK\r\n");
+  EXPECT_EQ(c->Call(Args{"SET", "k0", value}), "+QUEUED\r\n");
+  EXPECT_EQ(c->Call(Args{"EXEC"}), "*1\r\n+OK\r\n");
+}
+
 TEST_F(TransactionsTest, ExecWritesSurviveRestart) {
   {
     auto c = Connect();

@@ -26,7 +26,7 @@ per_unit_timeout="${SUITE_TIMEOUT:-300}"
 
 # The tests known to fail, each for a stated reason (docs/compatibility.md).
 out_of_scope="$repo/tests/redis-suite/out-of-scope.tsv"
-all_units=(unit/protocol unit/info-command unit/quit unit/type/string unit/keyspace unit/expire
+all_units=(unit/protocol unit/info-command unit/quit unit/type/string unit/keyspace unit/expire unit/multi
   unit/introspection unit/introspection-2 unit/info)
 
 if [ ! -x "$suite/runtest" ]; then
@@ -78,8 +78,16 @@ status=0
 printf '%-22s %6s %6s %6s  %s\n' unit passed failed errors result
 for unit in "${units[@]}"; do
   log="$work/$(echo "$unit" | tr / _).log"
+  # Out-of-scope tests marked "skip" are not run: their failure would leave the shared connection
+  # inside MULTI (a command prefixd lacks, sent between MULTI and EXEC) and fail every test after.
+  skips=()
+  while IFS=$'\t' read -r skip_unit skip_name _ skip_flag; do
+    if [ "$skip_unit" = "$unit" ] && [ "${skip_flag:-}" = "skip" ]; then
+      skips+=(--skiptest "$skip_name")
+    fi
+  done < <(grep -v '^#' "$out_of_scope")
   (cd "$suite" && timeout "$per_unit_timeout" ./runtest --host 127.0.0.1 --port "$port" \
-    --singledb --durable --clients 1 --tags -needs:debug --single "$unit") 2>&1 |
+    --singledb --durable --clients 1 --tags -needs:debug "${skips[@]}" --single "$unit") 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' >"$log" # the suite colours its output even into a pipe
   rc=${PIPESTATUS[0]}
   cp "$log" "${SUITE_LOGS:-$work}/" 2>/dev/null || true

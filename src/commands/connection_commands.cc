@@ -124,6 +124,7 @@ void Quit(Context& ctx) {
 }
 
 void Reset(Context& ctx) {
+  EndTransaction(ctx.engine, ctx.client);
   ctx.client.resp = 2;
   ctx.reply.set_protocol(2);
   {
@@ -166,14 +167,17 @@ std::string DescribeClient(const server::ClientState& c) {
   out += " name=" + name;
   out += " age=" + std::to_string(age);
   out += " idle=" + std::to_string((now - c.last_interaction_ms.load()) / 1000);
-  out += " flags=N db=" + std::to_string(c.db.load()) + " sub=0 psub=0 ssub=0 multi=-1";
+  const int multi = c.multi_count.load(std::memory_order_relaxed);
+  out += std::string(" flags=") + (multi >= 0 ? "x" : "N") + " db=" + std::to_string(c.db.load()) +
+         " sub=0 psub=0 ssub=0 multi=" + std::to_string(multi);
   // Memory as Redis words it: qbuf is the request bytes received and not yet run, qbuf-free the
   // room of the read buffer, argv-mem the request's arguments, omem the replies queued (copied
   // or pinned), tot-mem all of it plus the connection itself.
   out += " qbuf=" + std::to_string(c.query_buffer_bytes.load());
   out += " qbuf-free=" + std::to_string(c.query_buffer_free.load());
   out += " argv-mem=" + std::to_string(c.argv_bytes.load());
-  out += " multi-mem=0 rbs=0 rbp=0 obl=0 oll=0";
+  out += " multi-mem=" + std::to_string(c.multi_bytes.load(std::memory_order_relaxed)) +
+         " rbs=0 rbp=0 obl=0 oll=0";
   out += " omem=" + std::to_string(c.output_bytes.load());
   out += " tot-mem=" + std::to_string(c.total_bytes.load());
   out += " events=r cmd=" + std::string(c.last_command.load());

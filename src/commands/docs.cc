@@ -69,7 +69,8 @@ std::string CommandsMarkdown(const Registry& registry) {
       {"ssm", "SSM.PREFIX: recurrent state"},
       {"vstore", "V-store: attention-layer rows"},
       {"kvprefix", "KV.PREFIX: attention-layer prefixes"},
-      {"prefixindex", "Prefix index: blocks, checkpoints, the match (docs/prefix-index.md)"}};
+      {"prefixindex", "Prefix index: blocks, checkpoints, the match (docs/prefix-index.md)"},
+      {"transactions", "Transactions"}};
   for (const auto& [group, specs] : groups) {
     auto title = kTitles.count(group) ? kTitles.at(group) : group;
     out += "\n## " + title +

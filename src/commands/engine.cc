@@ -120,7 +120,11 @@ void Engine::StartActiveExpiry() {
     std::mutex mu;
     std::condition_variable_any wake;
     while (!stop.stop_requested()) {
-      ExpireCycle(*this, CoarseNowMs(), kPerShard);
+      {
+        // A pass deletes keys: never in the middle of an EXEC.
+        ExecGate::Hold gate(exec_gate_, /*exclusive=*/false);
+        ExpireCycle(*this, CoarseNowMs(), kPerShard);
+      }
       std::unique_lock lock(mu);
       wake.wait_for(lock, stop, kPeriod, [] { return false; });
     }

@@ -18,7 +18,9 @@
 
 #include "cluster/cluster_state.h"
 #include "commands/command_stats.h"
+#include "commands/exec_gate.h"
 #include "commands/prefix_receipt.h"
+#include "commands/watches.h"
 #include "common/settings.h"
 #include "common/striped_counter.h"
 #include "persist/durability.h"
@@ -79,6 +81,10 @@ class Engine {
   static constexpr size_t kKeyLockStripes = 1024;
   static size_t KeyLockStripe(std::string_view key);
   std::mutex& key_lock(size_t stripe) { return key_locks_[stripe]; }
+  // Held by every command while it runs, by EXEC exclusively (commands/exec_gate.h).
+  ExecGate& exec_gate() { return exec_gate_; }
+  // WATCH's keys; the mutation path reports changes to it.
+  Watches& watches() { return watches_; }
   // Null when appendonly is off.
   persist::Durability* durability() { return durability_.get(); }
   void set_durability(std::unique_ptr<persist::Durability> d) { durability_ = std::move(d); }
@@ -139,6 +145,8 @@ class Engine {
   std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   std::function<void()> shutdown_hook_;
   std::shared_mutex mutation_gate_;
+  ExecGate exec_gate_;
+  Watches watches_;
   store::Databases databases_;
   std::array<std::mutex, kKeyLockStripes> key_locks_;
   // Declared after the stores: destroyed first, syncing the log while the store it logs is still

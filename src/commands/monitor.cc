@@ -103,6 +103,10 @@ std::string MonitorLine(const server::ClientState& client, const protocol::Reque
 }
 
 void Monitor(Context& ctx) {
+  // Run by EXEC: a client whose replies come as one array cannot turn into a stream of lines.
+  if (ctx.client.in_multi) {
+    return ctx.reply.Error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+  }
   ctx.engine.AddMonitor(ctx.client.id);
   ctx.reply.Simple("OK");
 }

@@ -116,7 +116,15 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
                                          log->changes);
     };
   }
+  // WATCH: nobody watches (one atomic load), or the change breaks the watches it touches.
+  const bool watched = engine.watches().any();
+  const bool whole = flush_all || swap != nullptr || std::holds_alternative<persist::FlushDb>(m);
+  if (watched && whole) engine.watches().BeforeChange(engine, db, m);
   result.outcome = persist::Apply(m, StoresOf(engine, database), append);
+  if (watched && !whole) {
+    engine.watches().AfterChange(engine, db, m,
+                                 result.outcome->kind != persist::Outcome::Kind::kUnchanged);
+  }
   if (swap != nullptr) engine.databases().Swap(swap->a, swap->b);
   if (flush_all) {  // one record empties every database
     engine.databases().ForEach([&](size_t index, store::Database& other) {

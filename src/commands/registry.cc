@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <new>
 #include <optional>
 
 #include "commands/cluster_routing.h"
@@ -97,6 +98,11 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterStringCommands(*this);
   RegisterClusterCommands(*this);
   RegisterMigrateCommands(*this);
+  RegisterTransactionCommands(*this);
+  exec_ = Find("exec");
+  for (std::string_view name : {"exec", "discard", "multi", "watch", "quit", "reset"}) {
+    run_in_multi_.push_back(Find(name));
+  }
 }
 
 void Registry::Add(CommandSpec spec) {
@@ -162,20 +168,43 @@ std::string Registry::OnConnect(const std::shared_ptr<server::ClientState>& clie
 }
 
 void Registry::OnDisconnect(const std::shared_ptr<server::ClientState>& client) {
+  engine_.watches().UnwatchAll(*client);
   engine_.RemoveClient(*client);
 }
 
 void Registry::Reject(const CommandSpec* spec, protocol::ReplyWriter& reply,
-                      std::string_view message) {
+                      std::string_view message) const {
   engine_.stats().rejected_calls.Add();
   if (spec != nullptr) spec->stats->rejected_calls.Add();
   reply.Error(message);
   engine_.stats().errors.Add(reply.last_error_code());
 }
 
-void Registry::Run(const CommandSpec& spec, Context& ctx) {
+void Registry::RejectInTransaction(server::ClientState& client, const CommandSpec* spec,
+                                   protocol::ReplyWriter& reply, std::string_view message) const {
+  if (!client.in_multi) return Reject(spec, reply, message);
+  if (spec == exec_) {
+    EndTransaction(engine_, client);
+    return Reject(spec, reply,
+                  "EXECABORT Transaction discarded because of: " +
+                      std::string(message.substr(message.starts_with('-'))));
+  }
+  client.multi_refused = true;
+  Reject(spec, reply, message);
+}
+
+namespace {
+
+// Error replies already counted by the commands run inside the one running on this thread (the
+// queue of an EXEC): EXEC does not count them again.
+thread_local uint64_t counted_errors = 0;
+
+}  // namespace
+
+void Registry::Run(const CommandSpec& spec, Context& ctx) const {
   engine_.stats().total_commands.Add();
   const uint64_t errors_before = ctx.reply.error_count();
+  const uint64_t counted_before = counted_errors;
   const auto start = std::chrono::steady_clock::now();
   {
     CommandClock::Scope command_clock(start);
@@ -191,7 +220,9 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) {
   if (engine_.HasMonitors() && !(spec.flags & (kAdmin | kSkipMonitor))) {
     engine_.FeedMonitors(ctx.client, MonitorLine(ctx.client, ctx.args));
   }
-  const uint64_t errors = ctx.reply.error_count() - errors_before;
+  const uint64_t errors =
+      ctx.reply.error_count() - errors_before - (counted_errors - counted_before);
+  counted_errors += errors;
   if (errors > 0) {
     stats.failed_calls.Add();
     for (uint64_t i = 0; i < errors; ++i) engine_.stats().errors.Add(ctx.reply.last_error_code());
@@ -239,57 +270,154 @@ void Registry::Refuse(server::ClientState& client, const protocol::Request& part
                       protocol::ReplyWriter& reply, std::string_view refusal) {
   client.last_interaction_ms.store(CoarseNowMs(), std::memory_order_relaxed);
   const CommandSpec* spec = partial.empty() ? nullptr : Find(partial[0]);
-  Answer(client, reply, [&](protocol::ReplyWriter& w) { Reject(spec, w, refusal); });
+  Answer(client, reply,
+         [&](protocol::ReplyWriter& w) { RejectInTransaction(client, spec, w, refusal); });
+}
+
+const CommandSpec* Registry::Resolve(const protocol::Request& request) const {
+  const CommandSpec* spec = Find(request[0]);
+  if (spec == nullptr || spec->subcommands.empty() || request.size() < 2) return spec;
+  std::string sub = AsciiLower(request[1]);
+  auto it = std::find_if(spec->subcommands.begin(), spec->subcommands.end(),
+                         [&](const CommandSpec& s) { return s.name == sub; });
+  return it == spec->subcommands.end() ? nullptr : &*it;
+}
+
+void Registry::RunQueued(server::ClientState& client, const protocol::Request& request,
+                         protocol::ReplyWriter& reply) const {
+  // Checked when it was queued; the table does not change.
+  const CommandSpec* spec = Resolve(request);
+  if (spec == nullptr) return Reject(nullptr, reply, errors::UnknownCommand(request));
+  client.last_command.store(spec->full_name.c_str(), std::memory_order_relaxed);
+  // A command that throws answers an error in its place in EXEC's array, and the queue goes on,
+  // as the connection does for a request alone.
+  const auto mark = reply.GetMark();
+  try {
+    Context ctx{client, request, reply, engine_, *spec};
+    Run(*spec, ctx);
+  } catch (const std::exception& e) {
+    reply.RewindTo(mark);
+    spdlog::warn("Client id={} addr={}: '{}' in EXEC failed: {}", client.id, client.addr,
+                 spec->full_name, e.what());
+    if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+      reply.Error("OOM not enough memory to run '" + spec->full_name + "'");
+    } else {
+      reply.Error("ERR internal error running '" + spec->full_name + "': " + e.what());
+    }
+  }
 }
 
 void Registry::DispatchTo(server::ClientState& client, protocol::Request& request,
                           protocol::ReplyWriter& reply) {
   client.last_interaction_ms.store(CoarseNowMs(), std::memory_order_relaxed);
   const CommandSpec* spec = Find(request[0]);
-  if (spec == nullptr) return Reject(nullptr, reply, errors::UnknownCommand(request));
+  if (spec == nullptr) {
+    return RejectInTransaction(client, nullptr, reply, errors::UnknownCommand(request));
+  }
   if (!spec->subcommands.empty() && request.size() >= 2) {
-    std::string sub = AsciiLower(request[1]);
-    auto it = std::find_if(spec->subcommands.begin(), spec->subcommands.end(),
-                           [&](const CommandSpec& s) { return s.name == sub; });
-    if (it == spec->subcommands.end()) {
-      return Reject(nullptr, reply, errors::UnknownSubcommand(request[1], spec->name));
+    const CommandSpec* sub = Resolve(request);
+    if (sub == nullptr) {
+      return RejectInTransaction(client, nullptr, reply,
+                                 errors::UnknownSubcommand(request[1], spec->name));
     }
-    spec = &*it;
+    spec = sub;
   }
   client.last_command.store(spec->full_name.c_str(), std::memory_order_relaxed);
   if (!ArityOk(spec->arity, request.size())) {
-    return Reject(spec, reply, errors::WrongArity(spec->full_name));
+    return RejectInTransaction(client, spec, reply, errors::WrongArity(spec->full_name));
   }
   if (!client.authenticated && !(spec->flags & kNoAuth)) {
-    return Reject(spec, reply, errors::kNoAuth);
+    return RejectInTransaction(client, spec, reply, errors::kNoAuth);
   }
+  // Inside MULTI every command but these few is queued; EXEC is checked as the sum of its queue.
+  const bool queue = client.in_multi && std::find(run_in_multi_.begin(), run_in_multi_.end(),
+                                                  spec) == run_in_multi_.end();
+  const bool exec = client.in_multi && spec == exec_;
+  if (queue && (spec->flags & kNoMulti)) {
+    return RejectInTransaction(client, spec, reply, "ERR Command not allowed inside a transaction");
+  }
+  const uint32_t flags = exec ? client.multi_flags : spec->flags;
+  // Taken before any key lock: EXEC runs its queue holding the whole gate, then key locks.
+  ExecGate::Hold gate(engine_.exec_gate(), exec);
   // A write to a key of a slot being migrated away holds the key's lock stripes, as MIGRATE does
   // from reading the key to deleting it, and is routed again under them: the key may have left
   // meanwhile (then it is asked for on the target), and a write never lands between MIGRATE's
   // copy and its delete.
   std::optional<KeyLocks> migration_guard;
   if (engine_.cluster != nullptr) {
-    bool migrating = false;
-    std::string redirect = ClusterRedirect(engine_, client, *spec, request, &migrating);
-    if (redirect.empty() && migrating && (spec->flags & kWrite)) {
-      std::vector<std::string_view> keys;
-      for (const KeyPosition& k : KeyPositions(*spec, request)) keys.push_back(request[k.index]);
-      migration_guard.emplace(engine_, keys);
-      redirect = ClusterRedirect(engine_, client, *spec, request);
+    if (exec) {
+      // Every key of the queue must be served here, in one slot; if not, the transaction ends
+      // with the redirect itself, as in Redis.
+      std::string redirect = TransactionRedirect(client);
+      if (!redirect.empty()) {
+        EndTransaction(engine_, client);
+        return Reject(spec, reply, redirect);
+      }
+    } else {
+      std::string redirect = ClusterRedirectGuarded(*spec, client, request, migration_guard);
+      if (!redirect.empty()) return RejectInTransaction(client, spec, reply, redirect);
     }
-    if (!redirect.empty()) return Reject(spec, reply, redirect);
   }
-  if ((spec->flags & kWrite) && engine_.durability() && !engine_.durability()->healthy()) {
-    return Reject(spec, reply,
-                  "MISCONF Errors writing to the AOF file: " + engine_.durability()->last_error());
+  if ((flags & kWrite) && engine_.durability() && !engine_.durability()->healthy()) {
+    return RejectInTransaction(
+        client, spec, reply,
+        "MISCONF Errors writing to the AOF file: " + engine_.durability()->last_error());
   }
-  if (spec->flags & kDenyOom) {
+  // Queueing may take memory without end: under OOM, MULTI queues nothing.
+  if ((flags & kDenyOom) || queue) {
     if (!MakeRoom(engine_)) {
-      return Reject(spec, reply, errors::kOom);
+      return RejectInTransaction(client, spec, reply, errors::kOom);
     }
   }
+  if (queue) return Queue(client, *spec, request, reply);
   Context ctx{client, request, reply, engine_, *spec};
   Run(*spec, ctx);
+}
+
+void Registry::Queue(server::ClientState& client, const CommandSpec& spec,
+                     const protocol::Request& request, protocol::ReplyWriter& reply) const {
+  // A transaction already refused runs nothing: its requests are not kept.
+  if (!client.multi_refused) {
+    client.multi_queue.push_back(request);
+    client.multi_flags |= spec.flags;
+    client.multi_count.store(static_cast<int>(client.multi_queue.size()),
+                             std::memory_order_relaxed);
+    client.multi_bytes.fetch_add(client.multi_queue.back().allocated_bytes() + sizeof(request),
+                                 std::memory_order_relaxed);
+  }
+  reply.Simple("QUEUED");
+}
+
+std::string Registry::TransactionRedirect(const server::ClientState& client) const {
+  // As Redis's getNodeByQuery for EXEC: the keys of every queued command, as if one command
+  // named them all.
+  CommandSpec all_keys;
+  all_keys.name = "exec", all_keys.flags = client.multi_flags & (kWrite | kReadonly);
+  all_keys.first_key = 1, all_keys.last_key = -1, all_keys.key_step = 1;
+  protocol::Request keys;
+  keys.AddSmall("exec");
+  for (const protocol::Request& queued : client.multi_queue) {
+    const CommandSpec* spec = Resolve(queued);
+    if (spec == nullptr) continue;
+    for (const KeyPosition& k : KeyPositions(*spec, queued)) keys.AddSmall(queued[k.index]);
+  }
+  if (keys.size() == 1) return {};
+  return ClusterRedirect(engine_, client, all_keys, keys);
+}
+
+std::string Registry::ClusterRedirectGuarded(const CommandSpec& spec,
+                                             const server::ClientState& client,
+                                             const protocol::Request& request,
+                                             std::optional<KeyLocks>& migration_guard) const {
+  bool migrating = false;
+  std::string redirect = ClusterRedirect(engine_, client, spec, request, &migrating);
+  if (redirect.empty() && migrating && (spec.flags & kWrite)) {
+    std::vector<std::string_view> keys;
+    for (const KeyPosition& k : KeyPositions(spec, request)) keys.push_back(request[k.index]);
+    migration_guard.emplace(engine_, keys);
+    redirect = ClusterRedirect(engine_, client, spec, request);
+  }
+  return redirect;
 }
 
 protocol::ParserLimits Registry::LimitsFor(const server::ClientState& client) const {

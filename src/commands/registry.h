@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -11,6 +12,7 @@
 
 #include "commands/command.h"
 #include "commands/engine.h"
+#include "commands/key_access.h"
 #include "server/dispatcher.h"
 
 namespace prefixd::commands {
@@ -40,6 +42,11 @@ class Registry : public server::Dispatcher {
 
   void Add(CommandSpec spec);
 
+  // EXEC: runs one queued request as it would have run alone (statistics, MONITOR), its reply
+  // appended to `reply`, under EXEC's hold of the gate.
+  void RunQueued(server::ClientState& client, const protocol::Request& request,
+                 protocol::ReplyWriter& reply) const;
+
  private:
   // Runs `answer` against `reply` as CLIENT REPLY asks (ON, OFF, SKIP), then moves the per-command
   // flags (SKIP, ASKING) on to the next command.
@@ -49,9 +56,26 @@ class Registry : public server::Dispatcher {
   void DispatchTo(server::ClientState& client, protocol::Request& request,
                   protocol::ReplyWriter& reply);
   // Answers a request refused before its handler ran, counting it as Redis does.
-  void Reject(const CommandSpec* spec, protocol::ReplyWriter& reply, std::string_view message);
+  void Reject(const CommandSpec* spec, protocol::ReplyWriter& reply,
+              std::string_view message) const;
+  // Reject, and inside MULTI as Redis does: a refused EXEC ends the transaction with
+  // EXECABORT, any other refusal marks it so that EXEC answers EXECABORT.
+  void RejectInTransaction(server::ClientState& client, const CommandSpec* spec,
+                           protocol::ReplyWriter& reply, std::string_view message) const;
+  // The command a request names: its subcommand's spec for a container, null when unknown.
+  const CommandSpec* Resolve(const protocol::Request& request) const;
+  // MULTI: keeps `request` for EXEC and answers +QUEUED.
+  void Queue(server::ClientState& client, const CommandSpec& spec, const protocol::Request& request,
+             protocol::ReplyWriter& reply) const;
+  // Cluster mode: the redirect of a request, holding the lock stripes of its keys in
+  // `migration_guard` when it writes to a slot being migrated away.
+  std::string ClusterRedirectGuarded(const CommandSpec& spec, const server::ClientState& client,
+                                     const protocol::Request& request,
+                                     std::optional<KeyLocks>& migration_guard) const;
+  // Cluster mode: the redirect of EXEC, from every key of the queue.
+  std::string TransactionRedirect(const server::ClientState& client) const;
   // Runs the handler, timing it and counting the call and any error reply.
-  void Run(const CommandSpec& spec, Context& ctx);
+  void Run(const CommandSpec& spec, Context& ctx) const;
 
   Engine& engine_;
   // Looked up for every request: hashed and compared with ASCII case folded on the fly, so a
@@ -65,11 +89,18 @@ class Registry : public server::Dispatcher {
     bool operator()(std::string_view a, std::string_view b) const;
   };
   std::unordered_map<std::string, CommandSpec, FoldedHash, FoldedEqual> table_;
+  // The commands that run at once inside MULTI instead of being queued (Redis's list).
+  const CommandSpec* exec_ = nullptr;
+  std::vector<const CommandSpec*> run_in_multi_;
 };
 
 // Redis's protected mode: with protected-mode on and no password, only loopback and unix-socket
 // clients are served; the rest get errors::kProtectedMode and are closed.
 bool ProtectedModeRefuses(const Settings& settings, const server::ClientState& client);
+
+// Ends the client's transaction, if any: the queue is dropped and every WATCH released (EXEC,
+// DISCARD, RESET, a refused EXEC).
+void EndTransaction(Engine& engine, server::ClientState& client);
 
 // Each command family adds its commands to the table.
 void RegisterConnectionCommands(Registry& registry);
@@ -83,5 +114,6 @@ void RegisterKeyCommands(Registry& registry);
 void RegisterStringCommands(Registry& registry);
 void RegisterClusterCommands(Registry& registry);
 void RegisterMigrateCommands(Registry& registry);
+void RegisterTransactionCommands(Registry& registry);
 
 }  // namespace prefixd::commands

@@ -9,6 +9,9 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
+
+#include "protocol/request.h"
 
 namespace prefixd::server {
 
@@ -40,11 +43,23 @@ struct ClientState {
   bool asking = false;
   bool asking_next = false;
   bool readonly = false;
+  // MULTI: the requests queued for EXEC, the union of their commands' flags (EXEC is refused
+  // under OOM or MISCONF as they would be), and whether one was refused while queueing (EXEC
+  // then answers EXECABORT). `watching`: WATCH named keys (commands::Watches holds them).
+  bool in_multi = false;
+  bool multi_refused = false;
+  uint32_t multi_flags = 0;
+  std::vector<protocol::Request> multi_queue;
+  bool watching = false;
 
   // Read by CLIENT LIST/INFO on any thread; written by the owner thread.
   std::atomic<int> resp{2};
   // The database SELECT chose (0 until then); CLIENT LIST reads it from other threads.
   std::atomic<int> db{0};
+  // CLIENT LIST's multi=: commands queued since MULTI, -1 outside a transaction.
+  std::atomic<int> multi_count{-1};
+  // CLIENT LIST's multi-mem: bytes the queued requests hold.
+  std::atomic<uint64_t> multi_bytes{0};
   std::atomic<int64_t> last_interaction_ms{0};
   // Memory figures (server/connection_memory.h): CLIENT LIST's qbuf, qbuf-free, argv-mem,
   // omem and tot-mem, summed in INFO's mem_clients_normal.

@@ -55,7 +55,9 @@ void PublishMemory(ClientState& client, const InputBuffer& input,
   client.query_buffer_free.store(input.capacity(), kRelaxed);
   client.argv_bytes.store(argv, kRelaxed);
   client.output_bytes.store(output, kRelaxed);
-  const uint64_t total = connection_bytes + sizeof(ClientState) + input.capacity() + argv + output;
+  // The requests a MULTI queued count as the client's, as Redis's multi-mem does.
+  const uint64_t total = connection_bytes + sizeof(ClientState) + input.capacity() + argv + output +
+                         client.multi_bytes.load(kRelaxed);
   client.total_bytes.store(total, kRelaxed);
   const uint64_t budget = total - reply.referenced_bytes();
   memory::AddClientBytes(static_cast<int64_t>(budget) -

@@ -158,6 +158,37 @@ TEST_F(ClusterTest, KeyedCommandsAreServedByTheirSlotsNodeAndRedirectedElsewhere
   EXPECT_NE(Call(0, {"INFO", "errorstats"}).find("errorstat_MOVED:count=2"), std::string::npos);
 }
 
+// A transaction is routed as one request: a queued command for another node's slot is
+// redirected and aborts EXEC; at EXEC every key of the queue must be in one slot served here,
+// else EXEC answers the redirect itself and the transaction ends (Redis's getNodeByQuery).
+TEST_F(ClusterTest, TransactionsAreRoutedAsOneRequest) {
+  EXPECT_EQ(Call(1, {"MULTI"}), "+OK\r\n");
+  EXPECT_EQ(Call(1, {"SET", "x{1}", "1"}), "+QUEUED\r\n");
+  EXPECT_EQ(Call(1, {"GET", "foo"}), Moved(kSlotOfFoo, 2));
+  EXPECT_EQ(Call(1, {"EXEC"}), "-EXECABORT Transaction discarded because of previous errors.\r\n");
+  EXPECT_EQ(Call(1, {"MULTI"}), "+OK\r\n");
+  EXPECT_EQ(Call(1, {"SET", "x{1}", "1"}), "+QUEUED\r\n");
+  EXPECT_EQ(Call(1, {"INCR", "y{1}"}), "+QUEUED\r\n");
+  EXPECT_EQ(Call(1, {"PING"}), "+QUEUED\r\n");
+  EXPECT_EQ(Call(1, {"EXEC"}), "*3\r\n+OK\r\n:1\r\n+PONG\r\n");
+  // Two keys node 1 serves, in different slots.
+  std::vector<std::string> mine;
+  std::string first_slot;
+  for (int i = 0; i < 200 && mine.size() < 2; ++i) {
+    std::string key = "k" + std::to_string(i);
+    if (Call(1, {"GET", key}).starts_with("-MOVED")) continue;
+    std::string slot = Call(1, {"CLUSTER", "KEYSLOT", key});
+    if (mine.empty() || slot != first_slot) mine.push_back(key), first_slot = slot;
+  }
+  ASSERT_EQ(mine.size(), 2u);
+  EXPECT_EQ(Call(1, {"MULTI"}), "+OK\r\n");
+  EXPECT_EQ(Call(1, {"SET", mine[0], "1"}), "+QUEUED\r\n");
+  EXPECT_EQ(Call(1, {"SET", mine[1], "1"}), "+QUEUED\r\n");
+  EXPECT_EQ(Call(1, {"EXEC"}), "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+  EXPECT_EQ(Call(1, {"EXEC"}), "-ERR EXEC without MULTI\r\n");
+  EXPECT_EQ(Call(1, {"EXISTS", mine[0]}), ":0\r\n");
+}
+
 TEST_F(ClusterTest, ALargeRequestForAnotherNodesSlotIsRefusedWithoutBeingHeld) {
   const int64_t rss_before = nodes_[0].RssKib();
   // 96 MB for a slot node 0 does not serve: the key is read, the body dropped as it arrives.

@@ -1,0 +1,161 @@
+#include "commands/watches.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <variant>
+
+#include "commands/engine.h"
+#include "common/clock.h"
+
+namespace prefixd::commands {
+namespace {
+
+enum class KeyState { kMissing, kLive, kExpired };
+
+KeyState StateOf(Engine& engine, size_t db, std::string_view key) {
+  if (db >= engine.databases().count()) return KeyState::kMissing;
+  auto info = engine.database(db).keys.Find(key);
+  if (!info) return KeyState::kMissing;
+  return info->expire_at_ms != 0 && info->expire_at_ms <= NowMs() ? KeyState::kExpired
+                                                                  : KeyState::kLive;
+}
+
+// The keys a change names: a KV.PREFIX registration's with its two sessions.
+template <typename Visit>
+void ForEachKeyOf(const persist::Mutation& m, Visit&& visit) {
+  std::visit(
+      [&](const auto& r) {
+        using R = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<R, persist::StringMultiSet>) {
+          for (const persist::StringSet& e : r.entries) visit(e.key);
+        } else if constexpr (std::is_same_v<R, persist::StringSet> ||
+                             std::is_same_v<R, persist::StringDel> ||
+                             std::is_same_v<R, persist::KeyExpire>) {
+          visit(r.key);
+        } else if constexpr (std::is_same_v<R, persist::KvRegister> ||
+                             std::is_same_v<R, persist::KvDrop> ||
+                             std::is_same_v<R, persist::KvPrefix>) {
+          visit(r.ns);
+          visit(r.ns + "_pk");
+          visit(r.ns + "_pv");
+        } else if constexpr (requires { r.sid; }) {
+          visit(r.sid);
+        } else if constexpr (requires { r.ns; }) {
+          visit(r.ns);
+        }
+      },
+      m);
+}
+
+}  // namespace
+
+void Watches::Watch(server::ClientState& client, size_t db, std::string_view key, bool stale) {
+  std::lock_guard lock(mu_);
+  ClientWatches& mine = by_client_[&client];
+  for (const WatchedKey& w : mine.keys) {
+    if (w.db == db && w.key == key) return;
+  }
+  mine.keys.push_back(WatchedKey{db, std::string(key)});
+  by_db_[db][std::string(key)].push_back(Watcher{&client, stale});
+  client.watching = true;
+  watched_keys_.fetch_add(1, std::memory_order_release);
+}
+
+void Watches::UnwatchAll(server::ClientState& client) {
+  if (!client.watching) return;
+  client.watching = false;
+  std::lock_guard lock(mu_);
+  auto it = by_client_.find(&client);
+  if (it == by_client_.end()) return;
+  for (const WatchedKey& w : it->second.keys) {
+    KeyWatchers& keys = by_db_[w.db];
+    auto k = keys.find(w.key);
+    if (k == keys.end()) continue;
+    std::erase_if(k->second, [&](const Watcher& x) { return x.client == &client; });
+    if (k->second.empty()) keys.erase(k);
+    watched_keys_.fetch_sub(1, std::memory_order_release);
+  }
+  by_client_.erase(it);
+}
+
+bool Watches::Broken(Engine& engine, const server::ClientState& client) {
+  if (!client.watching) return false;
+  std::lock_guard lock(mu_);
+  auto it = by_client_.find(&client);
+  if (it == by_client_.end()) return false;
+  if (it->second.broken) return true;
+  // A key live when watched that has expired since, even if nothing deleted it yet.
+  for (const WatchedKey& w : it->second.keys) {
+    const std::vector<Watcher>& watchers = by_db_[w.db][w.key];
+    auto me = std::find_if(watchers.begin(), watchers.end(),
+                           [&](const Watcher& x) { return x.client == &client; });
+    if (me != watchers.end() && !me->stale && StateOf(engine, w.db, w.key) == KeyState::kExpired) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Watches::TouchLocked(Engine& engine, size_t db, std::string_view key) {
+  auto d = by_db_.find(db);
+  if (d == by_db_.end()) return;
+  auto k = d->second.find(std::string(key));
+  if (k == d->second.end()) return;
+  for (Watcher& w : k->second) {
+    // A key expired when watched and deleted now (its lazy or active expiry): no logical
+    // change, and from now on it is a missing key like any other.
+    if (w.stale && StateOf(engine, db, key) == KeyState::kMissing) {
+      w.stale = false;
+      continue;
+    }
+    by_client_[w.client].broken = true;
+  }
+}
+
+void Watches::TouchDatabaseLocked(Engine& engine, size_t emptied, int64_t replaced_with) {
+  auto d = by_db_.find(emptied);
+  if (d == by_db_.end()) return;
+  for (auto& [key, watchers] : d->second) {
+    const KeyState before = StateOf(engine, emptied, key);
+    const KeyState after = replaced_with < 0
+                               ? KeyState::kMissing
+                               : StateOf(engine, static_cast<size_t>(replaced_with), key);
+    if (before == KeyState::kMissing && after == KeyState::kMissing) continue;
+    for (Watcher& w : watchers) {
+      if (w.stale) {
+        // Expired before and gone or still expired after: no logical change.
+        if (after == KeyState::kMissing) {
+          w.stale = false;
+          continue;
+        }
+        if (after == KeyState::kExpired) continue;
+      } else if (before == KeyState::kMissing && after == KeyState::kExpired) {
+        // Nothing replaced by an expired key: still nothing, logically.
+        w.stale = true;
+        continue;
+      }
+      by_client_[w.client].broken = true;
+    }
+  }
+}
+
+void Watches::BeforeChange(Engine& engine, size_t db, const persist::Mutation& m) {
+  std::lock_guard lock(mu_);
+  if (std::holds_alternative<persist::FlushAll>(m)) {
+    for (size_t i = 0; i < engine.databases().count(); ++i) TouchDatabaseLocked(engine, i, -1);
+  } else if (std::holds_alternative<persist::FlushDb>(m)) {
+    TouchDatabaseLocked(engine, db, -1);
+  } else if (const auto* swap = std::get_if<persist::SwapDb>(&m)) {
+    if (swap->a == swap->b) return;
+    TouchDatabaseLocked(engine, swap->a, swap->b);
+    TouchDatabaseLocked(engine, swap->b, swap->a);
+  }
+}
+
+void Watches::AfterChange(Engine& engine, size_t db, const persist::Mutation& m, bool applied) {
+  if (!applied) return;
+  std::lock_guard lock(mu_);
+  ForEachKeyOf(m, [&](std::string_view key) { TouchLocked(engine, db, key); });
+}
+
+}  // namespace prefixd::commands

@@ -1,0 +1,70 @@
+// Watches: the keys clients named with WATCH, and which clients' watches a change has broken
+// (EXEC then answers a null array). Changes are reported by the mutation path (commands/mutate.h)
+// from any thread; when nobody watches, that costs one atomic load. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "persist/mutation.h"
+#include "server/client_state.h"
+
+namespace prefixd::commands {
+
+class Engine;
+
+class Watches {
+ public:
+  // Whether any key is watched: the mutation path's test before it reports a change.
+  bool any() const { return watched_keys_.load(std::memory_order_acquire) != 0; }
+
+  // WATCH `key` of database `db` for `client`. A key that exists but has expired (stale) is
+  // watched as such: its deletion is then no change, as in Redis.
+  void Watch(server::ClientState& client, size_t db, std::string_view key, bool stale);
+  // UNWATCH, EXEC, DISCARD, RESET, disconnect: drops every watch of `client`.
+  void UnwatchAll(server::ClientState& client);
+  // At EXEC: whether a key `client` watches was changed since, or has expired since (it was
+  // live when watched).
+  bool Broken(Engine& engine, const server::ClientState& client);
+
+  // Reports change `m` to database `db`. Key changes are reported after they are applied
+  // (`applied`: false when the change found nothing to do); FLUSHALL, FLUSHDB and SWAPDB before,
+  // under the exclusive mutation gate, since what they touch depends on what the databases held.
+  void BeforeChange(Engine& engine, size_t db, const persist::Mutation& m);
+  void AfterChange(Engine& engine, size_t db, const persist::Mutation& m, bool applied);
+
+ private:
+  struct Watcher {
+    const server::ClientState* client;
+    bool stale;
+  };
+  struct WatchedKey {
+    size_t db;
+    std::string key;
+  };
+  struct ClientWatches {
+    bool broken = false;
+    std::vector<WatchedKey> keys;
+  };
+  // A key's watchers, by database.
+  using KeyWatchers = std::unordered_map<std::string, std::vector<Watcher>>;
+
+  // A key changed: breaks its watchers' transactions. Under mu_.
+  void TouchLocked(Engine& engine, size_t db, std::string_view key);
+  // Database `emptied` loses its contents, replaced by those of `replaced_with` (SWAPDB) or by
+  // nothing (-1: FLUSHDB, FLUSHALL). Under mu_.
+  void TouchDatabaseLocked(Engine& engine, size_t emptied, int64_t replaced_with);
+
+  std::mutex mu_;
+  std::unordered_map<size_t, KeyWatchers> by_db_;
+  std::unordered_map<const server::ClientState*, ClientWatches> by_client_;
+  std::atomic<size_t> watched_keys_{0};
+};
+
+}  // namespace prefixd::commands

@@ -159,12 +159,23 @@ std::string Durability::Replay(const Record& record, Mutation& m,
   if (options_.memory_budget != 0) limits.memory_budget = options_.memory_budget;
   const Verdict verdict = Check(m, limits);
   if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
+  Outcome outcome;
   try {
-    err = ApplyToDatabase(m, record.header.db);
+    err = ApplyToDatabase(m, record.header.db, &outcome);
   } catch (const std::exception& e) {
     return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
   }
   if (!err.empty()) return err;
+  // Applied V-store rows sit in the file too (the disk tier places them, as the log does live).
+  if (const auto* rows = std::get_if<VStore>(&m);
+      rows != nullptr && outcome.kind == Outcome::Kind::kApplied && !rows->data.pieces.empty()) {
+    if (store::VectorStore* vectors = VectorsOf(record.header.db); vectors != nullptr) {
+      const uint64_t at = record.offset + kRecordHeaderSize +
+                          static_cast<uint64_t>(rows->data.pieces[0].data() - record.payload.data());
+      vectors->Place(rows->sid, store::VectorStore::kAnyIndex, rows->layer, rows->start,
+                     rows->rows, file, at);
+    }
+  }
   // The values are slices of the payload: where they sit in the file follows, in the record's
   // database.
   if (const auto* put = std::get_if<SsmPut>(&m); put != nullptr && file != nullptr) {
@@ -196,14 +207,20 @@ store::Keyspace* Durability::KeysOf(uint16_t db) {
   return databases_ == nullptr ? keys_ : &databases_->At(db).keys;
 }
 
-std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
+store::VectorStore* Durability::VectorsOf(uint16_t db) {
+  return databases_ == nullptr ? vectors_ : &databases_->At(db).vectors;
+}
+
+std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db, Outcome* outcome) {
   if (std::string err = CheckDatabase(db); !err.empty()) return err;
+  Outcome ignored;
+  if (outcome == nullptr) outcome = &ignored;
   if (databases_ == nullptr) {
     if (const auto* swap = std::get_if<SwapDb>(&m); swap != nullptr && (swap->a | swap->b) != 0) {
       return "it swaps databases " + std::to_string(swap->a) + " and " + std::to_string(swap->b) +
              " of a single database";
     }
-    Apply(m, Stores{store_, vectors_, 0, keys_, prefixes_}, {});
+    *outcome = Apply(m, Stores{store_, vectors_, 0, keys_, prefixes_}, {});
     return {};
   }
   if (const auto* swap = std::get_if<SwapDb>(&m)) {
@@ -217,7 +234,7 @@ std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
   const auto stores_of = [](store::Database& d) {
     return Stores{d.state, &d.vectors, 0, &d.keys, &d.prefixes};
   };
-  Apply(m, stores_of(databases_->At(db)), {});
+  *outcome = Apply(m, stores_of(databases_->At(db)), {});
   if (std::holds_alternative<FlushAll>(m)) {  // one record empties every database
     databases_->ForEach([&](size_t index, store::Database& other) {
       if (index != db) Apply(m, stores_of(other), {});
@@ -258,15 +275,80 @@ std::string Durability::LoadColdPut(RecordReader& reader, const Record& record,
     at += length;
   }
   if (at != end) return std::to_string(end - at) + " unexpected trailing bytes";
-  if (count > 0) KeepColdKey(record.header.db, sid);
+  if (count > 0) KeepColdKey(record.header.db, sid, store::KeyType::kSsmPrefix);
   return {};
 }
 
-void Durability::KeepColdKey(uint16_t db, const std::string& sid) {
+void Durability::KeepColdKey(uint16_t db, const std::string& sid, store::KeyType type) {
   if (store::Keyspace* keys = KeysOf(db); keys != nullptr) {
-    keys->Set(sid, store::KeyType::kSsmPrefix);
+    keys->Set(sid, type);
     keys->MoveTier(sid, /*cold=*/true, [] { return true; });
   }
+}
+
+std::string Durability::LoadColdRows(RecordReader& reader, const Record& record,
+                                     const std::shared_ptr<store::ColdFile>& file) {
+  if (std::string err = CheckDatabase(record.header.db); !err.empty()) return err;
+  store::VectorStore* vectors = VectorsOf(record.header.db);
+  if (vectors == nullptr) return "V-store rows without a V-store";
+  // The layout of VStore (mutation.h): u32 sid length, sid, u32 layer, u64 start, u64 rows,
+  // u32 dim, u32 tier, u64 data length, the rows; read without the rows.
+  const uint64_t end = record.offset + kRecordHeaderSize + record.header.payload_length;
+  uint64_t at = record.offset + kRecordHeaderSize;
+  Bytes field;
+  const auto take = [&](uint64_t n) -> std::string {
+    if (n > end - at) return "its fields run past its payload";
+    std::string err = reader.ReadAt(at, n, field);
+    at += n;
+    return err;
+  };
+  std::string err = take(4);
+  if (!err.empty()) return err;
+  const uint32_t sid_length = GetU32(field.data());
+  if (sid_length > Limits::Hard().max_sid_len) return "its sid is too long";
+  if (err = take(sid_length + 36); !err.empty()) return err;
+  const std::string sid(field.view().substr(0, sid_length));
+  const uint8_t* f = field.data() + sid_length;
+  const uint32_t layer = GetU32(f);
+  const uint64_t start = GetU64(f + 4), rows = GetU64(f + 12);
+  const uint32_t dim = GetU32(f + 20), tier_code = GetU32(f + 24);
+  const uint64_t length = GetU64(f + 28);
+  const auto tier = store::TierFromCode(tier_code);
+  if (!tier) return "its tier " + std::to_string(tier_code) + " is unknown";
+  if (length != end - at) return "its rows do not fill its payload";
+  if (rows == 0 || rows > (~uint64_t{0} - start) || length / rows != store::RowBytes(*tier, dim) ||
+      length % rows != 0) {
+    return "its " + std::to_string(rows) + " rows do not match its " + std::to_string(length) +
+           " bytes";
+  }
+  if (!vectors->PutColdRows(sid, layer, start, rows, dim, *tier, file, at)) {
+    return "its session " + sid + " does not exist with that shape, or holds the layer in memory";
+  }
+  if (cold_vector_sessions_.empty() || cold_vector_sessions_.back().second != sid ||
+      cold_vector_sessions_.back().first != record.header.db) {
+    cold_vector_sessions_.emplace_back(record.header.db, sid);
+  }
+  return {};
+}
+
+void Durability::KeepColdVectorKeys() {
+  // After the whole snapshot: a registration record (after the sessions) brings its sessions'
+  // keys back to the hot index, and a registration is cold when both halves are.
+  for (const auto& [db, sid] : cold_vector_sessions_) {
+    KeepColdKey(db, sid, store::KeyType::kVstore);
+    if (!sid.ends_with("_pk")) continue;
+    const std::string ns = sid.substr(0, sid.size() - 3);
+    store::VectorStore* vectors = VectorsOf(db);
+    store::Keyspace* keys = KeysOf(db);
+    if (keys == nullptr || !vectors->Prefix(ns) ||
+        vectors->ColdBytes(store::VectorStore::ValueSid(ns)) == 0) {
+      continue;
+    }
+    store::StateStore& state = StateOf(db);
+    if (state.Contains(ns) && state.ColdBytes(ns) == 0) continue;
+    keys->MoveTier(ns, /*cold=*/true, [] { return true; });
+  }
+  cold_vector_sessions_.clear();
 }
 
 std::string Durability::LoadColdDirectory(RecordReader& reader, const Record& record,
@@ -286,7 +368,7 @@ std::string Durability::LoadColdDirectory(RecordReader& reader, const Record& re
     for (size_t i = 0; i < e.layers.size(); ++i) {
       state.PutCold(e.sid, e.layers[i].first, e.layers[i].second, file, offsets[i]);
     }
-    if (!e.layers.empty()) KeepColdKey(record.header.db, e.sid);
+    if (!e.layers.empty()) KeepColdKey(record.header.db, e.sid, store::KeyType::kSsmPrefix);
   }
   entries = directory.entries.size();
   reader.Seek(directory.region_end);
@@ -328,7 +410,8 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
       err = LoadColdDirectory(reader, record, cold, entries);
       for (uint64_t i = 0; i < entries; ++i) progress.Add(0);
     } else if (record.payload_skipped) {
-      err = LoadColdPut(reader, record, cold);
+      err = record.header.type == RecordType::kVStore ? LoadColdRows(reader, record, cold)
+                                                      : LoadColdPut(reader, record, cold);
       progress.Add(0);
     } else {
       err = Replay(record, m, cold);
@@ -340,6 +423,7 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
     }
   }
   if (!ended) return "snapshot " + path + " has no end record: it is incomplete";
+  KeepColdVectorKeys();
   recovered_records_ += progress.records();
   recovered_bytes_ += progress.bytes();
   return {};
@@ -523,6 +607,41 @@ std::string Durability::WriteSnapshot() {
                             record_at + kRecordHeaderSize + offsets[i]});
     }
   };
+  // V-store sessions: each run's new place is recorded, and taken up by its layer once the
+  // snapshot is durable if the layer was not written since (its version). A session with a
+  // cold layer is written whole with the cold flag: a restart places its rows without reading
+  // them.
+  struct MovedRows {
+    store::VectorStore* vectors;
+    std::string sid;
+    uint64_t index;
+    uint32_t layer;
+    uint64_t version;
+    std::vector<store::PlacedRun> runs;
+  };
+  std::vector<MovedRows> moved_rows;
+  store::VectorStore* writing_vectors = vectors_;
+  const auto write_vector_session = [&](const std::string& sid,
+                                        const store::VectorSessionInfo& info,
+                                        const std::vector<store::LayerRead>& layers) {
+    const bool any_cold =
+        std::any_of(layers.begin(), layers.end(), [](const store::LayerRead& l) { return l.cold; });
+    const uint8_t flags = any_cold ? kRecordFlagCold : 0;
+    const auto tier = static_cast<uint32_t>(info.tier);
+    write(VCreate{sid, info.index, info.dim, tier});
+    for (const store::LayerRead& layer : layers) {
+      MovedRows placed{writing_vectors, sid, info.index, layer.layer, layer.version, {}};
+      for (const store::RowRun& run : layer.runs) {
+        const uint64_t record_at = bytes;
+        write_with(VStore{sid, layer.layer, run.start, run.rows.rows, info.dim, tier,
+                          Blob{run.rows.pieces}},
+                   flags);
+        placed.runs.push_back(store::PlacedRun{
+            run.start, run.rows.rows, record_at + kRecordHeaderSize + VStoreRowsOffset(sid)});
+      }
+      moved_rows.push_back(std::move(placed));
+    }
+  };
   // A database's cold sessions wait until its hot ones are written, then follow a directory of
   // them, so a restart places them all from it without reading their records (one seek, not
   // one per layer).
@@ -573,13 +692,14 @@ std::string Durability::WriteSnapshot() {
   };
   if (databases_ == nullptr) {
     WriteDatabaseSnapshot(store_, vectors_, keys_, prefixes_, write_session, write_cold_sessions,
-                          write);
+                          write_vector_session, write);
   } else {
     databases_->ForEach([&](size_t index, store::Database& d) {
       db = static_cast<uint16_t>(index);
       writing = &d.state;
+      writing_vectors = &d.vectors;
       WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, &d.prefixes, write_session,
-                            write_cold_sessions, write);
+                            write_cold_sessions, write_vector_session, write);
     });
   }
   if (status.ok()) {
@@ -608,10 +728,14 @@ std::string Durability::WriteSnapshot() {
         m.state->Place(m.sid, m.layer, m.unplaced.data(), cold, m.offset);
       }
     }
+    for (const MovedRows& m : moved_rows) {
+      m.vectors->Repoint(m.sid, m.index, m.layer, m.version, m.runs, cold);
+    }
   } else {
     spdlog::warn("Snapshot values cannot serve the disk tier: {}", cold_error);
   }
   moved.clear();
+  moved_rows.clear();
   // The log is cut only now that the snapshot is durable.
   log_->Sync();
   log_->RemoveSegmentsBefore(base_lsn);
@@ -631,10 +755,11 @@ void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
                                        const store::PrefixStore* prefixes,
                                        const SessionWriter& write_session,
                                        const std::function<void()>& sessions_written,
+                                       const VectorSessionWriter& write_vector_session,
                                        const std::function<void(const Mutation&)>& write) {
   state.ForEachSessionPlace(write_session);
   sessions_written();
-  if (vectors != nullptr) WriteVectorSnapshot(*vectors, write);
+  if (vectors != nullptr) WriteVectorSnapshot(*vectors, write_vector_session, write);
   if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;
   // Strings with their expiry, then the other types' expiries, once every key they name exists.
@@ -648,13 +773,11 @@ void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
 }
 
 void Durability::WriteVectorSnapshot(const store::VectorStore& vectors,
+                                     const VectorSessionWriter& write_session,
                                      const std::function<void(const Mutation&)>& write) {
   // Sessions, then the registrations on their own: a half dropped with V.DROP must not come back
   // from the snapshot.
-  vectors.ForEachSession([&](const std::string& sid, const store::VectorSessionInfo& info,
-                             const std::vector<store::LayerRead>& layers) {
-    WriteVectorSession(sid, info, layers, write);
-  });
+  vectors.ForEachSession(write_session);
   vectors.ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
     write(KvPrefixRecord(ns, spec));
   });

@@ -363,7 +363,18 @@ void PromoteOnRead(Engine& engine, store::Database& database, std::string_view k
 
 void PromoteVectorSession(Engine& engine, store::Database& database, std::string_view sid,
                           bool always) {
-  PromoteIn(engine, database, database.vectors, sid, always);
+  store::VectorStore& vectors = database.vectors;
+  if (vectors.ColdBytes(sid) == 0) return;
+  PromoteIn(engine, database, vectors, sid, always);
+  // A half of a cold registration read back makes the registration hot again: maxdisk, which
+  // drops a cold registration whole, must not take a half that is in memory.
+  for (const std::string_view suffix : {std::string_view("_pk"), std::string_view("_pv")}) {
+    if (!sid.ends_with(suffix)) continue;
+    const std::string_view ns = sid.substr(0, sid.size() - suffix.size());
+    if (vectors.ColdBytes(sid) == 0 && vectors.Prefix(ns)) {
+      database.keys.MoveTier(ns, /*cold=*/false, [] { return true; });
+    }
+  }
 }
 
 uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard) {

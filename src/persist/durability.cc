@@ -170,10 +170,11 @@ std::string Durability::Replay(const Record& record, Mutation& m,
   if (const auto* rows = std::get_if<VStore>(&m);
       rows != nullptr && outcome.kind == Outcome::Kind::kApplied && !rows->data.pieces.empty()) {
     if (store::VectorStore* vectors = VectorsOf(record.header.db); vectors != nullptr) {
-      const uint64_t at = record.offset + kRecordHeaderSize +
-                          static_cast<uint64_t>(rows->data.pieces[0].data() - record.payload.data());
-      vectors->Place(rows->sid, store::VectorStore::kAnyIndex, rows->layer, rows->start,
-                     rows->rows, file, at);
+      const uint64_t at =
+          record.offset + kRecordHeaderSize +
+          static_cast<uint64_t>(rows->data.pieces[0].data() - record.payload.data());
+      vectors->Place(rows->sid, store::VectorStore::kAnyIndex, rows->layer, rows->start, rows->rows,
+                     file, at);
     }
   }
   // The values are slices of the payload: where they sit in the file follows, in the record's
@@ -749,14 +750,11 @@ std::string Durability::WriteSnapshot() {
   return {};
 }
 
-void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
-                                       const store::VectorStore* vectors,
-                                       const store::Keyspace* keys,
-                                       const store::PrefixStore* prefixes,
-                                       const SessionWriter& write_session,
-                                       const std::function<void()>& sessions_written,
-                                       const VectorSessionWriter& write_vector_session,
-                                       const std::function<void(const Mutation&)>& write) {
+void Durability::WriteDatabaseSnapshot(
+    const store::StateStore& state, const store::VectorStore* vectors, const store::Keyspace* keys,
+    const store::PrefixStore* prefixes, const SessionWriter& write_session,
+    const std::function<void()>& sessions_written, const VectorSessionWriter& write_vector_session,
+    const std::function<void(const Mutation&)>& write) {
   state.ForEachSessionPlace(write_session);
   sessions_written();
   if (vectors != nullptr) WriteVectorSnapshot(*vectors, write_vector_session, write);

@@ -665,8 +665,8 @@ void VectorStore::ReadColdRuns(CopiedRuns& copied, size_t row_bytes) const {
       for (Bytes& piece : span.pieces) run.pieces.push_back(std::move(piece));
     }
     // As StoredRuns: rows past the last stored one still count towards the length.
-    if (read.length > 0 && (read.runs.empty() ||
-                            read.runs.back().start + read.runs.back().rows.rows < read.length)) {
+    if (read.length > 0 &&
+        (read.runs.empty() || read.runs.back().start + read.runs.back().rows.rows < read.length)) {
       RowRun last{read.length - 1, {}};
       last.rows.rows = 1;
       AppendZeroRows(last.rows.pieces, 1, row_bytes);
@@ -900,8 +900,8 @@ RowSpan VectorStore::ReadCold(const std::vector<ColdPiece>& pieces, size_t row_b
     // Pieces that follow each other closely in one file are one read.
     uint64_t end = head.offset + head.rows * row_bytes;
     size_t last = first + 1;
-    while (last < pieces.size() && pieces[last].file == head.file &&
-           pieces[last].offset >= end && pieces[last].offset - end <= kMaxReadGap) {
+    while (last < pieces.size() && pieces[last].file == head.file && pieces[last].offset >= end &&
+           pieces[last].offset - end <= kMaxReadGap) {
       end = pieces[last].offset + pieces[last].rows * row_bytes;
       span.rows += pieces[last].rows;
       ++last;
@@ -913,8 +913,7 @@ RowSpan VectorStore::ReadCold(const std::vector<ColdPiece>& pieces, size_t row_b
     }
     cold_bytes_read_.fetch_add(end - head.offset, std::memory_order_relaxed);
     for (size_t k = first; k < last; ++k) {
-      span.pieces.push_back(
-          read.Slice(pieces[k].offset - head.offset, pieces[k].rows * row_bytes));
+      span.pieces.push_back(read.Slice(pieces[k].offset - head.offset, pieces[k].rows * row_bytes));
     }
     first = last;
   }
@@ -943,7 +942,8 @@ void VectorStore::Refill(Session& s, Layer& layer, const RowSpan& span) {
 }
 
 void VectorStore::LoadColdLayer(Session& s, Layer& layer) {
-  Refill(s, layer, ReadCold(ColdPieces(layer, s.info.row_bytes, 0, layer.length), s.info.row_bytes));
+  Refill(s, layer,
+         ReadCold(ColdPieces(layer, s.info.row_bytes, 0, layer.length), s.info.row_bytes));
 }
 
 bool VectorStore::Promote(std::string_view sid) {
@@ -960,7 +960,8 @@ bool VectorStore::Promote(std::string_view sid) {
   if (cold.empty()) return true;
   std::vector<RowSpan> read;
   read.reserve(cold.size());
-  for (const auto& [id, version, pieces] : cold) read.push_back(ReadCold(pieces, s->info.row_bytes));
+  for (const auto& [id, version, pieces] : cold)
+    read.push_back(ReadCold(pieces, s->info.row_bytes));
   std::lock_guard lock(s->mu);
   if (s->dropped) return false;
   for (size_t i = 0; i < cold.size(); ++i) {

@@ -232,7 +232,8 @@ class VectorStore {
   bool PutColdRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t rows,
                    uint32_t dim, Tier tier, std::shared_ptr<const ColdFile> file, uint64_t offset);
   VectorColdOutcome MakeCold(std::string_view sid);
-  // Bytes of `sid`'s cold layers on disk (0: none, or no such session).
+  // Bytes of `sid`'s cold layers on disk, at least 1 per cold layer (0: none, or no such
+  // session).
   uint64_t ColdBytes(std::string_view sid) const;
   // Reads every cold layer of `sid` back into memory. True when it now has no cold layer.
   bool Promote(std::string_view sid);

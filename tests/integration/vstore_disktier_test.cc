@@ -69,8 +69,8 @@ class VstoreDiskTierTest : public ServerTest {
   // layer's rows sit in several places of the log, one over another. Odd sessions are int8
   // (encoded on write): their expected rows are what a hot fetch answered.
   void StoreSession(redisContext* c, const std::string& sid, int s) {
-    Ok(HiredisCommand(c, {"V.CREATE", sid, std::to_string(kDim), "VQUANT",
-                          s % 2 == 0 ? "fp32" : "int8"}));
+    Ok(HiredisCommand(
+        c, {"V.CREATE", sid, std::to_string(kDim), "VQUANT", s % 2 == 0 ? "fp32" : "int8"}));
     for (int l = 0; l < kLayers; ++l) {
       for (int half = 0; half < 2; ++half) {
         const int start = half * (kRows / 2);
@@ -123,8 +123,7 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
   // Session 0 is the oldest, so cold: a RANGE reads only its rows and does not promote; one
   // that crosses the rewritten rows 10-19 gets the newer ones.
   const uint64_t read_before = InfoField(c.get(), "cold_bytes_read");
-  EXPECT_EQ(Fetch(c.get(), Sid(0), 0, 5, 25),
-            expected_[0].substr(5 * kRowBytes, 20 * kRowBytes));
+  EXPECT_EQ(Fetch(c.get(), Sid(0), 0, 5, 25), expected_[0].substr(5 * kRowBytes, 20 * kRowBytes));
   EXPECT_EQ(InfoField(c.get(), "cold_bytes_read") - read_before, 20 * kRowBytes);
   EXPECT_EQ(Fetch(c.get(), Sid(0), 0, 5, 25).substr(5 * kRowBytes, kRowBytes),
             Rows(0, 0, 10, 1, 1));

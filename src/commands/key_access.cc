@@ -255,11 +255,14 @@ bool MakeRoom(Engine& engine) {
       store::Database& database = engine.database(index);
       auto victim = database.keys.PickVictim(policy);
       if (!victim) continue;
-      if (engine.durability() != nullptr && DiskTierType(victim->second)) {
-        // The disk tier: the entry's bytes are in the log or a snapshot; once they are
-        // durable it leaves memory and stays a key of its database, served from disk.
-        if (!MakeCold(engine, database, victim->first, victim->second)) return false;
+      const bool disk_tier = engine.durability() != nullptr && DiskTierType(victim->second);
+      // The disk tier: the entry's bytes are in the log or a snapshot; once they are durable it
+      // leaves memory and stays a key of its database, served from disk. A V-store entry whose
+      // rows have no known place (the log could not report one) is deleted as without it.
+      if (disk_tier && MakeCold(engine, database, victim->first, victim->second)) {
         TrimDiskTier(engine);
+      } else if (disk_tier && victim->second == store::KeyType::kSsmPrefix) {
+        return false;
       } else {
         if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
         engine.stats().evicted_keys += 1;

@@ -25,8 +25,6 @@ constexpr int64_t kLayerOverhead = 96;
 constexpr int64_t kChunkHandleOverhead = 32;
 // A chunk table entry beyond its handle: the std::map node (links, colour, key).
 constexpr uint64_t kMapNodeBytes = 48;
-// A disk extent: its map node and the extent (rows, file handle, offset).
-constexpr int64_t kExtentOverhead = 48 + 40;
 // Cold rows closer than this in one file are read with one pread (the bytes between discarded).
 constexpr uint64_t kMaxReadGap = 4096;
 
@@ -161,7 +159,7 @@ void VectorStore::Retire(Session& s) {
   int64_t overhead = kSessionOverhead + static_cast<int64_t>(s.sid.size());
   for (const auto& [id, layer] : s.layers) {
     overhead += kLayerOverhead + kChunkHandleOverhead * static_cast<int64_t>(layer.chunks.size()) +
-                kExtentOverhead * static_cast<int64_t>(layer.places.size());
+                static_cast<int64_t>(layer.places.MemoryBytes());
     if (layer.cold) AccountCold(layer, -1);
   }
   overhead_bytes_ -= overhead;
@@ -642,7 +640,7 @@ VectorStore::CopiedRuns VectorStore::AllRuns(const Session& s) const {
     read.version = layer.version;
     read.cold = layer.cold;
     if (layer.cold) {
-      out.cold_places.emplace_back(out.layers.size(), layer.places);
+      out.cold_places.emplace_back(out.layers.size(), layer.places.Extents());
     } else {
       read.runs = StoredRuns(s, layer);
     }
@@ -692,53 +690,11 @@ std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> VectorStore:
 
 // ---- The disk tier ----
 
-void VectorStore::InsertPlace(Layer& layer, size_t row_bytes, uint64_t start, const Extent& e) {
-  const uint64_t end = start + e.rows;
-  auto& places = layer.places;
-  const auto add = [&](uint64_t at, const Extent& x) {
-    places.emplace(at, x);
-    overhead_bytes_ += kExtentOverhead;
-  };
-  const auto tail_of = [&](uint64_t at, const Extent& x) {  // x's rows from `end` on
-    Extent tail = x;
-    tail.rows = at + x.rows - end;
-    tail.offset += (end - at) * row_bytes;
-    return tail;
-  };
-  // An extent that starts before `start` keeps its rows before it (and after `end`).
-  auto it = places.lower_bound(start);
-  if (it != places.begin()) {
-    auto prev = std::prev(it);
-    const uint64_t prev_end = prev->first + prev->second.rows;
-    if (prev_end > start) {
-      if (prev_end > end) add(end, tail_of(prev->first, prev->second));
-      prev->second.rows = start - prev->first;
-    }
-  }
-  // Extents starting inside [start, end) are overwritten, but for rows past `end`.
-  it = places.lower_bound(start);
-  while (it != places.end() && it->first < end) {
-    const uint64_t it_end = it->first + it->second.rows;
-    std::optional<Extent> tail;
-    if (it_end > end) tail = tail_of(it->first, it->second);
-    it = places.erase(it);
-    overhead_bytes_ -= kExtentOverhead;
-    if (tail) {
-      add(end, *tail);
-      break;
-    }
-  }
-  // Rows appended right after the previous ones in the same file extend that extent.
-  it = places.lower_bound(start);
-  if (it != places.begin()) {
-    auto prev = std::prev(it);
-    if (prev->first + prev->second.rows == start && prev->second.file == e.file &&
-        prev->second.offset + prev->second.rows * row_bytes == e.offset) {
-      prev->second.rows += e.rows;
-      return;
-    }
-  }
-  add(start, e);
+void VectorStore::InsertPlace(Layer& layer, size_t row_bytes, uint64_t start, uint64_t rows,
+                              std::shared_ptr<const ColdFile> file, uint64_t offset) {
+  const auto before = static_cast<int64_t>(layer.places.MemoryBytes());
+  layer.places.Insert(start, rows, std::move(file), offset, row_bytes);
+  overhead_bytes_ += static_cast<int64_t>(layer.places.MemoryBytes()) - before;
 }
 
 void VectorStore::Place(std::string_view sid, uint64_t index, uint32_t layer, uint64_t start,
@@ -755,7 +711,7 @@ void VectorStore::Place(std::string_view sid, uint64_t index, uint32_t layer, ui
     l.unplaceable = true;
     return;
   }
-  if (rows > 0) InsertPlace(l, s->info.row_bytes, start, Extent{rows, std::move(file), offset});
+  InsertPlace(l, s->info.row_bytes, start, rows, std::move(file), offset);
 }
 
 void VectorStore::Repoint(std::string_view sid, uint64_t index, uint32_t layer, uint64_t version,
@@ -763,19 +719,20 @@ void VectorStore::Repoint(std::string_view sid, uint64_t index, uint32_t layer, 
                           std::shared_ptr<const ColdFile> file) {
   SessionPtr s = Find(sid);
   if (s == nullptr) return;
-  std::map<uint64_t, Extent> released;  // file handles dropped after the lock
+  RowPlaces released;  // file handles dropped after the lock
   std::lock_guard lock(s->mu);
   if (s->dropped || s->info.index != index) return;
   auto it = s->layers.find(layer);
   if (it == s->layers.end() || it->second.version != version) return;
   Layer& l = it->second;
   if (l.cold) AccountCold(l, -1);
-  overhead_bytes_ -= kExtentOverhead * static_cast<int64_t>(l.places.size());
-  released.swap(l.places);
+  overhead_bytes_ -= static_cast<int64_t>(l.places.MemoryBytes());
+  released = std::move(l.places);
+  l.places = RowPlaces();
   l.cold_bytes = 0;
   l.unplaceable = false;  // every row is in the snapshot now
   for (const PlacedRun& run : runs) {
-    InsertPlace(l, s->info.row_bytes, run.start, Extent{run.rows, file, run.offset});
+    InsertPlace(l, s->info.row_bytes, run.start, run.rows, file, run.offset);
     l.cold_bytes += run.rows * s->info.row_bytes;
   }
   if (l.cold) AccountCold(l, 1);
@@ -799,7 +756,7 @@ bool VectorStore::PutColdRows(std::string_view sid, uint32_t layer, uint64_t sta
   } else {
     AccountCold(l, -1);
   }
-  InsertPlace(l, s->info.row_bytes, start, Extent{rows, std::move(file), offset});
+  InsertPlace(l, s->info.row_bytes, start, rows, std::move(file), offset);
   l.cold_bytes += rows * s->info.row_bytes;
   AccountCold(l, 1);
   if (start + rows > l.length) {
@@ -823,10 +780,7 @@ VectorColdOutcome VectorStore::MakeCold(std::string_view sid) {
   const size_t row_bytes = s->info.row_bytes;
   for (const auto& [id, l] : s->layers) {
     if (l.cold) continue;
-    if (l.unplaceable || l.unplaced > 0) return out;
-    for (const auto& [start, e] : l.places) {
-      if (e.offset + e.rows * row_bytes > e.file->durable_end()) return out;
-    }
+    if (l.unplaceable || l.unplaced > 0 || !l.places.Durable(row_bytes)) return out;
   }
   for (auto& [id, l] : s->layers) {
     if (l.cold) continue;
@@ -841,8 +795,7 @@ VectorColdOutcome VectorStore::MakeCold(std::string_view sid) {
     overhead_bytes_ -= kChunkHandleOverhead * static_cast<int64_t>(l.chunks.size());
     l.chunks.clear();
     l.cold = true;
-    l.cold_bytes = 0;
-    for (const auto& [start, e] : l.places) l.cold_bytes += e.rows * row_bytes;
+    l.cold_bytes = l.places.DiskBytes(row_bytes);
     AccountCold(l, 1);
   }
   out.ok = true;
@@ -857,34 +810,6 @@ uint64_t VectorStore::ColdBytes(std::string_view sid) const {
   uint64_t total = 0;
   for (const auto& [id, l] : s->layers) total += l.cold ? std::max<uint64_t>(l.cold_bytes, 1) : 0;
   return total;
-}
-
-std::vector<VectorStore::ColdPiece> VectorStore::ColdPieces(const Layer& layer, size_t row_bytes,
-                                                            uint64_t start, uint64_t end) {
-  std::vector<ColdPiece> pieces;
-  const auto zeros = [&](uint64_t rows) {
-    if (rows == 0) return;
-    if (!pieces.empty() && pieces.back().file == nullptr) {
-      pieces.back().rows += rows;
-    } else {
-      pieces.push_back(ColdPiece{rows, nullptr, 0});
-    }
-  };
-  uint64_t row = start;
-  const uint64_t stored_end = std::min(end, layer.length);
-  auto it = layer.places.upper_bound(start);
-  if (it != layer.places.begin()) --it;
-  for (; it != layer.places.end() && it->first < stored_end && row < stored_end; ++it) {
-    const uint64_t e_end = std::min(stored_end, it->first + it->second.rows);
-    if (e_end <= row) continue;
-    const uint64_t from = std::max(row, it->first);
-    zeros(from - row);
-    pieces.push_back(ColdPiece{e_end - from, it->second.file,
-                               it->second.offset + (from - it->first) * row_bytes});
-    row = e_end;
-  }
-  zeros(end - row);
-  return pieces;
 }
 
 RowSpan VectorStore::ReadCold(const std::vector<ColdPiece>& pieces, size_t row_bytes) const {

@@ -31,6 +31,7 @@
 
 #include "common/bytes.h"
 #include "store/cold_file.h"
+#include "store/row_places.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::store {
@@ -245,12 +246,6 @@ class VectorStore {
     using is_transparent = void;
     size_t operator()(std::string_view s) const;
   };
-  // Rows on disk: `rows` rows from byte `offset` of `file`.
-  struct Extent {
-    uint64_t rows = 0;
-    std::shared_ptr<const ColdFile> file;
-    uint64_t offset = 0;
-  };
   struct Layer {
     uint64_t length = 0;
     // Sparse: chunk c holds rows [c·R, (c+1)·R); rows past its size, and chunks never written
@@ -258,15 +253,14 @@ class VectorStore {
     // Empty while the layer is cold.
     std::map<uint64_t, Bytes> chunks;
     // The disk tier: where written rows sit on disk, by first row, non-overlapping.
-    std::map<uint64_t, Extent> places;
+    RowPlaces places;
     uint64_t unplaced = 0;     // applied writes whose place has not been reported yet
     uint64_t version = 0;      // applied writes
     bool unplaceable = false;  // a write's place is unknown: the layer never goes cold
     bool cold = false;         // rows are read from `places`
     uint64_t cold_bytes = 0;   // while cold: the bytes `places` name
   };
-  // A piece of a cold read: `rows` zero rows (no file) or rows at `offset` of `file`.
-  using ColdPiece = Extent;
+  using ColdPiece = RowPiece;
   struct Session {
     std::string sid;
     VectorSessionInfo info;
@@ -303,7 +297,8 @@ class VectorStore {
   // Every layer of `s` as stored runs; a cold layer's places, to be read after the lock.
   struct CopiedRuns {
     std::vector<LayerRead> layers;
-    std::vector<std::pair<size_t, std::map<uint64_t, Extent>>> cold_places;  // index in layers
+    // (index in layers, its extents)
+    std::vector<std::pair<size_t, std::vector<std::pair<uint64_t, RowPiece>>>> cold_places;
   };
   // Caller holds s.mu.
   CopiedRuns AllRuns(const Session& s) const;
@@ -311,9 +306,13 @@ class VectorStore {
   void ReadColdRuns(CopiedRuns& copied, size_t row_bytes) const;
   static uint64_t LongestLayer(const Session& s);
   // The disk tier's helpers; callers hold s.mu where a Session or Layer is passed.
-  void InsertPlace(Layer& layer, size_t row_bytes, uint64_t start, const Extent& e);
+  // RowPlaces::Insert, its memory accounted.
+  void InsertPlace(Layer& layer, size_t row_bytes, uint64_t start, uint64_t rows,
+                   std::shared_ptr<const ColdFile> file, uint64_t offset);
   static std::vector<ColdPiece> ColdPieces(const Layer& layer, size_t row_bytes, uint64_t start,
-                                           uint64_t end);
+                                           uint64_t end) {
+    return layer.places.Pieces(start, end, layer.length, row_bytes);
+  }
   // Reads the pieces (after the lock is released), zero pieces as shared zeros.
   RowSpan ReadCold(const std::vector<ColdPiece>& pieces, size_t row_bytes) const;
   // Brings a cold layer's rows back into chunks from `span` (rows [0, length) as read).

@@ -206,5 +206,38 @@ TEST_F(VectorDiskTierTest, RepointTakesTheSnapshotsRunsOnlyForAnUnchangedLayer) 
   EXPECT_EQ(store_.Stats().cold_bytes, 0u);
 }
 
+// A layer appended one row per write costs 32 bytes per extent, and a file no extent names any
+// more is let go (a log segment compaction removed is closed).
+TEST(RowPlacesTest, AppendsCostOneExtentAndUnusedFilesAreReleased) {
+  RowPlaces places;
+  std::vector<std::weak_ptr<MemoryFile>> old;
+  for (int f = 0; f < 12; ++f) {
+    auto file = std::make_shared<MemoryFile>();
+    old.push_back(file);
+    // 100 rows each, 2 rows apart in the file (other records in between): no merging.
+    for (uint64_t r = 0; r < 100; ++r)
+      places.Insert(f * 100 + r, 1, file, 2 * r * kRowBytes, kRowBytes);
+  }
+  EXPECT_EQ(places.size(), 1200u);
+  EXPECT_LE(places.MemoryBytes(), 2 * 1200 * 32 + 1024);
+  // Rewritten whole from one file (a snapshot): the twelve old files are released.
+  auto snapshot = std::make_shared<MemoryFile>();
+  places.Insert(0, 1200, snapshot, 0, kRowBytes);
+  EXPECT_EQ(places.size(), 1u);
+  auto another = std::make_shared<MemoryFile>();
+  places.Insert(5, 1, another, 64, kRowBytes);  // splits the extent in three
+  EXPECT_EQ(places.size(), 3u);
+  for (int f = 0; f < 8; ++f)
+    places.Insert(2000 + f, 1, std::make_shared<MemoryFile>(), 0, kRowBytes);
+  int alive = 0;
+  for (const auto& w : old) alive += w.expired() ? 0 : 1;
+  EXPECT_EQ(alive, 0);
+  const auto pieces = places.Pieces(0, 10, 1200, kRowBytes);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].rows, 5u);
+  EXPECT_EQ(pieces[1].file, another);
+  EXPECT_EQ(pieces[2].offset, 6 * kRowBytes);
+}
+
 }  // namespace
 }  // namespace prefixd::store

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
@@ -208,6 +209,47 @@ TEST_F(VstoreDiskTierTest, KvPrefixRegistrationGoesColdWholeAndReadsBack) {
   r = HiredisCommand(c.get(), {"KV.PREFIX.LOOKUP", "ns0"});
   EXPECT_EQ(std::string(r->str), "HIT");
   ASSERT_NO_FATAL_FAILURE(check());
+}
+
+// Cold V-store keys are keys: DUMP/RESTORE copies one read from disk, DEL and expiry remove it
+// (and stay removed after a restart), MEMORY USAGE reports what it holds in memory. SSM state
+// under a registration's name goes cold with the registration and reads back.
+TEST_F(VstoreDiskTierTest, ColdKeysCanBeDumpedDeletedAndExpiredAndHoldSsmState) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  ASSERT_TRUE(c);
+  Ok(HiredisCommand(c.get(), {"KV.PREFIX.REGISTER", "hy", std::to_string(kDim), "fp32"}));
+  const std::string state(300 << 10, 'q');
+  Ok(HiredisCommand(c.get(), {"SSM.PREFIX.STORE", "hy", "0", state}));
+  Ok(HiredisCommand(
+      c.get(), {"V.STOREBATCH", "hy_pk", "0", "0", std::to_string(kRows), Rows(99, 0, 0, kRows)}));
+  ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+  ASSERT_GE(InfoField(c.get(), "cold_keys"), 12u);
+  RedisReply r;
+  // Sessions 0-3 (and the registration, older still) are cold: the oldest entries.
+  r = HiredisCommand(c.get(), {"MEMORY", "USAGE", Sid(0)});
+  ASSERT_EQ(r->type, REDIS_REPLY_INTEGER);
+  EXPECT_LT(r->integer, 64 << 10) << "a cold session holds no rows in memory";
+  const uint64_t hits = InfoField(c.get(), "cold_hits");
+  r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", "hy", "0"});
+  ASSERT_EQ(r->type, REDIS_REPLY_STRING) << DescribeReply(r.get());
+  EXPECT_TRUE(std::string(r->str, r->len) == state);
+  EXPECT_TRUE(Fetch(c.get(), "hy_pk", 0, 0, kRows) == Rows(99, 0, 0, kRows));
+  EXPECT_GE(InfoField(c.get(), "cold_hits") - hits, 2u) << "both were read from disk";
+  r = HiredisCommand(c.get(), {"DUMP", Sid(1)});
+  ASSERT_EQ(r->type, REDIS_REPLY_STRING) << DescribeReply(r.get());
+  const std::string dump(r->str, r->len);
+  Ok(HiredisCommand(c.get(), {"RESTORE", "copy", "0", dump}));
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_TRUE(Fetch(c.get(), "copy", l, 0, kRows) == expected_[1 * kLayers + l]) << l;
+  }
+  EXPECT_EQ(HiredisCommand(c.get(), {"DEL", Sid(2)})->integer, 1);
+  EXPECT_EQ(HiredisCommand(c.get(), {"PEXPIRE", Sid(3), "1"})->integer, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(HiredisCommand(c.get(), {"EXISTS", Sid(3)})->integer, 0);
+  ASSERT_NO_FATAL_FAILURE(Restart(c));
+  EXPECT_EQ(HiredisCommand(c.get(), {"EXISTS", Sid(2), Sid(3)})->integer, 0);
+  EXPECT_TRUE(Fetch(c.get(), Sid(0), 3, 0, kRows) == expected_[3]);
 }
 
 TEST_F(VstoreDiskTierTest, MaxdiskDeletesColdSessionsByPolicyAndTheyStayGone) {

@@ -332,6 +332,40 @@ std::string Durability::LoadColdRows(RecordReader& reader, const Record& record,
   return {};
 }
 
+std::string Durability::LoadVectorColdDirectory(RecordReader& reader, const Record& record,
+                                                const std::shared_ptr<store::ColdFile>& file,
+                                                uint64_t& records) {
+  if (std::string err = CheckDatabase(record.header.db); !err.empty()) return err;
+  VectorColdDirectory directory;
+  const uint64_t region_start = record.offset + kRecordHeaderSize + record.header.payload_length;
+  std::string err =
+      DecodeVectorColdDirectory(record.payload, region_start, reader.file_size(),
+                                Limits::Hard().max_sid_len, Limits::Hard().max_dim, directory);
+  if (!err.empty()) return "its V-store cold directory is damaged: " + err;
+  // Without a file to serve them from, the records that follow are read and loaded whole.
+  if (file == nullptr) return {};
+  store::VectorStore* vectors = VectorsOf(record.header.db);
+  if (vectors == nullptr) return "a V-store cold directory without a V-store";
+  for (const VectorColdEntry& e : directory.entries) {
+    const store::Tier tier = *store::TierFromCode(e.tier);  // checked by the decoder
+    if (vectors->Create(e.sid, e.dim, tier, e.index, 0, nullptr) !=
+        store::VectorStore::CreateResult::kCreated) {
+      return "its V-store cold directory lists " + e.sid + ", which already exists";
+    }
+    const std::vector<uint64_t> offsets = VectorColdRowsOffsets(e);
+    for (size_t i = 0; i < e.records.size(); ++i) {
+      const VectorColdRows& r = e.records[i];
+      if (!vectors->PutColdRows(e.sid, r.layer, r.start, r.rows, e.dim, tier, file, offsets[i])) {
+        return "its V-store cold directory places rows of " + e.sid + " that do not fit it";
+      }
+    }
+    cold_vector_sessions_.emplace_back(record.header.db, e.sid);
+    records += 1 + e.records.size();
+  }
+  reader.Seek(directory.region_end);
+  return {};
+}
+
 void Durability::KeepColdVectorKeys() {
   // After the whole snapshot: a registration record (after the sessions) brings its sessions'
   // keys back to the hot index, and a registration is cold when both halves are.
@@ -410,6 +444,10 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
       uint64_t entries = 0;
       err = LoadColdDirectory(reader, record, cold, entries);
       for (uint64_t i = 0; i < entries; ++i) progress.Add(0);
+    } else if (record.header.type == RecordType::kVectorColdDirectory) {
+      uint64_t records = 0;
+      err = LoadVectorColdDirectory(reader, record, cold, records);
+      for (uint64_t i = 0; i < records; ++i) progress.Add(0);
     } else if (record.payload_skipped) {
       err = record.header.type == RecordType::kVStore ? LoadColdRows(reader, record, cold)
                                                       : LoadColdPut(reader, record, cold);
@@ -610,8 +648,9 @@ std::string Durability::WriteSnapshot() {
   };
   // V-store sessions: each run's new place is recorded, and taken up by its layer once the
   // snapshot is durable if the layer was not written since (its version). A session with a
-  // cold layer is written whole with the cold flag: a restart places its rows without reading
-  // them.
+  // cold layer waits until the database's hot sessions are written, then follows a directory
+  // (type 17) with the others, its rows records flagged cold: a restart creates it and places
+  // its rows from the directory without reading them.
   struct MovedRows {
     store::VectorStore* vectors;
     std::string sid;
@@ -622,26 +661,118 @@ std::string Durability::WriteSnapshot() {
   };
   std::vector<MovedRows> moved_rows;
   store::VectorStore* writing_vectors = vectors_;
+  // One rows record: its rows in memory (`pieces`), or where they sit on disk (`cold`).
+  struct RowsOut {
+    uint32_t layer;
+    uint64_t start, rows;
+    std::vector<Bytes> pieces;
+    store::RowPiece cold;  // read when `from_disk` (a zero piece for the row that ends a layer)
+    bool from_disk = false;
+  };
+  const auto write_rows =
+      [&](const std::string& sid, const store::VectorSessionInfo& info,
+          const std::vector<store::LayerRead>& layers, uint8_t flags,
+          const std::function<bool(const store::LayerRead&, std::vector<RowsOut>&)>& records_of) {
+        const auto tier = static_cast<uint32_t>(info.tier);
+        write(VCreate{sid, info.index, info.dim, tier});
+        for (const store::LayerRead& layer : layers) {
+          MovedRows placed{writing_vectors, sid, info.index, layer.layer, layer.version, {}};
+          std::vector<RowsOut> records;
+          if (!records_of(layer, records)) return;
+          for (RowsOut& r : records) {
+            if (r.from_disk) {
+              try {
+                r.pieces = writing_vectors->ReadPieces({r.cold}, info.row_bytes).pieces;
+              } catch (const std::exception& e) {
+                if (status.ok())
+                  status = Status::IoError(std::string("copying cold rows: ") + e.what());
+                return;
+              }
+            }
+            const uint64_t record_at = bytes;
+            write_with(VStore{sid, layer.layer, r.start, r.rows, info.dim, tier, Blob{r.pieces}},
+                       flags);
+            placed.runs.push_back(store::PlacedRun{
+                r.start, r.rows, record_at + kRecordHeaderSize + VStoreRowsOffset(sid)});
+          }
+          moved_rows.push_back(std::move(placed));
+        }
+      };
+  // A hot layer's records are its stored runs; a cold one's, its extents, then a zero row at
+  // the end of the layer when no extent reaches it (as StoredRuns does).
+  const auto records_of = [](const store::LayerRead& layer, std::vector<RowsOut>& out) {
+    if (!layer.cold) {
+      for (const store::RowRun& run : layer.runs) {
+        out.push_back(RowsOut{layer.layer, run.start, run.rows.rows, run.rows.pieces, {}, false});
+      }
+      return true;
+    }
+    uint64_t end = 0;
+    for (const auto& [start, piece] : layer.cold_extents) {
+      out.push_back(RowsOut{layer.layer, start, piece.rows, {}, piece, true});
+      end = start + piece.rows;
+    }
+    if (layer.length > end) {
+      out.push_back(
+          RowsOut{layer.layer, layer.length - 1, 1, {}, store::RowPiece{1, nullptr, 0}, true});
+    }
+    return true;
+  };
+  struct ColdVector {
+    std::string sid;
+    store::VectorSessionInfo info;
+    std::vector<store::LayerRead> layers;
+  };
+  std::vector<ColdVector> cold_vectors;
   const auto write_vector_session = [&](const std::string& sid,
                                         const store::VectorSessionInfo& info,
                                         const std::vector<store::LayerRead>& layers) {
-    const bool any_cold =
-        std::any_of(layers.begin(), layers.end(), [](const store::LayerRead& l) { return l.cold; });
-    const uint8_t flags = any_cold ? kRecordFlagCold : 0;
-    const auto tier = static_cast<uint32_t>(info.tier);
-    write(VCreate{sid, info.index, info.dim, tier});
-    for (const store::LayerRead& layer : layers) {
-      MovedRows placed{writing_vectors, sid, info.index, layer.layer, layer.version, {}};
-      for (const store::RowRun& run : layer.runs) {
-        const uint64_t record_at = bytes;
-        write_with(VStore{sid, layer.layer, run.start, run.rows.rows, info.dim, tier,
-                          Blob{run.rows.pieces}},
-                   flags);
-        placed.runs.push_back(store::PlacedRun{
-            run.start, run.rows.rows, record_at + kRecordHeaderSize + VStoreRowsOffset(sid)});
-      }
-      moved_rows.push_back(std::move(placed));
+    if (std::any_of(layers.begin(), layers.end(),
+                    [](const store::LayerRead& l) { return l.cold; })) {
+      cold_vectors.push_back(ColdVector{sid, info, layers});
+    } else {
+      write_rows(sid, info, layers, 0, records_of);
     }
+  };
+  const auto write_cold_vectors = [&] {
+    if (cold_vectors.empty() || !status.ok()) return cold_vectors.clear();
+    VectorColdDirectory directory;
+    for (const ColdVector& v : cold_vectors) {
+      VectorColdEntry& e = directory.entries.emplace_back();
+      e.sid = v.sid;
+      e.index = v.info.index;
+      e.dim = v.info.dim;
+      e.tier = static_cast<uint32_t>(v.info.tier);
+      for (const store::LayerRead& layer : v.layers) {
+        std::vector<RowsOut> records;
+        records_of(layer, records);
+        for (const RowsOut& r : records) e.records.push_back({r.layer, r.start, r.rows});
+      }
+    }
+    // Offsets are fixed-width: the directory's size does not depend on them.
+    uint64_t at = bytes + kRecordHeaderSize + EncodeVectorColdDirectory(directory).size();
+    for (VectorColdEntry& e : directory.entries) {
+      e.record_offset = at;
+      at += VectorColdEntryBytes(e);
+    }
+    directory.region_end = at;
+    status = WriteRecord(**file, bytes, seed, RecordType::kVectorColdDirectory,
+                         {EncodeVectorColdDirectory(directory)}, db);
+    for (size_t i = 0; i < cold_vectors.size() && status.ok(); ++i) {
+      if (bytes != directory.entries[i].record_offset) {
+        status = Status::Internal("cold V-store session " + std::to_string(i) + " written at " +
+                                  std::to_string(bytes) + ", its directory says " +
+                                  std::to_string(directory.entries[i].record_offset));
+        break;
+      }
+      const ColdVector& v = cold_vectors[i];
+      write_rows(v.sid, v.info, v.layers, kRecordFlagCold, records_of);
+    }
+    if (status.ok() && bytes != directory.region_end) {
+      status = Status::Internal("cold V-store records end at " + std::to_string(bytes) +
+                                ", their directory says " + std::to_string(directory.region_end));
+    }
+    cold_vectors.clear();
   };
   // A database's cold sessions wait until its hot ones are written, then follow a directory of
   // them, so a restart places them all from it without reading their records (one seek, not
@@ -693,14 +824,14 @@ std::string Durability::WriteSnapshot() {
   };
   if (databases_ == nullptr) {
     WriteDatabaseSnapshot(store_, vectors_, keys_, prefixes_, write_session, write_cold_sessions,
-                          write_vector_session, write);
+                          write_vector_session, write_cold_vectors, write);
   } else {
     databases_->ForEach([&](size_t index, store::Database& d) {
       db = static_cast<uint16_t>(index);
       writing = &d.state;
       writing_vectors = &d.vectors;
       WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, &d.prefixes, write_session,
-                            write_cold_sessions, write_vector_session, write);
+                            write_cold_sessions, write_vector_session, write_cold_vectors, write);
     });
   }
   if (status.ok()) {
@@ -754,10 +885,13 @@ void Durability::WriteDatabaseSnapshot(
     const store::StateStore& state, const store::VectorStore* vectors, const store::Keyspace* keys,
     const store::PrefixStore* prefixes, const SessionWriter& write_session,
     const std::function<void()>& sessions_written, const VectorSessionWriter& write_vector_session,
+    const std::function<void()>& vector_sessions_written,
     const std::function<void(const Mutation&)>& write) {
   state.ForEachSessionPlace(write_session);
   sessions_written();
-  if (vectors != nullptr) WriteVectorSnapshot(*vectors, write_vector_session, write);
+  if (vectors != nullptr) {
+    WriteVectorSnapshot(*vectors, write_vector_session, vector_sessions_written, write);
+  }
   if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;
   // Strings with their expiry, then the other types' expiries, once every key they name exists.
@@ -772,10 +906,12 @@ void Durability::WriteDatabaseSnapshot(
 
 void Durability::WriteVectorSnapshot(const store::VectorStore& vectors,
                                      const VectorSessionWriter& write_session,
+                                     const std::function<void()>& sessions_written,
                                      const std::function<void(const Mutation&)>& write) {
-  // Sessions, then the registrations on their own: a half dropped with V.DROP must not come back
-  // from the snapshot.
-  vectors.ForEachSession(write_session);
+  // Sessions (cold ones after the hot ones, read then), then the registrations on their own: a
+  // half dropped with V.DROP must not come back from the snapshot.
+  vectors.ForEachSession(write_session, /*read_cold=*/false);
+  sessions_written();
   vectors.ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
     write(KvPrefixRecord(ns, spec));
   });

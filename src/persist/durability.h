@@ -136,6 +136,12 @@ class Durability {
   // A snapshot's cold V-store rows: records where they sit without reading them.
   std::string LoadColdRows(RecordReader& reader, const Record& record,
                            const std::shared_ptr<store::ColdFile>& file);
+  // A snapshot's V-store cold directory: creates every listed session and places its rows in
+  // the database its header names, and moves `reader` past their records (`records` of them);
+  // with no `file`, checks it and leaves those records to be read whole.
+  std::string LoadVectorColdDirectory(RecordReader& reader, const Record& record,
+                                      const std::shared_ptr<store::ColdFile>& file,
+                                      uint64_t& records);
   // The keys of the V-store sessions LoadColdRows placed (and of registrations whose halves
   // both are) go to the cold index.
   void KeepColdVectorKeys();
@@ -148,6 +154,7 @@ class Durability {
                          const std::vector<store::LayerRead>& layers)>;
   void WriteVectorSnapshot(const store::VectorStore& vectors,
                            const VectorSessionWriter& write_session,
+                           const std::function<void()>& sessions_written,
                            const std::function<void(const Mutation&)>& write);
   void WritePrefixSnapshot(const store::PrefixStore& prefixes,
                            const std::function<void(const Mutation&)>& write);
@@ -162,6 +169,7 @@ class Durability {
                              const SessionWriter& write_session,
                              const std::function<void()>& sessions_written,
                              const VectorSessionWriter& write_vector_session,
+                             const std::function<void()>& vector_sessions_written,
                              const std::function<void(const Mutation&)>& write);
   // An error text when `db` is past the `databases` setting (or not 0 with a single database).
   std::string CheckDatabase(uint16_t db) const;

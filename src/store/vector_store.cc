@@ -605,7 +605,8 @@ std::pair<uint64_t, uint64_t> VectorStore::PrefixTotals() const {
 
 void VectorStore::ForEachSession(
     const std::function<void(const std::string&, const VectorSessionInfo&,
-                             const std::vector<LayerRead>&)>& visit) const {
+                             const std::vector<LayerRead>&)>& visit,
+    bool read_cold) const {
   struct Copied {
     std::string sid;
     VectorSessionInfo info;
@@ -624,7 +625,13 @@ void VectorStore::ForEachSession(
     }
     // Cold layers are read one session at a time, with no lock held.
     for (Copied& c : copied) {
-      ReadColdRuns(c.runs, c.info.row_bytes);
+      if (read_cold) {
+        ReadColdRuns(c.runs, c.info.row_bytes);
+      } else {
+        for (auto& [index, extents] : c.runs.cold_places) {
+          c.runs.layers[index].cold_extents = std::move(extents);
+        }
+      }
       visit(c.sid, c.info, c.runs.layers);
       c.runs = CopiedRuns{};
     }

@@ -69,6 +69,9 @@ struct LayerRead {
   // copied by it) and whether its rows were on disk (the disk tier) when copied.
   uint64_t version = 0;
   bool cold = false;
+  // ForEachSession without reading cold layers: a cold layer's extents (first row, where its
+  // rows are), to be read with ReadPieces; `runs` is then empty.
+  std::vector<std::pair<uint64_t, RowPiece>> cold_extents;
 };
 
 // Where a run of rows a snapshot copied sits in it (VectorStore::Repoint).
@@ -205,8 +208,15 @@ class VectorStore {
   // Snapshot support: each session with its whole layers as stored runs (chunk handles copied
   // one shard at a time, visited with no lock held; a gap costs nothing), then each
   // registration.
+  // With `read_cold` false, a cold layer comes as its extents (LayerRead::cold_extents), read
+  // by the caller when it needs them (a snapshot writes cold sessions after the hot ones).
   void ForEachSession(const std::function<void(const std::string& sid, const VectorSessionInfo&,
-                                               const std::vector<LayerRead>&)>& visit) const;
+                                               const std::vector<LayerRead>&)>& visit,
+                      bool read_cold = true) const;
+  // Reads cold rows (zero pieces as zeros); a read error throws std::runtime_error.
+  RowSpan ReadPieces(const std::vector<RowPiece>& pieces, size_t row_bytes) const {
+    return ReadCold(pieces, row_bytes);
+  }
   void ForEachPrefix(
       const std::function<void(const std::string& ns, const PrefixSpec&)>& visit) const;
   // One session as ForEachSession gives it; nullopt when it does not exist.

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -56,6 +58,21 @@ std::string Fetch(redisContext* c, const std::string& sid, int layer, int start,
                                     std::to_string(start), std::to_string(end)});
   if (!r || r->type != REDIS_REPLY_STRING) return "error: " + DescribeReply(r.get());
   return std::string(r->str, r->len);
+}
+
+// The types and flags of a snapshot's records, in file order (docs/storage-format.md).
+std::vector<std::pair<int, int>> SnapshotRecords(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::pair<int, int>> out;
+  for (uint64_t at = 32; at + 32 <= bytes.size();) {
+    uint64_t length = 0;
+    std::memcpy(&length, bytes.data() + at + 24, 8);
+    out.emplace_back(static_cast<unsigned char>(bytes[at + 12]),
+                     static_cast<unsigned char>(bytes[at + 13]));
+    at += 32 + length;
+  }
+  return out;
 }
 
 class VstoreDiskTierTest : public ServerTest {
@@ -151,6 +168,22 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
   r = HiredisCommand(c.get(), {"SAVE"});
   ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
+  // The layout: hot sessions' records, one V-store cold directory (17), then the cold sessions'
+  // create (32) and rows records (33, flagged cold).
+  const auto records = SnapshotRecords(server_.data_dir() + "/snapshot.pds");
+  size_t directory = records.size(), flagged = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i].first == 17) {
+      EXPECT_EQ(directory, records.size()) << "one directory";
+      directory = i;
+    }
+    if (records[i].first == 33 && records[i].second == 1) {
+      EXPECT_GT(i, directory) << "cold rows follow the directory";
+      ++flagged;
+    }
+  }
+  ASSERT_LT(directory, records.size());
+  EXPECT_GE(flagged, 12u * kLayers);
   ASSERT_NO_FATAL_FAILURE(Restart(c));
   EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
   EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);

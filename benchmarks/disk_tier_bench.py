@@ -8,6 +8,10 @@
    SSM.PREFIX.MFETCH by 1 and by --clients concurrent clients, each byte checked. The figure is
    payload bytes per second, set against the disk's sequential read speed measured on the same
    files (`dd bs=4M` after dropping the cache) and with O_DIRECT.
+   With --vstore the sessions are V-store sessions instead (fp16, value_dim --dim, one
+   V.STOREBATCH of --layer-mb MiB per layer, FMT F16), fetched whole layer by layer with
+   `V.FETCH sid L RANGE 0 rows FMT NATIVE` (the stored bytes, every layer's request pipelined
+   in one write), each byte of the first and last 4 KiB checked.
 2. Restart time. The same data directory after SAVE (its cold sessions flagged in the snapshot)
    is started three ways: as is (cold set on disk, hot set in memory), from a directory holding
    only the hot set, and with maxmemory 0 (everything loaded), timing start to first PING.
@@ -17,7 +21,7 @@ Loopback only; the server is stopped at the end. Needs root for dropping the pag
 
   /usr/bin/python3 benchmarks/disk_tier_bench.py [--server build/dev/prefixd-server]
       [--sessions 96] [--layers 4] [--layer-mb 4] [--maxmemory-mb 64] [--clients 4]
-      [--io-threads 0] [--dir /var/tmp/prefixd-disk-tier-bench]
+      [--io-threads 0] [--dir /var/tmp/prefixd-disk-tier-bench] [--vstore [--dim 1024]]
 """
 import argparse
 import os
@@ -91,6 +95,28 @@ def layer_value(session, layer, size):
 
 
 IO_THREADS = 0
+VSTORE_DIM = 0  # 0: SSM sessions; else V-store sessions of this value_dim (fp16)
+
+
+def store_session(c, s, layers, layer_bytes):
+    if not VSTORE_DIM:
+        c.call("SSM.PREFIX.MSTORE", "s%d" % s,
+               *[x for layer in range(layers) for x in (layer, layer_value(s, layer, layer_bytes))])
+        return
+    c.call("V.CREATE", "s%d" % s, VSTORE_DIM, "VQUANT", "fp16")
+    rows = layer_bytes // (2 * VSTORE_DIM)
+    for layer in range(layers):
+        c.call("V.STOREBATCH", "s%d" % s, layer, 0, rows, layer_value(s, layer, layer_bytes),
+               "FMT", "F16")
+
+
+def fetch_session(c, sid, layers, layer_bytes):
+    if not VSTORE_DIM:
+        return c.call("SSM.PREFIX.MFETCH", "s%d" % sid, *range(layers))
+    rows = layer_bytes // (2 * VSTORE_DIM)
+    c.sock.sendall(b"".join(resp("V.FETCH", "s%d" % sid, layer, "RANGE", 0, rows, "FMT",
+                                 "NATIVE") for layer in range(layers)))
+    return [c.reply() for _ in range(layers)]
 
 
 def start(server, port, data_dir, maxmemory_mb, log):
@@ -157,7 +183,7 @@ def fetch_all(port, sids, layers, layer_bytes, clients):
                 if not queue:
                     return
                 sid = queue.pop()
-            got = c.call("SSM.PREFIX.MFETCH", "s%d" % sid, *range(layers))
+            got = fetch_session(c, sid, layers, layer_bytes)
             for layer, v in enumerate(got):
                 # The value repeats one 4 KiB block: its first and last blocks are checked.
                 block = layer_value(sid, layer, 4096)
@@ -187,11 +213,14 @@ def main():
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--dir", default="/var/tmp/prefixd-disk-tier-bench")
     ap.add_argument("--io-threads", type=int, default=0, help="0: the server's default")
+    ap.add_argument("--vstore", action="store_true", help="V-store sessions instead of SSM")
+    ap.add_argument("--dim", type=int, default=1024, help="--vstore: value_dim (fp16 rows)")
     ap.add_argument("--restart-only", action="store_true",
                     help="skip the fetch passes: store, then time the restarts (large data sets)")
     args = ap.parse_args()
-    global IO_THREADS
+    global IO_THREADS, VSTORE_DIM
     IO_THREADS = args.io_threads
+    VSTORE_DIM = args.dim if args.vstore else 0
     layer_bytes = args.layer_mb << 20
     shutil.rmtree(args.dir, ignore_errors=True)
     os.makedirs(args.dir)
@@ -201,15 +230,13 @@ def main():
 
     proc, c, _ = start(args.server, port, data, args.maxmemory_mb, log)
     for s in range(args.sessions):
-        c.call("SSM.PREFIX.MSTORE", "s%d" % s,
-               *[x for layer in range(args.layers)
-                 for x in (layer, layer_value(s, layer, layer_bytes))])
+        store_session(c, s, args.layers, layer_bytes)
     tier = info(c, "disktier")
     cold_sids = [s for s in range(args.sessions)]
     # The cold ones: everything but the newest few (LRU keeps the newest hot).
     hot_guess = int(tier["cold_keys"])
     cold_sids = cold_sids[:hot_guess]
-    c.call("SSM.PREFIX.FETCH", "s0", 0, "RANGE", 0, 1)  # warm the connection path
+    fetch_session(c, len(cold_sids), 1, 4096)  # warm the connection path
     tier = info(c, "disktier")
     hot_sids = [s for s in range(len(cold_sids), args.sessions)]
     if args.restart_only:
@@ -241,6 +268,8 @@ def main():
     cold_gb = int(tier["cold_bytes"]) / 1e9
     print("machine: %d cores, %s; load average %.1f" % (os.cpu_count(), os.uname().release,
                                                         os.getloadavg()[0]))
+    print("kind: %s" % ("V-store sessions, fp16, value_dim %d" % VSTORE_DIM if VSTORE_DIM
+                        else "SSM sessions"))
     print("stored: %d sessions x %d layers x %d MiB = %.2f GB; maxmemory %d MiB; cold %s keys, "
           "%.2f GB" % (args.sessions, args.layers, args.layer_mb,
                        args.sessions * args.layers * layer_bytes / 1e9, args.maxmemory_mb,
@@ -258,13 +287,13 @@ def main():
 def print_fetches(args, dropped, one, many, warm, hot, dd_cached, dd_direct, tier_after):
     print("page cache dropped before each pass: %s" % ("yes" if dropped else "NO (not root)"))
     dd_best = max(dd_cached, dd_direct)
-    print("cold MFETCH, 1 client:  %.2f GB/s (%.0f %% of the better dd)" % (one / 1e9,
+    print("cold fetch, 1 client:  %.2f GB/s (%.0f %% of the better dd)" % (one / 1e9,
                                                                           100 * one / dd_best))
-    print("cold MFETCH, %d clients: %.2f GB/s (%.0f %% of the better dd)" %
+    print("cold fetch, %d clients: %.2f GB/s (%.0f %% of the better dd)" %
           (args.clients, many / 1e9, 100 * many / dd_best))
-    print("cold MFETCH, %d clients, page cache not dropped: %.2f GB/s" % (args.clients,
+    print("cold fetch, %d clients, page cache not dropped: %.2f GB/s" % (args.clients,
                                                                           warm / 1e9))
-    print("hot MFETCH (in memory), %d clients: %.2f GB/s" % (args.clients, hot / 1e9))
+    print("hot fetch (in memory), %d clients: %.2f GB/s" % (args.clients, hot / 1e9))
     print("dd bs=4M of the snapshot, cache dropped: %.2f GB/s; O_DIRECT: %.2f GB/s" %
           (dd_cached / 1e9, dd_direct / 1e9))
     print("promotions during the fetches: %s; bytes read from disk: %.2f GB" %
@@ -284,9 +313,7 @@ def restarts(args, port, data, log, tier, from_log, rec_log, cold_gb):
     proc, c, _ = start(args.server, port, hot_dir, args.maxmemory_mb, log)
     hot_sessions = args.sessions - int(tier["cold_keys"])
     for s in range(hot_sessions):
-        c.call("SSM.PREFIX.MSTORE", "s%d" % s,
-               *[x for layer in range(args.layers)
-                 for x in (layer, layer_value(s, layer, layer_bytes))])
+        store_session(c, s, args.layers, layer_bytes)
     c.call("SAVE")
     stop(proc)
     drop_cache()

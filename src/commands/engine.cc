@@ -96,6 +96,9 @@ store::VectorStoreStats Engine::VectorStats() const {
     total.sessions += s.sessions, total.layers += s.layers, total.tokens += s.tokens;
     total.payload_bytes += s.payload_bytes, total.allocated_bytes += s.allocated_bytes;
     total.overhead_bytes += s.overhead_bytes, total.prefixes += s.prefixes;
+    total.cold_layers += s.cold_layers, total.cold_bytes += s.cold_bytes;
+    total.cold_reads += s.cold_reads, total.cold_bytes_read += s.cold_bytes_read;
+    total.promotions += s.promotions;
   });
   return total;
 }

@@ -269,7 +269,11 @@ void LatencyStatsSection(Engine& e, std::string& out) {
 // The disk tier (docs/cache-design.md): SSM sessions whose bytes are only on disk, summed over
 // every database.
 void DisktierSection(Engine& e, std::string& out) {
-  const store::StoreStats s = e.StateStats();
+  // SSM sessions and V-store sessions (KV.PREFIX registrations are theirs) together.
+  store::StoreStats s = e.StateStats();
+  const store::VectorStoreStats v = e.VectorStats();
+  s.cold_layers += v.cold_layers, s.cold_bytes += v.cold_bytes, s.cold_reads += v.cold_reads;
+  s.cold_bytes_read += v.cold_bytes_read, s.promotions += v.promotions;
   uint64_t cold_keys = 0;
   e.databases().ForEach(
       [&](size_t, store::Database& db) { cold_keys += db.keys.Stats(0).cold_keys; });

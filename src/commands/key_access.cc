@@ -178,7 +178,9 @@ namespace {
 std::mutex eviction_pass;
 
 // The disk tier's cold bytes over every database.
-uint64_t ColdBytes(const Engine& engine) { return engine.StateStats().cold_bytes; }
+uint64_t ColdBytes(const Engine& engine) {
+  return engine.StateStats().cold_bytes + engine.VectorStats().cold_bytes;
+}
 
 bool OverDiskBudget(Engine& engine) {
   const int64_t limit = engine.settings().Int(Setting::kMaxDisk);
@@ -205,7 +207,13 @@ std::vector<size_t> LargestFirst(Engine& engine,
 }
 
 uint64_t DatabaseColdBytes(const store::Database& database) {
-  return database.state.Stats().cold_bytes;
+  return database.state.Stats().cold_bytes + database.vectors.Stats().cold_bytes;
+}
+
+// The types the disk tier holds: SSM sessions, V-store sessions, KV.PREFIX registrations.
+bool DiskTierType(store::KeyType type) {
+  return type == store::KeyType::kSsmPrefix || type == store::KeyType::kVstore ||
+         type == store::KeyType::kKvPrefix;
 }
 
 // maxdisk: while the disk tier's cold values exceed it, cold keys go by the policy (from the
@@ -247,11 +255,14 @@ bool MakeRoom(Engine& engine) {
       store::Database& database = engine.database(index);
       auto victim = database.keys.PickVictim(policy);
       if (!victim) continue;
-      if (engine.durability() != nullptr && victim->second == store::KeyType::kSsmPrefix) {
-        // The disk tier: the session's bytes are in the log or a snapshot; once they are
-        // durable it leaves memory and stays a key of its database, served from disk.
-        if (!MakeCold(engine, database, victim->first)) return false;
+      const bool disk_tier = engine.durability() != nullptr && DiskTierType(victim->second);
+      // The disk tier: the entry's bytes are in the log or a snapshot; once they are durable it
+      // leaves memory and stays a key of its database, served from disk. A V-store entry whose
+      // rows have no known place (the log could not report one) is deleted as without it.
+      if (disk_tier && MakeCold(engine, database, victim->first, victim->second)) {
         TrimDiskTier(engine);
+      } else if (disk_tier && victim->second == store::KeyType::kSsmPrefix) {
+        return false;
       } else {
         if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
         engine.stats().evicted_keys += 1;
@@ -264,15 +275,36 @@ bool MakeRoom(Engine& engine) {
   return true;
 }
 
-bool MakeCold(Engine& engine, store::Database& database, std::string_view key) {
-  const auto turn_cold = [&] { return database.state.MakeCold(key).ok; };
+bool MakeCold(Engine& engine, store::Database& database, std::string_view key,
+              store::KeyType type) {
+  // A registration is one entry: its `_pk` / `_pv` sessions, then the SSM state under its name
+  // with its own key. Each part turns cold under its key's shard lock, so a concurrent write
+  // either lands first and is checked, or lands after and moves that key back to the hot index.
+  std::vector<std::pair<std::string, store::KeyType>> parts;
+  if (type == store::KeyType::kKvPrefix) {
+    parts.emplace_back(store::VectorStore::KeySid(key), store::KeyType::kVstore);
+    parts.emplace_back(store::VectorStore::ValueSid(key), store::KeyType::kVstore);
+  }
+  parts.emplace_back(std::string(key), type);
+  const auto turn_cold = [&](const std::string& part, store::KeyType part_type) {
+    return database.keys.MoveTier(part, /*cold=*/true, [&] {
+      if (part_type == store::KeyType::kVstore) return database.vectors.MakeCold(part).ok;
+      const store::ColdOutcome out = database.state.MakeCold(part);
+      return out.ok || (part_type == store::KeyType::kKvPrefix && !out.existed);
+    });
+  };
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (database.keys.MoveTier(key, /*cold=*/true, turn_cold)) {
+    bool all = true;
+    for (const auto& [part, part_type] : parts) {
+      if (turn_cold(part, part_type)) continue;
+      auto info = database.keys.Find(part);
+      if (!info || info->cold) continue;  // gone or moved meanwhile: nothing held here
+      all = false;
+    }
+    if (all) {
       engine.stats().cold_evictions += 1;
       return true;
     }
-    auto info = database.keys.Find(key);
-    if (!info || info->cold) return true;  // gone or moved meanwhile: nothing held here
     // Not durable (or not yet placed by the log thread): one fsync makes every record so far
     // durable, shared by all the victims of this pass.
     engine.durability()->Sync();
@@ -295,8 +327,8 @@ uint64_t ColdAfterRecovery(Engine& engine) {
       if (done[index]) continue;
       store::Database& database = engine.database(index);
       auto victim = database.keys.PickVictim(policy);
-      if (!victim || victim->second != store::KeyType::kSsmPrefix ||
-          !MakeCold(engine, database, victim->first)) {
+      if (!victim || !DiskTierType(victim->second) ||
+          !MakeCold(engine, database, victim->first, victim->second)) {
         done[index] = true;
         continue;
       }
@@ -311,16 +343,41 @@ uint64_t ColdAfterRecovery(Engine& engine) {
   return moved;
 }
 
-void PromoteOnRead(Engine& engine, store::Database& database, std::string_view key) {
-  store::StateStore& state = database.state;
-  const uint64_t cold = state.ColdBytes(key);
+namespace {
+
+// Reads a cold entry back whole when it fits in the budget without evicting anything for it
+// (always, with `always`); otherwise the read is served from disk and the entry stays cold.
+template <typename Store>
+void PromoteIn(Engine& engine, store::Database& database, Store& store, std::string_view key,
+               bool always) {
+  const uint64_t cold = store.ColdBytes(key);
   if (cold == 0) return;
-  // Read back whole when it fits in the budget without evicting anything for it; otherwise
-  // the read is served from disk and the entry stays cold.
   const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
-  if (limit > 0 && CountedMemory(engine) + cold > static_cast<uint64_t>(limit)) return;
-  if (!state.Promote(key)) return;
-  database.keys.MoveTier(key, /*cold=*/false, [&] { return state.ColdBytes(key) == 0; });
+  if (!always && limit > 0 && CountedMemory(engine) + cold > static_cast<uint64_t>(limit)) return;
+  if (!store.Promote(key)) return;
+  database.keys.MoveTier(key, /*cold=*/false, [&] { return store.ColdBytes(key) == 0; });
+}
+
+}  // namespace
+
+void PromoteOnRead(Engine& engine, store::Database& database, std::string_view key) {
+  PromoteIn(engine, database, database.state, key, /*always=*/false);
+}
+
+void PromoteVectorSession(Engine& engine, store::Database& database, std::string_view sid,
+                          bool always) {
+  store::VectorStore& vectors = database.vectors;
+  if (vectors.ColdBytes(sid) == 0) return;
+  PromoteIn(engine, database, vectors, sid, always);
+  // A half of a cold registration read back makes the registration hot again: maxdisk, which
+  // drops a cold registration whole, must not take a half that is in memory.
+  for (const std::string_view suffix : {std::string_view("_pk"), std::string_view("_pv")}) {
+    if (!sid.ends_with(suffix)) continue;
+    const std::string_view ns = sid.substr(0, sid.size() - suffix.size());
+    if (vectors.ColdBytes(sid) == 0 && vectors.Prefix(ns)) {
+      database.keys.MoveTier(ns, /*cold=*/false, [] { return true; });
+    }
+  }
 }
 
 uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard) {

@@ -79,10 +79,13 @@ bool MakeRoom(Engine& engine);
 // beyond values they send by reference (common/client_memory.h).
 uint64_t CountedMemory(const Engine& engine);
 
-// The disk tier: turns an SSM session cold (its bytes stay in the log/snapshot files, the key
-// moves to the cold index) once its records are durable, syncing the log if they are not yet.
+// The disk tier: turns an SSM session, a V-store session or a KV.PREFIX registration (its two
+// sessions and the SSM state under its name) cold (its bytes stay in the log/snapshot files,
+// its keys move to the cold index) once its records are durable, syncing the log if they are
+// not yet.
 // False when it cannot (the log is failing).
-bool MakeCold(Engine& engine, store::Database& database, std::string_view key);
+bool MakeCold(Engine& engine, store::Database& database, std::string_view key,
+              store::KeyType type = store::KeyType::kSsmPrefix);
 // After recovery, which loads every hot entry: while past maxmemory, sessions of every database
 // go cold by the policy (nothing is deleted for memory); then maxdisk applies. Returns how many
 // went cold.
@@ -90,6 +93,10 @@ uint64_t ColdAfterRecovery(Engine& engine);
 // Before a full read of `key`: a cold session is read back into memory whole when it fits
 // under maxmemory (docs/cache-design.md, "The disk tier").
 void PromoteOnRead(Engine& engine, store::Database& database, std::string_view key);
+// The same for a V-store session: before a read that covers whole layers, or (`always`) before a
+// write to it (docs/cache-design.md, "The disk tier").
+void PromoteVectorSession(Engine& engine, store::Database& database, std::string_view sid,
+                          bool always);
 
 // The policy maxmemory-policy names now.
 store::EvictionPolicy CurrentPolicy(const Engine& engine);

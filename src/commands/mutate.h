@@ -43,10 +43,23 @@ inline persist::Stores StoresOf(Engine& engine, store::Database& db) {
                          &db.keys, &db.prefixes};
 }
 
-// The disk tier: once an SSM put's record is in the log, each value's place in it is recorded
-// in `state` (the store of the record's database, wherever SWAPDB moves it), so the session may
-// leave memory once that is durable (docs/cache-design.md). Empty for any other record.
-inline persist::Placed PlacedBy(store::StateStore& state, const persist::Mutation& m) {
+// The disk tier: once an SSM put's or V-store rows record is in the log, where its values sit
+// in it is recorded in the store of the record's database (the store object, wherever SWAPDB
+// moves it), so the session may leave memory once that is durable (docs/cache-design.md).
+// Rows name the session they were written to by its index (a session created again has another).
+// Empty for any other record.
+inline persist::Placed PlacedBy(store::Database& database, const persist::Mutation& m) {
+  if (const auto* rows = std::get_if<persist::VStore>(&m); rows != nullptr) {
+    const auto info = database.vectors.Describe(rows->sid);
+    if (!info) return {};
+    return [&vectors = database.vectors, sid = rows->sid, index = info->index, layer = rows->layer,
+            start = rows->start, count = rows->rows](
+               const std::shared_ptr<const store::ColdFile>& file, uint64_t payload_at) {
+      vectors.Place(sid, index, layer, start, count, file,
+                    payload_at + persist::VStoreRowsOffset(sid));
+    };
+  }
+  store::StateStore& state = database.state;
   const auto* put = std::get_if<persist::SsmPut>(&m);
   if (put == nullptr) return {};
   struct Where {
@@ -108,7 +121,7 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
   std::function<void()> append;
   if (durability != nullptr) {
     const auto* multi = std::get_if<persist::StringMultiSet>(&m);
-    logged.emplace(Logged{durability, persist::EncodeRecord(m), PlacedBy(database.state, m),
+    logged.emplace(Logged{durability, persist::EncodeRecord(m), PlacedBy(database, m),
                           static_cast<uint16_t>(db), multi != nullptr ? multi->entries.size() : 1,
                           result.lsn});
     append = [log = &*logged] {

@@ -12,6 +12,7 @@
 
 #include "commands/engine.h"
 #include "commands/errors.h"
+#include "commands/key_access.h"
 #include "commands/mutate.h"
 #include "commands/output_limit.h"
 #include "commands/registry.h"
@@ -122,6 +123,9 @@ void StoreBatch(Context& ctx) {
   VectorStore& vs = Db(ctx).vectors;
   auto info = vs.Describe(sid);
   if (!info) return ctx.reply.Error(vstore::kSessionNotFound);
+  // A write to a cold session reads it back whole first (outside the session lock; the store
+  // still reads a layer that is cold when written, under it).
+  PromoteVectorSession(ctx.engine, Db(ctx), sid, /*always=*/true);
   const size_t element = store::InputElementBytes(format);
   const uint64_t expected = *count * info->dim * element;
   if (args[5].size() != expected) {
@@ -284,6 +288,21 @@ bool ParseRange(Context& ctx, std::string_view start_text, std::string_view end_
   return true;
 }
 
+// The disk tier: a fetch of whole layers (`layer`, or every layer) from row 0 to `end` or past
+// reads a cold session back into memory when it fits, as a full SSM fetch does; a fetch of part
+// of a layer reads only its rows from disk.
+void PromoteIfWhole(Context& ctx, std::string_view sid, uint64_t end,
+                    std::optional<uint32_t> layer) {
+  VectorStore& vs = Db(ctx).vectors;
+  if (vs.ColdBytes(sid) == 0) return;
+  auto detail = vs.Detail(sid);
+  if (!detail) return;
+  for (const auto& [id, length] : detail->layer_lengths) {
+    if ((!layer || id == *layer) && length > end) return;
+  }
+  PromoteVectorSession(ctx.engine, Db(ctx), sid, /*always=*/false);
+}
+
 // V.FETCH <sid> BATCH <s> <e> [L] [FMT NATIVE]
 void FetchBatch(Context& ctx) {
   const auto& args = ctx.args;
@@ -305,6 +324,7 @@ void FetchBatch(Context& ctx) {
   }
   auto native = ParseNative(ctx, next);
   if (!native) return;
+  if (start == 0) PromoteIfWhole(ctx, args[1], end, std::nullopt);
   auto read = Db(ctx).vectors.ReadBatch(args[1], start, end, layers);
   if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
   auto& [info, per_layer] = *read;
@@ -340,6 +360,7 @@ void Fetch(Context& ctx) {
     auto info = vs.Describe(sid);
     if (!info) return ctx.reply.Error(vstore::kSessionNotFound);
     if (!FitsOutput(ctx, ReplyBytes(*info, end - start, *native))) return;
+    if (start == 0) PromoteIfWhole(ctx, sid, end, layer_id);
     auto read = vs.ReadRange(sid, layer_id, start, end);
     if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
     return ReplyRows(ctx, read->first, read->second, *native);

@@ -159,12 +159,24 @@ std::string Durability::Replay(const Record& record, Mutation& m,
   if (options_.memory_budget != 0) limits.memory_budget = options_.memory_budget;
   const Verdict verdict = Check(m, limits);
   if (!verdict.ok) return verdict.why + "; it holds " + Describe(m);
+  Outcome outcome;
   try {
-    err = ApplyToDatabase(m, record.header.db);
+    err = ApplyToDatabase(m, record.header.db, &outcome);
   } catch (const std::exception& e) {
     return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
   }
   if (!err.empty()) return err;
+  // Applied V-store rows sit in the file too (the disk tier places them, as the log does live).
+  if (const auto* rows = std::get_if<VStore>(&m);
+      rows != nullptr && outcome.kind == Outcome::Kind::kApplied && !rows->data.pieces.empty()) {
+    if (store::VectorStore* vectors = VectorsOf(record.header.db); vectors != nullptr) {
+      const uint64_t at =
+          record.offset + kRecordHeaderSize +
+          static_cast<uint64_t>(rows->data.pieces[0].data() - record.payload.data());
+      vectors->Place(rows->sid, store::VectorStore::kAnyIndex, rows->layer, rows->start, rows->rows,
+                     file, at);
+    }
+  }
   // The values are slices of the payload: where they sit in the file follows, in the record's
   // database.
   if (const auto* put = std::get_if<SsmPut>(&m); put != nullptr && file != nullptr) {
@@ -196,14 +208,20 @@ store::Keyspace* Durability::KeysOf(uint16_t db) {
   return databases_ == nullptr ? keys_ : &databases_->At(db).keys;
 }
 
-std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
+store::VectorStore* Durability::VectorsOf(uint16_t db) {
+  return databases_ == nullptr ? vectors_ : &databases_->At(db).vectors;
+}
+
+std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db, Outcome* outcome) {
   if (std::string err = CheckDatabase(db); !err.empty()) return err;
+  Outcome ignored;
+  if (outcome == nullptr) outcome = &ignored;
   if (databases_ == nullptr) {
     if (const auto* swap = std::get_if<SwapDb>(&m); swap != nullptr && (swap->a | swap->b) != 0) {
       return "it swaps databases " + std::to_string(swap->a) + " and " + std::to_string(swap->b) +
              " of a single database";
     }
-    Apply(m, Stores{store_, vectors_, 0, keys_, prefixes_}, {});
+    *outcome = Apply(m, Stores{store_, vectors_, 0, keys_, prefixes_}, {});
     return {};
   }
   if (const auto* swap = std::get_if<SwapDb>(&m)) {
@@ -217,7 +235,7 @@ std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db) {
   const auto stores_of = [](store::Database& d) {
     return Stores{d.state, &d.vectors, 0, &d.keys, &d.prefixes};
   };
-  Apply(m, stores_of(databases_->At(db)), {});
+  *outcome = Apply(m, stores_of(databases_->At(db)), {});
   if (std::holds_alternative<FlushAll>(m)) {  // one record empties every database
     databases_->ForEach([&](size_t index, store::Database& other) {
       if (index != db) Apply(m, stores_of(other), {});
@@ -258,15 +276,114 @@ std::string Durability::LoadColdPut(RecordReader& reader, const Record& record,
     at += length;
   }
   if (at != end) return std::to_string(end - at) + " unexpected trailing bytes";
-  if (count > 0) KeepColdKey(record.header.db, sid);
+  if (count > 0) KeepColdKey(record.header.db, sid, store::KeyType::kSsmPrefix);
   return {};
 }
 
-void Durability::KeepColdKey(uint16_t db, const std::string& sid) {
+void Durability::KeepColdKey(uint16_t db, const std::string& sid, store::KeyType type) {
   if (store::Keyspace* keys = KeysOf(db); keys != nullptr) {
-    keys->Set(sid, store::KeyType::kSsmPrefix);
+    keys->Set(sid, type);
     keys->MoveTier(sid, /*cold=*/true, [] { return true; });
   }
+}
+
+std::string Durability::LoadColdRows(RecordReader& reader, const Record& record,
+                                     const std::shared_ptr<store::ColdFile>& file) {
+  if (std::string err = CheckDatabase(record.header.db); !err.empty()) return err;
+  store::VectorStore* vectors = VectorsOf(record.header.db);
+  if (vectors == nullptr) return "V-store rows without a V-store";
+  // The layout of VStore (mutation.h): u32 sid length, sid, u32 layer, u64 start, u64 rows,
+  // u32 dim, u32 tier, u64 data length, the rows; read without the rows.
+  const uint64_t end = record.offset + kRecordHeaderSize + record.header.payload_length;
+  uint64_t at = record.offset + kRecordHeaderSize;
+  Bytes field;
+  const auto take = [&](uint64_t n) -> std::string {
+    if (n > end - at) return "its fields run past its payload";
+    std::string err = reader.ReadAt(at, n, field);
+    at += n;
+    return err;
+  };
+  std::string err = take(4);
+  if (!err.empty()) return err;
+  const uint32_t sid_length = GetU32(field.data());
+  if (sid_length > Limits::Hard().max_sid_len) return "its sid is too long";
+  if (err = take(sid_length + 36); !err.empty()) return err;
+  const std::string sid(field.view().substr(0, sid_length));
+  const uint8_t* f = field.data() + sid_length;
+  const uint32_t layer = GetU32(f);
+  const uint64_t start = GetU64(f + 4), rows = GetU64(f + 12);
+  const uint32_t dim = GetU32(f + 20), tier_code = GetU32(f + 24);
+  const uint64_t length = GetU64(f + 28);
+  const auto tier = store::TierFromCode(tier_code);
+  if (!tier) return "its tier " + std::to_string(tier_code) + " is unknown";
+  if (length != end - at) return "its rows do not fill its payload";
+  if (rows == 0 || rows > (~uint64_t{0} - start) || length / rows != store::RowBytes(*tier, dim) ||
+      length % rows != 0) {
+    return "its " + std::to_string(rows) + " rows do not match its " + std::to_string(length) +
+           " bytes";
+  }
+  if (!vectors->PutColdRows(sid, layer, start, rows, dim, *tier, file, at)) {
+    return "its session " + sid + " does not exist with that shape, or holds the layer in memory";
+  }
+  if (cold_vector_sessions_.empty() || cold_vector_sessions_.back().second != sid ||
+      cold_vector_sessions_.back().first != record.header.db) {
+    cold_vector_sessions_.emplace_back(record.header.db, sid);
+  }
+  return {};
+}
+
+std::string Durability::LoadVectorColdDirectory(RecordReader& reader, const Record& record,
+                                                const std::shared_ptr<store::ColdFile>& file,
+                                                uint64_t& records) {
+  if (std::string err = CheckDatabase(record.header.db); !err.empty()) return err;
+  VectorColdDirectory directory;
+  const uint64_t region_start = record.offset + kRecordHeaderSize + record.header.payload_length;
+  std::string err =
+      DecodeVectorColdDirectory(record.payload, region_start, reader.file_size(),
+                                Limits::Hard().max_sid_len, Limits::Hard().max_dim, directory);
+  if (!err.empty()) return "its V-store cold directory is damaged: " + err;
+  // Without a file to serve them from, the records that follow are read and loaded whole.
+  if (file == nullptr) return {};
+  store::VectorStore* vectors = VectorsOf(record.header.db);
+  if (vectors == nullptr) return "a V-store cold directory without a V-store";
+  for (const VectorColdEntry& e : directory.entries) {
+    const store::Tier tier = *store::TierFromCode(e.tier);  // checked by the decoder
+    if (vectors->Create(e.sid, e.dim, tier, e.index, 0, nullptr) !=
+        store::VectorStore::CreateResult::kCreated) {
+      return "its V-store cold directory lists " + e.sid + ", which already exists";
+    }
+    const std::vector<uint64_t> offsets = VectorColdRowsOffsets(e);
+    for (size_t i = 0; i < e.records.size(); ++i) {
+      const VectorColdRows& r = e.records[i];
+      if (!vectors->PutColdRows(e.sid, r.layer, r.start, r.rows, e.dim, tier, file, offsets[i])) {
+        return "its V-store cold directory places rows of " + e.sid + " that do not fit it";
+      }
+    }
+    cold_vector_sessions_.emplace_back(record.header.db, e.sid);
+    records += 1 + e.records.size();
+  }
+  reader.Seek(directory.region_end);
+  return {};
+}
+
+void Durability::KeepColdVectorKeys() {
+  // After the whole snapshot: a registration record (after the sessions) brings its sessions'
+  // keys back to the hot index, and a registration is cold when both halves are.
+  for (const auto& [db, sid] : cold_vector_sessions_) {
+    KeepColdKey(db, sid, store::KeyType::kVstore);
+    if (!sid.ends_with("_pk")) continue;
+    const std::string ns = sid.substr(0, sid.size() - 3);
+    store::VectorStore* vectors = VectorsOf(db);
+    store::Keyspace* keys = KeysOf(db);
+    if (keys == nullptr || !vectors->Prefix(ns) ||
+        vectors->ColdBytes(store::VectorStore::ValueSid(ns)) == 0) {
+      continue;
+    }
+    store::StateStore& state = StateOf(db);
+    if (state.Contains(ns) && state.ColdBytes(ns) == 0) continue;
+    keys->MoveTier(ns, /*cold=*/true, [] { return true; });
+  }
+  cold_vector_sessions_.clear();
 }
 
 std::string Durability::LoadColdDirectory(RecordReader& reader, const Record& record,
@@ -286,7 +403,7 @@ std::string Durability::LoadColdDirectory(RecordReader& reader, const Record& re
     for (size_t i = 0; i < e.layers.size(); ++i) {
       state.PutCold(e.sid, e.layers[i].first, e.layers[i].second, file, offsets[i]);
     }
-    if (!e.layers.empty()) KeepColdKey(record.header.db, e.sid);
+    if (!e.layers.empty()) KeepColdKey(record.header.db, e.sid, store::KeyType::kSsmPrefix);
   }
   entries = directory.entries.size();
   reader.Seek(directory.region_end);
@@ -327,8 +444,13 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
       uint64_t entries = 0;
       err = LoadColdDirectory(reader, record, cold, entries);
       for (uint64_t i = 0; i < entries; ++i) progress.Add(0);
+    } else if (record.header.type == RecordType::kVectorColdDirectory) {
+      uint64_t records = 0;
+      err = LoadVectorColdDirectory(reader, record, cold, records);
+      for (uint64_t i = 0; i < records; ++i) progress.Add(0);
     } else if (record.payload_skipped) {
-      err = LoadColdPut(reader, record, cold);
+      err = record.header.type == RecordType::kVStore ? LoadColdRows(reader, record, cold)
+                                                      : LoadColdPut(reader, record, cold);
       progress.Add(0);
     } else {
       err = Replay(record, m, cold);
@@ -340,6 +462,7 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
     }
   }
   if (!ended) return "snapshot " + path + " has no end record: it is incomplete";
+  KeepColdVectorKeys();
   recovered_records_ += progress.records();
   recovered_bytes_ += progress.bytes();
   return {};
@@ -523,6 +646,134 @@ std::string Durability::WriteSnapshot() {
                             record_at + kRecordHeaderSize + offsets[i]});
     }
   };
+  // V-store sessions: each run's new place is recorded, and taken up by its layer once the
+  // snapshot is durable if the layer was not written since (its version). A session with a
+  // cold layer waits until the database's hot sessions are written, then follows a directory
+  // (type 17) with the others, its rows records flagged cold: a restart creates it and places
+  // its rows from the directory without reading them.
+  struct MovedRows {
+    store::VectorStore* vectors;
+    std::string sid;
+    uint64_t index;
+    uint32_t layer;
+    uint64_t version;
+    std::vector<store::PlacedRun> runs;
+  };
+  std::vector<MovedRows> moved_rows;
+  store::VectorStore* writing_vectors = vectors_;
+  // One rows record: its rows in memory (`pieces`), or where they sit on disk (`cold`).
+  struct RowsOut {
+    uint32_t layer;
+    uint64_t start, rows;
+    std::vector<Bytes> pieces;
+    store::RowPiece cold;  // read when `from_disk` (a zero piece for the row that ends a layer)
+    bool from_disk = false;
+  };
+  const auto write_rows =
+      [&](const std::string& sid, const store::VectorSessionInfo& info,
+          const std::vector<store::LayerRead>& layers, uint8_t flags,
+          const std::function<bool(const store::LayerRead&, std::vector<RowsOut>&)>& records_of) {
+        const auto tier = static_cast<uint32_t>(info.tier);
+        write(VCreate{sid, info.index, info.dim, tier});
+        for (const store::LayerRead& layer : layers) {
+          MovedRows placed{writing_vectors, sid, info.index, layer.layer, layer.version, {}};
+          std::vector<RowsOut> records;
+          if (!records_of(layer, records)) return;
+          for (RowsOut& r : records) {
+            if (r.from_disk) {
+              try {
+                r.pieces = writing_vectors->ReadPieces({r.cold}, info.row_bytes).pieces;
+              } catch (const std::exception& e) {
+                if (status.ok())
+                  status = Status::IoError(std::string("copying cold rows: ") + e.what());
+                return;
+              }
+            }
+            const uint64_t record_at = bytes;
+            write_with(VStore{sid, layer.layer, r.start, r.rows, info.dim, tier, Blob{r.pieces}},
+                       flags);
+            placed.runs.push_back(store::PlacedRun{
+                r.start, r.rows, record_at + kRecordHeaderSize + VStoreRowsOffset(sid)});
+          }
+          moved_rows.push_back(std::move(placed));
+        }
+      };
+  // A hot layer's records are its stored runs; a cold one's, its extents, then a zero row at
+  // the end of the layer when no extent reaches it (as StoredRuns does).
+  const auto records_of = [](const store::LayerRead& layer, std::vector<RowsOut>& out) {
+    if (!layer.cold) {
+      for (const store::RowRun& run : layer.runs) {
+        out.push_back(RowsOut{layer.layer, run.start, run.rows.rows, run.rows.pieces, {}, false});
+      }
+      return true;
+    }
+    uint64_t end = 0;
+    for (const auto& [start, piece] : layer.cold_extents) {
+      out.push_back(RowsOut{layer.layer, start, piece.rows, {}, piece, true});
+      end = start + piece.rows;
+    }
+    if (layer.length > end) {
+      out.push_back(
+          RowsOut{layer.layer, layer.length - 1, 1, {}, store::RowPiece{1, nullptr, 0}, true});
+    }
+    return true;
+  };
+  struct ColdVector {
+    std::string sid;
+    store::VectorSessionInfo info;
+    std::vector<store::LayerRead> layers;
+  };
+  std::vector<ColdVector> cold_vectors;
+  const auto write_vector_session = [&](const std::string& sid,
+                                        const store::VectorSessionInfo& info,
+                                        const std::vector<store::LayerRead>& layers) {
+    if (std::any_of(layers.begin(), layers.end(),
+                    [](const store::LayerRead& l) { return l.cold; })) {
+      cold_vectors.push_back(ColdVector{sid, info, layers});
+    } else {
+      write_rows(sid, info, layers, 0, records_of);
+    }
+  };
+  const auto write_cold_vectors = [&] {
+    if (cold_vectors.empty() || !status.ok()) return cold_vectors.clear();
+    VectorColdDirectory directory;
+    for (const ColdVector& v : cold_vectors) {
+      VectorColdEntry& e = directory.entries.emplace_back();
+      e.sid = v.sid;
+      e.index = v.info.index;
+      e.dim = v.info.dim;
+      e.tier = static_cast<uint32_t>(v.info.tier);
+      for (const store::LayerRead& layer : v.layers) {
+        std::vector<RowsOut> records;
+        records_of(layer, records);
+        for (const RowsOut& r : records) e.records.push_back({r.layer, r.start, r.rows});
+      }
+    }
+    // Offsets are fixed-width: the directory's size does not depend on them.
+    uint64_t at = bytes + kRecordHeaderSize + EncodeVectorColdDirectory(directory).size();
+    for (VectorColdEntry& e : directory.entries) {
+      e.record_offset = at;
+      at += VectorColdEntryBytes(e);
+    }
+    directory.region_end = at;
+    status = WriteRecord(**file, bytes, seed, RecordType::kVectorColdDirectory,
+                         {EncodeVectorColdDirectory(directory)}, db);
+    for (size_t i = 0; i < cold_vectors.size() && status.ok(); ++i) {
+      if (bytes != directory.entries[i].record_offset) {
+        status = Status::Internal("cold V-store session " + std::to_string(i) + " written at " +
+                                  std::to_string(bytes) + ", its directory says " +
+                                  std::to_string(directory.entries[i].record_offset));
+        break;
+      }
+      const ColdVector& v = cold_vectors[i];
+      write_rows(v.sid, v.info, v.layers, kRecordFlagCold, records_of);
+    }
+    if (status.ok() && bytes != directory.region_end) {
+      status = Status::Internal("cold V-store records end at " + std::to_string(bytes) +
+                                ", their directory says " + std::to_string(directory.region_end));
+    }
+    cold_vectors.clear();
+  };
   // A database's cold sessions wait until its hot ones are written, then follow a directory of
   // them, so a restart places them all from it without reading their records (one seek, not
   // one per layer).
@@ -573,13 +824,14 @@ std::string Durability::WriteSnapshot() {
   };
   if (databases_ == nullptr) {
     WriteDatabaseSnapshot(store_, vectors_, keys_, prefixes_, write_session, write_cold_sessions,
-                          write);
+                          write_vector_session, write_cold_vectors, write);
   } else {
     databases_->ForEach([&](size_t index, store::Database& d) {
       db = static_cast<uint16_t>(index);
       writing = &d.state;
+      writing_vectors = &d.vectors;
       WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, &d.prefixes, write_session,
-                            write_cold_sessions, write);
+                            write_cold_sessions, write_vector_session, write_cold_vectors, write);
     });
   }
   if (status.ok()) {
@@ -608,10 +860,14 @@ std::string Durability::WriteSnapshot() {
         m.state->Place(m.sid, m.layer, m.unplaced.data(), cold, m.offset);
       }
     }
+    for (const MovedRows& m : moved_rows) {
+      m.vectors->Repoint(m.sid, m.index, m.layer, m.version, m.runs, cold);
+    }
   } else {
     spdlog::warn("Snapshot values cannot serve the disk tier: {}", cold_error);
   }
   moved.clear();
+  moved_rows.clear();
   // The log is cut only now that the snapshot is durable.
   log_->Sync();
   log_->RemoveSegmentsBefore(base_lsn);
@@ -625,16 +881,17 @@ std::string Durability::WriteSnapshot() {
   return {};
 }
 
-void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
-                                       const store::VectorStore* vectors,
-                                       const store::Keyspace* keys,
-                                       const store::PrefixStore* prefixes,
-                                       const SessionWriter& write_session,
-                                       const std::function<void()>& sessions_written,
-                                       const std::function<void(const Mutation&)>& write) {
+void Durability::WriteDatabaseSnapshot(
+    const store::StateStore& state, const store::VectorStore* vectors, const store::Keyspace* keys,
+    const store::PrefixStore* prefixes, const SessionWriter& write_session,
+    const std::function<void()>& sessions_written, const VectorSessionWriter& write_vector_session,
+    const std::function<void()>& vector_sessions_written,
+    const std::function<void(const Mutation&)>& write) {
   state.ForEachSessionPlace(write_session);
   sessions_written();
-  if (vectors != nullptr) WriteVectorSnapshot(*vectors, write);
+  if (vectors != nullptr) {
+    WriteVectorSnapshot(*vectors, write_vector_session, vector_sessions_written, write);
+  }
   if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;
   // Strings with their expiry, then the other types' expiries, once every key they name exists.
@@ -648,13 +905,13 @@ void Durability::WriteDatabaseSnapshot(const store::StateStore& state,
 }
 
 void Durability::WriteVectorSnapshot(const store::VectorStore& vectors,
+                                     const VectorSessionWriter& write_session,
+                                     const std::function<void()>& sessions_written,
                                      const std::function<void(const Mutation&)>& write) {
-  // Sessions, then the registrations on their own: a half dropped with V.DROP must not come back
-  // from the snapshot.
-  vectors.ForEachSession([&](const std::string& sid, const store::VectorSessionInfo& info,
-                             const std::vector<store::LayerRead>& layers) {
-    WriteVectorSession(sid, info, layers, write);
-  });
+  // Sessions (cold ones after the hot ones, read then), then the registrations on their own: a
+  // half dropped with V.DROP must not come back from the snapshot.
+  vectors.ForEachSession(write_session, /*read_cold=*/false);
+  sessions_written();
   vectors.ForEachPrefix([&](const std::string& ns, const store::PrefixSpec& spec) {
     write(KvPrefixRecord(ns, spec));
   });

@@ -135,9 +135,28 @@ class Durability {
   // checks it and leaves those records to be read whole.
   std::string LoadColdDirectory(RecordReader& reader, const Record& record,
                                 const std::shared_ptr<store::ColdFile>& file, uint64_t& entries);
-  // `sid` of database `db` is an SSM key in the disk tier.
-  void KeepColdKey(uint16_t db, const std::string& sid);
+  // A snapshot's cold V-store rows: records where they sit without reading them.
+  std::string LoadColdRows(RecordReader& reader, const Record& record,
+                           const std::shared_ptr<store::ColdFile>& file);
+  // A snapshot's V-store cold directory: creates every listed session and places its rows in
+  // the database its header names, and moves `reader` past their records (`records` of them);
+  // with no `file`, checks it and leaves those records to be read whole.
+  std::string LoadVectorColdDirectory(RecordReader& reader, const Record& record,
+                                      const std::shared_ptr<store::ColdFile>& file,
+                                      uint64_t& records);
+  // The keys of the V-store sessions LoadColdRows placed (and of registrations whose halves
+  // both are) go to the cold index.
+  void KeepColdVectorKeys();
+  std::vector<std::pair<uint16_t, std::string>> cold_vector_sessions_;
+  // `sid` of database `db` is a key of `type` in the disk tier.
+  void KeepColdKey(uint16_t db, const std::string& sid, store::KeyType type);
+  // One V-store session as a snapshot writes it (a create, then rows records per stored run).
+  using VectorSessionWriter =
+      std::function<void(const std::string& sid, const store::VectorSessionInfo& info,
+                         const std::vector<store::LayerRead>& layers)>;
   void WriteVectorSnapshot(const store::VectorStore& vectors,
+                           const VectorSessionWriter& write_session,
+                           const std::function<void()>& sessions_written,
                            const std::function<void(const Mutation&)>& write);
   void WritePrefixSnapshot(const store::PrefixStore& prefixes,
                            const std::function<void(const Mutation&)>& write);
@@ -151,6 +170,8 @@ class Durability {
                              const store::Keyspace* keys, const store::PrefixStore* prefixes,
                              const SessionWriter& write_session,
                              const std::function<void()>& sessions_written,
+                             const VectorSessionWriter& write_vector_session,
+                             const std::function<void()>& vector_sessions_written,
                              const std::function<void(const Mutation&)>& write);
   // An error text when `db` is past the `databases` setting (or not 0 with a single database).
   std::string CheckDatabase(uint16_t db) const;
@@ -159,7 +180,8 @@ class Durability {
   store::Keyspace* KeysOf(uint16_t db);
   // Applies a checked record to the database its header names; an error text when it names one
   // past the `databases` setting.
-  std::string ApplyToDatabase(const Mutation& m, uint16_t db);
+  std::string ApplyToDatabase(const Mutation& m, uint16_t db, Outcome* outcome = nullptr);
+  store::VectorStore* VectorsOf(uint16_t db);
   // The stored values' bytes over every database, memory and disk tier (automatic rewrite).
   uint64_t LiveBytes() const;
   // Truncates `path` to `size` and syncs it.

@@ -297,6 +297,10 @@ std::vector<Bytes> EncodePayload(const Mutation& m);
 // Where each layer's value starts within the encoded payload of `put`, in layer order: the disk
 // tier finds a value in a file from its record's offset.
 std::vector<uint64_t> SsmPutValueOffsets(const SsmPut& put);
+// Where the rows of a V-store rows record with this sid start within its payload.
+inline uint64_t VStoreRowsOffset(std::string_view sid) {
+  return 4 + sid.size() + 4 + 8 + 8 + 4 + 4 + 8;
+}
 
 // Decodes a record payload. Blobs are slices of `payload` (no copy). Returns an error text, or
 // empty on success. The payload must be consumed exactly.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <stdexcept>
+#include <tuple>
 
 namespace prefixd::store {
 namespace {
@@ -23,6 +25,8 @@ constexpr int64_t kLayerOverhead = 96;
 constexpr int64_t kChunkHandleOverhead = 32;
 // A chunk table entry beyond its handle: the std::map node (links, colour, key).
 constexpr uint64_t kMapNodeBytes = 48;
+// Cold rows closer than this in one file are read with one pread (the bytes between discarded).
+constexpr uint64_t kMaxReadGap = 4096;
 
 uint64_t ChunkRows(size_t row_bytes) {
   const uint64_t rows = std::max<uint64_t>(1, kChunkTargetBytes / std::max<size_t>(1, row_bytes));
@@ -154,9 +158,16 @@ void VectorStore::Retire(Session& s) {
   allocated_bytes_ -= static_cast<int64_t>(s.allocated);
   int64_t overhead = kSessionOverhead + static_cast<int64_t>(s.sid.size());
   for (const auto& [id, layer] : s.layers) {
-    overhead += kLayerOverhead + kChunkHandleOverhead * static_cast<int64_t>(layer.chunks.size());
+    overhead += kLayerOverhead + kChunkHandleOverhead * static_cast<int64_t>(layer.chunks.size()) +
+                static_cast<int64_t>(layer.places.MemoryBytes());
+    if (layer.cold) AccountCold(layer, -1);
   }
   overhead_bytes_ -= overhead;
+}
+
+void VectorStore::AccountCold(const Layer& layer, int64_t sign) {
+  cold_layers_ += sign;
+  cold_bytes_ += sign * static_cast<int64_t>(layer.cold_bytes);
 }
 
 VectorStore::CreateResult VectorStore::Create(std::string_view sid, uint32_t dim, Tier tier,
@@ -256,6 +267,11 @@ VectorStore::StoreResult VectorStore::Store(std::string_view sid, uint32_t layer
   if (s->dropped) return StoreResult::kNoSession;
   if (s->info.dim != dim || s->info.tier != tier) return StoreResult::kChanged;
   if (count == 0 || rows.size() < count * s->info.row_bytes) return StoreResult::kChanged;
+  // A write to a cold layer (the command promotes first; replay may not) reads it back first:
+  // a read error throws before anything is logged.
+  if (auto found = s->layers.find(layer); found != s->layers.end() && found->second.cold) {
+    LoadColdLayer(*s, found->second);
+  }
   if (under_lock) under_lock();
   auto [it, inserted] = s->layers.try_emplace(layer);
   if (inserted) {
@@ -263,6 +279,8 @@ VectorStore::StoreResult VectorStore::Store(std::string_view sid, uint32_t layer
     overhead_bytes_ += kLayerOverhead;
   }
   WriteRows(*s, it->second, start, count, rows.data());
+  it->second.version += 1;
+  it->second.unplaced += 1;
   return StoreResult::kOk;
 }
 
@@ -330,14 +348,26 @@ std::optional<std::pair<VectorSessionInfo, LayerRead>> VectorStore::ReadRange(st
                                                                               uint64_t end) const {
   SessionPtr s = Find(sid);
   if (s == nullptr) return std::nullopt;
-  std::lock_guard lock(s->mu);
-  if (s->dropped) return std::nullopt;
   LayerRead read;
   read.layer = layer;
-  auto it = s->layers.find(layer);
-  if (it != s->layers.end() && it->second.length > 0) {
-    read.length = it->second.length;
-    read.rows = Rows(*s, it->second, start, end);
+  std::vector<ColdPiece> cold;
+  {
+    std::lock_guard lock(s->mu);
+    if (s->dropped) return std::nullopt;
+    auto it = s->layers.find(layer);
+    if (it != s->layers.end() && it->second.length > 0) {
+      read.length = it->second.length;
+      if (it->second.cold) {
+        cold = ColdPieces(it->second, s->info.row_bytes, start, end);
+      } else {
+        read.rows = Rows(*s, it->second, start, end);
+      }
+    }
+  }
+  // The places copied point at immutable file bytes: the read is the layer as it was then.
+  if (!cold.empty()) {
+    cold_reads_.fetch_add(1, std::memory_order_relaxed);
+    read.rows = ReadCold(cold, s->info.row_bytes);
   }
   return std::make_pair(s->info, std::move(read));
 }
@@ -346,18 +376,31 @@ std::optional<std::pair<VectorSessionInfo, LayerRead>> VectorStore::ReadIds(
     std::string_view sid, uint32_t layer, std::span<const uint64_t> ids) const {
   SessionPtr s = Find(sid);
   if (s == nullptr) return std::nullopt;
-  std::lock_guard lock(s->mu);
-  if (s->dropped) return std::nullopt;
   LayerRead read;
   read.layer = layer;
-  auto it = s->layers.find(layer);
-  if (it != s->layers.end() && it->second.length > 0) {
-    read.length = it->second.length;
-    read.rows.rows = ids.size();
-    for (uint64_t id : ids) {
-      RowSpan one = Rows(*s, it->second, id, id + 1);
-      for (Bytes& p : one.pieces) read.rows.pieces.push_back(std::move(p));
+  std::vector<ColdPiece> cold;
+  {
+    std::lock_guard lock(s->mu);
+    if (s->dropped) return std::nullopt;
+    auto it = s->layers.find(layer);
+    if (it != s->layers.end() && it->second.length > 0) {
+      read.length = it->second.length;
+      read.rows.rows = ids.size();
+      for (uint64_t id : ids) {
+        if (it->second.cold) {
+          for (ColdPiece& p : ColdPieces(it->second, s->info.row_bytes, id, id + 1)) {
+            cold.push_back(std::move(p));
+          }
+          continue;
+        }
+        RowSpan one = Rows(*s, it->second, id, id + 1);
+        for (Bytes& p : one.pieces) read.rows.pieces.push_back(std::move(p));
+      }
     }
+  }
+  if (!cold.empty()) {
+    cold_reads_.fetch_add(1, std::memory_order_relaxed);
+    read.rows.pieces = ReadCold(cold, s->info.row_bytes).pieces;
   }
   return std::make_pair(s->info, std::move(read));
 }
@@ -372,16 +415,28 @@ std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> VectorStore:
     std::string_view sid, uint64_t start, uint64_t end, std::optional<uint32_t> layers) const {
   SessionPtr s = Find(sid);
   if (s == nullptr) return std::nullopt;
-  std::lock_guard lock(s->mu);
-  if (s->dropped) return std::nullopt;
-  uint32_t count = layers.value_or(s->layers.empty() ? 0 : s->layers.rbegin()->first + 1);
-  std::vector<LayerRead> out(count);
-  for (uint32_t i = 0; i < count; ++i) out[i].layer = i;
-  for (auto it = s->layers.begin(); it != s->layers.end() && it->first < count; ++it) {
-    LayerRead& read = out[it->first];
-    read.length = it->second.length;
-    if (read.length > 0) read.rows = Rows(*s, it->second, start, end);
+  std::vector<LayerRead> out;
+  std::vector<std::pair<uint32_t, std::vector<ColdPiece>>> cold;
+  {
+    std::lock_guard lock(s->mu);
+    if (s->dropped) return std::nullopt;
+    uint32_t count = layers.value_or(s->layers.empty() ? 0 : s->layers.rbegin()->first + 1);
+    out.resize(count);
+    for (uint32_t i = 0; i < count; ++i) out[i].layer = i;
+    for (auto it = s->layers.begin(); it != s->layers.end() && it->first < count; ++it) {
+      LayerRead& read = out[it->first];
+      read.length = it->second.length;
+      if (read.length == 0) continue;
+      if (it->second.cold) {
+        cold.emplace_back(it->first, ColdPieces(it->second, s->info.row_bytes, start, end));
+      } else {
+        read.rows = Rows(*s, it->second, start, end);
+      }
+    }
   }
+  // Every layer's places were copied under one lock: one state of the session.
+  if (!cold.empty()) cold_reads_.fetch_add(1, std::memory_order_relaxed);
+  for (const auto& [layer, pieces] : cold) out[layer].rows = ReadCold(pieces, s->info.row_bytes);
   return std::make_pair(s->info, std::move(out));
 }
 
@@ -550,11 +605,12 @@ std::pair<uint64_t, uint64_t> VectorStore::PrefixTotals() const {
 
 void VectorStore::ForEachSession(
     const std::function<void(const std::string&, const VectorSessionInfo&,
-                             const std::vector<LayerRead>&)>& visit) const {
+                             const std::vector<LayerRead>&)>& visit,
+    bool read_cold) const {
   struct Copied {
     std::string sid;
     VectorSessionInfo info;
-    std::vector<LayerRead> layers;
+    CopiedRuns runs;
   };
   std::vector<Copied> copied;
   for (size_t i = 0; i < shard_count_; ++i) {
@@ -567,29 +623,291 @@ void VectorStore::ForEachSession(
         copied.push_back(Copied{sid, s->info, AllRuns(*s)});
       }
     }
-    for (const Copied& c : copied) visit(c.sid, c.info, c.layers);
+    // Cold layers are read one session at a time, with no lock held.
+    for (Copied& c : copied) {
+      if (read_cold) {
+        ReadColdRuns(c.runs, c.info.row_bytes);
+      } else {
+        for (auto& [index, extents] : c.runs.cold_places) {
+          c.runs.layers[index].cold_extents = std::move(extents);
+        }
+      }
+      visit(c.sid, c.info, c.runs.layers);
+      c.runs = CopiedRuns{};
+    }
   }
 }
 
-std::vector<LayerRead> VectorStore::AllRuns(const Session& s) const {
-  std::vector<LayerRead> layers;
+VectorStore::CopiedRuns VectorStore::AllRuns(const Session& s) const {
+  CopiedRuns out;
   for (const auto& [id, layer] : s.layers) {
     LayerRead read;
     read.layer = id;
     read.length = layer.length;
-    read.runs = StoredRuns(s, layer);
-    layers.push_back(std::move(read));
+    read.version = layer.version;
+    read.cold = layer.cold;
+    if (layer.cold) {
+      out.cold_places.emplace_back(out.layers.size(), layer.places.Extents());
+    } else {
+      read.runs = StoredRuns(s, layer);
+    }
+    out.layers.push_back(std::move(read));
   }
-  return layers;
+  return out;
+}
+
+void VectorStore::ReadColdRuns(CopiedRuns& copied, size_t row_bytes) const {
+  if (!copied.cold_places.empty()) cold_reads_.fetch_add(1, std::memory_order_relaxed);
+  for (const auto& [index, places] : copied.cold_places) {
+    LayerRead& read = copied.layers[index];
+    for (const auto& [start, extent] : places) {
+      RowSpan span = ReadCold({extent}, row_bytes);
+      if (read.runs.empty() || read.runs.back().start + read.runs.back().rows.rows != start) {
+        read.runs.push_back(RowRun{start, {}});
+      }
+      RowSpan& run = read.runs.back().rows;
+      run.rows += span.rows;
+      for (Bytes& piece : span.pieces) run.pieces.push_back(std::move(piece));
+    }
+    // As StoredRuns: rows past the last stored one still count towards the length.
+    if (read.length > 0 &&
+        (read.runs.empty() || read.runs.back().start + read.runs.back().rows.rows < read.length)) {
+      RowRun last{read.length - 1, {}};
+      last.rows.rows = 1;
+      AppendZeroRows(last.rows.pieces, 1, row_bytes);
+      read.runs.push_back(std::move(last));
+    }
+  }
+  copied.cold_places.clear();
 }
 
 std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> VectorStore::ReadSessionRuns(
     std::string_view sid) const {
   SessionPtr s = Find(sid);
   if (s == nullptr) return std::nullopt;
+  CopiedRuns copied;
+  {
+    std::lock_guard lock(s->mu);
+    if (s->dropped) return std::nullopt;
+    copied = AllRuns(*s);
+  }
+  ReadColdRuns(copied, s->info.row_bytes);
+  return std::make_pair(s->info, std::move(copied.layers));
+}
+
+// ---- The disk tier ----
+
+void VectorStore::InsertPlace(Layer& layer, size_t row_bytes, uint64_t start, uint64_t rows,
+                              std::shared_ptr<const ColdFile> file, uint64_t offset) {
+  const auto before = static_cast<int64_t>(layer.places.MemoryBytes());
+  layer.places.Insert(start, rows, std::move(file), offset, row_bytes);
+  overhead_bytes_ += static_cast<int64_t>(layer.places.MemoryBytes()) - before;
+}
+
+void VectorStore::Place(std::string_view sid, uint64_t index, uint32_t layer, uint64_t start,
+                        uint64_t rows, std::shared_ptr<const ColdFile> file, uint64_t offset) {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return;
   std::lock_guard lock(s->mu);
-  if (s->dropped) return std::nullopt;
-  return std::make_pair(s->info, AllRuns(*s));
+  if (s->dropped || (index != kAnyIndex && s->info.index != index)) return;
+  auto it = s->layers.find(layer);
+  if (it == s->layers.end()) return;
+  Layer& l = it->second;
+  if (l.unplaced > 0) l.unplaced -= 1;
+  if (file == nullptr) {
+    l.unplaceable = true;
+    return;
+  }
+  InsertPlace(l, s->info.row_bytes, start, rows, std::move(file), offset);
+}
+
+void VectorStore::Repoint(std::string_view sid, uint64_t index, uint32_t layer, uint64_t version,
+                          const std::vector<PlacedRun>& runs,
+                          std::shared_ptr<const ColdFile> file) {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return;
+  RowPlaces released;  // file handles dropped after the lock
+  std::lock_guard lock(s->mu);
+  if (s->dropped || s->info.index != index) return;
+  auto it = s->layers.find(layer);
+  if (it == s->layers.end() || it->second.version != version) return;
+  Layer& l = it->second;
+  if (l.cold) AccountCold(l, -1);
+  overhead_bytes_ -= static_cast<int64_t>(l.places.MemoryBytes());
+  released = std::move(l.places);
+  l.places = RowPlaces();
+  l.cold_bytes = 0;
+  l.unplaceable = false;  // every row is in the snapshot now
+  for (const PlacedRun& run : runs) {
+    InsertPlace(l, s->info.row_bytes, run.start, run.rows, file, run.offset);
+    l.cold_bytes += run.rows * s->info.row_bytes;
+  }
+  if (l.cold) AccountCold(l, 1);
+}
+
+bool VectorStore::PutColdRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t rows,
+                              uint32_t dim, Tier tier, std::shared_ptr<const ColdFile> file,
+                              uint64_t offset) {
+  SessionPtr s = Find(sid);
+  if (s == nullptr || rows == 0 || file == nullptr) return false;
+  std::lock_guard lock(s->mu);
+  if (s->dropped || s->info.dim != dim || s->info.tier != tier) return false;
+  auto [it, inserted] = s->layers.try_emplace(layer);
+  Layer& l = it->second;
+  if (inserted) {
+    layers_ += 1;
+    overhead_bytes_ += kLayerOverhead;
+    l.cold = true;
+  } else if (!l.cold) {
+    return false;
+  } else {
+    AccountCold(l, -1);
+  }
+  InsertPlace(l, s->info.row_bytes, start, rows, std::move(file), offset);
+  l.cold_bytes += rows * s->info.row_bytes;
+  AccountCold(l, 1);
+  if (start + rows > l.length) {
+    const uint64_t added = start + rows - l.length;
+    l.length = start + rows;
+    s->tokens += added;
+    tokens_ += static_cast<int64_t>(added);
+    payload_bytes_ += static_cast<int64_t>(added * s->info.row_bytes);
+  }
+  return true;
+}
+
+VectorColdOutcome VectorStore::MakeCold(std::string_view sid) {
+  VectorColdOutcome out;
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return out;
+  std::vector<Bytes> released;  // freed after the lock
+  std::lock_guard lock(s->mu);
+  if (s->dropped) return out;
+  out.existed = true;
+  const size_t row_bytes = s->info.row_bytes;
+  for (const auto& [id, l] : s->layers) {
+    if (l.cold) continue;
+    if (l.unplaceable || l.unplaced > 0 || !l.places.Durable(row_bytes)) return out;
+  }
+  for (auto& [id, l] : s->layers) {
+    if (l.cold) continue;
+    int64_t freed = 0;
+    for (auto& [c, chunk] : l.chunks) {
+      freed += static_cast<int64_t>(chunk.capacity());
+      out.freed += chunk.size();
+      released.push_back(std::move(chunk));
+    }
+    s->allocated -= static_cast<uint64_t>(freed);
+    allocated_bytes_ -= freed;
+    overhead_bytes_ -= kChunkHandleOverhead * static_cast<int64_t>(l.chunks.size());
+    l.chunks.clear();
+    l.cold = true;
+    l.cold_bytes = l.places.DiskBytes(row_bytes);
+    AccountCold(l, 1);
+  }
+  out.ok = true;
+  return out;
+}
+
+uint64_t VectorStore::ColdBytes(std::string_view sid) const {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return 0;
+  std::lock_guard lock(s->mu);
+  if (s->dropped) return 0;
+  uint64_t total = 0;
+  for (const auto& [id, l] : s->layers) total += l.cold ? std::max<uint64_t>(l.cold_bytes, 1) : 0;
+  return total;
+}
+
+RowSpan VectorStore::ReadCold(const std::vector<ColdPiece>& pieces, size_t row_bytes) const {
+  RowSpan span;
+  for (size_t first = 0; first < pieces.size();) {
+    const ColdPiece& head = pieces[first];
+    span.rows += head.rows;
+    if (head.file == nullptr) {
+      AppendZeroRows(span.pieces, head.rows, row_bytes);
+      ++first;
+      continue;
+    }
+    // Pieces that follow each other closely in one file are one read.
+    uint64_t end = head.offset + head.rows * row_bytes;
+    size_t last = first + 1;
+    while (last < pieces.size() && pieces[last].file == head.file && pieces[last].offset >= end &&
+           pieces[last].offset - end <= kMaxReadGap) {
+      end = pieces[last].offset + pieces[last].rows * row_bytes;
+      span.rows += pieces[last].rows;
+      ++last;
+    }
+    Bytes read;
+    std::string error;
+    if (!head.file->Read(head.offset, end - head.offset, read, error)) {
+      throw std::runtime_error("reading a stored value from disk failed: " + error);
+    }
+    cold_bytes_read_.fetch_add(end - head.offset, std::memory_order_relaxed);
+    for (size_t k = first; k < last; ++k) {
+      span.pieces.push_back(read.Slice(pieces[k].offset - head.offset, pieces[k].rows * row_bytes));
+    }
+    first = last;
+  }
+  return span;
+}
+
+void VectorStore::Refill(Session& s, Layer& layer, const RowSpan& span) {
+  AccountCold(layer, -1);
+  layer.cold = false;
+  layer.cold_bytes = 0;
+  // No reader holds a chunk of a cold layer: with the length at 0 WriteRows fills them in place
+  // (growing each by doubling) and skips all-zero ones; the token count it adds is taken back.
+  const uint64_t length = layer.length, tokens = s.tokens;
+  layer.length = 0;
+  uint64_t row = 0;
+  for (const Bytes& piece : span.pieces) {
+    const uint64_t rows = piece.size() / s.info.row_bytes;
+    if (rows > 0) WriteRows(s, layer, row, rows, piece.data());
+    row += rows;
+  }
+  const uint64_t added = s.tokens - tokens;
+  s.tokens = tokens;
+  tokens_ -= static_cast<int64_t>(added);
+  payload_bytes_ -= static_cast<int64_t>(added * s.info.row_bytes);
+  layer.length = length;
+}
+
+void VectorStore::LoadColdLayer(Session& s, Layer& layer) {
+  Refill(s, layer,
+         ReadCold(ColdPieces(layer, s.info.row_bytes, 0, layer.length), s.info.row_bytes));
+}
+
+bool VectorStore::Promote(std::string_view sid) {
+  SessionPtr s = Find(sid);
+  if (s == nullptr) return false;
+  std::vector<std::tuple<uint32_t, uint64_t, std::vector<ColdPiece>>> cold;
+  {
+    std::lock_guard lock(s->mu);
+    if (s->dropped) return false;
+    for (const auto& [id, l] : s->layers) {
+      if (l.cold) cold.emplace_back(id, l.version, ColdPieces(l, s->info.row_bytes, 0, l.length));
+    }
+  }
+  if (cold.empty()) return true;
+  std::vector<RowSpan> read;
+  read.reserve(cold.size());
+  for (const auto& [id, version, pieces] : cold)
+    read.push_back(ReadCold(pieces, s->info.row_bytes));
+  std::lock_guard lock(s->mu);
+  if (s->dropped) return false;
+  for (size_t i = 0; i < cold.size(); ++i) {
+    auto it = s->layers.find(std::get<0>(cold[i]));
+    // Only the state that was read: a layer written or moved meanwhile keeps its own.
+    if (it == s->layers.end() || !it->second.cold || it->second.version != std::get<1>(cold[i]))
+      continue;
+    Refill(*s, it->second, read[i]);
+  }
+  for (const auto& [id, l] : s->layers) {
+    if (l.cold) return false;
+  }
+  promotions_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void VectorStore::ForEachPrefix(
@@ -613,6 +931,11 @@ VectorStoreStats VectorStore::Stats() const {
   s.payload_bytes = get(payload_bytes_);
   s.allocated_bytes = get(allocated_bytes_);
   s.overhead_bytes = get(overhead_bytes_);
+  s.cold_layers = get(cold_layers_);
+  s.cold_bytes = get(cold_bytes_);
+  s.cold_reads = cold_reads_.load();
+  s.cold_bytes_read = cold_bytes_read_.load();
+  s.promotions = promotions_.load();
   {
     std::lock_guard lock(prefixes_mu_);
     s.prefixes = prefixes_.size();

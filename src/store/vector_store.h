@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "store/cold_file.h"
+#include "store/row_places.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::store {
@@ -63,6 +65,19 @@ struct LayerRead {
   // ending at `length` (one zero row when nothing is stored there). Written as records, a
   // sparse layer's snapshot is as small as what it stores, and replays the same layer.
   std::vector<RowRun> runs;
+  // ForEachSession only: the layer's write count (the snapshot's Repoint names the state it
+  // copied by it) and whether its rows were on disk (the disk tier) when copied.
+  uint64_t version = 0;
+  bool cold = false;
+  // ForEachSession without reading cold layers: a cold layer's extents (first row, where its
+  // rows are), to be read with ReadPieces; `runs` is then empty.
+  std::vector<std::pair<uint64_t, RowPiece>> cold_extents;
+};
+
+// Where a run of rows a snapshot copied sits in it (VectorStore::Repoint).
+struct PlacedRun {
+  uint64_t start = 0, rows = 0;
+  uint64_t offset = 0;  // of the first row's bytes in the file
 };
 
 struct SessionDetail {
@@ -98,6 +113,19 @@ struct VectorStoreStats {
   uint64_t allocated_bytes = 0;  // chunk buffers
   uint64_t overhead_bytes = 0;   // estimated bookkeeping
   uint64_t prefixes = 0;
+  // The disk tier: layers whose rows are only on disk, and the bytes of those rows there.
+  uint64_t cold_layers = 0;
+  uint64_t cold_bytes = 0;
+  uint64_t cold_reads = 0;       // reads that read at least one cold layer
+  uint64_t cold_bytes_read = 0;  // bytes read from disk for them
+  uint64_t promotions = 0;       // sessions read back into memory whole
+};
+
+// What turning a session cold did.
+struct VectorColdOutcome {
+  bool ok = false;  // false: some hot layer's rows are not durable on disk yet (nothing changed)
+  bool existed = false;
+  uint64_t freed = 0;  // chunk bytes dropped from memory
 };
 
 class VectorStore {
@@ -180,13 +208,46 @@ class VectorStore {
   // Snapshot support: each session with its whole layers as stored runs (chunk handles copied
   // one shard at a time, visited with no lock held; a gap costs nothing), then each
   // registration.
+  // With `read_cold` false, a cold layer comes as its extents (LayerRead::cold_extents), read
+  // by the caller when it needs them (a snapshot writes cold sessions after the hot ones).
   void ForEachSession(const std::function<void(const std::string& sid, const VectorSessionInfo&,
-                                               const std::vector<LayerRead>&)>& visit) const;
+                                               const std::vector<LayerRead>&)>& visit,
+                      bool read_cold = true) const;
+  // Reads cold rows (zero pieces as zeros); a read error throws std::runtime_error.
+  RowSpan ReadPieces(const std::vector<RowPiece>& pieces, size_t row_bytes) const {
+    return ReadCold(pieces, row_bytes);
+  }
   void ForEachPrefix(
       const std::function<void(const std::string& ns, const PrefixSpec&)>& visit) const;
   // One session as ForEachSession gives it; nullopt when it does not exist.
   std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> ReadSessionRuns(
       std::string_view sid) const;
+
+  // The disk tier (docs/cache-design.md). Every applied write is counted unplaced until its
+  // record reports where its rows went in the log (Place, from the log writer or from replay);
+  // a layer keeps those places as non-overlapping extents, later writes over earlier ones. A
+  // session goes cold (MakeCold) only when every hot layer's rows are placed and durable; a
+  // cold layer holds no chunks and is read from its extents after the lock is released (a read
+  // error throws std::runtime_error). `index` names the session written (a session created
+  // again gets a new one); kAnyIndex takes the current one (single-threaded replay).
+  static constexpr uint64_t kAnyIndex = ~uint64_t{0};
+  void Place(std::string_view sid, uint64_t index, uint32_t layer, uint64_t start, uint64_t rows,
+             std::shared_ptr<const ColdFile> file, uint64_t offset);
+  // A snapshot holding the layer as copied at `version` is durable: the layer's places become
+  // the snapshot's runs, unless it was written since.
+  void Repoint(std::string_view sid, uint64_t index, uint32_t layer, uint64_t version,
+               const std::vector<PlacedRun>& runs, std::shared_ptr<const ColdFile> file);
+  // Recovery of a snapshot's cold rows: records rows [start, start + rows) of `layer` as sitting
+  // at `offset` in `file` without reading them. False when the session does not exist with
+  // that dim and tier, or holds the layer in memory.
+  bool PutColdRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t rows,
+                   uint32_t dim, Tier tier, std::shared_ptr<const ColdFile> file, uint64_t offset);
+  VectorColdOutcome MakeCold(std::string_view sid);
+  // Bytes of `sid`'s cold layers on disk, at least 1 per cold layer (0: none, or no such
+  // session).
+  uint64_t ColdBytes(std::string_view sid) const;
+  // Reads every cold layer of `sid` back into memory. True when it now has no cold layer.
+  bool Promote(std::string_view sid);
 
   VectorStoreStats Stats() const;
 
@@ -199,8 +260,17 @@ class VectorStore {
     uint64_t length = 0;
     // Sparse: chunk c holds rows [c·R, (c+1)·R); rows past its size, and chunks never written
     // with anything but zeros (absent), read as 0. Costs what was stored, not the length.
+    // Empty while the layer is cold.
     std::map<uint64_t, Bytes> chunks;
+    // The disk tier: where written rows sit on disk, by first row, non-overlapping.
+    RowPlaces places;
+    uint64_t unplaced = 0;     // applied writes whose place has not been reported yet
+    uint64_t version = 0;      // applied writes
+    bool unplaceable = false;  // a write's place is unknown: the layer never goes cold
+    bool cold = false;         // rows are read from `places`
+    uint64_t cold_bytes = 0;   // while cold: the bytes `places` name
   };
+  using ColdPiece = RowPiece;
   struct Session {
     std::string sid;
     VectorSessionInfo info;
@@ -234,9 +304,33 @@ class VectorStore {
   void WriteRows(Session& s, Layer& layer, uint64_t start, uint64_t count, const uint8_t* rows);
   RowSpan Rows(const Session& s, const Layer& layer, uint64_t start, uint64_t end) const;
   std::vector<RowRun> StoredRuns(const Session& s, const Layer& layer) const;
-  // Every layer of `s` as stored runs; caller holds s.mu.
-  std::vector<LayerRead> AllRuns(const Session& s) const;
+  // Every layer of `s` as stored runs; a cold layer's places, to be read after the lock.
+  struct CopiedRuns {
+    std::vector<LayerRead> layers;
+    // (index in layers, its extents)
+    std::vector<std::pair<size_t, std::vector<std::pair<uint64_t, RowPiece>>>> cold_places;
+  };
+  // Caller holds s.mu.
+  CopiedRuns AllRuns(const Session& s) const;
+  // Reads the cold layers' runs (no lock held).
+  void ReadColdRuns(CopiedRuns& copied, size_t row_bytes) const;
   static uint64_t LongestLayer(const Session& s);
+  // The disk tier's helpers; callers hold s.mu where a Session or Layer is passed.
+  // RowPlaces::Insert, its memory accounted.
+  void InsertPlace(Layer& layer, size_t row_bytes, uint64_t start, uint64_t rows,
+                   std::shared_ptr<const ColdFile> file, uint64_t offset);
+  static std::vector<ColdPiece> ColdPieces(const Layer& layer, size_t row_bytes, uint64_t start,
+                                           uint64_t end) {
+    return layer.places.Pieces(start, end, layer.length, row_bytes);
+  }
+  // Reads the pieces (after the lock is released), zero pieces as shared zeros.
+  RowSpan ReadCold(const std::vector<ColdPiece>& pieces, size_t row_bytes) const;
+  // Brings a cold layer's rows back into chunks from `span` (rows [0, length) as read).
+  void Refill(Session& s, Layer& layer, const RowSpan& span);
+  // Reads a cold layer under the session lock (a write to it, or a snapshot's copy) and makes
+  // it hot.
+  void LoadColdLayer(Session& s, Layer& layer);
+  void AccountCold(const Layer& layer, int64_t sign);
 
   std::unique_ptr<Shard[]> shards_;
   size_t shard_count_;
@@ -250,6 +344,11 @@ class VectorStore {
   std::atomic<int64_t> payload_bytes_{0};
   std::atomic<int64_t> allocated_bytes_{0};
   std::atomic<int64_t> overhead_bytes_{0};
+  std::atomic<int64_t> cold_layers_{0};
+  std::atomic<int64_t> cold_bytes_{0};
+  mutable std::atomic<uint64_t> cold_reads_{0};
+  mutable std::atomic<uint64_t> cold_bytes_read_{0};
+  std::atomic<uint64_t> promotions_{0};
 };
 
 }  // namespace prefixd::store

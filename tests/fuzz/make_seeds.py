@@ -72,6 +72,30 @@ cold_snap += record(15, 0, u64(1 + len(cold_puts)))
 write('record', 'snapshot-cold-directory', bytes([5]) + cold_snap)
 write('snapshot', 'snapshot-cold-directory', bytes([3, len(cold_snap) & 255, len(cold_snap) >> 8]) + cold_snap)
 
+# A snapshot with cold V-store sessions: a hot session, then the V-store cold directory (17)
+# listing each cold session's create record and its rows records (flag 1), fp32 rows of dim 8.
+cold_vectors = [(b'c1', 4, [(0, 0, 2), (1, 5, 1)]), (b'c2', 5, [(0, 3, 1)])]
+vec_snap = file_header(b'PFXDSNP\0', 0, 5) + record(32, 0, PAYLOADS[32]) + record(33, 0, PAYLOADS[33])
+directory_size = 32 + 12 + sum(32 + len(sid) + 20 * len(rows) for sid, _, rows in cold_vectors)
+at = len(vec_snap) + directory_size
+entries, cold_records, count = b'', b'', 2
+for sid, index, rows in cold_vectors:
+    entries += u64(at) + s(sid) + u64(index) + u32(8) + u32(8) + u32(len(rows))
+    create = s(sid) + u64(index) + u32(8) + u32(8)
+    cold_records += record(32, 0, create)
+    at += 32 + len(create)
+    for layer, start, n in rows:
+        entries += u32(layer) + u64(start) + u64(n)
+        payload = s(sid) + u32(layer) + u64(start) + u64(n) + u32(8) + u32(8) + u64(32 * n) + b'\x02' * (32 * n)
+        cold_records += record(33, 0, payload, flags=1)
+        at += 32 + len(payload)
+    count += 1 + len(rows)
+vec_snap += record(17, 0, u64(at) + u32(len(cold_vectors)) + entries) + cold_records
+vec_snap += record(15, 0, u64(count))
+write('record', 'snapshot-vector-cold-directory', bytes([5]) + vec_snap)
+write('snapshot', 'snapshot-vector-cold-directory',
+      bytes([3, len(vec_snap) & 255, len(vec_snap) >> 8]) + vec_snap)
+
 # DUMP payloads (records then a footer): mode 1 has dump_fuzz append the footer itself.
 string_set = s(b'k') + u32(4) + u64(0) + u64(5) + b'hello'
 namespace = s(b'ns') + u32(2) + u32(1) + u32(2) + u32(1) + u32(8) + u64(0)

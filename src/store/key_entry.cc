@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -13,8 +14,10 @@ static_assert(offsetof(KeyEntry, tail) == KeyEntry::kHeaderBytes, "the header is
 
 namespace {
 
+// At least the struct's own size, so the header's fields never lie past the allocation (a key
+// and value under 6 bytes; glibc gives those a 48-byte chunk either way).
 KeyEntry* AllocateEntry(size_t request) {
-  void* raw = std::malloc(request);
+  void* raw = std::malloc(std::max(request, sizeof(KeyEntry)));
   if (raw == nullptr) throw std::bad_alloc();
   return static_cast<KeyEntry*>(raw);
 }

@@ -243,7 +243,7 @@ void ObjectFreq(Context& ctx) {
 uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info) {
   switch (info.type) {
     case store::KeyType::kString:
-      return info.value.capacity();
+      return 0;  // the keyspace entry holds the value (Keyspace::EntryMemory)
     case store::KeyType::kSsmPrefix:
       return db.state.SessionBytes(key);
     case store::KeyType::kVstore: {
@@ -275,8 +275,8 @@ void MemoryUsage(Context& ctx) {
   if (r.more()) return ctx.reply.Error(errors::kSyntax);
   auto info = LookupKey(ctx, args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
-  // The keyspace entry (key, type, slot, stamps) plus what the value's store holds for it.
-  const uint64_t entry = sizeof(KeyInfo) + args[2].size() + 48;
+  // The keyspace entry (key, type, stamps; a string's value) plus what the value's store holds.
+  const uint64_t entry = Db(ctx).keys.EntryMemory(args[2]).value_or(0);
   ctx.reply.Integer(static_cast<int64_t>(entry + KeyBytes(Db(ctx), args[2], *info)));
 }
 

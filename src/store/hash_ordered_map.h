@@ -1,35 +1,31 @@
-// HashOrderedMap: a chained hash table from (hash, key) to a value, whose walk order is the
-// order of (hash, key): a bucket is the hash's top bits and every chain is kept sorted, so a hash
-// is a cursor that stays valid across inserts, erases and resizes (SCAN), while a lookup costs
-// one bucket's chain instead of a tree's descent. Nodes never move: a pointer to a node or its key
-// stays valid until that node is erased. Not thread-safe; its owner's lock guards it.
+// HashOrderedMap: an intrusive chained hash table of nodes keyed by (hash, key), whose walk order
+// is the order of (hash, key): a bucket is the hash's top bits and every chain is kept sorted, so
+// a hash is a cursor that stays valid across inserts, erases and resizes (SCAN), while a lookup
+// costs one bucket's chain instead of a tree's descent. The caller allocates its nodes (any
+// layout: the keyspace packs key and value into one chunk); the map links them and frees them
+// through Node::Destroy. A linked node never moves unless its owner Replaces it. Not
+// thread-safe; its owner's lock guards it.
+//
+// A Node provides: `Node* next` (the map's link), `uint64_t Hash() const` (below 2^kHashBits),
+// `std::string_view Key() const` and `static void Destroy(Node*)`.
 #pragma once
 
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 namespace prefixd::store {
 
-template <class Value>
+template <class Node>
 class HashOrderedMap {
  public:
   // Hashes are positions below 2^kHashBits; callers mask theirs.
   static constexpr int kHashBits = 58;
-
-  struct Node {
-    Node* next = nullptr;  // the next node of the same bucket, in order
-    uint64_t hash = 0;
-    std::string key;
-    Value value;
-  };
-  // What one node costs beyond its key's own allocation (a key over std::string's inline
-  // buffer): the node with allocator overhead, plus its share of the bucket array.
-  static constexpr size_t kBytesPerNode = ((sizeof(Node) + 8 + 15) / 16) * 16 + sizeof(Node*);
+  // The bucket array's share of a node: one pointer per bucket, at most one bucket per node.
+  static constexpr size_t kBucketBytesPerNode = sizeof(Node*);
 
   HashOrderedMap() = default;
   HashOrderedMap(const HashOrderedMap&) = delete;
@@ -41,31 +37,40 @@ class HashOrderedMap {
 
   Node* Find(uint64_t hash, std::string_view key) const {
     if (buckets_.empty()) return nullptr;
-    for (Node* n = buckets_[BucketOf(hash)]; n != nullptr && n->hash <= hash; n = n->next) {
-      if (n->hash == hash && n->key == key) return n;
+    for (Node* n = buckets_[BucketOf(hash)]; n != nullptr && n->Hash() <= hash; n = n->next) {
+      if (n->Hash() == hash && n->Key() == key) return n;
     }
     return nullptr;
   }
 
-  // The node of (hash, key), made with `value` when there was none; true when it was made.
-  std::pair<Node*, bool> Emplace(uint64_t hash, std::string_view key, Value value) {
+  // Links `node` at its position and returns it; when a node of the same (hash, key) is already
+  // there, returns that one instead and leaves `node` to the caller.
+  Node* Insert(Node* node) {
+    const uint64_t hash = node->Hash();
+    const std::string_view key = node->Key();
     assert(hash >> kHashBits == 0);
     if (buckets_.empty()) Rehash(kMinBits);
     Node** link = &buckets_[BucketOf(hash)];
     while (*link != nullptr && Before(**link, hash, key)) link = &(*link)->next;
-    if (*link != nullptr && (*link)->hash == hash && (*link)->key == key) return {*link, false};
-    Node* node = new Node{*link, hash, std::string(key), std::move(value)};
+    if (*link != nullptr && (*link)->Hash() == hash && (*link)->Key() == key) return *link;
+    node->next = *link;
     *link = node;
     ++size_;
     if (size_ > buckets_.size()) Rehash(bits_ + 1);
-    return {node, true};
+    return node;
   }
 
+  // Puts `fresh` (same hash and key) where `old` is linked; `old` is unlinked, not freed.
+  void Replace(Node* old, Node* fresh) {
+    assert(old->Hash() == fresh->Hash() && old->Key() == fresh->Key());
+    *LinkTo(old) = fresh;
+    fresh->next = old->next;
+  }
+
+  // Unlinks and frees `node`.
   void Erase(Node* node) {
-    Node** link = &buckets_[BucketOf(node->hash)];
-    while (*link != node) link = &(*link)->next;
-    *link = node->next;
-    delete node;
+    *LinkTo(node) = node->next;
+    Node::Destroy(node);
     --size_;
     if (bits_ > kMinBits && size_ * 4 < buckets_.size()) Rehash(bits_ - 1);
   }
@@ -75,18 +80,19 @@ class HashOrderedMap {
     if (buckets_.empty()) return nullptr;
     const size_t bucket = BucketOf(hash);
     for (Node* n = buckets_[bucket]; n != nullptr; n = n->next) {
-      if (n->hash >= hash) return n;
+      if (n->Hash() >= hash) return n;
     }
     return FirstFrom(bucket + 1);
   }
   Node* First() const { return FirstFrom(0); }
   Node* Next(const Node* node) const {
-    return node->next != nullptr ? node->next : FirstFrom(BucketOf(node->hash) + 1);
+    return node->next != nullptr ? node->next : FirstFrom(BucketOf(node->Hash()) + 1);
   }
 
+  // Frees every node.
   void Clear() {
     for (Node*& head : buckets_) {
-      while (head != nullptr) delete std::exchange(head, head->next);
+      while (head != nullptr) Node::Destroy(std::exchange(head, head->next));
     }
     buckets_.clear();
     buckets_.shrink_to_fit();
@@ -103,9 +109,14 @@ class HashOrderedMap {
   static constexpr int kMinBits = 3;
 
   static bool Before(const Node& n, uint64_t hash, std::string_view key) {
-    return n.hash != hash ? n.hash < hash : std::string_view(n.key) < key;
+    return n.Hash() != hash ? n.Hash() < hash : n.Key() < key;
   }
   size_t BucketOf(uint64_t hash) const { return static_cast<size_t>(hash >> (kHashBits - bits_)); }
+  Node** LinkTo(const Node* node) {
+    Node** link = &buckets_[BucketOf(node->Hash())];
+    while (*link != node) link = &(*link)->next;
+    return link;
+  }
   Node* FirstFrom(size_t bucket) const {
     for (; bucket < buckets_.size(); ++bucket) {
       if (buckets_[bucket] != nullptr) return buckets_[bucket];
@@ -123,7 +134,7 @@ class HashOrderedMap {
       while (head != nullptr) {
         Node* node = std::exchange(head, head->next);
         node->next = nullptr;
-        Node**& tail = tails[BucketOf(node->hash)];
+        Node**& tail = tails[BucketOf(node->Hash())];
         *tail = node;
         tail = &node->next;
       }

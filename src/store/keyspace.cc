@@ -16,19 +16,18 @@ namespace {
 constexpr int kShardBits = 6;  // 64 shards
 constexpr int kHashBits = 64 - kShardBits;
 constexpr uint64_t kHashMask = (uint64_t{1} << kHashBits) - 1;
-// The directory's node (chain link, position, key and the KeyInfo with its value handle) and its
-// bucket, the index's node and handle slot; keys longer than the short-string buffer add their
-// own allocation.
-int64_t EntryBytes(std::string_view key) {
-  constexpr int64_t kFixed = HashOrderedMap<KeyInfo>::kBytesPerNode + 24 + 8;
-  return kFixed + (key.size() > 15 ? static_cast<int64_t>(key.size()) + 1 : 0);
+// What an entry costs: its chunk (header, key, a small value), a large value's buffer (shared
+// with replies in flight), its bucket slot, its 24-byte index node and its handle's slot in
+// entry_of_handle.
+int64_t EntryCost(const KeyEntry& e) {
+  constexpr int64_t kFixed = HashOrderedMap<KeyEntry>::kBucketBytesPerNode + 24 + 8;
+  return kFixed + static_cast<int64_t>(e.ChunkBytes() + e.ExternalBytes());
 }
 // A volatile key's slot in its eviction index's expiry heap (time and handle), with the heap's
 // slack.
 int64_t ExpiryBytes() { return 16; }
 
-// What a string value adds to its entry: its buffer (a large one shared with replies in flight).
-int64_t ValueBytes(const KeyInfo& info) { return static_cast<int64_t>(info.value.capacity()); }
+int64_t StringBytes(const KeyEntry& e) { return static_cast<int64_t>(e.ValueBytes()); }
 
 }  // namespace
 
@@ -74,6 +73,7 @@ std::optional<KeyType> KeyTypeFromName(std::string_view name) {
 }
 
 Keyspace::Keyspace() : shards_(std::make_unique<Shard[]>(kShardCount)) {}
+Keyspace::~Keyspace() = default;
 
 size_t Keyspace::ShardOf(std::string_view key) { return ShardOfSlot(KeySlot(key), kShardCount); }
 
@@ -95,7 +95,7 @@ void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyT
   Entry* entry = FindIn(shard, key);
   // A string's value lives here, not in the stores the probe reads: only its own records
   // change it.
-  if (entry != nullptr && entry->value.type == KeyType::kString) return;
+  if (entry != nullptr && entry->type() == KeyType::kString) return;
   if (auto type = probe()) {
     SetLocked(shard, key, *type);
     return;
@@ -132,18 +132,29 @@ void Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>
 }
 
 Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put) {
+  Bytes released;
   Entry* entry = SetLocked(shard, put.key, KeyType::kString);
-  KeyInfo& info = entry->value;
-  const int64_t old_bytes = ValueBytes(info);
-  Bytes released = std::move(info.value);
-  info.value = std::move(put.value);
-  info.encoding = put.encoding;
-  bytes_ += ValueBytes(info) - old_bytes;
-  string_bytes_ += ValueBytes(info) - old_bytes;
-  if (put.keep_ttl == KeepTtl::kNo && info.expire_at_ms != put.at_ms) {
+  entry = SetValueLocked(shard, entry, std::move(put.value), released);
+  entry->set_encoding(put.encoding);
+  if (put.keep_ttl == KeepTtl::kNo && ExpiryOf(shard, *entry) != put.at_ms) {
     SetExpiryLocked(shard, entry, put.at_ms);
   }
   return released;
+}
+
+Keyspace::Entry* Keyspace::SetValueLocked(Shard& shard, Entry* entry, Bytes value,
+                                          Bytes& released) {
+  const int64_t old_cost = EntryCost(*entry);
+  const int64_t old_string = StringBytes(*entry);
+  Entry* placed = KeyEntry::WithValue(entry, std::move(value), released);
+  if (placed != entry) {
+    shard.keys.Replace(entry, placed);
+    shard.EntriesOf(placed->cold())[placed->handle] = placed;
+    KeyEntry::Destroy(entry);
+  }
+  bytes_ += EntryCost(*placed) - old_cost;
+  string_bytes_ += StringBytes(*placed) - old_string;
+  return placed;
 }
 
 bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& under_lock) {
@@ -151,9 +162,9 @@ bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& u
   Bytes released;
   std::lock_guard lock(shard.mu);
   Entry* entry = FindIn(shard, key);
-  if (entry == nullptr || entry->value.type != KeyType::kString) return false;
+  if (entry == nullptr || entry->type() != KeyType::kString) return false;
   if (under_lock) under_lock();
-  released = std::move(entry->value.value);
+  if (!entry->value_inline()) released = entry->ValueCopy();  // the last reference goes after
   Erase(shard, entry);
   return true;
 }
@@ -161,61 +172,63 @@ bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& u
 Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
   const uint64_t hash = HashOf(key);
   if (Entry* entry = shard.keys.Find(hash, key)) {
-    if (entry->value.type != type) {
-      keys_of_type_[static_cast<size_t>(entry->value.type)] -= 1;
+    if (entry->type() != type) {
+      keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
       keys_of_type_[static_cast<size_t>(type)] += 1;
+      // Only a string holds a value here.
+      if (entry->type() == KeyType::kString) {
+        Bytes released;
+        entry = SetValueLocked(shard, entry, Bytes(), released);
+      }
     }
-    entry->value.type = type;
-    if (entry->value.cold) SwitchTier(shard, entry->key, entry->value, false);
+    entry->set_type(type);
+    if (entry->cold()) SwitchTier(shard, *entry, false);
     return entry;
   }
-  KeyInfo info;
-  info.type = type;
-  info.slot = KeySlot(key);
-  info.handle = shard.index.Insert(EvictionClockMicros());
-  Entry* placed = shard.keys.Emplace(hash, key, std::move(info)).first;
-  const EvictionIndex::Handle handle = placed->value.handle;
-  if (shard.key_of_handle.size() <= handle) shard.key_of_handle.resize(handle + 1);
-  shard.key_of_handle[handle] = &placed->key;
-  bytes_ += EntryBytes(key);
+  const EvictionIndex::Handle handle = shard.index.Insert(EvictionClockMicros());
+  Entry* placed = shard.keys.Insert(KeyEntry::Make(hash, key, type, handle));
+  if (shard.entry_of_handle.size() <= handle) shard.entry_of_handle.resize(handle + 1);
+  shard.entry_of_handle[handle] = placed;
+  bytes_ += EntryCost(*placed);
   keys_of_type_[static_cast<size_t>(type)] += 1;
-  shard.keys_in_slot[placed->value.slot >> kShardBits] += 1;
+  shard.keys_in_slot[KeySlot(key) >> kShardBits] += 1;
   return placed;
 }
 
 void Keyspace::Erase(Shard& shard, Entry* entry) {
-  const KeyInfo& info = entry->value;
-  if (info.expire_at_ms != 0) bytes_ -= ExpiryBytes();
-  bytes_ -= EntryBytes(entry->key) + ValueBytes(info);
-  string_bytes_ -= ValueBytes(info);
-  keys_of_type_[static_cast<size_t>(info.type)] -= 1;
-  shard.keys_in_slot[info.slot >> kShardBits] -= 1;
-  shard.IndexOf(info).Erase(info.handle);
-  (info.cold ? shard.key_of_cold_handle : shard.key_of_handle)[info.handle] = nullptr;
+  EvictionIndex& index = shard.IndexOf(*entry);
+  if (index.ExpiryMs(entry->handle)) bytes_ -= ExpiryBytes();
+  bytes_ -= EntryCost(*entry);
+  string_bytes_ -= StringBytes(*entry);
+  keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
+  shard.keys_in_slot[KeySlot(entry->Key()) >> kShardBits] -= 1;
+  index.Erase(entry->handle);
+  shard.EntriesOf(entry->cold())[entry->handle] = nullptr;
   shard.keys.Erase(entry);
 }
 
-void Keyspace::SwitchTier(Shard& shard, const std::string& key, KeyInfo& info, bool cold) {
-  EvictionIndex& from = shard.IndexOf(info);
+void Keyspace::SwitchTier(Shard& shard, Entry& entry, bool cold) {
+  EvictionIndex& from = shard.IndexOf(entry);
   const uint64_t now = EvictionClockMicros();
-  const uint64_t last_access = now - std::min(now, from.IdleMicros(info.handle, now));
-  from.Erase(info.handle);
-  (info.cold ? shard.key_of_cold_handle : shard.key_of_handle)[info.handle] = nullptr;
-  info.cold = cold;
-  EvictionIndex& to = shard.IndexOf(info);
-  info.handle = to.Insert(last_access);
-  if (info.expire_at_ms != 0) to.SetExpiry(info.handle, info.expire_at_ms);
-  auto& keys = cold ? shard.key_of_cold_handle : shard.key_of_handle;
-  if (keys.size() <= info.handle) keys.resize(info.handle + 1);
-  keys[info.handle] = &key;
+  const uint64_t last_access = now - std::min(now, from.IdleMicros(entry.handle, now));
+  const std::optional<int64_t> expiry = from.ExpiryMs(entry.handle);
+  from.Erase(entry.handle);
+  shard.EntriesOf(entry.cold())[entry.handle] = nullptr;
+  entry.set_cold(cold);
+  EvictionIndex& to = shard.IndexOf(entry);
+  entry.handle = to.Insert(last_access);
+  if (expiry) to.SetExpiry(entry.handle, *expiry);
+  auto& entries = shard.EntriesOf(cold);
+  if (entries.size() <= entry.handle) entries.resize(entry.handle + 1);
+  entries[entry.handle] = &entry;
 }
 
 bool Keyspace::MoveTier(std::string_view key, bool cold, const std::function<bool()>& change) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   Entry* entry = FindIn(shard, key);
-  if (entry == nullptr || entry->value.cold == cold || !change()) return false;
-  SwitchTier(shard, entry->key, entry->value, cold);
+  if (entry == nullptr || entry->cold() == cold || !change()) return false;
+  SwitchTier(shard, *entry, cold);
   return true;
 }
 
@@ -233,16 +246,31 @@ void Keyspace::Clear() {
     released.swap(shard.keys);
     shard.keys_in_slot.fill(0);
     for (const Entry* entry = released.First(); entry != nullptr; entry = released.Next(entry)) {
-      const KeyInfo& info = entry->value;
-      shard.IndexOf(info).Erase(info.handle);
-      bytes_ -=
-          EntryBytes(entry->key) + ValueBytes(info) + (info.expire_at_ms != 0 ? ExpiryBytes() : 0);
-      string_bytes_ -= ValueBytes(info);
-      keys_of_type_[static_cast<size_t>(info.type)] -= 1;
+      EvictionIndex& index = shard.IndexOf(*entry);
+      bytes_ -= EntryCost(*entry) + (index.ExpiryMs(entry->handle) ? ExpiryBytes() : 0);
+      string_bytes_ -= StringBytes(*entry);
+      keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
+      index.Erase(entry->handle);
     }
-    shard.key_of_handle.clear();
-    shard.key_of_cold_handle.clear();
+    shard.entry_of_handle.clear();
+    shard.entry_of_cold_handle.clear();
   }
+}
+
+int64_t Keyspace::ExpiryOf(const Shard& shard, const Entry& entry) {
+  return shard.IndexOf(entry).ExpiryMs(entry.handle).value_or(0);
+}
+
+KeyInfo Keyspace::InfoOf(const Shard& shard, const Entry& entry, bool with_value) {
+  KeyInfo info;
+  info.type = entry.type();
+  info.encoding = entry.encoding();
+  info.cold = entry.cold();
+  info.slot = KeySlot(entry.Key());
+  info.handle = entry.handle;
+  info.expire_at_ms = ExpiryOf(shard, entry);
+  if (with_value && entry.type() == KeyType::kString) info.value = entry.ValueCopy();
+  return info;
 }
 
 std::optional<KeyInfo> Keyspace::Find(std::string_view key) const {
@@ -250,7 +278,7 @@ std::optional<KeyInfo> Keyspace::Find(std::string_view key) const {
   std::lock_guard lock(shard.mu);
   const Entry* entry = FindIn(shard, key);
   if (entry == nullptr) return std::nullopt;
-  return entry->value;
+  return InfoOf(shard, *entry, true);
 }
 
 std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_ms) {
@@ -258,9 +286,9 @@ std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_
   std::lock_guard lock(shard.mu);
   const Entry* entry = FindIn(shard, key);
   if (entry == nullptr) return std::nullopt;
-  const KeyInfo& info = entry->value;
+  KeyInfo info = InfoOf(shard, *entry, true);
   if (info.expire_at_ms == 0 || info.expire_at_ms > now_ms) {
-    shard.IndexOf(info).Touch(info.handle, EvictionClockMicros());
+    shard.IndexOf(*entry).Touch(entry->handle, EvictionClockMicros());
   }
   return info;
 }
@@ -269,7 +297,7 @@ void Keyspace::Touch(std::string_view key) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   if (const Entry* entry = FindIn(shard, key)) {
-    shard.IndexOf(entry->value).Touch(entry->value.handle, EvictionClockMicros());
+    shard.IndexOf(*entry).Touch(entry->handle, EvictionClockMicros());
   }
 }
 
@@ -285,13 +313,13 @@ bool Keyspace::SetExpiry(std::string_view key, int64_t at_ms,
 }
 
 void Keyspace::SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms) {
-  KeyInfo& info = entry->value;
-  bytes_ += (at_ms != 0 ? ExpiryBytes() : 0) - (info.expire_at_ms != 0 ? ExpiryBytes() : 0);
-  info.expire_at_ms = at_ms;
+  EvictionIndex& index = shard.IndexOf(*entry);
+  const bool had = index.ExpiryMs(entry->handle).has_value();
+  bytes_ += (at_ms != 0 ? ExpiryBytes() : 0) - (had ? ExpiryBytes() : 0);
   if (at_ms != 0) {
-    shard.IndexOf(info).SetExpiry(info.handle, at_ms);
-  } else {
-    shard.IndexOf(info).ClearExpiry(info.handle);
+    index.SetExpiry(entry->handle, at_ms);
+  } else if (had) {
+    index.ClearExpiry(entry->handle);
   }
 }
 
@@ -302,21 +330,21 @@ std::vector<std::pair<std::string, KeyType>> Keyspace::Expired(size_t shard_inde
   // The earliest of both tiers' expiry heaps; each holds its own keys' deadlines.
   struct Due {
     int64_t at;
-    const std::string* key;
+    const Entry* entry;
   };
   std::vector<Due> due;
   for (const bool cold : {false, true}) {
     const EvictionIndex& index = cold ? shard.cold_index : shard.index;
-    const auto& keys = cold ? shard.key_of_cold_handle : shard.key_of_handle;
-    for (const auto& [at, handle] : index.Expired(now_ms, limit)) due.push_back({at, keys[handle]});
+    const auto& entries = cold ? shard.entry_of_cold_handle : shard.entry_of_handle;
+    for (const auto& [at, handle] : index.Expired(now_ms, limit)) {
+      due.push_back({at, entries[handle]});
+    }
   }
   std::sort(due.begin(), due.end(), [](const Due& a, const Due& b) { return a.at < b.at; });
   if (due.size() > limit) due.resize(limit);
   std::vector<std::pair<std::string, KeyType>> out;
   out.reserve(due.size());
-  for (const Due& d : due) {
-    if (const Entry* entry = FindIn(shard, *d.key)) out.emplace_back(*d.key, entry->value.type);
-  }
+  for (const Due& d : due) out.emplace_back(d.entry->Key(), d.entry->type());
   return out;
 }
 
@@ -337,13 +365,13 @@ uint64_t Keyspace::Scan(
       for (const Entry* entry = shard.keys.LowerBound(from); entry != nullptr;
            entry = shard.keys.Next(entry)) {
         // Stop only between positions, so keys sharing a hash are never split across calls.
-        if (offered + batch.size() >= count && !(batch.size() > 0 && entry->hash == resume)) {
+        if (offered + batch.size() >= count && !(batch.size() > 0 && entry->Hash() == resume)) {
           more = true;
-          resume = entry->hash;
+          resume = entry->Hash();
           break;
         }
-        resume = entry->hash;
-        batch.emplace_back(entry->key, entry->value);
+        resume = entry->Hash();
+        batch.emplace_back(entry->Key(), InfoOf(shard, *entry, false));
       }
     }
     // Visit outside the lock: the caller may match patterns over long keys.
@@ -359,10 +387,10 @@ void Keyspace::ForEach(const std::function<void(const std::string&, const KeyInf
   for (size_t i = 0; i < kShardCount; ++i) {
     batch.clear();
     {
-      const Directory& keys = shards_[i].keys;
-      std::lock_guard lock(shards_[i].mu);
-      for (const Entry* entry = keys.First(); entry != nullptr; entry = keys.Next(entry)) {
-        batch.emplace_back(entry->key, entry->value);
+      const Shard& shard = shards_[i];
+      std::lock_guard lock(shard.mu);
+      for (const Entry* e = shard.keys.First(); e != nullptr; e = shard.keys.Next(e)) {
+        batch.emplace_back(e->Key(), InfoOf(shard, *e, true));
       }
     }
     for (const auto& [key, info] : batch) visit(key, info);
@@ -389,7 +417,7 @@ std::optional<std::string> Keyspace::Random() const {
     if (shard.keys.empty()) continue;
     const Entry* entry = shard.keys.LowerBound(rng() & kHashMask);
     if (entry == nullptr) entry = shard.keys.First();
-    return entry->key;
+    return std::string(entry->Key());
   }
   return std::nullopt;
 }
@@ -433,9 +461,8 @@ std::optional<std::pair<std::string, KeyType>> Keyspace::Pick(EvictionPolicy pol
     EvictionIndex& index = cold ? shard.cold_index : shard.index;
     auto victim = index.PickVictim();
     if (victim && (random || round.Accepts(*best, victim->score))) {
-      const std::string* key =
-          (cold ? shard.key_of_cold_handle : shard.key_of_handle)[victim->handle];
-      return std::make_pair(*key, FindIn(shard, *key)->value.type);
+      const Entry* entry = shard.EntriesOf(cold)[victim->handle];
+      return std::make_pair(std::string(entry->Key()), entry->type());
     }
     round.Offer(*best, victim, index.RandomCandidates());
   }
@@ -447,7 +474,7 @@ std::optional<uint8_t> Keyspace::Frequency(std::string_view key) const {
   std::lock_guard lock(shard.mu);
   const Entry* entry = FindIn(shard, key);
   if (entry == nullptr) return std::nullopt;
-  return shard.IndexOf(entry->value).Frequency(entry->value.handle, EvictionClockMicros());
+  return shard.IndexOf(*entry).Frequency(entry->handle, EvictionClockMicros());
 }
 
 std::optional<uint64_t> Keyspace::IdleMs(std::string_view key) const {
@@ -455,7 +482,16 @@ std::optional<uint64_t> Keyspace::IdleMs(std::string_view key) const {
   std::lock_guard lock(shard.mu);
   const Entry* entry = FindIn(shard, key);
   if (entry == nullptr) return std::nullopt;
-  return shard.IndexOf(entry->value).IdleMicros(entry->value.handle, EvictionClockMicros()) / 1000;
+  return shard.IndexOf(*entry).IdleMicros(entry->handle, EvictionClockMicros()) / 1000;
+}
+
+std::optional<uint64_t> Keyspace::EntryMemory(std::string_view key) const {
+  const Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return std::nullopt;
+  const bool volatile_key = shard.IndexOf(*entry).ExpiryMs(entry->handle).has_value();
+  return static_cast<uint64_t>(EntryCost(*entry) + (volatile_key ? ExpiryBytes() : 0));
 }
 
 uint64_t Keyspace::CountInSlot(uint16_t slot) const {
@@ -471,7 +507,7 @@ std::vector<std::string> Keyspace::KeysInSlot(uint16_t slot, size_t limit) const
   if (shard.keys_in_slot[slot >> kShardBits] == 0) return out;
   for (const Entry* entry = shard.keys.First(); entry != nullptr && out.size() < limit;
        entry = shard.keys.Next(entry)) {
-    if (entry->value.slot == slot) out.push_back(entry->key);
+    if (KeySlot(entry->Key()) == slot) out.emplace_back(entry->Key());
   }
   return out;
 }

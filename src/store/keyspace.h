@@ -23,21 +23,10 @@
 #include "common/bytes.h"
 #include "store/eviction_index.h"
 #include "store/hash_ordered_map.h"
+#include "store/key_entry.h"
 
 namespace prefixd::store {
 
-// A key's type, as TYPE names it.
-enum class KeyType : uint8_t {
-  kSsmPrefix = 0,
-  kVstore = 1,
-  kKvPrefix = 2,
-  kString = 3,
-  kPrefixIndex = 4,
-};
-inline constexpr size_t kKeyTypeCount = 5;
-
-// How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).
-enum class StringEncoding : uint8_t { kRaw = 0, kInt = 1, kEmbstr = 2 };
 std::string_view StringEncodingName(StringEncoding encoding);
 // Redis's tryObjectEncoding: `int` for a canonical integer of at most 20 bytes, `embstr` up to
 // 44 bytes, `raw` above.
@@ -50,6 +39,8 @@ std::string_view KeyTypeName(KeyType type);
 // The type named `name` (ASCII case-insensitive, as SCAN ... TYPE compares), or nullopt.
 std::optional<KeyType> KeyTypeFromName(std::string_view name);
 
+// A key's directory entry as the lookups return it (a copy: the entry itself is packed, see
+// store/key_entry.h, and lives under its shard's lock).
 struct KeyInfo {
   KeyType type = KeyType::kSsmPrefix;
   StringEncoding encoding = StringEncoding::kRaw;  // strings only
@@ -58,7 +49,8 @@ struct KeyInfo {
   EvictionIndex::Handle handle = EvictionIndex::kNoHandle;  // the node in the shard's index
   int64_t expire_at_ms = 0;                                 // absolute Unix ms; 0: no expiry
   // Last access and the LFU counter live in the index node only (IdleMs, Frequency).
-  // A string key's value, held here (one node per key, no second copy of the key); empty for
+  // A string key's value (Find, FindAndTouch, ForEach; Scan leaves it empty): a value from
+  // KeyEntry::kInlineValueBelow on shares the entry's buffer, a smaller one is a copy. Empty for
   // the other types, whose values live in their stores.
   Bytes value;
 };
@@ -77,6 +69,7 @@ class Keyspace {
   static constexpr size_t kShardCount = 64;
 
   Keyspace();
+  ~Keyspace();
   Keyspace(const Keyspace&) = delete;
   Keyspace& operator=(const Keyspace&) = delete;
 
@@ -128,9 +121,10 @@ class Keyspace {
   std::vector<std::pair<std::string, KeyType>> Expired(size_t shard, int64_t now_ms,
                                                        size_t limit) const;
 
-  // One SCAN step: calls `visit` for keys from `cursor` on, in cursor order, until at least
-  // `count` keys were offered (keys sharing a position are offered together, so none is skipped
-  // when the next call resumes). Returns the cursor to resume from, 0 when the walk is done.
+  // One SCAN step (the KeyInfo without its value): calls `visit` for keys from `cursor` on, in
+  // cursor order, until at least `count` keys were offered (keys sharing a position are offered
+  // together, so none is skipped when the next call resumes). Returns the cursor to resume from, 0
+  // when the walk is done.
   uint64_t Scan(uint64_t cursor, size_t count,
                 const std::function<void(const std::string&, const KeyInfo&)>& visit) const;
   // Every key, shard by shard (KEYS).
@@ -149,13 +143,18 @@ class Keyspace {
   // OBJECT IDLETIME: milliseconds since the last access.
   std::optional<uint64_t> IdleMs(std::string_view key) const;
 
+  // What `key`'s entry costs, as MemoryBytes counts it (a string's value included; the other
+  // types' values are their stores'), or nullopt (MEMORY USAGE).
+  std::optional<uint64_t> EntryMemory(std::string_view key) const;
+
   uint64_t CountInSlot(uint16_t slot) const;
   // Up to `limit` keys of `slot` (CLUSTER GETKEYSINSLOT): a walk of the slot's shard, 1/64th of
   // the keys, skipped when the slot's counter says it is empty.
   std::vector<std::string> KeysInSlot(uint16_t slot, size_t limit) const;
   KeyspaceStats Stats(int64_t now_ms) const;
   uint64_t size() const;
-  // Estimated bytes the directory holds: entries, keys, index nodes, expiry entries.
+  // Bytes the directory holds: entry chunks (keys and small values inline), large values'
+  // buffers, bucket slots, index nodes, expiry entries (EntryCost and ExpiryCost).
   uint64_t MemoryBytes() const {
     return static_cast<uint64_t>(std::max<int64_t>(0, bytes_.load()));
   }
@@ -164,20 +163,22 @@ class Keyspace {
 
  private:
   // Keys by (58-bit hash, key), walked in that order: the SCAN cursor is a position in it.
-  using Directory = HashOrderedMap<KeyInfo>;
-  using Entry = Directory::Node;
+  using Directory = HashOrderedMap<KeyEntry>;
+  using Entry = KeyEntry;
   struct Shard {
     mutable std::mutex mu;
     Directory keys;
     std::array<uint32_t, 256> keys_in_slot{};  // slot >> 6 within this shard
-    // One index per tier; a key's node is in the one its KeyInfo::cold names.
+    // One index per tier; a key's node is in the one its entry's cold bit names.
     EvictionIndex index;
     EvictionIndex cold_index;
-    std::vector<const std::string*> key_of_handle;  // the entry's key, stable while it lives
-    std::vector<const std::string*> key_of_cold_handle;
-    EvictionIndex& IndexOf(const KeyInfo& info) { return info.cold ? cold_index : index; }
-    const EvictionIndex& IndexOf(const KeyInfo& info) const {
-      return info.cold ? cold_index : index;
+    // The entry of each index handle (kept up to date when a value change moves the entry).
+    std::vector<const Entry*> entry_of_handle;
+    std::vector<const Entry*> entry_of_cold_handle;
+    EvictionIndex& IndexOf(const Entry& e) { return e.cold() ? cold_index : index; }
+    const EvictionIndex& IndexOf(const Entry& e) const { return e.cold() ? cold_index : index; }
+    std::vector<const Entry*>& EntriesOf(bool cold) {
+      return cold ? entry_of_cold_handle : entry_of_handle;
     }
   };
 
@@ -186,14 +187,20 @@ class Keyspace {
   static Entry* FindIn(const Shard& shard, std::string_view key) {
     return shard.keys.Find(HashOf(key), key);
   }
+  // The public copy of `entry`; with its value when `with_value` and it is a string.
+  static KeyInfo InfoOf(const Shard& shard, const Entry& entry, bool with_value);
+  static int64_t ExpiryOf(const Shard& shard, const Entry& entry);
   // Makes `key` an entry of `type`; returns it.
   Entry* SetLocked(Shard& shard, std::string_view key, KeyType type);
+  // Gives `entry` `value`; returns the entry, which may have moved (the old one is freed). A
+  // replaced large buffer goes to `released`, to be freed after the lock.
+  Entry* SetValueLocked(Shard& shard, Entry* entry, Bytes value, Bytes& released);
   void Erase(Shard& shard, Entry* entry);
   void SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms);
   // PutString's change under the shard's lock; returns the old value, to be freed after it.
   Bytes PutStringLocked(Shard& shard, StringPut& put);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
-  void SwitchTier(Shard& shard, const std::string& key, KeyInfo& info, bool cold);
+  void SwitchTier(Shard& shard, Entry& entry, bool cold);
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);
 
   std::unique_ptr<Shard[]> shards_;

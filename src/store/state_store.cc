@@ -9,10 +9,11 @@
 namespace prefixd::store {
 namespace {
 
-// Rough per-entry cost of a map node (with the layer: its handle and disk reference) plus its
-// share of the session's hash node.
-constexpr int64_t kEntryOverhead = 136;
-constexpr int64_t kSessionOverhead = 128;
+// A layer's slot in its session's array (the value's handle and disk reference), and a
+// session's hash node (key, layer array, link and cached hash: an 80-byte chunk) with its bucket
+// slot; a session id over std::string's inline buffer adds its own allocation (counted by size).
+constexpr int64_t kEntryOverhead = 88;
+constexpr int64_t kSessionOverhead = 96;
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 // locks are held only to swap or copy a handle, never across I/O. Knows no RESP.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -148,8 +149,47 @@ class StateStore {
     uint64_t length = 0;
     bool cold = false;
   };
+  // A session's layers in one array sorted by layer number, with the part of std::map's
+  // interface the store uses: most sessions hold one or a few layers, and a map node per layer
+  // cost 128 bytes where an array slot costs 88 (docs/benchmarks.md, "Memory per entry").
+  class LayerMap {
+   public:
+    using Slot = std::pair<uint32_t, Layer>;
+    using iterator = std::vector<Slot>::iterator;
+    using const_iterator = std::vector<Slot>::const_iterator;
+    iterator begin() { return slots_.begin(); }
+    iterator end() { return slots_.end(); }
+    const_iterator begin() const { return slots_.begin(); }
+    const_iterator end() const { return slots_.end(); }
+    bool empty() const { return slots_.empty(); }
+    size_t size() const { return slots_.size(); }
+    iterator find(uint32_t layer) {
+      auto it = LowerBound(slots_.begin(), slots_.end(), layer);
+      return it != slots_.end() && it->first == layer ? it : slots_.end();
+    }
+    const_iterator find(uint32_t layer) const {
+      auto it = LowerBound(slots_.begin(), slots_.end(), layer);
+      return it != slots_.end() && it->first == layer ? it : slots_.end();
+    }
+    // The layer's slot, made empty when there was none; true when it was made. Other slots'
+    // iterators do not survive a made one.
+    std::pair<iterator, bool> try_emplace(uint32_t layer) {
+      auto it = LowerBound(slots_.begin(), slots_.end(), layer);
+      if (it != slots_.end() && it->first == layer) return {it, false};
+      return {slots_.insert(it, Slot{layer, Layer{}}), true};
+    }
+    void erase(iterator it) { slots_.erase(it); }
+
+   private:
+    template <class It>
+    static It LowerBound(It first, It last, uint32_t layer) {
+      return std::lower_bound(first, last, layer,
+                              [](const Slot& s, uint32_t l) { return s.first < l; });
+    }
+    std::vector<Slot> slots_;
+  };
   struct Session {
-    std::map<uint32_t, Layer> layers;
+    LayerMap layers;
   };
   // A layer's value or, when cold, what to read; resolved after the lock is released.
   struct Pending {

@@ -335,6 +335,40 @@ TEST_F(StringsTest, HitsAndMissesAreCounted) {
   EXPECT_EQ(stat("keyspace_misses"), misses + 2);
 }
 
+// A value is inline in the key's entry below 16 KiB (KeyEntry::kInlineValueBelow) and its own
+// buffer from there: growing across the line by APPEND and SETRANGE, and shrinking back by SET,
+// keeps every byte, the expiry and the encoding, through a restart too.
+TEST_F(StringsTest, ValuesGrowAndShrinkAcrossTheInlineThreshold) {
+  constexpr size_t kInline = 16 * 1024;
+  std::string value(kInline - 1, 'a');
+  ASSERT_EQ(Call({"SET", "g", value, "EX", "1000"}), "+OK\r\n");
+  EXPECT_EQ(Call({"OBJECT", "ENCODING", "g"}), Bulk("raw"));
+  value += 'b';
+  ASSERT_EQ(Call({"APPEND", "g", "b"}), ":" + std::to_string(kInline) + "\r\n");
+  EXPECT_EQ(Call({"GET", "g"}), Bulk(value));
+  EXPECT_EQ(Call({"GETRANGE", "g", std::to_string(kInline - 2), "-1"}), Bulk("ab"));
+  value += std::string(1, '\0') + "c";
+  ASSERT_EQ(Call({"SETRANGE", "g", std::to_string(kInline + 1), "c"}),
+            ":" + std::to_string(kInline + 2) + "\r\n");
+  EXPECT_EQ(Call({"GET", "g"}), Bulk(value));
+  const std::string ttl = Call({"PEXPIRETIME", "g"});
+  EXPECT_NE(ttl, ":-1\r\n");
+  ASSERT_EQ(Call({"SET", "g", "12", "KEEPTTL"}), "+OK\r\n");
+  EXPECT_EQ(Call({"OBJECT", "ENCODING", "g"}), Bulk("int"));
+  EXPECT_EQ(Call({"INCR", "g"}), ":13\r\n");
+  ASSERT_EQ(Call({"SETRANGE", "e", "0", ""}), ":0\r\n");  // no key made
+  ASSERT_EQ(Call({"SET", "e", ""}), "+OK\r\n");
+  ASSERT_EQ(Call({"APPEND", "s", std::string(kInline - 1, 'x')}),
+            ":" + std::to_string(kInline - 1) + "\r\n");
+  ASSERT_EQ(Call({"SETRANGE", "s", std::to_string(kInline - 1), "y"}),
+            ":" + std::to_string(kInline) + "\r\n");
+  Restart();
+  EXPECT_EQ(Call({"GET", "g"}), Bulk("13"));
+  EXPECT_EQ(Call({"PEXPIRETIME", "g"}), ttl);
+  EXPECT_EQ(Call({"GET", "e"}), Bulk(""));
+  EXPECT_EQ(Call({"GET", "s"}), Bulk(std::string(kInline - 1, 'x') + "y"));
+}
+
 TEST_F(StringsTest, ValuesAndExpiriesSurviveARestart) {
   ASSERT_EQ(Call({"SET", "plain", "v"}), "+OK\r\n");
   ASSERT_EQ(Call({"SET", "ttl", "v", "EX", "1000"}), "+OK\r\n");

@@ -1,0 +1,114 @@
+// KeyEntry: one keyspace entry in one malloc chunk — the directory's chain link, the key's
+// position with its type/encoding/tier bits, its eviction-index handle, the key's bytes and a
+// string value: inline when it is below kInlineValueBelow, else the handle of its own shared
+// buffer (replied by reference). Owned by one Keyspace shard and touched under its lock only.
+//
+// Layout: a 26-byte header — next 8 | hash:58 type:3 encoding:2 cold:1 8 | handle 4 | key
+// size 4 | value size 2 — then the key's bytes, then the value's bytes or an 8-aligned Bytes
+// (docs/cache-design.md, "Memory per entry").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "common/bytes.h"
+
+namespace prefixd::store {
+
+// A key's type, as TYPE names it.
+enum class KeyType : uint8_t {
+  kSsmPrefix = 0,
+  kVstore = 1,
+  kKvPrefix = 2,
+  kString = 3,
+  kPrefixIndex = 4,
+};
+inline constexpr size_t kKeyTypeCount = 5;
+
+// How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).
+enum class StringEncoding : uint8_t { kRaw = 0, kInt = 1, kEmbstr = 2 };
+
+// What a heap request of `request` bytes costs with glibc's malloc: an 8-byte header, 16-byte
+// steps, 32 bytes at least.
+constexpr size_t MallocChunkBytes(size_t request) {
+  const size_t chunk = (request + 8 + 15) / 16 * 16;
+  return chunk < 32 ? 32 : chunk;
+}
+
+struct KeyEntry {
+  // Values below this are copied into the entry: ReplyWriter copies values below the same size
+  // into the reply (kReferenceThreshold), so a handle would buy nothing but its 40 bytes and a
+  // second allocation. From it on, the value keeps its buffer and GET replies by reference.
+  static constexpr size_t kInlineValueBelow = 16 * 1024;
+  static constexpr size_t kHeaderBytes = 26;
+  static constexpr int kHashBits = 58;
+
+  // A new entry with an empty value, not linked.
+  static KeyEntry* Make(uint64_t hash, std::string_view key, KeyType type, uint32_t handle);
+  static void Destroy(KeyEntry* entry);
+  // `entry` holding `value` from now on. In place when the value fits the entry's chunk without
+  // changing its size class: returns `entry`. Otherwise returns a fresh chunk with the same header
+  // and key, and the caller replaces `entry` by it and Destroys `entry`. A previous external
+  // buffer is moved to `released` (to be freed outside the lock).
+  static KeyEntry* WithValue(KeyEntry* entry, Bytes value, Bytes& released);
+
+  uint64_t Hash() const { return word & kHashMask; }
+  std::string_view Key() const { return {Tail(), key_size}; }
+  KeyType type() const { return static_cast<KeyType>((word >> kTypeShift) & 7); }
+  void set_type(KeyType t) { SetBits(kTypeShift, 7, static_cast<uint64_t>(t)); }
+  StringEncoding encoding() const {
+    return static_cast<StringEncoding>((word >> kEncodingShift) & 3);
+  }
+  void set_encoding(StringEncoding e) { SetBits(kEncodingShift, 3, static_cast<uint64_t>(e)); }
+  bool cold() const { return (word >> kColdShift) & 1; }
+  void set_cold(bool c) { SetBits(kColdShift, 1, c ? 1 : 0); }
+
+  bool value_inline() const { return value_size != kExternal; }
+  std::string_view Value() const;
+  // The value as a Bytes: an external buffer is shared, an inline value copied (compact).
+  Bytes ValueCopy() const;
+  // The heap this entry takes, by glibc's size classes: its chunk, plus an external value's
+  // buffer.
+  size_t ChunkBytes() const { return MallocChunkBytes(RequestBytes()); }
+  size_t ExternalBytes() const { return value_inline() ? 0 : External().capacity(); }
+  // The value's own bytes for INFO's string figure: inline size or the buffer's capacity.
+  size_t ValueBytes() const { return value_inline() ? value_size : External().capacity(); }
+
+  // The chain link HashOrderedMap keeps; the fields below are read through the accessors.
+  KeyEntry* next;
+  uint64_t word;    // hash, type, encoding, cold
+  uint32_t handle;  // the node in the shard's (hot or cold) eviction index
+  uint32_t key_size;
+  uint16_t value_size;  // inline size, or kExternal
+  char tail[6];         // the key and value start here; the chunk is as long as they need
+
+ private:
+  static constexpr uint64_t kHashMask = (uint64_t{1} << kHashBits) - 1;
+  static constexpr int kTypeShift = 58;
+  static constexpr int kEncodingShift = 61;
+  static constexpr int kColdShift = 63;
+  static constexpr uint16_t kExternal = 0xffff;
+  static_assert(kInlineValueBelow < kExternal);
+
+  static size_t ExternalOffset(size_t key_size) { return (kHeaderBytes + key_size + 7) / 8 * 8; }
+  static size_t RequestFor(size_t key_size, size_t value_size, bool inline_value) {
+    return inline_value ? kHeaderBytes + key_size + value_size
+                        : ExternalOffset(key_size) + sizeof(Bytes);
+  }
+  size_t RequestBytes() const { return RequestFor(key_size, value_size, value_inline()); }
+  void SetBits(int shift, uint64_t mask, uint64_t v) {
+    word = (word & ~(mask << shift)) | (v << shift);
+  }
+  const char* Tail() const { return reinterpret_cast<const char*>(this) + kHeaderBytes; }
+  char* Tail() { return reinterpret_cast<char*>(this) + kHeaderBytes; }
+  Bytes& External() {
+    return *reinterpret_cast<Bytes*>(reinterpret_cast<char*>(this) + ExternalOffset(key_size));
+  }
+  const Bytes& External() const {
+    return *reinterpret_cast<const Bytes*>(reinterpret_cast<const char*>(this) +
+                                           ExternalOffset(key_size));
+  }
+};
+
+}  // namespace prefixd::store

@@ -1,0 +1,155 @@
+// store::KeyEntry and the keyspace over it: a small string value inline in the entry's one chunk
+// up to the threshold and its own buffer from it on, moves across it both ways with the key,
+// bits and handle kept, and the accounted bytes per small entry that docs/benchmarks.md reports.
+#include "store/key_entry.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "store/keyspace.h"
+
+namespace prefixd::store {
+namespace {
+
+constexpr size_t kThreshold = KeyEntry::kInlineValueBelow;
+
+struct EntryHolder {
+  KeyEntry* entry;
+  ~EntryHolder() { KeyEntry::Destroy(entry); }
+  // Gives the entry `value` as the keyspace does: a moved entry replaces the old one.
+  void Put(const std::string& value) {
+    Bytes released;
+    KeyEntry* placed = KeyEntry::WithValue(entry, Bytes::CopyOf(value), released);
+    if (placed != entry) KeyEntry::Destroy(std::exchange(entry, placed));
+  }
+};
+
+TEST(KeyEntry, HeaderBitsAndKeySurviveEveryValueSize) {
+  const uint64_t hash = (uint64_t{1} << KeyEntry::kHashBits) - 3;
+  EntryHolder h{KeyEntry::Make(hash, "sess:00000001", KeyType::kString, 77)};
+  h.entry->set_encoding(StringEncoding::kEmbstr);
+  h.entry->set_cold(true);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{28}, size_t{64}, kThreshold - 1, kThreshold,
+                      kThreshold + 1, size_t{1} << 20, size_t{5}, size_t{0}}) {
+    const std::string value(size, static_cast<char>('a' + size % 26));
+    h.Put(value);
+    EXPECT_EQ(h.entry->Value(), value) << size;
+    EXPECT_EQ(h.entry->ValueCopy().view(), value) << size;
+    EXPECT_EQ(h.entry->value_inline(), size < kThreshold) << size;
+    EXPECT_EQ(h.entry->Hash(), hash);
+    EXPECT_EQ(h.entry->Key(), "sess:00000001");
+    EXPECT_EQ(h.entry->type(), KeyType::kString);
+    EXPECT_EQ(h.entry->encoding(), StringEncoding::kEmbstr);
+    EXPECT_TRUE(h.entry->cold());
+    EXPECT_EQ(h.entry->handle, 77u);
+    EXPECT_EQ(h.entry->ValueBytes(), size < kThreshold ? size : h.entry->ExternalBytes());
+  }
+}
+
+TEST(KeyEntry, ASmallValueIsInlineInOneChunk) {
+  EntryHolder h{KeyEntry::Make(1, "sess:00000001", KeyType::kString, 0)};
+  h.Put(std::string(28, 'm'));            // LMCache's metadata value
+  EXPECT_EQ(h.entry->ChunkBytes(), 80u);  // 26 + 13 + 28 = 67 bytes asked
+  EXPECT_EQ(h.entry->ExternalBytes(), 0u);
+  h.Put(std::string(64, 'v'));
+  EXPECT_EQ(h.entry->ChunkBytes(), 112u);  // 26 + 13 + 64 = 103
+  // A value of the same size class that fits the chunk is written in place.
+  const KeyEntry* before = h.entry;
+  h.Put(std::string(60, 'w'));
+  EXPECT_EQ(h.entry, before);
+  EXPECT_EQ(h.entry->Value(), std::string(60, 'w'));
+  EXPECT_EQ(h.entry->ChunkBytes(), 112u);
+  // The largest inline value and the first external one.
+  h.Put(std::string(kThreshold - 1, 'x'));
+  EXPECT_EQ(h.entry->ChunkBytes(), MallocChunkBytes(26 + 13 + kThreshold - 1));
+  h.Put(std::string(kThreshold, 'y'));
+  EXPECT_EQ(h.entry->ChunkBytes(), MallocChunkBytes(40 + sizeof(Bytes)));  // key padded to 8
+  EXPECT_GE(h.entry->ExternalBytes(), kThreshold);
+  // A large buffer is shared with the copy (a reply by reference), not copied.
+  EXPECT_EQ(h.entry->ValueCopy().data(), reinterpret_cast<const uint8_t*>(h.entry->Value().data()));
+}
+
+TEST(KeyEntry, AnEmptyKeyAndValueStillMakeAnEntry) {
+  EntryHolder h{KeyEntry::Make(0, "", KeyType::kString, 1)};
+  EXPECT_EQ(h.entry->Key(), "");
+  EXPECT_EQ(h.entry->Value(), "");
+  EXPECT_EQ(h.entry->ChunkBytes(), 48u);
+  h.Put(std::string(kThreshold, 'z'));
+  EXPECT_EQ(h.entry->Key(), "");
+  EXPECT_EQ(h.entry->Value().size(), kThreshold);
+}
+
+std::string Key(int i) {
+  std::string key = "sess:" + std::to_string(100000000 + i).substr(1);  // 13 bytes
+  return key;
+}
+
+// The accounted cost of a small string entry: the gain over the old layout (168 bytes before
+// the value's own 64-byte chunk) must not regress silently.
+TEST(KeyEntry, ASmallStringCostsAtMostItsChunkAndFortyBytes) {
+  for (const size_t value_size : {size_t{28}, size_t{64}}) {
+    Keyspace keys;
+    constexpr int kCount = 10000;
+    for (int i = 0; i < kCount; ++i) {
+      keys.PutString(Key(i), Bytes::CopyCompact(std::string(value_size, 'v')),
+                     StringEncoding::kEmbstr, KeepTtl::kNo, 0, {});
+    }
+    ASSERT_EQ(Key(0).size(), 13u);
+    const uint64_t per_entry = keys.MemoryBytes() / kCount;
+    // The chunk (80 or 112), a bucket slot (8), the 24-byte index node, the handle's slot (8).
+    EXPECT_EQ(per_entry, MallocChunkBytes(26 + 13 + value_size) + 40) << value_size;
+    EXPECT_LE(per_entry, value_size == 28 ? 120u : 152u);
+    EXPECT_EQ(keys.EntryMemory(Key(0)), per_entry);
+    keys.Clear();
+    EXPECT_EQ(keys.MemoryBytes(), 0u);
+  }
+}
+
+TEST(KeyEntry, AStringMovedAcrossTheThresholdKeepsItsPlaces) {
+  Keyspace keys;
+  const auto put = [&](const std::string& key, size_t size, KeepTtl keep, int64_t at) {
+    keys.PutString(key, Bytes::CopyOf(std::string(size, 's')), StringEncoding::kRaw, keep, at, {});
+  };
+  for (int i = 0; i < 100; ++i) put(Key(i), 10, KeepTtl::kNo, 0);
+  put("moving", 10, KeepTtl::kNo, 5000);
+  const uint64_t small = keys.MemoryBytes();
+  // Grows into its own buffer, then back inline, each time into a fresh chunk.
+  put("moving", kThreshold, KeepTtl::kYes, 0);
+  EXPECT_EQ(keys.Find("moving")->value.size(), kThreshold);
+  EXPECT_EQ(keys.Find("moving")->expire_at_ms, 5000);
+  EXPECT_GT(keys.MemoryBytes(), small + kThreshold);
+  put("moving", kThreshold - 1, KeepTtl::kYes, 0);
+  EXPECT_EQ(keys.Find("moving")->value.view(), std::string(kThreshold - 1, 's'));
+  put("moving", 10, KeepTtl::kYes, 0);
+  EXPECT_EQ(keys.MemoryBytes(), small);
+  // The index still names the moved entry: active expiry, a victim pick, SCAN.
+  const auto due = keys.Expired(Keyspace::ShardOf("moving"), 6000, 10);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].first, "moving");
+  keys.FindAndTouch("moving", 0);
+  for (int i = 0; i < 100; ++i) keys.Touch(Key(i));
+  const auto victim = keys.PickVictim(EvictionPolicy::kVolatileLru);
+  ASSERT_TRUE(victim);
+  EXPECT_EQ(victim->first, "moving");
+  size_t seen = 0;
+  uint64_t cursor = 0;
+  do {
+    cursor = keys.Scan(cursor, 7, [&](const std::string&, const KeyInfo& info) {
+      ++seen;
+      EXPECT_TRUE(info.value.empty());  // SCAN copies no values
+    });
+  } while (cursor != 0);
+  EXPECT_EQ(seen, 101u);
+  // A string that becomes another type drops its value.
+  keys.Set("moving", KeyType::kSsmPrefix);
+  EXPECT_TRUE(keys.Find("moving")->value.empty());
+  EXPECT_EQ(keys.Stats(0).string_bytes, 100u * 10);
+  keys.Remove("moving");
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(keys.RemoveString(Key(i), {}));
+  EXPECT_EQ(keys.MemoryBytes(), 0u);
+  EXPECT_EQ(keys.Stats(0).string_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace prefixd::store

@@ -281,6 +281,8 @@ bool StateStore::Promote(std::string_view sid) {
     }
   }
   if (cold.empty()) return true;
+  // A fetch that promotes reads the cold layers here, not in its own read: it counts as one.
+  cold_reads_.fetch_add(1, std::memory_order_relaxed);
   std::vector<Bytes> read;
   read.reserve(cold.size());
   for (const auto& [layer, p] : cold) read.push_back(Resolve(p, 0, p.length));

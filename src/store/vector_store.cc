@@ -890,6 +890,8 @@ bool VectorStore::Promote(std::string_view sid) {
     }
   }
   if (cold.empty()) return true;
+  // A fetch that promotes reads the cold rows here, not in its own read: it counts as one.
+  cold_reads_.fetch_add(1, std::memory_order_relaxed);
   std::vector<RowSpan> read;
   read.reserve(cold.size());
   for (const auto& [id, version, pieces] : cold)

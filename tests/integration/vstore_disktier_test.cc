@@ -138,6 +138,7 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
   EXPECT_EQ(r->integer, kSessions);
   r = HiredisCommand(c.get(), {"TYPE", Sid(0)});
   EXPECT_EQ(std::string(r->str), "vstore");
+  const uint64_t cold_evictions_before = InfoField(c.get(), "cold_evictions");
   // Session 0 is the oldest, so cold: a RANGE reads only its rows and does not promote; one
   // that crosses the rewritten rows 10-19 gets the newer ones.
   const uint64_t read_before = InfoField(c.get(), "cold_bytes_read");
@@ -149,9 +150,12 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
   EXPECT_EQ(Fetch(c.get(), Sid(0), 2, kRows - 1, kRows + 2),
             expected_[2].substr((kRows - 1) * kRowBytes) + std::string(2 * kRowBytes, '\0'));
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
-  // A full fetch promotes only what fits under maxmemory without evicting for it: nothing at
-  // the limit, the session read once there is room.
-  EXPECT_EQ(InfoField(c.get(), "cold_promotions"), 0u);
+  // A full fetch promotes only what fits under maxmemory without evicting for it: at the limit
+  // at most what the budget's slack holds (how much that is depends on the client buffers of
+  // the moment, so the check is that nothing went cold or past the budget to make room), every
+  // session read once there is room.
+  EXPECT_EQ(InfoField(c.get(), "cold_evictions"), cold_evictions_before);
+  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{4} << 20);
   Ok(HiredisCommand(c.get(), {"CONFIG", "SET", "maxmemory", "0"}));
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
   EXPECT_GE(InfoField(c.get(), "cold_promotions"), cold);
@@ -160,7 +164,8 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
 
   // Restart (the log): what is past maxmemory goes back to disk, and everything reads back.
   ASSERT_NO_FATAL_FAILURE(Restart(c));
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
+  EXPECT_GE(InfoField(c.get(), "cold_keys"), 8u);
+  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{4} << 20);
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 
   // A snapshot copies cold sessions and cuts the log; after a restart from it alone, the cold
@@ -185,7 +190,8 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
   ASSERT_LT(directory, records.size());
   EXPECT_GE(flagged, 12u * kLayers);
   ASSERT_NO_FATAL_FAILURE(Restart(c));
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
+  EXPECT_GE(InfoField(c.get(), "cold_keys"), 8u);
+  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{4} << 20);
   EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
   EXPECT_LE(InfoField(c.get(), "recovered_bytes"), 6u << 20) << "the hot set, not 12 MiB";
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
@@ -237,7 +243,8 @@ TEST_F(VstoreDiskTierTest, KvPrefixRegistrationGoesColdWholeAndReadsBack) {
   r = HiredisCommand(c.get(), {"SAVE"});
   ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
   ASSERT_NO_FATAL_FAILURE(Restart(c));
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
+  EXPECT_GE(InfoField(c.get(), "cold_keys"), 8u);
+  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{4} << 20);
   EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
   r = HiredisCommand(c.get(), {"KV.PREFIX.LOOKUP", "ns0"});
   EXPECT_EQ(std::string(r->str), "HIT");

@@ -468,6 +468,57 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
   return {};
 }
 
+Durability::GroupRead Durability::ReadGroup(RecordReader& reader, const Record& begin,
+                                            bool is_last) {
+  GroupRead out;
+  ExecGroup group;
+  if (!DecodeExecGroup(begin.payload.view(), group)) {
+    out.outcome = GroupRead::kCorrupt;
+    out.problem = "its header record holds " + std::to_string(begin.payload.size()) + " bytes";
+    out.resume = begin.offset + kRecordHeaderSize + begin.payload.size();
+    return out;
+  }
+  uint64_t bytes = 0;
+  while (out.records.size() < group.records) {
+    Record member;
+    const ReadStatus status = reader.Next(member);
+    if (status == ReadStatus::kRecord) {
+      bytes += kRecordHeaderSize + member.header.payload_length;
+      if (member.header.type == RecordType::kExecGroup) {
+        out.outcome = GroupRead::kCorrupt;
+        out.problem = "a group starts inside it at offset " + std::to_string(member.offset);
+        out.resume = member.offset;
+        return out;
+      }
+      out.records.push_back(std::move(member));
+      continue;
+    }
+    const std::string what = std::to_string(out.records.size()) + " of its " +
+                             std::to_string(group.records) + " records are whole";
+    const uint64_t offset = status == ReadStatus::kEnd ? reader.file_size() : reader.bad_offset();
+    const uint64_t next_valid = status == ReadStatus::kEnd ? 0 : reader.NextValidRecord(offset);
+    if (is_last && next_valid == 0) {
+      out.outcome = GroupRead::kTorn;
+      out.problem = "a transaction cut off: " + what;
+    } else {
+      out.outcome = GroupRead::kCorrupt;
+      out.problem =
+          (status == ReadStatus::kEnd ? "its segment ends after " : reader.problem() + " after ") +
+          what;
+      out.resume = next_valid;
+    }
+    return out;
+  }
+  if (bytes != group.bytes) {
+    out.outcome = GroupRead::kCorrupt;
+    out.problem =
+        "its records hold " + std::to_string(bytes) + " bytes, not " + std::to_string(group.bytes);
+    const Record& last = out.records.empty() ? begin : out.records.back();
+    out.resume = last.offset + kRecordHeaderSize + last.header.payload_length;
+  }
+  return out;
+}
+
 std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
                                        uint64_t& next_sequence,
                                        std::vector<SegmentInfo>& segments) {
@@ -507,6 +558,42 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
     if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
     Record record;
     Mutation m;
+    // Checks a whole record's lsn and applies it; an error text ends recovery.
+    const auto replay_one = [&](const Record& r) -> std::string {
+      const uint64_t lsn = r.header.lsn;
+      if (lsn <= last_lsn && lsn >= base_lsn) {
+        return "log segment " + path + " has lsn " + std::to_string(lsn) + " at offset " +
+               std::to_string(r.offset) + " after lsn " + std::to_string(last_lsn);
+      }
+      info.last_lsn = std::max(info.last_lsn, lsn);
+      if (lsn < base_lsn) return {};  // already in the snapshot
+      last_lsn = lsn;
+      if (r.header.type == RecordType::kExecGroup) return {};  // its records follow it
+      if (std::string why = Replay(r, m, cold); !why.empty()) {
+        // Its checksum matched, so it was written whole: corruption (or a bug), never a torn
+        // tail. Stop, or skip just this record when told to.
+        std::string where = "log segment " + path + " has a bad record at offset " +
+                            std::to_string(r.offset) + " (lsn " + std::to_string(lsn) + "): " + why;
+        if (!options_.skip_corrupt) {
+          return where + ". Start with --log-skip-corrupt yes to skip it, losing what it held";
+        }
+        spdlog::error("Skipping a record: {}", where);
+        return {};
+      }
+      progress.Add(r.payload.size());
+      return {};
+    };
+    const auto cut_torn_tail = [&](uint64_t offset, const std::string& problem) -> std::string {
+      spdlog::warn(
+          "Log segment {} has a torn tail at offset {} ({}): cutting {} bytes that "
+          "were never acknowledged",
+          path, offset, problem, reader.file_size() - offset);
+      if (Status cut = CutFile(path, offset); !cut.ok()) {
+        return "can't cut the torn tail of " + path + ": " + cut.message();
+      }
+      info.bytes = offset;
+      return {};
+    };
     while (true) {
       ReadStatus status = reader.Next(record);
       if (status == ReadStatus::kEnd) break;
@@ -514,14 +601,7 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
         uint64_t offset = reader.bad_offset();
         uint64_t next_valid = reader.NextValidRecord(offset);
         if (is_last && next_valid == 0) {
-          spdlog::warn(
-              "Log segment {} has a torn tail at offset {} ({}): cutting {} bytes that "
-              "were never acknowledged",
-              path, offset, reader.problem(), reader.file_size() - offset);
-          if (Status cut = CutFile(path, offset); !cut.ok()) {
-            return "can't cut the torn tail of " + path + ": " + cut.message();
-          }
-          info.bytes = offset;
+          if (err = cut_torn_tail(offset, reader.problem()); !err.empty()) return err;
           break;
         }
         if (!options_.skip_corrupt) {
@@ -537,28 +617,33 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
         reader.Seek(next_valid);
         continue;
       }
-      uint64_t lsn = record.header.lsn;
-      if (lsn <= last_lsn && lsn >= base_lsn) {
-        return "log segment " + path + " has lsn " + std::to_string(lsn) + " at offset " +
-               std::to_string(record.offset) + " after lsn " + std::to_string(last_lsn);
+      if (record.header.type != RecordType::kExecGroup) {
+        if (err = replay_one(record); !err.empty()) return err;
+        continue;
       }
-      info.last_lsn = std::max(info.last_lsn, lsn);
-      if (lsn < base_lsn) continue;  // already in the snapshot
-      last_lsn = lsn;
-      err = Replay(record, m, cold);
-      if (!err.empty()) {
-        // Its checksum matched, so it was written whole: corruption (or a bug), never a torn
-        // tail. Stop, or skip just this record when told to.
-        std::string where = "log segment " + path + " has a bad record at offset " +
-                            std::to_string(record.offset) + " (lsn " + std::to_string(lsn) +
-                            "): " + err;
+      // An EXEC's records: applied only once every one of them is read whole. A log that ends
+      // inside the group (a crash while it was written) loses the whole group, as Redis drops
+      // a MULTI block cut off at the end of its AOF.
+      GroupRead group = ReadGroup(reader, record, is_last);
+      if (group.outcome == GroupRead::kTorn) {
+        if (err = cut_torn_tail(record.offset, group.problem); !err.empty()) return err;
+        break;
+      }
+      if (group.outcome == GroupRead::kCorrupt) {
+        std::string where = "log segment " + path + " has a damaged transaction group at offset " +
+                            std::to_string(record.offset) + " (" + group.problem + ")";
         if (!options_.skip_corrupt) {
           return where + ". Start with --log-skip-corrupt yes to skip it, losing what it held";
         }
-        spdlog::error("Skipping a record: {}", where);
+        spdlog::error("Skipping a transaction's records: {}", where);
+        if (group.resume == 0) break;
+        reader.Seek(group.resume);
         continue;
       }
-      progress.Add(record.payload.size());
+      if (err = replay_one(record); !err.empty()) return err;
+      for (const Record& r : group.records) {
+        if (err = replay_one(r); !err.empty()) return err;
+      }
     }
     segments.push_back(info);
   }
@@ -576,9 +661,35 @@ Status Durability::CutFile(const std::string& path, uint64_t size) {
   return (*file)->Sync();
 }
 
+thread_local std::vector<LogWriter::GroupMember>* Durability::collecting_ = nullptr;
+
 uint64_t Durability::Append(EncodedRecord record, uint16_t db, Placed placed, uint64_t changes) {
   changes_since_save_.fetch_add(changes, std::memory_order_relaxed);
+  if (collecting_ != nullptr) {
+    collecting_->push_back(LogWriter::GroupMember{std::move(record), db, std::move(placed)});
+    return 0;
+  }
   return log_->Append(std::move(record), db, std::move(placed));
+}
+
+Durability::Group::Group(Durability* durability) : durability_(durability) {
+  if (durability_ == nullptr || durability_->log_ == nullptr || collecting_ != nullptr) {
+    durability_ = nullptr;
+    return;
+  }
+  collecting_ = &members_;
+}
+
+uint64_t Durability::Group::End() {
+  if (durability_ == nullptr) return 0;
+  collecting_ = nullptr;
+  LogWriter& log = *std::exchange(durability_, nullptr)->log_;
+  if (members_.empty()) return 0;
+  if (members_.size() == 1) {  // one record is whole by itself
+    LogWriter::GroupMember& only = members_.front();
+    return log.Append(std::move(only.record), only.db, std::move(only.placed));
+  }
+  return log.AppendGroup(std::move(members_));
 }
 
 std::string Durability::WriteSnapshot() {

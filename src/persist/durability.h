@@ -96,6 +96,24 @@ class Durability {
     return Append(StagePieces(type, std::move(payload)), db, std::move(placed));
   }
 
+  // An EXEC's records as one unit in the log (LogWriter::AppendGroup). From construction to End()
+  // (or destruction) this thread's Append calls only collect their records (returning lsn 0);
+  // End() queues them as one group (a single record needs none) and returns the last lsn, the one
+  // EXEC's reply waits for. The caller must keep every other writer off meanwhile (EXEC holds
+  // the whole exec gate), so that log order stays the order of changes. One per thread at a time.
+  class Group {
+   public:
+    explicit Group(Durability* durability);
+    ~Group() { End(); }
+    Group(const Group&) = delete;
+    Group& operator=(const Group&) = delete;
+    uint64_t End();
+
+   private:
+    Durability* durability_;  // null: nothing to group (no persistence), or ended
+    std::vector<LogWriter::GroupMember> members_;
+  };
+
   // See LogWriter::WhenDurable.
   bool WhenDurable(uint64_t lsn, std::function<void()> done) {
     return log_->WhenDurable(lsn, std::move(done));
@@ -122,6 +140,15 @@ class Durability {
   std::string LoadSnapshot(const std::string& path, uint64_t& base_lsn);
   std::string ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn, uint64_t& next_sequence,
                              std::vector<SegmentInfo>& segments);
+  // The records of the EXEC group that `begin` (a kExecGroup record) announces, read whole, or
+  // why not: cut off at the end of the log (`is_last`, nothing valid after), or damaged.
+  struct GroupRead {
+    enum Outcome { kWhole, kTorn, kCorrupt } outcome = kWhole;
+    std::vector<Record> records;
+    std::string problem;
+    uint64_t resume = 0;  // kCorrupt: where reading may go on (--log-skip-corrupt); 0: nowhere
+  };
+  static GroupRead ReadGroup(RecordReader& reader, const Record& begin, bool is_last);
   // Decodes, checks and applies one record; an error text says why it could not be.
   // `file`: the file being read, where an SSM put's values stay reachable (the disk tier).
   std::string Replay(const Record& record, Mutation& m,
@@ -206,6 +233,8 @@ class Durability {
   std::atomic<bool> last_bgsave_ok_{true};
   std::atomic<int64_t> last_bgsave_seconds_{-1};
   std::atomic<uint64_t> changes_since_save_{0};
+  // The group this thread collects records in (Group), if any.
+  static thread_local std::vector<LogWriter::GroupMember>* collecting_;
   std::atomic<uint64_t> snapshot_bytes_{0};
   std::atomic<uint64_t> log_base_bytes_{0};
   std::atomic<uint64_t> rewrites_{0};

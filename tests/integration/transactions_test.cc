@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -419,6 +422,82 @@ TEST_F(TransactionsTest, ExecWritesSurviveRestart) {
   EXPECT_EQ(c->Call(Args{"GET", "z"}), "$-1\r\n");
   std::string ttl = c->Call(Args{"TTL", "x"});
   EXPECT_TRUE(ttl == ":1000\r\n" || ttl == ":999\r\n") << ttl;
+}
+
+// The newest log segment of `dir` and its bytes.
+std::pair<std::string, std::string> NewestSegment(const std::string& dir) {
+  std::string newest;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("log-") && name.ends_with(".seg") && entry.path().string() > newest) {
+      newest = entry.path().string();
+    }
+  }
+  std::ifstream in(newest, std::ios::binary);
+  return {newest, std::string((std::istreambuf_iterator<char>(in)), {})};
+}
+
+// Where the last record of type 11 (an EXEC's group, docs/storage-format.md) starts, walking the
+// segment's records by their length fields; 0 when there is none.
+uint64_t LastGroupAt(const std::string& segment) {
+  uint64_t last = 0;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(segment.data());
+  for (uint64_t at = 32; at + 32 <= segment.size();) {
+    uint64_t length = 0;
+    for (int i = 7; i >= 0; --i) length = (length << 8) | bytes[at + 24 + i];
+    if (bytes[at + 12] == 11) last = at;
+    at += 32 + length;
+  }
+  return last;
+}
+
+// A crash while an EXEC's records were being written (the log cut anywhere inside its group
+// after a SIGKILL) restarts with none of the transaction, and the writes before it; the whole
+// group restarts with all of it: strings, a counter and an SSM store together.
+TEST_F(TransactionsTest, ExecIsAllOrNothingAcrossACrash) {
+  const ServerProcess::Options options{.flags = {"--appendonly", "yes", "--io-threads", "4"}};
+  const std::string blob(3000, 'z');
+  {
+    auto c = Connect();
+    EXPECT_EQ(c->Call(Args{"SET", "before", "1"}), "+OK\r\n");
+    EXPECT_EQ(c->Call(Args{"MULTI"}), "+OK\r\n");
+    EXPECT_EQ(c->Call(Args{"SET", "a", "one"}), "+QUEUED\r\n");
+    EXPECT_EQ(c->Call(Args{"SSM.PREFIX.STORE", "s", "0", blob}), "+QUEUED\r\n");
+    EXPECT_EQ(c->Call(Args{"INCR", "n"}), "+QUEUED\r\n");
+    EXPECT_EQ(c->Call(Args{"SET", "before", "2"}), "+QUEUED\r\n");
+    EXPECT_EQ(c->Call(Args{"EXEC"}), "*4\r\n+OK\r\n+OK\r\n:1\r\n+OK\r\n");
+  }
+  ASSERT_TRUE(server_.Kill());
+  const auto [path, whole] = NewestSegment(server_.data_dir());
+  const uint64_t group_at = LastGroupAt(whole);
+  ASSERT_GT(group_at, 0u) << "no group record in " << path;
+  const uint64_t end = whole.size();
+  for (uint64_t cut :
+       {group_at + 1, group_at + 48, group_at + 100, (group_at + end) / 2, end - 1, end}) {
+    SCOPED_TRACE("log cut at " + std::to_string(cut) + " of " + std::to_string(end));
+    // The segment as the crash left it; what a restart started since is gone.
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(server_.data_dir())) {
+      if (entry.path().string() > path && entry.path().filename().string().starts_with("log-")) {
+        std::filesystem::remove(entry.path());
+      }
+    }
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(whole.data(), static_cast<std::streamsize>(cut));
+    }
+    ASSERT_TRUE(server_.Restart(options));
+    auto c = Connect();
+    const bool all = cut == end;
+    EXPECT_EQ(c->Call(Args{"GET", "a"}), all ? "$3\r\none\r\n" : "$-1\r\n");
+    EXPECT_EQ(c->Call(Args{"GET", "n"}), all ? "$1\r\n1\r\n" : "$-1\r\n");
+    EXPECT_EQ(c->Call(Args{"EXISTS", "s"}), all ? ":1\r\n" : ":0\r\n");
+    EXPECT_EQ(c->Call(Args{"GET", "before"}), all ? "$1\r\n2\r\n" : "$1\r\n1\r\n");
+    if (all) {
+      EXPECT_EQ(c->Call(Args{"SSM.PREFIX.FETCH", "s", "0"}), "$3000\r\n" + blob + "\r\n");
+    }
+    ASSERT_TRUE(server_.Kill());
+  }
+  EXPECT_NE(server_.ReadLog().find("a transaction cut off"), std::string::npos);
 }
 
 // A client that disconnects inside MULTI, with keys watched, leaves nothing queued or watched:

@@ -468,57 +468,6 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
   return {};
 }
 
-Durability::GroupRead Durability::ReadGroup(RecordReader& reader, const Record& begin,
-                                            bool is_last) {
-  GroupRead out;
-  ExecGroup group;
-  if (!DecodeExecGroup(begin.payload.view(), group)) {
-    out.outcome = GroupRead::kCorrupt;
-    out.problem = "its header record holds " + std::to_string(begin.payload.size()) + " bytes";
-    out.resume = begin.offset + kRecordHeaderSize + begin.payload.size();
-    return out;
-  }
-  uint64_t bytes = 0;
-  while (out.records.size() < group.records) {
-    Record member;
-    const ReadStatus status = reader.Next(member);
-    if (status == ReadStatus::kRecord) {
-      bytes += kRecordHeaderSize + member.header.payload_length;
-      if (member.header.type == RecordType::kExecGroup) {
-        out.outcome = GroupRead::kCorrupt;
-        out.problem = "a group starts inside it at offset " + std::to_string(member.offset);
-        out.resume = member.offset;
-        return out;
-      }
-      out.records.push_back(std::move(member));
-      continue;
-    }
-    const std::string what = std::to_string(out.records.size()) + " of its " +
-                             std::to_string(group.records) + " records are whole";
-    const uint64_t offset = status == ReadStatus::kEnd ? reader.file_size() : reader.bad_offset();
-    const uint64_t next_valid = status == ReadStatus::kEnd ? 0 : reader.NextValidRecord(offset);
-    if (is_last && next_valid == 0) {
-      out.outcome = GroupRead::kTorn;
-      out.problem = "a transaction cut off: " + what;
-    } else {
-      out.outcome = GroupRead::kCorrupt;
-      out.problem =
-          (status == ReadStatus::kEnd ? "its segment ends after " : reader.problem() + " after ") +
-          what;
-      out.resume = next_valid;
-    }
-    return out;
-  }
-  if (bytes != group.bytes) {
-    out.outcome = GroupRead::kCorrupt;
-    out.problem =
-        "its records hold " + std::to_string(bytes) + " bytes, not " + std::to_string(group.bytes);
-    const Record& last = out.records.empty() ? begin : out.records.back();
-    out.resume = last.offset + kRecordHeaderSize + last.header.payload_length;
-  }
-  return out;
-}
-
 std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
                                        uint64_t& next_sequence,
                                        std::vector<SegmentInfo>& segments) {
@@ -624,12 +573,12 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
       // An EXEC's records: applied only once every one of them is read whole. A log that ends
       // inside the group (a crash while it was written) loses the whole group, as Redis drops
       // a MULTI block cut off at the end of its AOF.
-      GroupRead group = ReadGroup(reader, record, is_last);
-      if (group.outcome == GroupRead::kTorn) {
+      ExecGroupRead group = ReadExecGroup(reader, record, is_last);
+      if (group.outcome == ExecGroupRead::kTorn) {
         if (err = cut_torn_tail(record.offset, group.problem); !err.empty()) return err;
         break;
       }
-      if (group.outcome == GroupRead::kCorrupt) {
+      if (group.outcome == ExecGroupRead::kCorrupt) {
         std::string where = "log segment " + path + " has a damaged transaction group at offset " +
                             std::to_string(record.offset) + " (" + group.problem + ")";
         if (!options_.skip_corrupt) {

@@ -140,15 +140,6 @@ class Durability {
   std::string LoadSnapshot(const std::string& path, uint64_t& base_lsn);
   std::string ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn, uint64_t& next_sequence,
                              std::vector<SegmentInfo>& segments);
-  // The records of the EXEC group that `begin` (a kExecGroup record) announces, read whole, or
-  // why not: cut off at the end of the log (`is_last`, nothing valid after), or damaged.
-  struct GroupRead {
-    enum Outcome { kWhole, kTorn, kCorrupt } outcome = kWhole;
-    std::vector<Record> records;
-    std::string problem;
-    uint64_t resume = 0;  // kCorrupt: where reading may go on (--log-skip-corrupt); 0: nowhere
-  };
-  static GroupRead ReadGroup(RecordReader& reader, const Record& begin, bool is_last);
   // Decodes, checks and applies one record; an error text says why it could not be.
   // `file`: the file being read, where an SSM put's values stay reachable (the disk tier).
   std::string Replay(const Record& record, Mutation& m,

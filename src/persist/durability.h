@@ -112,6 +112,7 @@ class Durability {
    private:
     Durability* durability_;  // null: nothing to group (no persistence), or ended
     std::vector<LogWriter::GroupMember> members_;
+    uint64_t ticket_ = 0;  // in open_groups_ until queued
   };
 
   // See LogWriter::WhenDurable.
@@ -224,8 +225,23 @@ class Durability {
   std::atomic<bool> last_bgsave_ok_{true};
   std::atomic<int64_t> last_bgsave_seconds_{-1};
   std::atomic<uint64_t> changes_since_save_{0};
-  // The group this thread collects records in (Group), if any.
+  // The group this thread collects records in (Group), if any, and its ticket.
   static thread_local std::vector<LogWriter::GroupMember>* collecting_;
+  static thread_local uint64_t collecting_ticket_;
+  // The groups being collected, by ticket (in start order). A snapshot may have read part of an
+  // open group's changes: before it is renamed into place it waits for every group open while it
+  // read the stores to be queued, then syncs the log, so a crash never keeps half an EXEC.
+  struct GroupTickets {
+    uint64_t next = 1;
+    std::vector<uint64_t> open;
+  };
+  GroupTickets GroupsNow();
+  // Waits (bounded) until no group other than this thread's with a ticket below `before` is
+  // open; true when none was open in [started.open, before).
+  bool WaitForGroups(const GroupTickets& started, uint64_t before);
+  std::mutex groups_mu_;
+  std::condition_variable groups_cv_;
+  GroupTickets groups_;
   std::atomic<uint64_t> snapshot_bytes_{0};
   std::atomic<uint64_t> log_base_bytes_{0};
   std::atomic<uint64_t> rewrites_{0};

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -1125,6 +1126,44 @@ TEST_F(DurabilityTest, AnExecGroupNeverSpansSegmentsAndEachRecordIsPlaced) {
     }
   }
   EXPECT_EQ(groups, 12);
+}
+
+TEST_F(DurabilityTest, ASnapshotTakenDuringAnExecWaitsForItsGroup) {
+  // A snapshot reads the stores while an EXEC has made one of its two changes: it must not take
+  // effect before the whole group is in the log, or a crash would keep half the transaction.
+  auto node = OpenNode();
+  ASSERT_NE(node, nullptr);
+  node->Put("before", {{0, "b"}});
+  Dump expected;
+  std::optional<Durability::Group> group;
+  group.emplace(&node->durability());
+  node->Put("tx-a", {{0, "a"}}, &expected);
+  std::atomic<bool> saved{false};
+  std::string save_error;
+  std::thread saver([&] {
+    save_error = node->durability().Save();
+    saved = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(saved.load()) << "the snapshot took effect while a group was open";
+  node->Put("tx-b", {{0, "b2"}}, &expected);
+  group.reset();  // queues the group
+  saver.join();
+  EXPECT_EQ(save_error, "");
+  // A crash now: whatever the log and snapshot hold is all of the group.
+  auto segments = Segments(options_.dir);
+  bool found = false;
+  for (const SegmentFile& segment : segments) {
+    for (const auto& [type, at] : RecordTypes(segment.path)) {
+      found = found || type == RecordType::kExecGroup;
+    }
+  }
+  EXPECT_TRUE(found) << "the group was not written before the snapshot took effect";
+  node->Close();
+  expected["before"][0] = "b";
+  auto again = OpenNode();
+  ASSERT_NE(again, nullptr);
+  EXPECT_SAME_DUMP(expected, again->Contents());
 }
 
 }  // namespace

@@ -610,13 +610,12 @@ Status Durability::CutFile(const std::string& path, uint64_t size) {
   return (*file)->Sync();
 }
 
-thread_local std::vector<LogWriter::GroupMember>* Durability::collecting_ = nullptr;
-thread_local uint64_t Durability::collecting_ticket_ = 0;
+thread_local Durability::Group* Durability::collecting_ = nullptr;
 
 uint64_t Durability::Append(EncodedRecord record, uint16_t db, Placed placed, uint64_t changes) {
   changes_since_save_.fetch_add(changes, std::memory_order_relaxed);
-  if (collecting_ != nullptr) {
-    collecting_->push_back(LogWriter::GroupMember{std::move(record), db, std::move(placed)});
+  if (Group* group = CollectingHere(); group != nullptr) {
+    group->members_.push_back(LogWriter::GroupMember{std::move(record), db, std::move(placed)});
     return 0;
   }
   return log_->Append(std::move(record), db, std::move(placed));
@@ -627,16 +626,15 @@ Durability::Group::Group(Durability* durability) : durability_(durability) {
     durability_ = nullptr;
     return;
   }
-  collecting_ = &members_;
+  collecting_ = this;
   std::lock_guard lock(durability_->groups_mu_);
-  ticket_ = collecting_ticket_ = durability_->groups_.next++;
+  ticket_ = durability_->groups_.next++;
   durability_->groups_.open.push_back(ticket_);
 }
 
 uint64_t Durability::Group::End() {
   if (durability_ == nullptr) return 0;
   collecting_ = nullptr;
-  collecting_ticket_ = 0;
   Durability& d = *std::exchange(durability_, nullptr);
   uint64_t lsn = 0;
   if (members_.size() == 1) {  // one record is whole by itself
@@ -659,7 +657,7 @@ Durability::GroupTickets Durability::GroupsNow() {
 }
 
 bool Durability::WaitForGroups(const GroupTickets& started, uint64_t before) {
-  const uint64_t own = collecting_ticket_;
+  const uint64_t own = CollectingHere() != nullptr ? CollectingHere()->ticket_ : 0;
   const auto others_open = [&] {
     return std::any_of(groups_.open.begin(), groups_.open.end(),
                        [&](uint64_t t) { return t < before && t != own; });
@@ -1031,7 +1029,7 @@ std::string Durability::Save() {
   // Inside EXEC (its group open) a save never waits for another one, which may be waiting for
   // this EXEC's group.
   std::unique_lock lock(save_mu_, std::defer_lock);
-  if (collecting_ == nullptr) {
+  if (CollectingHere() == nullptr) {
     lock.lock();
   } else if (!lock.try_lock()) {
     return "Background save already in progress";

@@ -110,6 +110,7 @@ class Durability {
     uint64_t End();
 
    private:
+    friend class Durability;
     Durability* durability_;  // null: nothing to group (no persistence), or ended
     std::vector<LogWriter::GroupMember> members_;
     uint64_t ticket_ = 0;  // in open_groups_ until queued
@@ -225,9 +226,12 @@ class Durability {
   std::atomic<bool> last_bgsave_ok_{true};
   std::atomic<int64_t> last_bgsave_seconds_{-1};
   std::atomic<uint64_t> changes_since_save_{0};
-  // The group this thread collects records in (Group), if any, and its ticket.
-  static thread_local std::vector<LogWriter::GroupMember>* collecting_;
-  static thread_local uint64_t collecting_ticket_;
+  // The group this thread collects records in, if any; it applies to its own Durability only.
+  static thread_local Group* collecting_;
+  // This thread's open group of this Durability, or null.
+  Group* CollectingHere() const {
+    return collecting_ != nullptr && collecting_->durability_ == this ? collecting_ : nullptr;
+  }
   // The groups being collected, by ticket (in start order). A snapshot may have read part of an
   // open group's changes: before it is renamed into place it waits for every group open while it
   // read the stores to be queued, then syncs the log, so a crash never keeps half an EXEC.

@@ -500,6 +500,55 @@ TEST_F(TransactionsTest, ExecIsAllOrNothingAcrossACrash) {
   EXPECT_NE(server_.ReadLog().find("a transaction cut off"), std::string::npos);
 }
 
+// Clients run transactions of two strings around a 256 KiB SSM store (large enough that a
+// write can be cut part-way) until the server is SIGKILLed: after the restart every transaction
+// is there whole or not at all, and every one EXEC acknowledged is there.
+TEST_F(TransactionsTest, ConcurrentExecsSurviveSigkillWholeOrNotAtAll) {
+  constexpr int kClients = 3;
+  std::atomic<bool> stop{false};
+  std::vector<int> acknowledged(kClients, 0), sent(kClients, 0);
+  std::vector<std::thread> clients;
+  const std::string blob(256 << 10, 'q');
+  for (int id = 0; id < kClients; ++id) {
+    clients.emplace_back([&, id] {
+      auto c = RawConnection::Tcp(server_.port());
+      if (c == nullptr) return;
+      for (int i = 0; !stop.load() && i < 400; ++i) {
+        const std::string tx = std::to_string(id) + ":" + std::to_string(i);
+        sent[id] = i + 1;
+        const std::string request = Multibulk({"MULTI"}) + Multibulk({"SET", "a:" + tx, tx}) +
+                                    Multibulk({"SSM.PREFIX.STORE", "s:" + tx, "0", blob}) +
+                                    Multibulk({"SET", "b:" + tx, tx}) + Multibulk({"EXEC"});
+        if (!c->Send(request)) return;
+        for (int r = 0; r < 5; ++r) {
+          auto reply = c->ReadReply(Millis(5000));
+          if (!reply) return;  // killed
+          if (r == 4 && reply->starts_with("*3")) acknowledged[id] = i + 1;
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(400ms);
+  ASSERT_TRUE(server_.Kill());
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  ASSERT_TRUE(server_.Restart({.flags = {"--appendonly", "yes", "--io-threads", "4"}}));
+  auto c = Connect();
+  int whole = 0;
+  for (int id = 0; id < kClients; ++id) {
+    for (int i = 0; i < sent[id]; ++i) {
+      const std::string tx = std::to_string(id) + ":" + std::to_string(i);
+      const std::string a = c->Call(Args{"EXISTS", "a:" + tx});
+      const std::string s = c->Call(Args{"EXISTS", "s:" + tx});
+      const std::string b = c->Call(Args{"EXISTS", "b:" + tx});
+      EXPECT_TRUE(a == s && s == b) << "transaction " << tx << " is half there: " << a << s << b;
+      if (i < acknowledged[id]) EXPECT_EQ(a, ":1\r\n") << "acknowledged transaction " << tx;
+      whole += a == ":1\r\n";
+    }
+  }
+  EXPECT_GT(whole, 0) << "no transaction ran before the kill";
+}
+
 // A client that disconnects inside MULTI, with keys watched, leaves nothing queued or watched:
 // later writes to the key and other clients' transactions are unaffected.
 TEST_F(TransactionsTest, DisconnectReleasesTransaction) {

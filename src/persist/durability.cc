@@ -643,6 +643,7 @@ uint64_t Durability::Group::End() {
   } else if (!members_.empty()) {
     lsn = d.log_->AppendGroup(std::move(members_));
   }
+  if (sync_at_end_) d.log_->Sync();
   {
     std::lock_guard lock(d.groups_mu_);
     std::erase(d.groups_.open, ticket_);
@@ -1022,7 +1023,11 @@ void Durability::WritePrefixSnapshot(const store::PrefixStore& prefixes,
 }
 
 void Durability::Sync() {
-  if (log_) log_->Sync();
+  if (!log_) return;
+  log_->Sync();
+  // Inside EXEC (KV.PREFIX.COMMIT queued after writes): the group's records are not queued yet;
+  // they are synced as soon as they are, before EXEC replies.
+  if (Group* group = CollectingHere(); group != nullptr) group->sync_at_end_ = true;
 }
 
 std::string Durability::Save() {

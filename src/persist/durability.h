@@ -113,7 +113,8 @@ class Durability {
     friend class Durability;
     Durability* durability_;  // null: nothing to group (no persistence), or ended
     std::vector<LogWriter::GroupMember> members_;
-    uint64_t ticket_ = 0;  // in open_groups_ until queued
+    uint64_t ticket_ = 0;       // in groups_.open until queued
+    bool sync_at_end_ = false;  // Sync() was asked for meanwhile
   };
 
   // See LogWriter::WhenDurable.
@@ -126,7 +127,8 @@ class Durability {
   bool healthy() const { return log_ == nullptr || log_->healthy(); }
   std::string last_error() const;
 
-  // Blocks until every record appended so far is written and fsynced, whatever the policy.
+  // Blocks until every record appended so far is written and fsynced, whatever the policy
+  // (inside a Group: also the group's records, once End() queues them).
   void Sync();
 
   // A snapshot in the calling thread; returns an error text or empty.

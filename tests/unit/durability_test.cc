@@ -1166,5 +1166,18 @@ TEST_F(DurabilityTest, ASnapshotTakenDuringAnExecWaitsForItsGroup) {
   EXPECT_SAME_DUMP(expected, again->Contents());
 }
 
+TEST_F(DurabilityTest, ASyncInsideAGroupSyncsTheGroupWhenItIsQueued) {
+  // KV.PREFIX.COMMIT queued inside EXEC after a write: that write is fsynced before EXEC replies,
+  // whatever appendfsync says (here: no).
+  auto node = OpenNode();
+  ASSERT_NE(node, nullptr);
+  Durability::Group group(&node->durability());
+  node->Put("tx-a", {{0, "a"}});
+  node->durability().Sync();
+  node->Put("tx-b", {{0, "b"}});
+  const uint64_t lsn = group.End();
+  EXPECT_GE(node->durability().Stats().log.synced_lsn, lsn);
+}
+
 }  // namespace
 }  // namespace prefixd::persist

@@ -1,11 +1,13 @@
 // Transactions: MULTI, EXEC, DISCARD, WATCH and UNWATCH, as Redis 7.0.15 answers them. Queueing
 // happens in the dispatcher (Registry::DispatchTo); EXEC runs here under the whole exec gate, so
 // no other client's command runs between the queued ones (docs/architecture.md, "Transactions").
+#include <algorithm>
 #include <string>
 
 #include "commands/engine.h"
 #include "commands/registry.h"
 #include "common/clock.h"
+#include "persist/durability.h"
 
 namespace prefixd::commands {
 
@@ -54,9 +56,13 @@ void Exec(Context& ctx) {
     }
   } end{ctx};
   ctx.reply.ArrayLen(queue.size());
+  // The queue's records go to the log as one group, all or none across a crash; the whole exec
+  // gate keeps every other writer (clients, active expiry) out until it is queued.
+  persist::Durability::Group logged(ctx.engine.durability());
   for (const protocol::Request& request : queue) {
     ctx.engine.registry->RunQueued(client, request, ctx.reply);
   }
+  client.reply_needs_lsn = std::max(client.reply_needs_lsn, logged.End());
 }
 
 void Discard(Context& ctx) {

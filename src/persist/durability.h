@@ -96,6 +96,27 @@ class Durability {
     return Append(StagePieces(type, std::move(payload)), db, std::move(placed));
   }
 
+  // An EXEC's records as one unit in the log (LogWriter::AppendGroup). From construction to End()
+  // (or destruction) this thread's Append calls only collect their records (returning lsn 0);
+  // End() queues them as one group (a single record needs none) and returns the last lsn, the one
+  // EXEC's reply waits for. The caller must keep every other writer off meanwhile (EXEC holds
+  // the whole exec gate), so that log order stays the order of changes. One per thread at a time.
+  class Group {
+   public:
+    explicit Group(Durability* durability);
+    ~Group() { End(); }
+    Group(const Group&) = delete;
+    Group& operator=(const Group&) = delete;
+    uint64_t End();
+
+   private:
+    friend class Durability;
+    Durability* durability_;  // null: nothing to group (no persistence), or ended
+    std::vector<LogWriter::GroupMember> members_;
+    uint64_t ticket_ = 0;       // in groups_.open until queued
+    bool sync_at_end_ = false;  // Sync() was asked for meanwhile
+  };
+
   // See LogWriter::WhenDurable.
   bool WhenDurable(uint64_t lsn, std::function<void()> done) {
     return log_->WhenDurable(lsn, std::move(done));
@@ -106,7 +127,8 @@ class Durability {
   bool healthy() const { return log_ == nullptr || log_->healthy(); }
   std::string last_error() const;
 
-  // Blocks until every record appended so far is written and fsynced, whatever the policy.
+  // Blocks until every record appended so far is written and fsynced, whatever the policy
+  // (inside a Group: also the group's records, once End() queues them).
   void Sync();
 
   // A snapshot in the calling thread; returns an error text or empty.
@@ -206,6 +228,26 @@ class Durability {
   std::atomic<bool> last_bgsave_ok_{true};
   std::atomic<int64_t> last_bgsave_seconds_{-1};
   std::atomic<uint64_t> changes_since_save_{0};
+  // The group this thread collects records in, if any; it applies to its own Durability only.
+  static thread_local Group* collecting_;
+  // This thread's open group of this Durability, or null.
+  Group* CollectingHere() const {
+    return collecting_ != nullptr && collecting_->durability_ == this ? collecting_ : nullptr;
+  }
+  // The groups being collected, by ticket (in start order). A snapshot may have read part of an
+  // open group's changes: before it is renamed into place it waits for every group open while it
+  // read the stores to be queued, then syncs the log, so a crash never keeps half an EXEC.
+  struct GroupTickets {
+    uint64_t next = 1;
+    std::vector<uint64_t> open;
+  };
+  GroupTickets GroupsNow();
+  // Waits (bounded) until no group other than this thread's with a ticket below `before` is
+  // open; true when none was open in [started.open, before).
+  bool WaitForGroups(const GroupTickets& started, uint64_t before);
+  std::mutex groups_mu_;
+  std::condition_variable groups_cv_;
+  GroupTickets groups_;
   std::atomic<uint64_t> snapshot_bytes_{0};
   std::atomic<uint64_t> log_base_bytes_{0};
   std::atomic<uint64_t> rewrites_{0};

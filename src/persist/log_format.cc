@@ -117,4 +117,21 @@ FileHeader NewFileHeader(const char (&magic)[8], uint64_t sequence, uint64_t bas
   return h;
 }
 
+EncodedRecord StageExecGroup(const ExecGroup& group) {
+  EncodedRecord record;
+  record.type = RecordType::kExecGroup;
+  record.head = StagingBytes(kRecordHeaderSize + kExecGroupPayloadSize);
+  PutU64(record.head.mutable_data() + kRecordHeaderSize, group.records);
+  PutU64(record.head.mutable_data() + kRecordHeaderSize + 8, group.bytes);
+  return record;
+}
+
+bool DecodeExecGroup(std::string_view payload, ExecGroup& out) {
+  if (payload.size() != kExecGroupPayloadSize) return false;
+  const auto* p = reinterpret_cast<const uint8_t*>(payload.data());
+  out.records = GetU64(p);
+  out.bytes = GetU64(p + 8);
+  return true;
+}
+
 }  // namespace prefixd::persist

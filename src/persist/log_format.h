@@ -52,6 +52,7 @@ enum class RecordType : uint8_t {
   kFlushDb = 8,          // every stored entry of the record's database (FLUSHDB)
   kSwapDb = 9,           // two databases exchange their contents (SWAPDB)
   kStringMultiSet = 10,  // several string keys, each as kStringSet, applied together (MSET)
+  kExecGroup = 11,       // one EXEC's records follow (count, bytes): recovery applies all or none
   kSnapshotEnd = 15,     // last record of a snapshot: entry count, so a cut file is detected
   kColdDirectory = 16,   // a snapshot's list of the cold SSM puts that follow it (not counted)
   kVectorColdDirectory = 17,  // the same for its cold V-store sessions' records (not counted)
@@ -108,6 +109,17 @@ Bytes StagingBytes(size_t size);
 
 // A record of `type` whose payload is `payload`, with room for its header.
 EncodedRecord StagePieces(RecordType type, std::vector<Bytes> payload);
+
+// A kExecGroup record's payload: how many records follow as the group, and their whole size
+// (headers and payloads). Recovery applies them only once all of them are read.
+inline constexpr size_t kExecGroupPayloadSize = 16;
+struct ExecGroup {
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+};
+EncodedRecord StageExecGroup(const ExecGroup& group);
+// False when `payload` is not a group's payload (its size).
+bool DecodeExecGroup(std::string_view payload, ExecGroup& out);
 
 // Little-endian field access; the formats are defined little-endian whatever the host.
 inline void PutU16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v), p[1] = uint8_t(v >> 8); }

@@ -204,6 +204,39 @@ uint64_t LogWriter::Append(EncodedRecord record, uint16_t db, Placed placed) {
   return lsn;
 }
 
+uint64_t LogWriter::AppendGroup(std::vector<GroupMember> members) {
+  ExecGroup group{members.size(), 0};
+  for (const GroupMember& m : members) group.bytes += kRecordHeaderSize + m.record.payload_length();
+  EncodedRecord begin = StageExecGroup(group);
+  const uint64_t begin_bytes = begin.payload_length();
+  uint64_t last = 0;
+  bool wake = false;
+  {
+    // One hold of the queue's lock: no other record, and no rotation marker, lands inside.
+    std::lock_guard lock(mu_);
+    Pending head{next_lsn_++, std::move(begin), begin_bytes, 0, false, 0, {}};
+    head.group_bytes = kRecordHeaderSize + begin_bytes + group.bytes;
+    wake = queue_.empty() || writer_asleep_;
+    writer_asleep_ = false;
+    queue_.push_back(std::move(head));
+    queued_bytes_ += begin_bytes + group.bytes - kRecordHeaderSize * members.size();
+    for (GroupMember& m : members) {
+      const uint64_t bytes = m.record.payload_length();
+      Pending p{next_lsn_++, std::move(m.record), bytes, m.db, false, 0, std::move(m.placed)};
+      p.in_group = true;
+      last = p.lsn;
+      queue_.push_back(std::move(p));
+    }
+    if (policy_.load() != FsyncPolicy::kAlways) {
+      wake = wake || queue_.size() >= kWakeAtRecords;
+      if (queued_bytes_ > kCallerWriteMaxBytes && !wake_now_) wake = wake_now_ = true;
+    }
+  }
+  records_appended_.fetch_add(members.size() + 1, std::memory_order_relaxed);
+  if (wake) cv_.notify_one();
+  return last;
+}
+
 uint64_t LogWriter::RotateForSnapshot() {
   std::unique_lock lock(mu_);
   uint64_t base = next_lsn_;
@@ -385,8 +418,11 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
     Pending& p = batch[i];
     uint64_t record_size = kRecordHeaderSize + p.payload_length;
     // A segment that failed to open is opened again before anything is written.
+    // A group's records start a segment only as a whole: before the group's record.
+    const uint64_t unit_size = p.group_bytes != 0 ? p.group_bytes : record_size;
     bool roll = p.rotate_before || file_ == nullptr ||
-                (p.lsn != 0 && planned > kFileHeaderSize && planned + record_size > segment_bytes_);
+                (p.lsn != 0 && !p.in_group && planned > kFileHeaderSize &&
+                 planned + unit_size > segment_bytes_);
     if (roll) {
       if (!flush()) return written_records;
       std::lock_guard lock(file_mu_);

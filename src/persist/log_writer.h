@@ -85,6 +85,17 @@ class LogWriter {
     return Append(StagePieces(type, std::move(payload)), db, std::move(placed));
   }
 
+  // One EXEC's records, queued as one unit: a kExecGroup record naming how many follow and their
+  // size, then the records, on consecutive lsns that no other record comes between, in one
+  // segment (a rotation, by size or for a snapshot, falls before the group, never inside it).
+  // Returns the last record's lsn. Each keeps its own `placed`.
+  struct GroupMember {
+    EncodedRecord record;
+    uint16_t db = 0;
+    Placed placed;
+  };
+  uint64_t AppendGroup(std::vector<GroupMember> members);
+
   // Calls `done` once every record up to `lsn` is as durable as the policy promises (written
   // for everysec/no, synced for always). Returns true instead, without calling it, when that is
   // already so. Under everysec/no a caller that finds no other writer at work writes the queue
@@ -121,6 +132,10 @@ class LogWriter {
     bool rotate_before = false;
     uint64_t rotate_base = 0;  // a bare rotation marker: the base lsn of the new segment
     Placed placed;
+    // A kExecGroup record: the bytes of the whole group, itself included (it starts a new segment
+    // when they do not fit). A member of a group: 0, and never starts a segment by size.
+    uint64_t group_bytes = 0;
+    bool in_group = false;
   };
 
   void WriterLoop();

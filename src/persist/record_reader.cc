@@ -142,4 +142,54 @@ std::string RecordReader::ReadAt(uint64_t offset, uint64_t length, Bytes& out) {
   return {};
 }
 
+ExecGroupRead ReadExecGroup(RecordReader& reader, const Record& begin, bool is_last) {
+  ExecGroupRead out;
+  ExecGroup group;
+  if (!DecodeExecGroup(begin.payload.view(), group)) {
+    out.outcome = ExecGroupRead::kCorrupt;
+    out.problem = "its header record holds " + std::to_string(begin.payload.size()) + " bytes";
+    out.resume = begin.offset + kRecordHeaderSize + begin.payload.size();
+    return out;
+  }
+  uint64_t bytes = 0;
+  while (out.records.size() < group.records) {
+    Record member;
+    const ReadStatus status = reader.Next(member);
+    if (status == ReadStatus::kRecord) {
+      bytes += kRecordHeaderSize + member.header.payload_length;
+      if (member.header.type == RecordType::kExecGroup) {
+        out.outcome = ExecGroupRead::kCorrupt;
+        out.problem = "a group starts inside it at offset " + std::to_string(member.offset);
+        out.resume = member.offset;
+        return out;
+      }
+      out.records.push_back(std::move(member));
+      continue;
+    }
+    const std::string what = std::to_string(out.records.size()) + " of its " +
+                             std::to_string(group.records) + " records are whole";
+    const uint64_t offset = status == ReadStatus::kEnd ? reader.file_size() : reader.bad_offset();
+    const uint64_t next_valid = status == ReadStatus::kEnd ? 0 : reader.NextValidRecord(offset);
+    if (is_last && next_valid == 0) {
+      out.outcome = ExecGroupRead::kTorn;
+      out.problem = "a transaction cut off: " + what;
+    } else {
+      out.outcome = ExecGroupRead::kCorrupt;
+      out.problem =
+          (status == ReadStatus::kEnd ? "its segment ends after " : reader.problem() + " after ") +
+          what;
+      out.resume = next_valid;
+    }
+    return out;
+  }
+  if (bytes != group.bytes) {
+    out.outcome = ExecGroupRead::kCorrupt;
+    out.problem =
+        "its records hold " + std::to_string(bytes) + " bytes, not " + std::to_string(group.bytes);
+    const Record& last = out.records.empty() ? begin : out.records.back();
+    out.resume = last.offset + kRecordHeaderSize + last.header.payload_length;
+  }
+  return out;
+}
+
 }  // namespace prefixd::persist

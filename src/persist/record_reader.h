@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/bytes.h"
 #include "persist/env.h"
@@ -80,5 +81,16 @@ class RecordReader {
   uint64_t bad_offset_ = 0;
   std::string problem_;
 };
+
+// The records of the EXEC group that `begin` (a kExecGroup record just read from `reader`)
+// announces, read whole, or why not: cut off at the end of the log (`is_last`: its newest
+// segment, with nothing valid after), or damaged.
+struct ExecGroupRead {
+  enum Outcome { kWhole, kTorn, kCorrupt } outcome = kWhole;
+  std::vector<Record> records;
+  std::string problem;
+  uint64_t resume = 0;  // kCorrupt: where reading may go on (--log-skip-corrupt); 0: nowhere
+};
+ExecGroupRead ReadExecGroup(RecordReader& reader, const Record& begin, bool is_last);
 
 }  // namespace prefixd::persist

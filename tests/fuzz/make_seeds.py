@@ -51,6 +51,18 @@ snap += record(15, 0, u64(4))
 write('record', 'log-sealed', bytes([7]) + log)
 write('record', 'snapshot-sealed', bytes([5]) + snap)
 write('record', 'log-torn', bytes([7]) + log[:-5])
+# An EXEC's records as one group (type 11: the count and bytes of the records that follow),
+# between plain records; and the same log cut inside the group.
+members = [(6, PAYLOADS[6]), (1, PAYLOADS[1]), (7, PAYLOADS[7])]
+group_bytes = sum(32 + len(p) for _, p in members)
+tx_log = file_header(b'PFXDLOG\0', 1, 1) + record(6, 1, PAYLOADS[6])
+tx_log += record(11, 2, u64(len(members)) + u64(group_bytes))
+for i, (t, p) in enumerate(members):
+    tx_log += record(t, 3 + i, p)
+tx_log += record(5, 3 + len(members), PAYLOADS[5])
+write('record', 'log-exec-group', bytes([7]) + tx_log)
+write('record', 'log-exec-group-torn', bytes([7]) + tx_log[:-(32 + len(PAYLOADS[5]) + 9)])
+write('record', 'payload-11', bytes([0, 11]) + u64(2) + u64(64))
 write('snapshot', 'snapshot-and-log', bytes([7, len(snap) & 255, len(snap) >> 8]) + snap + log)
 write('snapshot', 'log-only', bytes([4, 0, 0]) + log)
 write('snapshot', 'log-torn-skip', bytes([12, 0, 0]) + log[:-7])

@@ -4,7 +4,9 @@
 //   decodes must encode back to exactly the same bytes, and Check and Describe must not crash.
 // - odd: a whole file through RecordReader (bit 1: a log segment, else a snapshot; bit 2: the
 //   records' checksums are fixed up first, so mutations reach the decoder). Every record read is
-//   decoded as above; after a bad record the reader must resume strictly later, or stop.
+//   decoded as above; after a bad record the reader must resume strictly later, or stop. A
+//   transaction group (type 11) is read as recovery reads it: whole, with exactly the records
+//   and bytes it announced, or cut off, or damaged with a resume point strictly after it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -62,6 +64,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (next == 0) break;
       if (next <= bad) std::abort();
       reader.Seek(next);
+      continue;
+    }
+    if (record.header.type == RecordType::kExecGroup) {
+      ExecGroupRead group = ReadExecGroup(reader, record, /*is_last=*/true);
+      ExecGroup announced;
+      if (group.outcome == ExecGroupRead::kWhole) {
+        uint64_t bytes = 0;
+        for (const Record& r : group.records) {
+          bytes += kRecordHeaderSize + r.payload.size();
+          if (r.header.type == RecordType::kExecGroup) std::abort();
+          DecodeAndCheck(r.header.type, r.payload);
+        }
+        if (!DecodeExecGroup(record.payload.view(), announced) ||
+            announced.records != group.records.size() || announced.bytes != bytes) {
+          std::abort();
+        }
+        continue;
+      }
+      if (group.problem.empty()) std::abort();
+      if (group.outcome == ExecGroupRead::kTorn) break;
+      if (group.resume == 0) break;
+      if (group.resume <= record.offset) std::abort();
+      reader.Seek(group.resume);
       continue;
     }
     DecodeAndCheck(record.header.type, record.payload);

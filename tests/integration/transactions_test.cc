@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -419,6 +422,131 @@ TEST_F(TransactionsTest, ExecWritesSurviveRestart) {
   EXPECT_EQ(c->Call(Args{"GET", "z"}), "$-1\r\n");
   std::string ttl = c->Call(Args{"TTL", "x"});
   EXPECT_TRUE(ttl == ":1000\r\n" || ttl == ":999\r\n") << ttl;
+}
+
+// The newest log segment of `dir` and its bytes.
+std::pair<std::string, std::string> NewestSegment(const std::string& dir) {
+  std::string newest;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("log-") && name.ends_with(".seg") && entry.path().string() > newest) {
+      newest = entry.path().string();
+    }
+  }
+  std::ifstream in(newest, std::ios::binary);
+  return {newest, std::string((std::istreambuf_iterator<char>(in)), {})};
+}
+
+// Where the last record of type 11 (an EXEC's group, docs/storage-format.md) starts, walking the
+// segment's records by their length fields; 0 when there is none.
+uint64_t LastGroupAt(const std::string& segment) {
+  uint64_t last = 0;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(segment.data());
+  for (uint64_t at = 32; at + 32 <= segment.size();) {
+    uint64_t length = 0;
+    for (int i = 7; i >= 0; --i) length = (length << 8) | bytes[at + 24 + i];
+    if (bytes[at + 12] == 11) last = at;
+    at += 32 + length;
+  }
+  return last;
+}
+
+// A crash while an EXEC's records were being written (the log cut anywhere inside its group
+// after a SIGKILL) restarts with none of the transaction, and the writes before it; the whole
+// group restarts with all of it: strings, a counter and an SSM store together.
+TEST_F(TransactionsTest, ExecIsAllOrNothingAcrossACrash) {
+  const ServerProcess::Options options{.flags = {"--appendonly", "yes", "--io-threads", "4"}};
+  const std::string blob(3000, 'z');
+  {
+    auto c = Connect();
+    EXPECT_EQ(c->Call(Args{"SET", "before", "1"}), "+OK\r\n");
+    EXPECT_EQ(c->Call(Args{"MULTI"}), "+OK\r\n");
+    EXPECT_EQ(c->Call(Args{"SET", "a", "one"}), "+QUEUED\r\n");
+    EXPECT_EQ(c->Call(Args{"SSM.PREFIX.STORE", "s", "0", blob}), "+QUEUED\r\n");
+    EXPECT_EQ(c->Call(Args{"INCR", "n"}), "+QUEUED\r\n");
+    EXPECT_EQ(c->Call(Args{"SET", "before", "2"}), "+QUEUED\r\n");
+    EXPECT_EQ(c->Call(Args{"EXEC"}), "*4\r\n+OK\r\n+OK\r\n:1\r\n+OK\r\n");
+  }
+  ASSERT_TRUE(server_.Kill());
+  const auto [path, whole] = NewestSegment(server_.data_dir());
+  const uint64_t group_at = LastGroupAt(whole);
+  ASSERT_GT(group_at, 0u) << "no group record in " << path;
+  const uint64_t end = whole.size();
+  for (uint64_t cut :
+       {group_at + 1, group_at + 48, group_at + 100, (group_at + end) / 2, end - 1, end}) {
+    SCOPED_TRACE("log cut at " + std::to_string(cut) + " of " + std::to_string(end));
+    // The segment as the crash left it; what a restart started since is gone.
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(server_.data_dir())) {
+      if (entry.path().string() > path && entry.path().filename().string().starts_with("log-")) {
+        std::filesystem::remove(entry.path());
+      }
+    }
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(whole.data(), static_cast<std::streamsize>(cut));
+    }
+    ASSERT_TRUE(server_.Restart(options));
+    auto c = Connect();
+    const bool all = cut == end;
+    EXPECT_EQ(c->Call(Args{"GET", "a"}), all ? "$3\r\none\r\n" : "$-1\r\n");
+    EXPECT_EQ(c->Call(Args{"GET", "n"}), all ? "$1\r\n1\r\n" : "$-1\r\n");
+    EXPECT_EQ(c->Call(Args{"EXISTS", "s"}), all ? ":1\r\n" : ":0\r\n");
+    EXPECT_EQ(c->Call(Args{"GET", "before"}), all ? "$1\r\n2\r\n" : "$1\r\n1\r\n");
+    if (all) {
+      EXPECT_EQ(c->Call(Args{"SSM.PREFIX.FETCH", "s", "0"}), "$3000\r\n" + blob + "\r\n");
+    }
+    ASSERT_TRUE(server_.Kill());
+  }
+  EXPECT_NE(server_.ReadLog().find("a transaction cut off"), std::string::npos);
+}
+
+// Clients run transactions of two strings around a 256 KiB SSM store (large enough that a
+// write can be cut part-way) until the server is SIGKILLed: after the restart every transaction
+// is there whole or not at all, and every one EXEC acknowledged is there.
+TEST_F(TransactionsTest, ConcurrentExecsSurviveSigkillWholeOrNotAtAll) {
+  constexpr int kClients = 3;
+  std::atomic<bool> stop{false};
+  std::vector<int> acknowledged(kClients, 0), sent(kClients, 0);
+  std::vector<std::thread> clients;
+  const std::string blob(256 << 10, 'q');
+  for (int id = 0; id < kClients; ++id) {
+    clients.emplace_back([&, id] {
+      auto c = RawConnection::Tcp(server_.port());
+      if (c == nullptr) return;
+      for (int i = 0; !stop.load() && i < 400; ++i) {
+        const std::string tx = std::to_string(id) + ":" + std::to_string(i);
+        sent[id] = i + 1;
+        const std::string request = Multibulk({"MULTI"}) + Multibulk({"SET", "a:" + tx, tx}) +
+                                    Multibulk({"SSM.PREFIX.STORE", "s:" + tx, "0", blob}) +
+                                    Multibulk({"SET", "b:" + tx, tx}) + Multibulk({"EXEC"});
+        if (!c->Send(request)) return;
+        for (int r = 0; r < 5; ++r) {
+          auto reply = c->ReadReply(Millis(5000));
+          if (!reply) return;  // killed
+          if (r == 4 && reply->starts_with("*3")) acknowledged[id] = i + 1;
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(400ms);
+  ASSERT_TRUE(server_.Kill());
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  ASSERT_TRUE(server_.Restart({.flags = {"--appendonly", "yes", "--io-threads", "4"}}));
+  auto c = Connect();
+  int whole = 0;
+  for (int id = 0; id < kClients; ++id) {
+    for (int i = 0; i < sent[id]; ++i) {
+      const std::string tx = std::to_string(id) + ":" + std::to_string(i);
+      const std::string a = c->Call(Args{"EXISTS", "a:" + tx});
+      const std::string s = c->Call(Args{"EXISTS", "s:" + tx});
+      const std::string b = c->Call(Args{"EXISTS", "b:" + tx});
+      EXPECT_TRUE(a == s && s == b) << "transaction " << tx << " is half there: " << a << s << b;
+      if (i < acknowledged[id]) EXPECT_EQ(a, ":1\r\n") << "acknowledged transaction " << tx;
+      whole += a == ":1\r\n";
+    }
+  }
+  EXPECT_GT(whole, 0) << "no transaction ran before the kill";
 }
 
 // A client that disconnects inside MULTI, with keys watched, leaves nothing queued or watched:

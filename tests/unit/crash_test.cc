@@ -61,9 +61,12 @@ VStore Rows(std::string sid, uint32_t layer, uint64_t start, uint64_t rows, char
                 Blob{{Bytes::CopyOf(std::string(rows * dim * 4, seed))}}};
 }
 
-// One step of the script: a change, or a snapshot.
+// One step of the script: a change, an EXEC's changes (logged as one group: all or none), or a
+// snapshot.
 struct Step {
   std::optional<Mutation> change;
+  std::vector<Mutation> group;
+  bool snapshot() const { return !change && group.empty(); }
 };
 
 std::vector<Step> Script() {
@@ -103,6 +106,13 @@ std::vector<Step> Script() {
       {VDrop{"w"}},
       {KvDrop{"ns"}},
       {KeyExpire{"d", later + 3}},
+      // EXEC: strings, an SSM store over two layers and a drop, past a segment's size (the group
+      // goes whole into one segment) and across sectors, so a tear can cut inside it.
+      {std::nullopt,
+       {StringSet{"x1", 0, 0, Blob{{Bytes::CopyOf(Pattern(5000, 17))}}},
+        Put("d", {{7, Pattern(4000, 18)}, {8, Pattern(300, 19)}}),
+        StringSet{"x2", 0, later + 6, Blob{{Bytes::CopyOf("two")}}}, SsmDropLayer{"d", 6},
+        StringDel{"x1"}}},
       {StringSet{"s", 1 | (2 << 1), 0, Blob{{Bytes::CopyOf("kept its expiry")}}}},
       {StringSet{"t", 0, later + 5, Blob{{Bytes::CopyOf("12")}}}},
       {StringDel{"t"}},
@@ -168,6 +178,13 @@ class World {
   std::string State() const { return Observe(ssm_, vectors_, keys_); }
   const store::Keyspace& keys() const { return keys_; }
 
+  // A step's change, or its EXEC's changes as one group; returns the last record's lsn.
+  uint64_t Change(const Step& step) {
+    if (step.change) return Change(*step.change);
+    Durability::Group group(durability_.get());
+    for (const Mutation& m : step.group) EXPECT_EQ(Change(m), 0u) << "appended outside its group";
+    return group.End();
+  }
   // The live path's steps (commands/mutate.h); returns the record's lsn.
   uint64_t Change(const Mutation& m) {
     EXPECT_TRUE(Check(m, Limits::Hard()).ok) << Describe(m);
@@ -218,7 +235,7 @@ class CrashTest : public ::testing::Test {
       return run;
     }
     for (const Step& step : Script()) {
-      if (!step.change) {
+      if (step.snapshot()) {
         std::string err = world.durability().Save();
         if (!err.empty()) {
           EXPECT_TRUE(env.dead()) << err;
@@ -226,7 +243,7 @@ class CrashTest : public ::testing::Test {
         }
         continue;
       }
-      const uint64_t lsn = world.Change(*step.change);
+      const uint64_t lsn = world.Change(step);
       if (!world.Acknowledged(lsn)) {
         EXPECT_TRUE(env.dead()) << "a write was not acknowledged on a healthy disk";
         run.in_flight = world.State();
@@ -296,7 +313,8 @@ TEST_F(CrashTest, TheScriptsKeysAndExpiriesSurviveARestart) {
   // "s" was written after FLUSHALL with KEEPTTL (no expiry to keep), "t" deleted; the keys of
   // the MSET before FLUSHALL are gone, those of the one after it are there.
   const std::map<std::string, int64_t> expected = {
-      {"d", int64_t{4102444800003}}, {"m3", 0}, {"m4", 0}, {"s", 0}, {"u", 0}};
+      {"d", int64_t{4102444800003}}, {"m3", 0}, {"m4", 0}, {"s", 0}, {"u", 0},
+      {"x2", int64_t{4102444800006}}};
   EXPECT_EQ(expiries, expected);
   EXPECT_EQ(after.keys().Find("m3")->value.view(), "last wins");
   EXPECT_EQ(after.keys().Find("u")->value.view(), "u again");
@@ -313,7 +331,7 @@ void RunWithOneFault(const std::string& dir, uint64_t n, FaultEnv::Fault fault,
   ASSERT_EQ(world.Open(), "");
   env.FailAt(n, fault);
   for (const Step& step : Script()) {
-    if (!step.change) {
+    if (step.snapshot()) {
       std::string err = world.durability().Save();
       if (!err.empty()) {
         EXPECT_NE(err.find("injected"), std::string::npos) << err;
@@ -322,7 +340,7 @@ void RunWithOneFault(const std::string& dir, uint64_t n, FaultEnv::Fault fault,
       ASSERT_EQ(err, "") << "a retried snapshot failed after a fault at operation " << n;
       continue;
     }
-    const uint64_t lsn = world.Change(*step.change);
+    const uint64_t lsn = world.Change(step);
     bool acknowledged = false;
     for (int i = 0; i < 400 && !acknowledged; ++i) {
       acknowledged = world.Acknowledged(lsn);
@@ -381,13 +399,13 @@ TEST_F(CrashTest, FaultsInACallersWriteAreRetriedByTheLogThread) {
         ASSERT_EQ(world.Open(), "");
         env.FailAt(n, fault);
         for (const Step& step : Script()) {
-          if (!step.change) {
+          if (step.snapshot()) {
             std::string err = world.durability().Save();
             if (!err.empty()) err = world.durability().Save();
             ASSERT_EQ(err, "") << "a retried snapshot failed";
             continue;
           }
-          const uint64_t lsn = world.Change(*step.change);
+          const uint64_t lsn = world.Change(step);
           const LogStats before = world.durability().Stats().log;
           std::mutex mu;
           std::condition_variable cv;

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -90,6 +91,8 @@ std::string Diff(const Dump& expected, const Dump& actual) {
 
 #define EXPECT_SAME_DUMP(expected, actual) \
   EXPECT_TRUE((expected) == (actual)) << Diff((expected), (actual))
+#define ASSERT_SAME_DUMP(expected, actual) \
+  ASSERT_TRUE((expected) == (actual)) << Diff((expected), (actual))
 
 std::string RandomBlob(size_t size, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -975,6 +978,205 @@ TEST_F(DurabilityTest, ASecondOpenOfTheSameDirectoryFails) {
   auto third = OpenNode();
   ASSERT_NE(third, nullptr);
   EXPECT_SAME_DUMP((Dump{{"s", {{0, "v"}, {1, "w"}}}}), third->Contents());
+}
+
+// ---------------------------------------------------------------------------------------------
+// EXEC groups (record type 11): all of a transaction's records, or none, across a crash.
+
+// The records of a segment: type and where each starts.
+std::vector<std::pair<RecordType, uint64_t>> RecordTypes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::pair<RecordType, uint64_t>> out;
+  for (uint64_t start : RecordStarts(path)) {
+    out.emplace_back(static_cast<RecordType>(bytes[start + 12]), start);
+  }
+  return out;
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void WriteFileBytes(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST_F(DurabilityTest, AnExecGroupCutAtEveryByteRecoversAllOfItOrNone) {
+  Dump before, after;
+  {
+    auto node = OpenNode();
+    ASSERT_NE(node, nullptr);
+    node->Put("pre-0", {{0, "first"}}, &before);
+    node->Put("pre-1", {{0, RandomBlob(9, 1)}, {3, "x"}}, &before);
+    after = before;
+    Durability::Group group(&node->durability());
+    EXPECT_EQ(node->Put("tx-a", {{0, RandomBlob(7, 2)}}, &after), 0u) << "collected, not queued";
+    node->Put("tx-b", {{0, "b0"}, {1, RandomBlob(4, 3)}}, &after);
+    node->DropLayer("pre-1", 3, &after);
+    node->Put("pre-0", {{0, "overwritten"}}, &after);
+    EXPECT_GT(group.End(), 0u);
+    node->Close();
+  }
+  auto segments = Segments(options_.dir);
+  ASSERT_EQ(segments.size(), 1u);
+  const std::string path = segments[0].path;
+  const auto records = RecordTypes(path);
+  ASSERT_EQ(records.size(), 7u);
+  ASSERT_EQ(records[2].first, RecordType::kExecGroup);
+  const uint64_t group_at = records[2].second;
+  const std::string whole = FileBytes(path);
+  // Every cut from the group's first byte to one short of its end: none of it; whole: all of it.
+  for (uint64_t cut = group_at; cut <= whole.size(); ++cut) {
+    SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
+    std::error_code ec;
+    fs::remove_all(options_.dir, ec);
+    fs::create_directories(options_.dir);
+    WriteFileBytes(path, std::string_view(whole).substr(0, cut));
+    log_.Clear();
+    auto node = OpenNode();
+    ASSERT_NE(node, nullptr);
+    const bool all = cut == whole.size();
+    ASSERT_SAME_DUMP(all ? after : before, node->Contents());
+    if (!all) {
+      EXPECT_EQ(fs::file_size(path), group_at) << "the cut-off group was not removed";
+      if (cut >= group_at + kRecordHeaderSize + kExecGroupPayloadSize) {
+        EXPECT_NE(log_.Text().find("a transaction cut off"), std::string::npos) << log_.Text();
+      }
+    }
+  }
+}
+
+TEST_F(DurabilityTest, DamageInsideAnExecGroupBeforeTheTailFailsOpen) {
+  {
+    auto node = OpenNode();
+    ASSERT_NE(node, nullptr);
+    {
+      Durability::Group group(&node->durability());
+      node->Put("tx-a", {{0, "a"}});
+      node->Put("tx-b", {{0, "b"}});
+    }
+    node->Put("after", {{0, "c"}});
+    node->Close();
+  }
+  auto segments = Segments(options_.dir);
+  ASSERT_EQ(segments.size(), 1u);
+  const auto records = RecordTypes(segments[0].path);
+  ASSERT_EQ(records.size(), 4u);
+  ASSERT_EQ(records[0].first, RecordType::kExecGroup);
+  FlipByte(segments[0].path, records[2].second + kRecordHeaderSize);  // tx-b's payload
+  Node node(options_);
+  const std::string err = node.Open();
+  EXPECT_NE(err.find("damaged transaction group at offset " + std::to_string(records[0].second)),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(segments[0].path), std::string::npos) << err;
+}
+
+TEST_F(DurabilityTest, AnExecGroupNeverSpansSegmentsAndEachRecordIsPlaced) {
+  // Segments of 4 KiB: groups of ~1.5 KiB rotate often; each must sit whole in one segment, and
+  // each record's `placed` must name where its payload landed.
+  options_.segment_bytes = 4096;
+  std::map<std::string, std::string> expected_payloads;  // "sid" -> the record's payload bytes
+  std::vector<std::pair<std::shared_ptr<const store::ColdFile>, uint64_t>> places;
+  std::vector<std::string> placed_payloads;
+  std::mutex mu;
+  {
+    LogWriter log(options_.dir, FsyncPolicy::kAlways, options_.segment_bytes, 1, 1, {});
+    fs::create_directories(options_.dir);
+    ASSERT_EQ(log.Start(), "");
+    for (int g = 0; g < 12; ++g) {
+      std::vector<LogWriter::GroupMember> members;
+      for (int r = 0; r < 3; ++r) {
+        std::string payload = RandomBlob(400 + 37 * r + g, 100 * g + r);
+        members.push_back(LogWriter::GroupMember{
+            StagePieces(RecordType::kStringDel, {Bytes::CopyOf(payload)}), 0,
+            [&, payload](const std::shared_ptr<const store::ColdFile>& file, uint64_t at) {
+              std::lock_guard lock(mu);
+              places.emplace_back(file, at);
+              placed_payloads.push_back(payload);
+            }});
+      }
+      log.AppendGroup(std::move(members));
+      log.Append(RecordType::kStringDel, {Bytes::CopyOf(std::string("single"))});
+    }
+    log.Sync();
+    std::lock_guard lock(mu);
+    ASSERT_EQ(places.size(), 36u);
+    for (size_t i = 0; i < places.size(); ++i) {
+      Bytes read;
+      std::string error;
+      ASSERT_TRUE(places[i].first->Read(places[i].second, placed_payloads[i].size(), read, error))
+          << error;
+      EXPECT_EQ(read.view(), placed_payloads[i]) << "record " << i << " placed wrong";
+    }
+  }
+  auto segments = Segments(options_.dir);
+  EXPECT_GT(segments.size(), 3u);
+  int groups = 0;
+  for (const SegmentFile& segment : segments) {
+    const auto records = RecordTypes(segment.path);
+    for (size_t i = 0; i < records.size(); ++i) {
+      if (records[i].first != RecordType::kExecGroup) continue;
+      ++groups;
+      ASSERT_LT(i + 3, records.size()) << "a group split at a rotation in " << segment.path;
+      for (size_t m = 1; m <= 3; ++m) EXPECT_EQ(records[i + m].first, RecordType::kStringDel);
+    }
+  }
+  EXPECT_EQ(groups, 12);
+}
+
+TEST_F(DurabilityTest, ASnapshotTakenDuringAnExecWaitsForItsGroup) {
+  // A snapshot reads the stores while an EXEC has made one of its two changes: it must not take
+  // effect before the whole group is in the log, or a crash would keep half the transaction.
+  auto node = OpenNode();
+  ASSERT_NE(node, nullptr);
+  node->Put("before", {{0, "b"}});
+  Dump expected;
+  std::optional<Durability::Group> group;
+  group.emplace(&node->durability());
+  node->Put("tx-a", {{0, "a"}}, &expected);
+  std::atomic<bool> saved{false};
+  std::string save_error;
+  std::thread saver([&] {
+    save_error = node->durability().Save();
+    saved = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(saved.load()) << "the snapshot took effect while a group was open";
+  node->Put("tx-b", {{0, "b2"}}, &expected);
+  group.reset();  // queues the group
+  saver.join();
+  EXPECT_EQ(save_error, "");
+  // A crash now: whatever the log and snapshot hold is all of the group.
+  auto segments = Segments(options_.dir);
+  bool found = false;
+  for (const SegmentFile& segment : segments) {
+    for (const auto& [type, at] : RecordTypes(segment.path)) {
+      found = found || type == RecordType::kExecGroup;
+    }
+  }
+  EXPECT_TRUE(found) << "the group was not written before the snapshot took effect";
+  node->Close();
+  expected["before"][0] = "b";
+  auto again = OpenNode();
+  ASSERT_NE(again, nullptr);
+  EXPECT_SAME_DUMP(expected, again->Contents());
+}
+
+TEST_F(DurabilityTest, ASyncInsideAGroupSyncsTheGroupWhenItIsQueued) {
+  // KV.PREFIX.COMMIT queued inside EXEC after a write: that write is fsynced before EXEC replies,
+  // whatever appendfsync says (here: no).
+  auto node = OpenNode();
+  ASSERT_NE(node, nullptr);
+  Durability::Group group(&node->durability());
+  node->Put("tx-a", {{0, "a"}});
+  node->durability().Sync();
+  node->Put("tx-b", {{0, "b"}});
+  const uint64_t lsn = group.End();
+  EXPECT_GE(node->durability().Stats().log.synced_lsn, lsn);
 }
 
 }  // namespace

@@ -313,8 +313,7 @@ bool MakeRoom(Engine& engine) {
   return true;
 }
 
-store::StringCold MakeStringCold(Engine& engine, store::Database& database,
-                                 std::string_view key) {
+store::StringCold MakeStringCold(Engine& engine, store::Database& database, std::string_view key) {
   store::StringCold out = database.keys.MakeStringCold(key);
   if (out == store::StringCold::kNotDurable || out == store::StringCold::kNotPlaced) {
     // One fsync makes every record so far durable and placed, shared by the pass's victims.
@@ -379,8 +378,7 @@ uint64_t ColdAfterRecovery(Engine& engine) {
       auto victim = database.keys.PickVictim(policy);
       const bool is_string = victim && victim->second == store::KeyType::kString;
       if (!victim || !DiskTierType(victim->second) ||
-          !(is_string ? MakeStringCold(engine, database, victim->first) ==
-                            store::StringCold::kCold
+          !(is_string ? MakeStringCold(engine, database, victim->first) == store::StringCold::kCold
                       : MakeCold(engine, database, victim->first, victim->second))) {
         done[index] = true;
         continue;

@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "common/clock.h"
 #include "persist/cold_directory.h"

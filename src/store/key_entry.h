@@ -95,8 +95,9 @@ struct KeyEntry {
 
   // The disk tier (large values only; nullptr for an inline one). A new value is not placed;
   // the log reports where its record landed and SetPlace records it if the entry still holds
-  // the buffer at `data` (nullptr: whatever it holds, for recovery, which runs alone). TakeValue moves a placed value out of memory (the caller sets the
-  // cold bit); RestoreValue puts bytes read back from the place in again.
+  // the buffer at `data` (nullptr: whatever it holds, for recovery, which runs alone). TakeValue
+  // moves a placed value out of memory (the caller sets the cold bit); RestoreValue puts bytes read
+  // back from the place in again.
   const StringPlace* Place() const { return value_inline() ? nullptr : &PlaceSlot(); }
   bool SetPlace(const uint8_t* data, std::shared_ptr<const ColdFile> file, uint64_t offset);
   void Repoint(std::shared_ptr<const ColdFile> file, uint64_t offset) {

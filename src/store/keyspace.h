@@ -65,17 +65,17 @@ struct KeyspaceStats {
   std::array<uint64_t, kKeyTypeCount> keys_by_type{};  // indexed by KeyType
   uint64_t string_bytes = 0;                           // string values held in memory
   uint64_t cold_string_bytes = 0;                      // string values in the disk tier
-  uint64_t cold_string_reads = 0;       // reads of cold string values
-  uint64_t cold_string_bytes_read = 0;  // bytes they read from disk
-  uint64_t string_promotions = 0;       // cold strings read back into memory
+  uint64_t cold_string_reads = 0;                      // reads of cold string values
+  uint64_t cold_string_bytes_read = 0;                 // bytes they read from disk
+  uint64_t string_promotions = 0;                      // cold strings read back into memory
 };
 
 // What asking a string to leave memory for the disk tier found.
 enum class StringCold : uint8_t {
-  kCold,        // it left memory; its entry keeps the value's place
-  kNotEligible, // gone, not a string, already cold, or below KeyEntry::kInlineValueBelow
-  kNotPlaced,   // the log has not reported where its record landed (yet)
-  kNotDurable,  // placed, but its bytes are not fsynced yet
+  kCold,         // it left memory; its entry keeps the value's place
+  kNotEligible,  // gone, not a string, already cold, or below KeyEntry::kInlineValueBelow
+  kNotPlaced,    // the log has not reported where its record landed (yet)
+  kNotDurable,   // placed, but its bytes are not fsynced yet
 };
 
 class Keyspace {
@@ -129,8 +129,8 @@ class Keyspace {
   // place. PutColdString makes `key` a cold string outright (recovery from a snapshot).
   // RepointString moves a value's place from (`old_file`, `old_offset`) to a new one
   // (a snapshot's copy).
-  void PlaceString(std::string_view key, const uint8_t* data,
-                   std::shared_ptr<const ColdFile> file, uint64_t offset);
+  void PlaceString(std::string_view key, const uint8_t* data, std::shared_ptr<const ColdFile> file,
+                   uint64_t offset);
   StringCold MakeStringCold(std::string_view key);
   bool PromoteString(std::string_view key, const StringPlace& place, Bytes value);
   void PutColdString(std::string_view key, StringEncoding encoding, int64_t at_ms,

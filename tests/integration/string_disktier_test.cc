@@ -183,8 +183,8 @@ TEST_F(StringDiskTierTest, ColdStringsServeEveryStringCommand) {
 }
 
 TEST_F(StringDiskTierTest, SmallStringsAreStillDeletedAndWithoutPersistenceEverythingIs) {
-  ASSERT_NO_FATAL_FAILURE(StartServer(
-      {.flags = {"--appendonly", "no", "--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"}}));
+  ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "no", "--maxmemory", "8mb",
+                                                 "--maxmemory-policy", "allkeys-lru"}}));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
   EXPECT_EQ(InfoField(c.get(), "cold_keys"), 0u);
@@ -195,9 +195,9 @@ TEST_F(StringDiskTierTest, SmallStringsAreStillDeletedAndWithoutPersistenceEvery
 // kill right after the writes finds every acknowledged chunk. (That an unsynced value stays in
 // memory is checked in tests/unit/keyspace_test.cc.)
 TEST_F(StringDiskTierTest, KillAfterEvictionLosesNoAcknowledgedChunk) {
-  ASSERT_NO_FATAL_FAILURE(StartServer(
-      {.flags = {"--appendonly", "yes", "--appendfsync", "no", "--maxmemory", "8mb",
-                 "--maxmemory-policy", "allkeys-lru"}}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({.flags = {"--appendonly", "yes", "--appendfsync", "no", "--maxmemory", "8mb",
+                             "--maxmemory-policy", "allkeys-lru"}}));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
   ASSERT_GE(InfoField(c.get(), "cold_keys"), uint64_t{kChunks / 2});
@@ -209,9 +209,8 @@ TEST_F(StringDiskTierTest, KillAfterEvictionLosesNoAcknowledgedChunk) {
 }
 
 TEST_F(StringDiskTierTest, ConcurrentGetsNeverSeeAPartialValueWhileValuesGoCold) {
-  ASSERT_NO_FATAL_FAILURE(StartServer(
-      {.flags = {"--appendonly", "yes", "--maxmemory", "2mb", "--maxmemory-policy",
-                 "allkeys-lru"}}));
+  ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes", "--maxmemory", "2mb",
+                                                 "--maxmemory-policy", "allkeys-lru"}}));
   constexpr int kKeys = 12, kVersions = 200;
   constexpr size_t kSize = 256 << 10;
   // A value whose every byte names its version, so a torn one shows.
@@ -258,9 +257,9 @@ TEST_F(StringDiskTierTest, ConcurrentGetsNeverSeeAPartialValueWhileValuesGoCold)
 }
 
 TEST_F(StringDiskTierTest, MaxdiskCountsAndDeletesColdStrings) {
-  ASSERT_NO_FATAL_FAILURE(StartServer(
-      {.flags = {"--appendonly", "yes", "--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru",
-                 "--maxdisk", "6mb"}}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({.flags = {"--appendonly", "yes", "--maxmemory", "8mb", "--maxmemory-policy",
+                             "allkeys-lru", "--maxdisk", "6mb"}}));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
   EXPECT_LE(InfoField(c.get(), "cold_string_bytes"), uint64_t{6} << 20);

@@ -105,7 +105,7 @@ TEST_F(StringDiskTier, ASmallValueIsNeverPlacedNorCold) {
 TEST_F(StringDiskTier, ANewValueDropsThePlaceAndAStalePlaceIsNotTaken) {
   const uint64_t first = PutAndLog("k", Pattern(kLarge, 'c'));
   const uint8_t* first_data = data_;
-  PutAndLog("k", Pattern(kLarge + 1, 'd'));  // its record is not placed yet
+  PutAndLog("k", Pattern(kLarge + 1, 'd'));          // its record is not placed yet
   keys_.PlaceString("k", first_data, file_, first);  // the old value's place arrives late
   file_->MarkDurable(ColdFile::kAllDurable);
   EXPECT_EQ(keys_.MakeStringCold("k"), StringCold::kNotPlaced);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -41,6 +43,22 @@ std::string Key(int chunk, const std::string& suffix) {
   char hash[17];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(chunk) * 0x9e37);
   return std::string("meta-llama/Llama-3.1-8B@1@0@") + hash + "@bfloat16" + suffix;
+}
+
+// How many string set records (type 6) of the snapshot at `path` carry the cold flag (header:
+// 32 bytes, type at byte 12, flags at 13, payload length at 24; docs/storage-format.md).
+int ColdStringRecords(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(f)), {});
+  int cold = 0;
+  for (uint64_t at = 32; at + 32 <= file.size();) {
+    uint64_t length = 0;
+    for (int i = 7; i >= 0; --i)
+      length = (length << 8) | static_cast<unsigned char>(file[at + 24 + i]);
+    if (file[at + 12] == 6 && file[at + 13] == 1) ++cold;
+    at += 32 + length;
+  }
+  return cold;
 }
 
 class StringDiskTierTest : public ServerTest {
@@ -108,11 +126,14 @@ TEST_F(StringDiskTierTest, LmcacheChunksPastMaxmemoryComeBackBitExactAcrossResta
   // SAVE writes the cold chunks flagged cold; the restart loads none of them into memory.
   r = HiredisCommand(c.get(), {"SAVE"});
   ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  EXPECT_GE(ColdStringRecords(server_.data_dir() + "/snapshot.pds"), kChunks / 2);
   c.reset();
   ASSERT_TRUE(server_.Stop());
   ASSERT_TRUE(server_.Restart(Options()));
   c = ConnectHiredis(server_.port());
   EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{8} << 20);
+  // Only the hot records were read: the cold chunks' bytes were not.
+  EXPECT_LE(InfoField(c.get(), "recovered_bytes"), uint64_t{kChunks - kChunks / 2} * kChunk);
   EXPECT_GE(InfoField(c.get(), "cold_keys"), uint64_t{kChunks / 2});
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
   // And again, once the chunks sit in the snapshot.

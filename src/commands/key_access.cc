@@ -367,27 +367,40 @@ uint64_t ColdAfterRecovery(Engine& engine) {
   if (engine.durability() == nullptr) return 0;
   uint64_t moved = 0;
   // A database whose next victim is not a session gives no more: nothing is deleted at start,
-  // only sessions the disk tier can hold leave memory.
+  // only sessions and strings the disk tier can hold leave memory. A string too small for it is
+  // stepped over (an access stamp puts it behind the others; the order of what recovery loaded
+  // is the log's, not its clients'), at most once per key.
   std::vector<bool> done(engine.databases().count(), false);
+  std::vector<uint64_t> stepped_over(engine.databases().count(), 0);
   while (limit > 0 && policy != store::EvictionPolicy::kNoEviction &&
          CountedMemory(engine) > static_cast<uint64_t>(limit)) {
-    bool went_cold = false;
+    bool progressed = false;
     for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
       if (done[index]) continue;
       store::Database& database = engine.database(index);
       auto victim = database.keys.PickVictim(policy);
       const bool is_string = victim && victim->second == store::KeyType::kString;
+      const store::StringCold string_cold = is_string
+                                                ? MakeStringCold(engine, database, victim->first)
+                                                : store::StringCold::kNotEligible;
+      if (is_string && string_cold == store::StringCold::kNotEligible &&
+          stepped_over[index] < database.keys.size()) {
+        database.keys.Touch(victim->first);
+        stepped_over[index] += 1;
+        progressed = true;
+        break;
+      }
       if (!victim || !DiskTierType(victim->second) ||
-          !(is_string ? MakeStringCold(engine, database, victim->first) == store::StringCold::kCold
+          !(is_string ? string_cold == store::StringCold::kCold
                       : MakeCold(engine, database, victim->first, victim->second))) {
         done[index] = true;
         continue;
       }
       ++moved;
-      went_cold = true;
+      progressed = true;
       break;
     }
-    if (!went_cold) break;
+    if (!progressed) break;
   }
   std::lock_guard lock(eviction_pass);
   TrimDiskTier(engine);

@@ -146,6 +146,24 @@ TEST_F(StringDiskTierTest, LmcacheChunksPastMaxmemoryComeBackBitExactAcrossResta
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 }
 
+// Stored without a budget, restarted with one: recovery sends chunks to disk past the small
+// metadata keys between them (which the disk tier does not hold, and a start never deletes).
+TEST_F(StringDiskTierTest, RecoveryUnderANewBudgetSendsChunksToDiskPastSmallKeys) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
+  RedisContext c = ConnectHiredis(server_.port());
+  ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+  EXPECT_EQ(InfoField(c.get(), "cold_keys"), 0u);
+  c.reset();
+  ASSERT_TRUE(server_.Stop());
+  ASSERT_TRUE(server_.Restart(Options()));
+  c = ConnectHiredis(server_.port());
+  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{8} << 20);
+  EXPECT_GE(InfoField(c.get(), "cold_keys"), uint64_t{kChunks / 2});
+  RedisReply r = HiredisCommand(c.get(), {"DBSIZE"});
+  EXPECT_EQ(r->integer, 2 * kChunks) << "nothing deleted at start";
+  ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
+}
+
 TEST_F(StringDiskTierTest, ColdStringsServeEveryStringCommand) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
   RedisContext c = ConnectHiredis(server_.port());

@@ -291,13 +291,18 @@ bool MakeRoom(Engine& engine) {
       // The disk tier: the entry's bytes are in the log or a snapshot; once they are durable it
       // leaves memory and stays a key of its database, served from disk. A V-store entry whose
       // rows have no known place (the log could not report one) is deleted as without it, and so
-      // is a small string (no place is kept for it).
+      // is a small string (no place is kept for it) — unless large strings are still in memory:
+      // then it is parked in the cold index, kept, so that LMCache's 28-byte metadata outlives
+      // its chunk's eviction (docs/cache-design.md, "Small strings beside cold chunks").
       const store::StringCold string_cold = disk_tier && is_string
                                                 ? MakeStringCold(engine, database, victim->first)
                                                 : store::StringCold::kNotEligible;
       if (disk_tier && (is_string ? string_cold == store::StringCold::kCold
                                   : MakeCold(engine, database, victim->first, victim->second))) {
         TrimDiskTier(engine);
+      } else if (disk_tier && string_cold == store::StringCold::kNotEligible &&
+                 database.keys.LargeStringBytes() > 0 && database.keys.ParkString(victim->first)) {
+        // Nothing freed: the next victim is taken.
       } else if (disk_tier && (victim->second == store::KeyType::kSsmPrefix ||
                                string_cold == store::StringCold::kNotDurable)) {
         return false;

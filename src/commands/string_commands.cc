@@ -78,9 +78,12 @@ std::optional<KeyInfo> ReadKeyPlace(Context& ctx, std::string_view key) {
   return info;
 }
 
-// The length of a string's value, hot or cold (a cold value is not read).
+// A string whose value is on disk only (a parked small string is cold but holds its value).
+bool OnDisk(const KeyInfo& info) { return info.place.file != nullptr; }
+
+// The length of a string's value, in memory or on disk (a value on disk is not read).
 uint64_t ValueLength(const KeyInfo& info) {
-  return info.cold ? info.place.length : info.value.size();
+  return OnDisk(info) ? info.place.length : info.value.size();
 }
 
 // Redis's lookupKeyWrite: lazy expiry and an access stamp, not counted as a hit or miss.
@@ -327,7 +330,7 @@ void GetRange(Context& ctx) {
   if (to >= length) to = length - 1;
   if (from > to || length == 0) return ctx.reply.Bulk("");
   const auto count = static_cast<uint64_t>(to - from + 1);
-  if (info->cold) {  // only the asked bytes are read from disk; the key stays cold
+  if (OnDisk(*info)) {  // only the asked bytes are read from disk; the key stays cold
     Bytes part;
     std::string error;
     if (!Db(ctx).keys.ReadColdString(info->place, static_cast<uint64_t>(from), count, part,

@@ -893,10 +893,12 @@ std::string Durability::WriteSnapshot() {
       return;
     }
     const uint64_t record_at = bytes;
-    write_with(record, info.cold ? kRecordFlagCold : 0);
+    // A parked small string is in the cold index with its value in memory: written hot.
+    const bool on_disk = info.place.file != nullptr;
+    write_with(record, on_disk ? kRecordFlagCold : 0);
     for (const StringValueAt& w : StringValueOffsets(record, store::KeyEntry::kInlineValueBelow)) {
-      moved_strings.push_back(MovedString{writing_keys, key, info.cold ? info.place.file : nullptr,
-                                          info.place.offset, info.cold ? Bytes() : info.value,
+      moved_strings.push_back(MovedString{writing_keys, key, on_disk ? info.place.file : nullptr,
+                                          info.place.offset, on_disk ? Bytes() : info.value,
                                           record_at + kRecordHeaderSize + w.offset});
     }
   };

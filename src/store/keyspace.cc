@@ -162,11 +162,10 @@ Keyspace::Entry* Keyspace::Replaced(Shard& shard, Entry* entry, Entry* placed) {
 Keyspace::Entry* Keyspace::SetValueLocked(Shard& shard, Entry* entry, Bytes value,
                                           Bytes& released) {
   const int64_t old_cost = EntryCost(*entry);
-  const int64_t old_string = StringBytes(*entry);
-  cold_string_bytes_ -= ColdStringBytesOf(*entry);
+  CountString(*entry, -1);
   Entry* placed = Replaced(shard, entry, KeyEntry::WithValue(entry, std::move(value), released));
   bytes_ += EntryCost(*placed) - old_cost;
-  string_bytes_ += StringBytes(*placed) - old_string;
+  CountString(*placed, +1);
   return placed;
 }
 
@@ -194,9 +193,10 @@ Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType
         entry = SetValueLocked(shard, entry, Bytes(), released);
       }
     }
-    cold_string_bytes_ -= ColdStringBytesOf(*entry);
+    CountString(*entry, -1);
     entry->set_type(type);
     if (entry->cold()) SwitchTier(shard, *entry, false);
+    CountString(*entry, +1);
     return entry;
   }
   const EvictionIndex::Handle handle = shard.index.Insert(EvictionClockMicros());
@@ -213,8 +213,7 @@ void Keyspace::Erase(Shard& shard, Entry* entry) {
   EvictionIndex& index = shard.IndexOf(*entry);
   if (index.ExpiryMs(entry->handle)) bytes_ -= ExpiryBytes();
   bytes_ -= EntryCost(*entry);
-  string_bytes_ -= StringBytes(*entry);
-  cold_string_bytes_ -= ColdStringBytesOf(*entry);
+  CountString(*entry, -1);
   keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
   shard.keys_in_slot[KeySlot(entry->Key()) >> kShardBits] -= 1;
   index.Erase(entry->handle);
@@ -263,8 +262,7 @@ void Keyspace::Clear() {
     for (const Entry* entry = released.First(); entry != nullptr; entry = released.Next(entry)) {
       EvictionIndex& index = shard.IndexOf(*entry);
       bytes_ -= EntryCost(*entry) + (index.ExpiryMs(entry->handle) ? ExpiryBytes() : 0);
-      string_bytes_ -= StringBytes(*entry);
-      cold_string_bytes_ -= ColdStringBytesOf(*entry);
+      CountString(*entry, -1);
       keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
       index.Erase(entry->handle);
     }
@@ -295,6 +293,26 @@ KeyInfo Keyspace::InfoOf(const Shard& shard, const Entry& entry, bool with_value
   return info;
 }
 
+void Keyspace::CountString(const Entry& entry, int sign) {
+  string_bytes_ += sign * StringBytes(entry);
+  cold_string_bytes_ += sign * ColdStringBytesOf(entry);
+  if (entry.type() == KeyType::kString) {
+    large_string_bytes_ += sign * static_cast<int64_t>(entry.ExternalBytes());
+  }
+}
+
+bool Keyspace::ParkString(std::string_view key) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || entry->type() != KeyType::kString || entry->cold() ||
+      !entry->value_inline()) {
+    return false;
+  }
+  SwitchTier(shard, *entry, /*cold=*/true);
+  return true;
+}
+
 void Keyspace::PlaceString(std::string_view key, const uint8_t* data,
                            std::shared_ptr<const ColdFile> file, uint64_t offset) {
   Shard& shard = shards_[ShardOf(key)];
@@ -317,12 +335,11 @@ StringCold Keyspace::MakeStringCold(std::string_view key) {
   if (entry->Place()->file == nullptr) return StringCold::kNotPlaced;
   if (!entry->Place()->durable()) return StringCold::kNotDurable;
   const int64_t old_cost = EntryCost(*entry);
-  const int64_t old_string = StringBytes(*entry);
+  CountString(*entry, -1);
   released = entry->TakeValue();
   SwitchTier(shard, *entry, /*cold=*/true);
   bytes_ += EntryCost(*entry) - old_cost;
-  string_bytes_ += StringBytes(*entry) - old_string;
-  cold_string_bytes_ += ColdStringBytesOf(*entry);
+  CountString(*entry, +1);
   return StringCold::kCold;
 }
 
@@ -337,11 +354,11 @@ bool Keyspace::PromoteString(std::string_view key, const StringPlace& place, Byt
     return false;
   }
   const int64_t old_cost = EntryCost(*entry);
-  cold_string_bytes_ -= ColdStringBytesOf(*entry);
+  CountString(*entry, -1);
   entry->RestoreValue(std::move(value));
   SwitchTier(shard, *entry, /*cold=*/false);
   bytes_ += EntryCost(*entry) - old_cost;
-  string_bytes_ += StringBytes(*entry);
+  CountString(*entry, +1);
   string_promotions_ += 1;
   return true;
 }
@@ -369,13 +386,12 @@ void Keyspace::PutColdString(std::string_view key, StringEncoding encoding, int6
   std::lock_guard lock(shard.mu);
   Entry* entry = SetLocked(shard, key, KeyType::kString);
   const int64_t old_cost = EntryCost(*entry);
-  const int64_t old_string = StringBytes(*entry);
+  CountString(*entry, -1);
   entry = Replaced(shard, entry, KeyEntry::WithColdPlace(entry, std::move(place), released));
   entry->set_encoding(encoding);
   SwitchTier(shard, *entry, /*cold=*/true);
   bytes_ += EntryCost(*entry) - old_cost;
-  string_bytes_ += StringBytes(*entry) - old_string;
-  cold_string_bytes_ += ColdStringBytesOf(*entry);
+  CountString(*entry, +1);
   if (ExpiryOf(shard, *entry) != at_ms) SetExpiryLocked(shard, entry, at_ms);
 }
 

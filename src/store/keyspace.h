@@ -141,6 +141,14 @@ class Keyspace {
   // counted as a disk tier hit. False with `error` set when it cannot.
   bool ReadColdString(const StringPlace& place, uint64_t offset, uint64_t length, Bytes& out,
                       std::string& error) const;
+  // A small string (below KeyEntry::kInlineValueBelow) moved to the cold index with its value
+  // kept in its entry, so memory eviction passes it by (docs/cache-design.md, "Small strings
+  // beside cold chunks"). False when `key` is not a hot small string.
+  bool ParkString(std::string_view key);
+  // Bytes of large string values held in memory (the disk tier can take them).
+  uint64_t LargeStringBytes() const {
+    return static_cast<uint64_t>(std::max<int64_t>(0, large_string_bytes_.load()));
+  }
   // Bytes of cold string values (maxdisk counts them).
   uint64_t ColdStringBytes() const {
     return static_cast<uint64_t>(std::max<int64_t>(0, cold_string_bytes_.load()));
@@ -240,6 +248,8 @@ class Keyspace {
   void SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms);
   // PutString's change under the shard's lock; returns the old value, to be freed after it.
   Bytes PutStringLocked(Shard& shard, StringPut& put);
+  // Adds (`sign` 1) or takes away (-1) `entry`'s share of the string figures; around a change.
+  void CountString(const Entry& entry, int sign);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
   void SwitchTier(Shard& shard, Entry& entry, bool cold);
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);
@@ -250,6 +260,7 @@ class Keyspace {
   std::array<std::atomic<int64_t>, kKeyTypeCount> keys_of_type_{};
   std::atomic<int64_t> string_bytes_{0};
   std::atomic<int64_t> cold_string_bytes_{0};
+  std::atomic<int64_t> large_string_bytes_{0};
   mutable std::atomic<uint64_t> cold_string_reads_{0};
   mutable std::atomic<uint64_t> cold_string_bytes_read_{0};
   std::atomic<uint64_t> string_promotions_{0};

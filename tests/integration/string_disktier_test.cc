@@ -97,10 +97,15 @@ TEST_F(StringDiskTierTest, LmcacheChunksPastMaxmemoryComeBackBitExactAcrossResta
   EXPECT_GE(InfoField(c.get(), "cold_keys"), uint64_t{kChunks / 2});
   EXPECT_GE(InfoField(c.get(), "cold_string_bytes"), uint64_t{kChunks / 2} * kChunk);
   EXPECT_GT(InfoField(c.get(), "cold_evictions"), 0u);
+  // LMCache's lookup (EXISTS metadata, chunk by chunk) finds every chunk: the small metadata
+  // keys were parked beside their cold chunks, not deleted.
   for (int i = 0; i < kChunks; ++i) {
-    RedisReply r = HiredisCommand(c.get(), {"EXISTS", Key(i, "kv_bytes")});
-    ASSERT_EQ(r->integer, 1) << i;
+    RedisReply r = HiredisCommand(c.get(), {"EXISTS", Key(i, "metadata"), Key(i, "kv_bytes")});
+    ASSERT_EQ(r->integer, 2) << i;
+    r = HiredisCommand(c.get(), {"GET", Key(i, "metadata")});
+    ASSERT_EQ(std::string(r->str, r->len), Chunk(i, kMetadata, 1)) << i;
   }
+  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
   // The first chunk is cold: STRLEN and GETRANGE read nothing / only the asked bytes.
   const std::string first = Chunk(0, kChunk);
   const uint64_t read_before = InfoField(c.get(), "cold_bytes_read");
@@ -219,6 +224,23 @@ TEST_F(StringDiskTierTest, ColdStringsServeEveryStringCommand) {
   }
   r = HiredisCommand(c.get(), {"GET", Key(7, "kv_bytes")});
   EXPECT_EQ(std::string(r->str, r->len), "small");
+}
+
+// Only small strings: with no large value in memory to send to disk, eviction deletes them by
+// the policy, as Redis does (nothing is parked).
+TEST_F(StringDiskTierTest, OnlySmallStringsAreEvictedAsInRedis) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  const std::string value(1000, 'v');
+  for (int i = 0; i < 20000; ++i) {
+    RedisReply r = HiredisCommand(c.get(), {"SET", "small:" + std::to_string(i), value});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << i << " " << DescribeReply(r.get());
+  }
+  EXPECT_GT(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_EQ(InfoField(c.get(), "cold_keys"), 0u);
+  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{9} << 20);
+  RedisReply r = HiredisCommand(c.get(), {"EXISTS", "small:19999", "small:0"});
+  EXPECT_EQ(r->integer, 1);
 }
 
 TEST_F(StringDiskTierTest, SmallStringsAreStillDeletedAndWithoutPersistenceEverythingIs) {

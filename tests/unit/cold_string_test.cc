@@ -162,5 +162,29 @@ TEST_F(StringDiskTier, ColdKeysAreRemovedOverwrittenAndRecoveredWithTheirFigures
   EXPECT_EQ(keys_.MemoryBytes(), 0u);
 }
 
+TEST_F(StringDiskTier, AParkedSmallStringKeepsItsValueInTheColdIndex) {
+  keys_.PutString("meta", Bytes::CopyOf(Pattern(28, 'g')), StringEncoding::kEmbstr, KeepTtl::kNo, 0,
+                  {});
+  const uint64_t memory = keys_.MemoryBytes();
+  EXPECT_TRUE(keys_.ParkString("meta"));
+  EXPECT_FALSE(keys_.ParkString("meta")) << "already parked";
+  EXPECT_FALSE(keys_.ParkString("missing"));
+  auto info = keys_.Find("meta");
+  ASSERT_TRUE(info && info->cold);
+  EXPECT_EQ(std::string(info->value.view()), Pattern(28, 'g'));
+  EXPECT_EQ(info->place.file, nullptr);
+  EXPECT_EQ(keys_.MemoryBytes(), memory) << "parking frees nothing and costs nothing";
+  EXPECT_EQ(keys_.ColdStringBytes(), 0u);
+  EXPECT_FALSE(keys_.PickVictim(EvictionPolicy::kAllKeysLru)) << "memory eviction passes it by";
+  EXPECT_EQ(keys_.PickColdVictim(EvictionPolicy::kAllKeysLru)->first, "meta");
+  // A write brings it back to the hot index.
+  keys_.PutString("meta", Bytes::CopyOf("new"), StringEncoding::kEmbstr, KeepTtl::kNo, 0, {});
+  EXPECT_FALSE(keys_.Find("meta")->cold);
+  // A large value is not parked (it goes cold instead).
+  PutAndLog("large", Pattern(kLarge, 'h'));
+  EXPECT_FALSE(keys_.ParkString("large"));
+  EXPECT_EQ(keys_.LargeStringBytes(), keys_.Stats(0).string_bytes - 3);
+}
+
 }  // namespace
 }  // namespace prefixd::store

@@ -274,9 +274,15 @@ void DisktierSection(Engine& e, std::string& out) {
   const store::VectorStoreStats v = e.VectorStats();
   s.cold_layers += v.cold_layers, s.cold_bytes += v.cold_bytes, s.cold_reads += v.cold_reads;
   s.cold_bytes_read += v.cold_bytes_read, s.promotions += v.promotions;
-  uint64_t cold_keys = 0;
-  e.databases().ForEach(
-      [&](size_t, store::Database& db) { cold_keys += db.keys.Stats(0).cold_keys; });
+  // Strings' cold values count with them; cold_strings and cold_string_bytes say how much.
+  uint64_t cold_keys = 0, cold_string_bytes = 0;
+  e.databases().ForEach([&](size_t, store::Database& db) {
+    const store::KeyspaceStats k = db.keys.Stats(0);
+    cold_keys += k.cold_keys;
+    cold_string_bytes += k.cold_string_bytes;
+    s.cold_bytes += k.cold_string_bytes, s.cold_reads += k.cold_string_reads;
+    s.cold_bytes_read += k.cold_string_bytes_read, s.promotions += k.string_promotions;
+  });
   Field(out, "disktier_enabled", uint64_t{e.durability() != nullptr ? 1u : 0u});
   Field(out, "cold_keys", cold_keys);
   Field(out, "cold_layers", s.cold_layers);
@@ -285,6 +291,7 @@ void DisktierSection(Engine& e, std::string& out) {
   Field(out, "cold_hits", s.cold_reads);
   Field(out, "cold_bytes_read", s.cold_bytes_read);
   Field(out, "cold_promotions", s.promotions);
+  Field(out, "cold_string_bytes", cold_string_bytes);
   Field(out, "cold_evictions", e.stats().cold_evictions.load());
   Field(out, "disk_evicted_keys", e.stats().disk_evicted_keys.load());
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,19 +125,38 @@ void CountGenericRead(Context& ctx, bool hit) {
   (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
 }
 
-std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch);
+std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch,
+                                       bool load_cold_string);
 
 }  // namespace
 
+void LoadColdString(Engine& engine, store::Database& database, std::string_view key,
+                    store::KeyInfo& info) {
+  if (info.type != store::KeyType::kString || !info.cold || info.place.file == nullptr) return;
+  std::string error;
+  if (!database.keys.ReadColdString(info.place, 0, info.place.length, info.value, error)) {
+    throw std::runtime_error("reading a cold string from disk failed: " + error);
+  }
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  if (limit <= 0 || CountedMemory(engine) + info.value.size() <= static_cast<uint64_t>(limit)) {
+    database.keys.PromoteString(key, info.place, info.value);
+  }
+}
+
 std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool touch) {
-  auto info = FindLive(ctx, key, touch);
+  auto info = FindLive(ctx, key, touch, /*load_cold_string=*/true);
   CountGenericRead(ctx, info.has_value());
   return info;
 }
 
+std::optional<store::KeyInfo> LookupKeyPlace(Context& ctx, std::string_view key) {
+  return FindLive(ctx, key, /*touch=*/true, /*load_cold_string=*/false);
+}
+
 namespace {
 
-std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch) {
+std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch,
+                                       bool load_cold_string) {
   store::Keyspace& keys = Db(ctx).keys;
   const int64_t now = CommandClock::WallMs();
   auto info = touch ? keys.FindAndTouch(key, now) : keys.Find(key);
@@ -146,6 +166,12 @@ std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool 
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);
     ctx.engine.stats().expired_keys += 1;
     return std::nullopt;
+  }
+  // A string command reads a cold string's bytes from disk; the generic commands (EXISTS, TYPE,
+  // TTL, ...) need only its entry.
+  if (load_cold_string && info->type == store::KeyType::kString && info->cold &&
+      ctx.spec.group == "string") {
+    LoadColdString(ctx.engine, Db(ctx), key, *info);
   }
   return info;
 }
@@ -178,8 +204,11 @@ namespace {
 std::mutex eviction_pass;
 
 // The disk tier's cold bytes over every database.
-uint64_t ColdBytes(const Engine& engine) {
-  return engine.StateStats().cold_bytes + engine.VectorStats().cold_bytes;
+uint64_t ColdBytes(Engine& engine) {
+  uint64_t strings = 0;
+  engine.databases().ForEach(
+      [&](size_t, store::Database& database) { strings += database.keys.ColdStringBytes(); });
+  return engine.StateStats().cold_bytes + engine.VectorStats().cold_bytes + strings;
 }
 
 bool OverDiskBudget(Engine& engine) {
@@ -207,13 +236,15 @@ std::vector<size_t> LargestFirst(Engine& engine,
 }
 
 uint64_t DatabaseColdBytes(const store::Database& database) {
-  return database.state.Stats().cold_bytes + database.vectors.Stats().cold_bytes;
+  return database.state.Stats().cold_bytes + database.vectors.Stats().cold_bytes +
+         database.keys.ColdStringBytes();
 }
 
-// The types the disk tier holds: SSM sessions, V-store sessions, KV.PREFIX registrations.
+// The types the disk tier holds: SSM sessions, V-store sessions, KV.PREFIX registrations and
+// strings (from KeyEntry::kInlineValueBelow on; a smaller one is deleted).
 bool DiskTierType(store::KeyType type) {
   return type == store::KeyType::kSsmPrefix || type == store::KeyType::kVstore ||
-         type == store::KeyType::kKvPrefix;
+         type == store::KeyType::kKvPrefix || type == store::KeyType::kString;
 }
 
 // maxdisk: while the disk tier's cold values exceed it, cold keys go by the policy (from the
@@ -256,12 +287,24 @@ bool MakeRoom(Engine& engine) {
       auto victim = database.keys.PickVictim(policy);
       if (!victim) continue;
       const bool disk_tier = engine.durability() != nullptr && DiskTierType(victim->second);
+      const bool is_string = victim->second == store::KeyType::kString;
       // The disk tier: the entry's bytes are in the log or a snapshot; once they are durable it
       // leaves memory and stays a key of its database, served from disk. A V-store entry whose
-      // rows have no known place (the log could not report one) is deleted as without it.
-      if (disk_tier && MakeCold(engine, database, victim->first, victim->second)) {
+      // rows have no known place (the log could not report one) is deleted as without it, and so
+      // is a small string (no place is kept for it) — unless large strings are still in memory:
+      // then it is parked in the cold index, kept, so that LMCache's 28-byte metadata outlives
+      // its chunk's eviction (docs/cache-design.md, "Small strings beside cold chunks").
+      const store::StringCold string_cold = disk_tier && is_string
+                                                ? MakeStringCold(engine, database, victim->first)
+                                                : store::StringCold::kNotEligible;
+      if (disk_tier && (is_string ? string_cold == store::StringCold::kCold
+                                  : MakeCold(engine, database, victim->first, victim->second))) {
         TrimDiskTier(engine);
-      } else if (disk_tier && victim->second == store::KeyType::kSsmPrefix) {
+      } else if (disk_tier && string_cold == store::StringCold::kNotEligible &&
+                 database.keys.LargeStringBytes() > 0 && database.keys.ParkString(victim->first)) {
+        // Nothing freed: the next victim is taken.
+      } else if (disk_tier && (victim->second == store::KeyType::kSsmPrefix ||
+                               string_cold == store::StringCold::kNotDurable)) {
         return false;
       } else {
         if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
@@ -273,6 +316,17 @@ bool MakeRoom(Engine& engine) {
     if (!evicted) return false;
   }
   return true;
+}
+
+store::StringCold MakeStringCold(Engine& engine, store::Database& database, std::string_view key) {
+  store::StringCold out = database.keys.MakeStringCold(key);
+  if (out == store::StringCold::kNotDurable || out == store::StringCold::kNotPlaced) {
+    // One fsync makes every record so far durable and placed, shared by the pass's victims.
+    engine.durability()->Sync();
+    out = database.keys.MakeStringCold(key);
+  }
+  if (out == store::StringCold::kCold) engine.stats().cold_evictions += 1;
+  return out;
 }
 
 bool MakeCold(Engine& engine, store::Database& database, std::string_view key,
@@ -318,25 +372,40 @@ uint64_t ColdAfterRecovery(Engine& engine) {
   if (engine.durability() == nullptr) return 0;
   uint64_t moved = 0;
   // A database whose next victim is not a session gives no more: nothing is deleted at start,
-  // only sessions the disk tier can hold leave memory.
+  // only sessions and strings the disk tier can hold leave memory. A string too small for it is
+  // stepped over (an access stamp puts it behind the others; the order of what recovery loaded
+  // is the log's, not its clients'), at most once per key.
   std::vector<bool> done(engine.databases().count(), false);
+  std::vector<uint64_t> stepped_over(engine.databases().count(), 0);
   while (limit > 0 && policy != store::EvictionPolicy::kNoEviction &&
          CountedMemory(engine) > static_cast<uint64_t>(limit)) {
-    bool went_cold = false;
+    bool progressed = false;
     for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
       if (done[index]) continue;
       store::Database& database = engine.database(index);
       auto victim = database.keys.PickVictim(policy);
+      const bool is_string = victim && victim->second == store::KeyType::kString;
+      const store::StringCold string_cold = is_string
+                                                ? MakeStringCold(engine, database, victim->first)
+                                                : store::StringCold::kNotEligible;
+      if (is_string && string_cold == store::StringCold::kNotEligible &&
+          stepped_over[index] < database.keys.size()) {
+        database.keys.Touch(victim->first);
+        stepped_over[index] += 1;
+        progressed = true;
+        break;
+      }
       if (!victim || !DiskTierType(victim->second) ||
-          !MakeCold(engine, database, victim->first, victim->second)) {
+          !(is_string ? string_cold == store::StringCold::kCold
+                      : MakeCold(engine, database, victim->first, victim->second))) {
         done[index] = true;
         continue;
       }
       ++moved;
-      went_cold = true;
+      progressed = true;
       break;
     }
-    if (!went_cold) break;
+    if (!progressed) break;
   }
   std::lock_guard lock(eviction_pass);
   TrimDiskTier(engine);

@@ -63,6 +63,9 @@ class KeyLocks {
 // reply waiting for that record as for any change). `touch`: a read or write lookup (Redis's
 // lookupKey); false for the commands Redis runs with LOOKUP_NOTOUCH.
 std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool touch);
+// LookupKey (touching) for a string command that reads a cold value itself, or part of it
+// (GETRANGE, STRLEN): a cold string comes with its `place`, its value not read.
+std::optional<store::KeyInfo> LookupKeyPlace(Context& ctx, std::string_view key);
 
 // Before a typed command (group ssm, vstore, kvprefix): its keys expire lazily, are touched, and
 // one of another type answers -WRONGTYPE. False when the error reply was queued.
@@ -86,6 +89,14 @@ uint64_t CountedMemory(const Engine& engine);
 // False when it cannot (the log is failing).
 bool MakeCold(Engine& engine, store::Database& database, std::string_view key,
               store::KeyType type = store::KeyType::kSsmPrefix);
+// The same for a string (from KeyEntry::kInlineValueBelow on): kNotEligible for a small one
+// (or one the log never placed), kNotDurable when the log is failing.
+store::StringCold MakeStringCold(Engine& engine, store::Database& database, std::string_view key);
+// Reads a cold string's value (`info.place`) into `info.value` (pread, bit-exact); the key is
+// promoted back into memory when the value fits under maxmemory. A failed read throws
+// std::runtime_error (the client gets an error, the key stays). Does nothing for a hot key.
+void LoadColdString(Engine& engine, store::Database& database, std::string_view key,
+                    store::KeyInfo& info);
 // After recovery, which loads every hot entry: while past maxmemory, sessions of every database
 // go cold by the policy (nothing is deleted for memory); then maxdisk applies. Returns how many
 // went cold.

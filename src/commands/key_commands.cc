@@ -338,8 +338,10 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
   if (info.type == store::KeyType::kString) {
     const uint32_t flags = static_cast<uint32_t>(info.encoding)
                            << persist::StringSet::kEncodingShift;
+    KeyInfo source = info;  // a cold value is read from disk
+    LoadColdString(ctx.engine, ctx.engine.database(from_db), from, source);
     return MutateIn(ctx, to_db,
-                    persist::StringSet{std::string(to), flags, at, persist::Blob{{info.value}}});
+                    persist::StringSet{std::string(to), flags, at, persist::Blob{{source.value}}});
   }
   if (info.type == store::KeyType::kSsmPrefix) {
     store::StateStore& state = ctx.engine.database(from_db).state;

@@ -43,6 +43,19 @@ inline persist::Stores StoresOf(Engine& engine, store::Database& db) {
                          &db.keys, &db.prefixes};
 }
 
+// A string set's (or multi set's) large values: where each landed in the log is recorded with
+// its key, if the key still holds that buffer (docs/cache-design.md, "Strings in the disk tier").
+inline persist::Placed PlacedStrings(store::Keyspace& keys, const persist::Mutation& m) {
+  auto where = persist::StringValueOffsets(m, store::KeyEntry::kInlineValueBelow);
+  if (where.empty()) return {};
+  return [&keys, where = std::move(where)](const std::shared_ptr<const store::ColdFile>& file,
+                                           uint64_t payload_at) {
+    for (const persist::StringValueAt& w : where) {
+      keys.PlaceString(w.key, w.data, file, payload_at + w.offset);
+    }
+  };
+}
+
 // The disk tier: once an SSM put's or V-store rows record is in the log, where its values sit
 // in it is recorded in the store of the record's database (the store object, wherever SWAPDB
 // moves it), so the session may leave memory once that is durable (docs/cache-design.md).
@@ -58,6 +71,10 @@ inline persist::Placed PlacedBy(store::Database& database, const persist::Mutati
       vectors.Place(sid, index, layer, start, count, file,
                     payload_at + persist::VStoreRowsOffset(sid));
     };
+  }
+  if (std::holds_alternative<persist::StringSet>(m) ||
+      std::holds_alternative<persist::StringMultiSet>(m)) {
+    return PlacedStrings(database.keys, m);
   }
   store::StateStore& state = database.state;
   const auto* put = std::get_if<persist::SsmPut>(&m);

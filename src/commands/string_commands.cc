@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,21 @@ std::optional<KeyInfo> ReadKey(Context& ctx, std::string_view key) {
   auto info = LookupKey(ctx, key, /*touch=*/true);
   CountLookup(ctx, info.has_value());
   return info;
+}
+
+// ReadKey for a command that reads a cold value itself (its `place`), or only part of it.
+std::optional<KeyInfo> ReadKeyPlace(Context& ctx, std::string_view key) {
+  auto info = LookupKeyPlace(ctx, key);
+  CountLookup(ctx, info.has_value());
+  return info;
+}
+
+// A string whose value is on disk only (a parked small string is cold but holds its value).
+bool OnDisk(const KeyInfo& info) { return info.place.file != nullptr; }
+
+// The length of a string's value, in memory or on disk (a value on disk is not read).
+uint64_t ValueLength(const KeyInfo& info) {
+  return OnDisk(info) ? info.place.length : info.value.size();
 }
 
 // Redis's lookupKeyWrite: lazy expiry and an access stamp, not counted as a hit or miss.
@@ -291,20 +307,20 @@ void MSet(Context& ctx) { MSetWith(ctx, false); }
 void MSetNx(Context& ctx) { MSetWith(ctx, true); }
 
 void StrLen(Context& ctx) {
-  auto info = ReadKey(ctx, ctx.args[1]);
+  auto info = ReadKeyPlace(ctx, ctx.args[1]);
   if (!info) return ctx.reply.Integer(0);
   if (!StringOrMissing(ctx, info)) return;
-  ctx.reply.Integer(static_cast<int64_t>(info->value.size()));
+  ctx.reply.Integer(static_cast<int64_t>(ValueLength(*info)));
 }
 
 void GetRange(Context& ctx) {
   auto start = ParseInt64(ctx.args[2]);
   auto end = ParseInt64(ctx.args[3]);
   if (!start || !end) return ctx.reply.Error(errors::kNotInteger);
-  auto info = ReadKey(ctx, ctx.args[1]);
+  auto info = ReadKeyPlace(ctx, ctx.args[1]);
   if (!info) return ctx.reply.Bulk("");
   if (!StringOrMissing(ctx, info)) return;
-  const auto length = static_cast<int64_t>(info->value.size());
+  const auto length = static_cast<int64_t>(ValueLength(*info));
   int64_t from = *start, to = *end;
   if (from < 0 && to < 0 && from > to) return ctx.reply.Bulk("");
   if (from < 0) from += length;
@@ -313,7 +329,17 @@ void GetRange(Context& ctx) {
   to = std::max<int64_t>(to, 0);
   if (to >= length) to = length - 1;
   if (from > to || length == 0) return ctx.reply.Bulk("");
-  ctx.reply.Bulk(info->value.Slice(static_cast<size_t>(from), static_cast<size_t>(to - from + 1)));
+  const auto count = static_cast<uint64_t>(to - from + 1);
+  if (OnDisk(*info)) {  // only the asked bytes are read from disk; the key stays cold
+    Bytes part;
+    std::string error;
+    if (!Db(ctx).keys.ReadColdString(info->place, static_cast<uint64_t>(from), count, part,
+                                     error)) {
+      throw std::runtime_error("reading a cold string from disk failed: " + error);
+    }
+    return ctx.reply.Bulk(part);
+  }
+  ctx.reply.Bulk(info->value.Slice(static_cast<size_t>(from), count));
 }
 
 void SetRange(Context& ctx) {

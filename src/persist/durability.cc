@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "common/clock.h"
 #include "persist/cold_directory.h"
@@ -187,6 +188,13 @@ std::string Durability::Replay(const Record& record, Mutation& m,
       state.Place(put->sid, layer, value.data(), file, at);
     }
   }
+  // So are a string set's large values (the disk tier keeps strings from the entry's inline
+  // size on). Replay is alone: the key holds the record's value (or a compact copy of it).
+  if (store::Keyspace* keys = KeysOf(record.header.db); keys != nullptr && file != nullptr) {
+    for (const StringValueAt& w : StringValueOffsets(m, store::KeyEntry::kInlineValueBelow)) {
+      keys->PlaceString(w.key, nullptr, file, record.offset + kRecordHeaderSize + w.offset);
+    }
+  }
   return {};
 }
 
@@ -277,6 +285,45 @@ std::string Durability::LoadColdPut(RecordReader& reader, const Record& record,
   }
   if (at != end) return std::to_string(end - at) + " unexpected trailing bytes";
   if (count > 0) KeepColdKey(record.header.db, sid, store::KeyType::kSsmPrefix);
+  return {};
+}
+
+std::string Durability::LoadColdString(RecordReader& reader, const Record& record,
+                                       const std::shared_ptr<store::ColdFile>& file) {
+  if (std::string err = CheckDatabase(record.header.db); !err.empty()) return err;
+  store::Keyspace* keys = KeysOf(record.header.db);
+  if (keys == nullptr) return "a string without a keyspace";
+  // The layout of StringSet (mutation.h): u32 key length, the key, u32 flags, u64 at_ms, u64
+  // value length, the value; read without the value.
+  const uint64_t end = record.offset + kRecordHeaderSize + record.header.payload_length;
+  uint64_t at = record.offset + kRecordHeaderSize;
+  Bytes field;
+  const auto take = [&](uint64_t n) -> std::string {
+    if (n > end - at) return "its fields run past its payload";
+    std::string err = reader.ReadAt(at, n, field);
+    at += n;
+    return err;
+  };
+  std::string err = take(4);
+  if (!err.empty()) return err;
+  const uint32_t key_length = GetU32(field.data());
+  if (key_length > Limits::Hard().max_sid_len) return "its key is too long";
+  if (err = take(key_length + 20); !err.empty()) return err;
+  const std::string key(field.view().substr(0, key_length));
+  const uint8_t* f = field.data() + key_length;
+  const uint32_t flags = GetU32(f);
+  const uint64_t at_ms = GetU64(f + 4), length = GetU64(f + 12);
+  const uint32_t encoding = (flags >> StringSet::kEncodingShift) & 3;
+  if ((flags & StringSet::kKeepTtl) != 0 || encoding > 2) {
+    return "its flags " + std::to_string(flags) + " are not a snapshot's";
+  }
+  if (length != end - at) return "its value does not fill its payload";
+  if (length < store::KeyEntry::kInlineValueBelow) return "a cold value below the inline size";
+  if (at_ms > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return "its expiry is out of range";
+  }
+  keys->PutColdString(key, static_cast<store::StringEncoding>(encoding),
+                      static_cast<int64_t>(at_ms), store::StringPlace{file, at, length});
   return {};
 }
 
@@ -449,8 +496,9 @@ std::string Durability::LoadSnapshot(const std::string& path, uint64_t& base_lsn
       err = LoadVectorColdDirectory(reader, record, cold, records);
       for (uint64_t i = 0; i < records; ++i) progress.Add(0);
     } else if (record.payload_skipped) {
-      err = record.header.type == RecordType::kVStore ? LoadColdRows(reader, record, cold)
-                                                      : LoadColdPut(reader, record, cold);
+      err = record.header.type == RecordType::kVStore      ? LoadColdRows(reader, record, cold)
+            : record.header.type == RecordType::kStringSet ? LoadColdString(reader, record, cold)
+                                                           : LoadColdPut(reader, record, cold);
       progress.Add(0);
     } else {
       err = Replay(record, m, cold);
@@ -914,16 +962,50 @@ std::string Durability::WriteSnapshot() {
     }
     cold_sessions.clear();
   };
+  // Strings: a cold value is copied from where it sits and its record flagged cold, so a restart
+  // keeps it on disk; a large value's new place (hot or cold) is taken up once the snapshot is
+  // durable, if the key still holds that value.
+  struct MovedString {
+    store::Keyspace* keys;
+    std::string key;
+    std::shared_ptr<const store::ColdFile> old_file;  // a cold value's place
+    uint64_t old_offset;
+    Bytes unplaced;   // a hot value's buffer
+    uint64_t offset;  // of the value in the snapshot
+  };
+  std::vector<MovedString> moved_strings;
+  store::Keyspace* writing_keys = keys_;
+  const auto write_string = [&](const std::string& key, const store::KeyInfo& info) {
+    if (!status.ok()) return;
+    StringSet record;
+    try {
+      record = StringRecord(key, info);
+    } catch (const std::exception& e) {
+      status = Status::IoError(std::string("copying a cold string: ") + e.what());
+      return;
+    }
+    const uint64_t record_at = bytes;
+    // A parked small string is in the cold index with its value in memory: written hot.
+    const bool on_disk = info.place.file != nullptr;
+    write_with(record, on_disk ? kRecordFlagCold : 0);
+    for (const StringValueAt& w : StringValueOffsets(record, store::KeyEntry::kInlineValueBelow)) {
+      moved_strings.push_back(MovedString{writing_keys, key, on_disk ? info.place.file : nullptr,
+                                          info.place.offset, on_disk ? Bytes() : info.value,
+                                          record_at + kRecordHeaderSize + w.offset});
+    }
+  };
   if (databases_ == nullptr) {
     WriteDatabaseSnapshot(store_, vectors_, keys_, prefixes_, write_session, write_cold_sessions,
-                          write_vector_session, write_cold_vectors, write);
+                          write_vector_session, write_cold_vectors, write_string, write);
   } else {
     databases_->ForEach([&](size_t index, store::Database& d) {
       db = static_cast<uint16_t>(index);
       writing = &d.state;
       writing_vectors = &d.vectors;
+      writing_keys = &d.keys;
       WriteDatabaseSnapshot(d.state, &d.vectors, &d.keys, &d.prefixes, write_session,
-                            write_cold_sessions, write_vector_session, write_cold_vectors, write);
+                            write_cold_sessions, write_vector_session, write_cold_vectors,
+                            write_string, write);
     });
   }
   if (status.ok()) {
@@ -961,11 +1043,20 @@ std::string Durability::WriteSnapshot() {
     for (const MovedRows& m : moved_rows) {
       m.vectors->Repoint(m.sid, m.index, m.layer, m.version, m.runs, cold);
     }
+    for (const MovedString& m : moved_strings) {
+      if (m.keys == nullptr) continue;
+      if (m.old_file != nullptr) {
+        m.keys->RepointString(m.key, m.old_file.get(), m.old_offset, cold, m.offset);
+      } else {
+        m.keys->PlaceString(m.key, m.unplaced.data(), cold, m.offset);
+      }
+    }
   } else {
     spdlog::warn("Snapshot values cannot serve the disk tier: {}", cold_error);
   }
   moved.clear();
   moved_rows.clear();
+  moved_strings.clear();
   // The log is cut only now that the snapshot is durable.
   log_->Sync();
   log_->RemoveSegmentsBefore(base_lsn);
@@ -983,7 +1074,7 @@ void Durability::WriteDatabaseSnapshot(
     const store::StateStore& state, const store::VectorStore* vectors, const store::Keyspace* keys,
     const store::PrefixStore* prefixes, const SessionWriter& write_session,
     const std::function<void()>& sessions_written, const VectorSessionWriter& write_vector_session,
-    const std::function<void()>& vector_sessions_written,
+    const std::function<void()>& vector_sessions_written, const StringWriter& write_string,
     const std::function<void(const Mutation&)>& write) {
   state.ForEachSessionPlace(write_session);
   sessions_written();
@@ -994,7 +1085,7 @@ void Durability::WriteDatabaseSnapshot(
   if (keys == nullptr) return;
   // Strings with their expiry, then the other types' expiries, once every key they name exists.
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
-    if (info.type == store::KeyType::kString) write(StringRecord(key, info));
+    if (info.type == store::KeyType::kString) write_string(key, info);
   });
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
     if (info.type == store::KeyType::kString || info.expire_at_ms == 0) return;

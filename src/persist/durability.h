@@ -182,18 +182,25 @@ class Durability {
                            const std::function<void(const Mutation&)>& write);
   void WritePrefixSnapshot(const store::PrefixStore& prefixes,
                            const std::function<void(const Mutation&)>& write);
+  // A snapshot's cold string (its record flagged cold): makes the key a cold string whose value
+  // stays where it sits in the snapshot, reading only the record's fields.
+  std::string LoadColdString(RecordReader& reader, const Record& record,
+                             const std::shared_ptr<store::ColdFile>& file);
+  // One string key as a snapshot writes it (a cold value is copied, its record flagged cold).
+  using StringWriter = std::function<void(const std::string& key, const store::KeyInfo& info)>;
   // One SSM session as a snapshot writes it: its layers in memory or where they sit on disk.
   using SessionWriter =
       std::function<void(const std::string& sid, const std::vector<store::LayerPlace>& layers)>;
   // Every entry of one database as records: its SSM sessions to `write_session` (a snapshot
   // copies cold values and records their new places), then `sessions_written` (the cold ones
-  // follow the hot ones), everything else to `write`.
+  // follow the hot ones), strings to `write_string`, everything else to `write`.
   void WriteDatabaseSnapshot(const store::StateStore& state, const store::VectorStore* vectors,
                              const store::Keyspace* keys, const store::PrefixStore* prefixes,
                              const SessionWriter& write_session,
                              const std::function<void()>& sessions_written,
                              const VectorSessionWriter& write_vector_session,
                              const std::function<void()>& vector_sessions_written,
+                             const StringWriter& write_string,
                              const std::function<void(const Mutation&)>& write);
   // An error text when `db` is past the `databases` setting (or not 0 with a single database).
   std::string CheckDatabase(uint16_t db) const;

@@ -1,6 +1,7 @@
 #include "persist/key_records.h"
 
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 namespace prefixd::persist {
@@ -57,7 +58,14 @@ void WritePrefixNamespace(const std::string& ns, const store::PrefixIndex& index
 
 StringSet StringRecord(const std::string& key, const store::KeyInfo& info) {
   const uint32_t flags = static_cast<uint32_t>(info.encoding) << StringSet::kEncodingShift;
-  return StringSet{key, flags, static_cast<uint64_t>(info.expire_at_ms), Blob{{info.value}}};
+  Bytes value = info.value;
+  if (info.cold && info.place.file != nullptr) {
+    std::string error;
+    if (!info.place.file->Read(info.place.offset, info.place.length, value, error)) {
+      throw std::runtime_error("reading cold string " + key + " failed: " + error);
+    }
+  }
+  return StringSet{key, flags, static_cast<uint64_t>(info.expire_at_ms), Blob{{std::move(value)}}};
 }
 
 namespace {

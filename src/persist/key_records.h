@@ -28,7 +28,8 @@ KvPrefix KvPrefixRecord(const std::string& ns, const store::PrefixSpec& spec);
 // A prefix-index namespace: its shape, its blocks parents first, then its checkpoints.
 void WritePrefixNamespace(const std::string& ns, const store::PrefixIndex& index,
                           const RecordSink& write);
-// A string key with its value, encoding and expiry.
+// A string key with its value, encoding and expiry; a cold value is read from disk (a failed
+// read throws std::runtime_error).
 StringSet StringRecord(const std::string& key, const store::KeyInfo& info);
 
 // The stores of one database, read-only.

@@ -652,6 +652,25 @@ std::vector<uint64_t> SsmPutValueOffsets(const SsmPut& put) {
   return out;
 }
 
+std::vector<StringValueAt> StringValueOffsets(const Mutation& m, uint64_t from_size) {
+  std::vector<StringValueAt> out;
+  // Each entry: u32 key length, the key, u32 flags, u64 at_ms, u64 value length, the value.
+  const auto add = [&](const StringSet& set, uint64_t at) {
+    at += 4 + set.key.size() + 4 + 8 + 8;
+    if (set.value.pieces.size() == 1 && set.value.size() >= from_size) {
+      out.push_back(StringValueAt{set.key, set.value.pieces[0].data(), at});
+    }
+    return at + set.value.size();
+  };
+  if (const auto* set = std::get_if<StringSet>(&m)) {
+    add(*set, 0);
+  } else if (const auto* multi = std::get_if<StringMultiSet>(&m)) {
+    uint64_t at = 4;  // the entry count
+    for (const StringSet& entry : multi->entries) at = add(entry, at);
+  }
+  return out;
+}
+
 std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out) {
   if (!Emplace(type, out)) return "unknown record type " + std::to_string(static_cast<int>(type));
   Decoder decoder(payload);

@@ -302,6 +302,16 @@ inline uint64_t VStoreRowsOffset(std::string_view sid) {
   return 4 + sid.size() + 4 + 8 + 8 + 4 + 4 + 8;
 }
 
+// The values of a string set or multi set of at least `from_size` bytes held in one buffer:
+// each key, its buffer and where the value starts within the record's payload (empty for any
+// other record). The disk tier places a large string with it.
+struct StringValueAt {
+  std::string key;
+  const uint8_t* data;
+  uint64_t offset;
+};
+std::vector<StringValueAt> StringValueOffsets(const Mutation& m, uint64_t from_size);
+
 // Decodes a record payload. Blobs are slices of `payload` (no copy). Returns an error text, or
 // empty on success. The payload must be consumed exactly.
 std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out);

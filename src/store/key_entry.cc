@@ -37,7 +37,10 @@ KeyEntry* KeyEntry::Make(uint64_t hash, std::string_view key, KeyType type, uint
 }
 
 void KeyEntry::Destroy(KeyEntry* entry) {
-  if (!entry->value_inline()) entry->External().~Bytes();
+  if (!entry->value_inline()) {
+    entry->External().~Bytes();
+    entry->PlaceSlot().~StringPlace();
+  }
   std::free(entry);
 }
 
@@ -54,6 +57,7 @@ KeyEntry* KeyEntry::WithValue(KeyEntry* entry, Bytes value, Bytes& released) {
   const bool inline_value = value.size() < kInlineValueBelow;
   if (!inline_value && !entry->value_inline()) {
     released = std::exchange(entry->External(), std::move(value));
+    entry->PlaceSlot() = StringPlace{};  // the new value is not on disk yet
     return entry;
   }
   const size_t request = RequestFor(entry->key_size, value.size(), inline_value);
@@ -72,9 +76,32 @@ KeyEntry* KeyEntry::WithValue(KeyEntry* entry, Bytes value, Bytes& released) {
   } else {
     fresh->value_size = kExternal;
     new (&fresh->External()) Bytes(std::move(value));
+    new (&fresh->PlaceSlot()) StringPlace();
   }
   if (!entry->value_inline()) released = std::move(entry->External());
   return fresh;
+}
+
+KeyEntry* KeyEntry::WithColdPlace(KeyEntry* entry, StringPlace place, Bytes& released) {
+  if (!entry->value_inline()) {
+    released = std::exchange(entry->External(), Bytes());
+    entry->PlaceSlot() = std::move(place);
+    return entry;
+  }
+  KeyEntry* fresh = AllocateEntry(RequestFor(entry->key_size, 0, false));
+  std::memcpy(fresh, entry, kHeaderBytes + entry->key_size);
+  fresh->next = nullptr;
+  fresh->value_size = kExternal;
+  new (&fresh->External()) Bytes();
+  new (&fresh->PlaceSlot()) StringPlace(std::move(place));
+  return fresh;
+}
+
+bool KeyEntry::SetPlace(const uint8_t* data, std::shared_ptr<const ColdFile> file,
+                        uint64_t offset) {
+  if (value_inline() || cold() || (data != nullptr && External().data() != data)) return false;
+  PlaceSlot() = StringPlace{std::move(file), offset, External().size()};
+  return true;
 }
 
 }  // namespace prefixd::store

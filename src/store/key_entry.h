@@ -1,18 +1,23 @@
 // KeyEntry: one keyspace entry in one malloc chunk — the directory's chain link, the key's
 // position with its type/encoding/tier bits, its eviction-index handle, the key's bytes and a
 // string value: inline when it is below kInlineValueBelow, else the handle of its own shared
-// buffer (replied by reference). Owned by one Keyspace shard and touched under its lock only.
+// buffer (replied by reference) and the place its bytes sit on disk (the disk tier: a cold
+// string keeps only the place). Owned by one Keyspace shard and touched under its lock only.
 //
 // Layout: a 26-byte header — next 8 | hash:58 type:3 encoding:2 cold:1 8 | handle 4 | key
-// size 4 | value size 2 — then the key's bytes, then the value's bytes or an 8-aligned Bytes
-// (docs/cache-design.md, "Memory per entry").
+// size 4 | value size 2 — then the key's bytes, then the value's bytes or an 8-aligned Bytes and
+// StringPlace (docs/cache-design.md, "Memory per entry").
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <utility>
+
+#include <memory>
 
 #include "common/bytes.h"
+#include "store/cold_file.h"
 
 namespace prefixd::store {
 
@@ -36,6 +41,15 @@ constexpr size_t MallocChunkBytes(size_t request) {
   return chunk < 32 ? 32 : chunk;
 }
 
+// Where a large string value's bytes sit in a log or snapshot file (no file: not placed yet).
+struct StringPlace {
+  std::shared_ptr<const ColdFile> file;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  // The bytes are fsynced: the value may leave memory.
+  bool durable() const { return file != nullptr && file->durable_end() >= offset + length; }
+};
+
 struct KeyEntry {
   // Values below this are copied into the entry: ReplyWriter copies values below the same size
   // into the reply (kReferenceThreshold), so a handle would buy nothing but its 40 bytes and a
@@ -52,6 +66,9 @@ struct KeyEntry {
   // and key, and the caller replaces `entry` by it and Destroys `entry`. A previous external
   // buffer is moved to `released` (to be freed outside the lock).
   static KeyEntry* WithValue(KeyEntry* entry, Bytes value, Bytes& released);
+  // The same for a value that is on disk only (`place`): the entry takes the external layout
+  // with an empty buffer (the caller sets the cold bit).
+  static KeyEntry* WithColdPlace(KeyEntry* entry, StringPlace place, Bytes& released);
 
   uint64_t Hash() const { return word & kHashMask; }
   std::string_view Key() const { return {Tail(), key_size}; }
@@ -65,6 +82,7 @@ struct KeyEntry {
   void set_cold(bool c) { SetBits(kColdShift, 1, c ? 1 : 0); }
 
   bool value_inline() const { return value_size != kExternal; }
+  // A hot value's bytes; empty for a cold string (its bytes are at Place()).
   std::string_view Value() const;
   // The value as a Bytes: an external buffer is shared, an inline value copied (compact).
   Bytes ValueCopy() const;
@@ -74,6 +92,20 @@ struct KeyEntry {
   size_t ExternalBytes() const { return value_inline() ? 0 : External().capacity(); }
   // The value's own bytes for INFO's string figure: inline size or the buffer's capacity.
   size_t ValueBytes() const { return value_inline() ? value_size : External().capacity(); }
+
+  // The disk tier (large values only; nullptr for an inline one). A new value is not placed;
+  // the log reports where its record landed and SetPlace records it if the entry still holds
+  // the buffer at `data` (nullptr: whatever it holds, for recovery, which runs alone). TakeValue
+  // moves a placed value out of memory (the caller sets the cold bit); RestoreValue puts bytes read
+  // back from the place in again.
+  const StringPlace* Place() const { return value_inline() ? nullptr : &PlaceSlot(); }
+  bool SetPlace(const uint8_t* data, std::shared_ptr<const ColdFile> file, uint64_t offset);
+  void Repoint(std::shared_ptr<const ColdFile> file, uint64_t offset) {
+    PlaceSlot().file = std::move(file);
+    PlaceSlot().offset = offset;
+  }
+  Bytes TakeValue() { return std::exchange(External(), Bytes()); }
+  void RestoreValue(Bytes value) { External() = std::move(value); }
 
   // The chain link HashOrderedMap keeps; the fields below are read through the accessors.
   KeyEntry* next;
@@ -94,7 +126,7 @@ struct KeyEntry {
   static size_t ExternalOffset(size_t key_size) { return (kHeaderBytes + key_size + 7) / 8 * 8; }
   static size_t RequestFor(size_t key_size, size_t value_size, bool inline_value) {
     return inline_value ? kHeaderBytes + key_size + value_size
-                        : ExternalOffset(key_size) + sizeof(Bytes);
+                        : ExternalOffset(key_size) + sizeof(Bytes) + sizeof(StringPlace);
   }
   size_t RequestBytes() const { return RequestFor(key_size, value_size, value_inline()); }
   void SetBits(int shift, uint64_t mask, uint64_t v) {
@@ -108,6 +140,14 @@ struct KeyEntry {
   const Bytes& External() const {
     return *reinterpret_cast<const Bytes*>(reinterpret_cast<const char*>(this) +
                                            ExternalOffset(key_size));
+  }
+  StringPlace& PlaceSlot() {
+    return *reinterpret_cast<StringPlace*>(reinterpret_cast<char*>(this) +
+                                           ExternalOffset(key_size) + sizeof(Bytes));
+  }
+  const StringPlace& PlaceSlot() const {
+    return *reinterpret_cast<const StringPlace*>(reinterpret_cast<const char*>(this) +
+                                                 ExternalOffset(key_size) + sizeof(Bytes));
   }
 };
 

@@ -29,6 +29,14 @@ int64_t ExpiryBytes() { return 16; }
 
 int64_t StringBytes(const KeyEntry& e) { return static_cast<int64_t>(e.ValueBytes()); }
 
+// A cold string's value bytes, which sit on disk only.
+int64_t ColdStringBytesOf(const KeyEntry& e) {
+  const StringPlace* place = e.Place();
+  return e.cold() && e.type() == KeyType::kString && place != nullptr
+             ? static_cast<int64_t>(place->length)
+             : 0;
+}
+
 }  // namespace
 
 std::string_view StringEncodingName(StringEncoding encoding) {
@@ -142,18 +150,22 @@ Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put) {
   return released;
 }
 
-Keyspace::Entry* Keyspace::SetValueLocked(Shard& shard, Entry* entry, Bytes value,
-                                          Bytes& released) {
-  const int64_t old_cost = EntryCost(*entry);
-  const int64_t old_string = StringBytes(*entry);
-  Entry* placed = KeyEntry::WithValue(entry, std::move(value), released);
+Keyspace::Entry* Keyspace::Replaced(Shard& shard, Entry* entry, Entry* placed) {
   if (placed != entry) {
     shard.keys.Replace(entry, placed);
     shard.EntriesOf(placed->cold())[placed->handle] = placed;
     KeyEntry::Destroy(entry);
   }
+  return placed;
+}
+
+Keyspace::Entry* Keyspace::SetValueLocked(Shard& shard, Entry* entry, Bytes value,
+                                          Bytes& released) {
+  const int64_t old_cost = EntryCost(*entry);
+  CountString(*entry, -1);
+  Entry* placed = Replaced(shard, entry, KeyEntry::WithValue(entry, std::move(value), released));
   bytes_ += EntryCost(*placed) - old_cost;
-  string_bytes_ += StringBytes(*placed) - old_string;
+  CountString(*placed, +1);
   return placed;
 }
 
@@ -181,8 +193,10 @@ Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType
         entry = SetValueLocked(shard, entry, Bytes(), released);
       }
     }
+    CountString(*entry, -1);
     entry->set_type(type);
     if (entry->cold()) SwitchTier(shard, *entry, false);
+    CountString(*entry, +1);
     return entry;
   }
   const EvictionIndex::Handle handle = shard.index.Insert(EvictionClockMicros());
@@ -199,7 +213,7 @@ void Keyspace::Erase(Shard& shard, Entry* entry) {
   EvictionIndex& index = shard.IndexOf(*entry);
   if (index.ExpiryMs(entry->handle)) bytes_ -= ExpiryBytes();
   bytes_ -= EntryCost(*entry);
-  string_bytes_ -= StringBytes(*entry);
+  CountString(*entry, -1);
   keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
   shard.keys_in_slot[KeySlot(entry->Key()) >> kShardBits] -= 1;
   index.Erase(entry->handle);
@@ -248,7 +262,7 @@ void Keyspace::Clear() {
     for (const Entry* entry = released.First(); entry != nullptr; entry = released.Next(entry)) {
       EvictionIndex& index = shard.IndexOf(*entry);
       bytes_ -= EntryCost(*entry) + (index.ExpiryMs(entry->handle) ? ExpiryBytes() : 0);
-      string_bytes_ -= StringBytes(*entry);
+      CountString(*entry, -1);
       keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
       index.Erase(entry->handle);
     }
@@ -269,8 +283,127 @@ KeyInfo Keyspace::InfoOf(const Shard& shard, const Entry& entry, bool with_value
   info.slot = KeySlot(entry.Key());
   info.handle = entry.handle;
   info.expire_at_ms = ExpiryOf(shard, entry);
-  if (with_value && entry.type() == KeyType::kString) info.value = entry.ValueCopy();
+  if (with_value && entry.type() == KeyType::kString) {
+    if (entry.cold() && entry.Place() != nullptr) {
+      info.place = *entry.Place();
+    } else {
+      info.value = entry.ValueCopy();
+    }
+  }
   return info;
+}
+
+void Keyspace::CountString(const Entry& entry, int sign) {
+  string_bytes_ += sign * StringBytes(entry);
+  cold_string_bytes_ += sign * ColdStringBytesOf(entry);
+  if (entry.type() == KeyType::kString) {
+    large_string_bytes_ += sign * static_cast<int64_t>(entry.ExternalBytes());
+  }
+}
+
+bool Keyspace::ParkString(std::string_view key) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || entry->type() != KeyType::kString || entry->cold() ||
+      !entry->value_inline()) {
+    return false;
+  }
+  SwitchTier(shard, *entry, /*cold=*/true);
+  return true;
+}
+
+void Keyspace::PlaceString(std::string_view key, const uint8_t* data,
+                           std::shared_ptr<const ColdFile> file, uint64_t offset) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  if (entry != nullptr && entry->type() == KeyType::kString) {
+    entry->SetPlace(data, std::move(file), offset);
+  }
+}
+
+StringCold Keyspace::MakeStringCold(std::string_view key) {
+  Shard& shard = shards_[ShardOf(key)];
+  Bytes released;  // the value's buffer, freed after the lock (a reply may still hold it)
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || entry->type() != KeyType::kString || entry->cold() ||
+      entry->Place() == nullptr) {
+    return StringCold::kNotEligible;
+  }
+  if (entry->Place()->file == nullptr) return StringCold::kNotPlaced;
+  if (!entry->Place()->durable()) return StringCold::kNotDurable;
+  const int64_t old_cost = EntryCost(*entry);
+  CountString(*entry, -1);
+  released = entry->TakeValue();
+  SwitchTier(shard, *entry, /*cold=*/true);
+  bytes_ += EntryCost(*entry) - old_cost;
+  CountString(*entry, +1);
+  return StringCold::kCold;
+}
+
+bool Keyspace::PromoteString(std::string_view key, const StringPlace& place, Bytes value) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || entry->type() != KeyType::kString || !entry->cold()) return false;
+  const StringPlace* now = entry->Place();
+  if (now == nullptr || now->file != place.file || now->offset != place.offset ||
+      value.size() != now->length) {
+    return false;
+  }
+  const int64_t old_cost = EntryCost(*entry);
+  CountString(*entry, -1);
+  entry->RestoreValue(std::move(value));
+  SwitchTier(shard, *entry, /*cold=*/false);
+  bytes_ += EntryCost(*entry) - old_cost;
+  CountString(*entry, +1);
+  string_promotions_ += 1;
+  return true;
+}
+
+bool Keyspace::ReadColdString(const StringPlace& place, uint64_t offset, uint64_t length,
+                              Bytes& out, std::string& error) const {
+  if (place.file == nullptr || offset > place.length || length > place.length - offset) {
+    error = "no such range of the cold value";
+    return false;
+  }
+  if (length == 0) {
+    out = Bytes();
+  } else if (!place.file->Read(place.offset + offset, length, out, error)) {
+    return false;
+  }
+  cold_string_reads_ += 1;
+  cold_string_bytes_read_ += length;
+  return true;
+}
+
+void Keyspace::PutColdString(std::string_view key, StringEncoding encoding, int64_t at_ms,
+                             StringPlace place) {
+  Shard& shard = shards_[ShardOf(key)];
+  Bytes released;
+  std::lock_guard lock(shard.mu);
+  Entry* entry = SetLocked(shard, key, KeyType::kString);
+  const int64_t old_cost = EntryCost(*entry);
+  CountString(*entry, -1);
+  entry = Replaced(shard, entry, KeyEntry::WithColdPlace(entry, std::move(place), released));
+  entry->set_encoding(encoding);
+  SwitchTier(shard, *entry, /*cold=*/true);
+  bytes_ += EntryCost(*entry) - old_cost;
+  CountString(*entry, +1);
+  if (ExpiryOf(shard, *entry) != at_ms) SetExpiryLocked(shard, entry, at_ms);
+}
+
+void Keyspace::RepointString(std::string_view key, const ColdFile* old_file, uint64_t old_offset,
+                             std::shared_ptr<const ColdFile> file, uint64_t offset) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || entry->type() != KeyType::kString) return;
+  const StringPlace* now = entry->Place();
+  if (now == nullptr || now->file.get() != old_file || now->offset != old_offset) return;
+  entry->Repoint(std::move(file), offset);
 }
 
 std::optional<KeyInfo> Keyspace::Find(std::string_view key) const {
@@ -527,6 +660,10 @@ KeyspaceStats Keyspace::Stats(int64_t now_ms) const {
     s.keys_by_type[t] = static_cast<uint64_t>(std::max<int64_t>(0, keys_of_type_[t].load()));
   }
   s.string_bytes = static_cast<uint64_t>(std::max<int64_t>(0, string_bytes_.load()));
+  s.cold_string_bytes = ColdStringBytes();
+  s.cold_string_reads = cold_string_reads_.load();
+  s.cold_string_bytes_read = cold_string_bytes_read_.load();
+  s.string_promotions = string_promotions_.load();
   return s;
 }
 

@@ -53,6 +53,8 @@ struct KeyInfo {
   // KeyEntry::kInlineValueBelow on shares the entry's buffer, a smaller one is a copy. Empty for
   // the other types, whose values live in their stores.
   Bytes value;
+  // A cold string's value is not read here: `value` is empty and this says where it sits.
+  StringPlace place;
 };
 
 struct KeyspaceStats {
@@ -62,6 +64,18 @@ struct KeyspaceStats {
   uint64_t ttl_sum_ms = 0;     // sum of remaining ms over volatile keys, for avg_ttl
   std::array<uint64_t, kKeyTypeCount> keys_by_type{};  // indexed by KeyType
   uint64_t string_bytes = 0;                           // string values held in memory
+  uint64_t cold_string_bytes = 0;                      // string values in the disk tier
+  uint64_t cold_string_reads = 0;                      // reads of cold string values
+  uint64_t cold_string_bytes_read = 0;                 // bytes they read from disk
+  uint64_t string_promotions = 0;                      // cold strings read back into memory
+};
+
+// What asking a string to leave memory for the disk tier found.
+enum class StringCold : uint8_t {
+  kCold,         // it left memory; its entry keeps the value's place
+  kNotEligible,  // gone, not a string, already cold, or below KeyEntry::kInlineValueBelow
+  kNotPlaced,    // the log has not reported where its record landed (yet)
+  kNotDurable,   // placed, but its bytes are not fsynced yet
 };
 
 class Keyspace {
@@ -106,6 +120,39 @@ class Keyspace {
     int64_t at_ms = 0;
   };
   void PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock);
+
+  // The disk tier for strings (docs/cache-design.md). PlaceString records where a large value's
+  // bytes landed in a log or snapshot file, if `key` still holds the buffer at `data` (nullptr:
+  // whatever value it holds, for recovery, which runs alone).
+  // MakeStringCold moves a placed, durable value out of memory (the key to the cold index).
+  // PromoteString puts `value`, read from `place`, back in when the key is still cold at that
+  // place. PutColdString makes `key` a cold string outright (recovery from a snapshot).
+  // RepointString moves a value's place from (`old_file`, `old_offset`) to a new one
+  // (a snapshot's copy).
+  void PlaceString(std::string_view key, const uint8_t* data, std::shared_ptr<const ColdFile> file,
+                   uint64_t offset);
+  StringCold MakeStringCold(std::string_view key);
+  bool PromoteString(std::string_view key, const StringPlace& place, Bytes value);
+  void PutColdString(std::string_view key, StringEncoding encoding, int64_t at_ms,
+                     StringPlace place);
+  void RepointString(std::string_view key, const ColdFile* old_file, uint64_t old_offset,
+                     std::shared_ptr<const ColdFile> file, uint64_t offset);
+  // Reads `length` bytes from `offset` of a cold value at `place` (pread, into its own buffer);
+  // counted as a disk tier hit. False with `error` set when it cannot.
+  bool ReadColdString(const StringPlace& place, uint64_t offset, uint64_t length, Bytes& out,
+                      std::string& error) const;
+  // A small string (below KeyEntry::kInlineValueBelow) moved to the cold index with its value
+  // kept in its entry, so memory eviction passes it by (docs/cache-design.md, "Small strings
+  // beside cold chunks"). False when `key` is not a hot small string.
+  bool ParkString(std::string_view key);
+  // Bytes of large string values held in memory (the disk tier can take them).
+  uint64_t LargeStringBytes() const {
+    return static_cast<uint64_t>(std::max<int64_t>(0, large_string_bytes_.load()));
+  }
+  // Bytes of cold string values (maxdisk counts them).
+  uint64_t ColdStringBytes() const {
+    return static_cast<uint64_t>(std::max<int64_t>(0, cold_string_bytes_.load()));
+  }
 
   std::optional<KeyInfo> Find(std::string_view key) const;
   // Find, and when the key is found and not expired at `now_ms`, Touch in the same lock hold
@@ -195,10 +242,14 @@ class Keyspace {
   // Gives `entry` `value`; returns the entry, which may have moved (the old one is freed). A
   // replaced large buffer goes to `released`, to be freed after the lock.
   Entry* SetValueLocked(Shard& shard, Entry* entry, Bytes value, Bytes& released);
+  // `placed` (a chunk KeyEntry::WithValue returned for `entry`) in `entry`'s stead; returns it.
+  static Entry* Replaced(Shard& shard, Entry* entry, Entry* placed);
   void Erase(Shard& shard, Entry* entry);
   void SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms);
   // PutString's change under the shard's lock; returns the old value, to be freed after it.
   Bytes PutStringLocked(Shard& shard, StringPut& put);
+  // Adds (`sign` 1) or takes away (-1) `entry`'s share of the string figures; around a change.
+  void CountString(const Entry& entry, int sign);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
   void SwitchTier(Shard& shard, Entry& entry, bool cold);
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);
@@ -208,6 +259,11 @@ class Keyspace {
   // For INFO-style counts without a walk: keys of each type, and the bytes of string values.
   std::array<std::atomic<int64_t>, kKeyTypeCount> keys_of_type_{};
   std::atomic<int64_t> string_bytes_{0};
+  std::atomic<int64_t> cold_string_bytes_{0};
+  std::atomic<int64_t> large_string_bytes_{0};
+  mutable std::atomic<uint64_t> cold_string_reads_{0};
+  mutable std::atomic<uint64_t> cold_string_bytes_read_{0};
+  std::atomic<uint64_t> string_promotions_{0};
   std::mutex policy_mu_;  // one pick at a time; guards the policy the indexes are ordered for
   EvictionPolicy ordered_for_ = EvictionPolicy::kNoEviction;
 };

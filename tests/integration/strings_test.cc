@@ -557,9 +557,11 @@ TEST_F(StringsTest, MemoryUsageCountsTheValue) {
 
 class StringEvictionTest : public ServerTest {};
 
+// Without persistence (with it, large strings go to the disk tier instead:
+// string_disktier_test.cc).
 TEST_F(StringEvictionTest, StringsAreEvictedByPolicy) {
-  ASSERT_NO_FATAL_FAILURE(
-      StartServer({.flags = {"--maxmemory", "24mb", "--maxmemory-policy", "allkeys-lru"}}));
+  ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "no", "--maxmemory", "24mb",
+                                                 "--maxmemory-policy", "allkeys-lru"}}));
   auto conn = RawConnection::Tcp(server_.port());
   ASSERT_NE(conn, nullptr);
   const std::string chunk(1 << 20, 'c');

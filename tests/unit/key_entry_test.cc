@@ -64,7 +64,8 @@ TEST(KeyEntry, ASmallValueIsInlineInOneChunk) {
   h.Put(std::string(kThreshold - 1, 'x'));
   EXPECT_EQ(h.entry->ChunkBytes(), MallocChunkBytes(26 + 13 + kThreshold - 1));
   h.Put(std::string(kThreshold, 'y'));
-  EXPECT_EQ(h.entry->ChunkBytes(), MallocChunkBytes(40 + sizeof(Bytes)));  // key padded to 8
+  // The key padded to 8, the buffer handle and its place on disk.
+  EXPECT_EQ(h.entry->ChunkBytes(), MallocChunkBytes(40 + sizeof(Bytes) + sizeof(StringPlace)));
   EXPECT_GE(h.entry->ExternalBytes(), kThreshold);
   // A large buffer is shared with the copy (a reply by reference), not copied.
   EXPECT_EQ(h.entry->ValueCopy().data(), reinterpret_cast<const uint8_t*>(h.entry->Value().data()));

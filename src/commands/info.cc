@@ -275,10 +275,11 @@ void DisktierSection(Engine& e, std::string& out) {
   s.cold_layers += v.cold_layers, s.cold_bytes += v.cold_bytes, s.cold_reads += v.cold_reads;
   s.cold_bytes_read += v.cold_bytes_read, s.promotions += v.promotions;
   // Strings' cold values count with them; cold_strings and cold_string_bytes say how much.
-  uint64_t cold_keys = 0, cold_string_bytes = 0;
+  uint64_t cold_keys = 0, cold_string_bytes = 0, parked_string_bytes = 0;
   e.databases().ForEach([&](size_t, store::Database& db) {
     const store::KeyspaceStats k = db.keys.Stats(0);
     cold_keys += k.cold_keys;
+    parked_string_bytes += db.keys.ParkedBytes();
     cold_string_bytes += k.cold_string_bytes;
     s.cold_bytes += k.cold_string_bytes, s.cold_reads += k.cold_string_reads;
     s.cold_bytes_read += k.cold_string_bytes_read, s.promotions += k.string_promotions;
@@ -292,6 +293,8 @@ void DisktierSection(Engine& e, std::string& out) {
   Field(out, "cold_bytes_read", s.cold_bytes_read);
   Field(out, "cold_promotions", s.promotions);
   Field(out, "cold_string_bytes", cold_string_bytes);
+  // Small strings kept in memory beside cold chunks (at most maxmemory / 8).
+  Field(out, "parked_string_bytes", parked_string_bytes);
   Field(out, "cold_evictions", e.stats().cold_evictions.load());
   Field(out, "disk_evicted_keys", e.stats().disk_evicted_keys.load());
 }

@@ -268,6 +268,27 @@ void TrimDiskTier(Engine& engine) {
 
 }  // namespace
 
+namespace {
+
+// Parked small strings hold at most this much of the memory budget: they are kept for the cold
+// chunks they describe (LMCache's metadata), not in place of the hot set.
+uint64_t MaxParkedBytes(int64_t maxmemory) { return static_cast<uint64_t>(maxmemory) / 8; }
+
+// Deletes one key of the cold index by `policy` (from the database holding the most memory); a
+// memory eviction (evicted_keys). False when there is none.
+bool DeleteColdVictim(Engine& engine, store::EvictionPolicy policy) {
+  for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
+    auto victim = engine.database(index).keys.PickColdVictim(policy);
+    if (!victim) continue;
+    if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
+    engine.stats().evicted_keys += 1;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 uint64_t CountedMemory(const Engine& engine) { return engine.UsedMemory() + memory::ClientBytes(); }
 
 bool MakeRoom(Engine& engine) {
@@ -301,7 +322,8 @@ bool MakeRoom(Engine& engine) {
                                   : MakeCold(engine, database, victim->first, victim->second))) {
         TrimDiskTier(engine);
       } else if (disk_tier && string_cold == store::StringCold::kNotEligible &&
-                 database.keys.LargeStringBytes() > 0 && database.keys.ParkString(victim->first)) {
+                 database.keys.LargeStringBytes() > 0 &&
+                 database.keys.ParkString(victim->first, MaxParkedBytes(limit))) {
         // Nothing freed: the next victim is taken.
       } else if (disk_tier && (victim->second == store::KeyType::kSsmPrefix ||
                                string_cold == store::StringCold::kNotDurable)) {
@@ -313,6 +335,10 @@ bool MakeRoom(Engine& engine) {
       evicted = true;
       break;
     }
+    // Nothing left in memory to evict, yet over the budget: what holds the memory is in the
+    // cold index (parked small strings, the places of cold entries). A cache must not answer
+    // -OOM under an eviction policy while it holds deletable keys, so they go by the policy.
+    if (!evicted) evicted = DeleteColdVictim(engine, policy);
     if (!evicted) return false;
   }
   return true;

@@ -23,6 +23,12 @@ int64_t EntryCost(const KeyEntry& e) {
   constexpr int64_t kFixed = HashOrderedMap<KeyEntry>::kBucketBytesPerNode + 24 + 8;
   return kFixed + static_cast<int64_t>(e.ChunkBytes() + e.ExternalBytes());
 }
+
+// A parked string: a small string in the cold index, its value still in its entry.
+bool Parked(const KeyEntry& entry) {
+  return entry.type() == KeyType::kString && entry.cold() && entry.value_inline();
+}
+
 // A volatile key's slot in its eviction index's expiry heap (time and handle), with the heap's
 // slack.
 int64_t ExpiryBytes() { return 16; }
@@ -210,6 +216,7 @@ Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType
 }
 
 void Keyspace::Erase(Shard& shard, Entry* entry) {
+  if (Parked(*entry)) parked_bytes_ -= EntryCost(*entry);
   EvictionIndex& index = shard.IndexOf(*entry);
   if (index.ExpiryMs(entry->handle)) bytes_ -= ExpiryBytes();
   bytes_ -= EntryCost(*entry);
@@ -222,6 +229,7 @@ void Keyspace::Erase(Shard& shard, Entry* entry) {
 }
 
 void Keyspace::SwitchTier(Shard& shard, Entry& entry, bool cold) {
+  if (Parked(entry)) parked_bytes_ -= EntryCost(entry);
   EvictionIndex& from = shard.IndexOf(entry);
   const uint64_t now = EvictionClockMicros();
   const uint64_t last_access = now - std::min(now, from.IdleMicros(entry.handle, now));
@@ -235,6 +243,7 @@ void Keyspace::SwitchTier(Shard& shard, Entry& entry, bool cold) {
   auto& entries = shard.EntriesOf(cold);
   if (entries.size() <= entry.handle) entries.resize(entry.handle + 1);
   entries[entry.handle] = &entry;
+  if (Parked(entry)) parked_bytes_ += EntryCost(entry);
 }
 
 bool Keyspace::MoveTier(std::string_view key, bool cold, const std::function<bool()>& change) {
@@ -301,12 +310,13 @@ void Keyspace::CountString(const Entry& entry, int sign) {
   }
 }
 
-bool Keyspace::ParkString(std::string_view key) {
+bool Keyspace::ParkString(std::string_view key, uint64_t max_parked_bytes) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   Entry* entry = FindIn(shard, key);
   if (entry == nullptr || entry->type() != KeyType::kString || entry->cold() ||
-      !entry->value_inline()) {
+      !entry->value_inline() ||
+      ParkedBytes() + static_cast<uint64_t>(EntryCost(*entry)) > max_parked_bytes) {
     return false;
   }
   SwitchTier(shard, *entry, /*cold=*/true);

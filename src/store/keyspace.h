@@ -143,8 +143,13 @@ class Keyspace {
                       std::string& error) const;
   // A small string (below KeyEntry::kInlineValueBelow) moved to the cold index with its value
   // kept in its entry, so memory eviction passes it by (docs/cache-design.md, "Small strings
-  // beside cold chunks"). False when `key` is not a hot small string.
-  bool ParkString(std::string_view key);
+  // beside cold chunks"). False when `key` is not a hot small string, or when parking it would
+  // take the memory parked strings hold past `max_parked_bytes`.
+  bool ParkString(std::string_view key, uint64_t max_parked_bytes);
+  // Memory held by parked strings (their entries' cost).
+  uint64_t ParkedBytes() const {
+    return static_cast<uint64_t>(std::max<int64_t>(0, parked_bytes_.load()));
+  }
   // Bytes of large string values held in memory (the disk tier can take them).
   uint64_t LargeStringBytes() const {
     return static_cast<uint64_t>(std::max<int64_t>(0, large_string_bytes_.load()));
@@ -261,6 +266,7 @@ class Keyspace {
   std::atomic<int64_t> string_bytes_{0};
   std::atomic<int64_t> cold_string_bytes_{0};
   std::atomic<int64_t> large_string_bytes_{0};
+  std::atomic<int64_t> parked_bytes_{0};  // entries of parked strings (cold, value inline)
   mutable std::atomic<uint64_t> cold_string_reads_{0};
   mutable std::atomic<uint64_t> cold_string_bytes_read_{0};
   std::atomic<uint64_t> string_promotions_{0};

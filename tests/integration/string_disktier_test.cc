@@ -243,6 +243,42 @@ TEST_F(StringDiskTierTest, OnlySmallStringsAreEvictedAsInRedis) {
   EXPECT_EQ(r->integer, 1);
 }
 
+// Small strings are parked (kept, in the cold index) while a large string is in memory. A large
+// string kept hot by its reader while thousands of small ones come and go parks them all; once
+// nothing else is left in memory the parked ones must go by the policy: writes never answer
+// -OOM under allkeys-lru, and memory stays near the budget.
+TEST_F(StringDiskTierTest, ParkedSmallStringsNeverFillTheBudget) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  RedisReply r = HiredisCommand(c.get(), {"SET", "big", Chunk(0, kChunk)});
+  ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  const std::string value(1000, 'v');
+  constexpr int kSmall = 30000, kBatch = 500;  // 30 MB of small values through an 8 MB budget
+  for (int start = 0; start < kSmall; start += kBatch) {
+    for (int i = start; i < start + kBatch; ++i) {
+      const std::string key = "small:" + std::to_string(i);
+      redisAppendCommand(c.get(), "SET %b %b", key.data(), key.size(), value.data(), value.size());
+      redisAppendCommand(c.get(), "TOUCH big");
+    }
+    for (int i = 0; i < 2 * kBatch; ++i) {
+      void* raw = nullptr;
+      ASSERT_EQ(redisGetReply(c.get(), &raw), REDIS_OK);
+      RedisReply reply(static_cast<redisReply*>(raw));
+      ASSERT_NE(reply->type, REDIS_REPLY_ERROR) << start << ": " << DescribeReply(reply.get());
+    }
+  }
+  EXPECT_GT(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{9} << 20);
+  const uint64_t parked = InfoField(c.get(), "parked_string_bytes");
+  EXPECT_GT(parked, 0u) << "small strings were parked beside the large one";
+  EXPECT_LE(parked, uint64_t{1} << 20) << "at most maxmemory / 8";
+  r = HiredisCommand(c.get(), {"EXISTS", "small:" + std::to_string(kSmall - 1)});
+  EXPECT_EQ(r->integer, 1);
+  r = HiredisCommand(c.get(), {"GET", "big"});
+  ASSERT_EQ(r->type, REDIS_REPLY_STRING);
+  EXPECT_TRUE(std::string(r->str, r->len) == Chunk(0, kChunk));
+}
+
 TEST_F(StringDiskTierTest, SmallStringsAreStillDeletedAndWithoutPersistenceEverythingIs) {
   ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "no", "--maxmemory", "8mb",
                                                  "--maxmemory-policy", "allkeys-lru"}}));

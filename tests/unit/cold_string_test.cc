@@ -166,9 +166,14 @@ TEST_F(StringDiskTier, AParkedSmallStringKeepsItsValueInTheColdIndex) {
   keys_.PutString("meta", Bytes::CopyOf(Pattern(28, 'g')), StringEncoding::kEmbstr, KeepTtl::kNo, 0,
                   {});
   const uint64_t memory = keys_.MemoryBytes();
-  EXPECT_TRUE(keys_.ParkString("meta"));
-  EXPECT_FALSE(keys_.ParkString("meta")) << "already parked";
-  EXPECT_FALSE(keys_.ParkString("missing"));
+  constexpr uint64_t kNoCap = uint64_t{1} << 40;
+  EXPECT_FALSE(keys_.ParkString("meta", 64)) << "past the cap on parked memory";
+  EXPECT_EQ(keys_.ParkedBytes(), 0u);
+  EXPECT_TRUE(keys_.ParkString("meta", kNoCap));
+  const uint64_t parked = keys_.ParkedBytes();
+  EXPECT_GT(parked, 28u);
+  EXPECT_FALSE(keys_.ParkString("meta", kNoCap)) << "already parked";
+  EXPECT_FALSE(keys_.ParkString("missing", kNoCap));
   auto info = keys_.Find("meta");
   ASSERT_TRUE(info && info->cold);
   EXPECT_EQ(std::string(info->value.view()), Pattern(28, 'g'));
@@ -180,10 +185,16 @@ TEST_F(StringDiskTier, AParkedSmallStringKeepsItsValueInTheColdIndex) {
   // A write brings it back to the hot index.
   keys_.PutString("meta", Bytes::CopyOf("new"), StringEncoding::kEmbstr, KeepTtl::kNo, 0, {});
   EXPECT_FALSE(keys_.Find("meta")->cold);
+  EXPECT_EQ(keys_.ParkedBytes(), 0u);
+  // Parked again, then deleted: nothing stays counted.
+  EXPECT_TRUE(keys_.ParkString("meta", kNoCap));
+  EXPECT_GT(keys_.ParkedBytes(), 0u);
+  EXPECT_TRUE(keys_.RemoveString("meta", {}));
+  EXPECT_EQ(keys_.ParkedBytes(), 0u);
   // A large value is not parked (it goes cold instead).
   PutAndLog("large", Pattern(kLarge, 'h'));
-  EXPECT_FALSE(keys_.ParkString("large"));
-  EXPECT_EQ(keys_.LargeStringBytes(), keys_.Stats(0).string_bytes - 3);
+  EXPECT_FALSE(keys_.ParkString("large", kNoCap));
+  EXPECT_EQ(keys_.LargeStringBytes(), keys_.Stats(0).string_bytes) << "the only string left";
 }
 
 }  // namespace

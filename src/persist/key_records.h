@@ -30,6 +30,8 @@ void WritePrefixNamespace(const std::string& ns, const store::PrefixIndex& index
                           const RecordSink& write);
 // A string key with its value, encoding and expiry.
 StringSet StringRecord(const std::string& key, const store::KeyInfo& info);
+// The record that recreates a set or list key (SetValue or ListValue), expiry aside.
+Mutation MembersRecord(const std::string& key, const store::KeyInfo& info);
 
 // The stores of one database, read-only.
 struct KeyStores {

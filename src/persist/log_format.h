@@ -42,18 +42,20 @@ inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 
 enum class RecordType : uint8_t {
-  kSsmPut = 1,           // one session, one or more (layer, blob) pairs, applied atomically
-  kSsmDropLayer = 2,     // one session, one layer
-  kSsmDropSession = 3,   // one session, every layer
-  kFlushAll = 4,         // every stored entry of every family
-  kKeyExpire = 5,        // one key of any type: its absolute expiry (Unix ms), 0 for none
-  kStringSet = 6,        // one string key: its whole value, encoding and expiry (or keep it)
-  kStringDel = 7,        // one string key deleted
-  kFlushDb = 8,          // every stored entry of the record's database (FLUSHDB)
-  kSwapDb = 9,           // two databases exchange their contents (SWAPDB)
-  kStringMultiSet = 10,  // several string keys, each as kStringSet, applied together (MSET)
-  kSnapshotEnd = 15,     // last record of a snapshot: entry count, so a cut file is detected
-  kColdDirectory = 16,   // a snapshot's list of the cold SSM puts that follow it (not counted)
+  kSsmPut = 1,                // one session, one or more (layer, blob) pairs, applied atomically
+  kSsmDropLayer = 2,          // one session, one layer
+  kSsmDropSession = 3,        // one session, every layer
+  kFlushAll = 4,              // every stored entry of every family
+  kKeyExpire = 5,             // one key of any type: its absolute expiry (Unix ms), 0 for none
+  kStringSet = 6,             // one string key: its whole value, encoding and expiry (or keep it)
+  kStringDel = 7,             // one string key deleted
+  kFlushDb = 8,               // every stored entry of the record's database (FLUSHDB)
+  kSwapDb = 9,                // two databases exchange their contents (SWAPDB)
+  kStringMultiSet = 10,       // several string keys, each as kStringSet, applied together (MSET)
+  kSetValue = 12,             // one set key: its whole value and encoding (no members: deleted)
+  kListValue = 13,            // one list key: its whole value (no elements: deleted)
+  kSnapshotEnd = 15,          // last record of a snapshot: entry count, so a cut file is detected
+  kColdDirectory = 16,        // a snapshot's list of the cold SSM puts that follow it (not counted)
   kVectorColdDirectory = 17,  // the same for its cold V-store sessions' records (not counted)
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier

@@ -13,6 +13,7 @@
 
 #include "persist/prefix_records.h"
 #include "store/database.h"
+#include "store/members.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::persist {
@@ -332,6 +333,26 @@ struct Checker {
     }
   }
   void operator()(const StringDel& r) { Sid(r.key, "key", 0); }
+  void Members(const Blob& members) {
+    if (members.size() > limits.memory_budget) {
+      Fail(std::to_string(members.size()) + " bytes of members, more than the " +
+               std::to_string(limits.memory_budget) + " this process may use",
+           /*out_of_memory=*/true);
+    } else if (!store::DecodeMembers(members.Joined().view())) {
+      Fail("members that are not length-prefixed strings");
+    }
+  }
+  void operator()(const SetValue& r) {
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.encoding > static_cast<uint32_t>(store::SetEncoding::kHashtable)) {
+      Fail("set encoding " + std::to_string(r.encoding) + " is unknown");
+      return;
+    }
+    Members(r.members);
+  }
+  void operator()(const ListValue& r) {
+    if (Sid(r.key, "key", 0)) Members(r.elements);
+  }
   void operator()(const SnapshotEnd&) {}
   void operator()(const VCreate& r) {
     if (Sid(r.sid, "sid", 1)) Shape(r.tier, r.dim);
@@ -485,6 +506,26 @@ struct Applier {
     if (stores.keys == nullptr) return Applied(false);
     return Applied(stores.keys->RemoveString(r.key, hook));
   }
+  // A set or list: its whole value, the key's expiry kept; no members deletes it.
+  Outcome PutMembers(const std::string& key, store::KeyType type, uint32_t encoding,
+                     const Blob& members) {
+    if (stores.keys == nullptr) return Applied(false);
+    if (members.size() == 0) return Applied(stores.keys->RemoveValue(key, type, hook));
+    store::Keyspace::StringPut put{key,
+                                   Bytes::CopyCompact(members.Joined().view()),
+                                   static_cast<store::StringEncoding>(encoding),
+                                   store::KeepTtl::kYes,
+                                   0,
+                                   type};
+    stores.keys->PutStrings({&put, 1}, hook);
+    return Applied(true);
+  }
+  Outcome operator()(const SetValue& r) {
+    return PutMembers(r.key, store::KeyType::kSet, r.encoding, r.members);
+  }
+  Outcome operator()(const ListValue& r) {
+    return PutMembers(r.key, store::KeyType::kList, 0, r.elements);
+  }
   Outcome operator()(const VCreate& r) {
     if (stores.vectors == nullptr) return Applied(false);
     Outcome out;
@@ -569,6 +610,8 @@ struct KeySync {
   void operator()(const StringSet&) const {}  // the keyspace holds strings itself
   void operator()(const StringMultiSet&) const {}
   void operator()(const StringDel&) const {}
+  void operator()(const SetValue&) const {}  // sets and lists too
+  void operator()(const ListValue&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}
   void operator()(const VDrop& r) const { Key(r.sid); }

@@ -133,6 +133,27 @@ struct StringDel {
   static auto Tie(auto& r) { return std::tie(r.key); }
 };
 
+// A set or list key's whole new value (store/members.h) after a change (SADD, LPUSH, ...); the
+// key keeps its expiry. An empty value deletes the key, as Redis deletes an emptied set or list.
+struct SetValue {
+  static constexpr RecordType kType = RecordType::kSetValue;
+  static constexpr std::string_view kName = "set value";
+  static constexpr std::array<std::string_view, 3> kFields = {"key", "encoding", "members"};
+  std::string key;
+  uint32_t encoding = 0;  // store::SetEncoding
+  Blob members;
+  static auto Tie(auto& r) { return std::tie(r.key, r.encoding, r.members); }
+};
+
+struct ListValue {
+  static constexpr RecordType kType = RecordType::kListValue;
+  static constexpr std::string_view kName = "list value";
+  static constexpr std::array<std::string_view, 2> kFields = {"key", "elements"};
+  std::string key;
+  Blob elements;
+  static auto Tie(auto& r) { return std::tie(r.key, r.elements); }
+};
+
 struct SnapshotEnd {  // the number of records before it in its snapshot
   static constexpr RecordType kType = RecordType::kSnapshotEnd;
   static constexpr std::string_view kName = "snapshot end";
@@ -279,10 +300,11 @@ struct PrefixNamespaceDrop {  // the whole namespace
   static auto Tie(auto& r) { return std::tie(r.ns); }
 };
 
-using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
-                              VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet,
-                              StringDel, FlushDb, SwapDb, PrefixNamespace, PrefixBlocks,
-                              PrefixCheckpoints, PrefixDrop, PrefixNamespaceDrop, StringMultiSet>;
+using Mutation =
+    std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate, VStore,
+                 VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet, StringDel, FlushDb,
+                 SwapDb, PrefixNamespace, PrefixBlocks, PrefixCheckpoints, PrefixDrop,
+                 PrefixNamespaceDrop, StringMultiSet, SetValue, ListValue>;
 
 RecordType TypeOf(const Mutation& m);
 

@@ -60,13 +60,17 @@ std::string_view KeyTypeName(KeyType type) {
       return "string";
     case KeyType::kPrefixIndex:
       return "prefix-index";
+    case KeyType::kSet:
+      return "set";
+    case KeyType::kList:
+      return "list";
   }
   return "none";
 }
 
 std::optional<KeyType> KeyTypeFromName(std::string_view name) {
   for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString,
-                    KeyType::kPrefixIndex}) {
+                    KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList}) {
     if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
   }
   return std::nullopt;
@@ -93,9 +97,9 @@ void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyT
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   Entry* entry = FindIn(shard, key);
-  // A string's value lives here, not in the stores the probe reads: only its own records
-  // change it.
-  if (entry != nullptr && entry->type() == KeyType::kString) return;
+  // A string's, set's or list's value lives here, not in the stores the probe reads: only its
+  // own records change it.
+  if (entry != nullptr && HoldsValue(entry->type())) return;
   if (auto type = probe()) {
     SetLocked(shard, key, *type);
     return;
@@ -133,7 +137,7 @@ void Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>
 
 Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put) {
   Bytes released;
-  Entry* entry = SetLocked(shard, put.key, KeyType::kString);
+  Entry* entry = SetLocked(shard, put.key, put.type);
   entry = SetValueLocked(shard, entry, std::move(put.value), released);
   entry->set_encoding(put.encoding);
   if (put.keep_ttl == KeepTtl::kNo && ExpiryOf(shard, *entry) != put.at_ms) {
@@ -158,11 +162,16 @@ Keyspace::Entry* Keyspace::SetValueLocked(Shard& shard, Entry* entry, Bytes valu
 }
 
 bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& under_lock) {
+  return RemoveValue(key, KeyType::kString, under_lock);
+}
+
+bool Keyspace::RemoveValue(std::string_view key, KeyType type,
+                           const std::function<void()>& under_lock) {
   Shard& shard = shards_[ShardOf(key)];
   Bytes released;
   std::lock_guard lock(shard.mu);
   Entry* entry = FindIn(shard, key);
-  if (entry == nullptr || entry->type() != KeyType::kString) return false;
+  if (entry == nullptr || entry->type() != type) return false;
   if (under_lock) under_lock();
   if (!entry->value_inline()) released = entry->ValueCopy();  // the last reference goes after
   Erase(shard, entry);
@@ -175,8 +184,8 @@ Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType
     if (entry->type() != type) {
       keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
       keys_of_type_[static_cast<size_t>(type)] += 1;
-      // Only a string holds a value here.
-      if (entry->type() == KeyType::kString) {
+      // Only a string, set or list holds a value here.
+      if (HoldsValue(entry->type())) {
         Bytes released;
         entry = SetValueLocked(shard, entry, Bytes(), released);
       }
@@ -269,7 +278,7 @@ KeyInfo Keyspace::InfoOf(const Shard& shard, const Entry& entry, bool with_value
   info.slot = KeySlot(entry.Key());
   info.handle = entry.handle;
   info.expire_at_ms = ExpiryOf(shard, entry);
-  if (with_value && entry.type() == KeyType::kString) info.value = entry.ValueCopy();
+  if (with_value && HoldsValue(entry.type())) info.value = entry.ValueCopy();
   return info;
 }
 

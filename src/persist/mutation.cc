@@ -338,7 +338,7 @@ struct Checker {
       Fail(std::to_string(members.size()) + " bytes of members, more than the " +
                std::to_string(limits.memory_budget) + " this process may use",
            /*out_of_memory=*/true);
-    } else if (!store::DecodeMembers(members.Joined().view())) {
+    } else if (!store::ValidMembers(members.Joined().view())) {
       Fail("members that are not length-prefixed strings");
     }
   }

@@ -30,19 +30,30 @@ Bytes EncodeMembers(const std::vector<std::string>& members) {
   return Bytes::CopyCompact(out);
 }
 
-std::optional<std::vector<std::string>> DecodeMembers(std::string_view value) {
-  std::vector<std::string> out;
+// Calls `visit` with each member of `value` in order; false when the encoding is cut or overlong.
+template <class Visit>
+bool ForEachMember(std::string_view value, Visit&& visit) {
   const auto* p = reinterpret_cast<const uint8_t*>(value.data());
   size_t at = 0;
   while (at < value.size()) {
-    if (value.size() - at < 4) return std::nullopt;
+    if (value.size() - at < 4) return false;
     const uint32_t length = GetLength(p + at);
     at += 4;
-    if (value.size() - at < length) return std::nullopt;
-    out.emplace_back(value.substr(at, length));
+    if (value.size() - at < length) return false;
+    visit(value.substr(at, length));
     at += length;
   }
+  return true;
+}
+
+std::optional<std::vector<std::string>> DecodeMembers(std::string_view value) {
+  std::vector<std::string> out;
+  if (!ForEachMember(value, [&](std::string_view m) { out.emplace_back(m); })) return std::nullopt;
   return out;
+}
+
+bool ValidMembers(std::string_view value) {
+  return ForEachMember(value, [](std::string_view) {});
 }
 
 bool IntsetMember(std::string_view member) {

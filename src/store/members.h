@@ -21,6 +21,8 @@ inline constexpr size_t kSetMaxIntsetEntries = 512;
 Bytes EncodeMembers(const std::vector<std::string>& members);
 // The members of `value`, or nullopt when it is not a well-formed encoding (a damaged record).
 std::optional<std::vector<std::string>> DecodeMembers(std::string_view value);
+// Whether DecodeMembers would succeed, without copying a member (a record's check).
+bool ValidMembers(std::string_view value);
 
 // Whether Redis would hold `member` in an intset: a canonical 64-bit integer (string2ll's rule).
 bool IntsetMember(std::string_view member);

@@ -108,7 +108,9 @@ void SAdd(Context& ctx) {
     added += 1;
   }
   if (added > 0) {
-    set.encoding = store::SetEncodingAfterAdd(set.encoding, set.members);
+    const auto max_intset =
+        static_cast<size_t>(ctx.engine.settings().Int(Setting::kSetMaxIntsetEntries));
+    set.encoding = store::SetEncodingAfterAdd(set.encoding, set.members, max_intset);
     if (set.encoding == SetEncoding::kIntset) store::SortIntset(set.members);
     if (!Store(ctx, key, KeyType::kSet, set)) return;
   }
@@ -195,6 +197,11 @@ void SRandMember(Context& ctx) {
   if (!set.exists || *count == 0) return ctx.reply.ArrayLen(0);
   if (*count < 0) {  // repeats allowed
     const uint64_t n = static_cast<uint64_t>(-*count);
+    // Redis would try to build the reply whatever its size; here a count whose reply could not
+    // fit client-output-buffer-limit (6 bytes an element at least) is refused up front.
+    const auto most =
+        static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kClientOutputBufferLimit) / 6);
+    if (n > most) return ctx.reply.Error(kOutOfRange);
     ctx.reply.ArrayLen(n);
     for (uint64_t i = 0; i < n; ++i) ctx.reply.Bulk(set.members[Rng()() % set.members.size()]);
     return;

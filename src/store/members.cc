@@ -60,8 +60,9 @@ bool IntsetMember(std::string_view member) {
   return member.size() <= 20 && ParseInt64(member).has_value();
 }
 
-SetEncoding SetEncodingAfterAdd(SetEncoding encoding, const std::vector<std::string>& members) {
-  if (encoding == SetEncoding::kHashtable || members.size() > kSetMaxIntsetEntries) {
+SetEncoding SetEncodingAfterAdd(SetEncoding encoding, const std::vector<std::string>& members,
+                                size_t max_intset) {
+  if (encoding == SetEncoding::kHashtable || members.size() > max_intset) {
     return SetEncoding::kHashtable;
   }
   const bool integers = std::all_of(members.begin(), members.end(), IntsetMember);

@@ -14,10 +14,6 @@
 
 namespace prefixd::store {
 
-// Redis 7.0's set-max-intset-entries default: a set of integers only stays an intset up to
-// this many members.
-inline constexpr size_t kSetMaxIntsetEntries = 512;
-
 Bytes EncodeMembers(const std::vector<std::string>& members);
 // The members of `value`, or nullopt when it is not a well-formed encoding (a damaged record).
 std::optional<std::vector<std::string>> DecodeMembers(std::string_view value);
@@ -27,8 +23,10 @@ bool ValidMembers(std::string_view value);
 // Whether Redis would hold `member` in an intset: a canonical 64-bit integer (string2ll's rule).
 bool IntsetMember(std::string_view member);
 // The encoding a set has after members were added to one of `encoding` (Redis converts an
-// intset to a hashtable on a non-integer member or past kSetMaxIntsetEntries, never back).
-SetEncoding SetEncodingAfterAdd(SetEncoding encoding, const std::vector<std::string>& members);
+// intset to a hashtable on a non-integer member or past `max_intset` members, never back;
+// set-max-intset-entries).
+SetEncoding SetEncodingAfterAdd(SetEncoding encoding, const std::vector<std::string>& members,
+                                size_t max_intset);
 // An intset keeps its members in ascending numeric order (SMEMBERS replies them so).
 void SortIntset(std::vector<std::string>& members);
 

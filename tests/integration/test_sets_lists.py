@@ -69,6 +69,12 @@ class SetsListsTest(unittest.TestCase):
 
     def test_intset_limit(self):
         r = self.r
+        r.config_set("set-max-intset-entries", 3)
+        r.sadd("small", "1", "2", "3")
+        self.assertEqual(r.object("encoding", "small"), b"intset")
+        r.sadd("small", "4")
+        self.assertEqual(r.object("encoding", "small"), b"hashtable")
+        r.config_set("set-max-intset-entries", 512)
         r.sadd("big", *[str(i) for i in range(512)])
         self.assertEqual(r.object("encoding", "big"), b"intset")
         r.sadd("big", "512")
@@ -100,6 +106,9 @@ class SetsListsTest(unittest.TestCase):
         self.assertEqual(self.error("SRANDMEMBER", "s", "-9223372036854775808"),
                          "value is out of range")
         self.assertEqual(self.error("SRANDMEMBER", "s", "1", "2"), "syntax error")
+        # A reply too large for client-output-buffer-limit is refused, not built.
+        self.assertEqual(self.error("SRANDMEMBER", "s", "-9223372036854775807"),
+                         "value is out of range")
         popped = r.spop("s")
         self.assertIn(popped, members)
         self.assertEqual(r.scard("s"), 4)

@@ -30,6 +30,10 @@ TEST(MembersTest, EncodingRoundTripsAnyBytes) {
 TEST(MembersTest, CutOrOverlongEncodingsAreRefused) {
   const std::string value(store::EncodeMembers({"abc", "de"}).view());
   for (size_t cut = 1; cut < value.size(); ++cut) {
+    if (cut == 4 + 3) {  // "abc" whole: a valid one-member value
+      EXPECT_EQ(store::DecodeMembers(value.substr(0, cut)), std::vector<std::string>{"abc"});
+      continue;
+    }
     EXPECT_FALSE(store::DecodeMembers(value.substr(0, cut)).has_value()) << cut;
     EXPECT_FALSE(store::ValidMembers(value.substr(0, cut))) << cut;
   }
@@ -47,11 +51,14 @@ TEST(MembersTest, IntsetRulesAreRedis70s) {
   EXPECT_FALSE(store::IntsetMember(" 1"));
   std::vector<std::string> members;
   for (int i = 0; i < 512; ++i) members.push_back(std::to_string(i));
-  EXPECT_EQ(store::SetEncodingAfterAdd(SetEncoding::kIntset, members), SetEncoding::kIntset);
+  EXPECT_EQ(store::SetEncodingAfterAdd(SetEncoding::kIntset, members, 512), SetEncoding::kIntset);
   members.push_back("512");  // one past set-max-intset-entries
-  EXPECT_EQ(store::SetEncodingAfterAdd(SetEncoding::kIntset, members), SetEncoding::kHashtable);
-  EXPECT_EQ(store::SetEncodingAfterAdd(SetEncoding::kHashtable, {"1"}), SetEncoding::kHashtable);
-  EXPECT_EQ(store::SetEncodingAfterAdd(SetEncoding::kIntset, {"1", "a"}), SetEncoding::kHashtable);
+  EXPECT_EQ(store::SetEncodingAfterAdd(SetEncoding::kIntset, members, 512),
+            SetEncoding::kHashtable);
+  EXPECT_EQ(store::SetEncodingAfterAdd(SetEncoding::kHashtable, {"1"}, 512),
+            SetEncoding::kHashtable);
+  EXPECT_EQ(store::SetEncodingAfterAdd(SetEncoding::kIntset, {"1", "a"}, 512),
+            SetEncoding::kHashtable);
   std::vector<std::string> ints = {"10", "-3", "2"};
   store::SortIntset(ints);
   EXPECT_EQ(ints, (std::vector<std::string>{"-3", "2", "10"}));

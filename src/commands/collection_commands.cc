@@ -29,6 +29,8 @@ using store::SetEncoding;
 
 constexpr std::string_view kNotPositive = "ERR value is out of range, must be positive";
 constexpr std::string_view kOutOfRange = "ERR value is out of range";
+constexpr std::string_view kCountOutOfRange =
+    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 
 // A set or list key as a command reads it: `exists` false for a missing key (no members).
 struct Loaded {
@@ -78,10 +80,11 @@ std::optional<int64_t> IntArgument(Context& ctx, std::string_view text) {
   return n;
 }
 
-// A count as Redis's getPositiveLongFromObjectOrReply (SPOP, LPOP, RPOP).
+// A count as Redis's getPositiveLongFromObjectOrReply (SPOP, LPOP, RPOP): one error for a
+// negative count and for one that is no integer.
 std::optional<int64_t> PositiveCount(Context& ctx, std::string_view text) {
-  auto n = IntArgument(ctx, text);
-  if (n && *n < 0) {
+  auto n = ParseInt64(text);
+  if (!n || *n < 0) {
     ctx.reply.Error(kNotPositive);
     return std::nullopt;
   }
@@ -186,12 +189,12 @@ void SRandMember(Context& ctx) {
   if (ctx.args.size() == 3) {
     count = IntArgument(ctx, ctx.args[2]);
     if (!count) return;
-    if (*count == INT64_MIN) return ctx.reply.Error(kOutOfRange);
+    if (*count == INT64_MIN) return ctx.reply.Error(kCountOutOfRange);
   }
   Loaded set;
   if (!Load(ctx, ctx.args[1], KeyType::kSet, true, set)) return;
-  if (!count) {  // Redis 7.0 answers a missing key with a null array here (RESP2 `*-1`)
-    if (!set.exists) return ctx.reply.NullArray();
+  if (!count) {
+    if (!set.exists) return ctx.reply.Null();
     return ctx.reply.Bulk(set.members[Rng()() % set.members.size()]);
   }
   if (!set.exists || *count == 0) return ctx.reply.ArrayLen(0);
@@ -206,8 +209,13 @@ void SRandMember(Context& ctx) {
     for (uint64_t i = 0; i < n; ++i) ctx.reply.Bulk(set.members[Rng()() % set.members.size()]);
     return;
   }
-  if (static_cast<uint64_t>(*count) >= set.members.size()) return ReplySet(ctx, set.members);
-  ReplySet(ctx, Sample(set.members, static_cast<size_t>(*count)));
+  // An array, not a RESP3 set, even for distinct members (Redis 7.0).
+  const std::vector<std::string> picked =
+      static_cast<uint64_t>(*count) >= set.members.size()
+          ? std::move(set.members)
+          : Sample(set.members, static_cast<size_t>(*count));
+  ctx.reply.ArrayLen(picked.size());
+  for (const std::string& m : picked) ctx.reply.Bulk(m);
 }
 
 void SPop(Context& ctx) {
@@ -344,23 +352,25 @@ std::optional<size_t> Position(int64_t index, size_t size) {
 }
 
 void LIndex(Context& ctx) {
-  auto index = IntArgument(ctx, ctx.args[2]);
-  if (!index) return;
+  // Redis looks the key up before it parses the index: a missing key answers nil either way.
   Loaded list;
   if (!Load(ctx, ctx.args[1], KeyType::kList, true, list)) return;
+  if (!list.exists) return ctx.reply.Null();
+  auto index = IntArgument(ctx, ctx.args[2]);
+  if (!index) return;
   auto at = Position(*index, list.members.size());
   if (!at) return ctx.reply.Null();
   ctx.reply.Bulk(list.members[*at]);
 }
 
 void LSet(Context& ctx) {
-  auto index = IntArgument(ctx, ctx.args[2]);
-  if (!index) return;
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
   Loaded list;
   if (!Load(ctx, key, KeyType::kList, false, list)) return;
-  if (!list.exists) return ctx.reply.Error("ERR no such key");
+  if (!list.exists) return ctx.reply.Error("ERR no such key");  // before the index, as Redis
+  auto index = IntArgument(ctx, ctx.args[2]);
+  if (!index) return;
   auto at = Position(*index, list.members.size());
   if (!at) return ctx.reply.Error("ERR index out of range");
   list.members[*at] = std::string(ctx.args[3]);
@@ -424,8 +434,8 @@ void LTrim(Context& ctx) {
 
 // Fills what Redis 7.0.15's COMMAND reports for a one-key set or list command.
 CommandSpec AsRedisOneKey(CommandSpec s, std::string since, uint32_t acl, uint32_t key_flags,
-                          std::vector<Arg> arguments) {
-  s = AsRedis(std::move(s), std::move(since), acl, {}, std::move(arguments));
+                          std::vector<Arg> arguments, std::vector<std::string> tips) {
+  s = AsRedis(std::move(s), std::move(since), acl, std::move(tips), std::move(arguments));
   s.key_specs = {RangeKeySpec(key_flags, 1)};
   return s;
 }
@@ -441,10 +451,11 @@ void RegisterCollectionCommands(Registry& r) {
   const auto family = [&](std::string group, uint32_t acl) {
     return [group, acl, &r](std::string name, int arity, uint32_t flags, std::string syntax,
                             std::string summary, Handler h, std::string complexity,
-                            std::string since, uint32_t key_flags, std::vector<Arg> args) {
+                            std::string since, uint32_t key_flags, std::vector<Arg> args,
+                            std::vector<std::string> tips = {}) {
       r.Add(AsRedisOneKey(MakeSpec(group, 1, std::move(name), arity, flags, std::move(syntax),
                                    std::move(summary), h, std::move(complexity)),
-                          std::move(since), acl, key_flags, std::move(args)));
+                          std::move(since), acl, key_flags, std::move(args), std::move(tips)));
     };
   };
   const auto set = family("set", kAclSet);
@@ -465,15 +476,17 @@ void RegisterCollectionCommands(Registry& r) {
   set("sismember", 3, read, "<key> <member>", "1 if the member is in the set, else 0.", SIsMember,
       n, "1.0.0", kKeyRO, {key, member});
   set("smismember", -3, read, "<key> <member> [member ...]",
-      "For each member, 1 if it is in the set, else 0.", SMIsMember, n, "6.2.0", kKeyRO,
-      {key, Many(member)});
-  set("smembers", 2, kReadonly, "<key>", "Every member of a set.", SMembers, n, "1.0.0", kKeyRO,
-      {key});
+      "For each member, 1 if it is in the set, else 0.", SMIsMember, n, "6.2.0",
+      kKeyRO | kKeyAccess, {key, Many(member)});
+  set("smembers", 2, kReadonly, "<key>", "Every member of a set.", SMembers, n, "1.0.0",
+      kKeyRO | kKeyAccess, {key}, {"nondeterministic_output_order"});
   set("srandmember", -2, kReadonly, "<key> [count]",
       "Random members of a set: distinct for a positive count, repeated for a negative one.",
-      SRandMember, n, "1.0.0", kKeyRO, {key, Tokened(count, {}, "2.6.0")});
+      SRandMember, n, "1.0.0", kKeyRO | kKeyAccess, {key, Tokened(count, {}, "2.6.0")},
+      {"nondeterministic_output"});
   set("spop", -2, kWrite | kFast, "<key> [count]", "Removes and returns random members of a set.",
-      SPop, n, "1.0.0", kKeyRW | kKeyAccess | kKeyDelete, {key, Tokened(count, {}, "3.2.0")});
+      SPop, n, "1.0.0", kKeyRW | kKeyAccess | kKeyDelete, {key, Tokened(count, {}, "3.2.0")},
+      {"nondeterministic_output"});
 
   const std::string m = "O(N) in the list's length";
   list("lpush", -3, write, "<key> <element> [element ...]",

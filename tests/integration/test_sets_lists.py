@@ -104,7 +104,8 @@ class SetsListsTest(unittest.TestCase):
         self.assertEqual(self.error("SRANDMEMBER", "s", "x"),
                          "value is not an integer or out of range")
         self.assertEqual(self.error("SRANDMEMBER", "s", "-9223372036854775808"),
-                         "value is out of range")
+                         "value is out of range, value must between -9223372036854775807 and "
+                         "9223372036854775807")
         self.assertEqual(self.error("SRANDMEMBER", "s", "1", "2"), "syntax error")
         # A reply too large for client-output-buffer-limit is refused, not built.
         self.assertEqual(self.error("SRANDMEMBER", "s", "-9223372036854775807"),
@@ -150,6 +151,12 @@ class SetsListsTest(unittest.TestCase):
         self.assertTrue(r.lset("l", -1, "B"))
         self.assertEqual(self.error("LSET", "l", "9", "v"), "index out of range")
         self.assertEqual(self.error("LSET", "missing", "0", "v"), "no such key")
+        self.assertEqual(self.error("LSET", "missing", "x", "v"), "no such key")
+        self.assertEqual(self.error("LSET", "l", "x", "v"),
+                         "value is not an integer or out of range")
+        self.assertIsNone(r.lindex("missing", "x"))  # Redis looks the key up first
+        self.assertEqual(self.error("LINDEX", "l", "x"),
+                         "value is not an integer or out of range")
         self.assertEqual(self.error("LRANGE", "l", "a", "1"),
                          "value is not an integer or out of range")
         r.delete("l")
@@ -230,7 +237,7 @@ class SetsListsTest(unittest.TestCase):
             data = b""
             while not data.endswith(b"+PONG\r\n"):
                 data += sock.recv(65536)
-        self.assertEqual(data, b"*-1\r\n$-1\r\n+PONG\r\n")
+        self.assertEqual(data, b"$-1\r\n$-1\r\n+PONG\r\n")
 
     def test_restart_and_snapshot_keep_values(self):
         r = self.r

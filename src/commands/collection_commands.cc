@@ -57,15 +57,34 @@ bool Load(Context& ctx, std::string_view key, KeyType type, bool read, Loaded& o
   return true;
 }
 
-// Logs `key`'s new members (none: the key is deleted). False when refused (error queued).
+// Logs `key`'s whole new value (no members: the key is deleted). False when refused (error
+// queued).
 bool Store(Context& ctx, std::string_view key, KeyType type, const Loaded& value) {
   persist::Blob blob{{store::EncodeMembers(value.members)}};
   if (type == KeyType::kSet) {
     return Mutate(ctx, persist::SetValue{std::string(key), static_cast<uint32_t>(value.encoding),
-                                         std::move(blob)})
+                                         persist::SetValue::kWhole, std::move(blob)})
         .has_value();
   }
-  return Mutate(ctx, persist::ListValue{std::string(key), std::move(blob)}).has_value();
+  return Mutate(ctx, persist::ListValue{std::string(key), persist::ListValue::kWhole, 0,
+                                        std::move(blob)})
+      .has_value();
+}
+
+// Logs a set operation (SetValue::kAdd or kRemove) of `members`, leaving `encoding`.
+bool StoreSetChange(Context& ctx, std::string_view key, SetEncoding encoding, uint32_t op,
+                    const std::vector<std::string>& members) {
+  return Mutate(ctx, persist::SetValue{std::string(key), static_cast<uint32_t>(encoding), op,
+                                       persist::Blob{{store::EncodeMembers(members)}}})
+      .has_value();
+}
+
+// Logs a list operation: a push of `elements` or a pop of `count`.
+bool StoreListChange(Context& ctx, std::string_view key, uint32_t op, uint64_t count,
+                     const std::vector<std::string>& elements) {
+  persist::Blob blob;
+  if (!elements.empty()) blob.pieces.push_back(store::EncodeMembers(elements));
+  return Mutate(ctx, persist::ListValue{std::string(key), op, count, std::move(blob)}).has_value();
 }
 
 std::mt19937_64& Rng() {
@@ -104,20 +123,19 @@ void SAdd(Context& ctx) {
         store::IntsetMember(ctx.args[2]) ? SetEncoding::kIntset : SetEncoding::kHashtable;
   }
   std::unordered_set<std::string> present(set.members.begin(), set.members.end());
-  int64_t added = 0;
+  std::vector<std::string> added;
   for (size_t i = 2; i < ctx.args.size(); ++i) {
     if (!present.emplace(ctx.args[i]).second) continue;
     set.members.emplace_back(ctx.args[i]);
-    added += 1;
+    added.emplace_back(ctx.args[i]);
   }
-  if (added > 0) {
+  if (!added.empty()) {
     const auto max_intset =
         static_cast<size_t>(ctx.engine.settings().Int(Setting::kSetMaxIntsetEntries));
     set.encoding = store::SetEncodingAfterAdd(set.encoding, set.members, max_intset);
-    if (set.encoding == SetEncoding::kIntset) store::SortIntset(set.members);
-    if (!Store(ctx, key, KeyType::kSet, set)) return;
+    if (!StoreSetChange(ctx, key, set.encoding, persist::SetValue::kAdd, added)) return;
   }
-  ctx.reply.Integer(added);
+  ctx.reply.Integer(static_cast<int64_t>(added.size()));
 }
 
 void SRem(Context& ctx) {
@@ -125,13 +143,17 @@ void SRem(Context& ctx) {
   KeyLocks lock(ctx.engine, key);
   Loaded set;
   if (!Load(ctx, key, KeyType::kSet, false, set)) return;
-  std::unordered_set<std::string_view> gone;
-  for (size_t i = 2; i < ctx.args.size(); ++i) gone.insert(ctx.args[i]);
-  const size_t before = set.members.size();
-  std::erase_if(set.members, [&](const std::string& m) { return gone.count(m) > 0; });
-  const auto removed = static_cast<int64_t>(before - set.members.size());
-  if (removed > 0 && !Store(ctx, key, KeyType::kSet, set)) return;
-  ctx.reply.Integer(removed);
+  std::unordered_set<std::string_view> named;
+  for (size_t i = 2; i < ctx.args.size(); ++i) named.insert(ctx.args[i]);
+  std::vector<std::string> removed;
+  for (const std::string& m : set.members) {
+    if (named.count(m) > 0) removed.push_back(m);
+  }
+  if (!removed.empty() &&
+      !StoreSetChange(ctx, key, set.encoding, persist::SetValue::kRemove, removed)) {
+    return;
+  }
+  ctx.reply.Integer(static_cast<int64_t>(removed.size()));
 }
 
 void SCard(Context& ctx) {
@@ -210,10 +232,9 @@ void SRandMember(Context& ctx) {
     return;
   }
   // An array, not a RESP3 set, even for distinct members (Redis 7.0).
-  const std::vector<std::string> picked =
-      static_cast<uint64_t>(*count) >= set.members.size()
-          ? std::move(set.members)
-          : Sample(set.members, static_cast<size_t>(*count));
+  const std::vector<std::string> picked = static_cast<uint64_t>(*count) >= set.members.size()
+                                              ? std::move(set.members)
+                                              : Sample(set.members, static_cast<size_t>(*count));
   ctx.reply.ArrayLen(picked.size());
   for (const std::string& m : picked) ctx.reply.Bulk(m);
 }
@@ -231,46 +252,50 @@ void SPop(Context& ctx) {
   if (!Load(ctx, key, KeyType::kSet, false, set)) return;
   if (!count) {
     if (!set.exists) return ctx.reply.Null();
-    const size_t pick = Rng()() % set.members.size();
-    std::string popped = std::move(set.members[pick]);
-    set.members.erase(set.members.begin() + static_cast<ptrdiff_t>(pick));
-    if (!Store(ctx, key, KeyType::kSet, set)) return;
-    return ctx.reply.Bulk(popped);
+    const std::vector<std::string> popped = {set.members[Rng()() % set.members.size()]};
+    if (!StoreSetChange(ctx, key, set.encoding, persist::SetValue::kRemove, popped)) return;
+    return ctx.reply.Bulk(popped[0]);
   }
   if (!set.exists || *count == 0) return ctx.reply.SetLen(0);
   std::vector<std::string> popped;
   if (static_cast<uint64_t>(*count) >= set.members.size()) {
     popped = std::move(set.members);
     set.members.clear();
+    if (!Store(ctx, key, KeyType::kSet, set)) return;  // the whole set: one delete
   } else {
-    std::vector<std::string> all = set.members;
-    popped = Sample(all, static_cast<size_t>(*count));
-    std::unordered_set<std::string_view> gone(popped.begin(), popped.end());
-    std::erase_if(set.members, [&](const std::string& m) { return gone.count(m) > 0; });
+    popped = Sample(set.members, static_cast<size_t>(*count));
+    if (!StoreSetChange(ctx, key, set.encoding, persist::SetValue::kRemove, popped)) return;
   }
-  if (!Store(ctx, key, KeyType::kSet, set)) return;
   ReplySet(ctx, popped);
 }
 
 // ---- lists -----------------------------------------------------------------------------------
 
+// The key's entry for a push or pop, its value left encoded (a push or pop reads no more than
+// it needs): nullopt when missing. False, with -WRONGTYPE queued, when it is no list.
+bool FindList(Context& ctx, std::string_view key, std::optional<store::KeyInfo>& out) {
+  out = LookupKey(ctx, key, /*touch=*/true);
+  if (!out || out->type == KeyType::kList) return true;
+  ctx.reply.Error(kWrongType);
+  return false;
+}
+
 void Push(Context& ctx, bool head, bool only_existing) {
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
-  Loaded list;
-  if (!Load(ctx, key, KeyType::kList, false, list)) return;
-  if (only_existing && !list.exists) return ctx.reply.Integer(0);
-  if (head) {
-    std::vector<std::string> front;
-    front.reserve(ctx.args.size() - 2 + list.members.size());
-    for (size_t i = ctx.args.size(); i > 2; --i) front.emplace_back(ctx.args[i - 1]);
-    for (std::string& m : list.members) front.push_back(std::move(m));
-    list.members = std::move(front);
-  } else {
-    for (size_t i = 2; i < ctx.args.size(); ++i) list.members.emplace_back(ctx.args[i]);
+  std::optional<store::KeyInfo> list;
+  if (!FindList(ctx, key, list)) return;
+  if (only_existing && !list) return ctx.reply.Integer(0);
+  // LPUSH a b c puts c at the head: the record holds the new head in its final order.
+  std::vector<std::string> elements;
+  elements.reserve(ctx.args.size() - 2);
+  for (size_t i = 2; i < ctx.args.size(); ++i) {
+    elements.emplace_back(ctx.args[head ? ctx.args.size() + 1 - i : i]);
   }
-  if (!Store(ctx, key, KeyType::kList, list)) return;
-  ctx.reply.Integer(static_cast<int64_t>(list.members.size()));
+  const size_t length = (list ? store::CountMembers(list->value.view()) : 0) + elements.size();
+  const uint32_t op = head ? persist::ListValue::kPushHead : persist::ListValue::kPushTail;
+  if (!StoreListChange(ctx, key, op, 0, elements)) return;
+  ctx.reply.Integer(static_cast<int64_t>(length));
 }
 
 void LPush(Context& ctx) { Push(ctx, true, false); }
@@ -289,23 +314,14 @@ void Pop(Context& ctx, bool head) {
   }
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
-  Loaded list;
-  if (!Load(ctx, key, KeyType::kList, false, list)) return;
-  if (!list.exists) return count ? ctx.reply.NullArray() : ctx.reply.Null();
+  std::optional<store::KeyInfo> list;
+  if (!FindList(ctx, key, list)) return;
+  if (!list) return count ? ctx.reply.NullArray() : ctx.reply.Null();
   if (count && *count == 0) return ctx.reply.ArrayLen(0);
-  const size_t n = std::min<uint64_t>(count.value_or(1), list.members.size());
-  std::vector<std::string> popped;
-  if (head) {
-    popped.assign(std::make_move_iterator(list.members.begin()),
-                  std::make_move_iterator(list.members.begin() + static_cast<ptrdiff_t>(n)));
-    list.members.erase(list.members.begin(), list.members.begin() + static_cast<ptrdiff_t>(n));
-  } else {
-    for (size_t i = 0; i < n; ++i) {
-      popped.push_back(std::move(list.members.back()));
-      list.members.pop_back();
-    }
-  }
-  if (!Store(ctx, key, KeyType::kList, list)) return;
+  const std::vector<std::string> popped =
+      store::EdgeMembers(list->value.view(), static_cast<uint64_t>(count.value_or(1)), head);
+  const uint32_t op = head ? persist::ListValue::kPopHead : persist::ListValue::kPopTail;
+  if (!StoreListChange(ctx, key, op, popped.size(), {})) return;
   if (!count) return ctx.reply.Bulk(popped[0]);
   ctx.reply.ArrayLen(popped.size());
   for (const std::string& m : popped) ctx.reply.Bulk(m);

@@ -68,6 +68,9 @@ class ShapeCheck {
       }
       const auto* set = std::get_if<SetValue>(&m);
       const auto* list = std::get_if<ListValue>(&m);
+      if ((set && set->op != SetValue::kWhole) || (list && list->op != ListValue::kWhole)) {
+        return "a set or list change that is not a whole value";
+      }
       if ((set && set->members.size() == 0) || (list && list->elements.size() == 0)) {
         return "a set or list without members";
       }

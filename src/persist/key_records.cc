@@ -62,9 +62,10 @@ StringSet StringRecord(const std::string& key, const store::KeyInfo& info) {
 
 Mutation MembersRecord(const std::string& key, const store::KeyInfo& info) {
   if (info.type == store::KeyType::kSet) {
-    return SetValue{key, static_cast<uint32_t>(info.encoding), Blob{{info.value}}};
+    return SetValue{key, static_cast<uint32_t>(info.encoding), SetValue::kWhole,
+                    Blob{{info.value}}};
   }
-  return ListValue{key, Blob{{info.value}}};
+  return ListValue{key, ListValue::kWhole, 0, Blob{{info.value}}};
 }
 
 namespace {

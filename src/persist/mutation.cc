@@ -346,12 +346,23 @@ struct Checker {
     if (!Sid(r.key, "key", 0)) return;
     if (r.encoding > static_cast<uint32_t>(store::SetEncoding::kHashtable)) {
       Fail("set encoding " + std::to_string(r.encoding) + " is unknown");
-      return;
+    } else if (r.op > SetValue::kRemove) {
+      Fail("set operation " + std::to_string(r.op) + " is unknown");
+    } else {
+      Members(r.members);
     }
-    Members(r.members);
   }
   void operator()(const ListValue& r) {
-    if (Sid(r.key, "key", 0)) Members(r.elements);
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.op > ListValue::kPopTail) {
+      Fail("list operation " + std::to_string(r.op) + " is unknown");
+    } else if (r.op >= ListValue::kPopHead && r.elements.size() != 0) {
+      Fail("a list pop that names elements");
+    } else if (r.op < ListValue::kPopHead && r.count != 0) {
+      Fail("a list count outside a pop");
+    } else {
+      Members(r.elements);
+    }
   }
   void operator()(const SnapshotEnd&) {}
   void operator()(const VCreate& r) {
@@ -506,25 +517,37 @@ struct Applier {
     if (stores.keys == nullptr) return Applied(false);
     return Applied(stores.keys->RemoveString(r.key, hook));
   }
-  // A set or list: its whole value, the key's expiry kept; no members deletes it.
-  Outcome PutMembers(const std::string& key, store::KeyType type, uint32_t encoding,
-                     const Blob& members) {
+  // A set or list: its whole value or an operation on the value it has, under its shard lock;
+  // the key's expiry kept, no members left deletes it.
+  Outcome ChangeMembers(const std::string& key, store::KeyType type, uint32_t encoding,
+                        const std::function<Bytes(std::string_view)>& change) {
     if (stores.keys == nullptr) return Applied(false);
-    if (members.size() == 0) return Applied(stores.keys->RemoveValue(key, type, hook));
-    store::Keyspace::StringPut put{key,
-                                   Bytes::CopyCompact(members.Joined().view()),
-                                   static_cast<store::StringEncoding>(encoding),
-                                   store::KeepTtl::kYes,
-                                   0,
-                                   type};
-    stores.keys->PutStrings({&put, 1}, hook);
-    return Applied(true);
+    return Applied(stores.keys->ChangeMembers(
+        key, type, static_cast<store::StringEncoding>(encoding), change, hook));
   }
   Outcome operator()(const SetValue& r) {
-    return PutMembers(r.key, store::KeyType::kSet, r.encoding, r.members);
+    const Bytes members = r.members.Joined();
+    const bool intset = r.encoding == static_cast<uint32_t>(store::SetEncoding::kIntset);
+    return ChangeMembers(r.key, store::KeyType::kSet, r.encoding, [&](std::string_view old) {
+      if (r.op == SetValue::kAdd) return store::AddMembers(old, members.view(), intset);
+      if (r.op == SetValue::kRemove) return store::RemoveMembers(old, members.view());
+      return Bytes::CopyCompact(members.view());
+    });
   }
   Outcome operator()(const ListValue& r) {
-    return PutMembers(r.key, store::KeyType::kList, 0, r.elements);
+    const Bytes elements = r.elements.Joined();
+    return ChangeMembers(r.key, store::KeyType::kList, 0, [&](std::string_view old) {
+      switch (r.op) {
+        case ListValue::kPushHead:
+        case ListValue::kPushTail:
+          return store::PushElements(old, elements.view(), r.op == ListValue::kPushHead);
+        case ListValue::kPopHead:
+        case ListValue::kPopTail:
+          return store::PopElements(old, r.count, r.op == ListValue::kPopHead);
+        default:
+          return Bytes::CopyCompact(elements.view());
+      }
+    });
   }
   Outcome operator()(const VCreate& r) {
     if (stores.vectors == nullptr) return Applied(false);

@@ -133,25 +133,38 @@ struct StringDel {
   static auto Tie(auto& r) { return std::tie(r.key); }
 };
 
-// A set or list key's whole new value (store/members.h) after a change (SADD, LPUSH, ...); the
-// key keeps its expiry. An empty value deletes the key, as Redis deletes an emptied set or list.
+// A change to a set or list key (store/members.h encodes members), the key's expiry kept: its
+// whole new value (op kWhole: no members deletes the key, as Redis deletes an emptied set or
+// list), or an operation applied to the value it has when the record applies (SADD, SREM, SPOP,
+// pushes and pops log only the members they name, so a write costs O(its members) in the log).
 struct SetValue {
   static constexpr RecordType kType = RecordType::kSetValue;
   static constexpr std::string_view kName = "set value";
-  static constexpr std::array<std::string_view, 3> kFields = {"key", "encoding", "members"};
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "encoding", "op", "members"};
+  static constexpr uint32_t kWhole = 0;   // `members` is the whole value
+  static constexpr uint32_t kAdd = 1;     // add `members` (an intset stays sorted)
+  static constexpr uint32_t kRemove = 2;  // remove `members`
   std::string key;
-  uint32_t encoding = 0;  // store::SetEncoding
+  uint32_t encoding = 0;  // store::SetEncoding after the change
+  uint32_t op = kWhole;
   Blob members;
-  static auto Tie(auto& r) { return std::tie(r.key, r.encoding, r.members); }
+  static auto Tie(auto& r) { return std::tie(r.key, r.encoding, r.op, r.members); }
 };
 
 struct ListValue {
   static constexpr RecordType kType = RecordType::kListValue;
   static constexpr std::string_view kName = "list value";
-  static constexpr std::array<std::string_view, 2> kFields = {"key", "elements"};
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "op", "count", "elements"};
+  static constexpr uint32_t kWhole = 0;     // `elements` is the whole value, head first
+  static constexpr uint32_t kPushHead = 1;  // `elements` go before the head, in this order
+  static constexpr uint32_t kPushTail = 2;  // `elements` go after the tail
+  static constexpr uint32_t kPopHead = 3;   // `count` elements leave the head
+  static constexpr uint32_t kPopTail = 4;   // `count` elements leave the tail
   std::string key;
+  uint32_t op = kWhole;
+  uint64_t count = 0;  // pops only
   Blob elements;
-  static auto Tie(auto& r) { return std::tie(r.key, r.elements); }
+  static auto Tie(auto& r) { return std::tie(r.key, r.op, r.count, r.elements); }
 };
 
 struct SnapshotEnd {  // the number of records before it in its snapshot

@@ -178,6 +178,28 @@ bool Keyspace::RemoveValue(std::string_view key, KeyType type,
   return true;
 }
 
+bool Keyspace::ChangeMembers(std::string_view key, KeyType type, StringEncoding encoding,
+                             const std::function<Bytes(std::string_view)>& change,
+                             const std::function<void()>& under_lock) {
+  Shard& shard = shards_[ShardOf(key)];
+  Bytes released;  // the old value, freed after the lock
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  const bool same = entry != nullptr && entry->type() == type;
+  Bytes value = change(same ? entry->Value() : std::string_view());
+  if (value.empty()) {
+    if (!same) return false;
+    if (under_lock) under_lock();
+    if (!entry->value_inline()) released = entry->ValueCopy();
+    Erase(shard, entry);
+    return true;
+  }
+  if (under_lock) under_lock();
+  StringPut put{key, std::move(value), encoding, KeepTtl::kYes, 0, type};
+  released = PutStringLocked(shard, put);
+  return true;
+}
+
 Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
   const uint64_t hash = HashOf(key);
   if (Entry* entry = shard.keys.Find(hash, key)) {

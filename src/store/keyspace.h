@@ -98,6 +98,14 @@ class Keyspace {
   bool RemoveString(std::string_view key, const std::function<void()>& under_lock);
   // RemoveString for a key of `type` (a set or list whose last member went).
   bool RemoveValue(std::string_view key, KeyType type, const std::function<void()>& under_lock);
+  // A set's or list's change made from its current value under the key's shard lock (the
+  // operation records, docs/storage-format.md types 12 and 13): `change` gets the value (empty
+  // when the key is missing or holds another type, which is then replaced) and returns the new
+  // one, which gets `encoding`; an empty result deletes the key. The key keeps its expiry.
+  // `under_lock` runs only when something changes; false when nothing did.
+  bool ChangeMembers(std::string_view key, KeyType type, StringEncoding encoding,
+                     const std::function<Bytes(std::string_view)>& change,
+                     const std::function<void()>& under_lock);
   // PutString of several keys as one change (MSET): every shard they live in is locked, in
   // ascending order, while `under_lock` runs and every value is put, so no other change to one of
   // them falls between the log record and its effect. Puts apply in order.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "common/numbers.h"
 
@@ -54,6 +55,80 @@ std::optional<std::vector<std::string>> DecodeMembers(std::string_view value) {
 
 bool ValidMembers(std::string_view value) {
   return ForEachMember(value, [](std::string_view) {});
+}
+
+size_t CountMembers(std::string_view value) {
+  size_t n = 0;
+  ForEachMember(value, [&](std::string_view) { ++n; });
+  return n;
+}
+
+namespace {
+
+// Where each member of `value` starts, and the end, in order.
+std::vector<size_t> MemberStarts(std::string_view value) {
+  std::vector<size_t> starts;
+  size_t at = 0;
+  ForEachMember(value, [&](std::string_view m) {
+    starts.push_back(at);
+    at += 4 + m.size();
+  });
+  starts.push_back(value.size());
+  return starts;
+}
+
+Bytes Joined(std::string_view a, std::string_view b) {
+  std::string out;
+  out.reserve(a.size() + b.size());
+  out.append(a).append(b);
+  return Bytes::CopyCompact(out);
+}
+
+}  // namespace
+
+Bytes AddMembers(std::string_view value, std::string_view added, bool intset) {
+  std::vector<std::string> members = DecodeMembers(value).value_or(std::vector<std::string>{});
+  std::unordered_set<std::string> present(members.begin(), members.end());
+  ForEachMember(added, [&](std::string_view m) {
+    if (present.emplace(m).second) members.emplace_back(m);
+  });
+  if (intset && std::all_of(members.begin(), members.end(), IntsetMember)) SortIntset(members);
+  return EncodeMembers(members);
+}
+
+Bytes RemoveMembers(std::string_view value, std::string_view removed) {
+  std::unordered_set<std::string_view> gone;
+  ForEachMember(removed, [&](std::string_view m) { gone.insert(m); });
+  std::vector<std::string> kept;
+  ForEachMember(value, [&](std::string_view m) {
+    if (gone.count(m) == 0) kept.emplace_back(m);
+  });
+  return EncodeMembers(kept);
+}
+
+Bytes PushElements(std::string_view value, std::string_view elements, bool head) {
+  return head ? Joined(elements, value) : Joined(value, elements);
+}
+
+Bytes PopElements(std::string_view value, uint64_t count, bool head) {
+  const std::vector<size_t> starts = MemberStarts(value);
+  const size_t n = starts.size() - 1;
+  if (count >= n) return Bytes();
+  return Bytes::CopyCompact(head ? value.substr(starts[count])
+                                 : value.substr(0, starts[n - count]));
+}
+
+std::vector<std::string> EdgeMembers(std::string_view value, uint64_t count, bool head) {
+  const std::vector<size_t> starts = MemberStarts(value);
+  const size_t n = starts.size() - 1;
+  const size_t take = static_cast<size_t>(std::min<uint64_t>(count, n));
+  std::vector<std::string> out;
+  out.reserve(take);
+  for (size_t k = 0; k < take; ++k) {
+    const size_t i = head ? k : n - 1 - k;
+    out.emplace_back(value.substr(starts[i] + 4, starts[i + 1] - starts[i] - 4));
+  }
+  return out;
 }
 
 bool IntsetMember(std::string_view member) {

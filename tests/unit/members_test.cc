@@ -81,8 +81,10 @@ TEST(MembersTest, RecordsReplayToTheSameValue) {
   const Bytes set_value = store::EncodeMembers({"1", "2", "a"});
   const Bytes list_value = store::EncodeMembers({"x", "", "x"});
   for (const persist::Mutation& m :
-       {persist::Mutation(persist::SetValue{"s", 1, persist::Blob{{set_value}}}),
-        persist::Mutation(persist::ListValue{"l", persist::Blob{{list_value}}})}) {
+       {persist::Mutation(
+            persist::SetValue{"s", 1, persist::SetValue::kWhole, persist::Blob{{set_value}}}),
+        persist::Mutation(
+            persist::ListValue{"l", persist::ListValue::kWhole, 0, persist::Blob{{list_value}}})}) {
     const persist::Mutation read = RoundTrip(m);
     ASSERT_TRUE(persist::Check(read, persist::Limits::Hard()).ok);
     persist::Apply(read, stores, {});
@@ -98,24 +100,86 @@ TEST(MembersTest, RecordsReplayToTheSameValue) {
   EXPECT_EQ(list->value.view(), list_value.view());
   // The key keeps its expiry across a new value; no members deletes it.
   keys.SetExpiry("l", 123456, {});
-  persist::Apply(persist::ListValue{"l", persist::Blob{{store::EncodeMembers({"y"})}}}, stores, {});
+  persist::Apply(persist::ListValue{"l", persist::ListValue::kWhole, 0,
+                                    persist::Blob{{store::EncodeMembers({"y"})}}},
+                 stores, {});
   EXPECT_EQ(keys.Find("l")->expire_at_ms, 123456);
-  persist::Apply(RoundTrip(persist::ListValue{"l", {}}), stores, {});
+  persist::Apply(RoundTrip(persist::ListValue{"l", persist::ListValue::kWhole, 0, {}}), stores, {});
   EXPECT_FALSE(keys.Find("l").has_value());
   // A list record does not delete a set of the same name.
-  persist::Apply(persist::ListValue{"s", {}}, stores, {});
+  persist::Apply(persist::ListValue{"s", persist::ListValue::kWhole, 0, {}}, stores, {});
   EXPECT_TRUE(keys.Find("s").has_value());
 }
 
 TEST(MembersTest, DamagedRecordsAreRefused) {
   const std::string cut(store::EncodeMembers({"abc"}).view().substr(0, 5));
-  EXPECT_FALSE(persist::Check(persist::SetValue{"s", 0, persist::Blob{{Bytes::CopyOf(cut)}}},
+  EXPECT_FALSE(persist::Check(persist::SetValue{"s", 0, persist::SetValue::kWhole,
+                                                persist::Blob{{Bytes::CopyOf(cut)}}},
                               persist::Limits::Hard())
                    .ok);
-  EXPECT_FALSE(persist::Check(persist::ListValue{"l", persist::Blob{{Bytes::CopyOf(cut)}}},
+  EXPECT_FALSE(persist::Check(persist::ListValue{"l", persist::ListValue::kWhole, 0,
+                                                 persist::Blob{{Bytes::CopyOf(cut)}}},
                               persist::Limits::Hard())
                    .ok);
-  EXPECT_FALSE(persist::Check(persist::SetValue{"s", 2, {}}, persist::Limits::Hard()).ok);
+  EXPECT_FALSE(persist::Check(persist::SetValue{"s", 2, 0, {}}, persist::Limits::Hard()).ok);
+  EXPECT_FALSE(persist::Check(persist::SetValue{"s", 0, 3, {}}, persist::Limits::Hard()).ok);
+  EXPECT_FALSE(persist::Check(persist::ListValue{"l", 5, 0, {}}, persist::Limits::Hard()).ok);
+  EXPECT_FALSE(persist::Check(persist::ListValue{"l", persist::ListValue::kPopHead, 1,
+                                                 persist::Blob{{store::EncodeMembers({"x"})}}},
+                              persist::Limits::Hard())
+                   .ok)
+      << "a pop names no elements";
+  EXPECT_FALSE(persist::Check(persist::ListValue{"l", persist::ListValue::kPushHead, 1, {}},
+                              persist::Limits::Hard())
+                   .ok)
+      << "a push has no count";
+}
+
+std::vector<std::string> Members(const store::Keyspace& keys, const std::string& key) {
+  auto info = keys.Find(key);
+  if (!info) return {};
+  return *store::DecodeMembers(info->value.view());
+}
+
+// The operation records replay as the commands made them: pushes and pops at either end,
+// additions that skip present members (an intset kept sorted), removals; the last member gone
+// deletes the key.
+TEST(MembersTest, OperationRecordsApplyToTheCurrentValue) {
+  using persist::ListValue;
+  using persist::SetValue;
+  store::Keyspace keys;
+  store::StateStore state(1);
+  const persist::Stores stores{state, nullptr, 0, &keys, nullptr};
+  const auto apply = [&](const persist::Mutation& m) {
+    const persist::Mutation read = RoundTrip(m);
+    ASSERT_TRUE(persist::Check(read, persist::Limits::Hard()).ok);
+    persist::Apply(read, stores, {});
+  };
+  const auto blob = [](std::vector<std::string> members) {
+    return persist::Blob{{store::EncodeMembers(members)}};
+  };
+  apply(ListValue{"l", ListValue::kPushTail, 0, blob({"a", "b"})});
+  apply(ListValue{"l", ListValue::kPushHead, 0, blob({"y", "x"})});
+  apply(ListValue{"l", ListValue::kPushTail, 0, blob({"c"})});
+  EXPECT_EQ(Members(keys, "l"), (std::vector<std::string>{"y", "x", "a", "b", "c"}));
+  EXPECT_EQ(store::EdgeMembers(keys.Find("l")->value.view(), 2, false),
+            (std::vector<std::string>{"c", "b"}));
+  apply(ListValue{"l", ListValue::kPopHead, 2, {}});
+  apply(ListValue{"l", ListValue::kPopTail, 1, {}});
+  EXPECT_EQ(Members(keys, "l"), (std::vector<std::string>{"a", "b"}));
+  apply(ListValue{"l", ListValue::kPopTail, 5, {}});
+  EXPECT_FALSE(keys.Find("l").has_value());
+
+  apply(SetValue{"s", 0, SetValue::kAdd, blob({"10", "-3"})});
+  apply(SetValue{"s", 0, SetValue::kAdd, blob({"2", "10"})});
+  EXPECT_EQ(Members(keys, "s"), (std::vector<std::string>{"-3", "2", "10"}));
+  apply(SetValue{"s", 1, SetValue::kAdd, blob({"a"})});
+  EXPECT_EQ(static_cast<SetEncoding>(keys.Find("s")->encoding), SetEncoding::kHashtable);
+  EXPECT_EQ(Members(keys, "s"), (std::vector<std::string>{"-3", "2", "10", "a"}));
+  apply(SetValue{"s", 1, SetValue::kRemove, blob({"2", "zz"})});
+  EXPECT_EQ(Members(keys, "s"), (std::vector<std::string>{"-3", "10", "a"}));
+  apply(SetValue{"s", 1, SetValue::kRemove, blob({"-3", "10", "a"})});
+  EXPECT_FALSE(keys.Find("s").has_value());
 }
 
 }  // namespace

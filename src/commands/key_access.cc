@@ -51,6 +51,12 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
     case store::KeyType::kString:
       records.push_back(persist::StringDel{std::string(key)});
       break;
+    case store::KeyType::kSet:
+      records.push_back(persist::SetValue{std::string(key), 0, persist::SetValue::kWhole, {}});
+      break;
+    case store::KeyType::kList:
+      records.push_back(persist::ListValue{std::string(key), persist::ListValue::kWhole, 0, {}});
+      break;
     case store::KeyType::kPrefixIndex:
       records.push_back(persist::PrefixNamespaceDrop{std::string(key)});
       break;

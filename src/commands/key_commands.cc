@@ -19,6 +19,7 @@
 #include "common/expiry_args.h"
 #include "common/glob.h"
 #include "common/numbers.h"
+#include "persist/key_records.h"
 
 namespace prefixd::commands {
 
@@ -212,10 +213,19 @@ void ObjectEncoding(Context& ctx) {
   auto info = LookupKey(ctx, ctx.args[2], /*touch=*/false);
   if (!info) return ctx.reply.Null();
   // Redis reports module-type values as "raw"; strings as Redis would hold them.
-  if (info->type == store::KeyType::kString) {
-    return ctx.reply.Bulk(store::StringEncodingName(info->encoding));
+  switch (info->type) {
+    case store::KeyType::kString:
+      return ctx.reply.Bulk(store::StringEncodingName(info->encoding));
+    case store::KeyType::kSet:  // Redis 7.0: an intset or a hashtable (listpack sets came in 7.2)
+      return ctx.reply.Bulk(static_cast<store::SetEncoding>(info->encoding) ==
+                                    store::SetEncoding::kIntset
+                                ? "intset"
+                                : "hashtable");
+    case store::KeyType::kList:  // Redis 7.0 holds every list as a quicklist
+      return ctx.reply.Bulk("quicklist");
+    default:
+      return ctx.reply.Bulk("raw");
   }
-  ctx.reply.Bulk("raw");
 }
 
 void ObjectRefcount(Context& ctx) {
@@ -243,6 +253,8 @@ void ObjectFreq(Context& ctx) {
 uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info) {
   switch (info.type) {
     case store::KeyType::kString:
+    case store::KeyType::kSet:
+    case store::KeyType::kList:
       return 0;  // the keyspace entry holds the value (Keyspace::EntryMemory)
     case store::KeyType::kSsmPrefix:
       return db.state.SessionBytes(key);
@@ -343,6 +355,10 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
     return MutateIn(ctx, to_db,
                     persist::StringSet{std::string(to), flags, at, persist::Blob{{source.value}}});
   }
+  if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList) {
+    if (!MutateIn(ctx, to_db, persist::MembersRecord(std::string(to), info))) return false;
+    return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
+  }
   if (info.type == store::KeyType::kSsmPrefix) {
     store::StateStore& state = ctx.engine.database(from_db).state;
     std::vector<uint32_t> ids;
@@ -358,7 +374,7 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
   }
   ctx.reply.Error("ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
                   std::string(store::KeyTypeName(info.type)) +
-                  " key is not supported (strings and ssm-prefix sessions are)");
+                  " key is not supported (strings, sets, lists and ssm-prefix sessions are)");
   return false;
 }
 

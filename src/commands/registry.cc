@@ -96,6 +96,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterPrefixIndexCommands(*this);
   RegisterKeyCommands(*this);
   RegisterStringCommands(*this);
+  RegisterCollectionCommands(*this);
   RegisterClusterCommands(*this);
   RegisterMigrateCommands(*this);
   RegisterTransactionCommands(*this);

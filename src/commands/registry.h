@@ -112,6 +112,7 @@ void RegisterKvPrefixCommands(Registry& registry);
 void RegisterPrefixIndexCommands(Registry& registry);
 void RegisterKeyCommands(Registry& registry);
 void RegisterStringCommands(Registry& registry);
+void RegisterCollectionCommands(Registry& registry);
 void RegisterClusterCommands(Registry& registry);
 void RegisterMigrateCommands(Registry& registry);
 void RegisterTransactionCommands(Registry& registry);

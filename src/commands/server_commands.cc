@@ -2,6 +2,7 @@
 // container commands.
 #include <fnmatch.h>
 #include <spdlog/spdlog.h>
+#include <xxhash.h>
 
 #include <thread>
 
@@ -15,11 +16,13 @@
 #include "commands/arg_reader.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
+#include "commands/key_access.h"
 #include "commands/mutate.h"
 #include "commands/registry.h"
 #include "common/ascii.h"
 #include "common/glob.h"
 #include "common/numbers.h"
+#include "store/members.h"
 
 namespace prefixd::commands {
 
@@ -422,6 +425,35 @@ void Shutdown(Context& ctx) {
   ctx.engine.RequestShutdown();
 }
 
+// DEBUG DIGEST-VALUE: 20 bytes in hex per key that equal exactly when two values do (40 zeros
+// for a missing key), as Redis's. A set's digest ignores member order, as Redis's does; the other
+// types' values are not digested here (their keys answer by their type alone).
+std::string DigestValue(const std::optional<store::KeyInfo>& info) {
+  if (!info) return std::string(40, '0');
+  XXH128_hash_t sum{0, 0};
+  const auto mix = [&](std::string_view bytes, bool ordered) {
+    const XXH128_hash_t h = XXH3_128bits_withSeed(bytes.data(), bytes.size(), sum.low64 * ordered);
+    sum = ordered ? h : XXH128_hash_t{sum.low64 ^ h.low64, sum.high64 ^ h.high64};
+  };
+  const std::string_view type = store::KeyTypeName(info->type);
+  if (info->type == store::KeyType::kSet) {
+    for (const std::string& m :
+         store::DecodeMembers(info->value.view()).value_or(std::vector<std::string>{})) {
+      mix(m, false);
+    }
+    const XXH128_hash_t h = XXH3_128bits_withSeed(type.data(), type.size(), sum.low64 ^ sum.high64);
+    sum = h;
+  } else {
+    mix(type, true);
+    mix(info->value.view(), true);
+  }
+  char hex[41];
+  const uint32_t tail = static_cast<uint32_t>(XXH3_64bits_withSeed(&sum, sizeof(sum), 1));
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx%08x", static_cast<unsigned long long>(sum.high64),
+                static_cast<unsigned long long>(sum.low64), tail);
+  return std::string(hex, 40);
+}
+
 // DEBUG: only where enable-debug-command allows it (Redis's rule and text). SLEEP blocks the
 // client's io thread, to test how the rest of the server copes.
 void Debug(Context& ctx) {
@@ -432,10 +464,22 @@ void Debug(Context& ctx) {
   }
   if (EqualsIgnoreCase(args[1], "HELP") && args.size() == 2) {
     static constexpr std::string_view kLines[] = {
-        "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "SLEEP <seconds>",
-        "    Stop the server for <seconds>. Decimals allowed.", "HELP", "    Print this help."};
+        "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "SLEEP <seconds>",
+        "    Stop the server for <seconds>. Decimals allowed.",
+        "DIGEST-VALUE <key> [<key> ...]",
+        "    Output a hex signature of the values of all the specified keys.",
+        "HELP",
+        "    Print this help."};
     ctx.reply.ArrayLen(std::size(kLines));
     for (auto line : kLines) ctx.reply.Simple(line);
+    return;
+  }
+  if (EqualsIgnoreCase(args[1], "DIGEST-VALUE")) {
+    ctx.reply.ArrayLen(args.size() - 2);
+    for (size_t i = 2; i < args.size(); ++i) {
+      ctx.reply.Simple(DigestValue(LookupKey(ctx, args[i], /*touch=*/false)));
+    }
     return;
   }
   if (EqualsIgnoreCase(args[1], "SLEEP") && args.size() == 3) {

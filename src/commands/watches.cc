@@ -30,6 +30,8 @@ void ForEachKeyOf(const persist::Mutation& m, Visit&& visit) {
           for (const persist::StringSet& e : r.entries) visit(e.key);
         } else if constexpr (std::is_same_v<R, persist::StringSet> ||
                              std::is_same_v<R, persist::StringDel> ||
+                             std::is_same_v<R, persist::SetValue> ||
+                             std::is_same_v<R, persist::ListValue> ||
                              std::is_same_v<R, persist::KeyExpire>) {
           visit(r.key);
         } else if constexpr (std::is_same_v<R, persist::KvRegister> ||

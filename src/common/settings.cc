@@ -137,6 +137,8 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Port clients reach this node at (0: port)"},
     {"cluster-require-full-coverage", T::kBool, true, "yes", 0, 0, "",
      "Refuse keyed commands with -CLUSTERDOWN while any slot is served by no node"},
+    {"set-max-intset-entries", T::kInteger, true, "512", 0, kMax, "",
+     "Most members a set of integers holds as an intset (OBJECT ENCODING) before a hashtable"},
 }};
 
 // latency-tracking-info-percentiles: numbers from 0 to 100 separated by spaces, rewritten as

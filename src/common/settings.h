@@ -82,6 +82,8 @@ enum class Setting : size_t {
   kClusterAnnounceIp,
   kClusterAnnouncePort,
   kClusterRequireFullCoverage,
+  // Redis's data types.
+  kSetMaxIntsetEntries,
   kCount,
 };
 

@@ -33,7 +33,8 @@ std::string* NameOf(Mutation& m) {
                              std::is_same_v<R, PrefixBlocks> ||
                              std::is_same_v<R, PrefixCheckpoints>) {
           return &r.ns;
-        } else if constexpr (std::is_same_v<R, StringSet>) {
+        } else if constexpr (std::is_same_v<R, StringSet> || std::is_same_v<R, SetValue> ||
+                             std::is_same_v<R, ListValue>) {
           return &r.key;
         } else {
           return nullptr;
@@ -44,6 +45,8 @@ std::string* NameOf(Mutation& m) {
 
 std::optional<store::KeyType> TypeOpening(const Mutation& m) {
   if (std::holds_alternative<StringSet>(m)) return store::KeyType::kString;
+  if (std::holds_alternative<SetValue>(m)) return store::KeyType::kSet;
+  if (std::holds_alternative<ListValue>(m)) return store::KeyType::kList;
   if (std::holds_alternative<SsmPut>(m)) return store::KeyType::kSsmPrefix;
   if (std::holds_alternative<VCreate>(m)) return store::KeyType::kVstore;
   if (std::holds_alternative<KvPrefix>(m)) return store::KeyType::kKvPrefix;
@@ -63,10 +66,20 @@ class ShapeCheck {
       if (const auto* s = std::get_if<StringSet>(&m); s && (s->flags & StringSet::kKeepTtl)) {
         return "a string record that keeps an expiry";
       }
+      const auto* set = std::get_if<SetValue>(&m);
+      const auto* list = std::get_if<ListValue>(&m);
+      if ((set && set->op != SetValue::kWhole) || (list && list->op != ListValue::kWhole)) {
+        return "a set or list change that is not a whole value";
+      }
+      if ((set && set->members.size() == 0) || (list && list->elements.size() == 0)) {
+        return "a set or list without members";
+      }
       return {};
     }
     switch (type_) {
       case store::KeyType::kString:
+      case store::KeyType::kSet:
+      case store::KeyType::kList:
       case store::KeyType::kSsmPrefix:
         return "more than one record for a " + std::string(store::KeyTypeName(type_)) + " key";
       case store::KeyType::kVstore:

@@ -1083,9 +1083,13 @@ void Durability::WriteDatabaseSnapshot(
   }
   if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;
-  // Strings with their expiry, then the other types' expiries, once every key they name exists.
+  // Strings with their expiry, sets and lists, then the other types' expiries, once every key they
+  // name exists.
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
     if (info.type == store::KeyType::kString) write_string(key, info);
+    if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList) {
+      write(MembersRecord(key, info));
+    }
   });
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
     if (info.type == store::KeyType::kString || info.expire_at_ms == 0) return;

@@ -68,6 +68,14 @@ StringSet StringRecord(const std::string& key, const store::KeyInfo& info) {
   return StringSet{key, flags, static_cast<uint64_t>(info.expire_at_ms), Blob{{std::move(value)}}};
 }
 
+Mutation MembersRecord(const std::string& key, const store::KeyInfo& info) {
+  if (info.type == store::KeyType::kSet) {
+    return SetValue{key, static_cast<uint32_t>(info.encoding), SetValue::kWhole,
+                    Blob{{info.value}}};
+  }
+  return ListValue{key, ListValue::kWhole, 0, Blob{{info.value}}};
+}
+
 namespace {
 
 bool SsmSession(const store::StateStore& state, const std::string& sid,
@@ -112,6 +120,10 @@ bool KeyRecords(const KeyStores& stores, const std::string& key, const store::Ke
       VectorSession(stores.vectors, store::VectorStore::ValueSid(key), out);
       return true;
     }
+    case store::KeyType::kSet:
+    case store::KeyType::kList:
+      out.push_back(MembersRecord(key, info));
+      return true;
     case store::KeyType::kPrefixIndex:
       return stores.prefixes.With(
           key, [&](const store::PrefixIndex& index) { WritePrefixNamespace(key, index, sink); });

@@ -13,6 +13,7 @@
 
 #include "persist/prefix_records.h"
 #include "store/database.h"
+#include "store/members.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::persist {
@@ -332,6 +333,37 @@ struct Checker {
     }
   }
   void operator()(const StringDel& r) { Sid(r.key, "key", 0); }
+  void Members(const Blob& members) {
+    if (members.size() > limits.memory_budget) {
+      Fail(std::to_string(members.size()) + " bytes of members, more than the " +
+               std::to_string(limits.memory_budget) + " this process may use",
+           /*out_of_memory=*/true);
+    } else if (!store::ValidMembers(members.Joined().view())) {
+      Fail("members that are not length-prefixed strings");
+    }
+  }
+  void operator()(const SetValue& r) {
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.encoding > static_cast<uint32_t>(store::SetEncoding::kHashtable)) {
+      Fail("set encoding " + std::to_string(r.encoding) + " is unknown");
+    } else if (r.op > SetValue::kRemove) {
+      Fail("set operation " + std::to_string(r.op) + " is unknown");
+    } else {
+      Members(r.members);
+    }
+  }
+  void operator()(const ListValue& r) {
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.op > ListValue::kPopTail) {
+      Fail("list operation " + std::to_string(r.op) + " is unknown");
+    } else if (r.op >= ListValue::kPopHead && r.elements.size() != 0) {
+      Fail("a list pop that names elements");
+    } else if (r.op < ListValue::kPopHead && r.count != 0) {
+      Fail("a list count outside a pop");
+    } else {
+      Members(r.elements);
+    }
+  }
   void operator()(const SnapshotEnd&) {}
   void operator()(const VCreate& r) {
     if (Sid(r.sid, "sid", 1)) Shape(r.tier, r.dim);
@@ -485,6 +517,38 @@ struct Applier {
     if (stores.keys == nullptr) return Applied(false);
     return Applied(stores.keys->RemoveString(r.key, hook));
   }
+  // A set or list: its whole value or an operation on the value it has, under its shard lock;
+  // the key's expiry kept, no members left deletes it.
+  Outcome ChangeMembers(const std::string& key, store::KeyType type, uint32_t encoding,
+                        const std::function<Bytes(std::string_view)>& change) {
+    if (stores.keys == nullptr) return Applied(false);
+    return Applied(stores.keys->ChangeMembers(
+        key, type, static_cast<store::StringEncoding>(encoding), change, hook));
+  }
+  Outcome operator()(const SetValue& r) {
+    const Bytes members = r.members.Joined();
+    const bool intset = r.encoding == static_cast<uint32_t>(store::SetEncoding::kIntset);
+    return ChangeMembers(r.key, store::KeyType::kSet, r.encoding, [&](std::string_view old) {
+      if (r.op == SetValue::kAdd) return store::AddMembers(old, members.view(), intset);
+      if (r.op == SetValue::kRemove) return store::RemoveMembers(old, members.view());
+      return Bytes::CopyCompact(members.view());
+    });
+  }
+  Outcome operator()(const ListValue& r) {
+    const Bytes elements = r.elements.Joined();
+    return ChangeMembers(r.key, store::KeyType::kList, 0, [&](std::string_view old) {
+      switch (r.op) {
+        case ListValue::kPushHead:
+        case ListValue::kPushTail:
+          return store::PushElements(old, elements.view(), r.op == ListValue::kPushHead);
+        case ListValue::kPopHead:
+        case ListValue::kPopTail:
+          return store::PopElements(old, r.count, r.op == ListValue::kPopHead);
+        default:
+          return Bytes::CopyCompact(elements.view());
+      }
+    });
+  }
   Outcome operator()(const VCreate& r) {
     if (stores.vectors == nullptr) return Applied(false);
     Outcome out;
@@ -569,6 +633,8 @@ struct KeySync {
   void operator()(const StringSet&) const {}  // the keyspace holds strings itself
   void operator()(const StringMultiSet&) const {}
   void operator()(const StringDel&) const {}
+  void operator()(const SetValue&) const {}  // sets and lists too
+  void operator()(const ListValue&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}
   void operator()(const VDrop& r) const { Key(r.sid); }

@@ -133,6 +133,40 @@ struct StringDel {
   static auto Tie(auto& r) { return std::tie(r.key); }
 };
 
+// A change to a set or list key (store/members.h encodes members), the key's expiry kept: its
+// whole new value (op kWhole: no members deletes the key, as Redis deletes an emptied set or
+// list), or an operation applied to the value it has when the record applies (SADD, SREM, SPOP,
+// pushes and pops log only the members they name, so a write costs O(its members) in the log).
+struct SetValue {
+  static constexpr RecordType kType = RecordType::kSetValue;
+  static constexpr std::string_view kName = "set value";
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "encoding", "op", "members"};
+  static constexpr uint32_t kWhole = 0;   // `members` is the whole value
+  static constexpr uint32_t kAdd = 1;     // add `members` (an intset stays sorted)
+  static constexpr uint32_t kRemove = 2;  // remove `members`
+  std::string key;
+  uint32_t encoding = 0;  // store::SetEncoding after the change
+  uint32_t op = kWhole;
+  Blob members;
+  static auto Tie(auto& r) { return std::tie(r.key, r.encoding, r.op, r.members); }
+};
+
+struct ListValue {
+  static constexpr RecordType kType = RecordType::kListValue;
+  static constexpr std::string_view kName = "list value";
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "op", "count", "elements"};
+  static constexpr uint32_t kWhole = 0;     // `elements` is the whole value, head first
+  static constexpr uint32_t kPushHead = 1;  // `elements` go before the head, in this order
+  static constexpr uint32_t kPushTail = 2;  // `elements` go after the tail
+  static constexpr uint32_t kPopHead = 3;   // `count` elements leave the head
+  static constexpr uint32_t kPopTail = 4;   // `count` elements leave the tail
+  std::string key;
+  uint32_t op = kWhole;
+  uint64_t count = 0;  // pops only
+  Blob elements;
+  static auto Tie(auto& r) { return std::tie(r.key, r.op, r.count, r.elements); }
+};
+
 struct SnapshotEnd {  // the number of records before it in its snapshot
   static constexpr RecordType kType = RecordType::kSnapshotEnd;
   static constexpr std::string_view kName = "snapshot end";
@@ -279,10 +313,11 @@ struct PrefixNamespaceDrop {  // the whole namespace
   static auto Tie(auto& r) { return std::tie(r.ns); }
 };
 
-using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
-                              VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet,
-                              StringDel, FlushDb, SwapDb, PrefixNamespace, PrefixBlocks,
-                              PrefixCheckpoints, PrefixDrop, PrefixNamespaceDrop, StringMultiSet>;
+using Mutation =
+    std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate, VStore,
+                 VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet, StringDel, FlushDb,
+                 SwapDb, PrefixNamespace, PrefixBlocks, PrefixCheckpoints, PrefixDrop,
+                 PrefixNamespaceDrop, StringMultiSet, SetValue, ListValue>;
 
 RecordType TypeOf(const Mutation& m);
 

@@ -28,11 +28,21 @@ enum class KeyType : uint8_t {
   kKvPrefix = 2,
   kString = 3,
   kPrefixIndex = 4,
+  kSet = 5,   // members in the entry's value (store/members.h); encoding: SetEncoding
+  kList = 6,  // elements in the entry's value, head first
 };
-inline constexpr size_t kKeyTypeCount = 5;
+inline constexpr size_t kKeyTypeCount = 7;
+
+// The types whose values the keyspace entry holds itself (the others live in their stores).
+constexpr bool HoldsValue(KeyType type) {
+  return type == KeyType::kString || type == KeyType::kSet || type == KeyType::kList;
+}
 
 // How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).
 enum class StringEncoding : uint8_t { kRaw = 0, kInt = 1, kEmbstr = 2 };
+// A set's encoding as Redis 7.0 would hold it, kept in the same two bits (a list has one:
+// quicklist).
+enum class SetEncoding : uint8_t { kIntset = 0, kHashtable = 1 };
 
 // What a heap request of `request` bytes costs with glibc's malloc: an 8-byte header, 16-byte
 // steps, 32 bytes at least.

@@ -74,13 +74,17 @@ std::string_view KeyTypeName(KeyType type) {
       return "string";
     case KeyType::kPrefixIndex:
       return "prefix-index";
+    case KeyType::kSet:
+      return "set";
+    case KeyType::kList:
+      return "list";
   }
   return "none";
 }
 
 std::optional<KeyType> KeyTypeFromName(std::string_view name) {
   for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString,
-                    KeyType::kPrefixIndex}) {
+                    KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList}) {
     if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
   }
   return std::nullopt;
@@ -107,9 +111,9 @@ void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyT
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   Entry* entry = FindIn(shard, key);
-  // A string's value lives here, not in the stores the probe reads: only its own records
-  // change it.
-  if (entry != nullptr && entry->type() == KeyType::kString) return;
+  // A string's, set's or list's value lives here, not in the stores the probe reads: only its
+  // own records change it.
+  if (entry != nullptr && HoldsValue(entry->type())) return;
   if (auto type = probe()) {
     SetLocked(shard, key, *type);
     return;
@@ -147,7 +151,7 @@ void Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>
 
 Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put) {
   Bytes released;
-  Entry* entry = SetLocked(shard, put.key, KeyType::kString);
+  Entry* entry = SetLocked(shard, put.key, put.type);
   entry = SetValueLocked(shard, entry, std::move(put.value), released);
   entry->set_encoding(put.encoding);
   if (put.keep_ttl == KeepTtl::kNo && ExpiryOf(shard, *entry) != put.at_ms) {
@@ -169,21 +173,50 @@ Keyspace::Entry* Keyspace::SetValueLocked(Shard& shard, Entry* entry, Bytes valu
                                           Bytes& released) {
   const int64_t old_cost = EntryCost(*entry);
   CountString(*entry, -1);
+  if (Parked(*entry)) parked_bytes_ -= old_cost;
   Entry* placed = Replaced(shard, entry, KeyEntry::WithValue(entry, std::move(value), released));
   bytes_ += EntryCost(*placed) - old_cost;
+  if (Parked(*placed)) parked_bytes_ += EntryCost(*placed);
   CountString(*placed, +1);
   return placed;
 }
 
 bool Keyspace::RemoveString(std::string_view key, const std::function<void()>& under_lock) {
+  return RemoveValue(key, KeyType::kString, under_lock);
+}
+
+bool Keyspace::RemoveValue(std::string_view key, KeyType type,
+                           const std::function<void()>& under_lock) {
   Shard& shard = shards_[ShardOf(key)];
   Bytes released;
   std::lock_guard lock(shard.mu);
   Entry* entry = FindIn(shard, key);
-  if (entry == nullptr || entry->type() != KeyType::kString) return false;
+  if (entry == nullptr || entry->type() != type) return false;
   if (under_lock) under_lock();
   if (!entry->value_inline()) released = entry->ValueCopy();  // the last reference goes after
   Erase(shard, entry);
+  return true;
+}
+
+bool Keyspace::ChangeMembers(std::string_view key, KeyType type, StringEncoding encoding,
+                             const std::function<Bytes(std::string_view)>& change,
+                             const std::function<void()>& under_lock) {
+  Shard& shard = shards_[ShardOf(key)];
+  Bytes released;  // the old value, freed after the lock
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  const bool same = entry != nullptr && entry->type() == type;
+  Bytes value = change(same ? entry->Value() : std::string_view());
+  if (value.empty()) {
+    if (!same) return false;
+    if (under_lock) under_lock();
+    if (!entry->value_inline()) released = entry->ValueCopy();
+    Erase(shard, entry);
+    return true;
+  }
+  if (under_lock) under_lock();
+  StringPut put{key, std::move(value), encoding, KeepTtl::kYes, 0, type};
+  released = PutStringLocked(shard, put);
   return true;
 }
 
@@ -193,15 +226,17 @@ Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType
     if (entry->type() != type) {
       keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
       keys_of_type_[static_cast<size_t>(type)] += 1;
-      // Only a string holds a value here.
-      if (entry->type() == KeyType::kString) {
+      // Only a string, set or list holds a value here.
+      if (HoldsValue(entry->type())) {
         Bytes released;
         entry = SetValueLocked(shard, entry, Bytes(), released);
       }
     }
     CountString(*entry, -1);
-    entry->set_type(type);
+    // Back to the hot index before the type changes, so a parked string leaves the parked count
+    // as it entered it.
     if (entry->cold()) SwitchTier(shard, *entry, false);
+    entry->set_type(type);
     CountString(*entry, +1);
     return entry;
   }
@@ -292,8 +327,8 @@ KeyInfo Keyspace::InfoOf(const Shard& shard, const Entry& entry, bool with_value
   info.slot = KeySlot(entry.Key());
   info.handle = entry.handle;
   info.expire_at_ms = ExpiryOf(shard, entry);
-  if (with_value && entry.type() == KeyType::kString) {
-    if (entry.cold() && entry.Place() != nullptr) {
+  if (with_value && HoldsValue(entry.type())) {
+    if (entry.type() == KeyType::kString && entry.cold() && entry.Place() != nullptr) {
       info.place = *entry.Place();
     } else {
       info.value = entry.ValueCopy();

@@ -49,9 +49,10 @@ struct KeyInfo {
   EvictionIndex::Handle handle = EvictionIndex::kNoHandle;  // the node in the shard's index
   int64_t expire_at_ms = 0;                                 // absolute Unix ms; 0: no expiry
   // Last access and the LFU counter live in the index node only (IdleMs, Frequency).
-  // A string key's value (Find, FindAndTouch, ForEach; Scan leaves it empty): a value from
-  // KeyEntry::kInlineValueBelow on shares the entry's buffer, a smaller one is a copy. Empty for
-  // the other types, whose values live in their stores.
+  // A string's, set's or list's value (Find, FindAndTouch, ForEach; Scan leaves it empty): a
+  // value from KeyEntry::kInlineValueBelow on shares the entry's buffer, a smaller one is a copy.
+  // Empty for the other types, whose values live in their stores. A set's `encoding` holds its
+  // SetEncoding's bits.
   Bytes value;
   // A cold string's value is not read here: `value` is empty and this says where it sits.
   StringPlace place;
@@ -109,6 +110,16 @@ class Keyspace {
   void PutString(std::string_view key, Bytes value, StringEncoding encoding, KeepTtl keep_ttl,
                  int64_t at_ms, const std::function<void()>& under_lock);
   bool RemoveString(std::string_view key, const std::function<void()>& under_lock);
+  // RemoveString for a key of `type` (a set or list whose last member went).
+  bool RemoveValue(std::string_view key, KeyType type, const std::function<void()>& under_lock);
+  // A set's or list's change made from its current value under the key's shard lock (the
+  // operation records, docs/storage-format.md types 12 and 13): `change` gets the value (empty
+  // when the key is missing or holds another type, which is then replaced) and returns the new
+  // one, which gets `encoding`; an empty result deletes the key. The key keeps its expiry.
+  // `under_lock` runs only when something changes; false when nothing did.
+  bool ChangeMembers(std::string_view key, KeyType type, StringEncoding encoding,
+                     const std::function<Bytes(std::string_view)>& change,
+                     const std::function<void()>& under_lock);
   // PutString of several keys as one change (MSET): every shard they live in is locked, in
   // ascending order, while `under_lock` runs and every value is put, so no other change to one of
   // them falls between the log record and its effect. Puts apply in order.
@@ -118,6 +129,8 @@ class Keyspace {
     StringEncoding encoding = StringEncoding::kRaw;
     KeepTtl keep_ttl = KeepTtl::kNo;
     int64_t at_ms = 0;
+    // A set or list (store/members.h) is put the same way: its value and encoding bits.
+    KeyType type = KeyType::kString;
   };
   void PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock);
 

@@ -34,7 +34,9 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "randomkey object|encoding object|freq object|idletime object|refcount object|help "
           "memory|usage memory|help flushdb get set setnx setex psetex getset getex getdel mget "
           "mset msetnx strlen getrange setrange append incr decr incrby decrby "
-          "incrbyfloat setbit getbit rename renamenx copy move lcs swapdb").split()
+          "incrbyfloat setbit getbit rename renamenx copy move lcs swapdb "
+          "sadd srem scard sismember smismember smembers srandmember spop lpush rpush lpushx "
+          "rpushx lpop rpop llen lrange lindex lset lrem ltrim").split()
 
 
 def encode(args):
@@ -201,7 +203,10 @@ class CommandTableTest(ParityBase):
                      "object|freq", "memory|usage", "get", "set", "setnx", "setex", "psetex",
                      "getset", "getex", "getdel", "mget", "mset", "msetnx", "strlen", "getrange",
                      "setrange", "append", "incr", "decr", "incrby", "decrby", "incrbyfloat",
-                     "setbit", "getbit", "rename", "renamenx", "copy", "move", "lcs"):
+                     "setbit", "getbit", "rename", "renamenx", "copy", "move", "lcs", "sadd",
+                     "srem", "scard", "sismember", "smismember", "smembers", "srandmember",
+                     "spop", "lpush", "rpush", "lpushx", "rpushx", "lpop", "rpop", "llen",
+                     "lrange", "lindex", "lset", "lrem", "ltrim"):
             with self.subTest(name=name):
                 if self.rd is None:
                     self.skipTest("redis-server is not installed")
@@ -259,6 +264,144 @@ class CommandTableTest(ParityBase):
         self.same("COMMAND", "LIST", "FILTERBY", "NOSUCH", "x")
         self.same("COMMAND", "LIST", "FILTERBY", "PATTERN", "E[BCD]HO")
         self.same("COMMAND", "LIST", "FILTERBY", "PATTERN", "client|s?tname")
+
+
+# Set and list commands whose replies do not depend on chance (an intset's order is its numbers'
+# order; a count at least the set's size takes the whole set), sent in order to both servers.
+SET_LIST_SCRIPT = """
+sadd s 3 1 2 2
+sadd s 1
+smembers s
+object encoding s
+scard s
+scard nokey
+sismember s 2
+sismember s x
+smismember s 1 x 3
+smismember nokey a
+sadd s
+srem s 1 9
+srem nokey a
+srandmember nokey
+srandmember nokey 3
+srandmember s 0
+srandmember s 10
+srandmember s x
+srandmember s -9223372036854775808
+srandmember s 1 2
+spop s x
+spop s -1
+spop s 1 2
+spop nokey
+spop nokey 2
+spop s 0
+spop s 10
+exists s
+sadd h 1 a
+object encoding h
+sadd h2 a 1
+object encoding h2
+sadd i 5 -3 10
+smembers i
+rpush l a b c
+lpush l x y
+lrange l 0 -1
+lrange l -2 100
+lrange l 3 1
+lrange l -100 0
+lrange l x 1
+lrange l 1 x
+lrange nokey 0 -1
+llen l
+llen nokey
+lindex l -1
+lindex l 5
+lindex l x
+lindex nokey x
+lpushx nokey a
+rpushx l d
+lpop l
+rpop l 2
+lpop l 0
+lpop nokey
+lpop nokey 2
+lpop nokey 0
+lpop l -1
+lpop l x
+lpop l 1 2
+lset l -1 B
+lset l 9 v
+lset l x v
+lset nokey 0 v
+lset nokey x v
+lrange l 0 -1
+rpush r a b a c a
+lrem r -2 a
+lrange r 0 -1
+lrem r 0 zz
+lrem r x a
+lrem r 1 a
+ltrim r 1 -1
+lrange r 0 -1
+ltrim r 5 10
+exists r
+ltrim nokey 0 1
+ltrim r x 1
+set str v
+sadd str a
+lpush str a
+smembers l
+lrange i 0 1
+get l
+append i x
+setrange l 0 x
+set l x get
+mget i str
+type i
+type l
+object encoding l
+rpush big 1 2 3 4 5 6 7 8 9 10
+lrange big -3 -1
+lrem big -1 5
+ltrim big 2 -3
+lrange big 0 -1
+"""
+SET_LIST_SCRIPT_RESP3 = """
+smembers i
+srandmember i 10
+srandmember i -0
+srandmember nokey
+spop nokey
+spop nokey 1
+lpop nokey 1
+lpop nokey
+lrange big 0 1
+smismember i 5 9
+sadd p 1
+spop p 5
+sadd p 1 2 3
+spop p 0
+spop p 3
+spop nokey 2
+srandmember nokey 2
+lpop nokey 0
+"""
+
+
+class SetListRepliesTest(ParityBase):
+    def run_script(self, script, resp3=False):
+        for line in script.strip().split("\n"):
+            with self.subTest(line=line):
+                self.same(*line.split(), resp3=resp3)
+
+    def test_set_and_list_replies_match_redis(self):
+        self.same("FLUSHALL")
+        self.run_script(SET_LIST_SCRIPT)
+
+    def test_set_and_list_replies_match_redis_over_resp3(self):
+        self.same("FLUSHALL")
+        self.run_script(SET_LIST_SCRIPT)
+        self.run_script(SET_LIST_SCRIPT_RESP3, resp3=True)
 
 
 def info_lines(reply, section):

@@ -191,6 +191,13 @@ TEST_F(StringDiskTier, AParkedSmallStringKeepsItsValueInTheColdIndex) {
   EXPECT_GT(keys_.ParkedBytes(), 0u);
   EXPECT_TRUE(keys_.RemoveString("meta", {}));
   EXPECT_EQ(keys_.ParkedBytes(), 0u);
+  // A parked key that becomes another type leaves the count too.
+  keys_.PutString("meta", Bytes::CopyOf(Pattern(28, 'g')), StringEncoding::kEmbstr, KeepTtl::kNo, 0,
+                  {});
+  EXPECT_TRUE(keys_.ParkString("meta", kNoCap));
+  keys_.Set("meta", KeyType::kSsmPrefix);
+  EXPECT_EQ(keys_.ParkedBytes(), 0u);
+  keys_.Remove("meta");
   // A large value is not parked (it goes cold instead).
   PutAndLog("large", Pattern(kLarge, 'h'));
   EXPECT_FALSE(keys_.ParkString("large", kNoCap));

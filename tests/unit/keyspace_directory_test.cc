@@ -42,7 +42,9 @@ TEST(KeyspaceDirectory, TypesSlotsAndMemory) {
   EXPECT_EQ(KeyTypeName(KeyType::kKvPrefix), "kvprefix");
   EXPECT_EQ(KeyTypeFromName("SSM-Prefix"), KeyType::kSsmPrefix);
   EXPECT_EQ(KeyTypeFromName("STRING"), KeyType::kString);
-  EXPECT_FALSE(KeyTypeFromName("list"));
+  EXPECT_EQ(KeyTypeFromName("List"), KeyType::kList);
+  EXPECT_EQ(KeyTypeFromName("set"), KeyType::kSet);
+  EXPECT_FALSE(KeyTypeFromName("zset"));
 }
 
 TEST(KeyspaceDirectory, StringsHoldTheirValueAndExpiry) {

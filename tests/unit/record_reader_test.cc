@@ -775,6 +775,11 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
            Hex("01000000 63 00000000 7b68e5cf8b010000 0000000000000000")},
       {FlushDb{}, ""},
       {SwapDb{2, 5}, Hex("02000000 05000000")},
+      // A set's and a list's members: each `u32 length` + bytes, inside the u64-length blob.
+      {SetValue{"ab", 1, 2, Blob{{Bytes::CopyOf(Hex("01000000") + "x" + Hex("00000000"))}}},
+       Hex("02000000 6162 01000000 02000000 0900000000000000 01000000") + "x" + Hex("00000000")},
+      {ListValue{"ab", 4, 3, Blob{}},
+       Hex("02000000 6162 04000000 0300000000000000 0000000000000000")},
       {End(5), Hex("0500000000000000")},
       {VCreate{"v", 3, 64, 2}, Hex("01000000 76 0300000000000000 40000000 02000000")},
       {VStore{"v", 1, 2, 1, 4, 8, Blob{{Bytes::CopyOf(row)}}},

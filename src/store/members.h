@@ -1,0 +1,49 @@
+// Members: the value of a set or list key as the keyspace entry and its log record hold it —
+// the members back to back, each as `u32 length` (little-endian) then its bytes — and the
+// encoding rules Redis 7.0 applies to sets. Pure functions; any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/bytes.h"
+#include "store/key_entry.h"
+
+namespace prefixd::store {
+
+Bytes EncodeMembers(const std::vector<std::string>& members);
+// The members of `value`, or nullopt when it is not a well-formed encoding (a damaged record).
+std::optional<std::vector<std::string>> DecodeMembers(std::string_view value);
+// Whether DecodeMembers would succeed, without copying a member (a record's check).
+bool ValidMembers(std::string_view value);
+
+// How many members `value` holds (a valid encoding), without copying one.
+size_t CountMembers(std::string_view value);
+// The operations the set and list records carry, applied to an encoded value (`added`,
+// `removed` and `elements` are encoded the same way). Each returns the new value; empty when no
+// member is left.
+// A set: `added` appended where not present yet (an intset then sorted), `removed` taken out.
+Bytes AddMembers(std::string_view value, std::string_view added, bool intset);
+Bytes RemoveMembers(std::string_view value, std::string_view removed);
+// A list: `elements` before the head (in their final order) or after the tail; `count` elements
+// off the head or the tail.
+Bytes PushElements(std::string_view value, std::string_view elements, bool head);
+Bytes PopElements(std::string_view value, uint64_t count, bool head);
+// The first (`head`) or last `count` members of `value`, head side first.
+std::vector<std::string> EdgeMembers(std::string_view value, uint64_t count, bool head);
+
+// Whether Redis would hold `member` in an intset: a canonical 64-bit integer (string2ll's rule).
+bool IntsetMember(std::string_view member);
+// The encoding a set has after members were added to one of `encoding` (Redis converts an
+// intset to a hashtable on a non-integer member or past `max_intset` members, never back;
+// set-max-intset-entries).
+SetEncoding SetEncodingAfterAdd(SetEncoding encoding, const std::vector<std::string>& members,
+                                size_t max_intset);
+// An intset keeps its members in ascending numeric order (SMEMBERS replies them so).
+void SortIntset(std::vector<std::string>& members);
+
+}  // namespace prefixd::store

@@ -531,7 +531,10 @@ std::string Durability::ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn,
   Progress progress("Replaying log");
   uint64_t last_lsn = base_lsn - 1;
   for (size_t i = 0; i < files.size(); ++i) {
-    const auto& [sequence, path] = files[i];
+    const uint64_t sequence = files[i].first;
+    // A plain reference, not a structured binding: the lambdas below capture it (clang before 16
+    // refuses to capture a binding).
+    const std::string& path = files[i].second;
     bool is_last = i + 1 == files.size();
     next_sequence = sequence + 1;
     RecordReader reader;

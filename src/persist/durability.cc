@@ -252,38 +252,73 @@ std::string Durability::ApplyToDatabase(const Mutation& m, uint16_t db, Outcome*
   return {};
 }
 
+namespace {
+
+// A cold record's fields, read in order straight from its file without its values (a restart
+// places cold entries and never reads their bytes).
+class ColdFields {
+ public:
+  ColdFields(RecordReader& reader, const Record& record)
+      : reader_(reader),
+        at_(record.offset + kRecordHeaderSize),
+        end_(record.offset + kRecordHeaderSize + record.header.payload_length) {}
+
+  // The next `n` bytes, in field(); an error text when they run past the payload or can't be read.
+  std::string Take(uint64_t n) {
+    if (n > end_ - at_) return "its fields run past its payload";
+    std::string err = reader_.ReadAt(at_, n, field_);
+    at_ += n;
+    return err;
+  }
+  // A name (a sid or key: u32 length, the bytes, at most max_sid_len) into `name`, and the
+  // `fixed` bytes after it, which fixed() then points at.
+  std::string TakeName(std::string& name, uint64_t fixed) {
+    if (std::string err = Take(4); !err.empty()) return err;
+    const uint32_t length = GetU32(field_.data());
+    if (length > Limits::Hard().max_sid_len) return "its name is too long";
+    if (std::string err = Take(length + fixed); !err.empty()) return err;
+    name.assign(field_.view().substr(0, length));
+    fixed_ = field_.data() + length;
+    return {};
+  }
+  const uint8_t* field() const { return field_.data(); }
+  const uint8_t* fixed() const { return fixed_; }
+  // Where the next field starts in the file, and the payload bytes left from there.
+  uint64_t at() const { return at_; }
+  uint64_t left() const { return end_ - at_; }
+  void Skip(uint64_t n) { at_ += n; }
+
+ private:
+  RecordReader& reader_;
+  uint64_t at_;
+  const uint64_t end_;
+  Bytes field_;
+  const uint8_t* fixed_ = nullptr;
+};
+
+}  // namespace
+
 std::string Durability::LoadColdPut(RecordReader& reader, const Record& record,
                                     const std::shared_ptr<store::ColdFile>& file) {
   if (record.header.type != RecordType::kSsmPut) return "a cold record that is not an SSM put";
   if (std::string err = CheckDatabase(record.header.db); !err.empty()) return err;
-  // The layout of SsmPut (mutation.h), read field by field without the values.
-  const uint64_t end = record.offset + kRecordHeaderSize + record.header.payload_length;
-  uint64_t at = record.offset + kRecordHeaderSize;
-  Bytes field;
-  const auto take = [&](uint64_t n) -> std::string {
-    if (n > end - at) return "its fields run past its payload";
-    std::string err = reader.ReadAt(at, n, field);
-    at += n;
-    return err;
-  };
-  std::string err = take(4);
+  // The layout of SsmPut (mutation.h): u32 sid length, sid, u32 count, then per layer u32
+  // layer, u64 length, the value; read without the values.
+  ColdFields fields(reader, record);
+  std::string sid;
+  std::string err = fields.TakeName(sid, 4);
   if (!err.empty()) return err;
-  const uint32_t sid_length = GetU32(field.data());
-  if (sid_length > Limits::Hard().max_sid_len) return "its sid is too long";
-  if (err = take(sid_length); !err.empty()) return err;
-  const std::string sid(field.view());
-  if (err = take(4); !err.empty()) return err;
-  const uint32_t count = GetU32(field.data());
+  const uint32_t count = GetU32(fields.fixed());
   store::StateStore& state = StateOf(record.header.db);
   for (uint32_t i = 0; i < count; ++i) {
-    if (err = take(12); !err.empty()) return err;
-    const uint32_t layer = GetU32(field.data());
-    const uint64_t length = GetU64(field.data() + 4);
-    if (length > end - at) return "a value runs past its payload";
-    state.PutCold(sid, layer, length, file, at);
-    at += length;
+    if (err = fields.Take(12); !err.empty()) return err;
+    const uint32_t layer = GetU32(fields.field());
+    const uint64_t length = GetU64(fields.field() + 4);
+    if (length > fields.left()) return "a value runs past its payload";
+    state.PutCold(sid, layer, length, file, fields.at());
+    fields.Skip(length);
   }
-  if (at != end) return std::to_string(end - at) + " unexpected trailing bytes";
+  if (fields.left() != 0) return std::to_string(fields.left()) + " unexpected trailing bytes";
   if (count > 0) KeepColdKey(record.header.db, sid, store::KeyType::kSsmPrefix);
   return {};
 }
@@ -295,35 +330,23 @@ std::string Durability::LoadColdString(RecordReader& reader, const Record& recor
   if (keys == nullptr) return "a string without a keyspace";
   // The layout of StringSet (mutation.h): u32 key length, the key, u32 flags, u64 at_ms, u64
   // value length, the value; read without the value.
-  const uint64_t end = record.offset + kRecordHeaderSize + record.header.payload_length;
-  uint64_t at = record.offset + kRecordHeaderSize;
-  Bytes field;
-  const auto take = [&](uint64_t n) -> std::string {
-    if (n > end - at) return "its fields run past its payload";
-    std::string err = reader.ReadAt(at, n, field);
-    at += n;
-    return err;
-  };
-  std::string err = take(4);
-  if (!err.empty()) return err;
-  const uint32_t key_length = GetU32(field.data());
-  if (key_length > Limits::Hard().max_sid_len) return "its key is too long";
-  if (err = take(key_length + 20); !err.empty()) return err;
-  const std::string key(field.view().substr(0, key_length));
-  const uint8_t* f = field.data() + key_length;
+  ColdFields fields(reader, record);
+  std::string key;
+  if (std::string err = fields.TakeName(key, 20); !err.empty()) return err;
+  const uint8_t* f = fields.fixed();
   const uint32_t flags = GetU32(f);
   const uint64_t at_ms = GetU64(f + 4), length = GetU64(f + 12);
   const uint32_t encoding = (flags >> StringSet::kEncodingShift) & 3;
   if ((flags & StringSet::kKeepTtl) != 0 || encoding > 2) {
     return "its flags " + std::to_string(flags) + " are not a snapshot's";
   }
-  if (length != end - at) return "its value does not fill its payload";
+  if (length != fields.left()) return "its value does not fill its payload";
   if (length < store::KeyEntry::kInlineValueBelow) return "a cold value below the inline size";
   if (at_ms > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return "its expiry is out of range";
   }
   keys->PutColdString(key, static_cast<store::StringEncoding>(encoding),
-                      static_cast<int64_t>(at_ms), store::StringPlace{file, at, length});
+                      static_cast<int64_t>(at_ms), store::StringPlace{file, fields.at(), length});
   return {};
 }
 
@@ -341,35 +364,23 @@ std::string Durability::LoadColdRows(RecordReader& reader, const Record& record,
   if (vectors == nullptr) return "V-store rows without a V-store";
   // The layout of VStore (mutation.h): u32 sid length, sid, u32 layer, u64 start, u64 rows,
   // u32 dim, u32 tier, u64 data length, the rows; read without the rows.
-  const uint64_t end = record.offset + kRecordHeaderSize + record.header.payload_length;
-  uint64_t at = record.offset + kRecordHeaderSize;
-  Bytes field;
-  const auto take = [&](uint64_t n) -> std::string {
-    if (n > end - at) return "its fields run past its payload";
-    std::string err = reader.ReadAt(at, n, field);
-    at += n;
-    return err;
-  };
-  std::string err = take(4);
-  if (!err.empty()) return err;
-  const uint32_t sid_length = GetU32(field.data());
-  if (sid_length > Limits::Hard().max_sid_len) return "its sid is too long";
-  if (err = take(sid_length + 36); !err.empty()) return err;
-  const std::string sid(field.view().substr(0, sid_length));
-  const uint8_t* f = field.data() + sid_length;
+  ColdFields fields(reader, record);
+  std::string sid;
+  if (std::string err = fields.TakeName(sid, 36); !err.empty()) return err;
+  const uint8_t* f = fields.fixed();
   const uint32_t layer = GetU32(f);
   const uint64_t start = GetU64(f + 4), rows = GetU64(f + 12);
   const uint32_t dim = GetU32(f + 20), tier_code = GetU32(f + 24);
   const uint64_t length = GetU64(f + 28);
   const auto tier = store::TierFromCode(tier_code);
   if (!tier) return "its tier " + std::to_string(tier_code) + " is unknown";
-  if (length != end - at) return "its rows do not fill its payload";
+  if (length != fields.left()) return "its rows do not fill its payload";
   if (rows == 0 || rows > (~uint64_t{0} - start) || length / rows != store::RowBytes(*tier, dim) ||
       length % rows != 0) {
     return "its " + std::to_string(rows) + " rows do not match its " + std::to_string(length) +
            " bytes";
   }
-  if (!vectors->PutColdRows(sid, layer, start, rows, dim, *tier, file, at)) {
+  if (!vectors->PutColdRows(sid, layer, start, rows, dim, *tier, file, fields.at())) {
     return "its session " + sid + " does not exist with that shape, or holds the layer in memory";
   }
   if (cold_vector_sessions_.empty() || cold_vector_sessions_.back().second != sid ||

@@ -110,6 +110,14 @@ std::optional<int64_t> PositiveCount(Context& ctx, std::string_view text) {
   return n;
 }
 
+// SPOP and LPOP/RPOP: the optional count after the key (Redis's third argument). False when the
+// error reply was queued; `count` stays empty without one.
+bool OptionalCount(Context& ctx, std::optional<int64_t>& count) {
+  if (ctx.args.size() < 3) return true;
+  count = PositiveCount(ctx, ctx.args[2]);
+  return count.has_value();
+}
+
 // ---- sets ------------------------------------------------------------------------------------
 
 void SAdd(Context& ctx) {
@@ -242,10 +250,7 @@ void SRandMember(Context& ctx) {
 void SPop(Context& ctx) {
   if (ctx.args.size() > 3) return ctx.reply.Error(errors::kSyntax);
   std::optional<int64_t> count;
-  if (ctx.args.size() == 3) {
-    count = PositiveCount(ctx, ctx.args[2]);
-    if (!count) return;
-  }
+  if (!OptionalCount(ctx, count)) return;
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
   Loaded set;
@@ -304,14 +309,9 @@ void LPushX(Context& ctx) { Push(ctx, true, true); }
 void RPushX(Context& ctx) { Push(ctx, false, true); }
 
 void Pop(Context& ctx, bool head) {
-  if (ctx.args.size() > 3) {
-    return ctx.reply.Error("ERR wrong number of arguments for '" + ctx.spec.name + "' command");
-  }
+  if (ctx.args.size() > 3) return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
   std::optional<int64_t> count;
-  if (ctx.args.size() == 3) {
-    count = PositiveCount(ctx, ctx.args[2]);
-    if (!count) return;
-  }
+  if (!OptionalCount(ctx, count)) return;
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
   std::optional<store::KeyInfo> list;

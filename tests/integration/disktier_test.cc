@@ -34,15 +34,6 @@ std::string Value(int session, int layer, size_t size, int version = 0) {
   return out;
 }
 
-uint64_t InfoField(redisContext* c, const std::string& name) {
-  RedisReply r = HiredisCommand(c, {"INFO", "everything"});
-  if (!r || r->type != REDIS_REPLY_STRING) return ~uint64_t{0};
-  const std::string text(r->str, r->len);
-  const size_t at = text.find("\n" + name + ":");
-  if (at == std::string::npos) return ~uint64_t{0};
-  return std::stoull(text.substr(at + name.size() + 2));
-}
-
 std::string Sid(int i) { return "sess:" + std::to_string(i); }
 
 class DiskTierTest : public ServerTest {
@@ -89,12 +80,12 @@ TEST_F(DiskTierTest, ColdSessionsAreServedBitExactBeforeAndAfterRestartAndCompac
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_TRUE(c);
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  const uint64_t cold = InfoField(c.get(), "cold_keys");
+  const uint64_t cold = InfoNumber(c.get(), "cold_keys");
   EXPECT_GE(cold, 12u) << "12 MiB of sessions under a 4 MiB budget";
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u) << "nothing acknowledged was deleted";
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes"), cold * (kBig + kSmall));
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u) << "nothing acknowledged was deleted";
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes"), cold * (kBig + kSmall));
   // As Redis, eviction runs before a write: the last write may overshoot by itself.
-  EXPECT_LE(InfoField(c.get(), "used_memory") - InfoField(c.get(), "mem_not_counted_for_evict"),
+  EXPECT_LE(InfoNumber(c.get(), "used_memory") - InfoNumber(c.get(), "mem_not_counted_for_evict"),
             (4u << 20) + kBig + (64u << 10));
   // Keys as keys: every generic command sees the cold ones.
   RedisReply r = HiredisCommand(c.get(), {"DBSIZE"});
@@ -107,23 +98,23 @@ TEST_F(DiskTierTest, ColdSessionsAreServedBitExactBeforeAndAfterRestartAndCompac
   ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
   EXPECT_EQ(r->element[1]->elements, static_cast<size_t>(kSessions));
   // A range of a cold layer reads only its bytes, and does not promote.
-  const uint64_t read_before = InfoField(c.get(), "cold_bytes_read");
+  const uint64_t read_before = InfoNumber(c.get(), "cold_bytes_read");
   r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", Sid(0), "0", "RANGE", "4097", "1000"});
   ASSERT_EQ(r->type, REDIS_REPLY_STRING);
   EXPECT_EQ(std::string(r->str, r->len), Value(0, 0, kBig).substr(4097, 1000));
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read") - read_before, 1000u);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read") - read_before, 1000u);
   r = HiredisCommand(c.get(), {"SSM.PREFIX.LAYERS", Sid(0)});
   EXPECT_EQ(r->type, REDIS_REPLY_ARRAY);
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
-  EXPECT_GE(InfoField(c.get(), "cold_hits"), cold);
+  EXPECT_GE(InfoNumber(c.get(), "cold_hits"), cold);
 
   // Restart: recovery puts what is past maxmemory back on disk, and everything reads back.
   c.reset();
   ASSERT_TRUE(server_.Stop());
   ASSERT_TRUE(server_.Restart(Options()));
   c = ConnectHiredis(server_.port());
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
-  EXPECT_LE(InfoField(c.get(), "used_memory") - InfoField(c.get(), "mem_not_counted_for_evict"),
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 12u);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory") - InfoNumber(c.get(), "mem_not_counted_for_evict"),
             4u << 20);
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 
@@ -137,10 +128,10 @@ TEST_F(DiskTierTest, ColdSessionsAreServedBitExactBeforeAndAfterRestartAndCompac
   ASSERT_TRUE(server_.Restart(Options()));
   c = ConnectHiredis(server_.port());
   // The snapshot's cold sessions were not read at start: only the hot set's bytes were.
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
-  EXPECT_GE(InfoField(c.get(), "cold_bytes"), 12u * kBig);
-  EXPECT_LE(InfoField(c.get(), "recovered_bytes"), (4u << 20) + 2 * kBig);
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 12u);
+  EXPECT_GE(InfoNumber(c.get(), "cold_bytes"), 12u * kBig);
+  EXPECT_LE(InfoNumber(c.get(), "recovered_bytes"), (4u << 20) + 2 * kBig);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read"), 0u);
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 }
 
@@ -195,8 +186,8 @@ TEST_F(DiskTierTest, ColdSessionsOfAnotherDatabaseReadBackBitExactAcrossRestartA
   ASSERT_TRUE(c);
   ASSERT_NO_FATAL_FAILURE(store(c.get(), 3));
   ASSERT_NO_FATAL_FAILURE(store(c.get(), 0));
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u) << "12 MiB of sessions under a 4 MiB budget";
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 12u) << "12 MiB of sessions under a 4 MiB budget";
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u);
   int cold = 0;
   ASSERT_NO_FATAL_FAILURE(check(c.get(), 3, 3, cold));
   EXPECT_GT(cold, 0) << "database 3's sessions went to the disk tier";
@@ -204,7 +195,7 @@ TEST_F(DiskTierTest, ColdSessionsOfAnotherDatabaseReadBackBitExactAcrossRestartA
 
   // From the log: each put's values are placed in its record's database.
   ASSERT_NO_FATAL_FAILURE(restart(c));
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u) << "recovery sends sessions of both to disk";
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 12u) << "recovery sends sessions of both to disk";
   ASSERT_NO_FATAL_FAILURE(check(c.get(), 3, 3, cold));
   EXPECT_GT(cold, 0);
   ASSERT_NO_FATAL_FAILURE(check(c.get(), 0, 0, cold));
@@ -214,8 +205,8 @@ TEST_F(DiskTierTest, ColdSessionsOfAnotherDatabaseReadBackBitExactAcrossRestartA
   ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
   ASSERT_NO_FATAL_FAILURE(check(c.get(), 3, 3, cold));
   ASSERT_NO_FATAL_FAILURE(restart(c));
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read"), 0u);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 12u);
   ASSERT_NO_FATAL_FAILURE(check(c.get(), 3, 3, cold));
   EXPECT_GT(cold, 0) << "database 3's cold records were loaded cold";
   ASSERT_NO_FATAL_FAILURE(check(c.get(), 0, 0, cold));
@@ -260,8 +251,8 @@ TEST_F(DiskTierTest, EvictionWithPersistenceNeverLosesAnAcknowledgedSession) {
   }
   for (auto& t : writers) t.join();
   RedisContext c = ConnectHiredis(server_.port());
-  EXPECT_GT(InfoField(c.get(), "cold_keys"), 0u);
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_GT(InfoNumber(c.get(), "cold_keys"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u);
   c.reset();
   ASSERT_TRUE(server_.Kill());
   ASSERT_TRUE(server_.Restart(Options()));
@@ -383,9 +374,9 @@ TEST_F(DiskTierTest, SnapshotListsItsColdSessionsAndRestartsFromTheListAcrossRep
     ASSERT_TRUE(server_.Stop());
     ASSERT_TRUE(server_.Restart(Options()));
     c = ConnectHiredis(server_.port());
-    EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u) << "no cold value read at start";
-    EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
-    EXPECT_LE(InfoField(c.get(), "recovered_bytes"), (4u << 20) + 2 * kBig);
+    EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read"), 0u) << "no cold value read at start";
+    EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 12u);
+    EXPECT_LE(InfoNumber(c.get(), "recovered_bytes"), (4u << 20) + 2 * kBig);
     r = HiredisCommand(c.get(), {"DBSIZE"});
     EXPECT_EQ(r->integer, kSessions);
     r = HiredisCommand(c.get(), {"TTL", Sid(0)});
@@ -404,8 +395,8 @@ TEST_F(DiskTierTest, SnapshotWithoutAColdDirectoryStillLoadsColdSessions) {
   WriteWhole(path, old);
   ASSERT_TRUE(server_.Restart(Options()));
   RedisContext c = ConnectHiredis(server_.port());
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read"), 0u);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 12u);
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
   // Its next snapshot has the directory.
   RedisReply r = HiredisCommand(c.get(), {"SAVE"});
@@ -500,7 +491,7 @@ TEST_F(DiskTierTest, ColdKeysCanBeOverwrittenDeletedAndExpired) {
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
   // The oldest sessions went cold first (LRU).
-  ASSERT_GE(InfoField(c.get(), "cold_keys"), 3u);
+  ASSERT_GE(InfoNumber(c.get(), "cold_keys"), 3u);
   RedisReply r = HiredisCommand(c.get(), {"DEL", Sid(0)});
   EXPECT_EQ(r->integer, 1);
   r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", Sid(0), "0"});
@@ -531,8 +522,8 @@ TEST_F(DiskTierTest, WithoutPersistenceEvictionStillDeletes) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Options("no")));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  EXPECT_GT(InfoField(c.get(), "evicted_keys"), 0u);
-  EXPECT_EQ(InfoField(c.get(), "cold_keys"), 0u);
+  EXPECT_GT(InfoNumber(c.get(), "evicted_keys"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_keys"), 0u);
   RedisReply r = HiredisCommand(c.get(), {"DBSIZE"});
   EXPECT_LT(r->integer, kSessions);
 }
@@ -543,10 +534,10 @@ TEST_F(DiskTierTest, MaxdiskDeletesColdKeysByPolicyAndTheyStayGone) {
   ASSERT_NO_FATAL_FAILURE(StartServer(options));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  const uint64_t deleted = InfoField(c.get(), "disk_evicted_keys");
+  const uint64_t deleted = InfoNumber(c.get(), "disk_evicted_keys");
   EXPECT_GE(deleted, 8u) << "12 MiB: about 4 MiB hot, at most 3 MiB cold";
-  EXPECT_LE(InfoField(c.get(), "cold_bytes"), 3u << 20);
-  EXPECT_GT(InfoField(c.get(), "cold_keys"), 0u);
+  EXPECT_LE(InfoNumber(c.get(), "cold_bytes"), 3u << 20);
+  EXPECT_GT(InfoNumber(c.get(), "cold_keys"), 0u);
   RedisReply r = HiredisCommand(c.get(), {"DBSIZE"});
   const long long kept = r->integer;
   EXPECT_EQ(kept, kSessions - static_cast<long long>(deleted));
@@ -573,14 +564,14 @@ TEST_F(DiskTierTest, MaxdiskDeletesColdKeysByPolicyAndTheyStayGone) {
   }
   r = HiredisCommand(c.get(), {"DBSIZE"});
   EXPECT_GE(r->integer, kept - 1);
-  EXPECT_LE(InfoField(c.get(), "cold_bytes"), 3u << 20);
+  EXPECT_LE(InfoNumber(c.get(), "cold_bytes"), 3u << 20);
   // Lowering it takes effect at the next write.
   r = HiredisCommand(c.get(), {"CONFIG", "SET", "maxdisk", "1mb"});
   EXPECT_EQ(r->type, REDIS_REPLY_STATUS);
-  const uint64_t deleted_before = InfoField(c.get(), "disk_evicted_keys");
+  const uint64_t deleted_before = InfoNumber(c.get(), "disk_evicted_keys");
   r = HiredisCommand(c.get(), {"SSM.PREFIX.STORE", "tiny", "0", "x"});
-  EXPECT_LE(InfoField(c.get(), "cold_bytes"), 1u << 20);
-  EXPECT_GT(InfoField(c.get(), "disk_evicted_keys"), deleted_before);
+  EXPECT_LE(InfoNumber(c.get(), "cold_bytes"), 1u << 20);
+  EXPECT_GT(InfoNumber(c.get(), "disk_evicted_keys"), deleted_before);
 }
 
 // Writers keep rewriting sessions (every layer of one version) so that eviction turns them cold
@@ -643,8 +634,8 @@ TEST_F(DiskTierTest, ConcurrentMfetchNeverSeesAPartialSessionWhileSessionsGoCold
   EXPECT_EQ(bad.load(), 0);
   EXPECT_GT(reads.load(), 0);
   RedisContext c = ConnectHiredis(server_.port());
-  EXPECT_GT(InfoField(c.get(), "cold_evictions"), 0u);
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_GT(InfoNumber(c.get(), "cold_evictions"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u);
   // After a restart every session is whole, at its last version.
   c.reset();
   ASSERT_TRUE(server_.Stop());

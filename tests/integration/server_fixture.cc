@@ -525,6 +525,15 @@ RedisContext ConnectHiredisUnix(const std::string& path, Millis timeout, std::st
   return Checked(redisConnectUnixWithTimeout(path.c_str(), ToTimeval(timeout)), timeout, error);
 }
 
+uint64_t InfoNumber(redisContext* ctx, const std::string& name) {
+  RedisReply r = HiredisCommand(ctx, {"INFO", "everything"});
+  if (!r || r->type != REDIS_REPLY_STRING) return ~uint64_t{0};
+  const std::string text(r->str, r->len);
+  const size_t at = text.find("\n" + name + ":");
+  if (at == std::string::npos) return ~uint64_t{0};
+  return std::stoull(text.substr(at + name.size() + 2));
+}
+
 RedisReply HiredisCommand(redisContext* ctx, const std::vector<std::string_view>& args) {
   std::vector<const char*> argv;
   std::vector<size_t> lens;

@@ -191,5 +191,7 @@ RedisContext ConnectHiredisUnix(const std::string& path, Millis timeout = Millis
 RedisReply HiredisCommand(redisContext* ctx, const std::vector<std::string_view>& args);
 // A reply as text for test messages: type and contents.
 std::string DescribeReply(const redisReply* reply);
+// A numeric field of INFO everything (e.g. "cold_keys"); ~0 when it is missing or INFO failed.
+uint64_t InfoNumber(redisContext* ctx, const std::string& name);
 
 }  // namespace prefixd::it

@@ -28,15 +28,6 @@ std::string Chunk(int chunk, size_t size, int version = 0) {
   return out;
 }
 
-uint64_t InfoField(redisContext* c, const std::string& name) {
-  RedisReply r = HiredisCommand(c, {"INFO", "everything"});
-  if (!r || r->type != REDIS_REPLY_STRING) return ~uint64_t{0};
-  const std::string text(r->str, r->len);
-  const size_t at = text.find("\n" + name + ":");
-  if (at == std::string::npos) return ~uint64_t{0};
-  return std::stoull(text.substr(at + name.size() + 2));
-}
-
 // LMCache's key shape: <model>@<world_size>@<worker_id>@<chunk_hash_hex>@<dtype>, then the
 // suffix.
 std::string Key(int chunk, const std::string& suffix) {
@@ -94,9 +85,9 @@ TEST_F(StringDiskTierTest, LmcacheChunksPastMaxmemoryComeBackBitExactAcrossResta
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
   // 24 MiB of chunks under an 8 MiB budget: most went cold, none was deleted.
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), uint64_t{kChunks / 2});
-  EXPECT_GE(InfoField(c.get(), "cold_string_bytes"), uint64_t{kChunks / 2} * kChunk);
-  EXPECT_GT(InfoField(c.get(), "cold_evictions"), 0u);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), uint64_t{kChunks / 2});
+  EXPECT_GE(InfoNumber(c.get(), "cold_string_bytes"), uint64_t{kChunks / 2} * kChunk);
+  EXPECT_GT(InfoNumber(c.get(), "cold_evictions"), 0u);
   // LMCache's lookup (EXISTS metadata, chunk by chunk) finds every chunk: the small metadata
   // keys were parked beside their cold chunks, not deleted.
   for (int i = 0; i < kChunks; ++i) {
@@ -105,10 +96,10 @@ TEST_F(StringDiskTierTest, LmcacheChunksPastMaxmemoryComeBackBitExactAcrossResta
     r = HiredisCommand(c.get(), {"GET", Key(i, "metadata")});
     ASSERT_EQ(std::string(r->str, r->len), Chunk(i, kMetadata, 1)) << i;
   }
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u);
   // The first chunk is cold: STRLEN and GETRANGE read nothing / only the asked bytes.
   const std::string first = Chunk(0, kChunk);
-  const uint64_t read_before = InfoField(c.get(), "cold_bytes_read");
+  const uint64_t read_before = InfoNumber(c.get(), "cold_bytes_read");
   RedisReply r = HiredisCommand(c.get(), {"STRLEN", Key(0, "kv_bytes")});
   EXPECT_EQ(r->integer, static_cast<long long>(kChunk));
   r = HiredisCommand(c.get(), {"GETRANGE", Key(0, "kv_bytes"), "1000", "1999"});
@@ -116,16 +107,16 @@ TEST_F(StringDiskTierTest, LmcacheChunksPastMaxmemoryComeBackBitExactAcrossResta
   EXPECT_EQ(std::string(r->str, r->len), first.substr(1000, 1000));
   r = HiredisCommand(c.get(), {"GETRANGE", Key(0, "kv_bytes"), "-10", "-1"});
   EXPECT_EQ(std::string(r->str, r->len), first.substr(kChunk - 10));
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read") - read_before, 1010u);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read") - read_before, 1010u);
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
-  EXPECT_GT(InfoField(c.get(), "cold_hits"), 0u);
+  EXPECT_GT(InfoNumber(c.get(), "cold_hits"), 0u);
 
   // A restart replays the log and keeps what is past maxmemory on disk.
   c.reset();
   ASSERT_TRUE(server_.Stop());
   ASSERT_TRUE(server_.Restart(Options()));
   c = ConnectHiredis(server_.port());
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), uint64_t{kChunks / 2});
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), uint64_t{kChunks / 2});
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 
   // SAVE writes the cold chunks flagged cold; the restart loads none of them into memory.
@@ -136,10 +127,10 @@ TEST_F(StringDiskTierTest, LmcacheChunksPastMaxmemoryComeBackBitExactAcrossResta
   ASSERT_TRUE(server_.Stop());
   ASSERT_TRUE(server_.Restart(Options()));
   c = ConnectHiredis(server_.port());
-  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{8} << 20);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{8} << 20);
   // Only the hot records were read: the cold chunks' bytes were not.
-  EXPECT_LE(InfoField(c.get(), "recovered_bytes"), uint64_t{kChunks - kChunks / 2} * kChunk);
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), uint64_t{kChunks / 2});
+  EXPECT_LE(InfoNumber(c.get(), "recovered_bytes"), uint64_t{kChunks - kChunks / 2} * kChunk);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), uint64_t{kChunks / 2});
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
   // And again, once the chunks sit in the snapshot.
   r = HiredisCommand(c.get(), {"SAVE"});
@@ -157,13 +148,13 @@ TEST_F(StringDiskTierTest, RecoveryUnderANewBudgetSendsChunksToDiskPastSmallKeys
   ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  EXPECT_EQ(InfoField(c.get(), "cold_keys"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_keys"), 0u);
   c.reset();
   ASSERT_TRUE(server_.Stop());
   ASSERT_TRUE(server_.Restart(Options()));
   c = ConnectHiredis(server_.port());
-  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{8} << 20);
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), uint64_t{kChunks / 2});
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{8} << 20);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), uint64_t{kChunks / 2});
   RedisReply r = HiredisCommand(c.get(), {"DBSIZE"});
   EXPECT_EQ(r->integer, 2 * kChunks) << "nothing deleted at start";
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
@@ -173,7 +164,7 @@ TEST_F(StringDiskTierTest, ColdStringsServeEveryStringCommand) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  ASSERT_GE(InfoField(c.get(), "cold_keys"), 1u);
+  ASSERT_GE(InfoNumber(c.get(), "cold_keys"), 1u);
   // Chunk 0 went first (LRU); each command below finds it cold or reads it back.
   const std::string key = Key(0, "kv_bytes");
   RedisReply r = HiredisCommand(c.get(), {"MGET", key, Key(1, "kv_bytes"), "nosuch"});
@@ -236,9 +227,9 @@ TEST_F(StringDiskTierTest, OnlySmallStringsAreEvictedAsInRedis) {
     RedisReply r = HiredisCommand(c.get(), {"SET", "small:" + std::to_string(i), value});
     ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << i << " " << DescribeReply(r.get());
   }
-  EXPECT_GT(InfoField(c.get(), "evicted_keys"), 0u);
-  EXPECT_EQ(InfoField(c.get(), "cold_keys"), 0u);
-  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{9} << 20);
+  EXPECT_GT(InfoNumber(c.get(), "evicted_keys"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_keys"), 0u);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{9} << 20);
   RedisReply r = HiredisCommand(c.get(), {"EXISTS", "small:19999", "small:0"});
   EXPECT_EQ(r->integer, 1);
 }
@@ -267,9 +258,9 @@ TEST_F(StringDiskTierTest, ParkedSmallStringsNeverFillTheBudget) {
       ASSERT_NE(reply->type, REDIS_REPLY_ERROR) << start << ": " << DescribeReply(reply.get());
     }
   }
-  EXPECT_GT(InfoField(c.get(), "evicted_keys"), 0u);
-  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{9} << 20);
-  const uint64_t parked = InfoField(c.get(), "parked_string_bytes");
+  EXPECT_GT(InfoNumber(c.get(), "evicted_keys"), 0u);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{9} << 20);
+  const uint64_t parked = InfoNumber(c.get(), "parked_string_bytes");
   EXPECT_GT(parked, 0u) << "small strings were parked beside the large one";
   EXPECT_LE(parked, uint64_t{1} << 20) << "at most maxmemory / 8";
   r = HiredisCommand(c.get(), {"EXISTS", "small:" + std::to_string(kSmall - 1)});
@@ -284,8 +275,8 @@ TEST_F(StringDiskTierTest, SmallStringsAreStillDeletedAndWithoutPersistenceEvery
                                                  "--maxmemory-policy", "allkeys-lru"}}));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  EXPECT_EQ(InfoField(c.get(), "cold_keys"), 0u);
-  EXPECT_GT(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_keys"), 0u);
+  EXPECT_GT(InfoNumber(c.get(), "evicted_keys"), 0u);
 }
 
 // Eviction fsyncs before a value goes cold, even when fsync is otherwise left to the OS: a
@@ -297,7 +288,7 @@ TEST_F(StringDiskTierTest, KillAfterEvictionLosesNoAcknowledgedChunk) {
                              "--maxmemory-policy", "allkeys-lru"}}));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  ASSERT_GE(InfoField(c.get(), "cold_keys"), uint64_t{kChunks / 2});
+  ASSERT_GE(InfoNumber(c.get(), "cold_keys"), uint64_t{kChunks / 2});
   c.reset();
   ASSERT_TRUE(server_.Kill());
   ASSERT_TRUE(server_.Restart(Options()));
@@ -349,8 +340,8 @@ TEST_F(StringDiskTierTest, ConcurrentGetsNeverSeeAPartialValueWhileValuesGoCold)
   EXPECT_EQ(bad.load(), 0);
   EXPECT_GT(reads.load(), 0);
   RedisContext c = ConnectHiredis(server_.port());
-  EXPECT_GT(InfoField(c.get(), "cold_evictions"), 0u);
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_GT(InfoNumber(c.get(), "cold_evictions"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u);
 }
 
 TEST_F(StringDiskTierTest, MaxdiskCountsAndDeletesColdStrings) {
@@ -359,8 +350,8 @@ TEST_F(StringDiskTierTest, MaxdiskCountsAndDeletesColdStrings) {
                              "allkeys-lru", "--maxdisk", "6mb"}}));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  EXPECT_LE(InfoField(c.get(), "cold_string_bytes"), uint64_t{6} << 20);
-  EXPECT_GT(InfoField(c.get(), "disk_evicted_keys"), 0u);
+  EXPECT_LE(InfoNumber(c.get(), "cold_string_bytes"), uint64_t{6} << 20);
+  EXPECT_GT(InfoNumber(c.get(), "disk_evicted_keys"), 0u);
   // What is left reads back bit-exact; the oldest chunks are gone, and stay gone after a restart.
   int present = 0;
   for (int i = 0; i < kChunks; ++i) {

@@ -36,15 +36,6 @@ std::string Rows(int s, int l, int start, int count, int v = 0) {
   return out;
 }
 
-uint64_t InfoField(redisContext* c, const std::string& name) {
-  RedisReply r = HiredisCommand(c, {"INFO", "everything"});
-  if (!r || r->type != REDIS_REPLY_STRING) return ~uint64_t{0};
-  const std::string text(r->str, r->len);
-  const size_t at = text.find("\n" + name + ":");
-  if (at == std::string::npos) return ~uint64_t{0};
-  return std::stoull(text.substr(at + name.size() + 2));
-}
-
 std::string Sid(int i) { return "vs:" + std::to_string(i); }
 
 // A status reply, or V.CREATE's index.
@@ -130,20 +121,20 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
   // The fp32 tier stores the input as given: the hot fetch was the input itself.
   ASSERT_EQ(expected_[1], Rows(0, 1, 0, 64) + Rows(0, 1, 64, 64));
-  const uint64_t cold = InfoField(c.get(), "cold_keys");
+  const uint64_t cold = InfoNumber(c.get(), "cold_keys");
   EXPECT_GE(cold, 12u) << "12 MiB of sessions under a 4 MiB budget";
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u) << "nothing acknowledged was deleted";
-  EXPECT_GE(InfoField(c.get(), "cold_bytes"), cold * kLayers * kRows * (kDim + 8));
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u) << "nothing acknowledged was deleted";
+  EXPECT_GE(InfoNumber(c.get(), "cold_bytes"), cold * kLayers * kRows * (kDim + 8));
   RedisReply r = HiredisCommand(c.get(), {"DBSIZE"});
   EXPECT_EQ(r->integer, kSessions);
   r = HiredisCommand(c.get(), {"TYPE", Sid(0)});
   EXPECT_EQ(std::string(r->str), "vstore");
-  const uint64_t cold_evictions_before = InfoField(c.get(), "cold_evictions");
+  const uint64_t cold_evictions_before = InfoNumber(c.get(), "cold_evictions");
   // Session 0 is the oldest, so cold: a RANGE reads only its rows and does not promote; one
   // that crosses the rewritten rows 10-19 gets the newer ones.
-  const uint64_t read_before = InfoField(c.get(), "cold_bytes_read");
+  const uint64_t read_before = InfoNumber(c.get(), "cold_bytes_read");
   EXPECT_EQ(Fetch(c.get(), Sid(0), 0, 5, 25), expected_[0].substr(5 * kRowBytes, 20 * kRowBytes));
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read") - read_before, 20 * kRowBytes);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read") - read_before, 20 * kRowBytes);
   EXPECT_EQ(Fetch(c.get(), Sid(0), 0, 5, 25).substr(5 * kRowBytes, kRowBytes),
             Rows(0, 0, 10, 1, 1));
   // Rows past the length are zeros, as hot.
@@ -154,18 +145,18 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
   // at most what the budget's slack holds (how much that is depends on the client buffers of
   // the moment, so the check is that nothing went cold or past the budget to make room), every
   // session read once there is room.
-  EXPECT_EQ(InfoField(c.get(), "cold_evictions"), cold_evictions_before);
-  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{4} << 20);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_evictions"), cold_evictions_before);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{4} << 20);
   Ok(HiredisCommand(c.get(), {"CONFIG", "SET", "maxmemory", "0"}));
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
-  EXPECT_GE(InfoField(c.get(), "cold_promotions"), cold);
-  EXPECT_EQ(InfoField(c.get(), "cold_keys"), 0u);
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes"), 0u);
+  EXPECT_GE(InfoNumber(c.get(), "cold_promotions"), cold);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_keys"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes"), 0u);
 
   // Restart (the log): what is past maxmemory goes back to disk, and everything reads back.
   ASSERT_NO_FATAL_FAILURE(Restart(c));
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 8u);
-  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{4} << 20);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 8u);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{4} << 20);
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 
   // A snapshot copies cold sessions and cuts the log; after a restart from it alone, the cold
@@ -190,10 +181,10 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
   ASSERT_LT(directory, records.size());
   EXPECT_GE(flagged, 12u * kLayers);
   ASSERT_NO_FATAL_FAILURE(Restart(c));
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 8u);
-  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{4} << 20);
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
-  EXPECT_LE(InfoField(c.get(), "recovered_bytes"), 6u << 20) << "the hot set, not 12 MiB";
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 8u);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{4} << 20);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read"), 0u);
+  EXPECT_LE(InfoNumber(c.get(), "recovered_bytes"), 6u << 20) << "the hot set, not 12 MiB";
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
   // A write to a cold session reads it back first; the other rows stay as they were.
   ASSERT_NO_FATAL_FAILURE(Restart(c));
@@ -222,8 +213,8 @@ TEST_F(VstoreDiskTierTest, KvPrefixRegistrationGoesColdWholeAndReadsBack) {
       }
     }
   }
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 12u);
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 12u);
   RedisReply r = HiredisCommand(c.get(), {"KV.PREFIX.LOOKUP", "ns0"});
   EXPECT_EQ(std::string(r->str), "HIT") << "a cold prefix is still there";
   r = HiredisCommand(c.get(), {"TYPE", "ns0"});
@@ -243,9 +234,9 @@ TEST_F(VstoreDiskTierTest, KvPrefixRegistrationGoesColdWholeAndReadsBack) {
   r = HiredisCommand(c.get(), {"SAVE"});
   ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
   ASSERT_NO_FATAL_FAILURE(Restart(c));
-  EXPECT_GE(InfoField(c.get(), "cold_keys"), 8u);
-  EXPECT_LE(InfoField(c.get(), "used_memory"), uint64_t{4} << 20);
-  EXPECT_EQ(InfoField(c.get(), "cold_bytes_read"), 0u);
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 8u);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{4} << 20);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read"), 0u);
   r = HiredisCommand(c.get(), {"KV.PREFIX.LOOKUP", "ns0"});
   EXPECT_EQ(std::string(r->str), "HIT");
   ASSERT_NO_FATAL_FAILURE(check());
@@ -264,18 +255,18 @@ TEST_F(VstoreDiskTierTest, ColdKeysCanBeDumpedDeletedAndExpiredAndHoldSsmState) 
   Ok(HiredisCommand(
       c.get(), {"V.STOREBATCH", "hy_pk", "0", "0", std::to_string(kRows), Rows(99, 0, 0, kRows)}));
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  ASSERT_GE(InfoField(c.get(), "cold_keys"), 12u);
+  ASSERT_GE(InfoNumber(c.get(), "cold_keys"), 12u);
   RedisReply r;
   // Sessions 0-3 (and the registration, older still) are cold: the oldest entries.
   r = HiredisCommand(c.get(), {"MEMORY", "USAGE", Sid(0)});
   ASSERT_EQ(r->type, REDIS_REPLY_INTEGER);
   EXPECT_LT(r->integer, 64 << 10) << "a cold session holds no rows in memory";
-  const uint64_t hits = InfoField(c.get(), "cold_hits");
+  const uint64_t hits = InfoNumber(c.get(), "cold_hits");
   r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", "hy", "0"});
   ASSERT_EQ(r->type, REDIS_REPLY_STRING) << DescribeReply(r.get());
   EXPECT_TRUE(std::string(r->str, r->len) == state);
   EXPECT_TRUE(Fetch(c.get(), "hy_pk", 0, 0, kRows) == Rows(99, 0, 0, kRows));
-  EXPECT_GE(InfoField(c.get(), "cold_hits") - hits, 2u) << "both were read from disk";
+  EXPECT_GE(InfoNumber(c.get(), "cold_hits") - hits, 2u) << "both were read from disk";
   r = HiredisCommand(c.get(), {"DUMP", Sid(1)});
   ASSERT_EQ(r->type, REDIS_REPLY_STRING) << DescribeReply(r.get());
   const std::string dump(r->str, r->len);
@@ -298,10 +289,10 @@ TEST_F(VstoreDiskTierTest, MaxdiskDeletesColdSessionsByPolicyAndTheyStayGone) {
   ASSERT_NO_FATAL_FAILURE(StartServer(options));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  const uint64_t deleted = InfoField(c.get(), "disk_evicted_keys");
+  const uint64_t deleted = InfoNumber(c.get(), "disk_evicted_keys");
   EXPECT_GE(deleted, 1u) << "7.6 MiB: about 4 MiB hot, at most 3 MiB cold";
-  EXPECT_LE(InfoField(c.get(), "cold_bytes"), 3u << 20);
-  EXPECT_GT(InfoField(c.get(), "cold_keys"), 0u);
+  EXPECT_LE(InfoNumber(c.get(), "cold_bytes"), 3u << 20);
+  EXPECT_GT(InfoNumber(c.get(), "cold_keys"), 0u);
   // LRU: the oldest sessions went first.
   EXPECT_EQ(HiredisCommand(c.get(), {"EXISTS", Sid(0)})->integer, 0);
   c.reset();
@@ -322,8 +313,8 @@ TEST_F(VstoreDiskTierTest, EvictionNeverLosesAnAcknowledgedRowAcrossACrash) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
   RedisContext c = ConnectHiredis(server_.port());
   ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
-  EXPECT_GT(InfoField(c.get(), "cold_evictions"), 0u);
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_GT(InfoNumber(c.get(), "cold_evictions"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u);
   ASSERT_NO_FATAL_FAILURE(Restart(c, /*kill=*/true));
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 }
@@ -384,8 +375,8 @@ TEST_F(VstoreDiskTierTest, ConcurrentFetchNeverSeesAPartialLayerWhileSessionsGoC
   EXPECT_EQ(bad.load(), 0);
   EXPECT_GT(reads.load(), 0);
   RedisContext c = ConnectHiredis(server_.port());
-  EXPECT_GT(InfoField(c.get(), "cold_evictions"), 0u);
-  EXPECT_EQ(InfoField(c.get(), "evicted_keys"), 0u);
+  EXPECT_GT(InfoNumber(c.get(), "cold_evictions"), 0u);
+  EXPECT_EQ(InfoNumber(c.get(), "evicted_keys"), 0u);
   ASSERT_NO_FATAL_FAILURE(Restart(c));
   for (int k = 0; k < kKeys; ++k) {
     int last = k;

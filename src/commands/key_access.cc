@@ -168,9 +168,8 @@ std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool 
   auto info = touch ? keys.FindAndTouch(key, now) : keys.Find(key);
   if (!info) return std::nullopt;
   if (info->expire_at_ms != 0 && info->expire_at_ms <= now) {
-    Deleted deleted = DeleteKey(ctx, key, info->type);
+    Deleted deleted = ExpireIfDue(ctx.engine, static_cast<size_t>(ctx.client.db.load()), key, now);
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);
-    ctx.engine.stats().expired_keys += 1;
     return std::nullopt;
   }
   // A string command reads a cold string's bytes from disk; the generic commands (EXISTS, TYPE,
@@ -183,6 +182,21 @@ std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool 
 }
 
 }  // namespace
+
+Deleted ExpireIfDue(Engine& engine, size_t db, std::string_view key, int64_t now_ms) {
+  KeyLocks lock(engine, key);
+  // Looked up again under the lock: the entry seen expired may since have been deleted by the
+  // racing pass or lookup, or written again by a command.
+  auto info = engine.database(db).keys.Find(key);
+  if (!info || info->expire_at_ms == 0 || info->expire_at_ms > now_ms) {
+    Deleted nothing;
+    nothing.ok = true;
+    return nothing;
+  }
+  Deleted deleted = DeleteKey(engine, db, key, info->type);
+  if (deleted.applied) engine.stats().expired_keys += 1;
+  return deleted;
+}
 
 bool PrepareTypedKeys(Context& ctx) {
   const auto wanted = TypeOfGroup(ctx.spec.group);
@@ -486,13 +500,7 @@ uint64_t ExpireCycle(Engine& engine, int64_t now_ms, size_t per_shard) {
   engine.databases().ForEach([&](size_t db, store::Database& database) {
     for (size_t shard = 0; shard < store::Keyspace::kShardCount; ++shard) {
       for (const auto& [key, type] : database.keys.Expired(shard, now_ms, per_shard)) {
-        // Looked up again: a write may have cleared or moved the expiry since the list was made.
-        auto info = database.keys.Find(key);
-        if (!info || info->expire_at_ms == 0 || info->expire_at_ms > now_ms) continue;
-        if (DeleteKey(engine, db, key, info->type).ok) {
-          engine.stats().expired_keys += 1;
-          deleted += 1;
-        }
+        deleted += ExpireIfDue(engine, db, key, now_ms).applied ? 1 : 0;
       }
     }
   });

@@ -59,6 +59,12 @@ class KeyLocks {
   std::vector<size_t> more_stripes_;
 };
 
+// Deletes `key` of database `db` if its entry has expired by `now_ms`, holding the key's lock
+// stripe from the check to the delete: the active pass and a command's lookup race for one key,
+// and a value written between one's check and its delete must survive. Only the caller whose
+// delete applied counts it in expired_keys. The caller holds no stripe but the key's own.
+Deleted ExpireIfDue(Engine& engine, size_t db, std::string_view key, int64_t now_ms);
+
 // The key's entry, or nullopt when it does not exist or has expired (then it is deleted, the
 // reply waiting for that record as for any change). `touch`: a read or write lookup (Redis's
 // lookupKey); false for the commands Redis runs with LOOKUP_NOTOUCH.

@@ -313,10 +313,10 @@ size_t SelectedDb(const Context& ctx) { return static_cast<size_t>(ctx.client.db
 // The live entry of `key` in database `db` (an expired one is deleted and reads as missing).
 std::optional<KeyInfo> FindIn(Context& ctx, size_t db, std::string_view key) {
   auto info = ctx.engine.database(db).keys.Find(key);
-  if (!info || info->expire_at_ms == 0 || info->expire_at_ms > NowMs()) return info;
-  Deleted done = DeleteKey(ctx.engine, db, key, info->type);
+  const int64_t now = NowMs();
+  if (!info || info->expire_at_ms == 0 || info->expire_at_ms > now) return info;
+  Deleted done = ExpireIfDue(ctx.engine, db, key, now);
   ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
-  ctx.engine.stats().expired_keys += 1;
   return std::nullopt;
 }
 

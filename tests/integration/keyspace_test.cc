@@ -255,6 +255,63 @@ TEST_F(KeyspaceTest, AnExpiredEntryIsNeverServed) {
   EXPECT_EQ(Call({"EXISTS", "past"}), ":0\r\n");
 }
 
+// The active expiry pass and a command's lazy expiry race for the same key. Each expired key
+// counts once, and a key written again right after it expired keeps the new value: the pass
+// must never delete an entry that was written after the one it found expired.
+TEST_F(KeyspaceTest, ActiveAndLazyExpiryNeverDoubleCountOrDeleteANewerValue) {
+  constexpr int kKeys = 3000;
+  auto pipeline = [](RawConnection& c, const std::vector<std::vector<std::string>>& calls) {
+    std::string bytes;
+    for (const auto& args : calls) bytes += Multibulk(args);
+    EXPECT_TRUE(c.Send(bytes));
+    std::vector<std::string> replies;
+    for (size_t i = 0; i < calls.size(); ++i) replies.push_back(c.ReadReply().value_or(""));
+    return replies;
+  };
+  std::vector<std::vector<std::string>> sets;
+  for (int i = 0; i < kKeys; ++i) {
+    sets.push_back({"SET", "k" + std::to_string(i), "old", "PX", "150"});
+  }
+  for (const std::string& r : pipeline(*conn_, sets)) ASSERT_EQ(r, "+OK\r\n");
+  // Two clients write every key again with NX until each write lands: NX succeeds only once
+  // the old value has expired, so each key ends holding "new" and no expiry.
+  std::atomic<int> landed{0};
+  auto rewriter = [&](int first, int step) {
+    auto c = RawConnection::Tcp(server_.port());
+    ASSERT_NE(c, nullptr);
+    std::vector<bool> done(kKeys, false);
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    int left = 0;
+    for (int i = first; i < kKeys; i += step) ++left;
+    while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::vector<std::vector<std::string>> calls;
+      std::vector<int> which;
+      for (int i = first; i < kKeys; i += step) {
+        if (done[i]) continue;
+        calls.push_back({"SET", "k" + std::to_string(i), "new", "NX"});
+        which.push_back(i);
+      }
+      auto replies = pipeline(*c, calls);
+      for (size_t j = 0; j < replies.size(); ++j) {
+        if (replies[j] == "+OK\r\n") done[which[j]] = true, --left, ++landed;
+      }
+    }
+  };
+  std::thread a(rewriter, 0, 2), b(rewriter, 1, 2);
+  a.join(), b.join();
+  ASSERT_EQ(landed.load(), kKeys);
+  // Long after: every key still holds the newer value.
+  std::this_thread::sleep_for(300ms);
+  std::vector<std::vector<std::string>> gets;
+  for (int i = 0; i < kKeys; ++i) gets.push_back({"GET", "k" + std::to_string(i)});
+  int lost = 0;
+  for (const std::string& r : pipeline(*conn_, gets)) lost += r != "$3\r\nnew\r\n";
+  EXPECT_EQ(lost, 0);
+  const std::string stats = Call({"INFO", "stats"});
+  EXPECT_NE(stats.find("expired_keys:" + std::to_string(kKeys) + "\r\n"), std::string::npos)
+      << stats;
+}
+
 TEST_F(KeyspaceTest, ExpiryTimesSurviveRestartThroughLogAndSnapshot) {
   ASSERT_EQ(Call({"SSM.PREFIX.STORE", "logged", "0", "v"}), "+OK\r\n");
   ASSERT_EQ(Call({"PEXPIREAT", "logged", "99999999999000"}), ":1\r\n");

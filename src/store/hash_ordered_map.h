@@ -23,7 +23,7 @@ template <class Node>
 class HashOrderedMap {
  public:
   // Hashes are positions below 2^kHashBits; callers mask theirs.
-  static constexpr int kHashBits = 58;
+  static constexpr int kHashBits = 57;
   // The bucket array's share of a node: one pointer per bucket, at most one bucket per node.
   static constexpr size_t kBucketBytesPerNode = sizeof(Node*);
 

@@ -4,7 +4,7 @@
 // buffer (replied by reference) and the place its bytes sit on disk (the disk tier: a cold
 // string keeps only the place). Owned by one Keyspace shard and touched under its lock only.
 //
-// Layout: a 26-byte header — next 8 | hash:58 type:3 encoding:2 cold:1 8 | handle 4 | key
+// Layout: a 26-byte header — next 8 | hash:57 type:4 encoding:2 cold:1 8 | handle 4 | key
 // size 4 | value size 2 — then the key's bytes, then the value's bytes or an 8-aligned Bytes and
 // StringPlace (docs/cache-design.md, "Memory per entry").
 #pragma once
@@ -66,7 +66,7 @@ struct KeyEntry {
   // second allocation. From it on, the value keeps its buffer and GET replies by reference.
   static constexpr size_t kInlineValueBelow = 16 * 1024;
   static constexpr size_t kHeaderBytes = 26;
-  static constexpr int kHashBits = 58;
+  static constexpr int kHashBits = 57;
 
   // A new entry with an empty value, not linked.
   static KeyEntry* Make(uint64_t hash, std::string_view key, KeyType type, uint32_t handle);
@@ -82,8 +82,8 @@ struct KeyEntry {
 
   uint64_t Hash() const { return word & kHashMask; }
   std::string_view Key() const { return {Tail(), key_size}; }
-  KeyType type() const { return static_cast<KeyType>((word >> kTypeShift) & 7); }
-  void set_type(KeyType t) { SetBits(kTypeShift, 7, static_cast<uint64_t>(t)); }
+  KeyType type() const { return static_cast<KeyType>((word >> kTypeShift) & 15); }
+  void set_type(KeyType t) { SetBits(kTypeShift, 15, static_cast<uint64_t>(t)); }
   StringEncoding encoding() const {
     return static_cast<StringEncoding>((word >> kEncodingShift) & 3);
   }
@@ -127,7 +127,7 @@ struct KeyEntry {
 
  private:
   static constexpr uint64_t kHashMask = (uint64_t{1} << kHashBits) - 1;
-  static constexpr int kTypeShift = 58;
+  static constexpr int kTypeShift = 57;
   static constexpr int kEncodingShift = 61;
   static constexpr int kColdShift = 63;
   static constexpr uint16_t kExternal = 0xffff;

@@ -14,7 +14,9 @@ namespace prefixd::store {
 namespace {
 
 constexpr int kShardBits = 6;  // 64 shards
-constexpr int kHashBits = 64 - kShardBits;
+// One bit below 64 - kShardBits: KeyEntry keeps 57 (its type takes four).
+constexpr int kHashBits = 57;
+static_assert(kHashBits == KeyEntry::kHashBits && kHashBits + kShardBits < 64);
 constexpr uint64_t kHashMask = (uint64_t{1} << kHashBits) - 1;
 // What an entry costs: its chunk (header, key, a small value), a large value's buffer (shared
 // with replies in flight), its bucket slot, its 24-byte index node and its handle's slot in

@@ -227,7 +227,7 @@ class Keyspace {
   static size_t ShardOf(std::string_view key);
 
  private:
-  // Keys by (58-bit hash, key), walked in that order: the SCAN cursor is a position in it.
+  // Keys by (57-bit hash, key), walked in that order: the SCAN cursor is a position in it.
   using Directory = HashOrderedMap<KeyEntry>;
   using Entry = KeyEntry;
   struct Shard {
@@ -247,7 +247,7 @@ class Keyspace {
     }
   };
 
-  // The key's position: its XXH3 hash's low 58 bits.
+  // The key's position: its XXH3 hash's low 57 bits.
   static uint64_t HashOf(std::string_view key);
   static Entry* FindIn(const Shard& shard, std::string_view key) {
     return shard.keys.Find(HashOf(key), key);

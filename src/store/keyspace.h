@@ -266,7 +266,16 @@ class Keyspace {
   void SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms);
   // PutString's change under the shard's lock; returns the old value, to be freed after it.
   Bytes PutStringLocked(Shard& shard, StringPut& put);
-  // Adds (`sign` 1) or takes away (-1) `entry`'s share of the string figures; around a change.
+  // An entry's share of the string figures: value bytes, cold value bytes, large value bytes.
+  struct StringCounts {
+    int64_t bytes = 0;
+    int64_t cold = 0;
+    int64_t large = 0;
+  };
+  static StringCounts StringCountsOf(const Entry& entry);
+  // Adds `after` - `before` to the string figures, around a change of one entry.
+  void MoveStringCounts(const StringCounts& before, const StringCounts& after);
+  // Adds (`sign` 1) or takes away (-1) `entry`'s share of the string figures.
   void CountString(const Entry& entry, int sign);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
   void SwitchTier(Shard& shard, Entry& entry, bool cold);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/numbers.h"
@@ -148,6 +149,60 @@ void SortIntset(std::vector<std::string>& members) {
   std::sort(members.begin(), members.end(), [](const std::string& a, const std::string& b) {
     return *ParseInt64(a) < *ParseInt64(b);
   });
+}
+
+Bytes SetFields(std::string_view value, std::string_view pairs) {
+  std::vector<std::string> members = DecodeMembers(value).value_or(std::vector<std::string>{});
+  std::unordered_map<std::string, size_t> at;  // field -> its value's index in `members`
+  for (size_t i = 0; i + 1 < members.size(); i += 2) at.emplace(members[i], i + 1);
+  std::vector<std::string_view> named;
+  ForEachMember(pairs, [&](std::string_view m) { named.push_back(m); });
+  for (size_t i = 0; i + 1 < named.size(); i += 2) {
+    auto [it, added] = at.emplace(std::string(named[i]), members.size() + 1);
+    if (added) members.emplace_back(named[i]), members.emplace_back();
+    members[it->second] = std::string(named[i + 1]);
+  }
+  return EncodeMembers(members);
+}
+
+Bytes RemoveFields(std::string_view value, std::string_view fields) {
+  std::unordered_set<std::string_view> gone;
+  ForEachMember(fields, [&](std::string_view m) { gone.insert(m); });
+  std::vector<std::string> kept;
+  bool is_field = true, keep = true;
+  ForEachMember(value, [&](std::string_view m) {
+    if (is_field) keep = gone.count(m) == 0;
+    if (keep) kept.emplace_back(m);
+    is_field = !is_field;
+  });
+  return EncodeMembers(kept);
+}
+
+std::optional<std::string_view> FieldValue(std::string_view value, std::string_view field) {
+  std::optional<std::string_view> found;
+  bool is_field = true, match = false;
+  ForEachMember(value, [&](std::string_view m) {
+    if (is_field) {
+      match = !found && m == field;
+    } else if (match) {
+      found = m;
+    }
+    is_field = !is_field;
+  });
+  return found;
+}
+
+bool ValidPairs(std::string_view value) {
+  size_t n = 0;
+  return ForEachMember(value, [&](std::string_view) { ++n; }) && n % 2 == 0;
+}
+
+HashEncoding HashEncodingAfterSet(HashEncoding encoding, size_t entries, size_t longest,
+                                  size_t max_entries, size_t max_value) {
+  if (encoding == HashEncoding::kHashtable || entries > max_entries || longest > max_value) {
+    return HashEncoding::kHashtable;
+  }
+  return HashEncoding::kListpack;
 }
 
 }  // namespace prefixd::store

@@ -4,6 +4,7 @@
 // logs one HashValue record naming only the fields it sets or deletes, applied to the value under
 // the key's shard lock (an emptied hash is deleted). A read-modify-write holds its key's lock
 // stripe (KeyLocks).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -75,26 +76,21 @@ bool Log(Context& ctx, std::string_view key, HashEncoding encoding, uint32_t op,
 // number of fields that were new, or nullopt when the write was refused (error queued).
 std::optional<size_t> SetPairs(Context& ctx, std::string_view key, const Found& hash,
                                const std::vector<std::string>& pairs) {
-  std::unordered_set<std::string> fields;
-  bool is_field = true;
-  for (std::string& m : Pairs(hash)) {
-    if (is_field) fields.emplace(std::move(m));
-    is_field = !is_field;
-  }
-  const size_t before = fields.size();
+  std::unordered_set<std::string_view> named;
   size_t longest = 0;
-  for (const std::string& m : pairs) {
-    longest = std::max(longest, m.size());
-    if (is_field) fields.emplace(m);
-    is_field = !is_field;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    longest = std::max(longest, pairs[i].size());
+    if (i % 2 == 0) named.insert(pairs[i]);
   }
+  const size_t before = store::CountMembers(hash.value.view()) / 2;
+  const size_t added = named.size() - store::CountPresent(hash.value.view(), named);
   const auto& settings = ctx.engine.settings();
   const HashEncoding encoding = store::HashEncodingAfterSet(
-      hash.exists ? hash.encoding : HashEncoding::kListpack, fields.size(), longest,
+      hash.exists ? hash.encoding : HashEncoding::kListpack, before + added, longest,
       static_cast<size_t>(settings.Int(Setting::kHashMaxListpackEntries)),
       static_cast<size_t>(settings.Int(Setting::kHashMaxListpackValue)));
   if (!Log(ctx, key, encoding, persist::HashValue::kSet, pairs)) return std::nullopt;
-  return fields.size() - before;
+  return added;
 }
 
 // HSET and HMSET: field-value pairs after the key.
@@ -154,15 +150,15 @@ void HDel(Context& ctx) {
   KeyLocks lock(ctx.engine, key);
   Found hash;
   if (!Find(ctx, key, false, hash)) return;
-  std::vector<std::string> gone;
-  std::unordered_set<std::string_view> named;
+  std::vector<std::string> named;
+  std::unordered_set<std::string_view> distinct;
   for (size_t i = 2; i < ctx.args.size(); ++i) {
-    if (named.insert(ctx.args[i]).second && store::FieldValue(hash.value.view(), ctx.args[i])) {
-      gone.emplace_back(ctx.args[i]);
-    }
+    if (distinct.insert(ctx.args[i]).second) named.emplace_back(ctx.args[i]);
   }
-  if (!gone.empty() && !Log(ctx, key, hash.encoding, persist::HashValue::kDelete, gone)) return;
-  ctx.reply.Integer(static_cast<int64_t>(gone.size()));
+  // Fields the hash lacks are logged too: the record removes what is present when it applies.
+  const size_t present = store::CountPresent(hash.value.view(), distinct);
+  if (present > 0 && !Log(ctx, key, hash.encoding, persist::HashValue::kDelete, named)) return;
+  ctx.reply.Integer(static_cast<int64_t>(present));
 }
 
 void HLen(Context& ctx) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "common/bytes.h"
@@ -52,6 +53,8 @@ void SortIntset(std::vector<std::string>& members);
 // no field is left.
 Bytes SetFields(std::string_view value, std::string_view pairs);
 Bytes RemoveFields(std::string_view value, std::string_view fields);
+// How many of `fields` the hash `value` has (one walk).
+size_t CountPresent(std::string_view value, const std::unordered_set<std::string_view>& fields);
 // The value `field` has in the hash `value` (a view into it), or nullopt.
 std::optional<std::string_view> FieldValue(std::string_view value, std::string_view field);
 // Whether `value` is a valid encoding with as many values as fields.

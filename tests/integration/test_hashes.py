@@ -11,7 +11,9 @@ Run with Debian's interpreter: /usr/bin/python3 tests/integration/test_hashes.py
 """
 
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -251,6 +253,33 @@ class HashesTest(ServerTestCase):
                 r.hset("more%d" % i, mapping={"f%d" % j: value for j in range(50)})
         self.assertTrue(str(caught.exception).startswith("OOM command not allowed when used memory"),
                         str(caught.exception))
+
+
+class HashSettingsByOldNamesTest(ServerTestCase):
+    """Redis 7.0's hash-max-ziplist-* names work as flags and config-file directives too."""
+
+    def setUp(self):
+        self.conf_dir = tempfile.mkdtemp(prefix="prefixd-py-hash-conf-")
+        conf = os.path.join(self.conf_dir, "prefixd.conf")
+        with open(conf, "w") as f:
+            f.write("hash-max-ziplist-value 9\n")
+        self.flags = ServerTestCase.flags + [conf, "--hash-max-ziplist-entries", "2"]
+        super().setUp()
+
+    def tearDown(self):
+        super().tearDown()
+        shutil.rmtree(self.conf_dir, ignore_errors=True)
+
+    def test_old_names_set_the_settings(self):
+        r = self.r
+        self.assertEqual(r.config_get("hash-max-listpack-*"),
+                         {"hash-max-listpack-entries": "2", "hash-max-listpack-value": "9"})
+        r.hset("h", mapping={"a": "123456789", "b": "2"})
+        self.assertEqual(r.object("encoding", "h"), b"listpack")
+        r.hset("h", "c", "3")
+        self.assertEqual(r.object("encoding", "h"), b"hashtable")
+        r.hset("v", "a", "1234567890")
+        self.assertEqual(r.object("encoding", "v"), b"hashtable")
 
 
 if __name__ == "__main__":

@@ -129,6 +129,7 @@ void KeyspaceGroup(Engine& e, Writer& w) {
         static_cast<double>(k.keys));
   w.Family("prefixd_keys_by_type", "gauge", "Keys of each type, as TYPE names it.");
   for (size_t t = 0; t < store::kKeyTypeCount; ++t) {
+    if (!store::KnownKeyType(t)) continue;
     const std::string label =
         "type=\"" + std::string(store::KeyTypeName(static_cast<store::KeyType>(t))) + "\"";
     w.Sample("prefixd_keys_by_type", static_cast<double>(k.keys_by_type[t]), label);

@@ -139,6 +139,10 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Refuse keyed commands with -CLUSTERDOWN while any slot is served by no node"},
     {"set-max-intset-entries", T::kInteger, true, "512", 0, kMax, "",
      "Most members a set of integers holds as an intset (OBJECT ENCODING) before a hashtable"},
+    {"hash-max-listpack-entries", T::kInteger, true, "512", 0, kMax, "",
+     "Most fields a hash holds as a listpack (OBJECT ENCODING) before a hashtable"},
+    {"hash-max-listpack-value", T::kMemory, true, "64", 0, kMax, "",
+     "Longest field or value a listpack hash holds before it becomes a hashtable"},
 }};
 
 // latency-tracking-info-percentiles: numbers from 0 to 100 separated by spaces, rewritten as
@@ -217,9 +221,22 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)>& Settings::S
 std::optional<Setting> Settings::Find(std::string_view name) {
   std::string lower = AsciiLower(name);
   for (size_t i = 0; i < kSettingSpecs.size(); ++i) {
-    if (kSettingSpecs[i].name == lower) return static_cast<Setting>(i);
+    if (kSettingSpecs[i].name == lower || Alias(static_cast<Setting>(i)) == lower) {
+      return static_cast<Setting>(i);
+    }
   }
   return std::nullopt;
+}
+
+std::string_view Settings::Alias(Setting id) {
+  switch (id) {
+    case Setting::kHashMaxListpackEntries:
+      return "hash-max-ziplist-entries";
+    case Setting::kHashMaxListpackValue:
+      return "hash-max-ziplist-value";
+    default:
+      return {};
+  }
 }
 
 std::string_view Settings::Nearest(std::string_view name) {

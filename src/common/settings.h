@@ -84,6 +84,8 @@ enum class Setting : size_t {
   kClusterRequireFullCoverage,
   // Redis's data types.
   kSetMaxIntsetEntries,
+  kHashMaxListpackEntries,
+  kHashMaxListpackValue,
   kCount,
 };
 
@@ -106,7 +108,10 @@ class Settings {
   Settings();
 
   static const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)>& Specs();
+  // The setting `name` (or its alias) names.
   static std::optional<Setting> Find(std::string_view name);
+  // The older name Redis 7.0 still accepts for a setting (hash-max-ziplist-entries), or empty.
+  static std::string_view Alias(Setting id);
   // The known name closest to `name`, for "did you mean" messages.
   static std::string_view Nearest(std::string_view name);
 

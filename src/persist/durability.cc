@@ -1104,11 +1104,12 @@ void Durability::WriteDatabaseSnapshot(
   }
   if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;
-  // Strings with their expiry, sets and lists, then the other types' expiries, once every key they
-  // name exists.
+  // Strings with their expiry, sets, lists and hashes, then the other types' expiries, once every
+  // key they name exists.
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
     if (info.type == store::KeyType::kString) write_string(key, info);
-    if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList) {
+    if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList ||
+        info.type == store::KeyType::kHash) {
       write(MembersRecord(key, info));
     }
   });

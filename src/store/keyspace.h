@@ -35,7 +35,10 @@ StringEncoding EncodingOf(std::string_view value);
 // What a string write does to the key's expiry.
 enum class KeepTtl : bool { kNo = false, kYes = true };
 
+// TYPE's name for `type`; "none" for a number no KeyType has.
 std::string_view KeyTypeName(KeyType type);
+// Whether `t` (an index below kKeyTypeCount) is a KeyType this build has.
+inline bool KnownKeyType(size_t t) { return KeyTypeName(static_cast<KeyType>(t)) != "none"; }
 // The type named `name` (ASCII case-insensitive, as SCAN ... TYPE compares), or nullopt.
 std::optional<KeyType> KeyTypeFromName(std::string_view name);
 

@@ -146,10 +146,14 @@ void LoadColdString(Engine& engine, store::Database& database, std::string_view 
   if (!database.keys.ReadColdString(info.place, 0, info.place.length, info.value, error)) {
     throw std::runtime_error("reading a cold string from disk failed: " + error);
   }
-  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
-  if (limit <= 0 || CountedMemory(engine) + info.value.size() <= static_cast<uint64_t>(limit)) {
+  if (PromotesOnRead(engine, info.value.size())) {
     database.keys.PromoteString(key, info.place, info.value);
   }
+}
+
+bool PromotesOnRead(const Engine& engine, uint64_t bytes) {
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  return limit <= 0 || CountedMemory(engine) + bytes <= static_cast<uint64_t>(limit);
 }
 
 std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool touch) {

@@ -103,6 +103,9 @@ store::StringCold MakeStringCold(Engine& engine, store::Database& database, std:
 // std::runtime_error (the client gets an error, the key stays). Does nothing for a hot key.
 void LoadColdString(Engine& engine, store::Database& database, std::string_view key,
                     store::KeyInfo& info);
+// Whether reading a cold string of `bytes` promotes it (it fits under maxmemory): what
+// LoadColdString decides, for a reader that streams the value instead when it does not.
+bool PromotesOnRead(const Engine& engine, uint64_t bytes);
 // After recovery, which loads every hot entry: while past maxmemory, sessions of every database
 // go cold by the policy (nothing is deleted for memory); then maxdisk applies. Returns how many
 // went cold.

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/cold_reply.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/key_access.h"
@@ -163,9 +164,16 @@ std::vector<std::string_view> ArgsFrom(const Context& ctx, size_t first) {
 }
 
 void Get(Context& ctx) {
-  auto info = ReadKey(ctx, ctx.args[1]);
+  auto info = ReadKeyPlace(ctx, ctx.args[1]);
   if (!info) return ctx.reply.Null();
   if (!StringOrMissing(ctx, info)) return;
+  // A large value that stays on disk is read as it is sent; one that fits is read back whole.
+  if (OnDisk(*info) && info->place.length >= kStreamColdFrom &&
+      !PromotesOnRead(ctx.engine, info->place.length)) {
+    const store::ColdExtent extent = Db(ctx).keys.StreamColdString(info->place);
+    return BulkCold(ctx.reply, std::make_shared<ColdReadAhead>(std::vector{extent}), 0);
+  }
+  LoadColdString(ctx.engine, Db(ctx), ctx.args[1], *info);
   ctx.reply.Bulk(info->value);
 }
 

@@ -442,6 +442,12 @@ bool Keyspace::ReadColdString(const StringPlace& place, uint64_t offset, uint64_
   return true;
 }
 
+ColdExtent Keyspace::StreamColdString(const StringPlace& place) const {
+  cold_string_reads_ += 1;
+  cold_string_bytes_read_ += place.length;
+  return ColdExtent{place.file, place.offset, place.length};
+}
+
 void Keyspace::PutColdString(std::string_view key, StringEncoding encoding, int64_t at_ms,
                              StringPlace place) {
   Shard& shard = shards_[ShardOf(key)];

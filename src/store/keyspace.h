@@ -157,6 +157,9 @@ class Keyspace {
   // counted as a disk tier hit. False with `error` set when it cannot.
   bool ReadColdString(const StringPlace& place, uint64_t offset, uint64_t length, Bytes& out,
                       std::string& error) const;
+  // The extent of a cold value at `place` for a reply that reads it as it is sent; counted as
+  // a disk tier hit that reads all of it.
+  ColdExtent StreamColdString(const StringPlace& place) const;
   // A small string (below KeyEntry::kInlineValueBelow) moved to the cold index with its value
   // kept in its entry, so memory eviction passes it by (docs/cache-design.md, "Small strings
   // beside cold chunks"). False when `key` is not a hot small string, or when parking it would

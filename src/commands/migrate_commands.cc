@@ -152,6 +152,7 @@ void Restore(Context& ctx) {
     }
   }
 
+  const uint64_t changes_before = changes_applied_here;
   if (options->replace && !DeleteAll(ctx, dump.keys)) return;
   int64_t at = 0;
   if (*ttl != 0) {
@@ -160,7 +161,10 @@ void Restore(Context& ctx) {
                          : (*ttl > std::numeric_limits<int64_t>::max() - now
                                 ? std::numeric_limits<int64_t>::max()
                                 : *ttl + now);
-    if (at <= now) return ctx.reply.Simple("OK");  // already expired: nothing to create
+    if (at <= now) {  // already expired: nothing to create; a replaced key is deleted
+      if (changes_applied_here != changes_before) ctx.propagate.Send({"DEL", key});
+      return ctx.reply.Simple("OK");
+    }
   }
   store::Database& db = Db(ctx);
   bool ok = true;
@@ -179,6 +183,15 @@ void Restore(Context& ctx) {
       if (auto info = db.keys.Find(k)) DeleteKey(ctx, k, info->type);
     }
     return;
+  }
+  // A relative TTL reaches replicas as an absolute one (Redis 7.0): the time, then ABSTTL.
+  if (at != 0 && !options->absttl && ctx.propagate.wanted()) {
+    std::vector<std::string> argv;
+    for (size_t i = 0; i < ctx.args.size(); ++i) {
+      argv.push_back(i == 2 ? std::to_string(at) : std::string(ctx.args[i]));
+    }
+    argv.emplace_back("ABSTTL");
+    ctx.propagate.Send(std::move(argv));
   }
   ctx.reply.Simple("OK");
 }

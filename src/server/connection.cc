@@ -189,7 +189,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         auto self = weak.lock();
         if (!self || !self->Socket().is_open()) co_return;
         int64_t timeout_ms = SaturatingMul(self->dispatcher_.IdleTimeoutSeconds(), 1000);
-        if (timeout_ms > 0) {
+        // As Redis, `timeout` never closes a replica.
+        if (timeout_ms > 0 && !self->client_->replica.load(std::memory_order_relaxed)) {
           int64_t idle = CoarseNowMs() - self->client_->last_interaction_ms.load();
           if (idle >= timeout_ms) {
             spdlog::info("Closing idle client id={} addr={} after {} s", self->client_->id,
@@ -319,8 +320,23 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   }
 
   // MONITOR: pushed bytes wait in `pushed_` and go out between replies, never inside one.
+  // A replica's stream must not lose a byte: past its limit the replica is disconnected (as
+  // Redis's client-output-buffer-limit replica), and resynchronises.
   void Push(std::string bytes) {
-    if (!Socket().is_open() || pushed_.size() > dispatcher_.OutputBufferLimit()) return;
+    if (!Socket().is_open()) return;
+    if (client_->replica.load(std::memory_order_relaxed)) {
+      if (pushed_.size() + bytes.size() > dispatcher_.ReplicaOutputBufferLimit()) {
+        spdlog::warn(
+            "Replica id={} addr={} disconnected: {} bytes of replication stream unsent exceed "
+            "replica-output-buffer-limit",
+            client_->id, client_->addr, pushed_.size() + bytes.size());
+        pushed_.clear();
+        Close();
+        return;
+      }
+    } else if (pushed_.size() > dispatcher_.OutputBufferLimit()) {
+      return;
+    }
     pushed_ += bytes;
     if (!writing_) asio::co_spawn(stream_.get_executor(), WritePushed(), asio::detached);
   }

@@ -13,6 +13,7 @@ constexpr uint8_t kOpAux = 250, kOpResizeDb = 251, kOpExpireTimeMs = 252, kOpSel
                   kOpEof = 255;
 constexpr uint8_t kTypeString = 0, kTypeList = 1, kTypeSet = 2;
 constexpr std::string_view kMagic = "REDIS0010";
+constexpr uint8_t kRdbVersion = 10;
 
 // The reflected form of the Jones polynomial 0xad93d23594c935a9, bytewise by table.
 const std::array<uint64_t, 256>& CrcTable() {
@@ -102,22 +103,46 @@ bool RdbWriter::Key(std::string_view key, const store::KeyInfo& info) {
     Byte(kOpExpireTimeMs);
     LittleEndian64(out_, static_cast<uint64_t>(info.expire_at_ms));
   }
-  switch (info.type) {
-    case store::KeyType::kString:
-      Byte(kTypeString), String(key), StringValue(info);
-      break;
+  Byte(TypeByte(info.type));
+  String(key);
+  Value(info);
+  return true;
+}
+
+uint8_t RdbWriter::TypeByte(store::KeyType type) {
+  switch (type) {
     case store::KeyType::kSet:
-      Byte(kTypeSet), String(key), SetValue(info);
-      break;
+      return kTypeSet;
     case store::KeyType::kList:
       // The plain list type (a count, then the elements head first): Redis 7.0 still loads it,
       // into its quicklist.
-      Byte(kTypeList), String(key), ListValue(info);
-      break;
+      return kTypeList;
     default:
-      break;
+      return kTypeString;
   }
-  return true;
+}
+
+void RdbWriter::Value(const store::KeyInfo& info) {
+  switch (info.type) {
+    case store::KeyType::kString:
+      return StringValue(info);
+    case store::KeyType::kSet:
+      return SetValue(info);
+    case store::KeyType::kList:
+      return ListValue(info);
+    default:
+      return;
+  }
+}
+
+std::string RdbWriter::DumpPayload(const store::KeyInfo& info) {
+  if (!Encodable(info.type)) return {};
+  RdbWriter dump;
+  dump.Byte(TypeByte(info.type));
+  dump.Value(info);
+  dump.Byte(kRdbVersion), dump.Byte(0);  // 16 bits, little-endian
+  LittleEndian64(dump.out_, Crc64Jones(0, dump.out_));
+  return std::move(dump.out_);
 }
 
 void RdbWriter::StringValue(const store::KeyInfo& info) { String(info.value.view()); }

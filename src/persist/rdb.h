@@ -32,12 +32,20 @@ class RdbWriter {
   // Ends the file with its EOF opcode and CRC-64 and returns it.
   std::string Finish();
 
+  // The value as Redis's DUMP serialises it (type byte, value, RDB version, CRC-64), what a
+  // Redis RESTORE takes; empty for a type without an RDB encoding.
+  static std::string DumpPayload(const store::KeyInfo& info);
+
  private:
+  RdbWriter() = default;
+  // The RDB type byte of an encodable type, and its value's encoding (one function per type).
+  static uint8_t TypeByte(store::KeyType type);
+  void Value(const store::KeyInfo& info);
   void Byte(uint8_t b) { out_.push_back(static_cast<char>(b)); }
   void Length(uint64_t n);
   void String(std::string_view s);
   void Aux(std::string_view key, std::string_view value);
-  // The value encoders, one per type (the type byte and the key are written before).
+  // The value encoders, one per type (the type byte is written before).
   void StringValue(const store::KeyInfo& info);
   void SetValue(const store::KeyInfo& info);
   void ListValue(const store::KeyInfo& info);

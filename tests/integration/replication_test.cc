@@ -111,6 +111,18 @@ std::string InfoReplication(redisContext* c) {
   return r && r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : "";
 }
 
+// Redis's DUMP of `key` as a real redis-server makes it, from the value read here; empty
+// without a redis-server.
+std::string RedisDumpOf(redisContext* source, const std::string& key) {
+  RedisReply value = HiredisCommand(source, {"GET", key});
+  RedisServer redis;
+  if (!value || value->type != REDIS_REPLY_STRING || !redis.Start()) return "";
+  RedisContext c = ConnectHiredis(redis.port());
+  HiredisCommand(c.get(), {"SET", key, std::string_view(value->str, value->len)});
+  RedisReply dump = HiredisCommand(c.get(), {"DUMP", key});
+  return dump && dump->type == REDIS_REPLY_STRING ? std::string(dump->str, dump->len) : "";
+}
+
 class ReplicationTest : public ServerTest {
  protected:
   void SetUp() override {
@@ -220,10 +232,15 @@ TEST_F(ReplicationTest, StreamCarriesWritesInTheFormsRedisPropagates) {
   RedisReply dump = HiredisCommand(client_.get(), {"DUMP", "src"});
   ASSERT_TRUE(dump && dump->type == REDIS_REPLY_STRING);
   const std::string payload(dump->str, dump->len);
+  // The payload replicas get is Redis's DUMP format (type 0, the string, RDB version 10, its
+  // CRC-64), which a Redis replica can restore; prefixd's own is another format.
+  const std::string redis_payload = RedisDumpOf(client_.get(), "src");
+  ASSERT_TRUE(redis_payload.starts_with(std::string("\x00\x07payload\x0a\x00", 11)));
+  EXPECT_EQ(redis_payload.size(), 19u);
   Call({"RESTORE", "r1", "100000", payload});
-  ExpectTimed(stream, {"RESTORE", "r1"}, t0 + 100000, NowMs() + 100000, {payload, "ABSTTL"});
-  Call({"RESTORE", "r2", fixed_ms, payload, "ABSTTL"});
-  EXPECT_STREAM(stream, "RESTORE", "r2", fixed_ms, payload, "ABSTTL");
+  ExpectTimed(stream, {"RESTORE", "r1"}, t0 + 100000, NowMs() + 100000, {redis_payload, "ABSTTL"});
+  Call({"RESTORE", "r2", fixed_ms, payload, "absttl"});
+  EXPECT_STREAM(stream, "RESTORE", "r2", fixed_ms, redis_payload, "absttl");
   // Transactions: several writes in MULTI ... EXEC, one alone, none not at all.
   Call({"MULTI"}), Call({"SET", "a", "1"}), Call({"GET", "a"}), Call({"SET", "b", "2"});
   Call({"EXEC"});
@@ -245,6 +262,16 @@ TEST_F(ReplicationTest, StreamCarriesWritesInTheFormsRedisPropagates) {
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(Call({"GET", "le"}), "nil");
   EXPECT_STREAM(stream, "DEL", "le");
+  // MIGRATE reaches replicas as the DEL of the keys that left, never as a MIGRATE of their own.
+  ServerProcess target;
+  ASSERT_TRUE(target.Start({.flags = {"--appendonly", "no"}}));
+  Call({"SET", "mk", "v"});
+  EXPECT_STREAM(stream, "SET", "mk", "v");
+  EXPECT_EQ(Call({"MIGRATE", "127.0.0.1", std::to_string(target.port()), "mk", "5", "5000"}),
+            "status 'OK'");
+  EXPECT_STREAM(stream, "DEL", "mk");
+  EXPECT_EQ(Call({"MIGRATE", "127.0.0.1", std::to_string(target.port()), "mk", "5", "5000"}),
+            "status 'NOKEY'");
   Call({"SET", "end", "1"});
   EXPECT_STREAM(stream, "SET", "end", "1");
   EXPECT_EQ(stream.NextRaw(300ms), "") << "nothing more was written";
@@ -382,8 +409,8 @@ TEST_F(ReplicationTest, RedisServerReplicatesFromPrefixd) {
   Call({"SELECT", "0"});
   RedisServer replica;
   // Its copy of the RDB goes to the test's temp root, not the working directory.
-  if (!replica.Start({"--replicaof", "127.0.0.1", std::to_string(server_.port()), "--dir",
-                      server_.root()})) {
+  if (!replica.Start(
+          {"--replicaof", "127.0.0.1", std::to_string(server_.port()), "--dir", server_.root()})) {
     GTEST_SKIP() << "redis-server is not installed";
   }
   RedisContext r = ConnectHiredis(replica.port());
@@ -423,8 +450,13 @@ TEST_F(ReplicationTest, RedisServerReplicatesFromPrefixd) {
   Call({"INCRBYFLOAT", "fl", "2.5"});
   Call({"DEL", "ttl"});
   Call({"MULTI"}), Call({"SET", "m1", "1"}), Call({"SET", "m2", "2"}), Call({"EXEC"});
+  RedisReply dumped = HiredisCommand(client_.get(), {"DUMP", "list"});
+  ASSERT_TRUE(dumped && dumped->type == REDIS_REPLY_STRING);
+  Call({"RESTORE", "list2", "400000", std::string_view(dumped->str, dumped->len)});
   Call({"SET", "last", "done"});
   EXPECT_EQ(wait_for({"GET", "last"}, "string 'done'"), "string 'done'");
+  EXPECT_EQ(replica_call({"LRANGE", "list2", "0", "-1"}), Call({"LRANGE", "list2", "0", "-1"}));
+  EXPECT_EQ(replica_call({"PEXPIRETIME", "list2"}), Call({"PEXPIRETIME", "list2"}));
   EXPECT_EQ(replica_call({"PEXPIRETIME", "later"}), Call({"PEXPIRETIME", "later"}));
   EXPECT_EQ(replica_call({"PEXPIRETIME", "str"}), Call({"PEXPIRETIME", "str"}));
   EXPECT_EQ(replica_call({"LRANGE", "list", "0", "-1"}), Call({"LRANGE", "list", "0", "-1"}));

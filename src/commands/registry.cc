@@ -364,8 +364,11 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
   // Taken before any key lock: EXEC runs its queue holding the whole gate, then key locks.
   ExecGate::Hold gate(engine_.exec_gate(), exec || (spec->flags & kWholeGate));
   // A write holds the replication order from here (before a migration's key locks and the
-  // evictions that make room for it) to its propagation.
-  Replication::OrderHold order(engine_.replication(), !queue && ((flags & kWrite) || exec));
+  // evictions that make room for it) to its propagation; so does whatever may evict (an
+  // eviction feeds its DEL, and must not take the order under the eviction pass's mutex while a
+  // writer holding the order waits for that mutex).
+  Replication::OrderHold order(engine_.replication(),
+                               exec || queue || (flags & (kWrite | kDenyOom)) != 0);
   // A write to a key of a slot being migrated away holds the key's lock stripes, as MIGRATE does
   // from reading the key to deleting it, and is routed again under them: the key may have left
   // meanwhile (then it is asked for on the target), and a write never lands between MIGRATE's

@@ -3,7 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <new>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -94,10 +97,21 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         if (auto c = weak.lock()) c->Close();
       });
     });
-    client_->SetPushHook([weak, executor](std::string bytes) {
-      asio::post(executor, [weak, bytes = std::move(bytes)]() mutable {
-        if (auto c = weak.lock()) c->Push(std::move(bytes));
-      });
+    // Pushed bytes wait in the inbox in the order they were pushed, whichever thread pushed
+    // them; only the wake-up is posted. (Two posts from different threads are not run in the
+    // order they were made, and a replica's stream must not be reordered.)
+    client_->SetPushHook([weak, executor, inbox = inbox_](std::string bytes) {
+      bool wake = false;
+      {
+        std::lock_guard lock(inbox->mu);
+        wake = inbox->bytes.empty();
+        inbox->bytes += bytes;
+      }
+      if (wake) {
+        asio::post(executor, [weak] {
+          if (auto c = weak.lock()) c->DrainInbox();
+        });
+      }
     });
     // However this coroutine ends (a reply, a reset, an exception, the io context stopping),
     // the socket is closed, the hooks dropped and the client's slot given back, once.
@@ -319,6 +333,15 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         asio::use_awaitable);
   }
 
+  void DrainInbox() {
+    std::string bytes;
+    {
+      std::lock_guard lock(inbox_->mu);
+      bytes.swap(inbox_->bytes);
+    }
+    if (!bytes.empty()) Push(std::move(bytes));
+  }
+
   // MONITOR: pushed bytes wait in `pushed_` and go out between replies, never inside one.
   // A replica's stream must not lose a byte: past its limit the replica is disconnected (as
   // Redis's client-output-buffer-limit replica), and resynchronises.
@@ -338,12 +361,19 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       return;
     }
     pushed_ += bytes;
-    if (!writing_) asio::co_spawn(stream_.get_executor(), WritePushed(), asio::detached);
+    if (!writing_) StartWritingPushed();
+  }
+
+  // One writer at a time on the stream: `writing_` is taken here, before the coroutine starts
+  // (co_spawn only schedules it), so a second push meanwhile cannot start a second writer whose
+  // bytes would overtake the first's.
+  void StartWritingPushed() {
+    writing_ = true;
+    asio::co_spawn(stream_.get_executor(), WritePushed(), asio::detached);
   }
 
   asio::awaitable<void> WritePushed() {
     auto self = this->shared_from_this();
-    writing_ = true;
     try {
       while (!pushed_.empty() && Socket().is_open()) {
         std::string out = std::exchange(pushed_, {});
@@ -373,9 +403,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       Connection* c;
       ~Done() {
         c->writing_ = false;
-        if (!c->pushed_.empty() && c->Socket().is_open()) {
-          asio::co_spawn(c->stream_.get_executor(), c->WritePushed(), asio::detached);
-        }
+        if (!c->pushed_.empty() && c->Socket().is_open()) c->StartWritingPushed();
       }
     } done{this};
     // A write is acknowledged only once its log record is as durable as the policy promises.
@@ -416,6 +444,11 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   protocol::ReplyWriter reply_;
   std::vector<std::span<const uint8_t>> pieces_;
   std::vector<asio::const_buffer> buffers_;
+  struct Inbox {
+    std::mutex mu;
+    std::string bytes;
+  };
+  std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
   std::string pushed_;
   bool writing_ = false;  // a write (replies or pushed bytes) is in flight
 };

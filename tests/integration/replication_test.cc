@@ -6,6 +6,7 @@
 // the RDB and then the stream.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -126,7 +127,9 @@ std::string RedisDumpOf(redisContext* source, const std::string& key) {
 class ReplicationTest : public ServerTest {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "no", "--io-threads", "2"}}));
+    // More io threads than this machine's cores: a thread may be preempted between a change and
+    // its feed, the window the replication order closes.
+    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "no", "--io-threads", "4"}}));
     client_ = ConnectHiredis(server_.port());
     ASSERT_NE(client_, nullptr);
   }
@@ -485,6 +488,115 @@ TEST_F(ReplicationTest, RedisServerReplicatesFromPrefixd) {
   EXPECT_NE(info.find(",offset=" + offset + ","), std::string::npos) << info;
   const std::string replica_info = replica_call({"INFO", "replication"});
   EXPECT_NE(replica_info.find("master_link_status:up"), std::string::npos) << replica_info;
+}
+
+// Writers on several io threads racing on the same keys, with expiring keys, evictions and
+// transactions meanwhile: the replica ends up with exactly the primary's keys and values, so the
+// stream's order is the order of the changes.
+TEST_F(ReplicationTest, ConcurrentWritersLeaveTheReplicaEqualToThePrimary) {
+  ASSERT_EQ(Call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "status 'OK'");
+  RedisServer replica;
+  if (!replica.Start(
+          {"--replicaof", "127.0.0.1", std::to_string(server_.port()), "--dir", server_.root()})) {
+    GTEST_SKIP() << "redis-server is not installed";
+  }
+  RedisContext r = ConnectHiredis(replica.port());
+  ASSERT_NE(r, nullptr);
+  for (int i = 0; i < 100; ++i) {
+    if (InfoReplication(client_.get()).find("connected_slaves:1") != std::string::npos) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_NE(InfoReplication(client_.get()).find("connected_slaves:1"), std::string::npos);
+  constexpr int kThreads = 4, kBatches = 30, kBatch = 100;
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      auto c = RawConnection::Tcp(server_.port());
+      if (!c) return;
+      for (int b = 0; b < kBatches; ++b) {
+        // Pipelined, so that the io threads run writes to the same keys at the same moments.
+        std::string batch;
+        size_t replies = 0;
+        for (int j = 0; j < kBatch; ++j) {
+          const int i = b * kBatch + j;
+          const std::string key = "k" + std::to_string(i % 4);
+          switch ((i + t) % 8) {
+            case 0:
+            case 1:
+              batch += Multibulk({"SET", key, std::to_string(t * 100000 + i)});
+              break;
+            case 2:
+              batch += Multibulk({"APPEND", key, std::to_string(t)});
+              break;
+            case 3:
+              batch += Multibulk({"DEL", key});
+              break;
+            case 4:
+              batch += Multibulk({"SET", "e" + std::to_string(i % 8), "v", "PX", "2"});
+              break;
+            case 5:
+              batch += Multibulk({"RPUSH", "list" + std::to_string(i % 2), std::to_string(t)});
+              break;
+            case 6:
+              batch += Multibulk({"MULTI"}) + Multibulk({"INCR", "counter"}) +
+                       Multibulk({"SADD", "set", key}) + Multibulk({"EXEC"});
+              replies += 3;
+              break;
+            default:
+              batch += Multibulk({"GET", "e" + std::to_string(i % 8)});  // lazy expiry
+              break;
+          }
+          ++replies;
+        }
+        if (t == 0 && b == kBatches * 3 / 4) {
+          // From here on writes evict (and most are refused): the budget is below the keys.
+          batch += Multibulk({"CONFIG", "SET", "maxmemory", "1"});
+          ++replies;
+        }
+        c->Send(batch);
+        for (size_t k = 0; k < replies; ++k) {
+          if (!c->ReadReply()) return;
+        }
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  ASSERT_EQ(Call({"CONFIG", "SET", "maxmemory", "0"}), "status 'OK'");
+  std::this_thread::sleep_for(50ms);  // the e* keys expire; the active pass deletes them
+  Call({"SET", "last", "done"});
+  RedisReply last;
+  for (int i = 0; i < 200; ++i) {
+    last = HiredisCommand(r.get(), {"GET", "last"});
+    if (last && last->type == REDIS_REPLY_STRING) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(last && last->type == REDIS_REPLY_STRING);
+  EXPECT_GT(InfoNumber(client_.get(), "evicted_keys"), 0u);
+  // Every key of the primary, with its value, is on the replica, and nothing else.
+  auto keys_of = [](redisContext* c) {
+    RedisReply keys = HiredisCommand(c, {"KEYS", "*"});
+    std::vector<std::string> out;
+    for (size_t i = 0; keys && i < keys->elements; ++i) out.emplace_back(keys->element[i]->str);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const auto primary_keys = keys_of(client_.get());
+  EXPECT_EQ(keys_of(r.get()), primary_keys);
+  for (const std::string& key : primary_keys) {
+    RedisReply type = HiredisCommand(client_.get(), {"TYPE", key});
+    const std::string t(type->str);
+    const std::vector<std::string_view> read =
+        t == "string" ? std::vector<std::string_view>{"GET", key}
+        : t == "list" ? std::vector<std::string_view>{"LRANGE", key, "0", "-1"}
+                      : std::vector<std::string_view>{"SMEMBERS", key};
+    RedisReply mine = HiredisCommand(client_.get(), read);
+    RedisReply theirs = HiredisCommand(r.get(), read);
+    if (t == "set") {
+      EXPECT_EQ(mine->elements, theirs->elements) << key;
+    } else {
+      EXPECT_EQ(DescribeReply(theirs.get()), DescribeReply(mine.get())) << key;
+    }
+  }
 }
 
 }  // namespace

@@ -319,6 +319,18 @@ TEST_F(ReplicationTest, PsyncAnswersFullResyncAndReplconfAsRedis) {
   EXPECT_EQ(Call({"REPLCONF", "nonsense", "1"}),
             "error 'ERR Unrecognized REPLCONF option: nonsense'");
   EXPECT_EQ(Call({"REPLCONF", "capa", "eof", "capa", "psync2"}), "status 'OK'");
+  // ip-address: up to 255 bytes, as Redis's NET_HOST_STR_LEN.
+  EXPECT_EQ(Call({"REPLCONF", "ip-address", std::string(255, 'h')}), "status 'OK'");
+  EXPECT_EQ(Call({"REPLCONF", "ip-address", std::string(256, 'h')}),
+            "error 'ERR REPLCONF ip-address provided by replica instance is too long: 256 "
+            "bytes'");
+  EXPECT_EQ(Call({"REPLCONF", "ip-address", "127.0.0.1"}), "status 'OK'");
+  EXPECT_EQ(Call({"CONFIG", "SET", "replica-output-buffer-limit", "1024"}), "status 'OK'");
+  EXPECT_NE(Call({"CONFIG", "SET", "replica-output-buffer-limit", "1023"}).find("error"),
+            std::string::npos);
+  EXPECT_EQ(Call({"CONFIG", "SET", "replica-output-buffer-limit", "256mb"}), "status 'OK'");
+  EXPECT_NE(Call({"CONFIG", "SET", "repl-ping-replica-period", "0"}).find("error"),
+            std::string::npos);
   EXPECT_EQ(Call({"REPLICAOF", "NO", "ONE"}), "status 'OK'");
   EXPECT_NE(Call({"REPLICAOF", "127.0.0.1", "6379"}).find("error 'ERR prefixd does not replicate"),
             std::string::npos);
@@ -351,6 +363,13 @@ TEST_F(ReplicationTest, PsyncAnswersFullResyncAndReplconfAsRedis) {
   EXPECT_STREAM(b, "SET", "k", "2");
   EXPECT_NE(InfoReplication(client_.get()).find("connected_slaves:2\r\n"), std::string::npos);
   EXPECT_NE(InfoReplication(client_.get()).find("master_replid:" + replid), std::string::npos);
+  // CLIENT LIST TYPE normal leaves replicas out; CLIENT KILL TYPE replica takes both.
+  EXPECT_EQ(Call({"CLIENT", "LIST", "TYPE", "normal"}).find("flags=S"), std::string::npos);
+  EXPECT_EQ(Call({"CLIENT", "KILL", "TYPE", "replica"}), "integer 2");
+  EXPECT_TRUE(a.conn().WaitClosed());
+  EXPECT_TRUE(b.conn().WaitClosed());
+  std::this_thread::sleep_for(50ms);
+  EXPECT_NE(InfoReplication(client_.get()).find("connected_slaves:0\r\n"), std::string::npos);
 }
 
 // The RDB of strings, sets and lists with their expiry, checked by Redis's own tool.
@@ -646,6 +665,31 @@ TEST_F(ReplicationTest, EveryReplicaGetsTheSameBytesInTheSameOrder) {
   EXPECT_TRUE(fast_bytes.ends_with(last));
   EXPECT_EQ(fast_bytes.size(), slow_bytes.size());
   EXPECT_TRUE(fast_bytes == slow_bytes) << "the two replicas' streams differ";
+}
+
+// Strings in the disk tier (past maxmemory, served from the log) go into the RDB whole: their
+// bytes are read back from the file.
+TEST(ReplicationDiskTierTest, ColdStringsAreInTheRdb) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start({.flags = {"--appendonly", "yes", "--maxmemory", "4mb",
+                                      "--maxmemory-policy", "allkeys-lru"}}));
+  RedisContext c = ConnectHiredis(server.port());
+  ASSERT_NE(c, nullptr);
+  constexpr int kValues = 8;
+  auto value_of = [](int i) { return std::string(1 << 20, static_cast<char>('a' + i)); };
+  for (int i = 0; i < kValues; ++i) {
+    RedisReply r = HiredisCommand(c.get(), {"SET", "big" + std::to_string(i), value_of(i)});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  }
+  ASSERT_GT(InfoNumber(c.get(), "cold_keys"), 0u);
+  StreamReader stream(server.port(), {}, /*psync=*/false);
+  ASSERT_TRUE(stream.ready());
+  for (int i = 0; i < kValues; ++i) {
+    EXPECT_NE(stream.rdb().find("big" + std::to_string(i) + std::string("\x80\x00\x10\x00\x00", 5) +
+                                value_of(i)),
+              std::string::npos)
+        << i;
+  }
 }
 
 }  // namespace

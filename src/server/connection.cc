@@ -224,7 +224,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   // --- reading: a large argument goes straight into its own buffer; the rest via input_ ---
   asio::awaitable<void> Serve() {
     while (Socket().is_open()) {
-      PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
+      PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
       auto direct = parser_.DirectTarget();
       if (!direct.empty()) {
         size_t n = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
@@ -333,6 +333,12 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         asio::use_awaitable);
   }
 
+  // Pushed bytes not sent yet: queued here, being written, or still in the inbox.
+  size_t PushedBytes() {
+    std::lock_guard lock(inbox_->mu);
+    return pushed_.size() + pushed_in_flight_ + inbox_->bytes.size();
+  }
+
   void DrainInbox() {
     std::string bytes;
     {
@@ -361,6 +367,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       return;
     }
     pushed_ += bytes;
+    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
     if (!writing_) StartWritingPushed();
   }
 
@@ -377,11 +384,16 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     try {
       while (!pushed_.empty() && Socket().is_open()) {
         std::string out = std::exchange(pushed_, {});
+        pushed_in_flight_ = out.size();
+        PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
         std::vector<asio::const_buffer> one{asio::buffer(out)};
         size_t n = co_await WriteAll(stream_, one);
+        pushed_in_flight_ = 0;
         client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
       }
+      PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
     } catch (const std::exception&) {
+      pushed_in_flight_ = 0;
       Close();
     }
     writing_ = false;
@@ -411,7 +423,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         lsn != 0 && !dispatcher_.DurableNow(lsn)) {
       co_await AwaitDurable(lsn);
     }
-    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
+    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
     // One write per run: everything, unless a produced reply is made window by window.
     while (reply_.NextWrite(pieces_)) {
       buffers_.clear();
@@ -420,7 +432,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
     }
     ReleaseReplies(reply_);
-    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
+    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
     reply_.set_protocol(client_->resp.load(std::memory_order_relaxed));
   }
 
@@ -450,7 +462,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   };
   std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
   std::string pushed_;
-  bool writing_ = false;  // a write (replies or pushed bytes) is in flight
+  size_t pushed_in_flight_ = 0;  // bytes of pushed_ handed to the write under way
+  bool writing_ = false;         // a write (replies or pushed bytes) is in flight
 };
 
 std::shared_ptr<ClientState> MakeClient(Peer peer, int fd, bool tls) {

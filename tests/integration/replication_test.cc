@@ -401,10 +401,19 @@ TEST_F(ReplicationTest, RdbPassesRedisCheckRdb) {
 // A replica that stops reading is disconnected once its unsent stream passes the limit; the
 // writers are not held back meanwhile.
 TEST_F(ReplicationTest, StalledReplicaIsDisconnectedAtItsLimit) {
-  EXPECT_EQ(Call({"CONFIG", "SET", "replica-output-buffer-limit", "1mb"}), "status 'OK'");
   StreamReader stalled(server_.port(), {}, /*psync=*/false);
   ASSERT_TRUE(stalled.ready());
   const std::string value(256 * 1024, 'v');
+  // Under the limit, what it has not read shows as its omem (the socket's buffers hold a part).
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(Call({"SET", "k", value}), "status 'OK'");
+  RedisReply list = HiredisCommand(client_.get(), {"CLIENT", "LIST", "TYPE", "replica"});
+  ASSERT_TRUE(list && list->type == REDIS_REPLY_STRING);
+  const std::string line(list->str, list->len);
+  const size_t at = line.find(" omem=");
+  ASSERT_NE(at, std::string::npos) << line;
+  EXPECT_GT(std::stoull(line.substr(at + 6)), 4u << 20) << line;
+  EXPECT_NE(InfoReplication(client_.get()).find("connected_slaves:1\r\n"), std::string::npos);
+  EXPECT_EQ(Call({"CONFIG", "SET", "replica-output-buffer-limit", "1mb"}), "status 'OK'");
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 160; ++i) {  // 40 MiB: far more than the socket buffers and the limit
     ASSERT_EQ(Call({"SET", "k" + std::to_string(i % 8), value}), "status 'OK'");

@@ -24,31 +24,26 @@ std::string SnapshotRdb(Engine& engine, const Replication& replication) {
                          replication.offset());
   const int64_t now = NowMs();
   engine.databases().ForEach([&](size_t index, store::Database& database) {
-    struct Kept {
-      std::string key;
-      store::KeyInfo info;
-    };
-    std::vector<Kept> kept;
-    uint64_t volatile_keys = 0;
-    database.keys.ForEach([&](const std::string& key, const store::KeyInfo& info) {
-      if (!persist::RdbWriter::Encodable(info.type)) return;
-      if (info.expire_at_ms != 0 && info.expire_at_ms <= now) return;
-      volatile_keys += info.expire_at_ms != 0;
-      kept.push_back(Kept{key, info});
-    });
-    if (kept.empty()) return;
-    rdb.SelectDb(index, kept.size(), volatile_keys);
-    for (Kept& k : kept) {
+    // One pass, each key encoded as it is visited; RESIZEDB's sizes are only the loader's hints,
+    // so the keyspace's count (prefixd's own types included) serves.
+    bool opened = false;
+    database.keys.ForEach([&](const std::string& key, const store::KeyInfo& visited) {
+      if (!persist::RdbWriter::Encodable(visited.type)) return;
+      if (visited.expire_at_ms != 0 && visited.expire_at_ms <= now) return;
+      if (!opened) rdb.SelectDb(index, database.keys.size(), 0), opened = true;
       // A string in the disk tier is read back from its file.
-      if (k.info.type == store::KeyType::kString && k.info.cold && k.info.place.file != nullptr) {
+      if (visited.type == store::KeyType::kString && visited.cold &&
+          visited.place.file != nullptr) {
+        store::KeyInfo info = visited;
         std::string error;
-        if (!database.keys.ReadColdString(k.info.place, 0, k.info.place.length, k.info.value,
-                                          error)) {
+        if (!database.keys.ReadColdString(info.place, 0, info.place.length, info.value, error)) {
           throw std::runtime_error("reading a cold string for the replica's RDB failed: " + error);
         }
+        rdb.Key(key, info);
+        return;
       }
-      rdb.Key(k.key, k.info);
-    }
+      rdb.Key(key, visited);
+    });
   });
   return rdb.Finish();
 }

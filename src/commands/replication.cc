@@ -144,12 +144,6 @@ void Replication::Detach(uint64_t client_id) {
   if (replicas_.empty()) active_.store(false, std::memory_order_relaxed);
 }
 
-bool Replication::IsReplica(uint64_t client_id) const {
-  std::lock_guard lock(stream_mu_);
-  return std::any_of(replicas_.begin(), replicas_.end(),
-                     [&](const Replica& r) { return r.client->id == client_id; });
-}
-
 void Replication::Ack(uint64_t client_id, uint64_t offset) {
   std::lock_guard lock(stream_mu_);
   for (Replica& r : replicas_) {

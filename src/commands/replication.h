@@ -65,12 +65,11 @@ class Replication {
   };
 
   // Adds `client` as a replica whose stream starts now, at offset(); the caller holds the whole
-  // exec gate and has just made the RDB of this moment. `listening_port`/`ip` are what its
-  // REPLCONF said (0/empty: not said).
+  // exec gate and has just made the RDB of this moment. What its REPLCONF said of itself
+  // (listening port, address) is in its ClientState.
   void Attach(const std::shared_ptr<server::ClientState>& client);
   void Detach(uint64_t client_id);
-  bool IsReplica(uint64_t client_id) const;
-  // REPLCONF: what the replica says of itself, and its acknowledged offset.
+  // REPLCONF ACK: the offset the replica has processed.
   void Ack(uint64_t client_id, uint64_t offset);
 
   // Sends PING to the replicas every `period_s` seconds (Redis's repl-ping-replica-period); called

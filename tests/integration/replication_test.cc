@@ -694,10 +694,11 @@ TEST(ReplicationDiskTierTest, ColdStringsAreInTheRdb) {
   StreamReader stream(server.port(), {}, /*psync=*/false);
   ASSERT_TRUE(stream.ready());
   for (int i = 0; i < kValues; ++i) {
-    EXPECT_NE(stream.rdb().find("big" + std::to_string(i) + std::string("\x80\x00\x10\x00\x00", 5) +
-                                value_of(i)),
-              std::string::npos)
-        << i;
+    // The key, then the value's 32-bit length (1 MiB), then the value itself.
+    const std::string head = "big" + std::to_string(i) + std::string("\x80\x00\x10\x00\x00", 5);
+    const size_t at = stream.rdb().find(head);
+    ASSERT_NE(at, std::string::npos) << i;
+    EXPECT_TRUE(stream.rdb().compare(at + head.size(), 1 << 20, value_of(i)) == 0) << i;
   }
 }
 

@@ -75,6 +75,10 @@ if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
   exit 2
 fi
 
+# The harness's own ports (its test server listens 32 below): a random base, so that two runs
+# on one machine do not take the same one.
+baseport="${SUITE_BASEPORT:-$((22000 + RANDOM % 20000))}"
+
 status=0
 printf '%-22s %6s %6s %6s  %s\n' unit passed failed errors result
 for unit in "${units[@]}"; do
@@ -88,7 +92,8 @@ for unit in "${units[@]}"; do
     fi
   done < <(grep -v '^#' "$out_of_scope")
   (cd "$suite" && timeout "$per_unit_timeout" ./runtest --host 127.0.0.1 --port "$port" \
-    --singledb --durable --clients 1 --tags -needs:debug "${skips[@]}" --single "$unit") 2>&1 |
+    --singledb --durable --clients 1 --tags -needs:debug --baseport "$baseport" "${skips[@]}" \
+    --single "$unit") 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' >"$log" # the suite colours its output even into a pipe
   rc=${PIPESTATUS[0]}
   cp "$log" "${SUITE_LOGS:-$work}/" 2>/dev/null || true

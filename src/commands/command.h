@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,12 +21,41 @@ class Engine;
 struct CommandSpec;
 struct CommandStats;
 
+// What a write command sends to replicas (commands/replication.h). By default the command as
+// received, once it changed something (Redis's server.dirty moved); a handler whose effect
+// Redis propagates in another form (SET EX -> SET PXAT, GETDEL -> DEL, SPOP -> SREM, ...) names
+// that form with Send, or sends nothing with Nothing. While no replica is attached `wanted()` is
+// false and Send costs one branch.
+class Propagation {
+ public:
+  bool wanted() const { return wanted_; }
+  // The first call replaces the command as received; later calls add commands after it.
+  void Send(std::vector<std::string> argv) {
+    replaced_ = true;
+    if (wanted_) commands_.push_back(std::move(argv));
+  }
+  void Send(std::initializer_list<std::string_view> argv) {
+    if (!wanted_) return void(replaced_ = true);
+    Send(std::vector<std::string>(argv.begin(), argv.end()));
+  }
+  void Nothing() { replaced_ = true, commands_.clear(); }
+  bool replaced() const { return replaced_; }
+  const std::vector<std::vector<std::string>>& commands() const { return commands_; }
+  void set_wanted(bool wanted) { wanted_ = wanted; }
+
+ private:
+  bool wanted_ = false;
+  bool replaced_ = false;
+  std::vector<std::vector<std::string>> commands_;
+};
+
 struct Context {
   server::ClientState& client;
   const protocol::Request& args;
   protocol::ReplyWriter& reply;
   Engine& engine;
   const CommandSpec& spec;
+  Propagation propagate{};
 };
 
 using Handler = void (*)(Context&);
@@ -53,6 +83,9 @@ enum CommandFlag : uint32_t {
   kSentinel = 1u << 18,
   // Served as if ASKING was sent first (RESTORE-ASKING: a key of an importing slot).
   kAsking = 1u << 19,
+  // Runs holding the whole exec gate, as EXEC's queue does (SYNC: its snapshot and the start of
+  // its stream are one point between commands). Not reported by COMMAND INFO.
+  kWholeGate = 1u << 20,
 };
 
 // The names COMMAND INFO reports for the flags, in Redis's order.

@@ -134,6 +134,7 @@ void Engine::StartActiveExpiry() {
         // A pass deletes keys: never in the middle of an EXEC.
         ExecGate::Hold gate(exec_gate_, /*exclusive=*/false);
         ExpireCycle(*this, CoarseNowMs(), kPerShard);
+        replication_.Tick(settings_.Int(Setting::kReplPingReplicaPeriod));
       }
       std::unique_lock lock(mu);
       wake.wait_for(lock, stop, kPeriod, [] { return false; });

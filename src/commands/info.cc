@@ -19,6 +19,8 @@
 #include "common/numbers.h"
 
 namespace prefixd::commands {
+void ReplicationInfo(Engine& engine, std::string& out);
+
 namespace {
 
 using Fields = std::string;
@@ -152,11 +154,7 @@ void StatsSection(Engine& e, std::string& out) {
   Field(out, "total_error_replies", st.errors.total());
 }
 
-void ReplicationSection(Engine&, std::string& out) {
-  Field(out, "role", "master");
-  Field(out, "connected_slaves", uint64_t{0});
-  Field(out, "master_repl_offset", uint64_t{0});
-}
+void ReplicationSection(Engine& e, std::string& out) { ReplicationInfo(e, out); }
 
 void CpuSection(Engine&, std::string& out) {
   rusage self{};

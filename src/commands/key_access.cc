@@ -191,6 +191,7 @@ std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool 
 }  // namespace
 
 Deleted ExpireIfDue(Engine& engine, size_t db, std::string_view key, int64_t now_ms) {
+  ServerDeletion deletion(engine);
   KeyLocks lock(engine, key);
   // Looked up again under the lock: the entry seen expired may since have been deleted by the
   // racing pass or lookup, or written again by a command.
@@ -201,7 +202,10 @@ Deleted ExpireIfDue(Engine& engine, size_t db, std::string_view key, int64_t now
     return nothing;
   }
   Deleted deleted = DeleteKey(engine, db, key, info->type);
-  if (deleted.applied) engine.stats().expired_keys += 1;
+  if (deleted.applied) {
+    engine.stats().expired_keys += 1;
+    deletion.Feed(db, key);
+  }
   return deleted;
 }
 
@@ -229,6 +233,14 @@ namespace {
 
 // One eviction pass at a time, so two writers never evict the same budget twice.
 std::mutex eviction_pass;
+
+// Deletes an eviction's victim, fed to replicas as DEL (Redis 7.0 propagates evictions so).
+bool EvictKey(Engine& engine, size_t db, std::string_view key, store::KeyType type) {
+  ServerDeletion deletion(engine);
+  const Deleted done = DeleteKey(engine, db, key, type);
+  if (done.applied) deletion.Feed(db, key);
+  return done.ok;
+}
 
 // The disk tier's cold bytes over every database.
 uint64_t ColdBytes(Engine& engine) {
@@ -284,7 +296,7 @@ void TrimDiskTier(Engine& engine) {
     for (size_t index : LargestFirst(engine, DatabaseColdBytes)) {
       auto victim = engine.database(index).keys.PickColdVictim(policy);
       if (!victim) continue;
-      if (!DeleteKey(engine, index, victim->first, victim->second).ok) return;
+      if (!EvictKey(engine, index, victim->first, victim->second)) return;
       engine.stats().disk_evicted_keys += 1;
       deleted = true;
       break;
@@ -307,7 +319,7 @@ bool DeleteColdVictim(Engine& engine, store::EvictionPolicy policy) {
   for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
     auto victim = engine.database(index).keys.PickColdVictim(policy);
     if (!victim) continue;
-    if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
+    if (!EvictKey(engine, index, victim->first, victim->second)) return false;
     engine.stats().evicted_keys += 1;
     return true;
   }
@@ -356,7 +368,7 @@ bool MakeRoom(Engine& engine) {
                                string_cold == store::StringCold::kNotDurable)) {
         return false;
       } else {
-        if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
+        if (!EvictKey(engine, index, victim->first, victim->second)) return false;
         engine.stats().evicted_keys += 1;
       }
       evicted = true;

@@ -88,6 +88,7 @@ void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
       Deleted done = DeleteKey(ctx, ctx.args[1], info->type);
       if (!done.ok) return ctx.reply.Error(done.error);
       ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+      ctx.propagate.Send({"DEL", ctx.args[1]});
       return ctx.reply.Integer(1);
     }
     case expiry::ExpireOutcome::kSet: {
@@ -95,6 +96,10 @@ void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
                                 static_cast<uint64_t>(request.value.at_ms)};
       auto done = Mutate(ctx, record);
       if (!done) return;
+      // Replicas get the absolute time whatever the form (Redis 7.0): no drift with their lag.
+      if (done->kind == persist::Outcome::Kind::kApplied) {
+        ctx.propagate.Send({"PEXPIREAT", ctx.args[1], std::to_string(request.value.at_ms)});
+      }
       return ctx.reply.Integer(done->kind == persist::Outcome::Kind::kApplied ? 1 : 0);
     }
   }

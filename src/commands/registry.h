@@ -39,6 +39,7 @@ class Registry : public server::Dispatcher {
   bool DurableNow(uint64_t lsn) override;
   int64_t IdleTimeoutSeconds() const override;
   uint64_t OutputBufferLimit() const override;
+  uint64_t ReplicaOutputBufferLimit() const override;
 
   void Add(CommandSpec spec);
 
@@ -76,6 +77,9 @@ class Registry : public server::Dispatcher {
   std::string TransactionRedirect(const server::ClientState& client) const;
   // Runs the handler, timing it and counting the call and any error reply.
   void Run(const CommandSpec& spec, Context& ctx) const;
+  // Feeds what a write that ran sends to replicas: its Propagation, or the command as received
+  // when it `changed` something.
+  void Propagate(const Context& ctx, bool changed) const;
 
   Engine& engine_;
   // Looked up for every request: hashed and compared with ASCII case folded on the fly, so a
@@ -139,5 +143,6 @@ void RegisterHashCommands(Registry& registry);
 void RegisterClusterCommands(Registry& registry);
 void RegisterMigrateCommands(Registry& registry);
 void RegisterTransactionCommands(Registry& registry);
+void RegisterReplicationCommands(Registry& registry);
 
 }  // namespace prefixd::commands

@@ -177,6 +177,24 @@ void Get(Context& ctx) {
   ctx.reply.Bulk(info->value);
 }
 
+// What SET, GETSET, SETEX and PSETEX send to replicas, as Redis 7.0: an expiry as `SET key value
+// PXAT <ms>` (the options that decided whether to write are spent), GET left out, GETSET as SET.
+void PropagateSet(Context& ctx, const expiry::StringOptions& options, const Write& how,
+                  size_t value_index = 2) {
+  if (!ctx.propagate.wanted()) return;
+  const std::string_view key = ctx.args[1], value = ctx.args[value_index];
+  if (options.expiry != expiry::ExpiryKind::kNone) {
+    return ctx.propagate.Send({"SET", key, value, "PXAT", std::to_string(how.at_ms)});
+  }
+  if (ctx.spec.full_name == "getset") return ctx.propagate.Send({"SET", key, value});
+  if (!options.get) return;
+  std::vector<std::string> argv;
+  for (size_t i = 0; i < ctx.args.size(); ++i) {
+    if (i < 3 || !EqualsIgnoreCase(ctx.args[i], "get")) argv.emplace_back(ctx.args[i]);
+  }
+  ctx.propagate.Send(std::move(argv));
+}
+
 // SET and GETSET. `options` start at argument 3.
 void SetWith(Context& ctx, const expiry::StringOptions& options) {
   const std::string_view key = ctx.args[1];
@@ -199,6 +217,7 @@ void SetWith(Context& ctx, const expiry::StringOptions& options) {
     return options.get ? reply_old() : ctx.reply.Null();
   }
   if (!StoreString(ctx, key, info, ValueArg(ctx, 2), how)) return;
+  PropagateSet(ctx, options, how);
   options.get ? reply_old() : ctx.reply.Simple("OK");
 }
 
@@ -234,7 +253,9 @@ void SetExpiring(Context& ctx, expiry::ExpiryKind kind) {
   KeyLocks lock(ctx.engine, ctx.args[1]);
   auto info = WriteKey(ctx, ctx.args[1]);
   const Write how{store::EncodingOf(ctx.args[3]), KeepTtl::kNo, at.value};
-  if (StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 3), how)) ctx.reply.Simple("OK");
+  if (!StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 3), how)) return;
+  PropagateSet(ctx, options, how, 3);
+  ctx.reply.Simple("OK");
 }
 
 void SetEx(Context& ctx) { SetExpiring(ctx, expiry::ExpiryKind::kEx); }
@@ -257,14 +278,19 @@ void GetEx(Context& ctx) {
     const bool absolute =
         options.expiry == expiry::ExpiryKind::kExAt || options.expiry == expiry::ExpiryKind::kPxAt;
     // An absolute time already past deletes the key, as Redis's checkAlreadyExpired.
+    // Replicas get the absolute time, or the DEL, as Redis 7.0 propagates GETEX.
     if (absolute && at.value <= now) {
       if (!DeleteString(ctx, key)) return;
-    } else if (!Mutate(ctx,
-                       persist::KeyExpire{std::string(key), static_cast<uint64_t>(at.value)})) {
-      return;
+      ctx.propagate.Send({"DEL", key});
+    } else {
+      if (!Mutate(ctx, persist::KeyExpire{std::string(key), static_cast<uint64_t>(at.value)})) {
+        return;
+      }
+      ctx.propagate.Send({"PEXPIREAT", key, std::to_string(at.value)});
     }
   } else if (options.persist && info->expire_at_ms != 0) {
     if (!Mutate(ctx, persist::KeyExpire{std::string(key), 0})) return;
+    ctx.propagate.Send({"PERSIST", key});
   }
   ctx.reply.Bulk(info->value);
 }
@@ -274,7 +300,9 @@ void GetDel(Context& ctx) {
   auto info = ReadKey(ctx, ctx.args[1]);
   if (!info) return ctx.reply.Null();
   if (!StringOrMissing(ctx, info)) return;
-  if (DeleteString(ctx, ctx.args[1])) ctx.reply.Bulk(info->value);
+  if (!DeleteString(ctx, ctx.args[1])) return;
+  ctx.propagate.Send({"DEL", ctx.args[1]});
+  ctx.reply.Bulk(info->value);
 }
 
 void MGet(Context& ctx) {
@@ -456,7 +484,10 @@ void IncrByFloat(Context& ctx) {
   const std::string text = HumanLongDouble(sum);
   const Write how{text.size() <= 44 ? StringEncoding::kEmbstr : StringEncoding::kRaw,
                   info ? KeepTtl::kYes : KeepTtl::kNo, 0};
-  if (StoreString(ctx, key, info, Bytes::CopyCompact(text), how)) ctx.reply.Bulk(text);
+  if (!StoreString(ctx, key, info, Bytes::CopyCompact(text), how)) return;
+  // Replicas get the result, not the increment (float formatting may differ between machines).
+  ctx.propagate.Send({"SET", key, text, "KEEPTTL"});
+  ctx.reply.Bulk(text);
 }
 
 // Redis's getBitOffsetFromArgument: a bit offset within proto-max-bulk-len bytes.

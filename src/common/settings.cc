@@ -39,6 +39,11 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Most argument bytes one request may declare (below 4 GiB)"},
     {"client-output-buffer-limit", T::kMemory, true, "4gb", 1024, kMax, "",
      "Replies a client may leave unread before it is disconnected"},
+    {"replica-output-buffer-limit", T::kMemory, true, "256mb", 1024, kMax, "",
+     "Replication stream a replica may leave unread before it is disconnected (Redis's "
+     "client-output-buffer-limit replica hard limit)"},
+    {"repl-ping-replica-period", T::kInteger, true, "10", 1, kIntMax, "",
+     "Seconds between the PINGs sent to replicas in the replication stream"},
     {"io-threads", T::kInteger, false, "0", 0, 256, "", "Network threads (0: one per core)"},
     {"timeout", T::kInteger, true, "0", 0, kIntMax, "",
      "Close a client idle for this many seconds (0: never)"},

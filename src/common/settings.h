@@ -31,6 +31,8 @@ enum class Setting : size_t {
   kProtoMaxBulkLen,
   kClientQueryBufferLimit,
   kClientOutputBufferLimit,
+  kReplicaOutputBufferLimit,
+  kReplPingReplicaPeriod,
   kIoThreads,
   kTimeout,
   kTcpBacklog,

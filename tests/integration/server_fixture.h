@@ -164,7 +164,8 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
   ~RedisServer() { Stop(); }
-  bool Start();
+  // `extra_flags` go after the defaults (e.g. {"--replicaof", "127.0.0.1", "<port>"}).
+  bool Start(const std::vector<std::string>& extra_flags = {});
   void Stop();
   int port() const { return port_; }
 

@@ -1,5 +1,7 @@
 #include "commands/arg_reader.h"
 
+#include <charconv>
+
 #include "common/ascii.h"
 #include "common/numbers.h"
 
@@ -36,6 +38,18 @@ std::optional<int64_t> ArgReader::Integer(int64_t min, int64_t max, std::string_
 bool ArgReader::Fail(std::string_view error) {
   ctx_.reply.Error(error);
   return false;
+}
+
+std::optional<uint64_t> ParseCursor(std::string_view text) {
+  bool negative = false;
+  if (!text.empty() && (text[0] == '-' || text[0] == '+')) {
+    negative = text[0] == '-';
+    text.remove_prefix(1);
+  }
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return negative ? uint64_t{0} - value : value;
 }
 
 }  // namespace prefixd::commands

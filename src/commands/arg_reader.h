@@ -14,6 +14,10 @@
 
 namespace prefixd::commands {
 
+// A SCAN cursor as Redis's parseScanCursorOrReply reads it with strtoul: an optional sign
+// ("-1" wraps to 2^64 - 1), decimal digits, nothing after them, no overflow (SCAN, ZSCAN).
+std::optional<uint64_t> ParseCursor(std::string_view text);
+
 class ArgReader {
  public:
   // Reads ctx.args from index `first` (1: just after the command name).

@@ -57,6 +57,9 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
     case store::KeyType::kList:
       records.push_back(persist::ListValue{std::string(key), persist::ListValue::kWhole, 0, {}});
       break;
+    case store::KeyType::kZset:
+      records.push_back(persist::ZsetValue{std::string(key), 0, persist::ZsetValue::kWhole, {}});
+      break;
     case store::KeyType::kPrefixIndex:
       records.push_back(persist::PrefixNamespaceDrop{std::string(key)});
       break;

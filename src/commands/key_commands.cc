@@ -150,20 +150,6 @@ void Keys(Context& ctx) {
   for (const auto& key : found) ctx.reply.Bulk(key);
 }
 
-// A SCAN cursor as Redis's parseScanCursorOrReply reads it with strtoul: an optional sign
-// ("-1" wraps to 2^64 - 1), decimal digits, nothing after them, no overflow.
-std::optional<uint64_t> ParseCursor(std::string_view text) {
-  bool negative = false;
-  if (!text.empty() && (text[0] == '-' || text[0] == '+')) {
-    negative = text[0] == '-';
-    text.remove_prefix(1);
-  }
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  return negative ? uint64_t{0} - value : value;
-}
-
 void Scan(Context& ctx) {
   auto cursor = ParseCursor(ctx.args[1]);
   if (!cursor) return ctx.reply.Error(errors::kInvalidCursor);
@@ -223,6 +209,11 @@ void ObjectEncoding(Context& ctx) {
                                 : "hashtable");
     case store::KeyType::kList:  // Redis 7.0 holds every list as a quicklist
       return ctx.reply.Bulk("quicklist");
+    case store::KeyType::kZset:
+      return ctx.reply.Bulk(static_cast<store::ZsetEncoding>(info->encoding) ==
+                                    store::ZsetEncoding::kListpack
+                                ? "listpack"
+                                : "skiplist");
     default:
       return ctx.reply.Bulk("raw");
   }
@@ -255,6 +246,7 @@ uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info
     case store::KeyType::kString:
     case store::KeyType::kSet:
     case store::KeyType::kList:
+    case store::KeyType::kZset:
       return 0;  // the keyspace entry holds the value (Keyspace::EntryMemory)
     case store::KeyType::kSsmPrefix:
       return db.state.SessionBytes(key);
@@ -355,7 +347,8 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
     return MutateIn(ctx, to_db,
                     persist::StringSet{std::string(to), flags, at, persist::Blob{{source.value}}});
   }
-  if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList) {
+  if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList ||
+      info.type == store::KeyType::kZset) {
     if (!MutateIn(ctx, to_db, persist::MembersRecord(std::string(to), info))) return false;
     return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
   }
@@ -372,9 +365,10 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
     if (!MutateIn(ctx, to_db, persist::SsmPut{std::string(to), std::move(layers)})) return false;
     return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
   }
-  ctx.reply.Error("ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
-                  std::string(store::KeyTypeName(info.type)) +
-                  " key is not supported (strings, sets, lists and ssm-prefix sessions are)");
+  ctx.reply.Error(
+      "ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
+      std::string(store::KeyTypeName(info.type)) +
+      " key is not supported (strings, sets, lists, sorted sets and ssm-prefix sessions are)");
   return false;
 }
 

@@ -290,6 +290,7 @@ void ConfigGet(Context& ctx) {
   // Setting index -> the name to answer with. Like Redis, a name given without wildcards is
   // echoed as the client wrote it.
   std::map<size_t, std::string> matched;
+  std::map<std::string, size_t> aliases;  // old names a pattern matched -> setting index
   for (size_t i = 2; i < args.size(); ++i) {
     std::string pattern(args[i]);
     if (pattern.find_first_of("*?[") == std::string::npos) {
@@ -300,12 +301,21 @@ void ConfigGet(Context& ctx) {
       std::string name(Settings::Specs()[k].name);
       if (fnmatch(pattern.c_str(), name.c_str(), FNM_CASEFOLD) == 0) matched.emplace(k, name);
     }
+    // Redis 7.0 answers a pattern with the old names it matches too.
+    for (const auto& [alias, id] : Settings::Aliases()) {
+      std::string name(alias);
+      if (fnmatch(pattern.c_str(), name.c_str(), FNM_CASEFOLD) == 0) {
+        aliases.emplace(name, static_cast<size_t>(id));
+      }
+    }
   }
-  ctx.reply.MapLen(matched.size());
-  for (const auto& [k, name] : matched) {
+  ctx.reply.MapLen(matched.size() + aliases.size());
+  const auto reply = [&](size_t k, const std::string& name) {
     ctx.reply.Bulk(name);
     ctx.reply.Bulk(ctx.engine.settings().Get(static_cast<Setting>(k)));
-  }
+  };
+  for (const auto& [k, name] : matched) reply(k, name);
+  for (const auto& [name, k] : aliases) reply(k, name);
 }
 
 void ConfigSet(Context& ctx) {

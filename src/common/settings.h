@@ -9,8 +9,10 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace prefixd {
@@ -84,6 +86,8 @@ enum class Setting : size_t {
   kClusterRequireFullCoverage,
   // Redis's data types.
   kSetMaxIntsetEntries,
+  kZsetMaxListpackEntries,
+  kZsetMaxListpackValue,
   kCount,
 };
 
@@ -106,7 +110,10 @@ class Settings {
   Settings();
 
   static const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)>& Specs();
+  // A setting by its name or by an old name Redis 7.0 still accepts (Aliases).
   static std::optional<Setting> Find(std::string_view name);
+  // The old names of renamed settings ("zset-max-ziplist-entries"), for CONFIG GET patterns.
+  static std::span<const std::pair<std::string_view, Setting>> Aliases();
   // The known name closest to `name`, for "did you mean" messages.
   static std::string_view Nearest(std::string_view name);
 

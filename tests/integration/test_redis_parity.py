@@ -36,7 +36,10 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "mset msetnx strlen getrange setrange append incr decr incrby decrby "
           "incrbyfloat setbit getbit rename renamenx copy move lcs swapdb "
           "sadd srem scard sismember smismember smembers srandmember spop lpush rpush lpushx "
-          "rpushx lpop rpop llen lrange lindex lset lrem ltrim").split()
+          "rpushx lpop rpop llen lrange lindex lset lrem ltrim zadd zincrby zscore zmscore zcard "
+          "zcount zlexcount zrank zrevrank zrem zrange zrevrange zrangebyscore zrevrangebyscore "
+          "zrangebylex zrevrangebylex zpopmin zpopmax zremrangebyrank zremrangebyscore "
+          "zremrangebylex zscan").split()
 
 
 def encode(args):
@@ -206,7 +209,11 @@ class CommandTableTest(ParityBase):
                      "setbit", "getbit", "rename", "renamenx", "copy", "move", "lcs", "sadd",
                      "srem", "scard", "sismember", "smismember", "smembers", "srandmember",
                      "spop", "lpush", "rpush", "lpushx", "rpushx", "lpop", "rpop", "llen",
-                     "lrange", "lindex", "lset", "lrem", "ltrim"):
+                     "lrange", "lindex", "lset", "lrem", "ltrim", "zadd", "zincrby", "zscore",
+                     "zmscore", "zcard", "zcount", "zlexcount", "zrank", "zrevrank", "zrem",
+                     "zrange", "zrevrange", "zrangebyscore", "zrevrangebyscore", "zrangebylex",
+                     "zrevrangebylex", "zpopmin", "zpopmax", "zremrangebyrank",
+                     "zremrangebyscore", "zremrangebylex", "zscan"):
             with self.subTest(name=name):
                 if self.rd is None:
                     self.skipTest("redis-server is not installed")
@@ -386,6 +393,207 @@ spop nokey 2
 srandmember nokey 2
 lpop nokey 0
 """
+
+
+# Sorted sets: every option and error of the commands prefixd has, with scores that print
+# differently (%.17g, inf, -0 in a listpack), ties broken by member, encodings at their limits.
+ZSET_SCRIPT = """
+zadd z 1 a 2 b 3 c
+zadd z 0.1 d 1e20 e inf f -inf g 4503599627370497 h
+zrange z 0 -1 withscores
+zadd z -0 zero
+zscore z zero
+zadd z nx 10 a 11 new
+zadd z xx 10 a 12 other
+zadd z xx ch 10 a 20 b
+zadd z gt ch 5 a 25 b
+zadd z lt ch 5 a 30 b
+zadd z incr 1 a
+zadd z nx incr 1 a
+zadd z gt incr -1 a
+zadd z xx incr 1 missing
+zadd z incr inf f
+zadd z incr -inf f
+zadd z 1 a 2 a
+zadd z nx xx 1 a
+zadd z gt lt 1 a
+zadd z gt nx 1 a
+zadd z incr 1 a 2 b
+zadd z 1
+zadd z 1 a 2
+zadd z nan a
+zadd z x a
+zadd z " 1" a
+zadd z 1e400 a
+zadd z 0x10 hex
+zadd z ch
+zadd nokey xx 1 a
+zadd nokey xx incr 1 a
+exists nokey
+zincrby z 2.5 a
+zincrby z x a
+zincrby nokey2 3 m
+zincrby z nx a
+zscore z nosuch
+zscore nokey a
+zmscore z a nosuch b
+zmscore nokey a b
+zcard z
+zcard nokey
+zcount z -inf +inf
+zcount z (1 3
+zcount z 1 (1
+zcount z 3 1
+zcount z x 1
+zcount z 1 (
+zcount z "" 1
+zcount nokey 0 1
+zrank z a
+zrevrank z a
+zrank z nosuch
+zrank nokey a
+zrange z 0 -1
+zrange z 0 -1 withscores
+zrange z -3 -1 withscores
+zrange z 5 1
+zrange z -100 100
+zrange z x 1
+zrange z 0 1 limit 0 1
+zrange z 0 1 limit 0 -1
+zrange z 0 1 rev
+zrange z 0 1 rev rev
+zrange z (1 inf byscore
+zrange z inf (1 byscore rev withscores
+zrange z -inf inf byscore limit 2 3
+zrange z -inf inf byscore limit -1 3
+zrange z -inf inf byscore limit 1 -1
+zrange z -inf inf byscore limit 1 0
+zrange z -inf inf byscore limit 100 1
+zrange z -inf inf byscore bylex
+zrange z - + bylex withscores
+zrange z 0 1 limit 0
+zrange z 0 1 foo
+zrange nokey 0 -1
+zrange nokey x 1 byscore
+zrevrange z 0 2 withscores
+zrevrange z 0 2 limit 0 1
+zrangebyscore z 1 3 withscores
+zrangebyscore z 1 3 limit 1 1
+zrangebyscore z 1 3 rev
+zrangebyscore z 1 3 byscore
+zrevrangebyscore z 3 1 withscores limit 0 2
+zrevrangebyscore z 1 3
+zadd lex 0 a 0 b 0 c 0 d 0 e
+zrangebylex lex - +
+zrangebylex lex [b (d
+zrangebylex lex (b [d limit 1 5
+zrangebylex lex b d
+zrangebylex lex [d [b
+zrangebylex lex + -
+zrangebylex lex -x +
+zrevrangebylex lex + -
+zrevrangebylex lex [d (a limit 0 2
+zrange lex [d [b bylex rev
+zlexcount lex - +
+zlexcount lex [b [c
+zlexcount lex b c
+zrem z a nosuch a
+zrem nokey a
+zrem z
+zremrangebyrank lex 0 1
+zrange lex 0 -1
+zremrangebyrank lex x 1
+zremrangebyrank nokey 0 1
+zremrangebyscore z -inf (3
+zremrangebyscore z x 1
+zremrangebylex lex [d +
+zremrangebylex lex x +
+zrange lex 0 -1
+zpopmin z
+zpopmax z
+zpopmin z 2
+zpopmax z 0
+zpopmin z -1
+zpopmin z x
+zpopmin z 1 2
+zpopmin nokey
+zpopmin nokey 2
+zpopmax z 100
+exists z
+set str v
+zadd str 1 a
+zrange str 0 -1
+zscore str a
+zpopmin str
+zscan str 0
+zscan nokey 0
+zscan nokey x
+zadd sc 1 a 2 b 3 c
+zscan sc 0
+zscan sc 0 match a*
+zscan sc 0 count 0
+zscan sc 0 count
+zscan sc 0 foo bar
+zscan sc x
+type sc
+object encoding sc
+zadd big 1 a 2 b 3 c 4 d 5 e 6 f 7 g 8 h 9 i 10 j 11 k 12 l 13 m 14 n 15 o 16 p
+object encoding big
+zadd longm 1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+object encoding longm
+zadd longm2 1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+object encoding longm2
+zadd longm 2 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+object encoding longm
+"""
+ZSET_SCRIPT_RESP3 = """
+zadd r3 1 a 2 b 3 c
+zrange r3 0 -1 withscores
+zrange r3 0 -1
+zrangebyscore r3 -inf inf withscores
+zpopmin r3
+zpopmin r3 1
+zpopmax r3 5
+zadd r3 1 a
+zscore r3 a
+zmscore r3 a x
+zincrby r3 1 a
+zadd r3 incr 1 a
+zadd r3 nx incr 1 a
+zscan r3 0
+"""
+
+
+class ZsetRepliesTest(ParityBase):
+    def run_script(self, script, resp3=False):
+        import shlex
+        for line in script.strip().split("\n"):
+            with self.subTest(line=line):
+                self.same(*shlex.split(line), resp3=resp3)
+
+    def test_zset_replies_match_redis(self):
+        self.same("FLUSHALL")
+        self.same("CONFIG", "SET", "zset-max-listpack-entries", "16")
+        try:
+            self.run_script(ZSET_SCRIPT)
+            self.same("ZADD", "big", "17", "q")
+            self.same("OBJECT", "ENCODING", "big")  # the 17th member: past the limit
+            self.same("ZREM", "big", "q", "p")
+            self.same("OBJECT", "ENCODING", "big")  # never back to a listpack
+            self.same("CONFIG", "SET", "zset-max-ziplist-entries", "0")
+            self.same("ZADD", "sk", "-0", "z", "0.5", "a")
+            self.same("ZRANGE", "sk", "0", "-1", "WITHSCORES")
+            self.same("OBJECT", "ENCODING", "sk")
+            self.same("CONFIG", "GET", "zset-max-ziplist-entries")
+            self.same("CONFIG", "SET", "zset-max-ziplist-value", "1kb")
+            self.same("CONFIG", "GET", "zset-max-listpack-value")
+        finally:
+            self.same("CONFIG", "SET", "zset-max-listpack-entries", "128",
+                      "zset-max-listpack-value", "64")
+
+    def test_zset_replies_match_redis_over_resp3(self):
+        self.same("FLUSHALL")
+        self.run_script(ZSET_SCRIPT_RESP3, resp3=True)
 
 
 class SetListRepliesTest(ParityBase):

@@ -6,7 +6,8 @@
 #
 # Usage: scripts/redis-suite.sh [unit/<name> ...]   (default: the units of issue 11)
 # Env:   PREFIXD_SERVER (default build/dev/prefixd-server), REDIS_SUITE (the suite's directory),
-#        SUITE_TIMEOUT (seconds per unit, default 300).
+#        SUITE_TIMEOUT (seconds per unit, default 300), SUITE_BASEPORT (the harness's --baseport,
+#        for runs side by side; default its own, 21111).
 # Exits non-zero when a test fails that tests/redis-suite/out-of-scope.tsv does not list (each
 # listed one needs a data type or feature prefixd does not implement), on an exception, or when
 # the server stops answering.
@@ -87,7 +88,8 @@ for unit in "${units[@]}"; do
     fi
   done < <(grep -v '^#' "$out_of_scope")
   (cd "$suite" && timeout "$per_unit_timeout" ./runtest --host 127.0.0.1 --port "$port" \
-    --singledb --durable --clients 1 --tags -needs:debug "${skips[@]}" --single "$unit") 2>&1 |
+    --singledb --durable --clients 1 --tags -needs:debug ${SUITE_BASEPORT:+--baseport "$SUITE_BASEPORT"} \
+    "${skips[@]}" --single "$unit") 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' >"$log" # the suite colours its output even into a pipe
   rc=${PIPESTATUS[0]}
   cp "$log" "${SUITE_LOGS:-$work}/" 2>/dev/null || true

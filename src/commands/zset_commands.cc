@@ -31,7 +31,7 @@ namespace prefixd::commands {
 namespace {
 
 using store::KeyType;
-using store::ScoredMember;
+using store::ScoredView;
 using store::ZsetEncoding;
 
 constexpr std::string_view kNotFloatRange = "ERR min or max is not a float";
@@ -43,7 +43,8 @@ constexpr std::string_view kNotPositive = "ERR value is out of range, must be po
 struct Zset {
   bool exists = false;
   ZsetEncoding encoding = ZsetEncoding::kListpack;
-  std::vector<ScoredMember> members;  // Redis's order
+  Bytes value;                      // the encoded pairs, which `members` point into
+  std::vector<ScoredView> members;  // Redis's order
 
   // The member's position, or nullopt (a linear search: the value is one flat run).
   std::optional<size_t> Find(std::string_view member) const {
@@ -66,14 +67,15 @@ bool Load(Context& ctx, std::string_view key, bool read, Zset& out) {
   }
   out.exists = true;
   out.encoding = static_cast<ZsetEncoding>(info->encoding);
-  out.members = store::DecodeZset(info->value.view()).value_or(std::vector<ScoredMember>{});
+  out.value = std::move(info->value);
+  out.members = store::ZsetViews(out.value.view());
   return true;
 }
 
 // Logs the final scores of `changed` (added or updated members), leaving `encoding`.
 bool StoreScores(Context& ctx, std::string_view key, ZsetEncoding encoding,
-                 std::vector<ScoredMember> changed) {
-  std::sort(changed.begin(), changed.end(), [](const ScoredMember& a, const ScoredMember& b) {
+                 std::vector<ScoredView> changed) {
+  std::sort(changed.begin(), changed.end(), [](const ScoredView& a, const ScoredView& b) {
     return store::ZsetLess(a.score, a.member, b.score, b.member);
   });
   return Mutate(ctx, persist::ZsetValue{std::string(key), static_cast<uint32_t>(encoding),
@@ -147,41 +149,56 @@ void AddGeneric(Context& ctx, bool incr_command) {
                         ? ZsetEncoding::kSkiplist
                         : ZsetEncoding::kListpack;
   }
-  std::unordered_map<std::string, double> current;
-  for (const ScoredMember& m : zset.members) current.emplace(m.member, m.score);
-  std::unordered_map<std::string, double> changed;
+  // Members by name, pointing into the stored value or the arguments (both outlive the command);
+  // filled from the value only when the command names more than a few members (a lookup of one
+  // is a scan, cheaper than hashing every member).
+  std::unordered_map<std::string_view, double> current, changed;
+  const bool indexed = scores.size() > 4;
+  if (indexed) {
+    current.reserve(zset.members.size() + scores.size());
+    for (const ScoredView& m : zset.members) current.emplace(m.member, m.score);
+  }
+  size_t size = zset.members.size();
+  const auto find = [&](std::string_view member) -> std::optional<double> {
+    if (auto it = changed.find(member); it != changed.end()) return it->second;
+    if (indexed) {
+      auto it = current.find(member);
+      return it == current.end() ? std::nullopt : std::optional<double>(it->second);
+    }
+    auto at = zset.Find(member);
+    return at ? std::optional<double>(zset.members[*at].score) : std::nullopt;
+  };
   int64_t added = 0, updated = 0, processed = 0;
   double last_score = 0;
   for (size_t j = 0; j < scores.size(); ++j) {
-    const std::string member(ctx.args[at + 2 * j + 1]);
+    const std::string_view member = ctx.args[at + 2 * j + 1];
     double score = scores[j];
-    auto it = current.find(member);
-    if (it != current.end()) {
+    const std::optional<double> now = find(member);
+    if (now) {
       if (f.nx) continue;
       if (f.incr) {
-        score += it->second;
+        score += *now;
         if (std::isnan(score)) return ctx.reply.Error(kNaNScore);
       }
-      if ((f.lt && score >= it->second) || (f.gt && score <= it->second)) continue;
+      if ((f.lt && score >= *now) || (f.gt && score <= *now)) continue;
       ++processed, last_score = score;
-      if (score == it->second) continue;
+      if (score == *now) continue;
       ++updated;
     } else {
       if (f.xx) continue;
       // A listpack becomes a skiplist before an insert that would pass either limit.
       if (zset.encoding == ZsetEncoding::kListpack &&
-          (current.size() + 1 > max_entries || member.size() > max_value)) {
+          (size + 1 > max_entries || member.size() > max_value)) {
         zset.encoding = ZsetEncoding::kSkiplist;
       }
-      ++added, ++processed, last_score = score;
+      ++added, ++processed, ++size, last_score = score;
     }
     // A listpack holds a score as text, where -0 reads back as 0 (a skiplist keeps the sign).
     if (zset.encoding == ZsetEncoding::kListpack && score == 0) score = 0;
-    current[member] = score;
     changed[member] = score;
   }
   if (!changed.empty()) {
-    std::vector<ScoredMember> pairs;
+    std::vector<ScoredView> pairs;
     pairs.reserve(changed.size());
     for (auto& [member, score] : changed) pairs.push_back({score, member});
     if (!StoreScores(ctx, key, zset.encoding, std::move(pairs))) return;
@@ -247,11 +264,11 @@ struct Range {
   store::ScoreBound min_score, max_score;
   store::LexBound min_lex, max_lex;
 
-  bool AboveMin(const ScoredMember& m) const {
+  bool AboveMin(const ScoredView& m) const {
     return kind == RangeKind::kScore ? store::AboveMin(m.score, min_score)
                                      : store::AboveMin(m.member, min_lex);
   }
-  bool BelowMax(const ScoredMember& m) const {
+  bool BelowMax(const ScoredView& m) const {
     return kind == RangeKind::kScore ? store::BelowMax(m.score, max_score)
                                      : store::BelowMax(m.member, max_lex);
   }
@@ -312,7 +329,7 @@ std::vector<size_t> Select(const Zset& zset, const Range& range, bool reverse, i
   if (offset < 0 || (offset > 0 && static_cast<uint64_t>(offset) >= n)) return out;
   // Forward: from the first member above the minimum until one passes the maximum; reverse: from
   // the last member below the maximum until one falls under the minimum.
-  const auto at = [&](size_t k) -> const ScoredMember& {
+  const auto at = [&](size_t k) -> const ScoredView& {
     return zset.members[reverse ? n - 1 - k : k];
   };
   size_t k = 0;
@@ -408,7 +425,7 @@ void RemoveAt(Context& ctx, std::string_view key, const Zset& zset,
               const std::vector<size_t>& picked) {
   std::vector<std::string> removed;
   removed.reserve(picked.size());
-  for (size_t i : picked) removed.push_back(zset.members[i].member);
+  for (size_t i : picked) removed.emplace_back(zset.members[i].member);
   if (!removed.empty() && !StoreRemoval(ctx, key, zset.encoding, removed)) return;
   ctx.reply.Integer(static_cast<int64_t>(removed.size()));
 }
@@ -461,7 +478,7 @@ void Pop(Context& ctx, bool max) {
   std::vector<size_t> picked;
   for (size_t k = 0; k < take; ++k) picked.push_back(max ? n - 1 - k : k);
   std::vector<std::string> removed;
-  for (size_t i : picked) removed.push_back(zset.members[i].member);
+  for (size_t i : picked) removed.emplace_back(zset.members[i].member);
   if (!StoreRemoval(ctx, key, zset.encoding, removed)) return;
   const bool pairs = ctx.args.size() == 3 && ctx.reply.protocol() >= 3;
   ctx.reply.ArrayLen(pairs ? take : 2 * take);
@@ -523,7 +540,7 @@ void ZScan(Context& ctx) {
     for (size_t i = 0; i < zset.members.size(); ++i) order.emplace_back(0, i);
   } else {
     for (size_t i = 0; i < zset.members.size(); ++i) {
-      const std::string& m = zset.members[i].member;
+      const std::string_view m = zset.members[i].member;
       const uint64_t h = XXH3_64bits(m.data(), m.size());
       if (h >= *cursor) order.emplace_back(h, i);
     }

@@ -57,12 +57,15 @@ bool ZsetLess(double score_a, std::string_view a, double score_b, std::string_vi
   return a < b;  // std::string_view compares bytes as unsigned chars, then by length: memcmp's
 }
 
-Bytes EncodeZset(const std::vector<ScoredMember>& members) {
+namespace {
+
+template <class Pair>
+Bytes EncodePairs(const std::vector<Pair>& members) {
   size_t size = 0;
-  for (const ScoredMember& m : members) size += 4 + kScoreBytes + 4 + m.member.size();
+  for (const Pair& m : members) size += 4 + kScoreBytes + 4 + m.member.size();
   std::string out(size, '\0');
   auto* p = reinterpret_cast<uint8_t*>(out.data());
-  for (const ScoredMember& m : members) {
+  for (const Pair& m : members) {
     const uint32_t length = static_cast<uint32_t>(m.member.size());
     for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(kScoreBytes >> (8 * i));
     PutScore(p + 4, m.score);
@@ -74,25 +77,49 @@ Bytes EncodeZset(const std::vector<ScoredMember>& members) {
   return Bytes::CopyCompact(out);
 }
 
-std::optional<std::vector<ScoredMember>> DecodeZset(std::string_view value) {
-  std::vector<ScoredMember> out;
+bool ViewLess(const ScoredView& a, const ScoredView& b) {
+  return ZsetLess(a.score, a.member, b.score, b.member);
+}
+
+}  // namespace
+
+Bytes EncodeZset(const std::vector<ScoredView>& members) { return EncodePairs(members); }
+
+std::optional<std::vector<ScoredView>> DecodeZsetViews(std::string_view value) {
+  std::vector<ScoredView> out;
   bool ordered = true;
   const bool framed = ForEachPair(value, [&](double score, std::string_view member) {
-    if (!out.empty() && !ZsetLess(out.back().score, out.back().member, score, member)) {
-      ordered = false;
-    }
-    out.push_back({score, std::string(member)});
+    if (!out.empty() && !ViewLess(out.back(), {score, member})) ordered = false;
+    out.push_back({score, member});
   });
   if (!framed || !ordered) return std::nullopt;
   // Strictly ascending pairs can still repeat a member under two scores.
   std::unordered_set<std::string_view> seen;
-  for (const ScoredMember& m : out) {
+  seen.reserve(out.size());
+  for (const ScoredView& m : out) {
     if (!seen.insert(m.member).second) return std::nullopt;
   }
   return out;
 }
 
-bool ValidZset(std::string_view value) { return DecodeZset(value).has_value(); }
+std::vector<ScoredView> ZsetViews(std::string_view value) {
+  std::vector<ScoredView> out;
+  ForEachPair(value, [&](double score, std::string_view member) {
+    out.push_back({score, member});
+  });
+  return out;
+}
+
+std::optional<std::vector<ScoredMember>> DecodeZset(std::string_view value) {
+  auto views = DecodeZsetViews(value);
+  if (!views) return std::nullopt;
+  std::vector<ScoredMember> out;
+  out.reserve(views->size());
+  for (const ScoredView& m : *views) out.push_back({m.score, std::string(m.member)});
+  return out;
+}
+
+bool ValidZset(std::string_view value) { return DecodeZsetViews(value).has_value(); }
 
 size_t CountZset(std::string_view value) {
   size_t n = 0;
@@ -102,36 +129,36 @@ size_t CountZset(std::string_view value) {
 
 namespace {
 
-void SortPairs(std::vector<ScoredMember>& members) {
-  std::sort(members.begin(), members.end(), [](const ScoredMember& a, const ScoredMember& b) {
-    return ZsetLess(a.score, a.member, b.score, b.member);
+// The pairs of `value` whose member is not in `named`, in order.
+std::vector<ScoredView> Kept(std::string_view value,
+                             const std::unordered_set<std::string_view>& named) {
+  std::vector<ScoredView> kept;
+  ForEachPair(value, [&](double score, std::string_view member) {
+    if (named.count(member) == 0) kept.push_back({score, member});
   });
+  return kept;
 }
 
 }  // namespace
 
 Bytes ZsetPutScores(std::string_view value, std::string_view scored) {
-  std::unordered_map<std::string, double> scores;
-  ForEachPair(scored,
-              [&](double score, std::string_view member) { scores[std::string(member)] = score; });
-  std::vector<ScoredMember> out;
-  out.reserve(CountZset(value) + scores.size());
-  ForEachPair(value, [&](double score, std::string_view member) {
-    if (scores.count(std::string(member)) == 0) out.push_back({score, std::string(member)});
-  });
-  for (auto& [member, score] : scores) out.push_back({score, member});
-  SortPairs(out);
+  // A member named twice keeps its last score.
+  std::unordered_map<std::string_view, double> last;
+  ForEachPair(scored, [&](double score, std::string_view member) { last[member] = score; });
+  std::unordered_set<std::string_view> named;
+  std::vector<ScoredView> put;
+  for (const auto& [member, score] : last) named.insert(member), put.push_back({score, member});
+  std::sort(put.begin(), put.end(), ViewLess);
+  const std::vector<ScoredView> kept = Kept(value, named);
+  std::vector<ScoredView> out(kept.size() + put.size());
+  std::merge(kept.begin(), kept.end(), put.begin(), put.end(), out.begin(), ViewLess);
   return EncodeZset(out);
 }
 
 Bytes ZsetRemoveMembers(std::string_view value, std::string_view removed) {
   std::unordered_set<std::string_view> gone;
   ForEachMember(removed, [&](std::string_view m) { gone.insert(m); });
-  std::vector<ScoredMember> kept;
-  ForEachPair(value, [&](double score, std::string_view member) {
-    if (gone.count(member) == 0) kept.push_back({score, std::string(member)});
-  });
-  return EncodeZset(kept);
+  return EncodeZset(Kept(value, gone));
 }
 
 ZsetEncoding ZsetEncodingAfterAdd(ZsetEncoding encoding, size_t size_before, size_t added_members,

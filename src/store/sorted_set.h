@@ -21,23 +21,34 @@ struct ScoredMember {
   double score = 0;
   std::string member;
 };
+// A pair read in place from an encoded value (valid while the value's bytes are).
+struct ScoredView {
+  double score = 0;
+  std::string_view member;
+};
 
 // Redis's order: by score, then by member bytes (memcmp, shorter first on a tie).
 bool ZsetLess(double score_a, std::string_view a, double score_b, std::string_view b);
 
 // `members` must already be in ZsetLess order without repeats (DecodeZset's output is).
-Bytes EncodeZset(const std::vector<ScoredMember>& members);
+Bytes EncodeZset(const std::vector<ScoredView>& members);
 // The pairs of `value` in order, or nullopt when it is not a well-formed encoding (a damaged
 // record: an odd item count, a score that is not 8 bytes or is NaN, pairs out of order or
 // repeated).
 std::optional<std::vector<ScoredMember>> DecodeZset(std::string_view value);
 bool ValidZset(std::string_view value);
+// DecodeZset without copying a member: each view points into `value`.
+std::optional<std::vector<ScoredView>> DecodeZsetViews(std::string_view value);
+// The pairs of a value the keyspace holds (checked when its record was), read in place without
+// the checks: O(members), no allocation per member.
+std::vector<ScoredView> ZsetViews(std::string_view value);
 // How many members `value` holds (a valid encoding), without copying one.
 size_t CountZset(std::string_view value);
 
 // The operations the sorted-set record carries, applied to an encoded value: `scored` (an
 // encoding of pairs) gives each named member its score, added where missing; `removed`
 // (store/members.h items) takes members out. Each returns the new value (empty: no member left).
+// O(members + named · log named): the value stays sorted, the named pairs are merged in.
 Bytes ZsetPutScores(std::string_view value, std::string_view scored);
 Bytes ZsetRemoveMembers(std::string_view value, std::string_view removed);
 

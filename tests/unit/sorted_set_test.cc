@@ -21,6 +21,7 @@ namespace prefixd {
 namespace {
 
 using store::ScoredMember;
+using store::ScoredView;
 using store::ZsetEncoding;
 
 uint64_t Bits(double d) {
@@ -31,10 +32,10 @@ uint64_t Bits(double d) {
 
 TEST(SortedSetTest, PairsRoundTripBitForBit) {
   const double inf = std::numeric_limits<double>::infinity();
-  const std::vector<ScoredMember> pairs = {{-inf, "low"}, {-0.0, "negzero"},
-                                           {5e-324, ""},  {0.1, std::string("\0\r\n", 3)},
-                                           {0.1, "zz"},   {1.0 / 3, std::string(70000, 'x')},
-                                           {inf, "high"}};
+  const std::string crlf("\0\r\n", 3), big(70000, 'x');
+  const std::vector<ScoredView> pairs = {{-inf, "low"}, {-0.0, "negzero"}, {5e-324, ""},
+                                         {0.1, crlf},   {0.1, "zz"},       {1.0 / 3, big},
+                                         {inf, "high"}};
   const Bytes value = store::EncodeZset(pairs);
   EXPECT_EQ(value.size(), 7 * (4 + 8 + 4) + 3 + 7 + 3 + 2 + 70000 + 4u);
   auto back = store::DecodeZset(value.view());
@@ -103,7 +104,7 @@ TEST(SortedSetTest, RecordsReplayToTheCurrentValue) {
     ASSERT_TRUE(persist::Check(read, persist::Limits::Hard()).ok);
     persist::Apply(read, stores, {});
   };
-  const auto scores = [](std::vector<ScoredMember> pairs) {
+  const auto scores = [](std::vector<ScoredView> pairs) {
     return persist::Blob{{store::EncodeZset(pairs)}};
   };
   apply(ZsetValue{"z", 0, ZsetValue::kScores, scores({{1, "b"}, {2, "a"}})});

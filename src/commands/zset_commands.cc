@@ -465,14 +465,13 @@ void Pop(Context& ctx, bool max) {
   if (ctx.args.size() == 3) {
     auto n = ParseInt64(ctx.args[2]);
     if (!n || *n < 0) return ctx.reply.Error(kNotPositive);
-    if (*n == 0) return ctx.reply.ArrayLen(0);
     count = *n;
   }
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
   Zset zset;
-  if (!Load(ctx, key, false, zset)) return;
-  if (!zset.exists) return ctx.reply.ArrayLen(0);
+  if (!Load(ctx, key, false, zset)) return;  // a count of 0 still checks the type (7.0.15)
+  if (!zset.exists || count == 0) return ctx.reply.ArrayLen(0);
   const size_t n = zset.members.size();
   const size_t take = static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(count), n));
   std::vector<size_t> picked;

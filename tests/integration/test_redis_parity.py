@@ -525,6 +525,8 @@ zadd str 1 a
 zrange str 0 -1
 zscore str a
 zpopmin str
+zpopmin str 0
+zpopmin str -1
 zscan str 0
 zscan nokey 0
 zscan nokey x

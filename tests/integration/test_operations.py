@@ -84,6 +84,11 @@ class DefaultConfigTest(unittest.TestCase):
         server, plain = Server(CONF), Server()
         try:
             settings = server.client.config_get("*")
+            # CONFIG GET * answers Redis 7.0's old names too (zset-max-ziplist-*), as Redis does;
+            # the file lists each setting once, by its name.
+            aliases = {"zset-max-ziplist-entries", "zset-max-ziplist-value"}
+            self.assertTrue(aliases <= set(settings))
+            settings = {k: v for k, v in settings.items() if k not in aliases}
             self.assertEqual(sorted(conf), sorted(settings), "etc/prefixd.conf and CONFIG GET *")
             # The file sets every directive to its default: the same values as no file at all.
             defaults = plain.client.config_get("*")

@@ -44,7 +44,12 @@ TEST(KeyspaceDirectory, TypesSlotsAndMemory) {
   EXPECT_EQ(KeyTypeFromName("STRING"), KeyType::kString);
   EXPECT_EQ(KeyTypeFromName("List"), KeyType::kList);
   EXPECT_EQ(KeyTypeFromName("set"), KeyType::kSet);
-  EXPECT_FALSE(KeyTypeFromName("zset"));
+  EXPECT_EQ(KeyTypeFromName("ZSet"), KeyType::kZset);
+  EXPECT_EQ(KeyTypeName(KeyType::kZset), "zset");
+  EXPECT_FALSE(KeyTypeFromName("nosuch"));
+  EXPECT_FALSE(KeyTypeFromName("none"));
+  // A value no type has (7 and 9 are kept for hashes and streams) names "none".
+  EXPECT_EQ(KeyTypeName(static_cast<KeyType>(7)), "none");
 }
 
 TEST(KeyspaceDirectory, StringsHoldTheirValueAndExpiry) {

@@ -1,15 +1,16 @@
 // Redis's sorted-set commands with Redis 7.0.15's replies and errors: ZADD (NX|XX, GT|LT, CH,
 // INCR), ZINCRBY, ZSCORE, ZMSCORE, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANK, ZREVRANK, ZREM, ZRANGE
-// (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES) and its older forms, ZPOPMIN, ZPOPMAX, ZREMRANGEBYRANK,
-// ZREMRANGEBYSCORE, ZREMRANGEBYLEX, ZSCAN (no blocking pops, no ...STORE or set algebra). A sorted
-// set's pairs live in its keyspace entry in score order (store/sorted_set.h); a write logs one
-// ZsetValue record naming only the members it changed (their final scores, or their removal),
-// made under the key's lock stripe (KeyLocks).
+// (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES) and its older forms, ZPOPMIN, ZPOPMAX, ZMPOP,
+// ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX, ZSCAN (no blocking pops, no ...STORE or set
+// algebra). A sorted set's pairs live in its keyspace entry in score order (store/sorted_set.h); a
+// write logs one ZsetValue record naming only the members it changed (their final scores, or their
+// removal), made under the key's lock stripe (KeyLocks).
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -459,6 +460,22 @@ void ZRemRangeByLex(Context& ctx) { RemoveRange(ctx, RangeKind::kLex); }
 
 // ZPOPMIN and ZPOPMAX: `count` members off the low or high end, each with its score; a flat array
 // in RESP2 or without a count, pairs in RESP3 with one (Redis 7.0).
+// Takes up to `count` members off the low (or `max`: high) end of `zset`, logged as one removal;
+// the positions taken, in reply order, or nullopt when the write was refused (error queued).
+std::optional<std::vector<size_t>> PopEnd(Context& ctx, std::string_view key, const Zset& zset,
+                                          bool max, uint64_t count) {
+  const size_t n = zset.members.size();
+  const size_t take = static_cast<size_t>(std::min<uint64_t>(count, n));
+  std::vector<size_t> picked;
+  std::vector<std::string> removed;
+  for (size_t k = 0; k < take; ++k) {
+    picked.push_back(max ? n - 1 - k : k);
+    removed.emplace_back(zset.members[picked.back()].member);
+  }
+  if (!StoreRemoval(ctx, key, zset.encoding, removed)) return std::nullopt;
+  return picked;
+}
+
 void Pop(Context& ctx, bool max) {
   if (ctx.args.size() > 3) return ctx.reply.Error(errors::kSyntax);
   int64_t count = 1;
@@ -472,20 +489,53 @@ void Pop(Context& ctx, bool max) {
   Zset zset;
   if (!Load(ctx, key, false, zset)) return;  // a count of 0 still checks the type (7.0.15)
   if (!zset.exists || count == 0) return ctx.reply.ArrayLen(0);
-  const size_t n = zset.members.size();
-  const size_t take = static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(count), n));
-  std::vector<size_t> picked;
-  for (size_t k = 0; k < take; ++k) picked.push_back(max ? n - 1 - k : k);
-  std::vector<std::string> removed;
-  for (size_t i : picked) removed.emplace_back(zset.members[i].member);
-  if (!StoreRemoval(ctx, key, zset.encoding, removed)) return;
+  auto picked = PopEnd(ctx, key, zset, max, static_cast<uint64_t>(count));
+  if (!picked) return;
   const bool pairs = ctx.args.size() == 3 && ctx.reply.protocol() >= 3;
-  ctx.reply.ArrayLen(pairs ? take : 2 * take);
-  for (size_t i : picked) {
+  ctx.reply.ArrayLen(pairs ? picked->size() : 2 * picked->size());
+  for (size_t i : *picked) {
     if (pairs) ctx.reply.ArrayLen(2);
     ctx.reply.Bulk(zset.members[i].member);
     ctx.reply.Double(zset.members[i].score);
   }
+}
+
+// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first of the keys that holds
+// members; [key, [[member, score], ...]], or a null array when none does (Redis 7.0).
+void ZMPop(Context& ctx) {
+  const auto numkeys = ParseInt64(ctx.args[1]);
+  if (!numkeys || *numkeys < 1) return ctx.reply.Error("ERR numkeys should be greater than 0");
+  const uint64_t where_at = 2 + static_cast<uint64_t>(*numkeys);
+  if (where_at >= ctx.args.size()) return ctx.reply.Error(errors::kSyntax);
+  ArgReader r(ctx, where_at);
+  const auto where = r.OneOf({"MIN", "MAX"});
+  if (!where) return ctx.reply.Error(errors::kSyntax);
+  std::optional<int64_t> count;
+  while (r.more()) {
+    if (count || r.remaining() < 2 || !r.Keyword("COUNT")) return ctx.reply.Error(errors::kSyntax);
+    count = r.Integer(1, std::numeric_limits<int64_t>::max(), "ERR count should be greater than 0");
+    if (!count) return;
+  }
+  std::vector<std::string_view> keys;
+  for (uint64_t i = 2; i < where_at; ++i) keys.push_back(ctx.args[i]);
+  KeyLocks lock(ctx.engine, keys);
+  for (std::string_view key : keys) {
+    Zset zset;
+    if (!Load(ctx, key, false, zset)) return;
+    if (!zset.exists) continue;
+    auto picked = PopEnd(ctx, key, zset, *where == 1, static_cast<uint64_t>(count.value_or(1)));
+    if (!picked) return;
+    ctx.reply.ArrayLen(2);
+    ctx.reply.Bulk(key);
+    ctx.reply.ArrayLen(picked->size());
+    for (size_t i : *picked) {
+      ctx.reply.ArrayLen(2);
+      ctx.reply.Bulk(zset.members[i].member);
+      ctx.reply.Double(zset.members[i].score);
+    }
+    return;
+  }
+  ctx.reply.NullArray();
 }
 
 void ZPopMin(Context& ctx) { Pop(ctx, false); }
@@ -657,6 +707,21 @@ void RegisterZsetCommands(Registry& r) {
   zset("zpopmax", -2, kWrite | kFast, "<key> [count]",
        "Removes and returns the highest-scoring members with their scores.", ZPopMax, n, "5.0.0",
        kKeyRW | kKeyAccess | kKeyDelete, {key, IntArg("count", kArgOptional)});
+  {
+    CommandSpec s = AsRedis(
+        MakeSpec("sorted-set", 0, "zmpop", -4, kWrite | kMovableKeys,
+                 "<numkeys> <key> [key ...] MIN|MAX [COUNT count]",
+                 "Removes and returns members with their scores from the first non-empty key.",
+                 ZMPop, n),
+        "7.0.0", kAclSortedSet, {},
+        {IntArg("numkeys"), Many(KeyArg("key")),
+         OneOfArg("where", 0, {TokenArg("min", "MIN"), TokenArg("max", "MAX")}),
+         Tokened(IntArg("count", kArgOptional), "COUNT")});
+    KeySpec keys;
+    keys.flags = kKeyRW | kKeyAccess | kKeyDelete, keys.index = 1, keys.by_keynum = true;
+    s.key_specs = {keys};
+    r.Add(std::move(s));
+  }
   zset("zremrangebyrank", 4, kWrite, "<key> <start> <stop>",
        "Removes the members ranked start to stop; how many went.", ZRemRangeByRank, n, "2.0.0",
        kKeyRW | kKeyDelete, {key, IntArg("start"), IntArg("stop")});

@@ -39,7 +39,7 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "rpushx lpop rpop llen lrange lindex lset lrem ltrim zadd zincrby zscore zmscore zcard "
           "zcount zlexcount zrank zrevrank zrem zrange zrevrange zrangebyscore zrevrangebyscore "
           "zrangebylex zrevrangebylex zpopmin zpopmax zremrangebyrank zremrangebyscore "
-          "zremrangebylex zscan").split()
+          "zremrangebylex zscan zmpop").split()
 
 
 def encode(args):
@@ -198,6 +198,8 @@ class CommandTableTest(ParityBase):
         self.same("COMMAND", "GETKEYSANDFLAGS", "getex", "k1", "PERSIST")
         self.same("COMMAND", "GETKEYS", "keys", "*")
         self.same("COMMAND", "GETKEYS", "del")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "zmpop", "2", "a", "b", "min")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "zadd", "z", "1", "a")
 
     def test_command_docs_arguments_match_redis(self):
         # Summaries are prefixd's own words; the argument specs follow Redis's JSON.
@@ -213,7 +215,7 @@ class CommandTableTest(ParityBase):
                      "zmscore", "zcard", "zcount", "zlexcount", "zrank", "zrevrank", "zrem",
                      "zrange", "zrevrange", "zrangebyscore", "zrevrangebyscore", "zrangebylex",
                      "zrevrangebylex", "zpopmin", "zpopmax", "zremrangebyrank",
-                     "zremrangebyscore", "zremrangebylex", "zscan"):
+                     "zremrangebyscore", "zremrangebylex", "zscan", "zmpop"):
             with self.subTest(name=name):
                 if self.rd is None:
                     self.skipTest("redis-server is not installed")
@@ -415,6 +417,8 @@ zincrby r3 1 a
 zadd r3 incr 1 a
 zadd r3 nx incr 1 a
 zscan r3 0
+zmpop 1 r3 max count 2
+zmpop 1 nokey min
 """
 
 

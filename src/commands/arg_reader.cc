@@ -1,7 +1,5 @@
 #include "commands/arg_reader.h"
 
-#include <charconv>
-
 #include "common/ascii.h"
 #include "common/numbers.h"
 
@@ -40,16 +38,32 @@ bool ArgReader::Fail(std::string_view error) {
   return false;
 }
 
-std::optional<uint64_t> ParseCursor(std::string_view text) {
-  bool negative = false;
-  if (!text.empty() && (text[0] == '-' || text[0] == '+')) {
-    negative = text[0] == '-';
-    text.remove_prefix(1);
+std::optional<ScanOptions> ReadScanOptions(Context& ctx, size_t first, bool with_type) {
+  ScanOptions out;
+  ArgReader r(ctx, first);
+  while (r.more()) {
+    // Every option takes a value (Redis checks the pairing before the option's name).
+    if (r.remaining() < 2) return r.Fail(errors::kSyntax), std::nullopt;
+    auto option = with_type ? r.OneOf({"COUNT", "MATCH", "TYPE"}) : r.OneOf({"COUNT", "MATCH"});
+    if (!option) return r.Fail(errors::kSyntax), std::nullopt;
+    if (*option == 0) {
+      auto n = r.Integer();
+      if (!n) return std::nullopt;
+      if (*n < 1) return r.Fail(errors::kSyntax), std::nullopt;
+      out.count = *n;
+    } else if (*option == 1) {
+      out.pattern = r.Next();
+    } else {
+      out.type_name = r.Next();
+    }
   }
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  return negative ? uint64_t{0} - value : value;
+  return out;
+}
+
+void ReplyEmptyScan(Context& ctx) {
+  ctx.reply.ArrayLen(2);
+  ctx.reply.Bulk("0");
+  ctx.reply.ArrayLen(0);
 }
 
 }  // namespace prefixd::commands

@@ -448,34 +448,11 @@ void LTrim(Context& ctx) {
   ctx.reply.Simple("OK");
 }
 
-// Fills what Redis 7.0.15's COMMAND reports for a one-key set or list command.
-CommandSpec AsRedisOneKey(CommandSpec s, std::string since, uint32_t acl, uint32_t key_flags,
-                          std::vector<Arg> arguments, std::vector<std::string> tips) {
-  s = AsRedis(std::move(s), std::move(since), acl, std::move(tips), std::move(arguments));
-  s.key_specs = {RangeKeySpec(key_flags, 1)};
-  return s;
-}
-
-Arg Many(Arg a) {
-  a.flags |= kArgMultiple;
-  return a;
-}
-
 }  // namespace
 
 void RegisterCollectionCommands(Registry& r) {
-  const auto family = [&](std::string group, uint32_t acl) {
-    return [group, acl, &r](std::string name, int arity, uint32_t flags, std::string syntax,
-                            std::string summary, Handler h, std::string complexity,
-                            std::string since, uint32_t key_flags, std::vector<Arg> args,
-                            std::vector<std::string> tips = {}) {
-      r.Add(AsRedisOneKey(MakeSpec(group, 1, std::move(name), arity, flags, std::move(syntax),
-                                   std::move(summary), h, std::move(complexity)),
-                          std::move(since), acl, key_flags, std::move(args), std::move(tips)));
-    };
-  };
-  const auto set = family("set", kAclSet);
-  const auto list = family("list", kAclList);
+  const OneKeyFamily set(r, "set", kAclSet);
+  const OneKeyFamily list(r, "list", kAclList);
   const uint32_t write = kWrite | kDenyOom | kFast;
   const uint32_t read = kReadonly | kFast;
   const Arg key = KeyArg("key"), member = StrArg("member"), element = StrArg("element");

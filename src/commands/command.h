@@ -257,12 +257,30 @@ inline Arg TypedArg(std::string name, ArgType type, uint32_t flags = 0) {
   a.name = std::move(name), a.type = type, a.flags = flags;
   return a;
 }
+// The same argument, repeated (Redis's "multiple") or optional.
+inline Arg Many(Arg a) {
+  a.flags |= kArgMultiple;
+  return a;
+}
+inline Arg Optional(Arg a) {
+  a.flags |= kArgOptional;
+  return a;
+}
 // A key spec found by index with a range after it (`last_key` relative to the first key; -1:
 // to the end), Redis's most common shape.
 inline KeySpec RangeKeySpec(uint32_t flags, int index, int last_key = 0) {
   KeySpec k;
   k.flags = flags, k.index = index, k.last_key = last_key;
   return k;
+}
+
+// Fills what Redis 7.0.15's COMMAND reports for a command of one key at argument 1 (the set,
+// list, hash and sorted-set commands).
+inline CommandSpec AsRedisOneKey(CommandSpec s, std::string since, uint32_t acl, uint32_t key_flags,
+                                 std::vector<Arg> arguments, std::vector<std::string> tips) {
+  s = AsRedis(std::move(s), std::move(since), acl, std::move(tips), std::move(arguments));
+  s.key_specs = {RangeKeySpec(key_flags, 1)};
+  return s;
 }
 
 // The key specs COMMAND INFO reports: the explicit ones, or one derived from the legacy triple.

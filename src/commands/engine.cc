@@ -109,6 +109,13 @@ uint64_t Engine::UsedMemory() const {
   return total;
 }
 
+uint64_t Engine::NotePeakMemory(uint64_t used) {
+  uint64_t peak = stats_.peak_memory.load();
+  while (used > peak && !stats_.peak_memory.compare_exchange_weak(peak, used)) {
+  }
+  return std::max(peak, used);
+}
+
 int64_t Engine::UptimeSeconds() const {
   using namespace std::chrono;
   return duration_cast<seconds>(system_clock::now() - started_).count();

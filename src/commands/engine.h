@@ -106,6 +106,8 @@ class Engine {
   // Bytes held for stored values and their bookkeeping, the figure maxmemory limits: every
   // database's.
   uint64_t UsedMemory() const;
+  // Raises used_memory_peak to `used` when it is higher; returns the peak.
+  uint64_t NotePeakMemory(uint64_t used);
   static uint64_t DatabaseMemory(const store::Database& db);
   // The stores' figures summed over every database (INFO).
   store::StoreStats StateStats() const;

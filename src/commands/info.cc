@@ -76,10 +76,7 @@ void MemorySection(Engine& e, std::string& out) {
   for (const auto& c : e.Clients()) clients += c->total_bytes.load(std::memory_order_relaxed);
   const uint64_t dataset = s.payload_bytes + v.payload_bytes;
   const uint64_t used = e.UsedMemory() + clients;
-  uint64_t peak = e.stats().peak_memory.load();
-  while (used > peak && !e.stats().peak_memory.compare_exchange_weak(peak, used)) {
-  }
-  peak = std::max(peak, used);
+  const uint64_t peak = e.NotePeakMemory(used);
   uint64_t rss = ResidentBytes();
   int64_t maxmemory = e.settings().Int(Setting::kMaxMemory);
   Field(out, "used_memory", used);

@@ -57,6 +57,9 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
     case store::KeyType::kList:
       records.push_back(persist::ListValue{std::string(key), persist::ListValue::kWhole, 0, {}});
       break;
+    case store::KeyType::kHash:
+      records.push_back(persist::HashValue{std::string(key), 0, persist::HashValue::kWhole, {}});
+      break;
     case store::KeyType::kZset:
       records.push_back(persist::ZsetValue{std::string(key), 0, persist::ZsetValue::kWhole, {}});
       break;
@@ -369,7 +372,9 @@ bool MakeRoom(Engine& engine) {
 
 store::StringCold MakeStringCold(Engine& engine, store::Database& database, std::string_view key) {
   store::StringCold out = database.keys.MakeStringCold(key);
-  if (out == store::StringCold::kNotDurable || out == store::StringCold::kNotPlaced) {
+  // During recovery there is no log yet: what was read is durable and placed, or never will be.
+  if ((out == store::StringCold::kNotDurable || out == store::StringCold::kNotPlaced) &&
+      engine.durability() != nullptr) {
     // One fsync makes every record so far durable and placed, shared by the pass's victims.
     engine.durability()->Sync();
     out = database.keys.MakeStringCold(key);
@@ -409,7 +414,8 @@ bool MakeCold(Engine& engine, store::Database& database, std::string_view key,
       return true;
     }
     // Not durable (or not yet placed by the log thread): one fsync makes every record so far
-    // durable, shared by all the victims of this pass.
+    // durable, shared by all the victims of this pass. During recovery there is no log yet.
+    if (engine.durability() == nullptr) return false;
     engine.durability()->Sync();
   }
   return false;
@@ -459,6 +465,33 @@ uint64_t ColdAfterRecovery(Engine& engine) {
   std::lock_guard lock(eviction_pass);
   TrimDiskTier(engine);
   return moved;
+}
+
+void ColdWhileRecovering(Engine& engine, size_t db, const persist::Mutation& m) {
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  if (limit <= 0 || CurrentPolicy(engine) == store::EvictionPolicy::kNoEviction) return;
+  const uint64_t used = CountedMemory(engine);
+  engine.NotePeakMemory(used);
+  if (used <= static_cast<uint64_t>(limit)) return;
+  store::Database& database = engine.database(db);
+  std::vector<std::string> keys;
+  if (const auto* put = std::get_if<persist::SsmPut>(&m)) keys.push_back(put->sid);
+  if (const auto* rows = std::get_if<persist::VStore>(&m)) keys.push_back(rows->sid);
+  for (const persist::StringValueAt& w :
+       persist::StringValueOffsets(m, store::KeyEntry::kInlineValueBelow)) {
+    keys.emplace_back(w.key);
+  }
+  for (const std::string& key : keys) {
+    auto info = database.keys.Find(key);
+    // A V-store half of a KV.PREFIX registration has no key of its own: ColdAfterRecovery
+    // takes the registration whole at the end.
+    if (!info || info->cold || !DiskTierType(info->type)) continue;
+    if (info->type == store::KeyType::kString) {
+      MakeStringCold(engine, database, key);
+    } else {
+      MakeCold(engine, database, key, info->type);
+    }
+  }
 }
 
 namespace {

@@ -432,37 +432,6 @@ void DecrByArg(Context& ctx) {
   IncrBy(ctx, -*decrement);
 }
 
-// Redis's string2ld: the whole text is a long double (strtold), no leading space, no NaN, no
-// overflow or underflow to zero.
-std::optional<long double> ParseLongDouble(std::string_view text) {
-  constexpr size_t kMaxChars = 5 * 1024;
-  if (text.empty() || text.size() >= kMaxChars) return std::nullopt;
-  const std::string buffer(text);  // stops at an embedded NUL, as Redis's C string does
-  errno = 0;
-  char* end = nullptr;
-  const long double value = std::strtold(buffer.c_str(), &end);
-  if (std::isspace(static_cast<unsigned char>(buffer[0])) || *end != '\0' || std::isnan(value) ||
-      errno == EINVAL ||
-      (errno == ERANGE && (value == HUGE_VALL || value == -HUGE_VALL || value == 0))) {
-    return std::nullopt;
-  }
-  return value;
-}
-
-// Redis's ld2string in LD_STR_HUMAN mode: %.17Lf without trailing zeros, "-0" as "0".
-std::string HumanLongDouble(long double value) {
-  std::vector<char> buffer(5 * 1024);
-  int n = std::snprintf(buffer.data(), buffer.size(), "%.17Lf", value);
-  if (n < 0 || static_cast<size_t>(n) >= buffer.size()) return "0";
-  std::string out(buffer.data(), static_cast<size_t>(n));
-  if (out.find('.') != std::string::npos) {
-    while (!out.empty() && out.back() == '0') out.pop_back();
-    if (!out.empty() && out.back() == '.') out.pop_back();
-  }
-  if (out == "-0") out = "0";
-  return out;
-}
-
 void IncrByFloat(Context& ctx) {
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
@@ -650,11 +619,6 @@ CommandSpec AsRedisString(CommandSpec s, std::string since, uint32_t key_flags,
   key.key_step = step, key.notes = std::move(notes);
   s.key_specs = {key};
   return s;
-}
-
-Arg Optional(Arg a) {
-  a.flags |= kArgOptional;
-  return a;
 }
 
 // SET's and GETEX's expiry choices.

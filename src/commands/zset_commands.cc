@@ -558,31 +558,15 @@ std::string ScanScore(double score) {
 // its members' hashes: the cursor is the next hash to visit, so a member present throughout is
 // returned whatever changes between calls (members sharing a hash go out together).
 void ZScan(Context& ctx) {
-  auto cursor = ParseCursor(ctx.args[2]);
+  auto cursor = ParseScanCursor(ctx.args[2]);
   if (!cursor) return ctx.reply.Error(errors::kInvalidCursor);
   Zset zset;
   if (!Load(ctx, ctx.args[1], true, zset)) return;
-  if (!zset.exists) {
-    ctx.reply.ArrayLen(2);
-    ctx.reply.Bulk("0");
-    return ctx.reply.ArrayLen(0);
-  }
-  std::string_view pattern = "*";
-  int64_t count = 10;
-  ArgReader r(ctx, 3);
-  while (r.more()) {
-    if (r.remaining() < 2) return ctx.reply.Error(errors::kSyntax);
-    auto option = r.OneOf({"COUNT", "MATCH"});
-    if (!option) return ctx.reply.Error(errors::kSyntax);
-    if (*option == 0) {
-      auto n = r.Integer();
-      if (!n) return;
-      if (*n < 1) return ctx.reply.Error(errors::kSyntax);
-      count = *n;
-    } else {
-      pattern = r.Next();
-    }
-  }
+  if (!zset.exists) return ReplyEmptyScan(ctx);
+  auto options = ReadScanOptions(ctx, 3, /*with_type=*/false);
+  if (!options) return;
+  const std::string_view pattern = options->pattern;
+  const int64_t count = options->count;
   std::vector<std::pair<uint64_t, size_t>> order;  // (hash, position)
   uint64_t next = 0;
   if (zset.encoding == ZsetEncoding::kListpack) {
@@ -612,31 +596,12 @@ void ZScan(Context& ctx) {
   }
 }
 
-// ---- the table -------------------------------------------------------------------------------
-
-Arg Many(Arg a) {
-  a.flags |= kArgMultiple;
-  return a;
-}
-Arg Optional(Arg a) {
-  a.flags |= kArgOptional;
-  return a;
-}
-
 }  // namespace
 
+// ---- the table -------------------------------------------------------------------------------
+
 void RegisterZsetCommands(Registry& r) {
-  const auto zset = [&r](std::string name, int arity, uint32_t flags, std::string syntax,
-                         std::string summary, Handler h, std::string complexity, std::string since,
-                         uint32_t key_flags, std::vector<Arg> args,
-                         std::vector<std::string> tips = {}) {
-    CommandSpec s =
-        AsRedis(MakeSpec("sorted-set", 1, std::move(name), arity, flags, std::move(syntax),
-                         std::move(summary), h, std::move(complexity)),
-                std::move(since), kAclSortedSet, std::move(tips), std::move(args));
-    s.key_specs = {RangeKeySpec(key_flags, 1)};
-    r.Add(std::move(s));
-  };
+  const OneKeyFamily zset(r, "sorted-set", kAclSortedSet);
   const uint32_t write = kWrite | kDenyOom | kFast;
   const uint32_t read = kReadonly | kFast;
   const Arg key = KeyArg("key"), member = StrArg("member");

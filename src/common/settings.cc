@@ -139,19 +139,15 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Refuse keyed commands with -CLUSTERDOWN while any slot is served by no node"},
     {"set-max-intset-entries", T::kInteger, true, "512", 0, kMax, "",
      "Most members a set of integers holds as an intset (OBJECT ENCODING) before a hashtable"},
+    {"hash-max-listpack-entries", T::kInteger, true, "512", 0, kMax, "",
+     "Most fields a hash holds as a listpack (OBJECT ENCODING) before a hashtable"},
+    {"hash-max-listpack-value", T::kMemory, true, "64", 0, kMax, "",
+     "Longest field or value a listpack hash holds before it becomes a hashtable"},
     {"zset-max-listpack-entries", T::kInteger, true, "128", 0, kMax, "",
-     "Most members a sorted set holds as a listpack (OBJECT ENCODING) before a skiplist "
-     "(alias zset-max-ziplist-entries)"},
+     "Most members a sorted set holds as a listpack (OBJECT ENCODING) before a skiplist"},
     {"zset-max-listpack-value", T::kMemory, true, "64", 0, kMax, "",
-     "Longest member, in bytes, a listpack sorted set holds before it becomes a skiplist "
-     "(alias zset-max-ziplist-value)"},
+     "Longest member, in bytes, a listpack sorted set holds before it becomes a skiplist"},
 }};
-
-// Redis 7.0's old names of renamed directives: Find accepts them; CONFIG GET echoes the name asked.
-constexpr std::pair<std::string_view, Setting> kSettingAliases[] = {
-    {"zset-max-ziplist-entries", Setting::kZsetMaxListpackEntries},
-    {"zset-max-ziplist-value", Setting::kZsetMaxListpackValue},
-};
 
 // latency-tracking-info-percentiles: numbers from 0 to 100 separated by spaces, rewritten as
 // Redis shows them ("50 99 99.9"). Returns Redis's error text, or empty.
@@ -226,19 +222,29 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)>& Settings::S
   return kSettingSpecs;
 }
 
-std::span<const std::pair<std::string_view, Setting>> Settings::Aliases() {
-  return kSettingAliases;
-}
-
 std::optional<Setting> Settings::Find(std::string_view name) {
   std::string lower = AsciiLower(name);
   for (size_t i = 0; i < kSettingSpecs.size(); ++i) {
-    if (kSettingSpecs[i].name == lower) return static_cast<Setting>(i);
-  }
-  for (const auto& [alias, id] : kSettingAliases) {
-    if (alias == lower) return id;
+    if (kSettingSpecs[i].name == lower || Alias(static_cast<Setting>(i)) == lower) {
+      return static_cast<Setting>(i);
+    }
   }
   return std::nullopt;
+}
+
+std::string_view Settings::Alias(Setting id) {
+  switch (id) {
+    case Setting::kHashMaxListpackEntries:
+      return "hash-max-ziplist-entries";
+    case Setting::kHashMaxListpackValue:
+      return "hash-max-ziplist-value";
+    case Setting::kZsetMaxListpackEntries:
+      return "zset-max-ziplist-entries";
+    case Setting::kZsetMaxListpackValue:
+      return "zset-max-ziplist-value";
+    default:
+      return {};
+  }
 }
 
 std::string_view Settings::Nearest(std::string_view name) {

@@ -86,6 +86,8 @@ enum class Setting : size_t {
   kClusterRequireFullCoverage,
   // Redis's data types.
   kSetMaxIntsetEntries,
+  kHashMaxListpackEntries,
+  kHashMaxListpackValue,
   kZsetMaxListpackEntries,
   kZsetMaxListpackValue,
   kCount,
@@ -110,10 +112,11 @@ class Settings {
   Settings();
 
   static const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)>& Specs();
-  // A setting by its name or by an old name Redis 7.0 still accepts (Aliases).
+  // The setting `name` (or its alias) names.
   static std::optional<Setting> Find(std::string_view name);
-  // The old names of renamed settings ("zset-max-ziplist-entries"), for CONFIG GET patterns.
-  static std::span<const std::pair<std::string_view, Setting>> Aliases();
+  // The older name Redis 7.0 still accepts for a setting (hash-max-ziplist-entries,
+  // zset-max-ziplist-value), or empty.
+  static std::string_view Alias(Setting id);
   // The known name closest to `name`, for "did you mean" messages.
   static std::string_view Nearest(std::string_view name);
 

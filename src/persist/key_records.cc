@@ -73,6 +73,10 @@ Mutation MembersRecord(const std::string& key, const store::KeyInfo& info) {
     return SetValue{key, static_cast<uint32_t>(info.encoding), SetValue::kWhole,
                     Blob{{info.value}}};
   }
+  if (info.type == store::KeyType::kHash) {
+    return HashValue{key, static_cast<uint32_t>(info.encoding), HashValue::kWhole,
+                     Blob{{info.value}}};
+  }
   if (info.type == store::KeyType::kZset) {
     return ZsetValue{key, static_cast<uint32_t>(info.encoding), ZsetValue::kWhole,
                      Blob{{info.value}}};
@@ -126,6 +130,7 @@ bool KeyRecords(const KeyStores& stores, const std::string& key, const store::Ke
     }
     case store::KeyType::kSet:
     case store::KeyType::kList:
+    case store::KeyType::kHash:
     case store::KeyType::kZset:
       out.push_back(MembersRecord(key, info));
       return true;

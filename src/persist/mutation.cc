@@ -353,6 +353,20 @@ struct Checker {
       Members(r.members);
     }
   }
+  void operator()(const HashValue& r) {
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.encoding > static_cast<uint32_t>(store::HashEncoding::kHashtable)) {
+      Fail("hash encoding " + std::to_string(r.encoding) + " is unknown");
+    } else if (r.op > HashValue::kDelete) {
+      Fail("hash operation " + std::to_string(r.op) + " is unknown");
+    } else {
+      Members(r.fields);
+      if (verdict.ok && r.op != HashValue::kDelete &&
+          !store::ValidPairs(r.fields.Joined().view())) {
+        Fail("a hash field without its value");
+      }
+    }
+  }
   void operator()(const ListValue& r) {
     if (!Sid(r.key, "key", 0)) return;
     if (r.op > ListValue::kPopTail) {
@@ -549,6 +563,14 @@ struct Applier {
       return Bytes::CopyCompact(members.view());
     });
   }
+  Outcome operator()(const HashValue& r) {
+    const Bytes fields = r.fields.Joined();
+    return ChangeMembers(r.key, store::KeyType::kHash, r.encoding, [&](std::string_view old) {
+      if (r.op == HashValue::kSet) return store::SetFields(old, fields.view());
+      if (r.op == HashValue::kDelete) return store::RemoveFields(old, fields.view());
+      return Bytes::CopyCompact(fields.view());
+    });
+  }
   Outcome operator()(const ListValue& r) {
     const Bytes elements = r.elements.Joined();
     return ChangeMembers(r.key, store::KeyType::kList, 0, [&](std::string_view old) {
@@ -658,6 +680,7 @@ struct KeySync {
   void operator()(const StringDel&) const {}
   void operator()(const SetValue&) const {}  // sets and lists too
   void operator()(const ListValue&) const {}
+  void operator()(const HashValue&) const {}
   void operator()(const ZsetValue&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}

@@ -486,6 +486,31 @@ TEST_F(DiskTierTest, DamagedColdDirectoryStopsTheStart) {
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 }
 
+// Sessions stored without a budget, then a kill (the log alone) and a restart with one: recovery
+// sends sessions to disk as it reads them and never holds much more than the budget.
+TEST_F(DiskTierTest, ARestartFromTheLogNeverHoldsMoreThanTheBudget) {
+  constexpr int kMany = 64;
+  constexpr size_t kLayer = 1 << 20;
+  ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
+  RedisContext c = ConnectHiredis(server_.port());
+  for (int i = 0; i < kMany; ++i) {
+    RedisReply r = HiredisCommand(c.get(), {"SSM.PREFIX.STORE", Sid(i), "0", Value(i, 0, kLayer)});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  }
+  c.reset();
+  ASSERT_TRUE(server_.Kill());
+  ASSERT_TRUE(server_.Restart(Options()));
+  c = ConnectHiredis(server_.port());
+  EXPECT_LE(InfoNumber(c.get(), "used_memory_peak"), uint64_t{6} << 20);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{4} << 20);
+  EXPECT_EQ(HiredisCommand(c.get(), {"DBSIZE"})->integer, kMany) << "nothing deleted at start";
+  for (int i = 0; i < kMany; ++i) {
+    RedisReply r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", Sid(i), "0"});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING) << i << " " << DescribeReply(r.get());
+    ASSERT_EQ(std::string(r->str, r->len), Value(i, 0, kLayer)) << i;
+  }
+}
+
 TEST_F(DiskTierTest, ColdKeysCanBeOverwrittenDeletedAndExpired) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
   RedisContext c = ConnectHiredis(server_.port());

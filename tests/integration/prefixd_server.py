@@ -47,10 +47,10 @@ def stop_server(test, proc, root):
         shutil.rmtree(root, ignore_errors=True)
 
 
-class ServerTest(unittest.TestCase):
-    """One server per test with its data in a fresh directory (`flags` added to its command line),
-    a python3-redis client `r`, restart() that keeps the data, and error() that returns a
-    command's error text."""
+class ServerTestCase(unittest.TestCase):
+    """One server per test with DEBUG enabled, its data in a fresh directory named from `prefix`
+    (`flags` added to its command line), and a redis-py client `r`; restart() stops it cleanly and
+    starts it again on the same data directory and port."""
 
     flags = ["--io-threads", "2", "--enable-debug-command", "yes"]
     prefix = "prefixd-py-"
@@ -72,6 +72,7 @@ class ServerTest(unittest.TestCase):
         self.r = redis.Redis(port=self.port, socket_timeout=10)
 
     def error(self, *args):
+        """The text of the error reply `args` get (fails when there is none)."""
         with self.assertRaises(redis.ResponseError) as caught:
             self.r.execute_command(*args)
         return str(caught.exception)

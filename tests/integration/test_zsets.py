@@ -15,14 +15,14 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prefixd_server import ServerTest  # noqa: E402
+from prefixd_server import ServerTestCase  # noqa: E402
 
 import redis  # noqa: E402
 
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 
-class ZsetsTest(ServerTest):
+class ZsetsTest(ServerTestCase):
     prefix = "prefixd-py-zsets-"
 
     def digest(self, key):

@@ -6,7 +6,8 @@
 #
 # Usage: scripts/redis-suite.sh [unit/<name> ...]   (default: the units of issue 11)
 # Env:   PREFIXD_SERVER (default build/dev/prefixd-server), REDIS_SUITE (the suite's directory),
-#        SUITE_TIMEOUT (seconds per unit, default 300).
+#        SUITE_TIMEOUT (seconds per unit, default 300), SUITE_BASEPORT (the harness's --baseport,
+#        for runs side by side; default its own, 21111).
 # Exits non-zero when a test fails that tests/redis-suite/out-of-scope.tsv does not list (each
 # listed one needs a data type or feature prefixd does not implement), on an exception, or when
 # the server stops answering.

@@ -308,7 +308,7 @@ inline KeySpec RangeKeySpec(uint32_t flags, int index, int last_key = 0) {
 }
 
 // Fills what Redis 7.0.15's COMMAND reports for a command of one key at argument 1 (the set,
-// list and hash commands).
+// list, hash and sorted-set commands).
 inline CommandSpec AsRedisOneKey(CommandSpec s, std::string since, uint32_t acl, uint32_t key_flags,
                                  std::vector<Arg> arguments, std::vector<std::string> tips) {
   s = AsRedis(std::move(s), std::move(since), acl, std::move(tips), std::move(arguments));

@@ -320,27 +320,11 @@ void HScan(Context& ctx) {
   Found hash;
   if (!Find(ctx, ctx.args[1], true, hash)) return;
   // A missing key answers an empty scan before the options are read, as Redis's.
-  if (!hash.exists) {
-    ctx.reply.ArrayLen(2);
-    ctx.reply.Bulk("0");
-    return ctx.reply.ArrayLen(0);
-  }
-  std::string_view pattern = "*";
-  ArgReader r(ctx, 3);
-  while (r.more()) {
-    // Every option takes a value (Redis checks the pairing before the option's name); HSCAN
-    // has no TYPE.
-    if (r.remaining() < 2) return ctx.reply.Error(errors::kSyntax);
-    auto option = r.OneOf({"COUNT", "MATCH"});
-    if (!option) return ctx.reply.Error(errors::kSyntax);
-    if (*option == 0) {
-      auto n = r.Integer();
-      if (!n) return;
-      if (*n < 1) return ctx.reply.Error(errors::kSyntax);
-    } else {
-      pattern = r.Next();
-    }
-  }
+  if (!hash.exists) return ReplyEmptyScan(ctx);
+  // HSCAN has no TYPE; COUNT is checked and then, as Redis's for a listpack hash, a hint only.
+  auto options = ReadScanOptions(ctx, 3, /*with_type=*/false);
+  if (!options) return;
+  const std::string_view pattern = options->pattern;
   // The whole hash in one reply, cursor 0, as Redis answers a listpack hash: every field
   // present throughout is returned once, whatever COUNT says (a hint in Redis too).
   const std::vector<std::string> pairs = Pairs(hash);

@@ -60,6 +60,9 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
     case store::KeyType::kHash:
       records.push_back(persist::HashValue{std::string(key), 0, persist::HashValue::kWhole, {}});
       break;
+    case store::KeyType::kZset:
+      records.push_back(persist::ZsetValue{std::string(key), 0, persist::ZsetValue::kWhole, {}});
+      break;
     case store::KeyType::kPrefixIndex:
       records.push_back(persist::PrefixNamespaceDrop{std::string(key)});
       break;

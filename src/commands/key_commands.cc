@@ -158,25 +158,10 @@ void Keys(Context& ctx) {
 void Scan(Context& ctx) {
   auto cursor = ParseScanCursor(ctx.args[1]);
   if (!cursor) return ctx.reply.Error(errors::kInvalidCursor);
-  KeyFilter filter{"*", std::nullopt, NowMs()};
-  int64_t count = 10;
-  ArgReader r(ctx, 2);
-  while (r.more()) {
-    // Every option takes a value (Redis checks the pairing before the option's name).
-    if (r.remaining() < 2) return ctx.reply.Error(errors::kSyntax);
-    auto option = r.OneOf({"COUNT", "MATCH", "TYPE"});
-    if (!option) return ctx.reply.Error(errors::kSyntax);
-    if (*option == 0) {
-      auto n = r.Integer();
-      if (!n) return;
-      if (*n < 1) return ctx.reply.Error(errors::kSyntax);
-      count = *n;
-    } else if (*option == 1) {
-      filter.pattern = r.Next();
-    } else {
-      filter.type_name = r.Next();
-    }
-  }
+  auto options = ReadScanOptions(ctx, 2, /*with_type=*/true);
+  if (!options) return;
+  const KeyFilter filter{options->pattern, options->type_name, NowMs()};
+  const int64_t count = options->count;
   std::vector<std::string> found;
   const uint64_t next = Db(ctx).keys.Scan(*cursor, static_cast<size_t>(count),
                                           [&](const std::string& key, const KeyInfo& info) {
@@ -219,6 +204,11 @@ void ObjectEncoding(Context& ctx) {
                                     store::HashEncoding::kListpack
                                 ? "listpack"
                                 : "hashtable");
+    case store::KeyType::kZset:
+      return ctx.reply.Bulk(static_cast<store::ZsetEncoding>(info->encoding) ==
+                                    store::ZsetEncoding::kListpack
+                                ? "listpack"
+                                : "skiplist");
     default:
       return ctx.reply.Bulk("raw");
   }
@@ -252,6 +242,7 @@ uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info
     case store::KeyType::kSet:
     case store::KeyType::kList:
     case store::KeyType::kHash:
+    case store::KeyType::kZset:
       return 0;  // the keyspace entry holds the value (Keyspace::EntryMemory)
     case store::KeyType::kSsmPrefix:
       return db.state.SessionBytes(key);
@@ -353,7 +344,7 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
                     persist::StringSet{std::string(to), flags, at, persist::Blob{{source.value}}});
   }
   if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList ||
-      info.type == store::KeyType::kHash) {
+      info.type == store::KeyType::kHash || info.type == store::KeyType::kZset) {
     if (!MutateIn(ctx, to_db, persist::MembersRecord(std::string(to), info))) return false;
     return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
   }
@@ -373,7 +364,8 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
   ctx.reply.Error(
       "ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
       std::string(store::KeyTypeName(info.type)) +
-      " key is not supported (strings, sets, lists, hashes and ssm-prefix sessions are)");
+      " key is not supported (strings, sets, lists, hashes, sorted sets and ssm-prefix sessions "
+      "are)");
   return false;
 }
 

@@ -99,6 +99,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterStringCommands(*this);
   RegisterCollectionCommands(*this);
   RegisterHashCommands(*this);
+  RegisterZsetCommands(*this);
   RegisterClusterCommands(*this);
   RegisterMigrateCommands(*this);
   RegisterTransactionCommands(*this);

@@ -107,7 +107,8 @@ bool ProtectedModeRefuses(const Settings& settings, const server::ClientState& c
 void EndTransaction(Engine& engine, server::ClientState& client);
 
 // Adds Redis commands of one key at argument 1 to `registry` under one group and ACL category
-// (the set, list and hash families): MakeSpec, then what Redis 7.0.15's COMMAND reports.
+// (the set, list, hash and sorted-set families): MakeSpec, then what Redis 7.0.15's COMMAND
+// reports.
 class OneKeyFamily {
  public:
   OneKeyFamily(Registry& registry, std::string group, uint32_t acl)
@@ -140,6 +141,7 @@ void RegisterKeyCommands(Registry& registry);
 void RegisterStringCommands(Registry& registry);
 void RegisterCollectionCommands(Registry& registry);
 void RegisterHashCommands(Registry& registry);
+void RegisterZsetCommands(Registry& registry);
 void RegisterClusterCommands(Registry& registry);
 void RegisterMigrateCommands(Registry& registry);
 void RegisterTransactionCommands(Registry& registry);

@@ -20,7 +20,7 @@ std::optional<long double> ParseLongDouble(std::string_view text);
 // Redis's ld2string in LD_STR_HUMAN mode: %.17Lf without trailing zeros, "-0" as "0".
 std::string HumanLongDouble(long double value);
 
-// A SCAN cursor as Redis's parseScanCursorOrReply reads it (SCAN, HSCAN): an optional sign
+// A SCAN cursor as Redis's parseScanCursorOrReply reads it (SCAN, HSCAN, ZSCAN): an optional sign
 // ("-1" wraps to 2^64 - 1), decimal digits, nothing after them, no overflow.
 std::optional<uint64_t> ParseScanCursor(std::string_view text);
 

@@ -148,6 +148,10 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Most fields a hash holds as a listpack (OBJECT ENCODING) before a hashtable"},
     {"hash-max-listpack-value", T::kMemory, true, "64", 0, kMax, "",
      "Longest field or value a listpack hash holds before it becomes a hashtable"},
+    {"zset-max-listpack-entries", T::kInteger, true, "128", 0, kMax, "",
+     "Most members a sorted set holds as a listpack (OBJECT ENCODING) before a skiplist"},
+    {"zset-max-listpack-value", T::kMemory, true, "64", 0, kMax, "",
+     "Longest member, in bytes, a listpack sorted set holds before it becomes a skiplist"},
 }};
 
 // latency-tracking-info-percentiles: numbers from 0 to 100 separated by spaces, rewritten as
@@ -239,6 +243,10 @@ std::string_view Settings::Alias(Setting id) {
       return "hash-max-ziplist-entries";
     case Setting::kHashMaxListpackValue:
       return "hash-max-ziplist-value";
+    case Setting::kZsetMaxListpackEntries:
+      return "zset-max-ziplist-entries";
+    case Setting::kZsetMaxListpackValue:
+      return "zset-max-ziplist-value";
     default:
       return {};
   }

@@ -34,7 +34,8 @@ std::string* NameOf(Mutation& m) {
                              std::is_same_v<R, PrefixCheckpoints>) {
           return &r.ns;
         } else if constexpr (std::is_same_v<R, StringSet> || std::is_same_v<R, SetValue> ||
-                             std::is_same_v<R, ListValue> || std::is_same_v<R, HashValue>) {
+                             std::is_same_v<R, ListValue> || std::is_same_v<R, HashValue> ||
+                             std::is_same_v<R, ZsetValue>) {
           return &r.key;
         } else {
           return nullptr;
@@ -48,6 +49,7 @@ std::optional<store::KeyType> TypeOpening(const Mutation& m) {
   if (std::holds_alternative<SetValue>(m)) return store::KeyType::kSet;
   if (std::holds_alternative<ListValue>(m)) return store::KeyType::kList;
   if (std::holds_alternative<HashValue>(m)) return store::KeyType::kHash;
+  if (std::holds_alternative<ZsetValue>(m)) return store::KeyType::kZset;
   if (std::holds_alternative<SsmPut>(m)) return store::KeyType::kSsmPrefix;
   if (std::holds_alternative<VCreate>(m)) return store::KeyType::kVstore;
   if (std::holds_alternative<KvPrefix>(m)) return store::KeyType::kKvPrefix;
@@ -70,13 +72,14 @@ class ShapeCheck {
       const auto* set = std::get_if<SetValue>(&m);
       const auto* list = std::get_if<ListValue>(&m);
       const auto* hash = std::get_if<HashValue>(&m);
+      const auto* zset = std::get_if<ZsetValue>(&m);
       if ((set && set->op != SetValue::kWhole) || (list && list->op != ListValue::kWhole) ||
-          (hash && hash->op != HashValue::kWhole)) {
-        return "a set, list or hash change that is not a whole value";
+          (hash && hash->op != HashValue::kWhole) || (zset && zset->op != ZsetValue::kWhole)) {
+        return "a set, list, hash or zset change that is not a whole value";
       }
       if ((set && set->members.size() == 0) || (list && list->elements.size() == 0) ||
-          (hash && hash->fields.size() == 0)) {
-        return "a set, list or hash without members";
+          (hash && hash->fields.size() == 0) || (zset && zset->members.size() == 0)) {
+        return "a set, list, hash or zset without members";
       }
       return {};
     }
@@ -85,6 +88,7 @@ class ShapeCheck {
       case store::KeyType::kSet:
       case store::KeyType::kList:
       case store::KeyType::kHash:
+      case store::KeyType::kZset:
       case store::KeyType::kSsmPrefix:
         return "more than one record for a " + std::string(store::KeyTypeName(type_)) + " key";
       case store::KeyType::kVstore:

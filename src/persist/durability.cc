@@ -1104,12 +1104,12 @@ void Durability::WriteDatabaseSnapshot(
   }
   if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;
-  // Strings with their expiry, sets, lists and hashes, then the other types' expiries, once every
-  // key they name exists.
+  // Strings with their expiry, the other values the keyspace holds (sets, lists, hashes, sorted
+  // sets), then the other types' expiries, once every key they name exists.
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
-    if (info.type == store::KeyType::kString) write_string(key, info);
-    if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList ||
-        info.type == store::KeyType::kHash) {
+    if (info.type == store::KeyType::kString) {
+      write_string(key, info);
+    } else if (store::HoldsValue(info.type)) {
       write(MembersRecord(key, info));
     }
   });

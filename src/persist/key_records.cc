@@ -77,6 +77,10 @@ Mutation MembersRecord(const std::string& key, const store::KeyInfo& info) {
     return HashValue{key, static_cast<uint32_t>(info.encoding), HashValue::kWhole,
                      Blob{{info.value}}};
   }
+  if (info.type == store::KeyType::kZset) {
+    return ZsetValue{key, static_cast<uint32_t>(info.encoding), ZsetValue::kWhole,
+                     Blob{{info.value}}};
+  }
   return ListValue{key, ListValue::kWhole, 0, Blob{{info.value}}};
 }
 
@@ -127,6 +131,7 @@ bool KeyRecords(const KeyStores& stores, const std::string& key, const store::Ke
     case store::KeyType::kSet:
     case store::KeyType::kList:
     case store::KeyType::kHash:
+    case store::KeyType::kZset:
       out.push_back(MembersRecord(key, info));
       return true;
     case store::KeyType::kPrefixIndex:

@@ -59,6 +59,7 @@ enum class RecordType : uint8_t {
   kSnapshotEnd = 15,     // last record of a snapshot: entry count, so a cut file is detected
   kColdDirectory = 16,   // a snapshot's list of the cold SSM puts that follow it (not counted)
   kVectorColdDirectory = 17,  // the same for its cold V-store sessions' records (not counted)
+  kZsetValue = 18,            // one sorted-set key: scores put or members removed (none: deleted)
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier
   kVStore = 33,      // encoded rows [start, start + count) of one layer of one session

@@ -14,6 +14,7 @@
 #include "persist/prefix_records.h"
 #include "store/database.h"
 #include "store/members.h"
+#include "store/sorted_set.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::persist {
@@ -378,6 +379,20 @@ struct Checker {
       Members(r.elements);
     }
   }
+  void operator()(const ZsetValue& r) {
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.encoding > static_cast<uint32_t>(store::ZsetEncoding::kSkiplist)) {
+      Fail("zset encoding " + std::to_string(r.encoding) + " is unknown");
+    } else if (r.op > ZsetValue::kRemove) {
+      Fail("zset operation " + std::to_string(r.op) + " is unknown");
+    } else if (r.members.size() > limits.memory_budget) {
+      Members(r.members);  // the budget's message
+    } else if (r.op == ZsetValue::kRemove) {
+      Members(r.members);
+    } else if (!store::ValidZset(r.members.Joined().view())) {
+      Fail("zset pairs that are not ordered (score, member) items");
+    }
+  }
   void operator()(const SnapshotEnd&) {}
   void operator()(const VCreate& r) {
     if (Sid(r.sid, "sid", 1)) Shape(r.tier, r.dim);
@@ -571,6 +586,14 @@ struct Applier {
       }
     });
   }
+  Outcome operator()(const ZsetValue& r) {
+    const Bytes members = r.members.Joined();
+    return ChangeMembers(r.key, store::KeyType::kZset, r.encoding, [&](std::string_view old) {
+      if (r.op == ZsetValue::kScores) return store::ZsetPutScores(old, members.view());
+      if (r.op == ZsetValue::kRemove) return store::ZsetRemoveMembers(old, members.view());
+      return Bytes::CopyCompact(members.view());
+    });
+  }
   Outcome operator()(const VCreate& r) {
     if (stores.vectors == nullptr) return Applied(false);
     Outcome out;
@@ -658,6 +681,7 @@ struct KeySync {
   void operator()(const SetValue&) const {}  // sets and lists too
   void operator()(const ListValue&) const {}
   void operator()(const HashValue&) const {}
+  void operator()(const ZsetValue&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}
   void operator()(const VDrop& r) const { Key(r.sid); }

@@ -183,6 +183,24 @@ struct HashValue {
   static auto Tie(auto& r) { return std::tie(r.key, r.encoding, r.op, r.fields); }
 };
 
+// A change to a sorted-set key (store/sorted_set.h encodes pairs), the key's expiry kept: its
+// whole new value (kWhole: no pairs deletes the key), the final scores of the members a write
+// named (kScores: ZADD, ZINCRBY, computed under the key's lock, so replay needs no arithmetic), or
+// members taken out (kRemove: `members` holds store/members.h items).
+struct ZsetValue {
+  static constexpr RecordType kType = RecordType::kZsetValue;
+  static constexpr std::string_view kName = "zset value";
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "encoding", "op", "members"};
+  static constexpr uint32_t kWhole = 0;
+  static constexpr uint32_t kScores = 1;
+  static constexpr uint32_t kRemove = 2;
+  std::string key;
+  uint32_t encoding = 0;  // store::ZsetEncoding after the change
+  uint32_t op = kWhole;
+  Blob members;
+  static auto Tie(auto& r) { return std::tie(r.key, r.encoding, r.op, r.members); }
+};
+
 struct SnapshotEnd {  // the number of records before it in its snapshot
   static constexpr RecordType kType = RecordType::kSnapshotEnd;
   static constexpr std::string_view kName = "snapshot end";
@@ -333,7 +351,7 @@ using Mutation =
     std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate, VStore,
                  VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet, StringDel, FlushDb,
                  SwapDb, PrefixNamespace, PrefixBlocks, PrefixCheckpoints, PrefixDrop,
-                 PrefixNamespaceDrop, StringMultiSet, SetValue, ListValue, HashValue>;
+                 PrefixNamespaceDrop, StringMultiSet, SetValue, ListValue, HashValue, ZsetValue>;
 
 RecordType TypeOf(const Mutation& m);
 

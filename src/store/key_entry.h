@@ -31,15 +31,16 @@ enum class KeyType : uint8_t {
   kSet = 5,   // members in the entry's value (store/members.h); encoding: SetEncoding
   kList = 6,  // elements in the entry's value, head first
   kHash = 7,  // fields and values in the entry's value, alternating; encoding: HashEncoding
+  kZset = 8,  // (score, member) pairs in the entry's value (store/sorted_set.h): ZsetEncoding
 };
-// Room for every type's counter, the sorted set's (8) and the stream's (9) included; a number
-// without a KeyType here is skipped where types are listed (KnownKeyType).
+// Room for every type's counter, the stream's (9) included; a number without a KeyType here
+// names "none" (KeyTypeName), counts no key and is skipped where types are listed (KnownKeyType).
 inline constexpr size_t kKeyTypeCount = 10;
 
 // The types whose values the keyspace entry holds itself (the others live in their stores).
 constexpr bool HoldsValue(KeyType type) {
   return type == KeyType::kString || type == KeyType::kSet || type == KeyType::kList ||
-         type == KeyType::kHash;
+         type == KeyType::kHash || type == KeyType::kZset;
 }
 
 // How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).
@@ -50,6 +51,8 @@ enum class SetEncoding : uint8_t { kIntset = 0, kHashtable = 1 };
 // A hash's encoding as Redis 7.0 would hold it (hash-max-listpack-entries/-value), in the same
 // two bits.
 enum class HashEncoding : uint8_t { kListpack = 0, kHashtable = 1 };
+// A sorted set's, the same way (zset-max-listpack-entries and -value).
+enum class ZsetEncoding : uint8_t { kListpack = 0, kSkiplist = 1 };
 
 // What a heap request of `request` bytes costs with glibc's malloc: an 8-byte header, 16-byte
 // steps, 32 bytes at least.

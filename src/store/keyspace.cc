@@ -82,13 +82,16 @@ std::string_view KeyTypeName(KeyType type) {
       return "list";
     case KeyType::kHash:
       return "hash";
+    case KeyType::kZset:
+      return "zset";
   }
   return "none";
 }
 
 std::optional<KeyType> KeyTypeFromName(std::string_view name) {
-  for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString,
-                    KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList, KeyType::kHash}) {
+  for (KeyType t :
+       {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString,
+        KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList, KeyType::kHash, KeyType::kZset}) {
     if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
   }
   return std::nullopt;

@@ -13,9 +13,6 @@ namespace {
 void PutLength(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
-uint32_t GetLength(const uint8_t* p) {
-  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
 
 }  // namespace
 
@@ -30,22 +27,6 @@ Bytes EncodeMembers(const std::vector<std::string>& members) {
     p += 4 + m.size();
   }
   return Bytes::CopyCompact(out);
-}
-
-// Calls `visit` with each member of `value` in order; false when the encoding is cut or overlong.
-template <class Visit>
-bool ForEachMember(std::string_view value, Visit&& visit) {
-  const auto* p = reinterpret_cast<const uint8_t*>(value.data());
-  size_t at = 0;
-  while (at < value.size()) {
-    if (value.size() - at < 4) return false;
-    const uint32_t length = GetLength(p + at);
-    at += 4;
-    if (value.size() - at < length) return false;
-    visit(value.substr(at, length));
-    at += length;
-  }
-  return true;
 }
 
 std::optional<std::vector<std::string>> DecodeMembers(std::string_view value) {

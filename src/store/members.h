@@ -18,6 +18,27 @@
 namespace prefixd::store {
 
 Bytes EncodeMembers(const std::vector<std::string>& members);
+
+// An item's `u32 length` prefix.
+inline uint32_t MemberLength(const uint8_t* p) {
+  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+// Calls `visit` with each member of `value` in order; false when the encoding is cut or overlong.
+template <class Visit>
+bool ForEachMember(std::string_view value, Visit&& visit) {
+  const auto* p = reinterpret_cast<const uint8_t*>(value.data());
+  size_t at = 0;
+  while (at < value.size()) {
+    if (value.size() - at < 4) return false;
+    const uint32_t length = MemberLength(p + at);
+    at += 4;
+    if (value.size() - at < length) return false;
+    visit(value.substr(at, length));
+    at += length;
+  }
+  return true;
+}
+
 // The members of `value`, or nullopt when it is not a well-formed encoding (a damaged record).
 std::optional<std::vector<std::string>> DecodeMembers(std::string_view value);
 // Whether DecodeMembers would succeed, without copying a member (a record's check).

@@ -4,9 +4,8 @@ import os
 import shutil
 import socket
 import subprocess
-import time
-
 import tempfile
+import time
 import unittest
 
 import redis
@@ -49,13 +48,15 @@ def stop_server(test, proc, root):
 
 
 class ServerTestCase(unittest.TestCase):
-    """One server per test with DEBUG enabled and a redis-py client on it; restart() stops it
-    cleanly and starts it again on the same data directory and port."""
+    """One server per test with DEBUG enabled, its data in a fresh directory named from `prefix`
+    (`flags` added to its command line), and a redis-py client `r`; restart() stops it cleanly and
+    starts it again on the same data directory and port."""
 
     flags = ["--io-threads", "2", "--enable-debug-command", "yes"]
+    prefix = "prefixd-py-"
 
     def setUp(self):
-        self.root = tempfile.mkdtemp(prefix="prefixd-py-")
+        self.root = tempfile.mkdtemp(prefix=self.prefix)
         self.proc, self.port = start_server(self.root, flags=self.flags)
         self.r = redis.Redis(port=self.port, socket_timeout=10)
 

@@ -255,15 +255,17 @@ class HashesTest(ServerTestCase):
                         str(caught.exception))
 
 
-class HashSettingsByOldNamesTest(ServerTestCase):
-    """Redis 7.0's hash-max-ziplist-* names work as flags and config-file directives too."""
+class ListpackSettingsByOldNamesTest(ServerTestCase):
+    """Redis 7.0's hash-max-ziplist-* and zset-max-ziplist-* names work as flags and config-file
+    directives too, and CONFIG GET patterns answer them beside the new names."""
 
     def setUp(self):
         self.conf_dir = tempfile.mkdtemp(prefix="prefixd-py-hash-conf-")
         conf = os.path.join(self.conf_dir, "prefixd.conf")
         with open(conf, "w") as f:
-            f.write("hash-max-ziplist-value 9\n")
-        self.flags = ServerTestCase.flags + [conf, "--hash-max-ziplist-entries", "2"]
+            f.write("hash-max-ziplist-value 9\nzset-max-ziplist-value 5\n")
+        self.flags = ServerTestCase.flags + [conf, "--hash-max-ziplist-entries", "2",
+                                             "--zset-max-ziplist-entries", "3"]
         super().setUp()
 
     def tearDown(self):
@@ -280,6 +282,17 @@ class HashSettingsByOldNamesTest(ServerTestCase):
         self.assertEqual(r.object("encoding", "h"), b"hashtable")
         r.hset("v", "a", "1234567890")
         self.assertEqual(r.object("encoding", "v"), b"hashtable")
+        r.zadd("z", {"a": 1, "b": 2, "12345": 3})
+        self.assertEqual(r.object("encoding", "z"), b"listpack")
+        r.zadd("z", {"c": 4})
+        self.assertEqual(r.object("encoding", "z"), b"skiplist")
+        r.zadd("w", {"123456": 1})
+        self.assertEqual(r.object("encoding", "w"), b"skiplist")
+
+    def test_a_pattern_answers_both_types_old_names(self):
+        self.assertEqual(self.r.config_get("*-max-ziplist-*"),
+                         {"hash-max-ziplist-entries": "2", "hash-max-ziplist-value": "9",
+                          "zset-max-ziplist-entries": "3", "zset-max-ziplist-value": "5"})
 
 
 if __name__ == "__main__":

@@ -37,7 +37,10 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "incrbyfloat setbit getbit rename renamenx copy move lcs swapdb "
           "sadd srem scard sismember smismember smembers srandmember spop lpush rpush lpushx "
           "rpushx lpop rpop llen lrange lindex lset lrem ltrim hset hsetnx hget hmget hmset hdel "
-          "hlen hexists hgetall hkeys hvals hstrlen hincrby hincrbyfloat hrandfield hscan").split()
+          "hlen hexists hgetall hkeys hvals hstrlen hincrby hincrbyfloat hrandfield hscan zadd "
+          "zincrby zscore zmscore zcard zcount zlexcount zrank zrevrank zrem zrange zrevrange "
+          "zrangebyscore zrevrangebyscore zrangebylex zrevrangebylex zpopmin zpopmax "
+          "zremrangebyrank zremrangebyscore zremrangebylex zscan zmpop").split()
 
 
 def encode(args):
@@ -201,6 +204,8 @@ class CommandTableTest(ParityBase):
         self.same("COMMAND", "GETKEYSANDFLAGS", "getex", "k1", "PERSIST")
         self.same("COMMAND", "GETKEYS", "keys", "*")
         self.same("COMMAND", "GETKEYS", "del")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "zmpop", "2", "a", "b", "min")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "zadd", "z", "1", "a")
 
     def test_command_docs_arguments_match_redis(self):
         # Summaries are prefixd's own words; the argument specs follow Redis's JSON.
@@ -214,7 +219,11 @@ class CommandTableTest(ParityBase):
                      "spop", "lpush", "rpush", "lpushx", "rpushx", "lpop", "rpop", "llen",
                      "lrange", "lindex", "lset", "lrem", "ltrim", "hset", "hsetnx", "hget",
                      "hmget", "hmset", "hdel", "hlen", "hexists", "hgetall", "hkeys", "hvals",
-                     "hstrlen", "hincrby", "hincrbyfloat", "hrandfield", "hscan"):
+                     "hstrlen", "hincrby", "hincrbyfloat", "hrandfield", "hscan", "zadd",
+                     "zincrby", "zscore", "zmscore", "zcard", "zcount", "zlexcount", "zrank",
+                     "zrevrank", "zrem", "zrange", "zrevrange", "zrangebyscore",
+                     "zrevrangebyscore", "zrangebylex", "zrevrangebylex", "zpopmin", "zpopmax",
+                     "zremrangebyrank", "zremrangebyscore", "zremrangebylex", "zscan", "zmpop"):
             with self.subTest(name=name):
                 if self.rd is None:
                     self.skipTest("redis-server is not installed")
@@ -548,6 +557,63 @@ class HashRepliesTest(ParityBase):
     def test_hash_replies_match_redis_over_resp3(self):
         self.same("FLUSHALL")
         self.run_script(HASH_SCRIPT_RESP3, resp3=True)
+
+
+# Sorted sets: every option and error of the commands prefixd has, with scores that print
+# differently (%.17g, inf, -0 in a listpack), ties broken by member, encodings at their limits; the
+# script is shared with zsets_test.cc.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "zset_script.txt")) as f:
+    ZSET_SCRIPT = "\n".join(l for l in f.read().split("\n") if l and not l.startswith("#"))
+ZSET_SCRIPT_RESP3 = """
+zadd r3 1 a 2 b 3 c
+zrange r3 0 -1 withscores
+zrange r3 0 -1
+zrangebyscore r3 -inf inf withscores
+zpopmin r3
+zpopmin r3 1
+zpopmax r3 5
+zadd r3 1 a
+zscore r3 a
+zmscore r3 a x
+zincrby r3 1 a
+zadd r3 incr 1 a
+zadd r3 nx incr 1 a
+zscan r3 0
+zmpop 1 r3 max count 2
+zmpop 1 nokey min
+"""
+
+
+class ZsetRepliesTest(ParityBase):
+    def run_script(self, script, resp3=False):
+        import shlex
+        for line in script.strip().split("\n"):
+            with self.subTest(line=line):
+                self.same(*shlex.split(line), resp3=resp3)
+
+    def test_zset_replies_match_redis(self):
+        self.same("FLUSHALL")
+        self.same("CONFIG", "SET", "zset-max-listpack-entries", "16")
+        try:
+            self.run_script(ZSET_SCRIPT)
+            self.same("ZADD", "big", "17", "q")
+            self.same("OBJECT", "ENCODING", "big")  # the 17th member: past the limit
+            self.same("ZREM", "big", "q", "p")
+            self.same("OBJECT", "ENCODING", "big")  # never back to a listpack
+            self.same("CONFIG", "SET", "zset-max-ziplist-entries", "0")
+            self.same("ZADD", "sk", "-0", "z", "0.5", "a")
+            self.same("ZRANGE", "sk", "0", "-1", "WITHSCORES")
+            self.same("OBJECT", "ENCODING", "sk")
+            self.same("CONFIG", "GET", "zset-max-ziplist-entries")
+            self.same("CONFIG", "SET", "zset-max-ziplist-value", "1kb")
+            self.same("CONFIG", "GET", "zset-max-listpack-value")
+        finally:
+            self.same("CONFIG", "SET", "zset-max-listpack-entries", "128",
+                      "zset-max-listpack-value", "64")
+
+    def test_zset_replies_match_redis_over_resp3(self):
+        self.same("FLUSHALL")
+        self.run_script(ZSET_SCRIPT_RESP3, resp3=True)
 
 
 class SetListRepliesTest(ParityBase):

@@ -21,6 +21,8 @@ WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 
 class SetsListsTest(ServerTestCase):
+    prefix = "prefixd-py-types-"
+
     def test_set_commands(self):
         r = self.r
         self.assertEqual(r.sadd("s", "3", "1", "2", "2"), 3)

@@ -784,6 +784,11 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
                  Blob{{Bytes::CopyOf(Hex("01000000") + "f" + Hex("02000000") + "vv")}}},
        Hex("01000000 68 00000000 01000000 0b00000000000000 01000000") + "f" + Hex("02000000") +
            "vv"},
+      // A sorted set's pairs: the score's 8 IEEE-754 bytes (1.5, little-endian), then the member.
+      {ZsetValue{"z", 1, ZsetValue::kScores,
+                 Blob{{Bytes::CopyOf(Hex("08000000 000000000000f83f 01000000") + "a")}}},
+       Hex("01000000 7a 01000000 01000000 1100000000000000 08000000 000000000000f83f 01000000") +
+           "a"},
       {End(5), Hex("0500000000000000")},
       {VCreate{"v", 3, 64, 2}, Hex("01000000 76 0300000000000000 40000000 02000000")},
       {VStore{"v", 1, 2, 1, 4, 8, Blob{{Bytes::CopyOf(row)}}},

@@ -755,10 +755,11 @@ TEST_F(DiskTierTest, AColdValueThatCannotBeReadAnswersAnErrorAndTheKeyStays) {
   r = HiredisCommand(c.get(), {"MEMORY", "USAGE", Sid(0)});
   ASSERT_LT(r->integer, static_cast<long long>(kBig)) << "the oldest session is on disk";
   ASSERT_EQ(::truncate(SnapshotPath().c_str(), 4096), 0);
+  const std::string sid = Sid(0);  // outlives the views below
   const std::vector<std::vector<std::string_view>> reads = {
-      {"SSM.PREFIX.MFETCH", Sid(0), "0", "1"},
-      {"SSM.PREFIX.FETCH", Sid(0), "0"},
-      {"SSM.PREFIX.FETCH", Sid(0), "0", "RANGE", "10", "100"},
+      {"SSM.PREFIX.MFETCH", sid, "0", "1"},
+      {"SSM.PREFIX.FETCH", sid, "0"},
+      {"SSM.PREFIX.FETCH", sid, "0", "RANGE", "10", "100"},
       {"GET", "chunk"}};
   for (const auto& read : reads) {
     r = HiredisCommand(c.get(), read);

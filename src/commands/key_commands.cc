@@ -223,6 +223,8 @@ void ObjectEncoding(Context& ctx) {
                                 : "hashtable");
     case store::KeyType::kList:  // Redis 7.0 holds every list as a quicklist
       return ctx.reply.Bulk("quicklist");
+    case store::KeyType::kStream:
+      return ctx.reply.Bulk("stream");
     default:
       return ctx.reply.Bulk("raw");
   }
@@ -255,6 +257,7 @@ uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info
     case store::KeyType::kString:
     case store::KeyType::kSet:
     case store::KeyType::kList:
+    case store::KeyType::kStream:
       return 0;  // the keyspace entry holds the value (Keyspace::EntryMemory)
     case store::KeyType::kSsmPrefix:
       return db.state.SessionBytes(key);
@@ -355,7 +358,8 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
     return MutateIn(ctx, to_db,
                     persist::StringSet{std::string(to), flags, at, persist::Blob{{source.value}}});
   }
-  if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList) {
+  if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList ||
+      info.type == store::KeyType::kStream) {
     if (!MutateIn(ctx, to_db, persist::MembersRecord(std::string(to), info))) return false;
     return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
   }

@@ -97,6 +97,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterKeyCommands(*this);
   RegisterStringCommands(*this);
   RegisterCollectionCommands(*this);
+  RegisterStreamCommands(*this);
   RegisterClusterCommands(*this);
   RegisterMigrateCommands(*this);
   RegisterTransactionCommands(*this);

@@ -113,6 +113,7 @@ void RegisterPrefixIndexCommands(Registry& registry);
 void RegisterKeyCommands(Registry& registry);
 void RegisterStringCommands(Registry& registry);
 void RegisterCollectionCommands(Registry& registry);
+void RegisterStreamCommands(Registry& registry);
 void RegisterClusterCommands(Registry& registry);
 void RegisterMigrateCommands(Registry& registry);
 void RegisterTransactionCommands(Registry& registry);

@@ -34,7 +34,7 @@ std::string* NameOf(Mutation& m) {
                              std::is_same_v<R, PrefixCheckpoints>) {
           return &r.ns;
         } else if constexpr (std::is_same_v<R, StringSet> || std::is_same_v<R, SetValue> ||
-                             std::is_same_v<R, ListValue>) {
+                             std::is_same_v<R, ListValue> || std::is_same_v<R, StreamValue>) {
           return &r.key;
         } else {
           return nullptr;
@@ -47,6 +47,7 @@ std::optional<store::KeyType> TypeOpening(const Mutation& m) {
   if (std::holds_alternative<StringSet>(m)) return store::KeyType::kString;
   if (std::holds_alternative<SetValue>(m)) return store::KeyType::kSet;
   if (std::holds_alternative<ListValue>(m)) return store::KeyType::kList;
+  if (std::holds_alternative<StreamValue>(m)) return store::KeyType::kStream;
   if (std::holds_alternative<SsmPut>(m)) return store::KeyType::kSsmPrefix;
   if (std::holds_alternative<VCreate>(m)) return store::KeyType::kVstore;
   if (std::holds_alternative<KvPrefix>(m)) return store::KeyType::kKvPrefix;
@@ -68,11 +69,14 @@ class ShapeCheck {
       }
       const auto* set = std::get_if<SetValue>(&m);
       const auto* list = std::get_if<ListValue>(&m);
-      if ((set && set->op != SetValue::kWhole) || (list && list->op != ListValue::kWhole)) {
-        return "a set or list change that is not a whole value";
+      const auto* stream = std::get_if<StreamValue>(&m);
+      if ((set && set->op != SetValue::kWhole) || (list && list->op != ListValue::kWhole) ||
+          (stream && stream->op != StreamValue::kWhole)) {
+        return "a set, list or stream change that is not a whole value";
       }
-      if ((set && set->members.size() == 0) || (list && list->elements.size() == 0)) {
-        return "a set or list without members";
+      if ((set && set->members.size() == 0) || (list && list->elements.size() == 0) ||
+          (stream && stream->value.size() == 0)) {
+        return "a set, list or stream without its value";
       }
       return {};
     }
@@ -80,6 +84,7 @@ class ShapeCheck {
       case store::KeyType::kString:
       case store::KeyType::kSet:
       case store::KeyType::kList:
+      case store::KeyType::kStream:
       case store::KeyType::kSsmPrefix:
         return "more than one record for a " + std::string(store::KeyTypeName(type_)) + " key";
       case store::KeyType::kVstore:

@@ -1101,7 +1101,8 @@ void Durability::WriteDatabaseSnapshot(
   // name exists.
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
     if (info.type == store::KeyType::kString) write_string(key, info);
-    if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList) {
+    if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList ||
+        info.type == store::KeyType::kStream) {
       write(MembersRecord(key, info));
     }
   });

@@ -73,6 +73,9 @@ Mutation MembersRecord(const std::string& key, const store::KeyInfo& info) {
     return SetValue{key, static_cast<uint32_t>(info.encoding), SetValue::kWhole,
                     Blob{{info.value}}};
   }
+  if (info.type == store::KeyType::kStream) {
+    return StreamValue{key, StreamValue::kWhole, 0, Blob{{info.value}}};
+  }
   return ListValue{key, ListValue::kWhole, 0, Blob{{info.value}}};
 }
 
@@ -122,6 +125,7 @@ bool KeyRecords(const KeyStores& stores, const std::string& key, const store::Ke
     }
     case store::KeyType::kSet:
     case store::KeyType::kList:
+    case store::KeyType::kStream:
       out.push_back(MembersRecord(key, info));
       return true;
     case store::KeyType::kPrefixIndex:

@@ -14,6 +14,7 @@
 #include "persist/prefix_records.h"
 #include "store/database.h"
 #include "store/members.h"
+#include "store/stream.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::persist {
@@ -364,6 +365,41 @@ struct Checker {
       Members(r.elements);
     }
   }
+  void operator()(const StreamValue& r) {
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.value.size() > limits.memory_budget) {
+      Fail(std::to_string(r.value.size()) + " bytes of stream, more than the " +
+               std::to_string(limits.memory_budget) + " this process may use",
+           /*out_of_memory=*/true);
+      return;
+    }
+    const Bytes value = r.value.Joined();
+    bool valid = false;
+    switch (r.op) {
+      case StreamValue::kWhole:
+        valid = value.empty() || store::ValidStream(value.view());
+        break;
+      case StreamValue::kAppend:
+        valid = store::ValidStreamEntry(value.view());
+        break;
+      case StreamValue::kTrim:
+        valid = value.empty();
+        break;
+      case StreamValue::kDelete:
+        valid = store::ValidStreamIds(value.view());
+        break;
+      case StreamValue::kGroups:
+        valid = store::ValidStreamGroups(value.view());
+        break;
+      case StreamValue::kMeta:
+        valid = store::ValidStreamMetaChange(value.view());
+        break;
+      default:
+        Fail("stream operation " + std::to_string(r.op) + " is unknown");
+        return;
+    }
+    if (!valid) Fail("a stream value that does not decode for its operation");
+  }
   void operator()(const SnapshotEnd&) {}
   void operator()(const VCreate& r) {
     if (Sid(r.sid, "sid", 1)) Shape(r.tier, r.dim);
@@ -549,6 +585,29 @@ struct Applier {
       }
     });
   }
+  Outcome operator()(const StreamValue& r) {
+    const Bytes value = r.value.Joined();
+    if (r.op == StreamValue::kWhole && value.empty()) {
+      if (stores.keys == nullptr) return Applied(false);
+      return Applied(stores.keys->RemoveValue(r.key, store::KeyType::kStream, hook));
+    }
+    return ChangeMembers(r.key, store::KeyType::kStream, 0, [&](std::string_view old) {
+      switch (r.op) {
+        case StreamValue::kAppend:
+          return store::StreamAppend(old, value.view(), r.count);
+        case StreamValue::kTrim:
+          return store::StreamTrim(old, r.count);
+        case StreamValue::kDelete:
+          return store::StreamDelete(old, value.view());
+        case StreamValue::kGroups:
+          return store::StreamReplaceGroups(old, value.view());
+        case StreamValue::kMeta:
+          return store::StreamSetMeta(old, value.view());
+        default:
+          return Bytes::CopyCompact(value.view());
+      }
+    });
+  }
   Outcome operator()(const VCreate& r) {
     if (stores.vectors == nullptr) return Applied(false);
     Outcome out;
@@ -635,6 +694,7 @@ struct KeySync {
   void operator()(const StringDel&) const {}
   void operator()(const SetValue&) const {}  // sets and lists too
   void operator()(const ListValue&) const {}
+  void operator()(const StreamValue&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}
   void operator()(const VDrop& r) const { Key(r.sid); }

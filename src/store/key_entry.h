@@ -30,12 +30,16 @@ enum class KeyType : uint8_t {
   kPrefixIndex = 4,
   kSet = 5,   // members in the entry's value (store/members.h); encoding: SetEncoding
   kList = 6,  // elements in the entry's value, head first
+  // 7 and 8 are taken by hashes and sorted sets.
+  kStream = 9,  // entries and consumer groups in the entry's value (store/stream.h)
 };
-inline constexpr size_t kKeyTypeCount = 7;
+// Sized for every value the type's bits are given to; loops over types skip unnamed values.
+inline constexpr size_t kKeyTypeCount = 10;
 
 // The types whose values the keyspace entry holds itself (the others live in their stores).
 constexpr bool HoldsValue(KeyType type) {
-  return type == KeyType::kString || type == KeyType::kSet || type == KeyType::kList;
+  return type == KeyType::kString || type == KeyType::kSet || type == KeyType::kList ||
+         type == KeyType::kStream;
 }
 
 // How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).

@@ -80,13 +80,15 @@ std::string_view KeyTypeName(KeyType type) {
       return "set";
     case KeyType::kList:
       return "list";
+    case KeyType::kStream:
+      return "stream";
   }
   return "none";
 }
 
 std::optional<KeyType> KeyTypeFromName(std::string_view name) {
   for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString,
-                    KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList}) {
+                    KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList, KeyType::kStream}) {
     if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
   }
   return std::nullopt;

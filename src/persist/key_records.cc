@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "store/stream.h"
+
 namespace prefixd::persist {
 
 void WriteVectorSession(const std::string& sid, const store::VectorSessionInfo& info,
@@ -74,7 +76,9 @@ Mutation MembersRecord(const std::string& key, const store::KeyInfo& info) {
                     Blob{{info.value}}};
   }
   if (info.type == store::KeyType::kStream) {
-    return StreamValue{key, StreamValue::kWhole, 0, Blob{{info.value}}};
+    // The bytes in use, without the room for appends (a slice: nothing is copied).
+    return StreamValue{key, StreamValue::kWhole, 0,
+                       Blob{{info.value.Slice(0, store::StreamUsedBytes(info.value.view()))}}};
   }
   return ListValue{key, ListValue::kWhole, 0, Blob{{info.value}}};
 }

@@ -591,6 +591,16 @@ struct Applier {
       if (stores.keys == nullptr) return Applied(false);
       return Applied(stores.keys->RemoveValue(r.key, store::KeyType::kStream, hook));
     }
+    // An append without a trim goes into the value's room when it has some (no copy).
+    if (r.op == StreamValue::kAppend && r.count == 0 && stores.keys != nullptr &&
+        stores.keys->EditValue(
+            r.key, store::KeyType::kStream,
+            [&](uint8_t* data, size_t size) {
+              return store::StreamAppendInPlace(data, size, value.view());
+            },
+            hook)) {
+      return Applied(true);
+    }
     return ChangeMembers(r.key, store::KeyType::kStream, 0, [&](std::string_view old) {
       switch (r.op) {
         case StreamValue::kAppend:

@@ -119,6 +119,8 @@ struct KeyEntry {
     PlaceSlot().offset = offset;
   }
   Bytes TakeValue() { return std::exchange(External(), Bytes()); }
+  // An external value's handle, to be written in place while it is Unique (Keyspace::EditValue).
+  Bytes& ExternalValue() { return External(); }
   void RestoreValue(Bytes value) { External() = std::move(value); }
 
   // The chain link HashOrderedMap keeps; the fields below are read through the accessors.

@@ -202,6 +202,21 @@ bool Keyspace::RemoveValue(std::string_view key, KeyType type,
   return true;
 }
 
+bool Keyspace::EditValue(std::string_view key, KeyType type,
+                         const std::function<bool(uint8_t* data, size_t size)>& edit,
+                         const std::function<void()>& under_lock) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || entry->type() != type || entry->value_inline() || entry->cold()) {
+    return false;
+  }
+  Bytes& value = entry->ExternalValue();
+  if (!value.Unique() || !edit(value.mutable_data(), value.size())) return false;
+  if (under_lock) under_lock();
+  return true;
+}
+
 bool Keyspace::ChangeMembers(std::string_view key, KeyType type, StringEncoding encoding,
                              const std::function<Bytes(std::string_view)>& change,
                              const std::function<void()>& under_lock) {

@@ -8,8 +8,12 @@
 namespace prefixd::store {
 namespace {
 
-constexpr size_t kHeaderBytes = 72;
+constexpr size_t kHeaderBytes = 80;
 constexpr size_t kGroupsAtOffset = 64;
+constexpr size_t kEndOffset = 72;
+// From this size on a value is held in its own buffer (KeyEntry::kInlineValueBelow) with room
+// to grow: appends then write into the room instead of copying the stream.
+constexpr size_t kRoomFrom = 16 * 1024;
 constexpr size_t kEntryHead = 20;  // ms 8 | seq 8 | body length 4
 
 void Put64(std::string& out, uint64_t v) {
@@ -66,13 +70,17 @@ struct Cursor {
   }
 };
 
-void PutMeta(std::string& out, const StreamMeta& m, uint64_t groups_at) {
+void PutMeta(std::string& out, const StreamMeta& m, uint64_t groups_at, uint64_t end) {
   PutId(out, m.last);
   PutId(out, m.max_deleted);
   PutId(out, m.first);
   Put64(out, m.entries_added);
   Put64(out, m.length);
   Put64(out, groups_at);
+  Put64(out, end);
+}
+void Write64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
 // A value from its parts: the header from `meta` (first id and length from the entries).
@@ -84,15 +92,19 @@ Bytes Assemble(StreamMeta meta, const std::vector<std::string_view>& entry_runs,
   meta.first = count == 0 ? StreamId{} : first;
   std::string out;
   out.reserve(kHeaderBytes + entry_bytes + groups.size());
-  PutMeta(out, meta, kHeaderBytes + entry_bytes);
+  PutMeta(out, meta, kHeaderBytes + entry_bytes, kHeaderBytes + entry_bytes + groups.size());
   for (std::string_view run : entry_runs) out.append(run);
   out.append(groups);
-  return Bytes::CopyCompact(out);
+  if (out.size() < kRoomFrom) return Bytes::CopyCompact(out);
+  // Half as much again as room for appends; the bytes past `end` are never read.
+  Bytes value = Bytes::Allocate(out.size() + out.size() / 2);
+  std::memcpy(value.mutable_data(), out.data(), out.size());
+  return value;
 }
 
 // The entries' bytes of a reader's value, from entry `from` on.
 std::string_view EntryRun(std::string_view value, const StreamReader& r, size_t from) {
-  const size_t end = value.size() - r.groups_bytes().size();
+  const size_t end = static_cast<size_t>(r.groups_bytes().data() - value.data());
   if (from >= r.entries().size()) return {};
   const size_t start =
       static_cast<size_t>(r.entries()[from].body.data() - value.data()) - kEntryHead;
@@ -128,7 +140,8 @@ std::optional<StreamReader> StreamReader::Open(std::string_view value) {
   r.meta_.entries_added = c.U64();
   r.meta_.length = c.U64();
   const uint64_t groups_at = c.U64();
-  if (groups_at < kHeaderBytes || groups_at > value.size()) return std::nullopt;
+  const uint64_t end = c.U64();
+  if (groups_at < kHeaderBytes || groups_at > end || end > value.size()) return std::nullopt;
   Cursor entries{value.substr(kHeaderBytes, groups_at - kHeaderBytes)};
   while (!entries.rest.empty() && !entries.bad) {
     StreamEntryView e;
@@ -139,7 +152,7 @@ std::optional<StreamReader> StreamReader::Open(std::string_view value) {
     r.entries_.push_back(e);
   }
   if (entries.bad || r.entries_.size() != r.meta_.length) return std::nullopt;
-  r.groups_ = value.substr(groups_at);
+  r.groups_ = value.substr(groups_at, end - groups_at);
   return r;
 }
 
@@ -156,7 +169,7 @@ size_t StreamReader::LowerBound(StreamId id) const {
 
 Bytes EmptyStream() {
   std::string out;
-  PutMeta(out, StreamMeta{}, kHeaderBytes);
+  PutMeta(out, StreamMeta{}, kHeaderBytes, kHeaderBytes + 4);
   Put32(out, 0);  // no groups
   return Bytes::CopyCompact(out);
 }
@@ -275,6 +288,35 @@ Bytes StreamAppend(std::string_view value, std::string_view entry, uint64_t trim
   if (from > n) return Assemble(meta, {}, 0, {}, r.groups_bytes());
   const StreamId first = from < n ? r.entries()[from].id : id;
   return Assemble(meta, {EntryRun(v, r, from), appended}, n + 1 - from, first, r.groups_bytes());
+}
+
+size_t StreamUsedBytes(std::string_view value) {
+  if (value.size() < kHeaderBytes) return value.size();
+  return static_cast<size_t>(std::min<uint64_t>(Get64(value.data() + kEndOffset), value.size()));
+}
+
+bool StreamAppendInPlace(uint8_t* data, size_t size, std::string_view entry) {
+  // Only the header is read: a value in memory was checked when its record was.
+  const auto* text = reinterpret_cast<const char*>(data);
+  if (size < kHeaderBytes || entry.size() < 16) return false;
+  const size_t body = entry.size() - 16;
+  const size_t grow = kEntryHead + body;
+  const uint64_t groups_at = Get64(text + kGroupsAtOffset), end = Get64(text + kEndOffset);
+  if (groups_at > end || end > size || size - end < grow) return false;
+  std::memmove(data + groups_at + grow, data + groups_at, end - groups_at);
+  std::memcpy(data + groups_at, entry.data(), 16);
+  uint8_t length_bytes[4];
+  for (int i = 0; i < 4; ++i) length_bytes[i] = static_cast<uint8_t>(body >> (8 * i));
+  std::memcpy(data + groups_at + 16, length_bytes, 4);
+  std::memcpy(data + groups_at + kEntryHead, entry.data() + 16, body);
+  const uint64_t entries_added = Get64(text + 48), length = Get64(text + 56);
+  std::memcpy(data, entry.data(), 16);                        // last id
+  if (length == 0) std::memcpy(data + 32, entry.data(), 16);  // first id
+  Write64(data + 48, entries_added + 1);
+  Write64(data + 56, length + 1);
+  Write64(data + kGroupsAtOffset, groups_at + grow);
+  Write64(data + kEndOffset, end + grow);
+  return true;
 }
 
 Bytes StreamTrim(std::string_view value, uint64_t count) {

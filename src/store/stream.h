@@ -2,12 +2,13 @@
 // operations the stream records carry (docs/storage-format.md, type 19). Pure functions over
 // encoded values; any thread.
 //
-// Layout (little-endian): a 72-byte header — last id 16 | max deleted id 16 | first id 16 |
-// entries added 8 | length 8 | groups offset 8 — then the entries in id order, each
+// Layout (little-endian): an 80-byte header — last id 16 | max deleted id 16 | first id 16 |
+// entries added 8 | length 8 | groups offset 8 | end 8 — then the entries in id order, each
 // `ms 8 | seq 8 | body length 4 | body` (the body is the field/value strings as
-// store/members.h encodes them), then the consumer groups. Entries come before the groups so an
-// append moves only the groups' bytes, and the groups are re-encoded whole when they change
-// (their size is the pending entries and consumers, not the stream's).
+// store/members.h encodes them), then the consumer groups, then (from 16 KiB on) unused room up
+// to the buffer's end. Entries come before the groups so an append writes its entry into the
+// room and moves only the groups' bytes; the groups are re-encoded whole when they change (their
+// size is the pending entries and consumers, not the stream's).
 #pragma once
 
 #include <compare>
@@ -111,5 +112,11 @@ Bytes StreamDelete(std::string_view value, std::string_view ids);
 Bytes StreamReplaceGroups(std::string_view value, std::string_view groups);
 Bytes StreamSetMeta(std::string_view value, std::string_view meta);
 Bytes EncodeStreamIds(const std::vector<StreamId>& ids);
+
+// The bytes of `value` in use (the header's end): what records, DUMP and digests carry.
+size_t StreamUsedBytes(std::string_view value);
+// StreamAppend without a trim, written into the room of the buffer at `data` (its owner's alone):
+// false, with nothing written, when the room is too small.
+bool StreamAppendInPlace(uint8_t* data, size_t size, std::string_view entry);
 
 }  // namespace prefixd::store

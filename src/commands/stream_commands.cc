@@ -287,15 +287,14 @@ void XAdd(Context& ctx) {
   const Bytes empty = s.exists ? Bytes() : store::EmptyStream();
   const StreamReader r = s.exists ? s.r() : *StreamReader::Open(empty.view());
   const StreamId last = r.meta().last;
+  if (last == StreamId::Max()) return ctx.reply.Error(kIdExhausted);  // whatever the id
   StreamId id;
   if (auto_id) {
     const StreamId now{static_cast<uint64_t>(NowMs()), 0};
     if (now.ms > last.ms) {
       id = now;
     } else {
-      auto next = Next(last);
-      if (!next) return ctx.reply.Error(kIdExhausted);
-      id = *next;
+      id = *Next(last);
     }
   } else if (auto_seq) {
     if (given.ms < last.ms) return ctx.reply.Error(kIdTooSmall);
@@ -358,7 +357,9 @@ void Range(Context& ctx, bool reverse) {
   }
   Loaded s;
   if (!Load(ctx, ctx.args[1], true, s)) return;
-  if (!s.exists || count == 0 || *low > *high) return ctx.reply.ArrayLen(0);
+  if (!s.exists) return ctx.reply.ArrayLen(0);
+  if (count == 0) return ctx.reply.NullArray();  // Redis's answer to COUNT 0 (or below)
+  if (*low > *high) return ctx.reply.ArrayLen(0);
   const auto& entries = s.r().entries();
   const size_t begin = s.r().LowerBound(*low);
   size_t end = begin;

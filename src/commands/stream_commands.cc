@@ -1,7 +1,7 @@
 // Redis's stream commands with Redis 7.0.15's replies and errors: XADD, XLEN, XRANGE, XREVRANGE,
 // XDEL, XTRIM, XREAD, XGROUP (CREATE, SETID, DESTROY, CREATECONSUMER, DELCONSUMER), XREADGROUP,
-// XACK, XPENDING, XINFO (STREAM, GROUPS, CONSUMERS), XSETID. No blocking: a BLOCK that would
-// wait is refused (docs/compatibility.md). A stream lives in its keyspace entry
+// XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO (STREAM, GROUPS, CONSUMERS), XSETID. No blocking: a
+// BLOCK that would wait is refused (docs/compatibility.md). A stream lives in its keyspace entry
 // (store/stream.h); every change is one StreamValue record naming only what it changes (an
 // entry, a trim count, deleted ids, the groups, the header). A read-modify-write holds its key's
 // lock stripe (KeyLocks).
@@ -122,12 +122,12 @@ std::optional<StreamId> IdArgument(Context& ctx, std::string_view text, uint64_t
   return id;
 }
 // A strict id ("-" and "+" refused), as XDEL, XACK, XGROUP and XSETID read theirs.
-std::optional<StreamId> StrictId(Context& ctx, std::string_view text) {
+std::optional<StreamId> StrictId(Context& ctx, std::string_view text, uint64_t missing_seq = 0) {
   if (text == "-" || text == "+") {
     ctx.reply.Error(kInvalidId);
     return std::nullopt;
   }
-  return IdArgument(ctx, text, 0);
+  return IdArgument(ctx, text, missing_seq);
 }
 
 std::optional<StreamId> Next(StreamId id) {
@@ -331,9 +331,11 @@ void Range(Context& ctx, bool reverse) {
   const std::string_view high_text = ctx.args[reverse ? 2 : 3];
   const bool low_ex = !low_text.empty() && low_text[0] == '(';
   const bool high_ex = !high_text.empty() && high_text[0] == '(';
-  auto low = IdArgument(ctx, low_ex ? low_text.substr(1) : low_text, 0);
+  // An exclusive bound is a plain id: "(-" and "(+" are refused.
+  auto low = low_ex ? StrictId(ctx, low_text.substr(1)) : IdArgument(ctx, low_text, 0);
   if (!low) return;
-  auto high = IdArgument(ctx, high_ex ? high_text.substr(1) : high_text, UINT64_MAX);
+  auto high = high_ex ? StrictId(ctx, high_text.substr(1), UINT64_MAX)
+                      : IdArgument(ctx, high_text, UINT64_MAX);
   if (!high) return;
   if (low_ex) {
     auto n = Next(*low);
@@ -530,7 +532,7 @@ void GroupSet(Context& ctx, bool create) {
   if (id_text == "$") {
     id = r.meta().last;
   } else {
-    auto parsed = StrictId(ctx, id_text);
+    auto parsed = IdArgument(ctx, id_text, 0);  // "-" and "+" allowed, as Redis
     if (!parsed) return;
     id = *parsed;
   }
@@ -931,6 +933,201 @@ void XPending(Context& ctx) {
   }
 }
 
+// ---- XCLAIM, XAUTOCLAIM ----------------------------------------------------------------------
+
+// The stream and group XCLAIM/XAUTOCLAIM name, or the error queued.
+bool LoadClaim(Context& ctx, Loaded& s, StreamGroups& groups, StreamGroup*& group) {
+  const std::string_view key = ctx.args[1], name = ctx.args[2];
+  if (!Load(ctx, key, false, s)) return false;
+  if (s.exists) groups = s.r().Groups();
+  auto it = groups.find(std::string(name));
+  if (!s.exists || it == groups.end()) {
+    ctx.reply.Error("NOGROUP No such key '" + std::string(key) + "' or consumer group '" +
+                    std::string(name) + "'");
+    return false;
+  }
+  group = &it->second;
+  return true;
+}
+
+std::optional<int64_t> MinIdle(Context& ctx, std::string_view command) {
+  auto n = ParseInt64(ctx.args[4]);
+  if (!n) {
+    ctx.reply.Error("ERR Invalid min-idle-time argument for " + std::string(command));
+    return std::nullopt;
+  }
+  return std::max<int64_t>(*n, 0);
+}
+
+const store::StreamEntryView* EntryAt(const StreamReader& r, StreamId id) {
+  const size_t at = r.LowerBound(id);
+  return at < r.entries().size() && r.entries()[at].id == id ? &r.entries()[at] : nullptr;
+}
+
+void XClaim(Context& ctx) {
+  const std::string_view key = ctx.args[1];
+  KeyLocks lock(ctx.engine, key);
+  Loaded s;
+  StreamGroups groups;
+  StreamGroup* g = nullptr;
+  if (!LoadClaim(ctx, s, groups, g)) return;
+  auto min_idle = MinIdle(ctx, "XCLAIM");
+  if (!min_idle) return;
+  std::vector<StreamId> ids;
+  size_t i = 5;
+  for (; i < ctx.args.size(); ++i) {
+    const std::string_view t = ctx.args[i];
+    if (t == "-" || t == "+") break;
+    auto id = ParseId(t, 0);
+    if (!id) break;
+    ids.push_back(*id);
+  }
+  const int64_t now = CommandClock::WallMs();
+  int64_t delivery = now;
+  int64_t retry = -1;
+  bool force = false, justid = false;
+  std::optional<StreamId> last_id;
+  for (; i < ctx.args.size(); ++i) {
+    const std::string_view t = ctx.args[i];
+    const bool more = i + 1 < ctx.args.size();
+    const auto number = [&](std::string_view what) -> std::optional<int64_t> {
+      auto n = ParseInt64(ctx.args[++i]);
+      if (!n) ctx.reply.Error("ERR Invalid " + std::string(what) + " option argument for XCLAIM");
+      return n;
+    };
+    if (EqualsIgnoreCase(t, "FORCE")) {
+      force = true;
+    } else if (EqualsIgnoreCase(t, "JUSTID")) {
+      justid = true;
+    } else if (EqualsIgnoreCase(t, "IDLE") && more) {
+      auto n = number("IDLE");
+      if (!n) return;
+      delivery = now - *n;
+    } else if (EqualsIgnoreCase(t, "TIME") && more) {
+      auto n = number("TIME");
+      if (!n) return;
+      delivery = *n;
+    } else if (EqualsIgnoreCase(t, "RETRYCOUNT") && more) {
+      auto n = number("RETRYCOUNT");
+      if (!n) return;
+      retry = *n;
+    } else if (EqualsIgnoreCase(t, "LASTID") && more) {
+      last_id = StrictId(ctx, ctx.args[++i]);
+      if (!last_id) return;
+    } else {
+      return ctx.reply.Error("ERR Unrecognized XCLAIM option '" + std::string(t) + "'");
+    }
+  }
+  if (delivery < 0 || delivery > now) delivery = now;
+  const StreamReader& r = s.r();
+  const std::string consumer(ctx.args[3]);
+  bool changed = false;
+  if (last_id && *last_id > g->last_delivered) g->last_delivered = *last_id, changed = true;
+  std::vector<std::pair<StreamId, const store::StreamEntryView*>> claimed;
+  for (StreamId id : ids) {
+    auto p = g->pending.find(id);
+    const store::StreamEntryView* entry = EntryAt(r, id);
+    if (p == g->pending.end()) {
+      if (!force || entry == nullptr) continue;
+      p = g->pending.emplace(id, store::StreamPending{consumer, 0, 0}).first;
+      changed = true;
+    }
+    if (entry == nullptr) {  // deleted from the stream: it leaves the PEL
+      g->pending.erase(p);
+      changed = true;
+      continue;
+    }
+    if (*min_idle > 0 && now - static_cast<int64_t>(p->second.delivery_ms) < *min_idle) continue;
+    p->second.consumer = consumer;
+    p->second.delivery_ms = static_cast<uint64_t>(delivery);
+    if (retry >= 0) {
+      p->second.deliveries = static_cast<uint64_t>(retry);
+    } else if (!justid) {
+      p->second.deliveries += 1;
+    }
+    g->consumers[consumer].seen_ms = static_cast<uint64_t>(now);
+    claimed.emplace_back(id, entry);
+    changed = true;
+  }
+  if (changed && !LogGroups(ctx, key, groups)) return;
+  ctx.reply.ArrayLen(claimed.size());
+  for (const auto& [id, entry] : claimed) {
+    if (justid) {
+      ReplyId(ctx, id);
+    } else {
+      ReplyEntry(ctx, *entry);
+    }
+  }
+}
+
+void XAutoClaim(Context& ctx) {
+  const std::string_view key = ctx.args[1];
+  KeyLocks lock(ctx.engine, key);
+  Loaded s;
+  StreamGroups groups;
+  StreamGroup* g = nullptr;
+  if (!LoadClaim(ctx, s, groups, g)) return;
+  auto min_idle = MinIdle(ctx, "XAUTOCLAIM");
+  if (!min_idle) return;
+  auto start = IdArgument(ctx, ctx.args[5], 0);
+  if (!start) return;
+  int64_t count = 100;
+  bool justid = false;
+  for (size_t i = 6; i < ctx.args.size(); ++i) {
+    if (EqualsIgnoreCase(ctx.args[i], "JUSTID")) {
+      justid = true;
+    } else if (EqualsIgnoreCase(ctx.args[i], "COUNT") && i + 1 < ctx.args.size()) {
+      auto n = ParseInt64(ctx.args[++i]);
+      // Redis's bound: ten attempts per claim must not overflow.
+      if (!n || *n < 1 || *n > INT64_MAX / 16) return ctx.reply.Error("ERR COUNT must be > 0");
+      count = *n;
+    } else {
+      return ctx.reply.Error(errors::kSyntax);
+    }
+  }
+  const StreamReader& r = s.r();
+  const std::string consumer(ctx.args[3]);
+  const int64_t now = CommandClock::WallMs();
+  int64_t attempts = count * 10;
+  std::vector<std::pair<StreamId, const store::StreamEntryView*>> claimed;
+  std::vector<StreamId> deleted;
+  auto p = g->pending.lower_bound(*start);
+  while (attempts-- > 0 && count > 0 && p != g->pending.end()) {
+    const store::StreamEntryView* entry = EntryAt(r, p->first);
+    if (entry == nullptr) {
+      deleted.push_back(p->first);
+      p = g->pending.erase(p);
+      --count;
+      continue;
+    }
+    if (*min_idle > 0 && now - static_cast<int64_t>(p->second.delivery_ms) < *min_idle) {
+      ++p;
+      continue;
+    }
+    p->second.consumer = consumer;
+    p->second.delivery_ms = static_cast<uint64_t>(now);
+    if (!justid) p->second.deliveries += 1;
+    g->consumers[consumer].seen_ms = static_cast<uint64_t>(now);
+    claimed.emplace_back(p->first, entry);
+    --count;
+    ++p;
+  }
+  const StreamId next = p == g->pending.end() ? StreamId{} : p->first;
+  if ((!claimed.empty() || !deleted.empty()) && !LogGroups(ctx, key, groups)) return;
+  ctx.reply.ArrayLen(3);
+  ReplyId(ctx, next);
+  ctx.reply.ArrayLen(claimed.size());
+  for (const auto& [id, entry] : claimed) {
+    if (justid) {
+      ReplyId(ctx, id);
+    } else {
+      ReplyEntry(ctx, *entry);
+    }
+  }
+  ctx.reply.ArrayLen(deleted.size());
+  for (StreamId id : deleted) ReplyId(ctx, id);
+}
+
 // ---- XINFO --------------------------------------------------------------------------------------
 
 // Redis's radix tree of listpacks, as far as it shows: one node per kNodeEntries entries.
@@ -1181,6 +1378,25 @@ void RegisterStreamCommands(Registry& r) {
                 {Tokened(IntArg("min-idle-time", kArgOptional), "IDLE", "6.2.0"), StrArg("start"),
                  StrArg("end"), IntArg("count"), StrArg("consumer", kArgOptional)})},
       {"nondeterministic_output"});
+
+  one_key("xclaim", -6, kWrite | kFast,
+          "<key> <group> <consumer> <min-idle-time> <id> [id ...] [IDLE ms] [TIME unix-time-ms] "
+          "[RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]",
+          "Gives pending entries idle long enough to another consumer.", XClaim, "O(log N) per id",
+          "5.0.0", kKeyRW | kKeyUpdate,
+          {key, StrArg("group"), StrArg("consumer"), StrArg("min-idle-time"), Many(id),
+           Tokened(IntArg("ms", kArgOptional), "IDLE"),
+           Tokened(TypedArg("unix-time-milliseconds", ArgType::kUnixTime, kArgOptional), "TIME"),
+           Tokened(IntArg("count", kArgOptional), "RETRYCOUNT"), TokenArg("force", "FORCE"),
+           TokenArg("justid", "JUSTID"), Tokened(StrArg("lastid", kArgOptional), "LASTID")},
+          {"nondeterministic_output"});
+  one_key("xautoclaim", -6, kWrite | kFast,
+          "<key> <group> <consumer> <min-idle-time> <start> [COUNT count] [JUSTID]",
+          "XCLAIM of the pending entries from an id on, scanning; the next id to scan from.",
+          XAutoClaim, "O(1) per entry scanned", "6.2.0", kKeyRW | kKeyUpdate,
+          {key, StrArg("group"), StrArg("consumer"), StrArg("min-idle-time"), StrArg("start"),
+           Tokened(IntArg("count", kArgOptional), "COUNT"), TokenArg("justid", "JUSTID")},
+          {"nondeterministic_output"});
 
   const auto streams_command = [&](std::string name, int arity, uint32_t flags, std::string syntax,
                                    std::string summary, Handler h, uint32_t key_flags,

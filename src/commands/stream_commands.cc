@@ -1060,13 +1060,9 @@ void XClaim(Context& ctx) {
   }
 }
 
+// Its arguments are read before the key, as Redis reports their errors first.
 void XAutoClaim(Context& ctx) {
   const std::string_view key = ctx.args[1];
-  KeyLocks lock(ctx.engine, key);
-  Loaded s;
-  StreamGroups groups;
-  StreamGroup* g = nullptr;
-  if (!LoadClaim(ctx, s, groups, g)) return;
   auto min_idle = MinIdle(ctx, "XAUTOCLAIM");
   if (!min_idle) return;
   auto start = IdArgument(ctx, ctx.args[5], 0);
@@ -1085,6 +1081,11 @@ void XAutoClaim(Context& ctx) {
       return ctx.reply.Error(errors::kSyntax);
     }
   }
+  KeyLocks lock(ctx.engine, key);
+  Loaded s;
+  StreamGroups groups;
+  StreamGroup* g = nullptr;
+  if (!LoadClaim(ctx, s, groups, g)) return;
   const StreamReader& r = s.r();
   const std::string consumer(ctx.args[3]);
   const int64_t now = CommandClock::WallMs();

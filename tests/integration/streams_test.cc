@@ -163,6 +163,7 @@ TEST_F(StreamsTest, RepliesAsRedisDoes) {
       {"XAUTOCLAIM", "c", "grp", "dan", "0", "0-0", "COUNT", "0"},
       {"XAUTOCLAIM", "c", "grp", "dan", "0", "0-0", "COUNT", "8070450532247928833"},
       {"XAUTOCLAIM", "c", "grp", "dan", "x", "0-0"},
+      {"XAUTOCLAIM", "nokey", "grp", "dan", "0", "0-0", "COUNT", "0"},
       {"XAUTOCLAIM", "c", "grp", "dan", "0", "-", "JUSTID"},
       {"XDEL", "c", "3-0"},
       {"XAUTOCLAIM", "c", "grp", "eve", "0", "0-0"},

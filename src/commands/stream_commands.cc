@@ -54,13 +54,14 @@ constexpr uint64_t kNodeEntries = 100;
 struct Loaded {
   bool exists = false;
   Bytes value;
-  std::optional<StreamReader> reader;
+  store::StreamMeta meta;
+  std::optional<StreamReader> reader;  // absent when only the header was read
   const StreamReader& r() const { return *reader; }
 };
 
 // Looks `key` up as Redis's lookupKeyRead/Write. False, with -WRONGTYPE queued, when it holds
 // another type.
-bool Load(Context& ctx, std::string_view key, bool read, Loaded& out) {
+bool Load(Context& ctx, std::string_view key, bool read, Loaded& out, bool index = true) {
   auto info = LookupKey(ctx, key, /*touch=*/true);
   if (read) (info ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
   if (!info) return true;
@@ -68,13 +69,19 @@ bool Load(Context& ctx, std::string_view key, bool read, Loaded& out) {
     ctx.reply.Error(errors::kWrongType);
     return false;
   }
-  out.value = info->value;
+  out.value = std::move(info->value);
+  info.reset();
+  out.exists = true;
+  if (!index) {
+    out.meta = store::ReadStreamMeta(out.value.view()).value_or(store::StreamMeta{});
+    return true;
+  }
   out.reader = StreamReader::Open(out.value.view());
   if (!out.reader) {
     out.value = store::EmptyStream();
     out.reader = StreamReader::Open(out.value.view());
   }
-  out.exists = true;
+  out.meta = out.reader->meta();
   return true;
 }
 
@@ -173,14 +180,16 @@ struct Trim {
 // How many entries `trim` removes from the front of `r` (before an append of one more when
 // `adding`), as Redis's streamTrim: exact trimming removes them all; approximate trimming
 // removes whole runs of kNodeEntries and at most LIMIT (default 100 runs).
-uint64_t TrimCount(const StreamReader& r, const Trim& trim, bool adding, StreamId added) {
-  const uint64_t length = r.entries().size() + (adding ? 1 : 0);
+// MAXLEN needs only the header's length; MINID the entries (`r`).
+uint64_t TrimCount(const store::StreamMeta& m, const StreamReader* r, const Trim& trim, bool adding,
+                   StreamId added) {
+  const uint64_t length = m.length + (adding ? 1 : 0);
   uint64_t count = 0;
   if (trim.kind == Trim::kMaxLen) {
     count = length > trim.maxlen ? length - trim.maxlen : 0;
   } else if (trim.kind == Trim::kMinId) {
-    count = r.LowerBound(trim.minid);
-    if (adding && count == r.entries().size() && added < trim.minid) count += 1;
+    count = r->LowerBound(trim.minid);
+    if (adding && count == r->entries().size() && added < trim.minid) count += 1;
   } else {
     return 0;
   }
@@ -281,12 +290,14 @@ void XAdd(Context& ctx) {
     if (!auto_seq && given == StreamId{}) return ctx.reply.Error(kIdZero);
   }
   KeyLocks lock(ctx.engine, key);
+  // Only the header is read (and the entries for MINID), and the value's handle is let go before
+  // the record applies, so the append can go into the buffer's room (Keyspace::EditValue).
   Loaded s;
-  if (!Load(ctx, key, false, s)) return;
+  if (!Load(ctx, key, false, s, /*index=*/trim.kind == Trim::kMinId)) return;
   if (!s.exists && nomkstream) return ctx.reply.Null();
-  const Bytes empty = s.exists ? Bytes() : store::EmptyStream();
-  const StreamReader r = s.exists ? s.r() : *StreamReader::Open(empty.view());
-  const StreamId last = r.meta().last;
+  const Bytes empty = store::EmptyStream();
+  if (!s.exists) s.meta = store::StreamReader::Open(empty.view())->meta();
+  const StreamId last = s.meta.last;
   if (last == StreamId::Max()) return ctx.reply.Error(kIdExhausted);  // whatever the id
   StreamId id;
   if (auto_id) {
@@ -311,7 +322,11 @@ void XAdd(Context& ctx) {
   std::vector<std::string_view> fields;
   for (size_t i = id_at + 1; i < ctx.args.size(); ++i) fields.push_back(ctx.args[i]);
   const Bytes body = store::EncodeStreamBody(fields);
-  const uint64_t trimmed = TrimCount(r, trim, true, id);
+  if (!s.exists && trim.kind == Trim::kMinId) s.reader = StreamReader::Open(empty.view());
+  const StreamReader* r = s.reader ? &*s.reader : nullptr;
+  const uint64_t trimmed =
+      trim.kind == Trim::kMinId && !r ? 0 : TrimCount(s.meta, r, trim, true, id);
+  s = Loaded{};
   if (!Log(ctx, key, persist::StreamValue::kAppend, trimmed,
            store::EncodeStreamEntry(id, body.view()))) {
     return;
@@ -321,8 +336,8 @@ void XAdd(Context& ctx) {
 
 void XLen(Context& ctx) {
   Loaded s;
-  if (!Load(ctx, ctx.args[1], true, s)) return;
-  ctx.reply.Integer(s.exists ? static_cast<int64_t>(s.r().entries().size()) : 0);
+  if (!Load(ctx, ctx.args[1], true, s, /*index=*/false)) return;
+  ctx.reply.Integer(s.exists ? static_cast<int64_t>(s.meta.length) : 0);
 }
 
 // XRANGE and XREVRANGE: `first` and `second` are the arguments in the order given.
@@ -410,7 +425,8 @@ void XTrim(Context& ctx) {
   Loaded s;
   if (!Load(ctx, key, false, s)) return;
   if (!s.exists) return ctx.reply.Integer(0);
-  const uint64_t count = TrimCount(s.r(), trim, false, {});
+  const uint64_t count = TrimCount(s.r().meta(), &s.r(), trim, false, {});
+  s = Loaded{};
   if (count > 0 && !Log(ctx, key, persist::StreamValue::kTrim, count, Bytes())) return;
   ctx.reply.Integer(static_cast<int64_t>(count));
 }

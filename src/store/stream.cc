@@ -156,6 +156,18 @@ std::optional<StreamReader> StreamReader::Open(std::string_view value) {
   return r;
 }
 
+std::optional<StreamMeta> ReadStreamMeta(std::string_view value) {
+  if (value.size() < kHeaderBytes) return std::nullopt;
+  Cursor c{value};
+  StreamMeta m;
+  m.last = c.Id();
+  m.max_deleted = c.Id();
+  m.first = c.Id();
+  m.entries_added = c.U64();
+  m.length = c.U64();
+  return m;
+}
+
 StreamGroups StreamReader::Groups() const {
   return DecodeStreamGroups(groups_).value_or(StreamGroups{});
 }

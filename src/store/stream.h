@@ -83,6 +83,9 @@ class StreamReader {
   std::string_view groups_;
 };
 
+// The header alone (O(1)): nullopt when `value` is too short to hold one.
+std::optional<StreamMeta> ReadStreamMeta(std::string_view value);
+
 // An empty stream (a key that exists with no entries).
 Bytes EmptyStream();
 // The body of an entry: `fields` alternating field and value.

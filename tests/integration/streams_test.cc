@@ -297,6 +297,37 @@ TEST_F(StreamsTest, GenericKeyCommandsCarryAStream) {
   EXPECT_EQ(Call({"XLEN", "d"}), ":0\r\n");
 }
 
+// A stream counts in maxmemory: appends are refused at the budget (-OOM under noeviction), the
+// commands that free memory still run, and an eviction policy evicts the stream whole.
+TEST(StreamsMemoryTest, AStreamCountsInTheMemoryBudget) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start({.flags = {"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"}}));
+  auto c = RawConnection::Tcp(server.port());
+  ASSERT_NE(c, nullptr);
+  const std::string value(1000, 'v');
+  int added = 0;
+  std::string reply;
+  for (int i = 1; i <= 20000; ++i) {
+    reply = c->Call(Args{"XADD", "s", std::to_string(i) + "-0", "f", value});
+    if (reply[0] != '$') break;
+    added = i;
+  }
+  EXPECT_EQ(reply, "-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+  EXPECT_GT(added, 400);  // 1 MiB holds hundreds of 1000-byte entries
+  EXPECT_EQ(c->Call(Args{"XLEN", "s"}), ":" + std::to_string(added) + "\r\n");
+  const std::string usage = c->Call(Args{"MEMORY", "USAGE", "s"});
+  ASSERT_EQ(usage[0], ':');
+  EXPECT_GT(std::stoll(usage.substr(1)), added * 1000);
+  EXPECT_EQ(c->Call(Args{"XTRIM", "s", "MAXLEN", "10"}), ":" + std::to_string(added - 10) + "\r\n");
+  EXPECT_EQ(c->Call(Args{"XADD", "s", "*", "f", "v"}).substr(0, 1), "$");
+  // Filled again, an eviction policy takes the stream whole to make room.
+  for (int i = 0; i < 20000 && c->Call(Args{"XADD", "s", "*", "f", value})[0] == '$'; ++i) {
+  }
+  ASSERT_EQ(c->Call(Args{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "+OK\r\n");
+  EXPECT_EQ(c->Call(Args{"SET", "k", std::string(100000, 'x')}), "+OK\r\n");
+  EXPECT_EQ(c->Call(Args{"EXISTS", "s"}), ":0\r\n");
+}
+
 // BLOCK is refused only when the command would have to wait.
 TEST_F(StreamsTest, BlockAnswersWhenDataIsThereAndIsRefusedOtherwise) {
   ASSERT_EQ(Call({"XADD", "s", "1-1", "a", "b"}), "$3\r\n1-1\r\n");

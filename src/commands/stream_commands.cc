@@ -7,6 +7,7 @@
 // lock stripe (KeyLocks).
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -91,8 +92,34 @@ bool Log(Context& ctx, std::string_view key, uint32_t op, uint64_t count, Bytes 
   return Mutate(ctx, persist::StreamValue{std::string(key), op, count, std::move(blob)})
       .has_value();
 }
-bool LogGroups(Context& ctx, std::string_view key, const StreamGroups& groups) {
+// Lets go of the command's handle on the value first (`s`), so that the groups can be written
+// into the buffer's room (Keyspace::EditValue); nothing may read `s` after.
+bool LogGroups(Context& ctx, std::string_view key, const StreamGroups& groups, Loaded& s) {
+  s = Loaded{};
   return Log(ctx, key, persist::StreamValue::kGroups, 0, store::EncodeStreamGroups(groups));
+}
+// The same for a command whose reply quotes the value's entries: the reply is written first,
+// `release` lets go of the values, then each key's groups are logged; a refused record replaces
+// the reply with its error.
+bool ReplyThenLogGroups(
+    Context& ctx, const std::vector<std::pair<std::string_view, const StreamGroups*>>& changes,
+    const std::function<void()>& reply, const std::function<void()>& release) {
+  const protocol::ReplyWriter::Mark mark = ctx.reply.GetMark();
+  reply();
+  release();
+  for (const auto& [key, groups] : changes) {
+    persist::Blob blob{{store::EncodeStreamGroups(*groups)}};
+    MutationResult result = MutateEngine(
+        ctx.engine, static_cast<size_t>(ctx.client.db.load()),
+        persist::StreamValue{std::string(key), persist::StreamValue::kGroups, 0, std::move(blob)});
+    if (!result.outcome) {
+      ctx.reply.RewindTo(mark);
+      ctx.reply.Error(result.error);
+      return false;
+    }
+    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, result.lsn);
+  }
+  return true;
 }
 
 // An unsigned 64-bit decimal, digits only (Redis's string2ull).
@@ -569,7 +596,7 @@ void GroupSet(Context& ctx, bool create) {
     const Bytes whole =
         store::StreamReplaceGroups(empty.view(), store::EncodeStreamGroups(groups).view());
     if (!Log(ctx, key, persist::StreamValue::kWhole, 0, whole)) return;
-  } else if (!LogGroups(ctx, key, groups)) {
+  } else if (!LogGroups(ctx, key, groups, s)) {
     return;
   }
   ctx.reply.Simple("OK");
@@ -595,7 +622,7 @@ void XGroupDestroy(Context& ctx) {
   StreamGroups groups;
   if (!LoadGroups(ctx, key, s, groups)) return;
   if (groups.erase(std::string(ctx.args[3])) == 0) return ctx.reply.Integer(0);
-  if (LogGroups(ctx, key, groups)) ctx.reply.Integer(1);
+  if (LogGroups(ctx, key, groups, s)) ctx.reply.Integer(1);
 }
 
 void XGroupCreateConsumer(Context& ctx) {
@@ -609,7 +636,7 @@ void XGroupCreateConsumer(Context& ctx) {
   auto [c, created] = it->second.consumers.try_emplace(std::string(ctx.args[4]));
   if (!created) return ctx.reply.Integer(0);
   c->second.seen_ms = static_cast<uint64_t>(CommandClock::WallMs());
-  if (LogGroups(ctx, key, groups)) ctx.reply.Integer(1);
+  if (LogGroups(ctx, key, groups, s)) ctx.reply.Integer(1);
 }
 
 void XGroupDelConsumer(Context& ctx) {
@@ -631,7 +658,7 @@ void XGroupDelConsumer(Context& ctx) {
       ++p;
     }
   }
-  if (LogGroups(ctx, key, groups)) ctx.reply.Integer(pending);
+  if (LogGroups(ctx, key, groups, s)) ctx.reply.Integer(pending);
 }
 
 // ---- XREAD, XREADGROUP --------------------------------------------------------------------
@@ -815,29 +842,31 @@ void XReadGroup(Context& ctx) {
     }
     if (!items[k].empty()) ++answering;
   }
-  for (size_t k = 0; k < a->keys.size(); ++k) {
-    if (!LogGroups(ctx, a->keys[k], groups[k])) return;
-  }
-  if (answering == 0) {
-    if (a->block) return ctx.reply.Error(kBlockUnsupported);
-    return ctx.reply.NullArray();
-  }
-  StreamsReplyLen(ctx, answering);
-  for (size_t k = 0; k < a->keys.size(); ++k) {
-    if (!history[k] && items[k].empty()) continue;
-    if (ctx.reply.protocol() < 3) ctx.reply.ArrayLen(2);
-    ctx.reply.Bulk(a->keys[k]);
-    ctx.reply.ArrayLen(items[k].size());
-    for (const Item& item : items[k]) {
-      if (item.entry != nullptr) {
-        ReplyEntry(ctx, *item.entry);
-      } else {
-        ctx.reply.ArrayLen(2);
-        ReplyId(ctx, item.id);
-        ctx.reply.NullArray();
+  std::vector<std::pair<std::string_view, const StreamGroups*>> changes;
+  for (size_t k = 0; k < a->keys.size(); ++k) changes.emplace_back(a->keys[k], &groups[k]);
+  const auto reply = [&] {
+    if (answering == 0) {
+      if (a->block) return ctx.reply.Error(kBlockUnsupported);
+      return ctx.reply.NullArray();
+    }
+    StreamsReplyLen(ctx, answering);
+    for (size_t k = 0; k < a->keys.size(); ++k) {
+      if (!history[k] && items[k].empty()) continue;
+      if (ctx.reply.protocol() < 3) ctx.reply.ArrayLen(2);
+      ctx.reply.Bulk(a->keys[k]);
+      ctx.reply.ArrayLen(items[k].size());
+      for (const Item& item : items[k]) {
+        if (item.entry != nullptr) {
+          ReplyEntry(ctx, *item.entry);
+        } else {
+          ctx.reply.ArrayLen(2);
+          ReplyId(ctx, item.id);
+          ctx.reply.NullArray();
+        }
       }
     }
-  }
+  };
+  ReplyThenLogGroups(ctx, changes, reply, [&] { items.clear(), loaded.clear(); });
 }
 
 // ---- XACK, XPENDING -----------------------------------------------------------------------------
@@ -859,7 +888,7 @@ void XAck(Context& ctx) {
   if (it == groups.end()) return ctx.reply.Integer(0);
   int64_t acked = 0;
   for (StreamId id : ids) acked += static_cast<int64_t>(it->second.pending.erase(id));
-  if (acked > 0 && !LogGroups(ctx, key, groups)) return;
+  if (acked > 0 && !LogGroups(ctx, key, groups, s)) return;
   ctx.reply.Integer(acked);
 }
 
@@ -1065,15 +1094,18 @@ void XClaim(Context& ctx) {
     claimed.emplace_back(id, entry);
     changed = true;
   }
-  if (changed && !LogGroups(ctx, key, groups)) return;
-  ctx.reply.ArrayLen(claimed.size());
-  for (const auto& [id, entry] : claimed) {
-    if (justid) {
-      ReplyId(ctx, id);
-    } else {
-      ReplyEntry(ctx, *entry);
+  const auto reply = [&] {
+    ctx.reply.ArrayLen(claimed.size());
+    for (const auto& [id, entry] : claimed) {
+      if (justid) {
+        ReplyId(ctx, id);
+      } else {
+        ReplyEntry(ctx, *entry);
+      }
     }
-  }
+  };
+  if (!changed) return reply();
+  ReplyThenLogGroups(ctx, {{key, &groups}}, reply, [&] { claimed.clear(), s = Loaded{}; });
 }
 
 // Its arguments are read before the key, as Redis reports their errors first.
@@ -1130,19 +1162,22 @@ void XAutoClaim(Context& ctx) {
     ++p;
   }
   const StreamId next = p == g->pending.end() ? StreamId{} : p->first;
-  if ((!claimed.empty() || !deleted.empty()) && !LogGroups(ctx, key, groups)) return;
-  ctx.reply.ArrayLen(3);
-  ReplyId(ctx, next);
-  ctx.reply.ArrayLen(claimed.size());
-  for (const auto& [id, entry] : claimed) {
-    if (justid) {
-      ReplyId(ctx, id);
-    } else {
-      ReplyEntry(ctx, *entry);
+  const auto reply = [&] {
+    ctx.reply.ArrayLen(3);
+    ReplyId(ctx, next);
+    ctx.reply.ArrayLen(claimed.size());
+    for (const auto& [id, entry] : claimed) {
+      if (justid) {
+        ReplyId(ctx, id);
+      } else {
+        ReplyEntry(ctx, *entry);
+      }
     }
-  }
-  ctx.reply.ArrayLen(deleted.size());
-  for (StreamId id : deleted) ReplyId(ctx, id);
+    ctx.reply.ArrayLen(deleted.size());
+    for (StreamId id : deleted) ReplyId(ctx, id);
+  };
+  if (claimed.empty() && deleted.empty()) return reply();
+  ReplyThenLogGroups(ctx, {{key, &groups}}, reply, [&] { claimed.clear(), s = Loaded{}; });
 }
 
 // ---- XINFO --------------------------------------------------------------------------------------

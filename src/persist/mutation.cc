@@ -591,12 +591,15 @@ struct Applier {
       if (stores.keys == nullptr) return Applied(false);
       return Applied(stores.keys->RemoveValue(r.key, store::KeyType::kStream, hook));
     }
-    // An append without a trim goes into the value's room when it has some (no copy).
-    if (r.op == StreamValue::kAppend && r.count == 0 && stores.keys != nullptr &&
+    // An append without a trim, and new groups, go into the value's room when it has enough (no
+    // copy of the entries).
+    const bool append = r.op == StreamValue::kAppend && r.count == 0;
+    if ((append || r.op == StreamValue::kGroups) && stores.keys != nullptr &&
         stores.keys->EditValue(
             r.key, store::KeyType::kStream,
             [&](uint8_t* data, size_t size) {
-              return store::StreamAppendInPlace(data, size, value.view());
+              return append ? store::StreamAppendInPlace(data, size, value.view())
+                            : store::StreamReplaceGroupsInPlace(data, size, value.view());
             },
             hook)) {
       return Applied(true);

@@ -331,6 +331,16 @@ bool StreamAppendInPlace(uint8_t* data, size_t size, std::string_view entry) {
   return true;
 }
 
+bool StreamReplaceGroupsInPlace(uint8_t* data, size_t size, std::string_view groups) {
+  const auto* text = reinterpret_cast<const char*>(data);
+  if (size < kHeaderBytes) return false;
+  const uint64_t groups_at = Get64(text + kGroupsAtOffset);
+  if (groups_at > size || size - groups_at < groups.size()) return false;
+  std::memcpy(data + groups_at, groups.data(), groups.size());
+  Write64(data + kEndOffset, groups_at + groups.size());
+  return true;
+}
+
 Bytes StreamTrim(std::string_view value, uint64_t count) {
   Bytes holder;
   const StreamReader r = OpenOrEmpty(value, holder);

@@ -121,5 +121,7 @@ size_t StreamUsedBytes(std::string_view value);
 // StreamAppend without a trim, written into the room of the buffer at `data` (its owner's alone):
 // false, with nothing written, when the room is too small.
 bool StreamAppendInPlace(uint8_t* data, size_t size, std::string_view entry);
+// StreamReplaceGroups the same way: false, nothing written, when the groups do not fit.
+bool StreamReplaceGroupsInPlace(uint8_t* data, size_t size, std::string_view groups);
 
 }  // namespace prefixd::store

@@ -1350,10 +1350,15 @@ Arg Many(Arg a) {
   return a;
 }
 
+CommandSpec WithTips(CommandSpec s, std::vector<std::string> tips) {
+  s.tips = std::move(tips);
+  return s;
+}
+
 // XREAD and XREADGROUP: keys after STREAMS, half of what follows (Redis's key spec).
-KeySpec StreamsKeySpec(uint32_t flags) {
+KeySpec StreamsKeySpec(uint32_t flags, int start_from) {
   KeySpec k;
-  k.flags = flags, k.by_keyword = true, k.keyword = "STREAMS", k.keyword_start_from = 1;
+  k.flags = flags, k.by_keyword = true, k.keyword = "STREAMS", k.keyword_start_from = start_from;
   k.last_key = -1, k.key_step = 1, k.limit = 2;
   return k;
 }
@@ -1366,11 +1371,12 @@ void RegisterStreamCommands(Registry& r) {
   const auto one_key = [&](std::string name, int arity, uint32_t flags, std::string syntax,
                            std::string summary, Handler h, std::string complexity,
                            std::string since, uint32_t key_flags, std::vector<Arg> args,
-                           std::vector<std::string> tips = {}) {
+                           std::vector<std::string> tips = {}, std::string notes = {}) {
     CommandSpec s = AsRedis(MakeSpec("stream", 1, std::move(name), arity, flags, std::move(syntax),
                                      std::move(summary), h, std::move(complexity)),
                             std::move(since), acl, std::move(tips), std::move(args));
     s.key_specs = {RangeKeySpec(key_flags, 1)};
+    s.key_specs[0].notes = std::move(notes);
     r.Add(std::move(s));
   };
   const Arg trim = BlockArg(
@@ -1386,7 +1392,8 @@ void RegisterStreamCommands(Registry& r) {
           {key, TokenArg("nomkstream", "NOMKSTREAM", "6.2.0"), trim,
            OneOfArg("id_or_auto", 0, {TokenArg("auto_id", "*"), id}),
            Many(BlockArg("data", 0, {StrArg("field"), StrArg("value")}))},
-          {"nondeterministic_output"});
+          {"nondeterministic_output"},
+          "UPDATE instead of INSERT because of the optional trimming feature");
   one_key("xlen", 2, kReadonly | kFast, "<key>", "The number of entries of a stream.", XLen, "O(1)",
           "5.0.0", kKeyRO, {key});
   const std::vector<Arg> range = {key, StrArg("start"), StrArg("end"),
@@ -1445,7 +1452,7 @@ void RegisterStreamCommands(Registry& r) {
   one_key("xautoclaim", -6, kWrite | kFast,
           "<key> <group> <consumer> <min-idle-time> <start> [COUNT count] [JUSTID]",
           "XCLAIM of the pending entries from an id on, scanning; the next id to scan from.",
-          XAutoClaim, "O(1) per entry scanned", "6.2.0", kKeyRW | kKeyUpdate,
+          XAutoClaim, "O(1) per entry scanned", "6.2.0", kKeyRW | kKeyDelete,
           {key, StrArg("group"), StrArg("consumer"), StrArg("min-idle-time"), StrArg("start"),
            Tokened(IntArg("count", kArgOptional), "COUNT"), TokenArg("justid", "JUSTID")},
           {"nondeterministic_output"});
@@ -1454,10 +1461,12 @@ void RegisterStreamCommands(Registry& r) {
                                    std::string summary, Handler h, uint32_t key_flags,
                                    std::vector<Arg> args) {
     CommandSpec s =
-        AsRedis(MakeSpec("stream", 0, std::move(name), arity, flags | kMovableKeys,
+        // Flagged blocking as Redis's are (a BLOCK that would wait is refused here).
+        AsRedis(MakeSpec("stream", 0, std::move(name), arity, flags | kMovableKeys | kBlocking,
                          std::move(syntax), std::move(summary), h, "O(N) in the entries returned"),
                 "5.0.0", acl | kAclBlocking, {}, std::move(args));
-    s.key_specs = {StreamsKeySpec(key_flags)};
+    // XREADGROUP's keyword search starts after GROUP <group> <consumer>, as Redis's.
+    s.key_specs = {StreamsKeySpec(key_flags, s.name == "xreadgroup" ? 4 : 1)};
     r.Add(std::move(s));
   };
   const Arg streams = BlockArg("streams", 0, {Many(KeyArg("key")), Many(id)}, "STREAMS");
@@ -1472,7 +1481,7 @@ void RegisterStreamCommands(Registry& r) {
       "GROUP <group> <consumer> [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS <key> "
       "[key ...] <id> [id ...]",
       "Reads entries for a consumer of a group: new ones (>) or its pending history.", XReadGroup,
-      kKeyRW | kKeyUpdate,
+      kKeyRO | kKeyAccess,
       {BlockArg("group_block", 0, {StrArg("group"), StrArg("consumer")}, "GROUP"),
        Tokened(IntArg("count", kArgOptional), "COUNT"),
        Tokened(IntArg("milliseconds", kArgOptional), "BLOCK"), TokenArg("noack", "NOACK"),
@@ -1524,14 +1533,15 @@ void RegisterStreamCommands(Registry& r) {
   xinfo.subcommands = {
       sub("stream", -3, kReadonly, "<key> [FULL [COUNT count]]",
           "A stream's figures, first and last entries, or everything (FULL).", XInfoStream, "5.0.0",
-          kKeyRO,
+          kKeyRO | kKeyAccess,
           {key,
            BlockArg("full_block", kArgOptional,
                     {TokenArg("full", "FULL"), Tokened(IntArg("count", kArgOptional), "COUNT")})}),
       sub("groups", 3, kReadonly, "<key>", "A stream's consumer groups.", XInfoGroups, "5.0.0",
-          kKeyRO, {key}),
-      sub("consumers", 4, kReadonly, "<key> <group>", "A group's consumers.", XInfoConsumers,
-          "5.0.0", kKeyRO, {key, group}),
+          kKeyRO | kKeyAccess, {key}),
+      WithTips(sub("consumers", 4, kReadonly, "<key> <group>", "A group's consumers.",
+                   XInfoConsumers, "5.0.0", kKeyRO | kKeyAccess, {key, group}),
+               {"nondeterministic_output"}),
       AsRedis(
           MakeSpec(
               "stream", 0, "help", 2, kLoading | kStale, "", "Lists the XINFO subcommands.",

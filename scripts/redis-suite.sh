@@ -6,7 +6,8 @@
 #
 # Usage: scripts/redis-suite.sh [unit/<name> ...]   (default: the units of issue 11)
 # Env:   PREFIXD_SERVER (default build/dev/prefixd-server), REDIS_SUITE (the suite's directory),
-#        SUITE_TIMEOUT (seconds per unit, default 300).
+#        SUITE_TIMEOUT (seconds per unit, default 300), SUITE_BASEPORT (the harness's --baseport,
+#        for runs side by side; default its own, 21111).
 # Exits non-zero when a test fails that tests/redis-suite/out-of-scope.tsv does not list (each
 # listed one needs a data type or feature prefixd does not implement), on an exception, or when
 # the server stops answering.
@@ -26,7 +27,8 @@ per_unit_timeout="${SUITE_TIMEOUT:-300}"
 
 # The tests known to fail, each for a stated reason (docs/compatibility.md).
 out_of_scope="$repo/tests/redis-suite/out-of-scope.tsv"
-all_units=(unit/protocol unit/info-command unit/quit unit/type/string unit/keyspace unit/expire unit/multi
+all_units=(unit/protocol unit/info-command unit/quit unit/type/string unit/type/hash unit/keyspace
+  unit/expire unit/multi
   unit/introspection unit/introspection-2 unit/info)
 
 if [ ! -x "$suite/runtest" ]; then
@@ -74,6 +76,10 @@ if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
   exit 2
 fi
 
+# The harness's own ports (its test server listens 32 below): a random base, so that two runs
+# on one machine do not take the same one.
+baseport="${SUITE_BASEPORT:-$((22000 + RANDOM % 20000))}"
+
 status=0
 printf '%-22s %6s %6s %6s  %s\n' unit passed failed errors result
 for unit in "${units[@]}"; do
@@ -87,7 +93,8 @@ for unit in "${units[@]}"; do
     fi
   done < <(grep -v '^#' "$out_of_scope")
   (cd "$suite" && timeout "$per_unit_timeout" ./runtest --host 127.0.0.1 --port "$port" \
-    --singledb --durable --clients 1 --tags -needs:debug "${skips[@]}" --single "$unit") 2>&1 |
+    --singledb --durable --clients 1 --tags -needs:debug --baseport "$baseport" "${skips[@]}" \
+    --single "$unit") 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' >"$log" # the suite colours its output even into a pipe
   rc=${PIPESTATUS[0]}
   cp "$log" "${SUITE_LOGS:-$work}/" 2>/dev/null || true

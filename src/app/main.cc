@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
     durability.auto_rewrite_percentage = settings.Int(Setting::kAutoRewritePercentage);
     durability.auto_rewrite_min_size =
         static_cast<uint64_t>(settings.Int(Setting::kAutoRewriteMinSize));
+    durability.placed_while_recovering = [&engine](const persist::Mutation& m, uint16_t db) {
+      commands::ColdWhileRecovering(engine, db, m);
+    };
     store::Database& db0 = engine.database(0);
     auto d = std::make_unique<persist::Durability>(durability, db0.state, &db0.vectors);
     d->set_keyspace(&db0.keys);
@@ -137,6 +140,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     engine.set_durability(std::move(d));
+    // What recovery held at its highest counts as used_memory_peak, as Redis's loading does.
+    engine.NotePeakMemory(engine.UsedMemory());
     if (uint64_t moved = commands::ColdAfterRecovery(engine); moved > 0) {
       spdlog::info("{} sessions past maxmemory went to the disk tier after recovery", moved);
     }

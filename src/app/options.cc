@@ -42,7 +42,11 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Settings& settings,
     std::string description = std::string(spec.help);
     if (!spec.choices.empty()) description += " (" + std::string(spec.choices) + ")";
     if (spec.runtime_mutable) description += "; CONFIG SET can change it";
-    auto* opt = cli.add_option("--" + std::string(spec.name), values[i], description);
+    // Redis 7.0's older name of a setting is a flag too (--hash-max-ziplist-entries).
+    const std::string_view alias = Settings::Alias(static_cast<Setting>(i));
+    auto* opt = cli.add_option(
+        "--" + std::string(spec.name) + (alias.empty() ? "" : ",--" + std::string(alias)),
+        values[i], description);
     opt->default_str(std::string(spec.default_value));
     opt->type_name(spec.type == SettingType::kMemory    ? "BYTES"
                    : spec.type == SettingType::kInteger ? "INT"

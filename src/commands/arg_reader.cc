@@ -38,4 +38,32 @@ bool ArgReader::Fail(std::string_view error) {
   return false;
 }
 
+std::optional<ScanOptions> ReadScanOptions(Context& ctx, size_t first, bool with_type) {
+  ScanOptions out;
+  ArgReader r(ctx, first);
+  while (r.more()) {
+    // Every option takes a value (Redis checks the pairing before the option's name).
+    if (r.remaining() < 2) return r.Fail(errors::kSyntax), std::nullopt;
+    auto option = with_type ? r.OneOf({"COUNT", "MATCH", "TYPE"}) : r.OneOf({"COUNT", "MATCH"});
+    if (!option) return r.Fail(errors::kSyntax), std::nullopt;
+    if (*option == 0) {
+      auto n = r.Integer();
+      if (!n) return std::nullopt;
+      if (*n < 1) return r.Fail(errors::kSyntax), std::nullopt;
+      out.count = *n;
+    } else if (*option == 1) {
+      out.pattern = r.Next();
+    } else {
+      out.type_name = r.Next();
+    }
+  }
+  return out;
+}
+
+void ReplyEmptyScan(Context& ctx) {
+  ctx.reply.ArrayLen(2);
+  ctx.reply.Bulk("0");
+  ctx.reply.ArrayLen(0);
+}
+
 }  // namespace prefixd::commands

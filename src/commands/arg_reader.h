@@ -1,6 +1,7 @@
 // ArgReader: how a handler reads its arguments, left to right: keywords matched in any case,
 // integers parsed strictly within a range, and on a bad argument Redis's error text queued on the
-// reply (the texts live in errors.h). Made per handler call on the calling io thread.
+// reply (the texts live in errors.h), and the SCAN family's options. Made per handler call on the
+// calling io thread.
 #pragma once
 
 #include <cstdint>
@@ -43,5 +44,20 @@ class ArgReader {
   Context& ctx_;
   size_t next_;
 };
+
+// The options of SCAN and of HSCAN/ZSCAN after the cursor.
+struct ScanOptions {
+  std::string_view pattern = "*";
+  int64_t count = 10;
+  std::optional<std::string_view> type_name;  // SCAN's TYPE
+};
+
+// Reads `COUNT n`, `MATCH pattern` and, when `with_type`, `TYPE name` from ctx.args[first] on,
+// checked in Redis's order (every option takes a value, then its name, then COUNT >= 1); on a
+// bad one queues Redis's error and returns nullopt.
+std::optional<ScanOptions> ReadScanOptions(Context& ctx, size_t first, bool with_type);
+// What HSCAN and ZSCAN answer for a missing key, before reading their options (as Redis does):
+// cursor 0, nothing found.
+void ReplyEmptyScan(Context& ctx);
 
 }  // namespace prefixd::commands

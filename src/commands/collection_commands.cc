@@ -247,6 +247,22 @@ void SRandMember(Context& ctx) {
   for (const std::string& m : picked) ctx.reply.Bulk(m);
 }
 
+// SPOP reaches replicas as what it did, as Redis 7.0: SREM of the members popped (1024 to a
+// command), or DEL when it took the whole set — never as a random choice made again there.
+void PropagatePopped(Context& ctx, std::string_view key, const std::vector<std::string>& popped,
+                     bool whole) {
+  if (!ctx.propagate.wanted()) return;
+  if (whole) return ctx.propagate.Send({"DEL", key});
+  constexpr size_t kBatch = 1024;
+  for (size_t i = 0; i < popped.size(); i += kBatch) {
+    std::vector<std::string> argv = {"SREM", std::string(key)};
+    const size_t end = std::min(popped.size(), i + kBatch);
+    argv.insert(argv.end(), popped.begin() + static_cast<ptrdiff_t>(i),
+                popped.begin() + static_cast<ptrdiff_t>(end));
+    ctx.propagate.Send(std::move(argv));
+  }
+}
+
 void SPop(Context& ctx) {
   if (ctx.args.size() > 3) return ctx.reply.Error(errors::kSyntax);
   std::optional<int64_t> count;
@@ -259,6 +275,7 @@ void SPop(Context& ctx) {
     if (!set.exists) return ctx.reply.Null();
     const std::vector<std::string> popped = {set.members[Rng()() % set.members.size()]};
     if (!StoreSetChange(ctx, key, set.encoding, persist::SetValue::kRemove, popped)) return;
+    PropagatePopped(ctx, key, popped, false);
     return ctx.reply.Bulk(popped[0]);
   }
   if (!set.exists || *count == 0) return ctx.reply.SetLen(0);
@@ -267,9 +284,11 @@ void SPop(Context& ctx) {
     popped = std::move(set.members);
     set.members.clear();
     if (!Store(ctx, key, KeyType::kSet, set)) return;  // the whole set: one delete
+    PropagatePopped(ctx, key, popped, true);
   } else {
     popped = Sample(set.members, static_cast<size_t>(*count));
     if (!StoreSetChange(ctx, key, set.encoding, persist::SetValue::kRemove, popped)) return;
+    PropagatePopped(ctx, key, popped, false);
   }
   ReplySet(ctx, popped);
 }
@@ -448,34 +467,11 @@ void LTrim(Context& ctx) {
   ctx.reply.Simple("OK");
 }
 
-// Fills what Redis 7.0.15's COMMAND reports for a one-key set or list command.
-CommandSpec AsRedisOneKey(CommandSpec s, std::string since, uint32_t acl, uint32_t key_flags,
-                          std::vector<Arg> arguments, std::vector<std::string> tips) {
-  s = AsRedis(std::move(s), std::move(since), acl, std::move(tips), std::move(arguments));
-  s.key_specs = {RangeKeySpec(key_flags, 1)};
-  return s;
-}
-
-Arg Many(Arg a) {
-  a.flags |= kArgMultiple;
-  return a;
-}
-
 }  // namespace
 
 void RegisterCollectionCommands(Registry& r) {
-  const auto family = [&](std::string group, uint32_t acl) {
-    return [group, acl, &r](std::string name, int arity, uint32_t flags, std::string syntax,
-                            std::string summary, Handler h, std::string complexity,
-                            std::string since, uint32_t key_flags, std::vector<Arg> args,
-                            std::vector<std::string> tips = {}) {
-      r.Add(AsRedisOneKey(MakeSpec(group, 1, std::move(name), arity, flags, std::move(syntax),
-                                   std::move(summary), h, std::move(complexity)),
-                          std::move(since), acl, key_flags, std::move(args), std::move(tips)));
-    };
-  };
-  const auto set = family("set", kAclSet);
-  const auto list = family("list", kAclList);
+  const OneKeyFamily set(r, "set", kAclSet);
+  const OneKeyFamily list(r, "list", kAclList);
   const uint32_t write = kWrite | kDenyOom | kFast;
   const uint32_t read = kReadonly | kFast;
   const Arg key = KeyArg("key"), member = StrArg("member"), element = StrArg("element");

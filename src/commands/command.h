@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,12 +21,41 @@ class Engine;
 struct CommandSpec;
 struct CommandStats;
 
+// What a write command sends to replicas (commands/replication.h). By default the command as
+// received, once it changed something (Redis's server.dirty moved); a handler whose effect
+// Redis propagates in another form (SET EX -> SET PXAT, GETDEL -> DEL, SPOP -> SREM, ...) names
+// that form with Send, or sends nothing with Nothing. While no replica is attached `wanted()` is
+// false and Send costs one branch.
+class Propagation {
+ public:
+  bool wanted() const { return wanted_; }
+  // The first call replaces the command as received; later calls add commands after it.
+  void Send(std::vector<std::string> argv) {
+    replaced_ = true;
+    if (wanted_) commands_.push_back(std::move(argv));
+  }
+  void Send(std::initializer_list<std::string_view> argv) {
+    if (!wanted_) return void(replaced_ = true);
+    Send(std::vector<std::string>(argv.begin(), argv.end()));
+  }
+  void Nothing() { replaced_ = true, commands_.clear(); }
+  bool replaced() const { return replaced_; }
+  const std::vector<std::vector<std::string>>& commands() const { return commands_; }
+  void set_wanted(bool wanted) { wanted_ = wanted; }
+
+ private:
+  bool wanted_ = false;
+  bool replaced_ = false;
+  std::vector<std::vector<std::string>> commands_;
+};
+
 struct Context {
   server::ClientState& client;
   const protocol::Request& args;
   protocol::ReplyWriter& reply;
   Engine& engine;
   const CommandSpec& spec;
+  Propagation propagate{};
 };
 
 using Handler = void (*)(Context&);
@@ -53,6 +83,9 @@ enum CommandFlag : uint32_t {
   kSentinel = 1u << 18,
   // Served as if ASKING was sent first (RESTORE-ASKING: a key of an importing slot).
   kAsking = 1u << 19,
+  // Runs holding the whole exec gate, as EXEC's queue does (SYNC: its snapshot and the start of
+  // its stream are one point between commands). Not reported by COMMAND INFO.
+  kWholeGate = 1u << 20,
 };
 
 // The names COMMAND INFO reports for the flags, in Redis's order.
@@ -257,12 +290,30 @@ inline Arg TypedArg(std::string name, ArgType type, uint32_t flags = 0) {
   a.name = std::move(name), a.type = type, a.flags = flags;
   return a;
 }
+// The same argument, repeated (Redis's "multiple") or optional.
+inline Arg Many(Arg a) {
+  a.flags |= kArgMultiple;
+  return a;
+}
+inline Arg Optional(Arg a) {
+  a.flags |= kArgOptional;
+  return a;
+}
 // A key spec found by index with a range after it (`last_key` relative to the first key; -1:
 // to the end), Redis's most common shape.
 inline KeySpec RangeKeySpec(uint32_t flags, int index, int last_key = 0) {
   KeySpec k;
   k.flags = flags, k.index = index, k.last_key = last_key;
   return k;
+}
+
+// Fills what Redis 7.0.15's COMMAND reports for a command of one key at argument 1 (the set,
+// list, hash and sorted-set commands).
+inline CommandSpec AsRedisOneKey(CommandSpec s, std::string since, uint32_t acl, uint32_t key_flags,
+                                 std::vector<Arg> arguments, std::vector<std::string> tips) {
+  s = AsRedis(std::move(s), std::move(since), acl, std::move(tips), std::move(arguments));
+  s.key_specs = {RangeKeySpec(key_flags, 1)};
+  return s;
 }
 
 // The key specs COMMAND INFO reports: the explicit ones, or one derived from the legacy triple.

@@ -168,7 +168,8 @@ std::string DescribeClient(const server::ClientState& c) {
   out += " age=" + std::to_string(age);
   out += " idle=" + std::to_string((now - c.last_interaction_ms.load()) / 1000);
   const int multi = c.multi_count.load(std::memory_order_relaxed);
-  out += std::string(" flags=") + (multi >= 0 ? "x" : "N") + " db=" + std::to_string(c.db.load()) +
+  const char* flags = c.replica.load(std::memory_order_relaxed) ? "S" : multi >= 0 ? "x" : "N";
+  out += std::string(" flags=") + flags + " db=" + std::to_string(c.db.load()) +
          " sub=0 psub=0 ssub=0 multi=" + std::to_string(multi);
   // Memory as Redis words it: qbuf is the request bytes received and not yet run, qbuf-free the
   // room of the read buffer, argv-mem the request's arguments, omem the replies queued (copied
@@ -227,24 +228,34 @@ void ClientSetInfo(Context& ctx) {
   ctx.reply.Simple("OK");
 }
 
-// CLIENT LIST/KILL TYPE: Redis's client type names; nullopt for another name.
-std::optional<bool> IsNormalType(std::string_view type) {
-  if (EqualsIgnoreCase(type, "normal")) return true;
-  for (std::string_view other : {"master", "slave", "replica", "pubsub"}) {
-    if (EqualsIgnoreCase(type, other)) return false;
+// CLIENT LIST/KILL TYPE: Redis's client type names; nullopt for another name. prefixd's clients
+// are normal ones and replicas (never a master link or a pubsub client).
+enum class ClientType { kNormal, kReplica, kNever };
+std::optional<ClientType> ParseClientType(std::string_view type) {
+  if (EqualsIgnoreCase(type, "normal")) return ClientType::kNormal;
+  if (EqualsIgnoreCase(type, "slave") || EqualsIgnoreCase(type, "replica")) {
+    return ClientType::kReplica;
+  }
+  if (EqualsIgnoreCase(type, "master") || EqualsIgnoreCase(type, "pubsub")) {
+    return ClientType::kNever;
   }
   return std::nullopt;
+}
+bool OfType(const server::ClientState& c, std::optional<ClientType> type) {
+  if (!type) return true;
+  return *type != ClientType::kNever &&
+         c.replica.load(std::memory_order_relaxed) == (*type == ClientType::kReplica);
 }
 
 void ClientList(Context& ctx) {
   std::vector<uint64_t> ids;
+  std::optional<ClientType> wanted;
   ArgReader r(ctx, 2);
   while (r.more()) {
     if (r.remaining() >= 2 && r.Keyword("TYPE")) {
       std::string_view type = r.Next();
-      auto normal = IsNormalType(type);
-      if (!normal) return ctx.reply.Error(errors::UnknownClientType(type));
-      if (!*normal) return ctx.reply.Verbatim("");
+      wanted = ParseClientType(type);
+      if (!wanted) return ctx.reply.Error(errors::UnknownClientType(type));
     } else if (r.remaining() >= 2 && r.Keyword("ID")) {
       while (r.more()) {
         auto id = r.Integer(1, std::numeric_limits<int64_t>::max(), errors::kInvalidClientId);
@@ -258,6 +269,7 @@ void ClientList(Context& ctx) {
   std::string out;
   for (const auto& c : ctx.engine.Clients()) {
     if (!ids.empty() && std::find(ids.begin(), ids.end(), c->id) == ids.end()) continue;
+    if (!OfType(*c, wanted)) continue;
     out += DescribeClient(*c);
   }
   ctx.reply.Verbatim(out);
@@ -286,7 +298,7 @@ void ClientKill(Context& ctx) {
   std::string_view addr, laddr;
   bool skip_me = true;
   int64_t max_age = 0;
-  bool none_match = false;  // TYPE names a kind of client prefixd never has
+  std::optional<ClientType> kind;  // TYPE: the kind of client to kill
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   ArgReader r(ctx, 2);
   while (r.more()) {
@@ -319,9 +331,8 @@ void ClientKill(Context& ctx) {
       }
       case 5: {
         std::string_view type = r.Next();
-        auto normal = IsNormalType(type);
-        if (!normal) return ctx.reply.Error(errors::UnknownClientType(type));
-        if (!*normal) none_match = true;
+        kind = ParseClientType(type);
+        if (!kind) return ctx.reply.Error(errors::UnknownClientType(type));
         break;
       }
       default: {
@@ -330,13 +341,13 @@ void ClientKill(Context& ctx) {
       }
     }
   }
-  if (none_match) return ctx.reply.Integer(0);
   int64_t killed = 0;
   auto now = std::chrono::steady_clock::now();
   for (const auto& c : ctx.engine.Clients()) {
     if (id != 0 && c->id != static_cast<uint64_t>(id)) continue;
     if (!addr.empty() && c->addr != addr) continue;
     if (!laddr.empty() && c->laddr != laddr) continue;
+    if (!OfType(*c, kind)) continue;
     if (max_age > 0 &&
         std::chrono::duration_cast<std::chrono::seconds>(now - c->created).count() < max_age) {
       continue;

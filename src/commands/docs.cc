@@ -87,10 +87,13 @@ std::string CommandsMarkdown(const Registry& registry) {
   out +=
       "\n## Settings\n\nFlags (`--name value`), config-file directives and `CONFIG GET/SET` "
       "names.\n\n| setting | default | CONFIG SET | meaning |\n|---|---|---|---|\n";
-  for (const SettingSpec& spec : Settings::Specs()) {
+  for (size_t k = 0; k < Settings::Specs().size(); ++k) {
+    const SettingSpec& spec = Settings::Specs()[k];
+    const std::string_view alias = Settings::Alias(static_cast<Setting>(k));
     std::string def = spec.default_value.empty() ? "\"\"" : std::string(spec.default_value);
     std::string help(spec.help);
     if (!spec.choices.empty()) help += " (" + std::string(spec.choices) + ")";
+    if (!alias.empty()) help += "; also named `" + std::string(alias) + "`";
     out += "| `" + std::string(spec.name) + "` | `" + def + "` | " +
            (spec.runtime_mutable ? "yes" : "no") + " | " + help + " |\n";
   }

@@ -109,6 +109,13 @@ uint64_t Engine::UsedMemory() const {
   return total;
 }
 
+uint64_t Engine::NotePeakMemory(uint64_t used) {
+  uint64_t peak = stats_.peak_memory.load();
+  while (used > peak && !stats_.peak_memory.compare_exchange_weak(peak, used)) {
+  }
+  return std::max(peak, used);
+}
+
 int64_t Engine::UptimeSeconds() const {
   using namespace std::chrono;
   return duration_cast<seconds>(system_clock::now() - started_).count();
@@ -127,6 +134,7 @@ void Engine::StartActiveExpiry() {
         // A pass deletes keys: never in the middle of an EXEC.
         ExecGate::Hold gate(exec_gate_, /*exclusive=*/false);
         ExpireCycle(*this, CoarseNowMs(), kPerShard);
+        replication_.Tick(settings_.Int(Setting::kReplPingReplicaPeriod));
       }
       std::unique_lock lock(mu);
       wake.wait_for(lock, stop, kPeriod, [] { return false; });

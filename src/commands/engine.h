@@ -20,6 +20,7 @@
 #include "commands/command_stats.h"
 #include "commands/exec_gate.h"
 #include "commands/prefix_receipt.h"
+#include "commands/replication.h"
 #include "commands/watches.h"
 #include "common/settings.h"
 #include "common/striped_counter.h"
@@ -85,6 +86,8 @@ class Engine {
   ExecGate& exec_gate() { return exec_gate_; }
   // WATCH's keys; the mutation path reports changes to it.
   Watches& watches() { return watches_; }
+  // The replicas and the stream of changes they receive (SYNC, PSYNC).
+  Replication& replication() { return replication_; }
   // Null when appendonly is off.
   persist::Durability* durability() { return durability_.get(); }
   void set_durability(std::unique_ptr<persist::Durability> d) { durability_ = std::move(d); }
@@ -106,6 +109,8 @@ class Engine {
   // Bytes held for stored values and their bookkeeping, the figure maxmemory limits: every
   // database's.
   uint64_t UsedMemory() const;
+  // Raises used_memory_peak to `used` when it is higher; returns the peak.
+  uint64_t NotePeakMemory(uint64_t used);
   static uint64_t DatabaseMemory(const store::Database& db);
   // The stores' figures summed over every database (INFO).
   store::StoreStats StateStats() const;
@@ -146,6 +151,7 @@ class Engine {
   std::function<void()> shutdown_hook_;
   std::shared_mutex mutation_gate_;
   ExecGate exec_gate_;
+  Replication replication_;
   Watches watches_;
   store::Databases databases_;
   std::array<std::mutex, kKeyLockStripes> key_locks_;

@@ -19,6 +19,8 @@
 #include "common/numbers.h"
 
 namespace prefixd::commands {
+void ReplicationInfo(Engine& engine, std::string& out);
+
 namespace {
 
 using Fields = std::string;
@@ -76,10 +78,7 @@ void MemorySection(Engine& e, std::string& out) {
   for (const auto& c : e.Clients()) clients += c->total_bytes.load(std::memory_order_relaxed);
   const uint64_t dataset = s.payload_bytes + v.payload_bytes;
   const uint64_t used = e.UsedMemory() + clients;
-  uint64_t peak = e.stats().peak_memory.load();
-  while (used > peak && !e.stats().peak_memory.compare_exchange_weak(peak, used)) {
-  }
-  peak = std::max(peak, used);
+  const uint64_t peak = e.NotePeakMemory(used);
   uint64_t rss = ResidentBytes();
   int64_t maxmemory = e.settings().Int(Setting::kMaxMemory);
   Field(out, "used_memory", used);
@@ -155,11 +154,7 @@ void StatsSection(Engine& e, std::string& out) {
   Field(out, "total_error_replies", st.errors.total());
 }
 
-void ReplicationSection(Engine&, std::string& out) {
-  Field(out, "role", "master");
-  Field(out, "connected_slaves", uint64_t{0});
-  Field(out, "master_repl_offset", uint64_t{0});
-}
+void ReplicationSection(Engine& e, std::string& out) { ReplicationInfo(e, out); }
 
 void CpuSection(Engine&, std::string& out) {
   rusage self{};

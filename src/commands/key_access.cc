@@ -57,6 +57,12 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
     case store::KeyType::kList:
       records.push_back(persist::ListValue{std::string(key), persist::ListValue::kWhole, 0, {}});
       break;
+    case store::KeyType::kHash:
+      records.push_back(persist::HashValue{std::string(key), 0, persist::HashValue::kWhole, {}});
+      break;
+    case store::KeyType::kZset:
+      records.push_back(persist::ZsetValue{std::string(key), 0, persist::ZsetValue::kWhole, {}});
+      break;
     case store::KeyType::kStream:
       records.push_back(
           persist::StreamValue{std::string(key), persist::StreamValue::kWhole, 0, {}});
@@ -147,10 +153,14 @@ void LoadColdString(Engine& engine, store::Database& database, std::string_view 
   if (!database.keys.ReadColdString(info.place, 0, info.place.length, info.value, error)) {
     throw std::runtime_error("reading a cold string from disk failed: " + error);
   }
-  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
-  if (limit <= 0 || CountedMemory(engine) + info.value.size() <= static_cast<uint64_t>(limit)) {
+  if (PromotesOnRead(engine, info.value.size())) {
     database.keys.PromoteString(key, info.place, info.value);
   }
+}
+
+bool PromotesOnRead(const Engine& engine, uint64_t bytes) {
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  return limit <= 0 || CountedMemory(engine) + bytes <= static_cast<uint64_t>(limit);
 }
 
 std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool touch) {
@@ -188,6 +198,7 @@ std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool 
 }  // namespace
 
 Deleted ExpireIfDue(Engine& engine, size_t db, std::string_view key, int64_t now_ms) {
+  ServerDeletion deletion(engine);
   KeyLocks lock(engine, key);
   // Looked up again under the lock: the entry seen expired may since have been deleted by the
   // racing pass or lookup, or written again by a command.
@@ -198,7 +209,10 @@ Deleted ExpireIfDue(Engine& engine, size_t db, std::string_view key, int64_t now
     return nothing;
   }
   Deleted deleted = DeleteKey(engine, db, key, info->type);
-  if (deleted.applied) engine.stats().expired_keys += 1;
+  if (deleted.applied) {
+    engine.stats().expired_keys += 1;
+    deletion.Feed(db, key);
+  }
   return deleted;
 }
 
@@ -226,6 +240,14 @@ namespace {
 
 // One eviction pass at a time, so two writers never evict the same budget twice.
 std::mutex eviction_pass;
+
+// Deletes an eviction's victim, fed to replicas as DEL (Redis 7.0 propagates evictions so).
+bool EvictKey(Engine& engine, size_t db, std::string_view key, store::KeyType type) {
+  ServerDeletion deletion(engine);
+  const Deleted done = DeleteKey(engine, db, key, type);
+  if (done.applied) deletion.Feed(db, key);
+  return done.ok;
+}
 
 // The disk tier's cold bytes over every database.
 uint64_t ColdBytes(Engine& engine) {
@@ -281,7 +303,7 @@ void TrimDiskTier(Engine& engine) {
     for (size_t index : LargestFirst(engine, DatabaseColdBytes)) {
       auto victim = engine.database(index).keys.PickColdVictim(policy);
       if (!victim) continue;
-      if (!DeleteKey(engine, index, victim->first, victim->second).ok) return;
+      if (!EvictKey(engine, index, victim->first, victim->second)) return;
       engine.stats().disk_evicted_keys += 1;
       deleted = true;
       break;
@@ -304,7 +326,7 @@ bool DeleteColdVictim(Engine& engine, store::EvictionPolicy policy) {
   for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
     auto victim = engine.database(index).keys.PickColdVictim(policy);
     if (!victim) continue;
-    if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
+    if (!EvictKey(engine, index, victim->first, victim->second)) return false;
     engine.stats().evicted_keys += 1;
     return true;
   }
@@ -353,7 +375,7 @@ bool MakeRoom(Engine& engine) {
                                string_cold == store::StringCold::kNotDurable)) {
         return false;
       } else {
-        if (!DeleteKey(engine, index, victim->first, victim->second).ok) return false;
+        if (!EvictKey(engine, index, victim->first, victim->second)) return false;
         engine.stats().evicted_keys += 1;
       }
       evicted = true;
@@ -370,7 +392,9 @@ bool MakeRoom(Engine& engine) {
 
 store::StringCold MakeStringCold(Engine& engine, store::Database& database, std::string_view key) {
   store::StringCold out = database.keys.MakeStringCold(key);
-  if (out == store::StringCold::kNotDurable || out == store::StringCold::kNotPlaced) {
+  // During recovery there is no log yet: what was read is durable and placed, or never will be.
+  if ((out == store::StringCold::kNotDurable || out == store::StringCold::kNotPlaced) &&
+      engine.durability() != nullptr) {
     // One fsync makes every record so far durable and placed, shared by the pass's victims.
     engine.durability()->Sync();
     out = database.keys.MakeStringCold(key);
@@ -410,7 +434,8 @@ bool MakeCold(Engine& engine, store::Database& database, std::string_view key,
       return true;
     }
     // Not durable (or not yet placed by the log thread): one fsync makes every record so far
-    // durable, shared by all the victims of this pass.
+    // durable, shared by all the victims of this pass. During recovery there is no log yet.
+    if (engine.durability() == nullptr) return false;
     engine.durability()->Sync();
   }
   return false;
@@ -460,6 +485,33 @@ uint64_t ColdAfterRecovery(Engine& engine) {
   std::lock_guard lock(eviction_pass);
   TrimDiskTier(engine);
   return moved;
+}
+
+void ColdWhileRecovering(Engine& engine, size_t db, const persist::Mutation& m) {
+  const int64_t limit = engine.settings().Int(Setting::kMaxMemory);
+  if (limit <= 0 || CurrentPolicy(engine) == store::EvictionPolicy::kNoEviction) return;
+  const uint64_t used = CountedMemory(engine);
+  engine.NotePeakMemory(used);
+  if (used <= static_cast<uint64_t>(limit)) return;
+  store::Database& database = engine.database(db);
+  std::vector<std::string> keys;
+  if (const auto* put = std::get_if<persist::SsmPut>(&m)) keys.push_back(put->sid);
+  if (const auto* rows = std::get_if<persist::VStore>(&m)) keys.push_back(rows->sid);
+  for (const persist::StringValueAt& w :
+       persist::StringValueOffsets(m, store::KeyEntry::kInlineValueBelow)) {
+    keys.emplace_back(w.key);
+  }
+  for (const std::string& key : keys) {
+    auto info = database.keys.Find(key);
+    // A V-store half of a KV.PREFIX registration has no key of its own: ColdAfterRecovery
+    // takes the registration whole at the end.
+    if (!info || info->cold || !DiskTierType(info->type)) continue;
+    if (info->type == store::KeyType::kString) {
+      MakeStringCold(engine, database, key);
+    } else {
+      MakeCold(engine, database, key, info->type);
+    }
+  }
 }
 
 namespace {

@@ -103,10 +103,18 @@ store::StringCold MakeStringCold(Engine& engine, store::Database& database, std:
 // std::runtime_error (the client gets an error, the key stays). Does nothing for a hot key.
 void LoadColdString(Engine& engine, store::Database& database, std::string_view key,
                     store::KeyInfo& info);
+// Whether reading a cold string of `bytes` promotes it (it fits under maxmemory): what
+// LoadColdString decides, for a reader that streams the value instead when it does not.
+bool PromotesOnRead(const Engine& engine, uint64_t bytes);
 // After recovery, which loads every hot entry: while past maxmemory, sessions of every database
 // go cold by the policy (nothing is deleted for memory); then maxdisk applies. Returns how many
 // went cold.
 uint64_t ColdAfterRecovery(Engine& engine);
+// During recovery (Durability's placed_while_recovering), after record `m` of database `db`
+// placed values in its file: while past maxmemory, the keys it wrote go cold at once, so the
+// restart holds the budget plus one record rather than everything the log holds. Those read
+// first stay hot (a snapshot's hot set comes before its log tail); nothing is deleted.
+void ColdWhileRecovering(Engine& engine, size_t db, const persist::Mutation& m);
 // Before a full read of `key`: a cold session is read back into memory whole when it fits
 // under maxmemory (docs/cache-design.md, "The disk tier").
 void PromoteOnRead(Engine& engine, store::Database& database, std::string_view key);

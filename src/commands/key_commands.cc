@@ -88,6 +88,7 @@ void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
       Deleted done = DeleteKey(ctx, ctx.args[1], info->type);
       if (!done.ok) return ctx.reply.Error(done.error);
       ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+      ctx.propagate.Send({"DEL", ctx.args[1]});
       return ctx.reply.Integer(1);
     }
     case expiry::ExpireOutcome::kSet: {
@@ -95,6 +96,10 @@ void ExpireGeneric(Context& ctx, expiry::TimeUnit unit, bool relative) {
                                 static_cast<uint64_t>(request.value.at_ms)};
       auto done = Mutate(ctx, record);
       if (!done) return;
+      // Replicas get the absolute time whatever the form (Redis 7.0): no drift with their lag.
+      if (done->kind == persist::Outcome::Kind::kApplied) {
+        ctx.propagate.Send({"PEXPIREAT", ctx.args[1], std::to_string(request.value.at_ms)});
+      }
       return ctx.reply.Integer(done->kind == persist::Outcome::Kind::kApplied ? 1 : 0);
     }
   }
@@ -150,42 +155,13 @@ void Keys(Context& ctx) {
   for (const auto& key : found) ctx.reply.Bulk(key);
 }
 
-// A SCAN cursor as Redis's parseScanCursorOrReply reads it with strtoul: an optional sign
-// ("-1" wraps to 2^64 - 1), decimal digits, nothing after them, no overflow.
-std::optional<uint64_t> ParseCursor(std::string_view text) {
-  bool negative = false;
-  if (!text.empty() && (text[0] == '-' || text[0] == '+')) {
-    negative = text[0] == '-';
-    text.remove_prefix(1);
-  }
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  return negative ? uint64_t{0} - value : value;
-}
-
 void Scan(Context& ctx) {
-  auto cursor = ParseCursor(ctx.args[1]);
+  auto cursor = ParseScanCursor(ctx.args[1]);
   if (!cursor) return ctx.reply.Error(errors::kInvalidCursor);
-  KeyFilter filter{"*", std::nullopt, NowMs()};
-  int64_t count = 10;
-  ArgReader r(ctx, 2);
-  while (r.more()) {
-    // Every option takes a value (Redis checks the pairing before the option's name).
-    if (r.remaining() < 2) return ctx.reply.Error(errors::kSyntax);
-    auto option = r.OneOf({"COUNT", "MATCH", "TYPE"});
-    if (!option) return ctx.reply.Error(errors::kSyntax);
-    if (*option == 0) {
-      auto n = r.Integer();
-      if (!n) return;
-      if (*n < 1) return ctx.reply.Error(errors::kSyntax);
-      count = *n;
-    } else if (*option == 1) {
-      filter.pattern = r.Next();
-    } else {
-      filter.type_name = r.Next();
-    }
-  }
+  auto options = ReadScanOptions(ctx, 2, /*with_type=*/true);
+  if (!options) return;
+  const KeyFilter filter{options->pattern, options->type_name, NowMs()};
+  const int64_t count = options->count;
   std::vector<std::string> found;
   const uint64_t next = Db(ctx).keys.Scan(*cursor, static_cast<size_t>(count),
                                           [&](const std::string& key, const KeyInfo& info) {
@@ -223,6 +199,16 @@ void ObjectEncoding(Context& ctx) {
                                 : "hashtable");
     case store::KeyType::kList:  // Redis 7.0 holds every list as a quicklist
       return ctx.reply.Bulk("quicklist");
+    case store::KeyType::kHash:
+      return ctx.reply.Bulk(static_cast<store::HashEncoding>(info->encoding) ==
+                                    store::HashEncoding::kListpack
+                                ? "listpack"
+                                : "hashtable");
+    case store::KeyType::kZset:
+      return ctx.reply.Bulk(static_cast<store::ZsetEncoding>(info->encoding) ==
+                                    store::ZsetEncoding::kListpack
+                                ? "listpack"
+                                : "skiplist");
     case store::KeyType::kStream:
       return ctx.reply.Bulk("stream");
     default:
@@ -257,6 +243,8 @@ uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info
     case store::KeyType::kString:
     case store::KeyType::kSet:
     case store::KeyType::kList:
+    case store::KeyType::kHash:
+    case store::KeyType::kZset:
     case store::KeyType::kStream:
       return 0;  // the keyspace entry holds the value (Keyspace::EntryMemory)
     case store::KeyType::kSsmPrefix:
@@ -358,8 +346,7 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
     return MutateIn(ctx, to_db,
                     persist::StringSet{std::string(to), flags, at, persist::Blob{{source.value}}});
   }
-  if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList ||
-      info.type == store::KeyType::kStream) {
+  if (store::HoldsValue(info.type)) {  // a string was copied above
     if (!MutateIn(ctx, to_db, persist::MembersRecord(std::string(to), info))) return false;
     return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
   }
@@ -376,9 +363,11 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
     if (!MutateIn(ctx, to_db, persist::SsmPut{std::string(to), std::move(layers)})) return false;
     return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
   }
-  ctx.reply.Error("ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
-                  std::string(store::KeyTypeName(info.type)) +
-                  " key is not supported (strings, sets, lists and ssm-prefix sessions are)");
+  ctx.reply.Error(
+      "ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
+      std::string(store::KeyTypeName(info.type)) +
+      " key is not supported (strings, sets, lists, hashes, sorted sets, streams and ssm-prefix "
+      "sessions are)");
   return false;
 }
 

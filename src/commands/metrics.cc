@@ -129,9 +129,9 @@ void KeyspaceGroup(Engine& e, Writer& w) {
         static_cast<double>(k.keys));
   w.Family("prefixd_keys_by_type", "gauge", "Keys of each type, as TYPE names it.");
   for (size_t t = 0; t < store::kKeyTypeCount; ++t) {
-    const std::string_view name = store::KeyTypeName(static_cast<store::KeyType>(t));
-    if (name == "none") continue;  // a value no type is given yet
-    const std::string label = "type=\"" + std::string(name) + "\"";
+    if (!store::KnownKeyType(t)) continue;
+    const std::string label =
+        "type=\"" + std::string(store::KeyTypeName(static_cast<store::KeyType>(t))) + "\"";
     w.Sample("prefixd_keys_by_type", static_cast<double>(k.keys_by_type[t]), label);
   }
   w.One("prefixd_string_bytes", "gauge", "Bytes of string values held in memory.",

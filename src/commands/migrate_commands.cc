@@ -23,6 +23,7 @@
 #include "common/numbers.h"
 #include "persist/dump_payload.h"
 #include "persist/key_records.h"
+#include "persist/rdb.h"
 
 namespace prefixd::commands {
 namespace {
@@ -115,6 +116,24 @@ bool DeleteAll(Context& ctx, const std::vector<std::string>& keys) {
   return true;
 }
 
+// What RESTORE sends to replicas: a relative TTL as an absolute one, then ABSTTL (Redis 7.0),
+// and for a key Redis has a type for the value as Redis's own DUMP payload, so that a Redis
+// replica restores it too (prefixd's payload is its own format).
+void PropagateRestore(Context& ctx, const RestoreOptions& options, int64_t at) {
+  if (!ctx.propagate.wanted()) return;
+  const bool relative = at != 0 && !options.absttl;
+  std::string redis_payload;
+  if (auto info = Db(ctx).keys.Find(ctx.args[1]); info && !info->cold) {
+    redis_payload = persist::RdbWriter::DumpPayload(*info);
+  }
+  if (!relative && redis_payload.empty()) return;  // as received
+  std::vector<std::string> argv;
+  for (size_t i = 0; i < ctx.args.size(); ++i) argv.emplace_back(ctx.args[i]);
+  if (relative) argv[2] = std::to_string(at), argv.emplace_back("ABSTTL");
+  if (!redis_payload.empty()) argv[3] = std::move(redis_payload);
+  ctx.propagate.Send(std::move(argv));
+}
+
 void Restore(Context& ctx) {
   auto options = ParseRestoreOptions(ctx);
   if (!options) return;
@@ -152,6 +171,7 @@ void Restore(Context& ctx) {
     }
   }
 
+  const uint64_t changes_before = changes_applied_here;
   if (options->replace && !DeleteAll(ctx, dump.keys)) return;
   int64_t at = 0;
   if (*ttl != 0) {
@@ -160,7 +180,10 @@ void Restore(Context& ctx) {
                          : (*ttl > std::numeric_limits<int64_t>::max() - now
                                 ? std::numeric_limits<int64_t>::max()
                                 : *ttl + now);
-    if (at <= now) return ctx.reply.Simple("OK");  // already expired: nothing to create
+    if (at <= now) {  // already expired: nothing to create; a replaced key is deleted
+      if (changes_applied_here != changes_before) ctx.propagate.Send({"DEL", key});
+      return ctx.reply.Simple("OK");
+    }
   }
   store::Database& db = Db(ctx);
   bool ok = true;
@@ -180,6 +203,7 @@ void Restore(Context& ctx) {
     }
     return;
   }
+  PropagateRestore(ctx, *options, at);
   ctx.reply.Simple("OK");
 }
 
@@ -331,6 +355,11 @@ void Migrate(Context& ctx) {
   }
   const bool preamble_failed = target_error.has_value();
   bool socket_error = false;
+  // Replicas get the keys that left as one DEL (Redis 7.0), never the MIGRATE itself: a replica
+  // must not move keys to the target a second time.
+  std::vector<std::string> moved = {"DEL"};
+  ctx.propagate.Nothing();
+  const uint64_t errors_before = ctx.reply.error_count();
   for (const Migrating& m : sent) {
     auto reply = link->Read();
     if (!reply) {
@@ -340,9 +369,15 @@ void Migrate(Context& ctx) {
     if (!take(*reply) || preamble_failed || args->copy) continue;
     // Acknowledged: the source key goes (with a registration, its sessions and state).
     Deleted done = DeleteKey(ctx, m.key, m.type);
-    if (!done.ok) return ctx.reply.Error(done.error);
+    if (!done.ok) {
+      ctx.reply.Error(done.error);
+      break;
+    }
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+    moved.push_back(m.key);
   }
+  if (moved.size() > 1) ctx.propagate.Send(std::move(moved));
+  if (ctx.reply.error_count() > errors_before) return;
   if (target_error)
     return ctx.reply.Error("ERR Target instance replied with error: " + *target_error);
   if (socket_error) return ctx.reply.Error(kReading);

@@ -110,6 +110,11 @@ inline std::string Refusal(Engine& engine, const persist::Mutation& m) {
   return (verdict.out_of_memory ? "OOM " : "ERR ") + name + " refused: " + verdict.why;
 }
 
+// Records that changed something, applied by this thread: a command is propagated to replicas
+// when this moved while it ran (Redis's server.dirty); a server-side deletion (expiry, eviction)
+// feeds its own DEL and leaves it as it was (Replication's ServerChange).
+inline thread_local uint64_t changes_applied_here = 0;
+
 inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mutation& m) {
   MutationResult result;
   if (result.error = Refusal(engine, m); !result.error.empty()) return result;
@@ -151,6 +156,7 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
   const bool whole = flush_all || swap != nullptr || std::holds_alternative<persist::FlushDb>(m);
   if (watched && whole) engine.watches().BeforeChange(engine, db, m);
   result.outcome = persist::Apply(m, StoresOf(engine, database), append);
+  if (result.outcome->kind == persist::Outcome::Kind::kApplied) ++changes_applied_here;
   if (watched && !whole) {
     engine.watches().AfterChange(engine, db, m,
                                  result.outcome->kind != persist::Outcome::Kind::kUnchanged);
@@ -163,6 +169,26 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
   }
   return result;
 }
+
+// A deletion the server makes by itself (an expired key, an evicted one): fed to replicas as
+// `DEL key` in its place in the stream, and not counted as a change of the command it happens
+// in. Construct before any key lock; Feed once the key is gone.
+class ServerDeletion {
+ public:
+  explicit ServerDeletion(Engine& engine)
+      : engine_(engine), order_(engine.replication(), true), changes_(changes_applied_here) {}
+  ~ServerDeletion() { changes_applied_here = changes_; }
+  ServerDeletion(const ServerDeletion&) = delete;
+  ServerDeletion& operator=(const ServerDeletion&) = delete;
+  void Feed(size_t db, std::string_view key) {
+    if (order_.feeding()) engine_.replication().Feed(static_cast<int>(db), {"DEL", key});
+  }
+
+ private:
+  Engine& engine_;
+  Replication::OrderHold order_;
+  uint64_t changes_;
+};
 
 // MutateEngine for a command: nullopt (with the error queued as the reply) when the check
 // refuses it; the reply waits until the record is durable.

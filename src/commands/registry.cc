@@ -11,6 +11,7 @@
 #include "commands/cluster_routing.h"
 #include "commands/errors.h"
 #include "commands/key_access.h"
+#include "commands/mutate.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 
@@ -97,10 +98,13 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterKeyCommands(*this);
   RegisterStringCommands(*this);
   RegisterCollectionCommands(*this);
+  RegisterHashCommands(*this);
+  RegisterZsetCommands(*this);
   RegisterStreamCommands(*this);
   RegisterClusterCommands(*this);
   RegisterMigrateCommands(*this);
   RegisterTransactionCommands(*this);
+  RegisterReplicationCommands(*this);
   exec_ = Find("exec");
   for (std::string_view name : {"exec", "discard", "multi", "watch", "quit", "reset"}) {
     run_in_multi_.push_back(Find(name));
@@ -170,6 +174,9 @@ std::string Registry::OnConnect(const std::shared_ptr<server::ClientState>& clie
 }
 
 void Registry::OnDisconnect(const std::shared_ptr<server::ClientState>& client) {
+  if (client->replica.load(std::memory_order_relaxed)) {
+    engine_.replication().Detach(client->id);
+  }
   engine_.watches().UnwatchAll(*client);
   engine_.RemoveClient(*client);
 }
@@ -210,7 +217,12 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) const {
   const auto start = std::chrono::steady_clock::now();
   {
     CommandClock::Scope command_clock(start);
+    // A write runs under the replication order (held already when DispatchTo took it).
+    Replication::OrderHold order(engine_.replication(), (spec.flags & kWrite) != 0);
+    ctx.propagate.set_wanted(order.feeding());
+    const uint64_t changes_before = changes_applied_here;
     if (PrepareTypedKeys(ctx)) spec.handler(ctx);
+    if (order.feeding()) Propagate(ctx, changes_applied_here != changes_before);
   }
   const auto ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
@@ -229,6 +241,19 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) const {
     stats.failed_calls.Add();
     for (uint64_t i = 0; i < errors; ++i) engine_.stats().errors.Add(ctx.reply.last_error_code());
   }
+}
+
+void Registry::Propagate(const Context& ctx, bool changed) const {
+  Replication& replication = engine_.replication();
+  const int db = ctx.client.db.load(std::memory_order_relaxed);
+  if (!ctx.propagate.replaced()) {
+    if (!changed) return;
+    std::vector<std::string_view> argv;
+    argv.reserve(ctx.args.size());
+    for (size_t i = 0; i < ctx.args.size(); ++i) argv.push_back(ctx.args[i]);
+    return replication.Feed(db, argv);
+  }
+  for (const std::vector<std::string>& argv : ctx.propagate.commands()) replication.Feed(db, argv);
 }
 
 template <class AnswerFn>
@@ -340,7 +365,13 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
   }
   const uint32_t flags = exec ? client.multi_flags : spec->flags;
   // Taken before any key lock: EXEC runs its queue holding the whole gate, then key locks.
-  ExecGate::Hold gate(engine_.exec_gate(), exec);
+  ExecGate::Hold gate(engine_.exec_gate(), exec || (spec->flags & kWholeGate));
+  // A write holds the replication order from here (before a migration's key locks and the
+  // evictions that make room for it) to its propagation; so does whatever may evict (an
+  // eviction feeds its DEL, and must not take the order under the eviction pass's mutex while a
+  // writer holding the order waits for that mutex).
+  Replication::OrderHold order(engine_.replication(),
+                               exec || queue || (flags & (kWrite | kDenyOom)) != 0);
   // A write to a key of a slot being migrated away holds the key's lock stripes, as MIGRATE does
   // from reading the key to deleting it, and is routed again under them: the key may have left
   // meanwhile (then it is asked for on the target), and a write never lands between MIGRATE's
@@ -440,6 +471,10 @@ bool Registry::DurableNow(uint64_t lsn) {
 }
 
 int64_t Registry::IdleTimeoutSeconds() const { return engine_.settings().Int(Setting::kTimeout); }
+
+uint64_t Registry::ReplicaOutputBufferLimit() const {
+  return static_cast<uint64_t>(engine_.settings().Int(Setting::kReplicaOutputBufferLimit));
+}
 
 uint64_t Registry::OutputBufferLimit() const {
   return static_cast<uint64_t>(engine_.settings().Int(Setting::kClientOutputBufferLimit));

@@ -39,6 +39,7 @@ class Registry : public server::Dispatcher {
   bool DurableNow(uint64_t lsn) override;
   int64_t IdleTimeoutSeconds() const override;
   uint64_t OutputBufferLimit() const override;
+  uint64_t ReplicaOutputBufferLimit() const override;
 
   void Add(CommandSpec spec);
 
@@ -76,6 +77,9 @@ class Registry : public server::Dispatcher {
   std::string TransactionRedirect(const server::ClientState& client) const;
   // Runs the handler, timing it and counting the call and any error reply.
   void Run(const CommandSpec& spec, Context& ctx) const;
+  // Feeds what a write that ran sends to replicas: its Propagation, or the command as received
+  // when it `changed` something.
+  void Propagate(const Context& ctx, bool changed) const;
 
   Engine& engine_;
   // Looked up for every request: hashed and compared with ASCII case folded on the fly, so a
@@ -102,6 +106,29 @@ bool ProtectedModeRefuses(const Settings& settings, const server::ClientState& c
 // DISCARD, RESET, a refused EXEC).
 void EndTransaction(Engine& engine, server::ClientState& client);
 
+// Adds Redis commands of one key at argument 1 to `registry` under one group and ACL category
+// (the set, list, hash and sorted-set families): MakeSpec, then what Redis 7.0.15's COMMAND
+// reports.
+class OneKeyFamily {
+ public:
+  OneKeyFamily(Registry& registry, std::string group, uint32_t acl)
+      : registry_(registry), group_(std::move(group)), acl_(acl) {}
+  void operator()(std::string name, int arity, uint32_t flags, std::string syntax,
+                  std::string summary, Handler h, std::string complexity, std::string since,
+                  uint32_t key_flags, std::vector<Arg> args,
+                  std::vector<std::string> tips = {}) const {
+    registry_.Add(
+        AsRedisOneKey(MakeSpec(group_, 1, std::move(name), arity, flags, std::move(syntax),
+                               std::move(summary), h, std::move(complexity)),
+                      std::move(since), acl_, key_flags, std::move(args), std::move(tips)));
+  }
+
+ private:
+  Registry& registry_;
+  std::string group_;
+  uint32_t acl_;
+};
+
 // Each command family adds its commands to the table.
 void RegisterConnectionCommands(Registry& registry);
 void RegisterServerCommands(Registry& registry);
@@ -113,9 +140,12 @@ void RegisterPrefixIndexCommands(Registry& registry);
 void RegisterKeyCommands(Registry& registry);
 void RegisterStringCommands(Registry& registry);
 void RegisterCollectionCommands(Registry& registry);
+void RegisterHashCommands(Registry& registry);
+void RegisterZsetCommands(Registry& registry);
 void RegisterStreamCommands(Registry& registry);
 void RegisterClusterCommands(Registry& registry);
 void RegisterMigrateCommands(Registry& registry);
 void RegisterTransactionCommands(Registry& registry);
+void RegisterReplicationCommands(Registry& registry);
 
 }  // namespace prefixd::commands

@@ -288,24 +288,33 @@ void GetKeys(Context& ctx, bool with_flags) {
 
 void ConfigGet(Context& ctx) {
   const auto& args = ctx.args;
-  // Setting index -> the name to answer with. Like Redis, a name given without wildcards is
-  // echoed as the client wrote it.
-  std::map<size_t, std::string> matched;
+  // (setting index, by its alias) -> the name to answer with. Like Redis, a name given without
+  // wildcards is echoed as the client wrote it, and an alias (hash-max-ziplist-entries) answers
+  // under its own name beside the setting's.
+  std::map<std::pair<size_t, bool>, std::string> matched;
   for (size_t i = 2; i < args.size(); ++i) {
     std::string pattern(args[i]);
     if (pattern.find_first_of("*?[") == std::string::npos) {
-      if (auto id = Settings::Find(pattern)) matched.emplace(static_cast<size_t>(*id), pattern);
+      if (auto id = Settings::Find(pattern)) {
+        const bool alias = Settings::Alias(*id) == AsciiLower(pattern);
+        matched.emplace(std::make_pair(static_cast<size_t>(*id), alias), pattern);
+      }
       continue;
     }
     for (size_t k = 0; k < Settings::Specs().size(); ++k) {
-      std::string name(Settings::Specs()[k].name);
-      if (fnmatch(pattern.c_str(), name.c_str(), FNM_CASEFOLD) == 0) matched.emplace(k, name);
+      for (const bool alias : {false, true}) {
+        std::string name(alias ? Settings::Alias(static_cast<Setting>(k))
+                               : Settings::Specs()[k].name);
+        if (!name.empty() && fnmatch(pattern.c_str(), name.c_str(), FNM_CASEFOLD) == 0) {
+          matched.emplace(std::make_pair(k, alias), name);
+        }
+      }
     }
   }
   ctx.reply.MapLen(matched.size());
   for (const auto& [k, name] : matched) {
     ctx.reply.Bulk(name);
-    ctx.reply.Bulk(ctx.engine.settings().Get(static_cast<Setting>(k)));
+    ctx.reply.Bulk(ctx.engine.settings().Get(static_cast<Setting>(k.first)));
   }
 }
 
@@ -427,8 +436,8 @@ void Shutdown(Context& ctx) {
 }
 
 // DEBUG DIGEST-VALUE: 20 bytes in hex per key that equal exactly when two values do (40 zeros
-// for a missing key), as Redis's. A set's digest ignores member order, as Redis's does; the other
-// types' values are not digested here (their keys answer by their type alone).
+// for a missing key), as Redis's. A set's digest ignores member order, and a hash's the order of
+// its field-value pairs, as Redis's do; the other types digest their value's bytes in order.
 std::string DigestValue(const std::optional<store::KeyInfo>& info) {
   if (!info) return std::string(40, '0');
   XXH128_hash_t sum{0, 0};
@@ -437,10 +446,16 @@ std::string DigestValue(const std::optional<store::KeyInfo>& info) {
     sum = ordered ? h : XXH128_hash_t{sum.low64 ^ h.low64, sum.high64 ^ h.high64};
   };
   const std::string_view type = store::KeyTypeName(info->type);
-  if (info->type == store::KeyType::kSet) {
-    for (const std::string& m :
-         store::DecodeMembers(info->value.view()).value_or(std::vector<std::string>{})) {
-      mix(m, false);
+  if (info->type == store::KeyType::kSet || info->type == store::KeyType::kHash) {
+    const std::vector<std::string> members =
+        store::DecodeMembers(info->value.view()).value_or(std::vector<std::string>{});
+    const size_t step = info->type == store::KeyType::kHash ? 2 : 1;
+    for (size_t i = 0; i + step <= members.size(); i += step) {
+      // A hash's pair digests as its encoding: both lengths in front keep ("ab","c") apart from
+      // ("a","bc").
+      mix(step == 1 ? std::string_view(members[i])
+                    : std::string_view(store::EncodeMembers({members[i], members[i + 1]}).view()),
+          false);
     }
     const XXH128_hash_t h = XXH3_128bits_withSeed(type.data(), type.size(), sum.low64 ^ sum.high64);
     sum = h;

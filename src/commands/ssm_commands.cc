@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "commands/cold_reply.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/key_access.h"
@@ -102,10 +103,11 @@ void Fetch(Context& ctx) {
   }
   store::Database& db = Db(ctx);
   if (args.size() == 3) PromoteOnRead(ctx.engine, db, args[1]);  // a ranged read stays on disk
-  auto value = db.state.GetRange(args[1], *layer, offset, length);
+  auto value = db.state.FetchRange(args[1], *layer, offset, length, kStreamColdFrom);
   CountLookup(ctx, value.has_value());
   if (!value) return ctx.reply.Null();
-  ctx.reply.Bulk(*value);
+  if (!value->streamed()) return ctx.reply.Bulk(value->value);
+  BulkCold(ctx.reply, std::make_shared<ColdReadAhead>(std::vector{value->extent}), 0);
 }
 
 void MFetch(Context& ctx) {
@@ -120,18 +122,27 @@ void MFetch(Context& ctx) {
   }
   store::Database& db = Db(ctx);
   PromoteOnRead(ctx.engine, db, args[1]);
-  auto values = db.state.GetMany(args[1], layers);
+  auto values = db.state.FetchMany(args[1], layers, kStreamColdFrom);
   // Repeated layers are queued once each: the sum, not the distinct bytes, is what is held.
   uint64_t total = 0;
-  for (const auto& v : values) total += v ? v->size() + 16 : 5;
+  std::vector<store::ColdExtent> streamed;
+  for (const auto& v : values) {
+    total += v ? v->size() + 16 : 5;
+    if (v && v->streamed()) streamed.push_back(v->extent);
+  }
   if (!FitsOutputLimit(ctx, total, "SSM.PREFIX.MFETCH", "fetch fewer layers per call")) return;
+  // Large cold layers are read from disk as they are sent, the next one asked for ahead.
+  auto plan = streamed.empty() ? nullptr : std::make_shared<ColdReadAhead>(std::move(streamed));
+  size_t next_streamed = 0;
   ctx.reply.ArrayLen(values.size());
   for (const auto& v : values) {
     CountLookup(ctx, v.has_value());
-    if (v) {
-      ctx.reply.Bulk(*v);
-    } else {
+    if (!v) {
       ctx.reply.Null();
+    } else if (v->streamed()) {
+      BulkCold(ctx.reply, plan, next_streamed++);
+    } else {
+      ctx.reply.Bulk(v->value);
     }
   }
 }

@@ -288,6 +288,40 @@ std::optional<size_t> ParseTrim(Context& ctx, size_t from, bool xadd, Trim& trim
 
 // ---- XADD, XLEN, XRANGE, XDEL, XTRIM, XSETID -------------------------------------------------
 
+// XADD reaches replicas as Redis 7.0 sends it: a generated id (`*`, `ms-*`) replaced by the id
+// made here, and an approximate trim (`~`) as an exact one (`=`) to the length or first id it
+// left, so a replica whose node layout differs trims the same entries (LIMIT, which needs `~`,
+// is left out; Redis keeps it).
+void PropagateXAdd(Context& ctx, size_t id_at, bool id_made, StreamId id, const Trim& trim,
+                   uint64_t length_after, StreamId first_after) {
+  if (!ctx.propagate.wanted() || (!id_made && !trim.approx)) return;
+  std::vector<std::string> argv;
+  for (size_t i = 0; i < ctx.args.size(); ++i) {
+    const std::string_view a = ctx.args[i];
+    if (i < 2 || i >= id_at || !trim.approx) {
+      argv.emplace_back(i == id_at ? id.ToString() : std::string(a));
+    } else if (EqualsIgnoreCase(a, "LIMIT")) {
+      ++i;  // and its count
+    } else if (a == "~" || a == "=") {
+      argv.emplace_back("=");
+      argv.emplace_back(trim.kind == Trim::kMaxLen ? std::to_string(length_after)
+                                                   : first_after.ToString());
+      ++i;  // the threshold given
+    } else if (EqualsIgnoreCase(a, "MAXLEN") || EqualsIgnoreCase(a, "MINID")) {
+      argv.emplace_back(a);
+      if (i + 1 < id_at && ctx.args[i + 1] != "~" && ctx.args[i + 1] != "=") {
+        argv.emplace_back("=");
+        argv.emplace_back(trim.kind == Trim::kMaxLen ? std::to_string(length_after)
+                                                     : first_after.ToString());
+        ++i;
+      }
+    } else {
+      argv.emplace_back(a);
+    }
+  }
+  ctx.propagate.Send(std::move(argv));
+}
+
 void XAdd(Context& ctx) {
   const std::string_view key = ctx.args[1];
   Trim trim;
@@ -353,11 +387,14 @@ void XAdd(Context& ctx) {
   const StreamReader* r = s.reader ? &*s.reader : nullptr;
   const uint64_t trimmed =
       trim.kind == Trim::kMinId && !r ? 0 : TrimCount(s.meta, r, trim, true, id);
+  const uint64_t length_after = s.meta.length + 1 - trimmed;
+  const StreamId first_after = r && trimmed < r->entries().size() ? r->entries()[trimmed].id : id;
   s = Loaded{};
   if (!Log(ctx, key, persist::StreamValue::kAppend, trimmed,
            store::EncodeStreamEntry(id, body.view()))) {
     return;
   }
+  PropagateXAdd(ctx, id_at, auto_id || auto_seq, id, trim, length_after, first_after);
   ReplyId(ctx, id);
 }
 
@@ -1344,11 +1381,6 @@ void XInfoConsumers(Context& ctx) {
 }
 
 // ---- the table ----------------------------------------------------------------------------------
-
-Arg Many(Arg a) {
-  a.flags |= kArgMultiple;
-  return a;
-}
 
 CommandSpec WithTips(CommandSpec s, std::vector<std::string> tips) {
   s.tips = std::move(tips);

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/cold_reply.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/key_access.h"
@@ -163,10 +164,35 @@ std::vector<std::string_view> ArgsFrom(const Context& ctx, size_t first) {
 }
 
 void Get(Context& ctx) {
-  auto info = ReadKey(ctx, ctx.args[1]);
+  auto info = ReadKeyPlace(ctx, ctx.args[1]);
   if (!info) return ctx.reply.Null();
   if (!StringOrMissing(ctx, info)) return;
+  // A large value that stays on disk is read as it is sent; one that fits is read back whole.
+  if (OnDisk(*info) && info->place.length >= kStreamColdFrom &&
+      !PromotesOnRead(ctx.engine, info->place.length)) {
+    const store::ColdExtent extent = Db(ctx).keys.StreamColdString(info->place);
+    return BulkCold(ctx.reply, std::make_shared<ColdReadAhead>(std::vector{extent}), 0);
+  }
+  LoadColdString(ctx.engine, Db(ctx), ctx.args[1], *info);
   ctx.reply.Bulk(info->value);
+}
+
+// What SET, GETSET, SETEX and PSETEX send to replicas, as Redis 7.0: an expiry as `SET key value
+// PXAT <ms>` (the options that decided whether to write are spent), GET left out, GETSET as SET.
+void PropagateSet(Context& ctx, const expiry::StringOptions& options, const Write& how,
+                  size_t value_index = 2) {
+  if (!ctx.propagate.wanted()) return;
+  const std::string_view key = ctx.args[1], value = ctx.args[value_index];
+  if (options.expiry != expiry::ExpiryKind::kNone) {
+    return ctx.propagate.Send({"SET", key, value, "PXAT", std::to_string(how.at_ms)});
+  }
+  if (ctx.spec.full_name == "getset") return ctx.propagate.Send({"SET", key, value});
+  if (!options.get) return;
+  std::vector<std::string> argv;
+  for (size_t i = 0; i < ctx.args.size(); ++i) {
+    if (i < 3 || !EqualsIgnoreCase(ctx.args[i], "get")) argv.emplace_back(ctx.args[i]);
+  }
+  ctx.propagate.Send(std::move(argv));
 }
 
 // SET and GETSET. `options` start at argument 3.
@@ -191,6 +217,7 @@ void SetWith(Context& ctx, const expiry::StringOptions& options) {
     return options.get ? reply_old() : ctx.reply.Null();
   }
   if (!StoreString(ctx, key, info, ValueArg(ctx, 2), how)) return;
+  PropagateSet(ctx, options, how);
   options.get ? reply_old() : ctx.reply.Simple("OK");
 }
 
@@ -226,7 +253,9 @@ void SetExpiring(Context& ctx, expiry::ExpiryKind kind) {
   KeyLocks lock(ctx.engine, ctx.args[1]);
   auto info = WriteKey(ctx, ctx.args[1]);
   const Write how{store::EncodingOf(ctx.args[3]), KeepTtl::kNo, at.value};
-  if (StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 3), how)) ctx.reply.Simple("OK");
+  if (!StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 3), how)) return;
+  PropagateSet(ctx, options, how, 3);
+  ctx.reply.Simple("OK");
 }
 
 void SetEx(Context& ctx) { SetExpiring(ctx, expiry::ExpiryKind::kEx); }
@@ -249,14 +278,19 @@ void GetEx(Context& ctx) {
     const bool absolute =
         options.expiry == expiry::ExpiryKind::kExAt || options.expiry == expiry::ExpiryKind::kPxAt;
     // An absolute time already past deletes the key, as Redis's checkAlreadyExpired.
+    // Replicas get the absolute time, or the DEL, as Redis 7.0 propagates GETEX.
     if (absolute && at.value <= now) {
       if (!DeleteString(ctx, key)) return;
-    } else if (!Mutate(ctx,
-                       persist::KeyExpire{std::string(key), static_cast<uint64_t>(at.value)})) {
-      return;
+      ctx.propagate.Send({"DEL", key});
+    } else {
+      if (!Mutate(ctx, persist::KeyExpire{std::string(key), static_cast<uint64_t>(at.value)})) {
+        return;
+      }
+      ctx.propagate.Send({"PEXPIREAT", key, std::to_string(at.value)});
     }
   } else if (options.persist && info->expire_at_ms != 0) {
     if (!Mutate(ctx, persist::KeyExpire{std::string(key), 0})) return;
+    ctx.propagate.Send({"PERSIST", key});
   }
   ctx.reply.Bulk(info->value);
 }
@@ -266,7 +300,9 @@ void GetDel(Context& ctx) {
   auto info = ReadKey(ctx, ctx.args[1]);
   if (!info) return ctx.reply.Null();
   if (!StringOrMissing(ctx, info)) return;
-  if (DeleteString(ctx, ctx.args[1])) ctx.reply.Bulk(info->value);
+  if (!DeleteString(ctx, ctx.args[1])) return;
+  ctx.propagate.Send({"DEL", ctx.args[1]});
+  ctx.reply.Bulk(info->value);
 }
 
 void MGet(Context& ctx) {
@@ -432,37 +468,6 @@ void DecrByArg(Context& ctx) {
   IncrBy(ctx, -*decrement);
 }
 
-// Redis's string2ld: the whole text is a long double (strtold), no leading space, no NaN, no
-// overflow or underflow to zero.
-std::optional<long double> ParseLongDouble(std::string_view text) {
-  constexpr size_t kMaxChars = 5 * 1024;
-  if (text.empty() || text.size() >= kMaxChars) return std::nullopt;
-  const std::string buffer(text);  // stops at an embedded NUL, as Redis's C string does
-  errno = 0;
-  char* end = nullptr;
-  const long double value = std::strtold(buffer.c_str(), &end);
-  if (std::isspace(static_cast<unsigned char>(buffer[0])) || *end != '\0' || std::isnan(value) ||
-      errno == EINVAL ||
-      (errno == ERANGE && (value == HUGE_VALL || value == -HUGE_VALL || value == 0))) {
-    return std::nullopt;
-  }
-  return value;
-}
-
-// Redis's ld2string in LD_STR_HUMAN mode: %.17Lf without trailing zeros, "-0" as "0".
-std::string HumanLongDouble(long double value) {
-  std::vector<char> buffer(5 * 1024);
-  int n = std::snprintf(buffer.data(), buffer.size(), "%.17Lf", value);
-  if (n < 0 || static_cast<size_t>(n) >= buffer.size()) return "0";
-  std::string out(buffer.data(), static_cast<size_t>(n));
-  if (out.find('.') != std::string::npos) {
-    while (!out.empty() && out.back() == '0') out.pop_back();
-    if (!out.empty() && out.back() == '.') out.pop_back();
-  }
-  if (out == "-0") out = "0";
-  return out;
-}
-
 void IncrByFloat(Context& ctx) {
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
@@ -479,7 +484,10 @@ void IncrByFloat(Context& ctx) {
   const std::string text = HumanLongDouble(sum);
   const Write how{text.size() <= 44 ? StringEncoding::kEmbstr : StringEncoding::kRaw,
                   info ? KeepTtl::kYes : KeepTtl::kNo, 0};
-  if (StoreString(ctx, key, info, Bytes::CopyCompact(text), how)) ctx.reply.Bulk(text);
+  if (!StoreString(ctx, key, info, Bytes::CopyCompact(text), how)) return;
+  // Replicas get the result, not the increment (float formatting may differ between machines).
+  ctx.propagate.Send({"SET", key, text, "KEEPTTL"});
+  ctx.reply.Bulk(text);
 }
 
 // Redis's getBitOffsetFromArgument: a bit offset within proto-max-bulk-len bytes.
@@ -650,11 +658,6 @@ CommandSpec AsRedisString(CommandSpec s, std::string since, uint32_t key_flags,
   key.key_step = step, key.notes = std::move(notes);
   s.key_specs = {key};
   return s;
-}
-
-Arg Optional(Arg a) {
-  a.flags |= kArgOptional;
-  return a;
 }
 
 // SET's and GETEX's expiry choices.

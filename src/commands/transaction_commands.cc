@@ -59,6 +59,8 @@ void Exec(Context& ctx) {
   // The queue's records go to the log as one group, all or none across a crash; the whole exec
   // gate keeps every other writer (clients, active expiry) out until it is queued.
   persist::Durability::Group logged(ctx.engine.durability());
+  // Replicas get what the queue changed as one MULTI ... EXEC block.
+  Replication::Transaction replicated(ctx.engine.replication());
   for (const protocol::Request& request : queue) {
     ctx.engine.registry->RunQueued(client, request, ctx.reply);
   }

@@ -32,6 +32,8 @@ void ForEachKeyOf(const persist::Mutation& m, Visit&& visit) {
                              std::is_same_v<R, persist::StringDel> ||
                              std::is_same_v<R, persist::SetValue> ||
                              std::is_same_v<R, persist::ListValue> ||
+                             std::is_same_v<R, persist::HashValue> ||
+                             std::is_same_v<R, persist::ZsetValue> ||
                              std::is_same_v<R, persist::StreamValue> ||
                              std::is_same_v<R, persist::KeyExpire>) {
           visit(r.key);

@@ -1,9 +1,14 @@
 #include "common/numbers.h"
 
+#include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace prefixd {
 
@@ -57,6 +62,51 @@ std::string HumanBytes(uint64_t bytes) {
     std::snprintf(buf, sizeof buf, "%.2f%s", d, kUnits[unit]);
   }
   return buf;
+}
+
+// Redis's string2ld: the whole text is a long double (strtold), no leading space, no NaN, no
+// overflow or underflow to zero.
+std::optional<long double> ParseLongDouble(std::string_view text) {
+  constexpr size_t kMaxChars = 5 * 1024;
+  if (text.empty() || text.size() >= kMaxChars) return std::nullopt;
+  const std::string buffer(text);  // stops at an embedded NUL, as Redis's C string does
+  errno = 0;
+  char* end = nullptr;
+  const long double value = std::strtold(buffer.c_str(), &end);
+  if (std::isspace(static_cast<unsigned char>(buffer[0])) || *end != '\0' || std::isnan(value) ||
+      errno == EINVAL ||
+      (errno == ERANGE && (value == HUGE_VALL || value == -HUGE_VALL || value == 0))) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// Redis's ld2string in LD_STR_HUMAN mode: %.17Lf without trailing zeros, "-0" as "0".
+std::string HumanLongDouble(long double value) {
+  std::vector<char> buffer(5 * 1024);
+  int n = std::snprintf(buffer.data(), buffer.size(), "%.17Lf", value);
+  if (n < 0 || static_cast<size_t>(n) >= buffer.size()) return "0";
+  std::string out(buffer.data(), static_cast<size_t>(n));
+  if (out.find('.') != std::string::npos) {
+    while (!out.empty() && out.back() == '0') out.pop_back();
+    if (!out.empty() && out.back() == '.') out.pop_back();
+  }
+  if (out == "-0") out = "0";
+  return out;
+}
+
+// A SCAN cursor as Redis's parseScanCursorOrReply reads it with strtoul: an optional sign
+// ("-1" wraps to 2^64 - 1), decimal digits, nothing after them, no overflow.
+std::optional<uint64_t> ParseScanCursor(std::string_view text) {
+  bool negative = false;
+  if (!text.empty() && (text[0] == '-' || text[0] == '+')) {
+    negative = text[0] == '-';
+    text.remove_prefix(1);
+  }
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return negative ? uint64_t{0} - value : value;
 }
 
 }  // namespace prefixd

@@ -39,6 +39,11 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Most argument bytes one request may declare (below 4 GiB)"},
     {"client-output-buffer-limit", T::kMemory, true, "4gb", 1024, kMax, "",
      "Replies a client may leave unread before it is disconnected"},
+    {"replica-output-buffer-limit", T::kMemory, true, "256mb", 1024, kMax, "",
+     "Replication stream a replica may leave unread before it is disconnected (Redis's "
+     "client-output-buffer-limit replica hard limit)"},
+    {"repl-ping-replica-period", T::kInteger, true, "10", 1, kIntMax, "",
+     "Seconds between the PINGs sent to replicas in the replication stream"},
     {"io-threads", T::kInteger, false, "0", 0, 256, "", "Network threads (0: one per core)"},
     {"timeout", T::kInteger, true, "0", 0, kIntMax, "",
      "Close a client idle for this many seconds (0: never)"},
@@ -139,6 +144,14 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Refuse keyed commands with -CLUSTERDOWN while any slot is served by no node"},
     {"set-max-intset-entries", T::kInteger, true, "512", 0, kMax, "",
      "Most members a set of integers holds as an intset (OBJECT ENCODING) before a hashtable"},
+    {"hash-max-listpack-entries", T::kInteger, true, "512", 0, kMax, "",
+     "Most fields a hash holds as a listpack (OBJECT ENCODING) before a hashtable"},
+    {"hash-max-listpack-value", T::kMemory, true, "64", 0, kMax, "",
+     "Longest field or value a listpack hash holds before it becomes a hashtable"},
+    {"zset-max-listpack-entries", T::kInteger, true, "128", 0, kMax, "",
+     "Most members a sorted set holds as a listpack (OBJECT ENCODING) before a skiplist"},
+    {"zset-max-listpack-value", T::kMemory, true, "64", 0, kMax, "",
+     "Longest member, in bytes, a listpack sorted set holds before it becomes a skiplist"},
 }};
 
 // latency-tracking-info-percentiles: numbers from 0 to 100 separated by spaces, rewritten as
@@ -217,9 +230,26 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)>& Settings::S
 std::optional<Setting> Settings::Find(std::string_view name) {
   std::string lower = AsciiLower(name);
   for (size_t i = 0; i < kSettingSpecs.size(); ++i) {
-    if (kSettingSpecs[i].name == lower) return static_cast<Setting>(i);
+    if (kSettingSpecs[i].name == lower || Alias(static_cast<Setting>(i)) == lower) {
+      return static_cast<Setting>(i);
+    }
   }
   return std::nullopt;
+}
+
+std::string_view Settings::Alias(Setting id) {
+  switch (id) {
+    case Setting::kHashMaxListpackEntries:
+      return "hash-max-ziplist-entries";
+    case Setting::kHashMaxListpackValue:
+      return "hash-max-ziplist-value";
+    case Setting::kZsetMaxListpackEntries:
+      return "zset-max-ziplist-entries";
+    case Setting::kZsetMaxListpackValue:
+      return "zset-max-ziplist-value";
+    default:
+      return {};
+  }
 }
 
 std::string_view Settings::Nearest(std::string_view name) {

@@ -9,8 +9,10 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace prefixd {
@@ -31,6 +33,8 @@ enum class Setting : size_t {
   kProtoMaxBulkLen,
   kClientQueryBufferLimit,
   kClientOutputBufferLimit,
+  kReplicaOutputBufferLimit,
+  kReplPingReplicaPeriod,
   kIoThreads,
   kTimeout,
   kTcpBacklog,
@@ -84,6 +88,10 @@ enum class Setting : size_t {
   kClusterRequireFullCoverage,
   // Redis's data types.
   kSetMaxIntsetEntries,
+  kHashMaxListpackEntries,
+  kHashMaxListpackValue,
+  kZsetMaxListpackEntries,
+  kZsetMaxListpackValue,
   kCount,
 };
 
@@ -106,7 +114,11 @@ class Settings {
   Settings();
 
   static const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)>& Specs();
+  // The setting `name` (or its alias) names.
   static std::optional<Setting> Find(std::string_view name);
+  // The older name Redis 7.0 still accepts for a setting (hash-max-ziplist-entries,
+  // zset-max-ziplist-value), or empty.
+  static std::string_view Alias(Setting id);
   // The known name closest to `name`, for "did you mean" messages.
   static std::string_view Nearest(std::string_view name);
 

@@ -167,6 +167,7 @@ std::string Durability::Replay(const Record& record, Mutation& m,
     return std::string("applying it failed (") + e.what() + "); it holds " + Describe(m);
   }
   if (!err.empty()) return err;
+  bool placed = false;
   // Applied V-store rows sit in the file too (the disk tier places them, as the log does live).
   if (const auto* rows = std::get_if<VStore>(&m);
       rows != nullptr && outcome.kind == Outcome::Kind::kApplied && !rows->data.pieces.empty()) {
@@ -176,6 +177,7 @@ std::string Durability::Replay(const Record& record, Mutation& m,
           static_cast<uint64_t>(rows->data.pieces[0].data() - record.payload.data());
       vectors->Place(rows->sid, store::VectorStore::kAnyIndex, rows->layer, rows->start, rows->rows,
                      file, at);
+      placed = file != nullptr;
     }
   }
   // The values are slices of the payload: where they sit in the file follows, in the record's
@@ -187,13 +189,18 @@ std::string Durability::Replay(const Record& record, Mutation& m,
       const uint64_t at = payload_at + static_cast<uint64_t>(value.data() - record.payload.data());
       state.Place(put->sid, layer, value.data(), file, at);
     }
+    placed = true;
   }
   // So are a string set's large values (the disk tier keeps strings from the entry's inline
   // size on). Replay is alone: the key holds the record's value (or a compact copy of it).
   if (store::Keyspace* keys = KeysOf(record.header.db); keys != nullptr && file != nullptr) {
     for (const StringValueAt& w : StringValueOffsets(m, store::KeyEntry::kInlineValueBelow)) {
       keys->PlaceString(w.key, nullptr, file, record.offset + kRecordHeaderSize + w.offset);
+      placed = true;
     }
+  }
+  if (placed && options_.placed_while_recovering) {
+    options_.placed_while_recovering(m, record.header.db);
   }
   return {};
 }
@@ -1097,12 +1104,12 @@ void Durability::WriteDatabaseSnapshot(
   }
   if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;
-  // Strings with their expiry, sets and lists, then the other types' expiries, once every key they
-  // name exists.
+  // Strings with their expiry, the other values the keyspace holds (sets, lists, hashes, sorted
+  // sets, streams), then the other types' expiries, once every key they name exists.
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
-    if (info.type == store::KeyType::kString) write_string(key, info);
-    if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList ||
-        info.type == store::KeyType::kStream) {
+    if (info.type == store::KeyType::kString) {
+      write_string(key, info);
+    } else if (store::HoldsValue(info.type)) {
       write(MembersRecord(key, info));
     }
   });

@@ -43,6 +43,10 @@ struct DurabilityOptions {
   uint64_t memory_budget = 0;
   // How long a failed log write waits before it is retried.
   std::chrono::milliseconds log_retry_interval{1000};
+  // Called during recovery after each applied record whose values now have a place in its file
+  // (large strings, an SSM put, V-store rows), with the record's database: the caller may send
+  // them to the disk tier at once, so a restart never holds much more than the memory budget.
+  std::function<void(const Mutation& m, uint16_t db)> placed_while_recovering;
 };
 
 struct PersistStats {

@@ -75,6 +75,14 @@ Mutation MembersRecord(const std::string& key, const store::KeyInfo& info) {
     return SetValue{key, static_cast<uint32_t>(info.encoding), SetValue::kWhole,
                     Blob{{info.value}}};
   }
+  if (info.type == store::KeyType::kHash) {
+    return HashValue{key, static_cast<uint32_t>(info.encoding), HashValue::kWhole,
+                     Blob{{info.value}}};
+  }
+  if (info.type == store::KeyType::kZset) {
+    return ZsetValue{key, static_cast<uint32_t>(info.encoding), ZsetValue::kWhole,
+                     Blob{{info.value}}};
+  }
   if (info.type == store::KeyType::kStream) {
     // The bytes in use, without the room for appends (a slice: nothing is copied).
     return StreamValue{key, StreamValue::kWhole, 0,
@@ -129,6 +137,8 @@ bool KeyRecords(const KeyStores& stores, const std::string& key, const store::Ke
     }
     case store::KeyType::kSet:
     case store::KeyType::kList:
+    case store::KeyType::kHash:
+    case store::KeyType::kZset:
     case store::KeyType::kStream:
       out.push_back(MembersRecord(key, info));
       return true;

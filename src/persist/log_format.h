@@ -55,9 +55,11 @@ enum class RecordType : uint8_t {
   kExecGroup = 11,       // one EXEC's records follow (count, bytes): recovery applies all or none
   kSetValue = 12,        // one set key: its whole value and encoding (no members: deleted)
   kListValue = 13,       // one list key: its whole value (no elements: deleted)
+  kHashValue = 14,       // one hash key: its whole value, or fields set or deleted
   kSnapshotEnd = 15,     // last record of a snapshot: entry count, so a cut file is detected
   kColdDirectory = 16,   // a snapshot's list of the cold SSM puts that follow it (not counted)
   kVectorColdDirectory = 17,  // the same for its cold V-store sessions' records (not counted)
+  kZsetValue = 18,            // one sorted-set key: scores put or members removed (none: deleted)
   kStreamValue = 19,  // one stream key: its whole value or one operation (no value: deleted)
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier

@@ -14,6 +14,7 @@
 #include "persist/prefix_records.h"
 #include "store/database.h"
 #include "store/members.h"
+#include "store/sorted_set.h"
 #include "store/stream.h"
 #include "store/vector_codec.h"
 
@@ -353,6 +354,20 @@ struct Checker {
       Members(r.members);
     }
   }
+  void operator()(const HashValue& r) {
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.encoding > static_cast<uint32_t>(store::HashEncoding::kHashtable)) {
+      Fail("hash encoding " + std::to_string(r.encoding) + " is unknown");
+    } else if (r.op > HashValue::kDelete) {
+      Fail("hash operation " + std::to_string(r.op) + " is unknown");
+    } else {
+      Members(r.fields);
+      if (verdict.ok && r.op != HashValue::kDelete &&
+          !store::ValidPairs(r.fields.Joined().view())) {
+        Fail("a hash field without its value");
+      }
+    }
+  }
   void operator()(const ListValue& r) {
     if (!Sid(r.key, "key", 0)) return;
     if (r.op > ListValue::kPopTail) {
@@ -363,6 +378,20 @@ struct Checker {
       Fail("a list count outside a pop");
     } else {
       Members(r.elements);
+    }
+  }
+  void operator()(const ZsetValue& r) {
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.encoding > static_cast<uint32_t>(store::ZsetEncoding::kSkiplist)) {
+      Fail("zset encoding " + std::to_string(r.encoding) + " is unknown");
+    } else if (r.op > ZsetValue::kRemove) {
+      Fail("zset operation " + std::to_string(r.op) + " is unknown");
+    } else if (r.members.size() > limits.memory_budget) {
+      Members(r.members);  // the budget's message
+    } else if (r.op == ZsetValue::kRemove) {
+      Members(r.members);
+    } else if (!store::ValidZset(r.members.Joined().view())) {
+      Fail("zset pairs that are not ordered (score, member) items");
     }
   }
   void operator()(const StreamValue& r) {
@@ -570,6 +599,14 @@ struct Applier {
       return Bytes::CopyCompact(members.view());
     });
   }
+  Outcome operator()(const HashValue& r) {
+    const Bytes fields = r.fields.Joined();
+    return ChangeMembers(r.key, store::KeyType::kHash, r.encoding, [&](std::string_view old) {
+      if (r.op == HashValue::kSet) return store::SetFields(old, fields.view());
+      if (r.op == HashValue::kDelete) return store::RemoveFields(old, fields.view());
+      return Bytes::CopyCompact(fields.view());
+    });
+  }
   Outcome operator()(const ListValue& r) {
     const Bytes elements = r.elements.Joined();
     return ChangeMembers(r.key, store::KeyType::kList, 0, [&](std::string_view old) {
@@ -583,6 +620,14 @@ struct Applier {
         default:
           return Bytes::CopyCompact(elements.view());
       }
+    });
+  }
+  Outcome operator()(const ZsetValue& r) {
+    const Bytes members = r.members.Joined();
+    return ChangeMembers(r.key, store::KeyType::kZset, r.encoding, [&](std::string_view old) {
+      if (r.op == ZsetValue::kScores) return store::ZsetPutScores(old, members.view());
+      if (r.op == ZsetValue::kRemove) return store::ZsetRemoveMembers(old, members.view());
+      return Bytes::CopyCompact(members.view());
     });
   }
   Outcome operator()(const StreamValue& r) {
@@ -707,6 +752,8 @@ struct KeySync {
   void operator()(const StringDel&) const {}
   void operator()(const SetValue&) const {}  // sets and lists too
   void operator()(const ListValue&) const {}
+  void operator()(const HashValue&) const {}
+  void operator()(const ZsetValue&) const {}
   void operator()(const StreamValue&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}

@@ -167,6 +167,40 @@ struct ListValue {
   static auto Tie(auto& r) { return std::tie(r.key, r.op, r.count, r.elements); }
 };
 
+// A change to a hash key, the key's expiry kept, as SetValue's: `fields` holds fields and values
+// alternating (store/members.h encodes each), or field names alone for kDelete.
+struct HashValue {
+  static constexpr RecordType kType = RecordType::kHashValue;
+  static constexpr std::string_view kName = "hash value";
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "encoding", "op", "fields"};
+  static constexpr uint32_t kWhole = 0;   // `fields` is the whole value (none: the key deleted)
+  static constexpr uint32_t kSet = 1;     // each pair's field takes its value (new: appended)
+  static constexpr uint32_t kDelete = 2;  // the named fields go
+  std::string key;
+  uint32_t encoding = 0;  // store::HashEncoding after the change
+  uint32_t op = kWhole;
+  Blob fields;
+  static auto Tie(auto& r) { return std::tie(r.key, r.encoding, r.op, r.fields); }
+};
+
+// A change to a sorted-set key (store/sorted_set.h encodes pairs), the key's expiry kept: its
+// whole new value (kWhole: no pairs deletes the key), the final scores of the members a write
+// named (kScores: ZADD, ZINCRBY, computed under the key's lock, so replay needs no arithmetic), or
+// members taken out (kRemove: `members` holds store/members.h items).
+struct ZsetValue {
+  static constexpr RecordType kType = RecordType::kZsetValue;
+  static constexpr std::string_view kName = "zset value";
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "encoding", "op", "members"};
+  static constexpr uint32_t kWhole = 0;
+  static constexpr uint32_t kScores = 1;
+  static constexpr uint32_t kRemove = 2;
+  std::string key;
+  uint32_t encoding = 0;  // store::ZsetEncoding after the change
+  uint32_t op = kWhole;
+  Blob members;
+  static auto Tie(auto& r) { return std::tie(r.key, r.encoding, r.op, r.members); }
+};
+
 // A change to a stream key (store/stream.h encodes its value), the key's expiry kept: its whole
 // value (no value deletes the key), or one operation on the value it has when the record applies,
 // so an XADD logs only its entry and a group change only the groups.
@@ -333,11 +367,11 @@ struct PrefixNamespaceDrop {  // the whole namespace
   static auto Tie(auto& r) { return std::tie(r.ns); }
 };
 
-using Mutation =
-    std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate, VStore,
-                 VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet, StringDel, FlushDb,
-                 SwapDb, PrefixNamespace, PrefixBlocks, PrefixCheckpoints, PrefixDrop,
-                 PrefixNamespaceDrop, StringMultiSet, SetValue, ListValue, StreamValue>;
+using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
+                              VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet,
+                              StringDel, FlushDb, SwapDb, PrefixNamespace, PrefixBlocks,
+                              PrefixCheckpoints, PrefixDrop, PrefixNamespaceDrop, StringMultiSet,
+                              SetValue, ListValue, HashValue, ZsetValue, StreamValue>;
 
 RecordType TypeOf(const Mutation& m);
 

@@ -155,10 +155,22 @@ std::vector<std::span<const uint8_t>> ReplyWriter::Buffers() const {
   return out;
 }
 
-bool ReplyWriter::NextWrite(std::vector<std::span<const uint8_t>>& out) {
+bool ReplyWriter::NextWrite(std::vector<std::span<const uint8_t>>& out, FileSend* file) {
   out.clear();
+  if (file != nullptr) *file = FileSend{};
+  sending_.reset();
   while (next_piece_ < pieces_.size() && out.size() < kMaxRun) {
     Piece& p = pieces_[next_piece_];
+    if (file != nullptr && p.kind == Piece::Kind::kProduced && produced_ == 0 &&
+        p.producer->file_descriptor() >= 0) {
+      if (!out.empty()) return true;  // the run before it goes first
+      *file = FileSend{p.producer.get(), p.producer->file_descriptor(), p.producer->file_offset(),
+                       p.produced_size};
+      referenced_bytes_ -= p.producer->pinned_bytes();
+      sending_ = std::move(p.producer);
+      ++next_piece_;
+      return true;
+    }
     if (p.kind == Piece::Kind::kOwned) {
       if (!p.owned.empty()) {
         out.emplace_back(reinterpret_cast<const uint8_t*>(p.owned.data()), p.owned.size());
@@ -211,6 +223,7 @@ void ReplyWriter::RewindTo(const Mark& mark) {
 }
 
 size_t ReplyWriter::Clear() {
+  sending_.reset();
   size_t freed = scratch_.capacity();
   std::vector<uint8_t>().swap(scratch_);
   // Keep a small first owned chunk for the next batch of replies; free everything else.

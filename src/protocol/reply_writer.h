@@ -26,6 +26,24 @@ class ReplyProducer {
   virtual void Produce(std::span<uint8_t> out) = 0;
   // Stored bytes the producer keeps referenced until it is done, for memory accounting.
   virtual size_t pinned_bytes() const = 0;
+
+  // A producer whose bytes already sit in a file may let a connection send them from there
+  // (sendfile) instead of being asked to Produce: the descriptor (valid while the producer
+  // lives; -1: not a file) and the offset in it of the reply's first byte.
+  virtual int file_descriptor() const { return -1; }
+  virtual uint64_t file_offset() const { return 0; }
+  // Sending from the file: bytes up to `upto` of the reply are about to go out (the producer
+  // may ask the disk to read ahead).
+  virtual void WillSend(uint64_t upto) { (void)upto; }
+};
+
+// A produced piece handed out to be sent straight from its file: `length` bytes from `offset`
+// of `fd`. `producer` stays alive until the next NextWrite call.
+struct FileSend {
+  ReplyProducer* producer = nullptr;
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t length = 0;
 };
 
 class ReplyWriter {
@@ -65,8 +83,10 @@ class ReplyWriter {
   // The next run of queued bytes to write, in order, into `out` (cleared first): up to kMaxRun
   // owned and referenced pieces as they are, or up to kProduceWindow bytes of a produced piece,
   // made in a scratch buffer valid until the next call. Returns false once everything was
-  // handed out.
-  bool NextWrite(std::vector<std::span<const uint8_t>>& out);
+  // handed out. With `file`, a produced piece that sits in a file is handed out whole as
+  // `*file` instead (after the run before it, in a call of its own; `out` empty); file->fd is
+  // -1 otherwise.
+  bool NextWrite(std::vector<std::span<const uint8_t>>& out, FileSend* file = nullptr);
 
   // Errors written since the writer was made, and the code (first word) of the last one: what
   // the dispatcher counts as a failed call and in INFO errorstats.
@@ -134,6 +154,7 @@ class ReplyWriter {
   size_t next_piece_ = 0;
   uint64_t produced_ = 0;
   std::vector<uint8_t> scratch_;
+  std::unique_ptr<ReplyProducer> sending_;  // the producer of the FileSend last handed out
   uint64_t error_count_ = 0;
   std::string last_error_code_;
 };

@@ -71,6 +71,12 @@ struct ClientState {
   // This client's share of memory::ClientBytes() (total_bytes less values sent by reference).
   std::atomic<uint64_t> budget_bytes{0};
 
+  // A replica (SYNC, PSYNC): CLIENT LIST's flag S; the stream is pushed to it, and past the
+  // replica output limit it is disconnected instead of losing bytes. REPLCONF listening-port
+  // and ip-address are what it said of itself (ROLE, INFO replication).
+  std::atomic<bool> replica{false};
+  std::atomic<int> replica_listening_port{0};
+
   // Names change rarely and are read from other threads: behind a mutex.
   std::atomic<uint64_t> net_input_bytes{0};
   std::atomic<uint64_t> net_output_bytes{0};
@@ -79,6 +85,7 @@ struct ClientState {
   std::string name;
   std::string lib_name;
   std::string lib_version;
+  std::string replica_ip;
   // Full name of the last command ("client|list"); points into the command table, which
   // outlives every client.
   std::atomic<const char*> last_command{"NULL"};

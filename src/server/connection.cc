@@ -2,8 +2,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/sendfile.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
 #include <new>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -94,10 +104,21 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         if (auto c = weak.lock()) c->Close();
       });
     });
-    client_->SetPushHook([weak, executor](std::string bytes) {
-      asio::post(executor, [weak, bytes = std::move(bytes)]() mutable {
-        if (auto c = weak.lock()) c->Push(std::move(bytes));
-      });
+    // Pushed bytes wait in the inbox in the order they were pushed, whichever thread pushed
+    // them; only the wake-up is posted. (Two posts from different threads are not run in the
+    // order they were made, and a replica's stream must not be reordered.)
+    client_->SetPushHook([weak, executor, inbox = inbox_](std::string bytes) {
+      bool wake = false;
+      {
+        std::lock_guard lock(inbox->mu);
+        wake = inbox->bytes.empty();
+        inbox->bytes += bytes;
+      }
+      if (wake) {
+        asio::post(executor, [weak] {
+          if (auto c = weak.lock()) c->DrainInbox();
+        });
+      }
     });
     // However this coroutine ends (a reply, a reset, an exception, the io context stopping),
     // the socket is closed, the hooks dropped and the client's slot given back, once.
@@ -189,7 +210,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         auto self = weak.lock();
         if (!self || !self->Socket().is_open()) co_return;
         int64_t timeout_ms = SaturatingMul(self->dispatcher_.IdleTimeoutSeconds(), 1000);
-        if (timeout_ms > 0) {
+        // As Redis, `timeout` never closes a replica.
+        if (timeout_ms > 0 && !self->client_->replica.load(std::memory_order_relaxed)) {
           int64_t idle = CoarseNowMs() - self->client_->last_interaction_ms.load();
           if (idle >= timeout_ms) {
             spdlog::info("Closing idle client id={} addr={} after {} s", self->client_->id,
@@ -209,7 +231,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   // --- reading: a large argument goes straight into its own buffer; the rest via input_ ---
   asio::awaitable<void> Serve() {
     while (Socket().is_open()) {
-      PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
+      PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
       auto direct = parser_.DirectTarget();
       if (!direct.empty()) {
         size_t n = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
@@ -318,24 +340,67 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         asio::use_awaitable);
   }
 
+  // Pushed bytes not sent yet: queued here, being written, or still in the inbox.
+  size_t PushedBytes() {
+    std::lock_guard lock(inbox_->mu);
+    return pushed_.size() + pushed_in_flight_ + inbox_->bytes.size();
+  }
+
+  void DrainInbox() {
+    std::string bytes;
+    {
+      std::lock_guard lock(inbox_->mu);
+      bytes.swap(inbox_->bytes);
+    }
+    if (!bytes.empty()) Push(std::move(bytes));
+  }
+
   // MONITOR: pushed bytes wait in `pushed_` and go out between replies, never inside one.
+  // A replica's stream must not lose a byte: past its limit the replica is disconnected (as
+  // Redis's client-output-buffer-limit replica), and resynchronises.
   void Push(std::string bytes) {
-    if (!Socket().is_open() || pushed_.size() > dispatcher_.OutputBufferLimit()) return;
+    if (!Socket().is_open()) return;
+    if (client_->replica.load(std::memory_order_relaxed)) {
+      if (pushed_.size() + bytes.size() > dispatcher_.ReplicaOutputBufferLimit()) {
+        spdlog::warn(
+            "Replica id={} addr={} disconnected: {} bytes of replication stream unsent exceed "
+            "replica-output-buffer-limit",
+            client_->id, client_->addr, pushed_.size() + bytes.size());
+        pushed_.clear();
+        Close();
+        return;
+      }
+    } else if (pushed_.size() > dispatcher_.OutputBufferLimit()) {
+      return;
+    }
     pushed_ += bytes;
-    if (!writing_) asio::co_spawn(stream_.get_executor(), WritePushed(), asio::detached);
+    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
+    if (!writing_) StartWritingPushed();
+  }
+
+  // One writer at a time on the stream: `writing_` is taken here, before the coroutine starts
+  // (co_spawn only schedules it), so a second push meanwhile cannot start a second writer whose
+  // bytes would overtake the first's.
+  void StartWritingPushed() {
+    writing_ = true;
+    asio::co_spawn(stream_.get_executor(), WritePushed(), asio::detached);
   }
 
   asio::awaitable<void> WritePushed() {
     auto self = this->shared_from_this();
-    writing_ = true;
     try {
       while (!pushed_.empty() && Socket().is_open()) {
         std::string out = std::exchange(pushed_, {});
+        pushed_in_flight_ = out.size();
+        PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
         std::vector<asio::const_buffer> one{asio::buffer(out)};
         size_t n = co_await WriteAll(stream_, one);
+        pushed_in_flight_ = 0;
         client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
       }
+      PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
     } catch (const std::exception&) {
+      pushed_in_flight_ = 0;
       Close();
     }
     writing_ = false;
@@ -357,9 +422,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       Connection* c;
       ~Done() {
         c->writing_ = false;
-        if (!c->pushed_.empty() && c->Socket().is_open()) {
-          asio::co_spawn(c->stream_.get_executor(), c->WritePushed(), asio::detached);
-        }
+        if (!c->pushed_.empty() && c->Socket().is_open()) c->StartWritingPushed();
       }
     } done{this};
     // A write is acknowledged only once its log record is as durable as the policy promises.
@@ -367,17 +430,52 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         lsn != 0 && !dispatcher_.DurableNow(lsn)) {
       co_await AwaitDurable(lsn);
     }
-    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
-    // One write per run: everything, unless a produced reply is made window by window.
-    while (reply_.NextWrite(pieces_)) {
+    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
+    // One write per run: everything, unless a produced reply is made window by window or sent
+    // from its file.
+    protocol::FileSend file;
+    while (reply_.NextWrite(pieces_, kIsTls<Stream> ? nullptr : &file)) {
+      if (file.fd >= 0) {
+        co_await SendFile(file);
+        continue;
+      }
       buffers_.clear();
       for (auto p : pieces_) buffers_.emplace_back(p.data(), p.size());
       size_t n = co_await WriteAll(stream_, buffers_);
       client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
     }
     ReleaseReplies(reply_);
-    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this));
+    PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
     reply_.set_protocol(client_->resp.load(std::memory_order_relaxed));
+  }
+
+  // Sends `file`'s bytes with sendfile(2): the page cache goes to the socket with no copy
+  // through this process, the producer asking the disk to read ahead of each window. A file
+  // that ends early or fails to read throws: part of the reply is out, so the connection
+  // closes (logged); nothing about the stored value changes.
+  asio::awaitable<void> SendFile(const protocol::FileSend& file) {
+    auto& socket = Socket();
+    socket.native_non_blocking(true);
+    uint64_t sent = 0;
+    while (sent < file.length) {
+      const uint64_t window =
+          std::min<uint64_t>(protocol::ReplyWriter::kProduceWindow, file.length - sent);
+      file.producer->WillSend(sent + window);
+      off_t at = static_cast<off_t>(file.offset + sent);
+      const ssize_t n = ::sendfile(socket.native_handle(), file.fd, &at, window);
+      if (n > 0) {
+        sent += static_cast<uint64_t>(n);
+        client_->net_output_bytes.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        co_await socket.async_wait(std::decay_t<decltype(socket)>::wait_write, asio::use_awaitable);
+      } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)) {
+        throw std::system_error(errno, std::generic_category());  // the peer went away
+      } else {
+        throw std::runtime_error(
+            "reading a stored value from disk failed while sending it: " +
+            (n == 0 ? std::string("the file ended early") : std::string(std::strerror(errno))));
+      }
+    }
   }
 
   void Count(size_t n) {
@@ -400,8 +498,14 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   protocol::ReplyWriter reply_;
   std::vector<std::span<const uint8_t>> pieces_;
   std::vector<asio::const_buffer> buffers_;
+  struct Inbox {
+    std::mutex mu;
+    std::string bytes;
+  };
+  std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
   std::string pushed_;
-  bool writing_ = false;  // a write (replies or pushed bytes) is in flight
+  size_t pushed_in_flight_ = 0;  // bytes of pushed_ handed to the write under way
+  bool writing_ = false;         // a write (replies or pushed bytes) is in flight
 };
 
 std::shared_ptr<ClientState> MakeClient(Peer peer, int fd, bool tls) {

@@ -47,10 +47,10 @@ void ReleaseRequest(protocol::Request& done, protocol::RequestParser& parser) {
 
 void PublishMemory(ClientState& client, const InputBuffer& input,
                    const protocol::RequestParser& parser, const protocol::ReplyWriter& reply,
-                   size_t connection_bytes) {
+                   size_t connection_bytes, size_t pushed_bytes) {
   constexpr auto kRelaxed = std::memory_order_relaxed;
   const size_t argv = parser.buffer_bytes();
-  const size_t output = reply.held_bytes();
+  const size_t output = reply.held_bytes() + pushed_bytes;
   client.query_buffer_bytes.store(parser.pending_bytes(), kRelaxed);
   client.query_buffer_free.store(input.capacity(), kRelaxed);
   client.argv_bytes.store(argv, kRelaxed);
@@ -59,7 +59,7 @@ void PublishMemory(ClientState& client, const InputBuffer& input,
   const uint64_t total = connection_bytes + sizeof(ClientState) + input.capacity() + argv + output +
                          client.multi_bytes.load(kRelaxed);
   client.total_bytes.store(total, kRelaxed);
-  const uint64_t budget = total - reply.referenced_bytes();
+  const uint64_t budget = total - reply.referenced_bytes() - pushed_bytes;
   memory::AddClientBytes(static_cast<int64_t>(budget) -
                          static_cast<int64_t>(client.budget_bytes.exchange(budget, kRelaxed)));
 }

@@ -61,9 +61,12 @@ class InputBuffer {
 void ReleaseRequest(protocol::Request& done, protocol::RequestParser& parser);
 
 // Publishes the connection's memory figures to `client` (qbuf, argv-mem, omem, tot-mem).
+// `pushed_bytes`: bytes pushed outside replies and not yet sent (a replica's stream, MONITOR's
+// lines); in omem and tot-mem, but not counted against maxmemory, as Redis leaves replication
+// buffers out of it (a slow replica must not make the primary evict).
 void PublishMemory(ClientState& client, const InputBuffer& input,
                    const protocol::RequestParser& parser, const protocol::ReplyWriter& reply,
-                   size_t connection_bytes);
+                   size_t connection_bytes, size_t pushed_bytes = 0);
 
 // Frees the replies' storage after they were written and reports it to the reclaimer.
 void ReleaseReplies(protocol::ReplyWriter& reply);

@@ -56,6 +56,8 @@ class Dispatcher {
   // Seconds a client may stay idle (0: forever) and the unread-reply limit, read per connection.
   virtual int64_t IdleTimeoutSeconds() const = 0;
   virtual uint64_t OutputBufferLimit() const = 0;
+  // The replication stream a replica may leave unsent before it is disconnected.
+  virtual uint64_t ReplicaOutputBufferLimit() const { return OutputBufferLimit(); }
 };
 
 }  // namespace prefixd::server

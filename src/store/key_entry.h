@@ -28,18 +28,20 @@ enum class KeyType : uint8_t {
   kKvPrefix = 2,
   kString = 3,
   kPrefixIndex = 4,
-  kSet = 5,   // members in the entry's value (store/members.h); encoding: SetEncoding
-  kList = 6,  // elements in the entry's value, head first
-  // 7 and 8 are taken by hashes and sorted sets.
+  kSet = 5,     // members in the entry's value (store/members.h); encoding: SetEncoding
+  kList = 6,    // elements in the entry's value, head first
+  kHash = 7,    // fields and values in the entry's value, alternating; encoding: HashEncoding
+  kZset = 8,    // (score, member) pairs in the entry's value (store/sorted_set.h): ZsetEncoding
   kStream = 9,  // entries and consumer groups in the entry's value (store/stream.h)
 };
-// Sized for every value the type's bits are given to; loops over types skip unnamed values.
+// Room for every type's counter, the stream's (9) included; a number without a KeyType here
+// names "none" (KeyTypeName), counts no key and is skipped where types are listed (KnownKeyType).
 inline constexpr size_t kKeyTypeCount = 10;
 
 // The types whose values the keyspace entry holds itself (the others live in their stores).
 constexpr bool HoldsValue(KeyType type) {
   return type == KeyType::kString || type == KeyType::kSet || type == KeyType::kList ||
-         type == KeyType::kStream;
+         type == KeyType::kHash || type == KeyType::kZset || type == KeyType::kStream;
 }
 
 // How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).
@@ -47,6 +49,11 @@ enum class StringEncoding : uint8_t { kRaw = 0, kInt = 1, kEmbstr = 2 };
 // A set's encoding as Redis 7.0 would hold it, kept in the same two bits (a list has one:
 // quicklist).
 enum class SetEncoding : uint8_t { kIntset = 0, kHashtable = 1 };
+// A hash's encoding as Redis 7.0 would hold it (hash-max-listpack-entries/-value), in the same
+// two bits.
+enum class HashEncoding : uint8_t { kListpack = 0, kHashtable = 1 };
+// A sorted set's, the same way (zset-max-listpack-entries and -value).
+enum class ZsetEncoding : uint8_t { kListpack = 0, kSkiplist = 1 };
 
 // What a heap request of `request` bytes costs with glibc's malloc: an 8-byte header, 16-byte
 // steps, 32 bytes at least.

@@ -80,6 +80,10 @@ std::string_view KeyTypeName(KeyType type) {
       return "set";
     case KeyType::kList:
       return "list";
+    case KeyType::kHash:
+      return "hash";
+    case KeyType::kZset:
+      return "zset";
     case KeyType::kStream:
       return "stream";
   }
@@ -88,7 +92,8 @@ std::string_view KeyTypeName(KeyType type) {
 
 std::optional<KeyType> KeyTypeFromName(std::string_view name) {
   for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString,
-                    KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList, KeyType::kStream}) {
+                    KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList, KeyType::kHash,
+                    KeyType::kZset, KeyType::kStream}) {
     if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
   }
   return std::nullopt;
@@ -176,12 +181,13 @@ Keyspace::Entry* Keyspace::Replaced(Shard& shard, Entry* entry, Entry* placed) {
 Keyspace::Entry* Keyspace::SetValueLocked(Shard& shard, Entry* entry, Bytes value,
                                           Bytes& released) {
   const int64_t old_cost = EntryCost(*entry);
-  CountString(*entry, -1);
+  const StringCounts before = StringCountsOf(*entry);
   if (Parked(*entry)) parked_bytes_ -= old_cost;
   Entry* placed = Replaced(shard, entry, KeyEntry::WithValue(entry, std::move(value), released));
-  bytes_ += EntryCost(*placed) - old_cost;
+  // A value replaced by one of the same size (a SET's common case) moves no shared counter.
+  if (const int64_t grown = EntryCost(*placed) - old_cost; grown != 0) bytes_ += grown;
   if (Parked(*placed)) parked_bytes_ += EntryCost(*placed);
-  CountString(*placed, +1);
+  MoveStringCounts(before, StringCountsOf(*placed));
   return placed;
 }
 
@@ -251,12 +257,13 @@ Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType
         entry = SetValueLocked(shard, entry, Bytes(), released);
       }
     }
-    CountString(*entry, -1);
+    if (entry->type() == type && !entry->cold()) return entry;  // nothing counted changes
+    const StringCounts before = StringCountsOf(*entry);
     // Back to the hot index before the type changes, so a parked string leaves the parked count
     // as it entered it.
     if (entry->cold()) SwitchTier(shard, *entry, false);
     entry->set_type(type);
-    CountString(*entry, +1);
+    MoveStringCounts(before, StringCountsOf(*entry));
     return entry;
   }
   const EvictionIndex::Handle handle = shard.index.Insert(EvictionClockMicros());
@@ -356,12 +363,24 @@ KeyInfo Keyspace::InfoOf(const Shard& shard, const Entry& entry, bool with_value
   return info;
 }
 
+Keyspace::StringCounts Keyspace::StringCountsOf(const Entry& entry) {
+  return {StringBytes(entry), ColdStringBytesOf(entry),
+          entry.type() == KeyType::kString ? static_cast<int64_t>(entry.ExternalBytes()) : 0};
+}
+
+void Keyspace::MoveStringCounts(const StringCounts& before, const StringCounts& after) {
+  // Each counter is an atomic every io thread writes: one that did not move is not touched.
+  const auto add = [](std::atomic<int64_t>& counter, int64_t delta) {
+    if (delta != 0) counter += delta;
+  };
+  add(string_bytes_, after.bytes - before.bytes);
+  add(cold_string_bytes_, after.cold - before.cold);
+  add(large_string_bytes_, after.large - before.large);
+}
+
 void Keyspace::CountString(const Entry& entry, int sign) {
-  string_bytes_ += sign * StringBytes(entry);
-  cold_string_bytes_ += sign * ColdStringBytesOf(entry);
-  if (entry.type() == KeyType::kString) {
-    large_string_bytes_ += sign * static_cast<int64_t>(entry.ExternalBytes());
-  }
+  const StringCounts counts = StringCountsOf(entry);
+  sign > 0 ? MoveStringCounts({}, counts) : MoveStringCounts(counts, {});
 }
 
 bool Keyspace::ParkString(std::string_view key, uint64_t max_parked_bytes) {
@@ -441,6 +460,12 @@ bool Keyspace::ReadColdString(const StringPlace& place, uint64_t offset, uint64_
   cold_string_reads_ += 1;
   cold_string_bytes_read_ += length;
   return true;
+}
+
+ColdExtent Keyspace::StreamColdString(const StringPlace& place) const {
+  cold_string_reads_ += 1;
+  cold_string_bytes_read_ += place.length;
+  return ColdExtent{place.file, place.offset, place.length};
 }
 
 void Keyspace::PutColdString(std::string_view key, StringEncoding encoding, int64_t at_ms,

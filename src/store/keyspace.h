@@ -35,7 +35,10 @@ StringEncoding EncodingOf(std::string_view value);
 // What a string write does to the key's expiry.
 enum class KeepTtl : bool { kNo = false, kYes = true };
 
+// TYPE's name for `type`; "none" for a number no KeyType has.
 std::string_view KeyTypeName(KeyType type);
+// Whether `t` (an index below kKeyTypeCount) is a KeyType this build has.
+inline bool KnownKeyType(size_t t) { return KeyTypeName(static_cast<KeyType>(t)) != "none"; }
 // The type named `name` (ASCII case-insensitive, as SCAN ... TYPE compares), or nullopt.
 std::optional<KeyType> KeyTypeFromName(std::string_view name);
 
@@ -162,6 +165,9 @@ class Keyspace {
   // counted as a disk tier hit. False with `error` set when it cannot.
   bool ReadColdString(const StringPlace& place, uint64_t offset, uint64_t length, Bytes& out,
                       std::string& error) const;
+  // The extent of a cold value at `place` for a reply that reads it as it is sent; counted as
+  // a disk tier hit that reads all of it.
+  ColdExtent StreamColdString(const StringPlace& place) const;
   // A small string (below KeyEntry::kInlineValueBelow) moved to the cold index with its value
   // kept in its entry, so memory eviction passes it by (docs/cache-design.md, "Small strings
   // beside cold chunks"). False when `key` is not a hot small string, or when parking it would
@@ -274,7 +280,16 @@ class Keyspace {
   void SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms);
   // PutString's change under the shard's lock; returns the old value, to be freed after it.
   Bytes PutStringLocked(Shard& shard, StringPut& put);
-  // Adds (`sign` 1) or takes away (-1) `entry`'s share of the string figures; around a change.
+  // An entry's share of the string figures: value bytes, cold value bytes, large value bytes.
+  struct StringCounts {
+    int64_t bytes = 0;
+    int64_t cold = 0;
+    int64_t large = 0;
+  };
+  static StringCounts StringCountsOf(const Entry& entry);
+  // Adds `after` - `before` to the string figures, around a change of one entry.
+  void MoveStringCounts(const StringCounts& before, const StringCounts& after);
+  // Adds (`sign` 1) or takes away (-1) `entry`'s share of the string figures.
   void CountString(const Entry& entry, int sign);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
   void SwitchTier(Shard& shard, Entry& entry, bool cold);

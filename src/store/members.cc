@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/numbers.h"
@@ -11,9 +12,6 @@ namespace {
 
 void PutLength(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t GetLength(const uint8_t* p) {
-  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
 }  // namespace
@@ -29,22 +27,6 @@ Bytes EncodeMembers(const std::vector<std::string>& members) {
     p += 4 + m.size();
   }
   return Bytes::CopyCompact(out);
-}
-
-// Calls `visit` with each member of `value` in order; false when the encoding is cut or overlong.
-template <class Visit>
-bool ForEachMember(std::string_view value, Visit&& visit) {
-  const auto* p = reinterpret_cast<const uint8_t*>(value.data());
-  size_t at = 0;
-  while (at < value.size()) {
-    if (value.size() - at < 4) return false;
-    const uint32_t length = GetLength(p + at);
-    at += 4;
-    if (value.size() - at < length) return false;
-    visit(value.substr(at, length));
-    at += length;
-  }
-  return true;
 }
 
 std::optional<std::vector<std::string>> DecodeMembers(std::string_view value) {
@@ -148,6 +130,101 @@ void SortIntset(std::vector<std::string>& members) {
   std::sort(members.begin(), members.end(), [](const std::string& a, const std::string& b) {
     return *ParseInt64(a) < *ParseInt64(b);
   });
+}
+
+namespace {
+
+// Calls `visit(field, value)` for each pair of a hash's encoding, in order.
+template <class Visit>
+void ForEachPair(std::string_view value, Visit&& visit) {
+  std::string_view field;
+  bool is_field = true;
+  ForEachMember(value, [&](std::string_view m) {
+    if (!is_field) visit(field, m);
+    field = m;
+    is_field = !is_field;
+  });
+}
+
+void AppendMember(std::string& out, std::string_view member) {
+  uint8_t length[4];
+  PutLength(length, static_cast<uint32_t>(member.size()));
+  out.append(reinterpret_cast<const char*>(length), 4).append(member);
+}
+
+}  // namespace
+
+// One walk over the value, writing the new one as it goes: O(the hash's bytes) with no copy of
+// a field that stays, so a write to a large hash costs a memcpy-like pass, not a rebuild.
+Bytes SetFields(std::string_view value, std::string_view pairs) {
+  std::vector<std::pair<std::string_view, std::string_view>> named;  // first-named order
+  std::unordered_map<std::string_view, size_t> index;
+  ForEachPair(pairs, [&](std::string_view field, std::string_view v) {
+    auto [it, added] = index.emplace(field, named.size());
+    if (added) {
+      named.emplace_back(field, v);
+    } else {
+      named[it->second].second = v;  // a field named twice takes its last value
+    }
+  });
+  std::vector<bool> present(named.size(), false);
+  std::string out;
+  out.reserve(value.size() + pairs.size());
+  ForEachPair(value, [&](std::string_view field, std::string_view v) {
+    auto it = index.find(field);
+    AppendMember(out, field);
+    if (it == index.end()) return AppendMember(out, v);
+    AppendMember(out, named[it->second].second);
+    present[it->second] = true;
+  });
+  for (size_t i = 0; i < named.size(); ++i) {
+    if (!present[i]) AppendMember(out, named[i].first), AppendMember(out, named[i].second);
+  }
+  return Bytes::CopyCompact(out);
+}
+
+Bytes RemoveFields(std::string_view value, std::string_view fields) {
+  std::unordered_set<std::string_view> gone;
+  ForEachMember(fields, [&](std::string_view m) { gone.insert(m); });
+  std::string out;
+  out.reserve(value.size());
+  ForEachPair(value, [&](std::string_view field, std::string_view v) {
+    if (gone.count(field) == 0) AppendMember(out, field), AppendMember(out, v);
+  });
+  return Bytes::CopyCompact(out);
+}
+
+size_t CountPresent(std::string_view value, const std::unordered_set<std::string_view>& fields) {
+  size_t n = 0;
+  ForEachPair(value, [&](std::string_view field, std::string_view) { n += fields.count(field); });
+  return n;
+}
+
+std::optional<std::string_view> FieldValue(std::string_view value, std::string_view field) {
+  std::optional<std::string_view> found;
+  bool is_field = true, match = false;
+  ForEachMember(value, [&](std::string_view m) {
+    if (is_field) {
+      match = !found && m == field;
+    } else if (match) {
+      found = m;
+    }
+    is_field = !is_field;
+  });
+  return found;
+}
+
+bool ValidPairs(std::string_view value) {
+  size_t n = 0;
+  return ForEachMember(value, [&](std::string_view) { ++n; }) && n % 2 == 0;
+}
+
+HashEncoding HashEncodingAfterSet(HashEncoding encoding, size_t entries, size_t longest,
+                                  size_t max_entries, size_t max_value) {
+  if (encoding == HashEncoding::kHashtable || entries > max_entries || longest > max_value) {
+    return HashEncoding::kHashtable;
+  }
+  return HashEncoding::kListpack;
 }
 
 }  // namespace prefixd::store

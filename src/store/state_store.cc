@@ -122,12 +122,29 @@ Bytes StateStore::Resolve(const Pending& p, uint64_t from, uint64_t length) cons
   return out;
 }
 
+FetchedLayer StateStore::ResolveOrStream(const Pending& p, uint64_t from, uint64_t length,
+                                         uint64_t stream_from) const {
+  from = std::min(from, p.length);
+  length = std::min(length, p.length - from);
+  if (!p.cold || length < stream_from) return FetchedLayer{Resolve(p, from, length), {}};
+  cold_bytes_read_.fetch_add(length, std::memory_order_relaxed);
+  return FetchedLayer{Bytes(), ColdExtent{p.file, p.offset + from, length}};
+}
+
 std::optional<Bytes> StateStore::Get(std::string_view sid, uint32_t layer) const {
   return GetRange(sid, layer, 0, ColdFile::kAllDurable);
 }
 
 std::optional<Bytes> StateStore::GetRange(std::string_view sid, uint32_t layer, uint64_t offset,
                                           uint64_t length) const {
+  auto fetched = FetchRange(sid, layer, offset, length, kNeverStreamed);
+  if (!fetched) return std::nullopt;
+  return std::move(fetched->value);
+}
+
+std::optional<FetchedLayer> StateStore::FetchRange(std::string_view sid, uint32_t layer,
+                                                   uint64_t offset, uint64_t length,
+                                                   uint64_t stream_from) const {
   Pending found;
   {
     Shard& shard = ShardFor(sid);
@@ -139,36 +156,50 @@ std::optional<Bytes> StateStore::GetRange(std::string_view sid, uint32_t layer, 
     found = PendingOf(slot->second);
   }
   if (found.cold) cold_reads_.fetch_add(1, std::memory_order_relaxed);
-  return Resolve(found, offset, length);
+  return ResolveOrStream(found, offset, length, stream_from);
 }
 
 std::vector<std::optional<Bytes>> StateStore::GetMany(std::string_view sid,
                                                       std::span<const uint32_t> layers) const {
+  auto fetched = FetchMany(sid, layers, kNeverStreamed);
+  std::vector<std::optional<Bytes>> out(fetched.size());
+  for (size_t i = 0; i < fetched.size(); ++i) {
+    if (fetched[i]) out[i] = std::move(fetched[i]->value);
+  }
+  return out;
+}
+
+std::vector<std::optional<FetchedLayer>> StateStore::FetchMany(std::string_view sid,
+                                                               std::span<const uint32_t> layers,
+                                                               uint64_t stream_from) const {
   std::vector<std::optional<Pending>> found(layers.size());
   {
     Shard& shard = ShardFor(sid);
     std::lock_guard lock(shard.mu);
     auto it = shard.sessions.find(sid);
-    if (it == shard.sessions.end()) return std::vector<std::optional<Bytes>>(layers.size());
+    if (it == shard.sessions.end()) return std::vector<std::optional<FetchedLayer>>(layers.size());
     for (size_t i = 0; i < layers.size(); ++i) {
       auto slot = it->second.layers.find(layers[i]);
       if (slot != it->second.layers.end()) found[i] = PendingOf(slot->second);
     }
   }
   // Cold references copied under the lock point at immutable file bytes, so reading them now
-  // still gives the session as it was at that instant: whole, never a mix.
-  std::vector<std::optional<Bytes>> out(layers.size());
+  // (or while the reply is sent) still gives the session as it was at that instant: whole,
+  // never a mix.
+  std::vector<std::optional<FetchedLayer>> out(layers.size());
   std::vector<size_t> cold;
+  bool any_cold = false;
   for (size_t i = 0; i < found.size(); ++i) {
     if (!found[i]) continue;
-    if (found[i]->cold) {
+    any_cold |= found[i]->cold;
+    if (found[i]->cold && found[i]->length < stream_from) {
       cold.push_back(i);
     } else {
-      out[i] = found[i]->value;
+      out[i] = ResolveOrStream(*found[i], 0, found[i]->length, stream_from);
     }
   }
+  if (any_cold) cold_reads_.fetch_add(1, std::memory_order_relaxed);
   if (cold.empty()) return out;
-  cold_reads_.fetch_add(1, std::memory_order_relaxed);
   // Layers stored by one MSTORE sit back to back in one record (12 bytes apart): one read of
   // the run serves them all, and a larger request keeps more of the disk busy.
   std::sort(cold.begin(), cold.end(), [&](size_t a, size_t b) {
@@ -187,13 +218,13 @@ std::vector<std::optional<Bytes>> StateStore::GetMany(std::string_view sid,
       ++last;
     }
     if (last - first == 1) {
-      out[cold[first]] = Resolve(head, 0, head.length);
+      out[cold[first]] = FetchedLayer{Resolve(head, 0, head.length), {}};
     } else {
       const Bytes run = Resolve(Pending{Bytes(), head.file, head.offset, end - head.offset, true},
                                 0, end - head.offset);
       for (size_t k = first; k < last; ++k) {
         const Pending& p = *found[cold[k]];
-        out[cold[k]] = run.Slice(p.offset - head.offset, p.length);
+        out[cold[k]] = FetchedLayer{run.Slice(p.offset - head.offset, p.length), {}};
       }
     }
     first = last;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,15 @@ struct LayerPlace {
   bool cold = false;
 };
 
+// A layer as a fetch serves it: its bytes (in memory, or read from disk), or, for a cold value
+// the caller streams, where they sit (`extent.file` set, `value` empty).
+struct FetchedLayer {
+  Bytes value;
+  ColdExtent extent;
+  bool streamed() const { return extent.file != nullptr; }
+  uint64_t size() const { return streamed() ? extent.length : value.size(); }
+};
+
 // What turning a session cold did.
 struct ColdOutcome {
   bool ok = false;  // false: some hot layer is not durable on disk yet (nothing changed)
@@ -86,6 +96,16 @@ class StateStore {
   // A consistent snapshot of the requested layers (one shard lock for all of them).
   std::vector<std::optional<Bytes>> GetMany(std::string_view sid,
                                             std::span<const uint32_t> layers) const;
+  static constexpr uint64_t kNeverStreamed = std::numeric_limits<uint64_t>::max();
+  // GetRange and GetMany for a reply that streams large cold values: a cold value (or range) of
+  // `stream_from` bytes or more is not read but given as its extent (counted as read: the caller
+  // reads every byte of it); the rest as GetRange/GetMany give them. The extents point at
+  // immutable file bytes, so reading them later still gives the session as it was at the call.
+  std::optional<FetchedLayer> FetchRange(std::string_view sid, uint32_t layer, uint64_t offset,
+                                         uint64_t length, uint64_t stream_from) const;
+  std::vector<std::optional<FetchedLayer>> FetchMany(std::string_view sid,
+                                                     std::span<const uint32_t> layers,
+                                                     uint64_t stream_from) const;
 
   // The disk tier. Place records where a hot value's bytes sit on disk, if the layer still
   // holds the buffer at `data` (a later write replaced it otherwise). Repoint moves a
@@ -202,6 +222,9 @@ class StateStore {
   static std::vector<LayerPlace> PlacesOf(const Session& session);
   std::vector<std::pair<uint32_t, Bytes>> Resolved(const std::vector<LayerPlace>& places) const;
   Bytes Resolve(const Pending& p, uint64_t from, uint64_t length) const;
+  // Resolve, or the extent to stream when the (clamped) range is `stream_from` bytes or more.
+  FetchedLayer ResolveOrStream(const Pending& p, uint64_t from, uint64_t length,
+                               uint64_t stream_from) const;
   struct Shard {
     mutable std::mutex mu;
     std::unordered_map<std::string, Session, StringHash, std::equal_to<>> sessions;

@@ -114,8 +114,8 @@ TEST_F(DatabasesTest, RenameCopyAndMoveCarryStringsAndSessions) {
   EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "u", "7"}), "$5\r\nseven\r\n");
   ASSERT_EQ(Call({"V.CREATE", "v", "8"}).substr(0, 1), ":");
   EXPECT_EQ(Call({"RENAME", "v", "w"}),
-            "-ERR RENAME of a vstore key is not supported (strings, sets, lists and ssm-prefix "
-            "sessions are)\r\n");
+            "-ERR RENAME of a vstore key is not supported (strings, sets, lists, hashes, sorted "
+            "sets, streams and ssm-prefix sessions are)\r\n");
   EXPECT_EQ(Call({"TYPE", "v"}), "+vstore\r\n");
   EXPECT_EQ(Call({"EXISTS", "w"}), ":0\r\n");
 }

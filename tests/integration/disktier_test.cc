@@ -5,6 +5,8 @@
 // session while sessions go cold and come back; a database other than 0 keeps its own cold
 // sessions across restarts, snapshots and SWAPDB.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <atomic>
@@ -13,6 +15,7 @@
 #include <functional>
 #include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -486,6 +489,31 @@ TEST_F(DiskTierTest, DamagedColdDirectoryStopsTheStart) {
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 }
 
+// Sessions stored without a budget, then a kill (the log alone) and a restart with one: recovery
+// sends sessions to disk as it reads them and never holds much more than the budget.
+TEST_F(DiskTierTest, ARestartFromTheLogNeverHoldsMoreThanTheBudget) {
+  constexpr int kMany = 64;
+  constexpr size_t kLayer = 1 << 20;
+  ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
+  RedisContext c = ConnectHiredis(server_.port());
+  for (int i = 0; i < kMany; ++i) {
+    RedisReply r = HiredisCommand(c.get(), {"SSM.PREFIX.STORE", Sid(i), "0", Value(i, 0, kLayer)});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  }
+  c.reset();
+  ASSERT_TRUE(server_.Kill());
+  ASSERT_TRUE(server_.Restart(Options()));
+  c = ConnectHiredis(server_.port());
+  EXPECT_LE(InfoNumber(c.get(), "used_memory_peak"), uint64_t{6} << 20);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{4} << 20);
+  EXPECT_EQ(HiredisCommand(c.get(), {"DBSIZE"})->integer, kMany) << "nothing deleted at start";
+  for (int i = 0; i < kMany; ++i) {
+    RedisReply r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", Sid(i), "0"});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING) << i << " " << DescribeReply(r.get());
+    ASSERT_EQ(std::string(r->str, r->len), Value(i, 0, kLayer)) << i;
+  }
+}
+
 TEST_F(DiskTierTest, ColdKeysCanBeOverwrittenDeletedAndExpired) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
   RedisContext c = ConnectHiredis(server_.port());
@@ -650,6 +678,100 @@ TEST_F(DiskTierTest, ConcurrentMfetchNeverSeesAPartialSessionWhileSessionsGoCold
       EXPECT_EQ(std::string(r->element[l]->str, r->element[l]->len), layer_of(last, l)) << k;
     }
   }
+}
+
+// A large cold session is read from disk as it is sent: to a client that does not read, the
+// server holds one window of it (CLIENT LIST omem), not the session, and the bytes that come out
+// once the client reads are the session's, bit-exact; all of it counts as read from disk and
+// nothing is promoted (it does not fit).
+TEST_F(DiskTierTest, AColdFetchToAClientThatDoesNotReadHoldsAWindowNotTheSession) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes", "--maxmemory", "24mb",
+                                                 "--maxmemory-policy", "allkeys-lru"}}));
+  RedisContext c = ConnectHiredis(server_.port());
+  constexpr size_t kLayer = 4 << 20;
+  constexpr int kLayers = 4;
+  std::vector<std::string> values;
+  std::vector<std::string> ids = {"0", "1", "2", "3"};
+  std::vector<std::string_view> args = {"SSM.PREFIX.MSTORE", "big"};
+  for (int l = 0; l < kLayers; ++l) values.push_back(Value(100, l, kLayer));
+  for (int l = 0; l < kLayers; ++l) args.push_back(ids[l]), args.push_back(values[l]);
+  RedisReply r = HiredisCommand(c.get(), args);
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  for (int i = 0; i < 6; ++i) {  // newer sessions push it to disk
+    r = HiredisCommand(c.get(), {"SSM.PREFIX.STORE", Sid(i), "0", Value(i, 0, kLayer)});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  }
+  r = HiredisCommand(c.get(), {"MEMORY", "USAGE", "big"});
+  ASSERT_EQ(r->type, REDIS_REPLY_INTEGER);
+  ASSERT_LT(r->integer, 1 << 20) << "the session is on disk";
+  const uint64_t read_before = InfoNumber(c.get(), "cold_bytes_read");
+  const uint64_t promotions_before = InfoNumber(c.get(), "cold_promotions");
+
+  auto stalled = RawConnection::Tcp(server_.port());
+  ASSERT_TRUE(stalled);
+  const int small = 16 << 10;
+  ::setsockopt(stalled->fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  ASSERT_TRUE(stalled->Send(Multibulk({"SSM.PREFIX.MFETCH", "big", "0", "1", "2", "3"})));
+  // The reply (16 MiB) is far more than the sockets buffer, so it waits on the client; meanwhile
+  // the server holds what its output buffer says.
+  int64_t omem = -1;
+  for (int i = 0; i < 100 && omem < 0; ++i) {
+    std::this_thread::sleep_for(50ms);
+    r = HiredisCommand(c.get(), {"CLIENT", "LIST"});
+    ASSERT_EQ(r->type, REDIS_REPLY_STRING);
+    std::istringstream lines(std::string(r->str, r->len));
+    for (std::string line; std::getline(lines, line);) {
+      const size_t at = line.find(" omem=");
+      if (line.find("cmd=ssm.prefix.mfetch") == std::string::npos || at == std::string::npos) {
+        continue;
+      }
+      omem = std::stoll(line.substr(at + 6));
+    }
+  }
+  ASSERT_GE(omem, 0) << "the fetching client never showed in CLIENT LIST";
+  EXPECT_LT(omem, 2 << 20) << "a window of the reply, not the 16 MiB session";
+
+  std::string expected = "*4\r\n";
+  for (const std::string& v : values)
+    expected += "$" + std::to_string(v.size()) + "\r\n" + v + "\r\n";
+  const std::string got = stalled->Read(expected.size(), 30s);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected) << "the streamed session differs from what was stored";
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read") - read_before, kLayers * kLayer);
+  EXPECT_EQ(InfoNumber(c.get(), "cold_promotions"), promotions_before);
+}
+
+// A cold value whose file was cut short (a damaged disk, an operator's mistake) cannot be read:
+// each command that reads it answers an error in its place, the connection carries on, and the
+// key stays, for the operator to repair or delete.
+TEST_F(DiskTierTest, AColdValueThatCannotBeReadAnswersAnErrorAndTheKeyStays) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  RedisReply r = HiredisCommand(c.get(), {"SET", "chunk", Value(99, 0, kBig)});
+  ASSERT_EQ(r->type, REDIS_REPLY_STATUS);
+  ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+  r = HiredisCommand(c.get(), {"SAVE"});  // the cold values now point into the snapshot
+  ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  r = HiredisCommand(c.get(), {"MEMORY", "USAGE", Sid(0)});
+  ASSERT_LT(r->integer, static_cast<long long>(kBig)) << "the oldest session is on disk";
+  ASSERT_EQ(::truncate(SnapshotPath().c_str(), 4096), 0);
+  const std::vector<std::vector<std::string_view>> reads = {
+      {"SSM.PREFIX.MFETCH", Sid(0), "0", "1"},
+      {"SSM.PREFIX.FETCH", Sid(0), "0"},
+      {"SSM.PREFIX.FETCH", Sid(0), "0", "RANGE", "10", "100"},
+      {"GET", "chunk"}};
+  for (const auto& read : reads) {
+    r = HiredisCommand(c.get(), read);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->type, REDIS_REPLY_ERROR) << read[0] << ": " << DescribeReply(r.get());
+    EXPECT_NE(std::string(r->str).find("from disk failed: "), std::string::npos) << r->str;
+  }
+  r = HiredisCommand(c.get(), {"EXISTS", Sid(0), "chunk"});
+  EXPECT_EQ(r->integer, 2);
+  r = HiredisCommand(c.get(), {"TYPE", Sid(0)});
+  EXPECT_EQ(std::string(r->str), "ssm-prefix");
+  r = HiredisCommand(c.get(), {"PING"});
+  EXPECT_EQ(std::string(r->str), "PONG");
 }
 
 }  // namespace

@@ -4,7 +4,9 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
+import unittest
 
 import redis
 
@@ -43,6 +45,37 @@ def stop_server(test, proc, root):
         test.assertEqual(proc.wait(timeout=10), 0)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+class ServerTestCase(unittest.TestCase):
+    """One server per test with DEBUG enabled, its data in a fresh directory named from `prefix`
+    (`flags` added to its command line), and a redis-py client `r`; restart() stops it cleanly and
+    starts it again on the same data directory and port."""
+
+    flags = ["--io-threads", "2", "--enable-debug-command", "yes"]
+    prefix = "prefixd-py-"
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix=self.prefix)
+        self.proc, self.port = start_server(self.root, flags=self.flags)
+        self.r = redis.Redis(port=self.port, socket_timeout=10)
+
+    def tearDown(self):
+        self.r.close()
+        stop_server(self, self.proc, self.root)
+
+    def restart(self):
+        self.r.close()
+        self.proc.terminate()
+        self.assertEqual(self.proc.wait(timeout=10), 0)
+        self.proc, self.port = start_server(self.root, self.port, self.flags)
+        self.r = redis.Redis(port=self.port, socket_timeout=10)
+
+    def error(self, *args):
+        """The text of the error reply `args` get (fails when there is none)."""
+        with self.assertRaises(redis.ResponseError) as caught:
+            self.r.execute_command(*args)
+        return str(caught.exception)
 
 
 def start_cluster(root, nodes=3, flags=()):

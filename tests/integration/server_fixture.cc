@@ -573,16 +573,20 @@ std::string DescribeReply(const redisReply* r) {
   return "type " + std::to_string(r->type);
 }
 
-bool RedisServer::Start() {
+bool RedisServer::Start(const std::vector<std::string>& extra_flags) {
   if (::access("/usr/bin/redis-server", X_OK) != 0) return false;
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = 20000 + static_cast<int>(::getpid() * 7 + attempt * 131) % 40000;
+    std::vector<std::string> args = {
+        "redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
+        "--appendonly", "no",     "--loglevel",          "warning"};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
-      std::string port = std::to_string(port_);
-      ::execl("/usr/bin/redis-server", "redis-server", "--port", port.c_str(), "--bind",
-              "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning",
-              static_cast<char*>(nullptr));
+      ::execv("/usr/bin/redis-server", argv.data());
       ::_exit(127);
     }
     for (int i = 0; i < 100; ++i) {

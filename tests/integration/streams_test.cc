@@ -16,25 +16,7 @@ namespace {
 
 using Args = std::vector<std::string>;
 
-class StreamsTest : public ServerTest {
- protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
-    Reconnect();
-  }
-  std::string Call(const Args& args) { return conn_->Call(args); }
-  void Reconnect() {
-    conn_ = RawConnection::Tcp(server_.port());
-    ASSERT_NE(conn_, nullptr);
-  }
-  void Restart() {
-    ASSERT_TRUE(server_.Stop());
-    ASSERT_NO_FATAL_FAILURE(
-        StartServer({.flags = {"--appendonly", "yes"}, .data_dir = server_.data_dir()}));
-    Reconnect();
-  }
-  std::unique_ptr<RawConnection> conn_;
-};
+class StreamsTest : public LoggedServerTest {};
 
 const std::string kMaxId = "18446744073709551615-18446744073709551615";
 

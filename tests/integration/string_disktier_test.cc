@@ -282,6 +282,34 @@ TEST_F(StringDiskTierTest, SmallStringsAreStillDeletedAndWithoutPersistenceEvery
 // Eviction fsyncs before a value goes cold, even when fsync is otherwise left to the OS: a
 // kill right after the writes finds every acknowledged chunk. (That an unsynced value stays in
 // memory is checked in tests/unit/keyspace_test.cc.)
+// Stored without a budget, killed (no snapshot: the log alone), restarted with one: recovery
+// sends chunks to disk as it reads them, so it never holds much more than the budget (before, it
+// read the whole log into memory first: used_memory_peak 64 MiB past an 8 MiB budget).
+TEST_F(StringDiskTierTest, ARestartFromTheLogNeverHoldsMoreThanTheBudget) {
+  constexpr int kMany = 64;
+  ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
+  RedisContext c = ConnectHiredis(server_.port());
+  for (int i = 0; i < kMany; ++i) {
+    RedisReply r = HiredisCommand(c.get(), {"SET", Key(i, "kv_bytes"), Chunk(i, kChunk)});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << DescribeReply(r.get());
+    r = HiredisCommand(c.get(), {"SET", Key(i, "metadata"), Chunk(i, kMetadata, 1)});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << DescribeReply(r.get());
+  }
+  c.reset();
+  ASSERT_TRUE(server_.Kill());
+  ASSERT_TRUE(server_.Restart(Options()));
+  c = ConnectHiredis(server_.port());
+  // The budget, one chunk being read, and the small keys and entries beside them.
+  EXPECT_LE(InfoNumber(c.get(), "used_memory_peak"), uint64_t{11} << 20);
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), uint64_t{8} << 20);
+  EXPECT_EQ(HiredisCommand(c.get(), {"DBSIZE"})->integer, 2 * kMany) << "nothing deleted at start";
+  for (int i = 0; i < kMany; ++i) {
+    RedisReply r = HiredisCommand(c.get(), {"GET", Key(i, "kv_bytes")});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING) << i << " " << DescribeReply(r.get());
+    ASSERT_EQ(std::string(r->str, r->len), Chunk(i, kChunk)) << i;
+  }
+}
+
 TEST_F(StringDiskTierTest, KillAfterEvictionLosesNoAcknowledgedChunk) {
   ASSERT_NO_FATAL_FAILURE(
       StartServer({.flags = {"--appendonly", "yes", "--appendfsync", "no", "--maxmemory", "8mb",

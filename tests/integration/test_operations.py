@@ -84,6 +84,14 @@ class DefaultConfigTest(unittest.TestCase):
         server, plain = Server(CONF), Server()
         try:
             settings = server.client.config_get("*")
+            # CONFIG GET * also answers Redis 7.0's older names of four settings, as Redis does;
+            # the file lists each setting once, under its own name.
+            aliases = {"hash-max-ziplist-entries": "hash-max-listpack-entries",
+                       "hash-max-ziplist-value": "hash-max-listpack-value",
+                       "zset-max-ziplist-entries": "zset-max-listpack-entries",
+                       "zset-max-ziplist-value": "zset-max-listpack-value"}
+            for alias, name in aliases.items():
+                self.assertEqual(settings.pop(alias), settings[name], alias)
             self.assertEqual(sorted(conf), sorted(settings), "etc/prefixd.conf and CONFIG GET *")
             # The file sets every directive to its default: the same values as no file at all.
             defaults = plain.client.config_get("*")
@@ -177,8 +185,12 @@ class MetricsTest(unittest.TestCase):
         c.execute_command("V.CREATE", "vs", 4)
         c.execute_command("KV.PREFIX.NAMESPACE", "{ns}", "BLOCK", 4, "ATTN", 1, "KVDIM", 2,
                           "RECURRENT", 1, "VQUANT", "fp32")
+        c.hset("h", "f", "v")
+        c.zadd("z1", {"m": 1})
+        c.zadd("z2", {"m": 1})
         text = self.scrape()
-        expected = {"string": 2, "ssm-prefix": 1, "vstore": 1, "prefix-index": 1, "kvprefix": 0}
+        expected = {"string": 2, "ssm-prefix": 1, "vstore": 1, "prefix-index": 1, "kvprefix": 0,
+                    "hash": 1, "zset": 2}
         for kind, count in expected.items():
             self.assertEqual(self.sample(text, "prefixd_keys_by_type", '{type="%s"}' % kind),
                              count, kind)

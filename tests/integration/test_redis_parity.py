@@ -36,7 +36,11 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "mset msetnx strlen getrange setrange append incr decr incrby decrby "
           "incrbyfloat setbit getbit rename renamenx copy move lcs swapdb "
           "sadd srem scard sismember smismember smembers srandmember spop lpush rpush lpushx "
-          "rpushx lpop rpop llen lrange lindex lset lrem ltrim").split()
+          "rpushx lpop rpop llen lrange lindex lset lrem ltrim hset hsetnx hget hmget hmset hdel "
+          "hlen hexists hgetall hkeys hvals hstrlen hincrby hincrbyfloat hrandfield hscan zadd "
+          "zincrby zscore zmscore zcard zcount zlexcount zrank zrevrank zrem zrange zrevrange "
+          "zrangebyscore zrevrangebyscore zrangebylex zrevrangebylex zpopmin zpopmax "
+          "zremrangebyrank zremrangebyscore zremrangebylex zscan zmpop").split()
 
 
 def encode(args):
@@ -157,6 +161,11 @@ class ParityBase(unittest.TestCase):
         self.assertEqual(got, want, "reply to %r differs from redis-server's" % (args,))
         return got
 
+    def run_script(self, script, resp3=False):
+        """Sends each line of `script` (arguments split on spaces) to both servers."""
+        for line in script.strip().split("\n"):
+            with self.subTest(line=line):
+                self.same(*line.split(), resp3=resp3)
 
 
 class CommandTableTest(ParityBase):
@@ -195,6 +204,8 @@ class CommandTableTest(ParityBase):
         self.same("COMMAND", "GETKEYSANDFLAGS", "getex", "k1", "PERSIST")
         self.same("COMMAND", "GETKEYS", "keys", "*")
         self.same("COMMAND", "GETKEYS", "del")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "zmpop", "2", "a", "b", "min")
+        self.same("COMMAND", "GETKEYSANDFLAGS", "zadd", "z", "1", "a")
 
     def test_command_docs_arguments_match_redis(self):
         # Summaries are prefixd's own words; the argument specs follow Redis's JSON.
@@ -206,7 +217,13 @@ class CommandTableTest(ParityBase):
                      "setbit", "getbit", "rename", "renamenx", "copy", "move", "lcs", "sadd",
                      "srem", "scard", "sismember", "smismember", "smembers", "srandmember",
                      "spop", "lpush", "rpush", "lpushx", "rpushx", "lpop", "rpop", "llen",
-                     "lrange", "lindex", "lset", "lrem", "ltrim"):
+                     "lrange", "lindex", "lset", "lrem", "ltrim", "hset", "hsetnx", "hget",
+                     "hmget", "hmset", "hdel", "hlen", "hexists", "hgetall", "hkeys", "hvals",
+                     "hstrlen", "hincrby", "hincrbyfloat", "hrandfield", "hscan", "zadd",
+                     "zincrby", "zscore", "zmscore", "zcard", "zcount", "zlexcount", "zrank",
+                     "zrevrank", "zrem", "zrange", "zrevrange", "zrangebyscore",
+                     "zrevrangebyscore", "zrangebylex", "zrevrangebylex", "zpopmin", "zpopmax",
+                     "zremrangebyrank", "zremrangebyscore", "zremrangebylex", "zscan", "zmpop"):
             with self.subTest(name=name):
                 if self.rd is None:
                     self.skipTest("redis-server is not installed")
@@ -387,13 +404,219 @@ srandmember nokey 2
 lpop nokey 0
 """
 
+# Hashes: every reply and error of the hash commands, encodings at hash-max-listpack-entries and
+# -value and one past them (each field's order is insertion order on both servers while a hash
+# is a listpack; a hashtable's order is Redis's own, so only order-free replies are compared).
+HASH_SCRIPT = """
+hset h f1 v1 f2 v2 f1 v3
+hset h f3
+hset h
+hmset h f1
+hmset h a 1 b 2
+hsetnx h a 9
+hsetnx h c 3
+hget h a
+hget h nofield
+hget nokey a
+hmget h a nofield b
+hmget nokey a b
+hgetall h
+hkeys h
+hvals h
+hgetall nokey
+hkeys nokey
+hlen h
+hlen nokey
+hexists h a
+hexists h zz
+hexists nokey a
+hstrlen h f1
+hstrlen h zz
+hstrlen nokey a
+hdel h a a zz
+hdel h
+hdel nokey a
+hgetall h
+hincrby h n 5
+hincrby h n -7
+hincrby h n x
+hincrby h f1 1
+hincrby h big 9223372036854775807
+hincrby h big 1
+hincrby nokey2 f 1
+hincrbyfloat h fl 1.5
+hincrbyfloat h fl 1e3
+hincrbyfloat h fl x
+hincrbyfloat h fl inf
+hincrbyfloat h fl nan
+hincrbyfloat h f1 1
+hincrbyfloat h n 0.25
+hincrbyfloat h fl -1001.5
+hget h fl
+hgetall h
+hrandfield nokey
+hrandfield nokey 5
+hrandfield nokey 5 withvalues
+hrandfield h 0
+hrandfield h 100
+hrandfield h 100 withvalues
+hrandfield h -0
+hrandfield h x
+hrandfield h 1 x
+hrandfield h 1 withvalues x
+hrandfield h -9223372036854775808
+hrandfield h 9223372036854775807 withvalues
+hrandfield h -4611686018427387904 withvalues
+hscan h 0
+hscan h 0 match f*
+hscan h 0 count 1
+hscan h 0 count 0
+hscan h 0 count x
+hscan h 0 type hash
+hscan h 0 match
+hscan h x
+hscan nokey 0
+hscan nokey 0 count 0
+set str v
+hset str a 1
+hget str a
+hgetall str
+hrandfield str
+hrandfield str 0
+hrandfield str 1 x
+hscan str 0
+hscan str x
+hincrby str a x
+hincrby str a 1
+hincrbyfloat str a inf
+hdel str a
+lpush str2 a
+hlen str2
+get h
+sadd h x
+type h
+object encoding h
+config set hash-max-listpack-entries 3
+hset e a 1 b 2 c 3
+object encoding e
+hset e d 4
+object encoding e
+hdel e d c b
+object encoding e
+config set hash-max-listpack-value 4
+hset v a 1234
+object encoding v
+hset v b 12345
+object encoding v
+hset w 12345 a
+object encoding w
+hsetnx x a 12345
+object encoding x
+hincrby y a 12345
+object encoding y
+hincrby y a 1
+object encoding y
+hincrbyfloat z a 12345
+object encoding z
+config set hash-max-listpack-entries 0
+hset zero a 1
+object encoding zero
+config get hash-max-ziplist-entries
+config get hash-max-ziplist-value
+config set hash-max-ziplist-entries 7
+config get hash-max-listpack-entries
+config set hash-max-ziplist-value 9
+config get hash-max-listpack-value
+config set hash-max-listpack-entries -1
+config set hash-max-listpack-entries 512
+config set hash-max-listpack-value 64
+"""
+HASH_SCRIPT_RESP3 = """
+hset r3 a 1 b 2
+hgetall r3
+hgetall nokey
+hrandfield r3 2 withvalues
+hset one a 1
+hrandfield one -3 withvalues
+hrandfield one -2
+hrandfield r3 5
+hscan r3 0
+hmget r3 a zz
+hget r3 zz
+hrandfield nokey
+hrandfield nokey 1 withvalues
+hincrbyfloat r3 a 0.5
+"""
 
-class SetListRepliesTest(ParityBase):
+
+class HashRepliesTest(ParityBase):
+    def test_hash_replies_match_redis(self):
+        self.same("FLUSHALL")
+        self.run_script(HASH_SCRIPT)
+
+    def test_hash_replies_match_redis_over_resp3(self):
+        self.same("FLUSHALL")
+        self.run_script(HASH_SCRIPT_RESP3, resp3=True)
+
+
+# Sorted sets: every option and error of the commands prefixd has, with scores that print
+# differently (%.17g, inf, -0 in a listpack), ties broken by member, encodings at their limits; the
+# script is shared with zsets_test.cc.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "zset_script.txt")) as f:
+    ZSET_SCRIPT = "\n".join(l for l in f.read().split("\n") if l and not l.startswith("#"))
+ZSET_SCRIPT_RESP3 = """
+zadd r3 1 a 2 b 3 c
+zrange r3 0 -1 withscores
+zrange r3 0 -1
+zrangebyscore r3 -inf inf withscores
+zpopmin r3
+zpopmin r3 1
+zpopmax r3 5
+zadd r3 1 a
+zscore r3 a
+zmscore r3 a x
+zincrby r3 1 a
+zadd r3 incr 1 a
+zadd r3 nx incr 1 a
+zscan r3 0
+zmpop 1 r3 max count 2
+zmpop 1 nokey min
+"""
+
+
+class ZsetRepliesTest(ParityBase):
     def run_script(self, script, resp3=False):
+        import shlex
         for line in script.strip().split("\n"):
             with self.subTest(line=line):
-                self.same(*line.split(), resp3=resp3)
+                self.same(*shlex.split(line), resp3=resp3)
 
+    def test_zset_replies_match_redis(self):
+        self.same("FLUSHALL")
+        self.same("CONFIG", "SET", "zset-max-listpack-entries", "16")
+        try:
+            self.run_script(ZSET_SCRIPT)
+            self.same("ZADD", "big", "17", "q")
+            self.same("OBJECT", "ENCODING", "big")  # the 17th member: past the limit
+            self.same("ZREM", "big", "q", "p")
+            self.same("OBJECT", "ENCODING", "big")  # never back to a listpack
+            self.same("CONFIG", "SET", "zset-max-ziplist-entries", "0")
+            self.same("ZADD", "sk", "-0", "z", "0.5", "a")
+            self.same("ZRANGE", "sk", "0", "-1", "WITHSCORES")
+            self.same("OBJECT", "ENCODING", "sk")
+            self.same("CONFIG", "GET", "zset-max-ziplist-entries")
+            self.same("CONFIG", "SET", "zset-max-ziplist-value", "1kb")
+            self.same("CONFIG", "GET", "zset-max-listpack-value")
+        finally:
+            self.same("CONFIG", "SET", "zset-max-listpack-entries", "128",
+                      "zset-max-listpack-value", "64")
+
+    def test_zset_replies_match_redis_over_resp3(self):
+        self.same("FLUSHALL")
+        self.run_script(ZSET_SCRIPT_RESP3, resp3=True)
+
+
+class SetListRepliesTest(ParityBase):
     def test_set_and_list_replies_match_redis(self):
         self.same("FLUSHALL")
         self.run_script(SET_LIST_SCRIPT)

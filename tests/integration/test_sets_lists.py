@@ -10,39 +10,18 @@ Run with Debian's interpreter: /usr/bin/python3 tests/integration/test_sets_list
 import os
 import socket
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prefixd_server import start_server, stop_server  # noqa: E402
+from prefixd_server import ServerTestCase  # noqa: E402
 
 import redis  # noqa: E402
 
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 
-class SetsListsTest(unittest.TestCase):
-    def setUp(self):
-        self.root = tempfile.mkdtemp(prefix="prefixd-py-types-")
-        self.flags = ["--io-threads", "2", "--enable-debug-command", "yes"]
-        self.proc, self.port = start_server(self.root, flags=self.flags)
-        self.r = redis.Redis(port=self.port, socket_timeout=10)
-
-    def tearDown(self):
-        self.r.close()
-        stop_server(self, self.proc, self.root)
-
-    def restart(self):
-        self.r.close()
-        self.proc.terminate()
-        self.assertEqual(self.proc.wait(timeout=10), 0)
-        self.proc, self.port = start_server(self.root, self.port, self.flags)
-        self.r = redis.Redis(port=self.port, socket_timeout=10)
-
-    def error(self, *args):
-        with self.assertRaises(redis.ResponseError) as caught:
-            self.r.execute_command(*args)
-        return str(caught.exception)
+class SetsListsTest(ServerTestCase):
+    prefix = "prefixd-py-types-"
 
     def test_set_commands(self):
         r = self.r

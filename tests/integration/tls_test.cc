@@ -215,6 +215,39 @@ TEST_F(TlsTest, DecodedRowsMadeWindowByWindowArriveExact) {
   EXPECT_EQ(same.status, 0) << same.output;
 }
 
+// A cold value (the disk tier) is read from its file as it is written: over TLS window by window
+// (pread into the writer's window), over the plain port with sendfile. Both arrive exact, the
+// TLS one cut at a size that is no multiple of the window.
+TEST_F(TlsTest, ColdValuesStreamedFromDiskArriveExact) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartTls({"--appendonly", "yes", "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru"}));
+  constexpr size_t kSize = 3 * 512 * 1024 + 3;
+  std::mt19937_64 rng(11);
+  std::string blob(kSize, '\0');
+  for (auto& c : blob) c = static_cast<char>(rng());
+  const std::string blob_path = certs_ + "/cold-blob";
+  std::ofstream(blob_path, std::ios::binary) << blob;
+  auto plain = RawConnection::Tcp(server_.port());
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->Call({"SSM.PREFIX.STORE", "s", "0", blob}), "+OK\r\n");
+  for (int i = 0; i < 6; ++i) {  // newer sessions push it to disk
+    ASSERT_EQ(plain->Call({"SSM.PREFIX.STORE", "f" + std::to_string(i), "0", blob}), "+OK\r\n");
+  }
+  const std::string usage = plain->Call({"MEMORY", "USAGE", "s"});
+  ASSERT_EQ(usage[0], ':') << usage;
+  ASSERT_LT(std::stoll(usage.substr(1)), 1 << 20) << "the session is on disk";
+  Outcome same = Shell("sh -c 'redis-cli -p " + std::to_string(tls_port_) + " --tls --cacert " +
+                       Cert("ca.crt") + " --cert " + Cert("client.crt") + " --key " +
+                       Cert("client.key") + " --raw SSM.PREFIX.FETCH s 0 | head -c " +
+                       std::to_string(kSize) + " | cmp - " + blob_path + "'");
+  EXPECT_EQ(same.status, 0) << same.output;
+  const std::string reply = plain->Call({"SSM.PREFIX.FETCH", "s", "0"});
+  EXPECT_TRUE(reply == "$" + std::to_string(kSize) + "\r\n" + blob + "\r\n")
+      << "the plain port's copy differs (" << reply.size() << " bytes)";
+  const std::string tier = plain->Call(std::vector<std::string>{"INFO", "disktier"});
+  EXPECT_NE(tier.find("cold_promotions:0\r\n"), std::string::npos) << "both came from disk";
+}
+
 TEST_F(TlsTest, ConfigSetReloadsCertificates) {
   ASSERT_NO_FATAL_FAILURE(StartTls({"--enable-protected-configs", "local"}));
   EXPECT_NE(PresentedSubject().find("CN = server\n"), std::string::npos);

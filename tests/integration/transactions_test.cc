@@ -4,6 +4,7 @@
 // LIST while queueing, MONITOR's order, and a transaction's writes surviving a restart.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -506,7 +507,8 @@ TEST_F(TransactionsTest, ExecIsAllOrNothingAcrossACrash) {
 TEST_F(TransactionsTest, ConcurrentExecsSurviveSigkillWholeOrNotAtAll) {
   constexpr int kClients = 3;
   std::atomic<bool> stop{false};
-  std::vector<int> acknowledged(kClients, 0), sent(kClients, 0);
+  std::vector<int> sent(kClients, 0);
+  std::vector<std::atomic<int>> acknowledged(kClients);
   std::vector<std::thread> clients;
   const std::string blob(256 << 10, 'q');
   for (int id = 0; id < kClients; ++id) {
@@ -528,7 +530,16 @@ TEST_F(TransactionsTest, ConcurrentExecsSurviveSigkillWholeOrNotAtAll) {
       }
     });
   }
-  std::this_thread::sleep_for(400ms);
+  // Killed while transactions are running, after the first was acknowledged (a loaded machine
+  // may take longer than usual to get there).
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  const auto none_yet = [&] {
+    return std::all_of(acknowledged.begin(), acknowledged.end(), [](auto& n) { return n == 0; });
+  };
+  while (none_yet() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(10ms);
+  }
+  std::this_thread::sleep_for(200ms);
   ASSERT_TRUE(server_.Kill());
   stop = true;
   for (std::thread& t : clients) t.join();

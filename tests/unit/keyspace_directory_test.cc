@@ -44,7 +44,19 @@ TEST(KeyspaceDirectory, TypesSlotsAndMemory) {
   EXPECT_EQ(KeyTypeFromName("STRING"), KeyType::kString);
   EXPECT_EQ(KeyTypeFromName("List"), KeyType::kList);
   EXPECT_EQ(KeyTypeFromName("set"), KeyType::kSet);
-  EXPECT_FALSE(KeyTypeFromName("zset"));
+  EXPECT_EQ(KeyTypeFromName("Hash"), KeyType::kHash);
+  EXPECT_EQ(KeyTypeName(KeyType::kHash), "hash");
+  EXPECT_EQ(KeyTypeFromName("ZSet"), KeyType::kZset);
+  EXPECT_EQ(KeyTypeName(KeyType::kZset), "zset");
+  EXPECT_FALSE(KeyTypeFromName("nosuch"));
+  EXPECT_FALSE(KeyTypeFromName("none"));
+  EXPECT_EQ(KeyTypeFromName("Stream"), KeyType::kStream);
+  EXPECT_EQ(KeyTypeName(KeyType::kStream), "stream");
+  // A value no type has names "none" and is no known type.
+  EXPECT_EQ(KeyTypeName(static_cast<KeyType>(kKeyTypeCount)), "none");
+  EXPECT_FALSE(KnownKeyType(kKeyTypeCount));
+  EXPECT_TRUE(KnownKeyType(static_cast<size_t>(KeyType::kZset)));
+  EXPECT_TRUE(KnownKeyType(static_cast<size_t>(KeyType::kStream)));
 }
 
 TEST(KeyspaceDirectory, StringsHoldTheirValueAndExpiry) {

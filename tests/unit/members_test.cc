@@ -1,7 +1,8 @@
-// Sets' and lists' values (store/members.h) and their records (types 12 and 13): the member
-// encoding round-trips any bytes and rejects a cut or overlong one, Redis 7.0's intset rules,
-// and a record encoded, decoded, checked and applied gives the same keyspace value and encoding —
-// an empty one deletes the key, and a damaged one is refused before it is applied.
+// Sets', lists' and hashes' values (store/members.h) and their records (types 12, 13 and 14): the
+// member encoding round-trips any bytes and rejects a cut or overlong one, Redis 7.0's intset
+// and listpack rules, and a record encoded, decoded, checked and applied gives the same keyspace
+// value and encoding — an empty one deletes the key, and a damaged one is refused before it is
+// applied.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -141,26 +142,34 @@ std::vector<std::string> Members(const store::Keyspace& keys, const std::string&
   return *store::DecodeMembers(info->value.view());
 }
 
+// A keyspace that records are checked and applied to after the codec's round trip, as replay
+// does.
+struct Replay {
+  store::Keyspace keys;
+  store::StateStore state{1};
+  void Apply(const persist::Mutation& m) {
+    const persist::Mutation read = RoundTrip(m);
+    ASSERT_TRUE(persist::Check(read, persist::Limits::Hard()).ok);
+    persist::Apply(read, persist::Stores{state, nullptr, 0, &keys, nullptr}, {});
+  }
+};
+
+persist::Blob MembersBlob(const std::vector<std::string>& members) {
+  return persist::Blob{{store::EncodeMembers(members)}};
+}
+
 // The operation records replay as the commands made them: pushes and pops at either end,
 // additions that skip present members (an intset kept sorted), removals; the last member gone
 // deletes the key.
 TEST(MembersTest, OperationRecordsApplyToTheCurrentValue) {
   using persist::ListValue;
   using persist::SetValue;
-  store::Keyspace keys;
-  store::StateStore state(1);
-  const persist::Stores stores{state, nullptr, 0, &keys, nullptr};
-  const auto apply = [&](const persist::Mutation& m) {
-    const persist::Mutation read = RoundTrip(m);
-    ASSERT_TRUE(persist::Check(read, persist::Limits::Hard()).ok);
-    persist::Apply(read, stores, {});
-  };
-  const auto blob = [](std::vector<std::string> members) {
-    return persist::Blob{{store::EncodeMembers(members)}};
-  };
-  apply(ListValue{"l", ListValue::kPushTail, 0, blob({"a", "b"})});
-  apply(ListValue{"l", ListValue::kPushHead, 0, blob({"y", "x"})});
-  apply(ListValue{"l", ListValue::kPushTail, 0, blob({"c"})});
+  Replay replay;
+  store::Keyspace& keys = replay.keys;
+  const auto apply = [&](const persist::Mutation& m) { replay.Apply(m); };
+  apply(ListValue{"l", ListValue::kPushTail, 0, MembersBlob({"a", "b"})});
+  apply(ListValue{"l", ListValue::kPushHead, 0, MembersBlob({"y", "x"})});
+  apply(ListValue{"l", ListValue::kPushTail, 0, MembersBlob({"c"})});
   EXPECT_EQ(Members(keys, "l"), (std::vector<std::string>{"y", "x", "a", "b", "c"}));
   EXPECT_EQ(store::EdgeMembers(keys.Find("l")->value.view(), 2, false),
             (std::vector<std::string>{"c", "b"}));
@@ -170,16 +179,69 @@ TEST(MembersTest, OperationRecordsApplyToTheCurrentValue) {
   apply(ListValue{"l", ListValue::kPopTail, 5, {}});
   EXPECT_FALSE(keys.Find("l").has_value());
 
-  apply(SetValue{"s", 0, SetValue::kAdd, blob({"10", "-3"})});
-  apply(SetValue{"s", 0, SetValue::kAdd, blob({"2", "10"})});
+  apply(SetValue{"s", 0, SetValue::kAdd, MembersBlob({"10", "-3"})});
+  apply(SetValue{"s", 0, SetValue::kAdd, MembersBlob({"2", "10"})});
   EXPECT_EQ(Members(keys, "s"), (std::vector<std::string>{"-3", "2", "10"}));
-  apply(SetValue{"s", 1, SetValue::kAdd, blob({"a"})});
+  apply(SetValue{"s", 1, SetValue::kAdd, MembersBlob({"a"})});
   EXPECT_EQ(static_cast<SetEncoding>(keys.Find("s")->encoding), SetEncoding::kHashtable);
   EXPECT_EQ(Members(keys, "s"), (std::vector<std::string>{"-3", "2", "10", "a"}));
-  apply(SetValue{"s", 1, SetValue::kRemove, blob({"2", "zz"})});
+  apply(SetValue{"s", 1, SetValue::kRemove, MembersBlob({"2", "zz"})});
   EXPECT_EQ(Members(keys, "s"), (std::vector<std::string>{"-3", "10", "a"}));
-  apply(SetValue{"s", 1, SetValue::kRemove, blob({"-3", "10", "a"})});
+  apply(SetValue{"s", 1, SetValue::kRemove, MembersBlob({"-3", "10", "a"})});
   EXPECT_FALSE(keys.Find("s").has_value());
+}
+
+// Redis 7.0's listpack rule: a hash stays a listpack up to hash-max-listpack-entries fields and
+// hash-max-listpack-value bytes per field or value, one past either makes it a hashtable, and a
+// hashtable never goes back.
+TEST(MembersTest, ListpackRulesAreRedis70s) {
+  using store::HashEncoding;
+  const auto after = store::HashEncodingAfterSet;
+  EXPECT_EQ(after(HashEncoding::kListpack, 128, 64, 128, 64), HashEncoding::kListpack);
+  EXPECT_EQ(after(HashEncoding::kListpack, 129, 1, 128, 64), HashEncoding::kHashtable);
+  EXPECT_EQ(after(HashEncoding::kListpack, 1, 65, 128, 64), HashEncoding::kHashtable);
+  EXPECT_EQ(after(HashEncoding::kListpack, 1, 0, 0, 64), HashEncoding::kHashtable);
+  EXPECT_EQ(after(HashEncoding::kHashtable, 1, 1, 128, 64), HashEncoding::kHashtable);
+}
+
+// The hash records replay as the commands made them: a set field keeps its place and takes the
+// new value, a new one is appended, deletions skip missing fields, and the last field gone
+// deletes the key; a damaged or unpaired record is refused.
+TEST(MembersTest, HashRecordsApplyToTheCurrentValue) {
+  using persist::HashValue;
+  Replay replay;
+  store::Keyspace& keys = replay.keys;
+  const auto apply = [&](const persist::Mutation& m) { replay.Apply(m); };
+  const std::string nul("\0\r\n", 3);
+  apply(HashValue{"h", 0, HashValue::kSet, MembersBlob({"a", "1", "b", "2"})});
+  apply(HashValue{"h", 0, HashValue::kSet, MembersBlob({"a", "3", nul, "", "c", "4"})});
+  EXPECT_EQ(Members(keys, "h"), (std::vector<std::string>{"a", "3", "b", "2", nul, "", "c", "4"}));
+  EXPECT_EQ(keys.Find("h")->type, store::KeyType::kHash);
+  EXPECT_EQ(store::FieldValue(keys.Find("h")->value.view(), nul), std::string_view(""));
+  EXPECT_EQ(store::FieldValue(keys.Find("h")->value.view(), "3"), std::nullopt);  // a value
+  apply(HashValue{"h", 1, HashValue::kDelete, MembersBlob({"b", "zz"})});
+  EXPECT_EQ(Members(keys, "h"), (std::vector<std::string>{"a", "3", nul, "", "c", "4"}));
+  EXPECT_EQ(static_cast<store::HashEncoding>(keys.Find("h")->encoding),
+            store::HashEncoding::kHashtable);
+  keys.SetExpiry("h", 123456, {});
+  apply(HashValue{"h", 1, HashValue::kWhole, MembersBlob({"x", "y"})});
+  EXPECT_EQ(Members(keys, "h"), (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(keys.Find("h")->expire_at_ms, 123456);
+  apply(HashValue{"h", 1, HashValue::kDelete, MembersBlob({"x"})});
+  EXPECT_FALSE(keys.Find("h").has_value());
+
+  const auto hard = persist::Limits::Hard();
+  EXPECT_FALSE(persist::Check(HashValue{"h", 0, HashValue::kSet, MembersBlob({"a"})}, hard).ok)
+      << "a field without its value";
+  EXPECT_FALSE(
+      persist::Check(HashValue{"h", 0, HashValue::kWhole, MembersBlob({"a", "1", "b"})}, hard).ok);
+  EXPECT_TRUE(persist::Check(HashValue{"h", 0, HashValue::kDelete, MembersBlob({"a"})}, hard).ok);
+  EXPECT_FALSE(persist::Check(HashValue{"h", 2, 0, {}}, hard).ok) << "unknown encoding";
+  EXPECT_FALSE(persist::Check(HashValue{"h", 0, 3, {}}, hard).ok) << "unknown operation";
+  const std::string cut(store::EncodeMembers({"abc"}).view().substr(0, 5));
+  EXPECT_FALSE(persist::Check(
+                   HashValue{"h", 0, HashValue::kDelete, persist::Blob{{Bytes::CopyOf(cut)}}}, hard)
+                   .ok);
 }
 
 }  // namespace

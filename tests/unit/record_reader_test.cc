@@ -780,6 +780,23 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
        Hex("02000000 6162 01000000 02000000 0900000000000000 01000000") + "x" + Hex("00000000")},
       {ListValue{"ab", 4, 3, Blob{}},
        Hex("02000000 6162 04000000 0300000000000000 0000000000000000")},
+      {HashValue{"h", 0, HashValue::kSet,
+                 Blob{{Bytes::CopyOf(Hex("01000000") + "f" + Hex("02000000") + "vv")}}},
+       Hex("01000000 68 00000000 01000000 0b00000000000000 01000000") + "f" + Hex("02000000") +
+           "vv"},
+      // A sorted set's pairs: the score's 8 IEEE-754 bytes (1.5, little-endian), then the member.
+      {ZsetValue{"z", 1, ZsetValue::kScores,
+                 Blob{{Bytes::CopyOf(Hex("08000000 000000000000f83f 01000000") + "a")}}},
+       Hex("01000000 7a 01000000 01000000 1100000000000000 08000000 000000000000f83f 01000000") +
+           "a"},
+      // A stream append: the entry's id (ms 5, seq 1), then its body as type 12's members, and
+      // the count of entries its trim removes (2).
+      {StreamValue{"x", StreamValue::kAppend, 2,
+                   Blob{{Bytes::CopyOf(Hex("0500000000000000 0100000000000000 01000000") + "f" +
+                                       Hex("01000000") + "v")}}},
+       Hex("01000000 78 01000000 0200000000000000 1a00000000000000 0500000000000000 "
+           "0100000000000000 01000000") +
+           "f" + Hex("01000000") + "v"},
       {End(5), Hex("0500000000000000")},
       {VCreate{"v", 3, 64, 2}, Hex("01000000 76 0300000000000000 40000000 02000000")},
       {VStore{"v", 1, 2, 1, 4, 8, Blob{{Bytes::CopyOf(row)}}},

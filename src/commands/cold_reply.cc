@@ -1,0 +1,81 @@
+#include "commands/cold_reply.h"
+
+#include <algorithm>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace prefixd::commands {
+namespace {
+
+[[noreturn]] void ReadFailed(const std::string& error) {
+  throw std::runtime_error("reading a stored value from disk failed: " + error);
+}
+
+// One cold value, read into each window of the reply as it is written, or sent from its file.
+class ColdBulk : public protocol::ReplyProducer {
+ public:
+  ColdBulk(std::shared_ptr<ColdReadAhead> plan, size_t index)
+      : plan_(std::move(plan)), index_(index) {}
+
+  void Produce(std::span<uint8_t> out) override {
+    plan_->Reach(index_, sent_ + out.size());
+    const store::ColdExtent& e = plan_->extent(index_);
+    std::string error;
+    if (!e.file->ReadInto(e.offset + sent_, out, error)) ReadFailed(error);
+    sent_ += out.size();
+  }
+
+  // Nothing stored is pinned: the bytes are on disk, and the window is the writer's.
+  size_t pinned_bytes() const override { return 0; }
+
+  // Sent straight from the file (sendfile): the page cache is the only buffer.
+  int file_descriptor() const override { return plan_->extent(index_).file->descriptor(); }
+  uint64_t file_offset() const override { return plan_->extent(index_).offset; }
+  void WillSend(uint64_t upto) override { plan_->Reach(index_, upto); }
+
+ private:
+  std::shared_ptr<ColdReadAhead> plan_;
+  size_t index_;
+  uint64_t sent_ = 0;
+};
+
+}  // namespace
+
+ColdReadAhead::ColdReadAhead(std::vector<store::ColdExtent> extents)
+    : extents_(std::move(extents)) {
+  starts_.reserve(extents_.size());
+  for (const store::ColdExtent& e : extents_) {
+    std::string error;
+    if (!e.file->Holds(e.offset, e.length, error)) ReadFailed(error);
+    starts_.push_back(total_);
+    total_ += e.length;
+  }
+  if (!extents_.empty()) Reach(0, 0);
+}
+
+void ColdReadAhead::Reach(size_t index, uint64_t upto) {
+  const uint64_t want = std::min(total_, starts_[index] + upto + kReadAhead);
+  if (want <= asked_) return;
+  // Ask in steps of at least a window, so a reply makes one hint per window at most.
+  if (want < std::min(total_, asked_ + protocol::ReplyWriter::kProduceWindow)) return;
+  // The first extent not wholly asked for, then each one up to `want`.
+  size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), asked_) -
+                                 starts_.begin()) -
+             1;
+  for (; i < extents_.size() && starts_[i] < want; ++i) {
+    const store::ColdExtent& e = extents_[i];
+    const uint64_t from = std::max(asked_, starts_[i]) - starts_[i];
+    const uint64_t to = std::min(want - starts_[i], e.length);
+    if (to > from) e.file->WillNeed(e.offset + from, to - from);
+  }
+  asked_ = want;
+}
+
+void BulkCold(protocol::ReplyWriter& reply, const std::shared_ptr<ColdReadAhead>& plan,
+              size_t index) {
+  reply.BulkProduced(plan->extent(index).length, std::make_unique<ColdBulk>(plan, index));
+}
+
+}  // namespace prefixd::commands

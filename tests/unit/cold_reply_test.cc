@@ -1,0 +1,171 @@
+// Tests of ColdReply: cold values streamed into a reply window by window come out bit-exact and
+// in order; the disk is asked to read ahead of what is sent (across the ends of values, never
+// more than kReadAhead beyond, each byte once); a value seen to lie past its file's end fails
+// before anything is queued; a read that fails half-way throws from the write.
+
+#include "commands/cold_reply.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "protocol/reply_writer.h"
+
+namespace prefixd::commands {
+namespace {
+
+using protocol::ReplyWriter;
+
+struct Range {
+  uint64_t offset, length;
+  bool operator==(const Range&) const = default;
+};
+
+// A file image that records the hints it is given, and fails reads at or past `fail_from`.
+class HintedFile : public store::ColdFile {
+ public:
+  explicit HintedFile(std::string image) : image_(std::move(image)) {}
+  bool Read(uint64_t offset, uint64_t length, Bytes& out, std::string& error) const override {
+    if (offset + length > image_.size() || offset + length > fail_from) {
+      error = "read failed at " + std::to_string(offset);
+      return false;
+    }
+    out = Bytes::CopyOf(std::string_view(image_).substr(offset, length));
+    return true;
+  }
+  bool Holds(uint64_t offset, uint64_t length, std::string& error) const override {
+    if (offset + length <= image_.size()) return true;
+    error = "the file ends at " + std::to_string(image_.size());
+    return false;
+  }
+  void WillNeed(uint64_t offset, uint64_t length) const override {
+    will_need.push_back({offset, length});
+  }
+  uint64_t fail_from = UINT64_MAX;
+  mutable std::vector<Range> will_need;
+
+ private:
+  std::string image_;
+};
+
+std::string Image(size_t size) {
+  std::string out(size, '\0');
+  uint64_t x = 88172645463325252ull;
+  for (char& c : out) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  return out;
+}
+
+// Everything the writer hands out, window by window, as the connection would write it.
+std::string WriteAll(ReplyWriter& writer) {
+  std::string out;
+  std::vector<std::span<const uint8_t>> run;
+  while (writer.NextWrite(run)) {
+    for (auto piece : run) out.append(reinterpret_cast<const char*>(piece.data()), piece.size());
+  }
+  return out;
+}
+
+constexpr uint64_t kWindow = ReplyWriter::kProduceWindow;
+constexpr uint64_t kAhead = ColdReadAhead::kReadAhead;
+
+TEST(ColdReplyTest, StreamsValuesBitExactAndAsksTheDiskAheadOfWhatIsSent) {
+  // Two values of one file with 12 bytes between them (two layers of one record), the first
+  // not a whole number of windows, then a value of another file.
+  const std::string image = Image(2 * kAhead + 3 * kWindow);
+  auto file = std::make_shared<HintedFile>(image);
+  auto other = std::make_shared<HintedFile>(Image(kWindow));
+  const uint64_t first = 5 * kWindow + 100, second = kAhead + kWindow / 2;
+  std::vector<store::ColdExtent> extents = {
+      {file, 7, first}, {file, 7 + first + 12, second}, {other, 0, kWindow}};
+  auto plan = std::make_shared<ColdReadAhead>(extents);
+  // The first kReadAhead bytes are asked for at once: all of the first value, then the second.
+  ASSERT_EQ(file->will_need.size(), 2u);
+  EXPECT_EQ(file->will_need[0], (Range{7, first}));
+  EXPECT_EQ(file->will_need[1], (Range{7 + first + 12, kAhead - first}));
+
+  ReplyWriter writer;
+  writer.ArrayLen(3);
+  for (size_t i = 0; i < extents.size(); ++i) BulkCold(writer, plan, i);
+  EXPECT_LT(writer.held_bytes(), 4096u) << "nothing of the values is held before it is written";
+  const std::string expected = "*3\r\n$" + std::to_string(first) + "\r\n" + image.substr(7, first) +
+                               "\r\n$" + std::to_string(second) + "\r\n" +
+                               image.substr(7 + first + 12, second) + "\r\n$" +
+                               std::to_string(kWindow) + "\r\n" + Image(kWindow) + "\r\n";
+  const std::string got = WriteAll(writer);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected) << "the streamed bytes differ";
+
+  // Each byte of every value was asked for exactly once, in order.
+  auto covered = [](const std::vector<Range>& ranges, uint64_t from, uint64_t length) {
+    uint64_t at = from;
+    for (const Range& r : ranges) {
+      if (r.offset + r.length <= from || r.offset >= from + length) continue;
+      if (r.offset != at) return false;
+      at += r.length;
+    }
+    return at == from + length;
+  };
+  EXPECT_TRUE(covered(file->will_need, 7, first));
+  EXPECT_TRUE(covered(file->will_need, 7 + first + 12, second));
+  EXPECT_TRUE(covered(other->will_need, 0, kWindow));
+}
+
+TEST(ColdReplyTest, AskingAheadStaysWithinTheReadAheadOfWhatWasSent) {
+  const uint64_t size = 4 * kAhead;
+  auto file = std::make_shared<HintedFile>(Image(size));
+  auto plan = std::make_shared<ColdReadAhead>(std::vector<store::ColdExtent>{{file, 0, size}});
+  ReplyWriter writer;
+  BulkCold(writer, plan, 0);
+  std::vector<std::span<const uint8_t>> run;
+  uint64_t sent = 0;
+  while (writer.NextWrite(run)) {
+    for (auto piece : run) sent += piece.size();
+    uint64_t asked = 0;
+    for (const Range& r : file->will_need) asked = std::max(asked, r.offset + r.length);
+    EXPECT_LE(asked, sent + kAhead) << "asked for more than kReadAhead past what was sent";
+    EXPECT_GE(asked, std::min(size, sent + kAhead - kWindow)) << "fell behind the read-ahead";
+  }
+  EXPECT_EQ(sent, size + std::to_string(size).size() + 3 + 2);
+}
+
+TEST(ColdReplyTest, AValuePastItsFilesEndFailsBeforeAnythingIsQueued) {
+  auto file = std::make_shared<HintedFile>(Image(kWindow));
+  std::vector<store::ColdExtent> extents = {{file, 0, kWindow / 2}, {file, kWindow / 2, kWindow}};
+  EXPECT_THROW(ColdReadAhead{extents}, std::runtime_error);
+  EXPECT_TRUE(file->will_need.empty());
+}
+
+TEST(ColdReplyTest, AReadFailingHalfWayThrowsFromTheWrite) {
+  const std::string image = Image(3 * kWindow);
+  auto file = std::make_shared<HintedFile>(image);
+  file->fail_from = 2 * kWindow - 1;  // the second window reads past here
+  auto plan =
+      std::make_shared<ColdReadAhead>(std::vector<store::ColdExtent>{{file, 0, 3 * kWindow}});
+  ReplyWriter writer;
+  BulkCold(writer, plan, 0);
+  std::vector<std::span<const uint8_t>> run;
+  ASSERT_TRUE(writer.NextWrite(run));  // the header and the first window
+  ASSERT_EQ(run.size(), 2u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(run[1].data()), run[1].size()),
+            image.substr(0, kWindow));
+  try {
+    writer.NextWrite(run);
+    ADD_FAILURE() << "the failed read did not throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("reading a stored value from disk failed: read failed"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace prefixd::commands

@@ -63,6 +63,10 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
     case store::KeyType::kZset:
       records.push_back(persist::ZsetValue{std::string(key), 0, persist::ZsetValue::kWhole, {}});
       break;
+    case store::KeyType::kStream:
+      records.push_back(
+          persist::StreamValue{std::string(key), persist::StreamValue::kWhole, 0, {}});
+      break;
     case store::KeyType::kPrefixIndex:
       records.push_back(persist::PrefixNamespaceDrop{std::string(key)});
       break;

@@ -209,6 +209,8 @@ void ObjectEncoding(Context& ctx) {
                                     store::ZsetEncoding::kListpack
                                 ? "listpack"
                                 : "skiplist");
+    case store::KeyType::kStream:
+      return ctx.reply.Bulk("stream");
     default:
       return ctx.reply.Bulk("raw");
   }
@@ -243,6 +245,7 @@ uint64_t KeyBytes(store::Database& db, std::string_view key, const KeyInfo& info
     case store::KeyType::kList:
     case store::KeyType::kHash:
     case store::KeyType::kZset:
+    case store::KeyType::kStream:
       return 0;  // the keyspace entry holds the value (Keyspace::EntryMemory)
     case store::KeyType::kSsmPrefix:
       return db.state.SessionBytes(key);
@@ -343,8 +346,7 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
     return MutateIn(ctx, to_db,
                     persist::StringSet{std::string(to), flags, at, persist::Blob{{source.value}}});
   }
-  if (info.type == store::KeyType::kSet || info.type == store::KeyType::kList ||
-      info.type == store::KeyType::kHash || info.type == store::KeyType::kZset) {
+  if (store::HoldsValue(info.type)) {  // a string was copied above
     if (!MutateIn(ctx, to_db, persist::MembersRecord(std::string(to), info))) return false;
     return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
   }
@@ -364,8 +366,8 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
   ctx.reply.Error(
       "ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
       std::string(store::KeyTypeName(info.type)) +
-      " key is not supported (strings, sets, lists, hashes, sorted sets and ssm-prefix sessions "
-      "are)");
+      " key is not supported (strings, sets, lists, hashes, sorted sets, streams and ssm-prefix "
+      "sessions are)");
   return false;
 }
 

@@ -100,6 +100,7 @@ Registry::Registry(Engine& engine) : engine_(engine) {
   RegisterCollectionCommands(*this);
   RegisterHashCommands(*this);
   RegisterZsetCommands(*this);
+  RegisterStreamCommands(*this);
   RegisterClusterCommands(*this);
   RegisterMigrateCommands(*this);
   RegisterTransactionCommands(*this);

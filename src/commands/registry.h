@@ -142,6 +142,7 @@ void RegisterStringCommands(Registry& registry);
 void RegisterCollectionCommands(Registry& registry);
 void RegisterHashCommands(Registry& registry);
 void RegisterZsetCommands(Registry& registry);
+void RegisterStreamCommands(Registry& registry);
 void RegisterClusterCommands(Registry& registry);
 void RegisterMigrateCommands(Registry& registry);
 void RegisterTransactionCommands(Registry& registry);

@@ -23,6 +23,7 @@
 #include "common/glob.h"
 #include "common/numbers.h"
 #include "store/members.h"
+#include "store/stream.h"
 
 namespace prefixd::commands {
 
@@ -460,7 +461,11 @@ std::string DigestValue(const std::optional<store::KeyInfo>& info) {
     sum = h;
   } else {
     mix(type, true);
-    mix(info->value.view(), true);
+    // A stream's room for appends is no part of its value.
+    const std::string_view value = info->value.view();
+    mix(info->type == store::KeyType::kStream ? value.substr(0, store::StreamUsedBytes(value))
+                                              : value,
+        true);
   }
   char hex[41];
   const uint32_t tail = static_cast<uint32_t>(XXH3_64bits_withSeed(&sum, sizeof(sum), 1));

@@ -34,6 +34,7 @@ void ForEachKeyOf(const persist::Mutation& m, Visit&& visit) {
                              std::is_same_v<R, persist::ListValue> ||
                              std::is_same_v<R, persist::HashValue> ||
                              std::is_same_v<R, persist::ZsetValue> ||
+                             std::is_same_v<R, persist::StreamValue> ||
                              std::is_same_v<R, persist::KeyExpire>) {
           visit(r.key);
         } else if constexpr (std::is_same_v<R, persist::KvRegister> ||

@@ -35,7 +35,7 @@ std::string* NameOf(Mutation& m) {
           return &r.ns;
         } else if constexpr (std::is_same_v<R, StringSet> || std::is_same_v<R, SetValue> ||
                              std::is_same_v<R, ListValue> || std::is_same_v<R, HashValue> ||
-                             std::is_same_v<R, ZsetValue>) {
+                             std::is_same_v<R, ZsetValue> || std::is_same_v<R, StreamValue>) {
           return &r.key;
         } else {
           return nullptr;
@@ -50,6 +50,7 @@ std::optional<store::KeyType> TypeOpening(const Mutation& m) {
   if (std::holds_alternative<ListValue>(m)) return store::KeyType::kList;
   if (std::holds_alternative<HashValue>(m)) return store::KeyType::kHash;
   if (std::holds_alternative<ZsetValue>(m)) return store::KeyType::kZset;
+  if (std::holds_alternative<StreamValue>(m)) return store::KeyType::kStream;
   if (std::holds_alternative<SsmPut>(m)) return store::KeyType::kSsmPrefix;
   if (std::holds_alternative<VCreate>(m)) return store::KeyType::kVstore;
   if (std::holds_alternative<KvPrefix>(m)) return store::KeyType::kKvPrefix;
@@ -73,13 +74,16 @@ class ShapeCheck {
       const auto* list = std::get_if<ListValue>(&m);
       const auto* hash = std::get_if<HashValue>(&m);
       const auto* zset = std::get_if<ZsetValue>(&m);
+      const auto* stream = std::get_if<StreamValue>(&m);
       if ((set && set->op != SetValue::kWhole) || (list && list->op != ListValue::kWhole) ||
-          (hash && hash->op != HashValue::kWhole) || (zset && zset->op != ZsetValue::kWhole)) {
-        return "a set, list, hash or zset change that is not a whole value";
+          (hash && hash->op != HashValue::kWhole) || (zset && zset->op != ZsetValue::kWhole) ||
+          (stream && stream->op != StreamValue::kWhole)) {
+        return "a set, list, hash, zset or stream change that is not a whole value";
       }
       if ((set && set->members.size() == 0) || (list && list->elements.size() == 0) ||
-          (hash && hash->fields.size() == 0) || (zset && zset->members.size() == 0)) {
-        return "a set, list, hash or zset without members";
+          (hash && hash->fields.size() == 0) || (zset && zset->members.size() == 0) ||
+          (stream && stream->value.size() == 0)) {
+        return "a set, list, hash, zset or stream without its value";
       }
       return {};
     }
@@ -89,6 +93,7 @@ class ShapeCheck {
       case store::KeyType::kList:
       case store::KeyType::kHash:
       case store::KeyType::kZset:
+      case store::KeyType::kStream:
       case store::KeyType::kSsmPrefix:
         return "more than one record for a " + std::string(store::KeyTypeName(type_)) + " key";
       case store::KeyType::kVstore:

@@ -1105,7 +1105,7 @@ void Durability::WriteDatabaseSnapshot(
   if (prefixes != nullptr) WritePrefixSnapshot(*prefixes, write);
   if (keys == nullptr) return;
   // Strings with their expiry, the other values the keyspace holds (sets, lists, hashes, sorted
-  // sets), then the other types' expiries, once every key they name exists.
+  // sets, streams), then the other types' expiries, once every key they name exists.
   keys->ForEach([&](const std::string& key, const store::KeyInfo& info) {
     if (info.type == store::KeyType::kString) {
       write_string(key, info);

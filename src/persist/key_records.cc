@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "store/stream.h"
+
 namespace prefixd::persist {
 
 void WriteVectorSession(const std::string& sid, const store::VectorSessionInfo& info,
@@ -81,6 +83,11 @@ Mutation MembersRecord(const std::string& key, const store::KeyInfo& info) {
     return ZsetValue{key, static_cast<uint32_t>(info.encoding), ZsetValue::kWhole,
                      Blob{{info.value}}};
   }
+  if (info.type == store::KeyType::kStream) {
+    // The bytes in use, without the room for appends (a slice: nothing is copied).
+    return StreamValue{key, StreamValue::kWhole, 0,
+                       Blob{{info.value.Slice(0, store::StreamUsedBytes(info.value.view()))}}};
+  }
   return ListValue{key, ListValue::kWhole, 0, Blob{{info.value}}};
 }
 
@@ -132,6 +139,7 @@ bool KeyRecords(const KeyStores& stores, const std::string& key, const store::Ke
     case store::KeyType::kList:
     case store::KeyType::kHash:
     case store::KeyType::kZset:
+    case store::KeyType::kStream:
       out.push_back(MembersRecord(key, info));
       return true;
     case store::KeyType::kPrefixIndex:

@@ -31,8 +31,8 @@ void WritePrefixNamespace(const std::string& ns, const store::PrefixIndex& index
 // A string key with its value, encoding and expiry; a cold value is read from disk (a failed
 // read throws std::runtime_error).
 StringSet StringRecord(const std::string& key, const store::KeyInfo& info);
-// The record that recreates a set, list, hash or sorted-set key (SetValue, ListValue, HashValue,
-// ZsetValue), expiry aside.
+// The record that recreates a set, list, hash, sorted-set or stream key (SetValue, ListValue,
+// HashValue, ZsetValue, StreamValue), expiry aside.
 Mutation MembersRecord(const std::string& key, const store::KeyInfo& info);
 
 // The stores of one database, read-only.

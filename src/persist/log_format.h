@@ -60,6 +60,7 @@ enum class RecordType : uint8_t {
   kColdDirectory = 16,   // a snapshot's list of the cold SSM puts that follow it (not counted)
   kVectorColdDirectory = 17,  // the same for its cold V-store sessions' records (not counted)
   kZsetValue = 18,            // one sorted-set key: scores put or members removed (none: deleted)
+  kStreamValue = 19,  // one stream key: its whole value or one operation (no value: deleted)
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier
   kVStore = 33,      // encoded rows [start, start + count) of one layer of one session

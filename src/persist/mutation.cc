@@ -15,6 +15,7 @@
 #include "store/database.h"
 #include "store/members.h"
 #include "store/sorted_set.h"
+#include "store/stream.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::persist {
@@ -393,6 +394,41 @@ struct Checker {
       Fail("zset pairs that are not ordered (score, member) items");
     }
   }
+  void operator()(const StreamValue& r) {
+    if (!Sid(r.key, "key", 0)) return;
+    if (r.value.size() > limits.memory_budget) {
+      Fail(std::to_string(r.value.size()) + " bytes of stream, more than the " +
+               std::to_string(limits.memory_budget) + " this process may use",
+           /*out_of_memory=*/true);
+      return;
+    }
+    const Bytes value = r.value.Joined();
+    bool valid = false;
+    switch (r.op) {
+      case StreamValue::kWhole:
+        valid = value.empty() || store::ValidStream(value.view());
+        break;
+      case StreamValue::kAppend:
+        valid = store::ValidStreamEntry(value.view());
+        break;
+      case StreamValue::kTrim:
+        valid = value.empty();
+        break;
+      case StreamValue::kDelete:
+        valid = store::ValidStreamIds(value.view());
+        break;
+      case StreamValue::kGroups:
+        valid = store::ValidStreamGroups(value.view());
+        break;
+      case StreamValue::kMeta:
+        valid = store::ValidStreamMetaChange(value.view());
+        break;
+      default:
+        Fail("stream operation " + std::to_string(r.op) + " is unknown");
+        return;
+    }
+    if (!valid) Fail("a stream value that does not decode for its operation");
+  }
   void operator()(const SnapshotEnd&) {}
   void operator()(const VCreate& r) {
     if (Sid(r.sid, "sid", 1)) Shape(r.tier, r.dim);
@@ -594,6 +630,42 @@ struct Applier {
       return Bytes::CopyCompact(members.view());
     });
   }
+  Outcome operator()(const StreamValue& r) {
+    const Bytes value = r.value.Joined();
+    if (r.op == StreamValue::kWhole && value.empty()) {
+      if (stores.keys == nullptr) return Applied(false);
+      return Applied(stores.keys->RemoveValue(r.key, store::KeyType::kStream, hook));
+    }
+    // An append without a trim, and new groups, go into the value's room when it has enough (no
+    // copy of the entries).
+    const bool append = r.op == StreamValue::kAppend && r.count == 0;
+    if ((append || r.op == StreamValue::kGroups) && stores.keys != nullptr &&
+        stores.keys->EditValue(
+            r.key, store::KeyType::kStream,
+            [&](uint8_t* data, size_t size) {
+              return append ? store::StreamAppendInPlace(data, size, value.view())
+                            : store::StreamReplaceGroupsInPlace(data, size, value.view());
+            },
+            hook)) {
+      return Applied(true);
+    }
+    return ChangeMembers(r.key, store::KeyType::kStream, 0, [&](std::string_view old) {
+      switch (r.op) {
+        case StreamValue::kAppend:
+          return store::StreamAppend(old, value.view(), r.count);
+        case StreamValue::kTrim:
+          return store::StreamTrim(old, r.count);
+        case StreamValue::kDelete:
+          return store::StreamDelete(old, value.view());
+        case StreamValue::kGroups:
+          return store::StreamReplaceGroups(old, value.view());
+        case StreamValue::kMeta:
+          return store::StreamSetMeta(old, value.view());
+        default:
+          return Bytes::CopyCompact(value.view());
+      }
+    });
+  }
   Outcome operator()(const VCreate& r) {
     if (stores.vectors == nullptr) return Applied(false);
     Outcome out;
@@ -682,6 +754,7 @@ struct KeySync {
   void operator()(const ListValue&) const {}
   void operator()(const HashValue&) const {}
   void operator()(const ZsetValue&) const {}
+  void operator()(const StreamValue&) const {}
   void operator()(const VCreate& r) const { Key(r.sid); }
   void operator()(const VStore&) const {}
   void operator()(const VDrop& r) const { Key(r.sid); }

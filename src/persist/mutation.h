@@ -201,6 +201,26 @@ struct ZsetValue {
   static auto Tie(auto& r) { return std::tie(r.key, r.encoding, r.op, r.members); }
 };
 
+// A change to a stream key (store/stream.h encodes its value), the key's expiry kept: its whole
+// value (no value deletes the key), or one operation on the value it has when the record applies,
+// so an XADD logs only its entry and a group change only the groups.
+struct StreamValue {
+  static constexpr RecordType kType = RecordType::kStreamValue;
+  static constexpr std::string_view kName = "stream value";
+  static constexpr std::array<std::string_view, 4> kFields = {"key", "op", "count", "value"};
+  static constexpr uint32_t kWhole = 0;   // `value` is the whole stream
+  static constexpr uint32_t kAppend = 1;  // `value` is one entry (id, body); then `count` trimmed
+  static constexpr uint32_t kTrim = 2;    // `count` entries leave the front
+  static constexpr uint32_t kDelete = 3;  // `value` lists the ids deleted (16 bytes each)
+  static constexpr uint32_t kGroups = 4;  // `value` is every consumer group
+  static constexpr uint32_t kMeta = 5;    // `value` is the last id, max deleted id, entries added
+  std::string key;
+  uint32_t op = kWhole;
+  uint64_t count = 0;
+  Blob value;
+  static auto Tie(auto& r) { return std::tie(r.key, r.op, r.count, r.value); }
+};
+
 struct SnapshotEnd {  // the number of records before it in its snapshot
   static constexpr RecordType kType = RecordType::kSnapshotEnd;
   static constexpr std::string_view kName = "snapshot end";
@@ -347,11 +367,11 @@ struct PrefixNamespaceDrop {  // the whole namespace
   static auto Tie(auto& r) { return std::tie(r.ns); }
 };
 
-using Mutation =
-    std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate, VStore,
-                 VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet, StringDel, FlushDb,
-                 SwapDb, PrefixNamespace, PrefixBlocks, PrefixCheckpoints, PrefixDrop,
-                 PrefixNamespaceDrop, StringMultiSet, SetValue, ListValue, HashValue, ZsetValue>;
+using Mutation = std::variant<SsmPut, SsmDropLayer, SsmDropSession, FlushAll, SnapshotEnd, VCreate,
+                              VStore, VDrop, KvRegister, KvDrop, KvPrefix, KeyExpire, StringSet,
+                              StringDel, FlushDb, SwapDb, PrefixNamespace, PrefixBlocks,
+                              PrefixCheckpoints, PrefixDrop, PrefixNamespaceDrop, StringMultiSet,
+                              SetValue, ListValue, HashValue, ZsetValue, StreamValue>;
 
 RecordType TypeOf(const Mutation& m);
 

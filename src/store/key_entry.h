@@ -28,10 +28,11 @@ enum class KeyType : uint8_t {
   kKvPrefix = 2,
   kString = 3,
   kPrefixIndex = 4,
-  kSet = 5,   // members in the entry's value (store/members.h); encoding: SetEncoding
-  kList = 6,  // elements in the entry's value, head first
-  kHash = 7,  // fields and values in the entry's value, alternating; encoding: HashEncoding
-  kZset = 8,  // (score, member) pairs in the entry's value (store/sorted_set.h): ZsetEncoding
+  kSet = 5,     // members in the entry's value (store/members.h); encoding: SetEncoding
+  kList = 6,    // elements in the entry's value, head first
+  kHash = 7,    // fields and values in the entry's value, alternating; encoding: HashEncoding
+  kZset = 8,    // (score, member) pairs in the entry's value (store/sorted_set.h): ZsetEncoding
+  kStream = 9,  // entries and consumer groups in the entry's value (store/stream.h)
 };
 // Room for every type's counter, the stream's (9) included; a number without a KeyType here
 // names "none" (KeyTypeName), counts no key and is skipped where types are listed (KnownKeyType).
@@ -40,7 +41,7 @@ inline constexpr size_t kKeyTypeCount = 10;
 // The types whose values the keyspace entry holds itself (the others live in their stores).
 constexpr bool HoldsValue(KeyType type) {
   return type == KeyType::kString || type == KeyType::kSet || type == KeyType::kList ||
-         type == KeyType::kHash || type == KeyType::kZset;
+         type == KeyType::kHash || type == KeyType::kZset || type == KeyType::kStream;
 }
 
 // How Redis would hold a string value, as OBJECT ENCODING names it (Redis's TCL suite checks it).
@@ -125,6 +126,8 @@ struct KeyEntry {
     PlaceSlot().offset = offset;
   }
   Bytes TakeValue() { return std::exchange(External(), Bytes()); }
+  // An external value's handle, to be written in place while it is Unique (Keyspace::EditValue).
+  Bytes& ExternalValue() { return External(); }
   void RestoreValue(Bytes value) { External() = std::move(value); }
 
   // The chain link HashOrderedMap keeps; the fields below are read through the accessors.

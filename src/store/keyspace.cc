@@ -84,14 +84,16 @@ std::string_view KeyTypeName(KeyType type) {
       return "hash";
     case KeyType::kZset:
       return "zset";
+    case KeyType::kStream:
+      return "stream";
   }
   return "none";
 }
 
 std::optional<KeyType> KeyTypeFromName(std::string_view name) {
-  for (KeyType t :
-       {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString,
-        KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList, KeyType::kHash, KeyType::kZset}) {
+  for (KeyType t : {KeyType::kSsmPrefix, KeyType::kVstore, KeyType::kKvPrefix, KeyType::kString,
+                    KeyType::kPrefixIndex, KeyType::kSet, KeyType::kList, KeyType::kHash,
+                    KeyType::kZset, KeyType::kStream}) {
     if (EqualsIgnoreCase(name, KeyTypeName(t))) return t;
   }
   return std::nullopt;
@@ -203,6 +205,21 @@ bool Keyspace::RemoveValue(std::string_view key, KeyType type,
   if (under_lock) under_lock();
   if (!entry->value_inline()) released = entry->ValueCopy();  // the last reference goes after
   Erase(shard, entry);
+  return true;
+}
+
+bool Keyspace::EditValue(std::string_view key, KeyType type,
+                         const std::function<bool(uint8_t* data, size_t size)>& edit,
+                         const std::function<void()>& under_lock) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || entry->type() != type || entry->value_inline() || entry->cold()) {
+    return false;
+  }
+  Bytes& value = entry->ExternalValue();
+  if (!value.Unique() || !edit(value.mutable_data(), value.size())) return false;
+  if (under_lock) under_lock();
   return true;
 }
 

@@ -123,6 +123,14 @@ class Keyspace {
   bool ChangeMembers(std::string_view key, KeyType type, StringEncoding encoding,
                      const std::function<Bytes(std::string_view)>& change,
                      const std::function<void()>& under_lock);
+  // A change written into the value's own buffer, under the key's shard lock (a stream's
+  // append, store/stream.h): `edit` gets the buffer when `key` holds `type` in a buffer of its own
+  // (KeyEntry::kInlineValueBelow and up) that nothing else refers to (no reader holds a copy), and
+  // returns whether it wrote; then `under_lock` runs. False, nothing changed, otherwise. The
+  // buffer keeps its size, so the memory figures do not move.
+  bool EditValue(std::string_view key, KeyType type,
+                 const std::function<bool(uint8_t* data, size_t size)>& edit,
+                 const std::function<void()>& under_lock);
   // PutString of several keys as one change (MSET): every shard they live in is locked, in
   // ascending order, while `under_lock` runs and every value is put, so no other change to one of
   // them falls between the log record and its effect. Puts apply in order.

@@ -115,7 +115,7 @@ TEST_F(DatabasesTest, RenameCopyAndMoveCarryStringsAndSessions) {
   ASSERT_EQ(Call({"V.CREATE", "v", "8"}).substr(0, 1), ":");
   EXPECT_EQ(Call({"RENAME", "v", "w"}),
             "-ERR RENAME of a vstore key is not supported (strings, sets, lists, hashes, sorted "
-            "sets and ssm-prefix sessions are)\r\n");
+            "sets, streams and ssm-prefix sessions are)\r\n");
   EXPECT_EQ(Call({"TYPE", "v"}), "+vstore\r\n");
   EXPECT_EQ(Call({"EXISTS", "w"}), ":0\r\n");
 }

@@ -15,25 +15,7 @@ namespace {
 
 using Args = std::vector<std::string>;
 
-class HashesTest : public ServerTest {
- protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
-    Reconnect();
-  }
-  std::string Call(const Args& args) { return conn_->Call(args); }
-  void Reconnect() {
-    conn_ = RawConnection::Tcp(server_.port());
-    ASSERT_NE(conn_, nullptr);
-  }
-  void Restart() {
-    ASSERT_TRUE(server_.Stop());
-    ASSERT_NO_FATAL_FAILURE(
-        StartServer({.flags = {"--appendonly", "yes"}, .data_dir = server_.data_dir()}));
-    Reconnect();
-  }
-  std::unique_ptr<RawConnection> conn_;
-};
+class HashesTest : public LoggedServerTest {};
 
 // HSET of `fields` fields f0.. with values v0.. (one command).
 Args HSetMany(const std::string& key, int fields, int from = 0) {

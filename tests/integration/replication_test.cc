@@ -1,7 +1,7 @@
 // Replication, the primary side, over real sockets: the stream a SYNC/PSYNC connection receives
 // byte for byte (the forms Redis 7.0 propagates: SET ... PXAT, PEXPIREAT, DEL for a past time,
-// GETDEL, GETEX, INCRBYFLOAT, SPOP, RESTORE ... ABSTTL, MULTI/EXEC, SELECT, lazy expiry), the RDB
-// checked by Redis's own redis-check-rdb, INFO/ROLE/CLIENT LIST, a replica that stops reading
+// GETDEL, GETEX, INCRBYFLOAT, SPOP, XADD, RESTORE ... ABSTTL, MULTI/EXEC, SELECT, lazy expiry), the
+// RDB checked by Redis's own redis-check-rdb, INFO/ROLE/CLIENT LIST, a replica that stops reading
 // disconnected at its limit without holding writers back, and a real redis-server replica fed by
 // the RDB and then the stream.
 #include <gtest/gtest.h>
@@ -230,6 +230,20 @@ TEST_F(ReplicationTest, StreamCarriesWritesInTheFormsRedisPropagates) {
   EXPECT_STREAM(stream, "SADD", "s", "a", "b");
   Call({"SPOP", "s", "5"});
   EXPECT_STREAM(stream, "DEL", "s");
+  // XADD: an explicit id as received; a generated one (`*`, `ms-*`) as the id made; an
+  // approximate trim as an exact one to the length it left, LIMIT dropped.
+  Call({"XADD", "x", "5-1", "f", "v"});
+  EXPECT_STREAM(stream, "XADD", "x", "5-1", "f", "v");
+  Call({"XADD", "x", "6-*", "f", "v"});
+  EXPECT_STREAM(stream, "XADD", "x", "6-0", "f", "v");
+  RedisReply added = HiredisCommand(client_.get(), {"XADD", "x", "*", "f", "v"});
+  ASSERT_TRUE(added && added->type == REDIS_REPLY_STRING);
+  const std::string made(added->str, added->len);
+  EXPECT_STREAM(stream, "XADD", "x", made, "f", "v");
+  Call({"XADD", "x", "MAXLEN", "~", "1", "LIMIT", "50", "99999999999999-1", "f", "v"});
+  EXPECT_STREAM(stream, "XADD", "x", "MAXLEN", "=", "4", "99999999999999-1", "f", "v");
+  Call({"XADD", "x", "NOMKSTREAM", "MAXLEN", "2", "99999999999999-2", "f", "v"});
+  EXPECT_STREAM(stream, "XADD", "x", "NOMKSTREAM", "MAXLEN", "2", "99999999999999-2", "f", "v");
   // RESTORE with a relative TTL: the absolute time, then ABSTTL.
   Call({"SET", "src", "payload"});
   EXPECT_STREAM(stream, "SET", "src", "payload");
@@ -481,6 +495,8 @@ TEST_F(ReplicationTest, RedisServerReplicatesFromPrefixd) {
   Call({"SPOP", "set"});
   Call({"INCRBYFLOAT", "fl", "2.5"});
   Call({"DEL", "ttl"});
+  Call({"XADD", "xs", "*", "f", "v"});
+  Call({"XADD", "xs", "MAXLEN", "~", "5", "*", "g", "w"});
   Call({"MULTI"}), Call({"SET", "m1", "1"}), Call({"SET", "m2", "2"}), Call({"EXEC"});
   RedisReply dumped = HiredisCommand(client_.get(), {"DUMP", "list"});
   ASSERT_TRUE(dumped && dumped->type == REDIS_REPLY_STRING);
@@ -497,6 +513,7 @@ TEST_F(ReplicationTest, RedisServerReplicatesFromPrefixd) {
   EXPECT_EQ(replica_call({"GET", "fl"}), "string '2.5'");
   EXPECT_EQ(replica_call({"EXISTS", "ttl"}), "integer 0");
   EXPECT_EQ(replica_call({"MGET", "m1", "m2"}), Call({"MGET", "m1", "m2"}));
+  EXPECT_EQ(replica_call({"XRANGE", "xs", "-", "+"}), Call({"XRANGE", "xs", "-", "+"}));
 
   // The replica shows in INFO with the port it listens on, and acknowledges the whole stream.
   const std::string port = std::to_string(replica.port());

@@ -156,6 +156,28 @@ class RawConnection {
   bool peer_closed_ = false;
 };
 
+// A server logging every write (--appendonly yes) and one raw connection to it; Restart() stops
+// it and starts it again on the same data, so a test checks what replay gives back.
+class LoggedServerTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
+    Reconnect();
+  }
+  std::string Call(const std::vector<std::string>& args) { return conn_->Call(args); }
+  void Reconnect() {
+    conn_ = RawConnection::Tcp(server_.port());
+    ASSERT_NE(conn_, nullptr);
+  }
+  void Restart() {
+    ASSERT_TRUE(server_.Stop());
+    ASSERT_NO_FATAL_FAILURE(
+        StartServer({.flags = {"--appendonly", "yes"}, .data_dir = server_.data_dir()}));
+    Reconnect();
+  }
+  std::unique_ptr<RawConnection> conn_;
+};
+
 // A redis-server child (Debian's) on a free loopback port, nothing persisted: the reference the
 // differential tests compare replies against. Start() is false when it is not installed.
 class RedisServer {

@@ -22,25 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 using Args = std::vector<std::string>;
 
-class StringsTest : public ServerTest {
- protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
-    Reconnect();
-  }
-  std::string Call(const Args& args) { return conn_->Call(args); }
-  void Reconnect() {
-    conn_ = RawConnection::Tcp(server_.port());
-    ASSERT_NE(conn_, nullptr);
-  }
-  void Restart() {
-    ASSERT_TRUE(server_.Stop());
-    ASSERT_NO_FATAL_FAILURE(
-        StartServer({.flags = {"--appendonly", "yes"}, .data_dir = server_.data_dir()}));
-    Reconnect();
-  }
-  std::unique_ptr<RawConnection> conn_;
-};
+class StringsTest : public LoggedServerTest {};
 
 constexpr std::string_view kWrongType =
     "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";

@@ -50,10 +50,13 @@ TEST(KeyspaceDirectory, TypesSlotsAndMemory) {
   EXPECT_EQ(KeyTypeName(KeyType::kZset), "zset");
   EXPECT_FALSE(KeyTypeFromName("nosuch"));
   EXPECT_FALSE(KeyTypeFromName("none"));
-  // A value no type has (9 is kept for streams) names "none" and is no known type.
-  EXPECT_EQ(KeyTypeName(static_cast<KeyType>(9)), "none");
-  EXPECT_FALSE(KnownKeyType(9));
+  EXPECT_EQ(KeyTypeFromName("Stream"), KeyType::kStream);
+  EXPECT_EQ(KeyTypeName(KeyType::kStream), "stream");
+  // A value no type has names "none" and is no known type.
+  EXPECT_EQ(KeyTypeName(static_cast<KeyType>(kKeyTypeCount)), "none");
+  EXPECT_FALSE(KnownKeyType(kKeyTypeCount));
   EXPECT_TRUE(KnownKeyType(static_cast<size_t>(KeyType::kZset)));
+  EXPECT_TRUE(KnownKeyType(static_cast<size_t>(KeyType::kStream)));
 }
 
 TEST(KeyspaceDirectory, StringsHoldTheirValueAndExpiry) {

@@ -789,6 +789,14 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
                  Blob{{Bytes::CopyOf(Hex("08000000 000000000000f83f 01000000") + "a")}}},
        Hex("01000000 7a 01000000 01000000 1100000000000000 08000000 000000000000f83f 01000000") +
            "a"},
+      // A stream append: the entry's id (ms 5, seq 1), then its body as type 12's members, and
+      // the count of entries its trim removes (2).
+      {StreamValue{"x", StreamValue::kAppend, 2,
+                   Blob{{Bytes::CopyOf(Hex("0500000000000000 0100000000000000 01000000") + "f" +
+                                       Hex("01000000") + "v")}}},
+       Hex("01000000 78 01000000 0200000000000000 1a00000000000000 0500000000000000 "
+           "0100000000000000 01000000") +
+           "f" + Hex("01000000") + "v"},
       {End(5), Hex("0500000000000000")},
       {VCreate{"v", 3, 64, 2}, Hex("01000000 76 0300000000000000 40000000 02000000")},
       {VStore{"v", 1, 2, 1, 4, 8, Blob{{Bytes::CopyOf(row)}}},

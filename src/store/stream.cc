@@ -1,0 +1,398 @@
+#include "store/stream.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "store/members.h"
+
+namespace prefixd::store {
+namespace {
+
+constexpr size_t kHeaderBytes = 80;
+constexpr size_t kGroupsAtOffset = 64;
+constexpr size_t kEndOffset = 72;
+// From this size on a value is held in its own buffer (KeyEntry::kInlineValueBelow) with room
+// to grow: appends then write into the room instead of copying the stream.
+constexpr size_t kRoomFrom = 16 * 1024;
+constexpr size_t kEntryHead = 20;  // ms 8 | seq 8 | body length 4
+
+void Put64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+void Put32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+void PutString(std::string& out, std::string_view s) {
+  Put32(out, static_cast<uint32_t>(s.size()));
+  out.append(s);
+}
+void PutId(std::string& out, StreamId id) {
+  Put64(out, id.ms);
+  Put64(out, id.seq);
+}
+uint64_t Get64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+uint32_t Get32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+// Reads fields off the front of a byte string; any read past the end sets `bad`.
+struct Cursor {
+  std::string_view rest;
+  bool bad = false;
+  bool Take(size_t n, std::string_view& out) {
+    if (bad || rest.size() < n) return !(bad = true);
+    out = rest.substr(0, n);
+    rest.remove_prefix(n);
+    return true;
+  }
+  uint64_t U64() {
+    std::string_view s;
+    return Take(8, s) ? Get64(s.data()) : 0;
+  }
+  uint32_t U32() {
+    std::string_view s;
+    return Take(4, s) ? Get32(s.data()) : 0;
+  }
+  StreamId Id() {
+    const uint64_t ms = U64();
+    return {ms, U64()};
+  }
+  std::string Str() {
+    const uint32_t n = U32();
+    std::string_view s;
+    return Take(n, s) ? std::string(s) : std::string();
+  }
+};
+
+void PutMeta(std::string& out, const StreamMeta& m, uint64_t groups_at, uint64_t end) {
+  PutId(out, m.last);
+  PutId(out, m.max_deleted);
+  PutId(out, m.first);
+  Put64(out, m.entries_added);
+  Put64(out, m.length);
+  Put64(out, groups_at);
+  Put64(out, end);
+}
+void Write64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// A value from its parts: the header from `meta` (first id and length from the entries).
+Bytes Assemble(StreamMeta meta, const std::vector<std::string_view>& entry_runs, size_t count,
+               StreamId first, std::string_view groups) {
+  size_t entry_bytes = 0;
+  for (std::string_view run : entry_runs) entry_bytes += run.size();
+  meta.length = count;
+  meta.first = count == 0 ? StreamId{} : first;
+  std::string out;
+  out.reserve(kHeaderBytes + entry_bytes + groups.size());
+  PutMeta(out, meta, kHeaderBytes + entry_bytes, kHeaderBytes + entry_bytes + groups.size());
+  for (std::string_view run : entry_runs) out.append(run);
+  out.append(groups);
+  if (out.size() < kRoomFrom) return Bytes::CopyCompact(out);
+  // Half as much again as room for appends; the bytes past `end` are never read.
+  Bytes value = Bytes::Allocate(out.size() + out.size() / 2);
+  std::memcpy(value.mutable_data(), out.data(), out.size());
+  return value;
+}
+
+// The entries' bytes of a reader's value, from entry `from` on.
+std::string_view EntryRun(std::string_view value, const StreamReader& r, size_t from) {
+  const size_t end = static_cast<size_t>(r.groups_bytes().data() - value.data());
+  if (from >= r.entries().size()) return {};
+  const size_t start =
+      static_cast<size_t>(r.entries()[from].body.data() - value.data()) - kEntryHead;
+  return value.substr(start, end - start);
+}
+
+StreamReader OpenOrEmpty(std::string_view value, Bytes& holder) {
+  if (value.empty()) {
+    holder = EmptyStream();
+    value = holder.view();
+  }
+  auto r = StreamReader::Open(value);
+  if (r) return *r;
+  holder = EmptyStream();  // a record's check keeps a damaged value from getting here
+  return *StreamReader::Open(holder.view());
+}
+
+}  // namespace
+
+std::string StreamId::ToString() const { return std::to_string(ms) + "-" + std::to_string(seq); }
+
+std::vector<std::string> StreamEntryView::Fields() const {
+  return DecodeMembers(body).value_or(std::vector<std::string>{});
+}
+
+std::optional<StreamReader> StreamReader::Open(std::string_view value) {
+  if (value.size() < kHeaderBytes) return std::nullopt;
+  StreamReader r;
+  Cursor c{value};
+  r.meta_.last = c.Id();
+  r.meta_.max_deleted = c.Id();
+  r.meta_.first = c.Id();
+  r.meta_.entries_added = c.U64();
+  r.meta_.length = c.U64();
+  const uint64_t groups_at = c.U64();
+  const uint64_t end = c.U64();
+  if (groups_at < kHeaderBytes || groups_at > end || end > value.size()) return std::nullopt;
+  Cursor entries{value.substr(kHeaderBytes, groups_at - kHeaderBytes)};
+  while (!entries.rest.empty() && !entries.bad) {
+    StreamEntryView e;
+    e.id = entries.Id();
+    const uint32_t n = entries.U32();
+    if (!entries.Take(n, e.body)) break;
+    if (!r.entries_.empty() && !(r.entries_.back().id < e.id)) return std::nullopt;
+    r.entries_.push_back(e);
+  }
+  if (entries.bad || r.entries_.size() != r.meta_.length) return std::nullopt;
+  r.groups_ = value.substr(groups_at, end - groups_at);
+  return r;
+}
+
+std::optional<StreamMeta> ReadStreamMeta(std::string_view value) {
+  if (value.size() < kHeaderBytes) return std::nullopt;
+  Cursor c{value};
+  StreamMeta m;
+  m.last = c.Id();
+  m.max_deleted = c.Id();
+  m.first = c.Id();
+  m.entries_added = c.U64();
+  m.length = c.U64();
+  return m;
+}
+
+StreamGroups StreamReader::Groups() const {
+  return DecodeStreamGroups(groups_).value_or(StreamGroups{});
+}
+
+size_t StreamReader::LowerBound(StreamId id) const {
+  return static_cast<size_t>(
+      std::lower_bound(entries_.begin(), entries_.end(), id,
+                       [](const StreamEntryView& e, StreamId x) { return e.id < x; }) -
+      entries_.begin());
+}
+
+Bytes EmptyStream() {
+  std::string out;
+  PutMeta(out, StreamMeta{}, kHeaderBytes, kHeaderBytes + 4);
+  Put32(out, 0);  // no groups
+  return Bytes::CopyCompact(out);
+}
+
+Bytes EncodeStreamBody(const std::vector<std::string_view>& fields) {
+  std::string out;
+  for (std::string_view f : fields) PutString(out, f);
+  return Bytes::CopyCompact(out);
+}
+
+Bytes EncodeStreamEntry(StreamId id, std::string_view body) {
+  std::string out;
+  PutId(out, id);
+  out.append(body);
+  return Bytes::CopyCompact(out);
+}
+
+Bytes EncodeStreamGroups(const StreamGroups& groups) {
+  std::string out;
+  Put32(out, static_cast<uint32_t>(groups.size()));
+  for (const auto& [name, g] : groups) {
+    PutString(out, name);
+    PutId(out, g.last_delivered);
+    Put64(out, static_cast<uint64_t>(g.entries_read));
+    Put32(out, static_cast<uint32_t>(g.pending.size()));
+    for (const auto& [id, p] : g.pending) {
+      PutId(out, id);
+      Put64(out, p.delivery_ms);
+      Put64(out, p.deliveries);
+      PutString(out, p.consumer);
+    }
+    Put32(out, static_cast<uint32_t>(g.consumers.size()));
+    for (const auto& [cname, c] : g.consumers) {
+      PutString(out, cname);
+      Put64(out, c.seen_ms);
+    }
+  }
+  return Bytes::CopyCompact(out);
+}
+
+std::optional<StreamGroups> DecodeStreamGroups(std::string_view bytes) {
+  Cursor c{bytes};
+  StreamGroups groups;
+  const uint32_t n = c.U32();
+  for (uint32_t i = 0; i < n && !c.bad; ++i) {
+    std::string name = c.Str();
+    StreamGroup g;
+    g.last_delivered = c.Id();
+    g.entries_read = static_cast<int64_t>(c.U64());
+    const uint32_t pending = c.U32();
+    for (uint32_t k = 0; k < pending && !c.bad; ++k) {
+      const StreamId id = c.Id();
+      StreamPending p;
+      p.delivery_ms = c.U64();
+      p.deliveries = c.U64();
+      p.consumer = c.Str();
+      g.pending.emplace(id, std::move(p));
+    }
+    const uint32_t consumers = c.U32();
+    for (uint32_t k = 0; k < consumers && !c.bad; ++k) {
+      std::string cname = c.Str();
+      g.consumers[cname].seen_ms = c.U64();
+    }
+    groups.emplace(std::move(name), std::move(g));
+  }
+  if (c.bad || !c.rest.empty()) return std::nullopt;
+  return groups;
+}
+
+Bytes EncodeStreamMetaChange(StreamId last, StreamId max_deleted, uint64_t entries_added) {
+  std::string out;
+  PutId(out, last);
+  PutId(out, max_deleted);
+  Put64(out, entries_added);
+  return Bytes::CopyCompact(out);
+}
+
+Bytes EncodeStreamIds(const std::vector<StreamId>& ids) {
+  std::string out;
+  for (StreamId id : ids) PutId(out, id);
+  return Bytes::CopyCompact(out);
+}
+
+bool ValidStream(std::string_view value) {
+  auto r = StreamReader::Open(value);
+  if (!r || !DecodeStreamGroups(r->groups_bytes())) return false;
+  for (const StreamEntryView& e : r->entries()) {
+    if (!ValidMembers(e.body)) return false;
+  }
+  return true;
+}
+
+bool ValidStreamEntry(std::string_view entry) {
+  return entry.size() >= 16 && ValidMembers(entry.substr(16));
+}
+bool ValidStreamGroups(std::string_view groups) { return DecodeStreamGroups(groups).has_value(); }
+bool ValidStreamIds(std::string_view ids) { return ids.size() % 16 == 0; }
+bool ValidStreamMetaChange(std::string_view meta) { return meta.size() == 40; }
+
+Bytes StreamAppend(std::string_view value, std::string_view entry, uint64_t trimmed) {
+  Bytes holder;
+  const StreamReader r = OpenOrEmpty(value, holder);
+  const std::string_view v = holder.empty() ? value : holder.view();
+  Cursor c{entry};
+  const StreamId id = c.Id();
+  const std::string_view body = c.rest;
+  std::string appended;
+  PutId(appended, id);
+  Put32(appended, static_cast<uint32_t>(body.size()));
+  appended.append(body);
+  StreamMeta meta = r.meta();
+  meta.last = id;
+  ++meta.entries_added;
+  const size_t n = r.entries().size();
+  const size_t from = static_cast<size_t>(std::min<uint64_t>(trimmed, n + 1));
+  if (from > n) return Assemble(meta, {}, 0, {}, r.groups_bytes());
+  const StreamId first = from < n ? r.entries()[from].id : id;
+  return Assemble(meta, {EntryRun(v, r, from), appended}, n + 1 - from, first, r.groups_bytes());
+}
+
+size_t StreamUsedBytes(std::string_view value) {
+  if (value.size() < kHeaderBytes) return value.size();
+  return static_cast<size_t>(std::min<uint64_t>(Get64(value.data() + kEndOffset), value.size()));
+}
+
+bool StreamAppendInPlace(uint8_t* data, size_t size, std::string_view entry) {
+  // Only the header is read: a value in memory was checked when its record was.
+  const auto* text = reinterpret_cast<const char*>(data);
+  if (size < kHeaderBytes || entry.size() < 16) return false;
+  const size_t body = entry.size() - 16;
+  const size_t grow = kEntryHead + body;
+  const uint64_t groups_at = Get64(text + kGroupsAtOffset), end = Get64(text + kEndOffset);
+  if (groups_at > end || end > size || size - end < grow) return false;
+  std::memmove(data + groups_at + grow, data + groups_at, end - groups_at);
+  std::memcpy(data + groups_at, entry.data(), 16);
+  uint8_t length_bytes[4];
+  for (int i = 0; i < 4; ++i) length_bytes[i] = static_cast<uint8_t>(body >> (8 * i));
+  std::memcpy(data + groups_at + 16, length_bytes, 4);
+  std::memcpy(data + groups_at + kEntryHead, entry.data() + 16, body);
+  const uint64_t entries_added = Get64(text + 48), length = Get64(text + 56);
+  std::memcpy(data, entry.data(), 16);                        // last id
+  if (length == 0) std::memcpy(data + 32, entry.data(), 16);  // first id
+  Write64(data + 48, entries_added + 1);
+  Write64(data + 56, length + 1);
+  Write64(data + kGroupsAtOffset, groups_at + grow);
+  Write64(data + kEndOffset, end + grow);
+  return true;
+}
+
+bool StreamReplaceGroupsInPlace(uint8_t* data, size_t size, std::string_view groups) {
+  const auto* text = reinterpret_cast<const char*>(data);
+  if (size < kHeaderBytes) return false;
+  const uint64_t groups_at = Get64(text + kGroupsAtOffset);
+  if (groups_at > size || size - groups_at < groups.size()) return false;
+  std::memcpy(data + groups_at, groups.data(), groups.size());
+  Write64(data + kEndOffset, groups_at + groups.size());
+  return true;
+}
+
+Bytes StreamTrim(std::string_view value, uint64_t count) {
+  Bytes holder;
+  const StreamReader r = OpenOrEmpty(value, holder);
+  const std::string_view v = holder.empty() ? value : holder.view();
+  const size_t n = r.entries().size();
+  const size_t from = static_cast<size_t>(std::min<uint64_t>(count, n));
+  const StreamId first = from < n ? r.entries()[from].id : StreamId{};
+  return Assemble(r.meta(), {EntryRun(v, r, from)}, n - from, first, r.groups_bytes());
+}
+
+Bytes StreamDelete(std::string_view value, std::string_view ids) {
+  Bytes holder;
+  const StreamReader r = OpenOrEmpty(value, holder);
+  const std::string_view v = holder.empty() ? value : holder.view();
+  std::vector<StreamId> gone;
+  for (Cursor c{ids}; c.rest.size() >= 16;) gone.push_back(c.Id());
+  std::sort(gone.begin(), gone.end());
+  StreamMeta meta = r.meta();
+  std::vector<std::string_view> runs;
+  size_t kept = 0;
+  StreamId first;
+  for (const StreamEntryView& e : r.entries()) {
+    if (std::binary_search(gone.begin(), gone.end(), e.id)) {
+      meta.max_deleted = std::max(meta.max_deleted, e.id);
+      continue;
+    }
+    if (kept++ == 0) first = e.id;
+    const size_t start = static_cast<size_t>(e.body.data() - v.data()) - kEntryHead;
+    runs.push_back(v.substr(start, kEntryHead + e.body.size()));
+  }
+  return Assemble(meta, runs, kept, first, r.groups_bytes());
+}
+
+Bytes StreamReplaceGroups(std::string_view value, std::string_view groups) {
+  Bytes holder;
+  const StreamReader r = OpenOrEmpty(value, holder);
+  const std::string_view v = holder.empty() ? value : holder.view();
+  const StreamId first = r.entries().empty() ? StreamId{} : r.entries()[0].id;
+  return Assemble(r.meta(), {EntryRun(v, r, 0)}, r.entries().size(), first, groups);
+}
+
+Bytes StreamSetMeta(std::string_view value, std::string_view change) {
+  Bytes holder;
+  const StreamReader r = OpenOrEmpty(value, holder);
+  const std::string_view v = holder.empty() ? value : holder.view();
+  StreamMeta meta = r.meta();
+  Cursor c{change};
+  meta.last = c.Id();
+  meta.max_deleted = c.Id();
+  meta.entries_added = c.U64();
+  const StreamId first = r.entries().empty() ? StreamId{} : r.entries()[0].id;
+  return Assemble(meta, {EntryRun(v, r, 0)}, r.entries().size(), first, r.groups_bytes());
+}
+
+}  // namespace prefixd::store

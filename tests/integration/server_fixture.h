@@ -161,7 +161,7 @@ class RawConnection {
 class LoggedServerTest : public ServerTest {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
+    ASSERT_NO_FATAL_FAILURE(StartServer(Logged()));
     Reconnect();
   }
   std::string Call(const std::vector<std::string>& args) { return conn_->Call(args); }
@@ -171,9 +171,15 @@ class LoggedServerTest : public ServerTest {
   }
   void Restart() {
     ASSERT_TRUE(server_.Stop());
-    ASSERT_NO_FATAL_FAILURE(
-        StartServer({.flags = {"--appendonly", "yes"}, .data_dir = server_.data_dir()}));
+    ServerProcess::Options again = Logged();
+    again.data_dir = server_.data_dir();
+    ASSERT_NO_FATAL_FAILURE(StartServer(again));
     Reconnect();
+  }
+  static ServerProcess::Options Logged() {
+    ServerProcess::Options options;
+    options.flags = {"--appendonly", "yes"};
+    return options;
   }
   std::unique_ptr<RawConnection> conn_;
 };

@@ -421,8 +421,10 @@ TEST_F(TransactionsTest, ExecWritesSurviveRestart) {
   EXPECT_EQ(c->Call(Args{"GET", "x"}), "$3\r\none\r\n");
   EXPECT_EQ(c->Call(Args{"GET", "y"}), "$2\r\n42\r\n");
   EXPECT_EQ(c->Call(Args{"GET", "z"}), "$-1\r\n");
+  // A restart under a sanitizer takes seconds: the expiry is absolute, so the TTL only shrinks.
   std::string ttl = c->Call(Args{"TTL", "x"});
-  EXPECT_TRUE(ttl == ":1000\r\n" || ttl == ":999\r\n") << ttl;
+  ASSERT_TRUE(ttl.starts_with(":")) << ttl;
+  EXPECT_TRUE(std::stol(ttl.substr(1)) > 900 && std::stol(ttl.substr(1)) <= 1000) << ttl;
 }
 
 // The newest log segment of `dir` and its bytes.

@@ -163,6 +163,17 @@ std::optional<StreamId> StrictId(Context& ctx, std::string_view text, uint64_t m
   }
   return IdArgument(ctx, text, missing_seq);
 }
+// The strict ids from argument `first` on (XDEL's and XACK's lists); nullopt with the error
+// queued at the first bad one.
+std::optional<std::vector<StreamId>> StrictIds(Context& ctx, size_t first) {
+  std::vector<StreamId> ids;
+  for (size_t i = first; i < ctx.args.size(); ++i) {
+    auto id = StrictId(ctx, ctx.args[i]);
+    if (!id) return std::nullopt;
+    ids.push_back(*id);
+  }
+  return ids;
+}
 
 std::optional<StreamId> Next(StreamId id) {
   if (id.seq != UINT64_MAX) return StreamId{id.ms, id.seq + 1};
@@ -454,12 +465,9 @@ void XRange(Context& ctx) { Range(ctx, false); }
 void XRevRange(Context& ctx) { Range(ctx, true); }
 
 void XDel(Context& ctx) {
-  std::vector<StreamId> ids;
-  for (size_t i = 2; i < ctx.args.size(); ++i) {
-    auto id = StrictId(ctx, ctx.args[i]);
-    if (!id) return;
-    ids.push_back(*id);
-  }
+  auto parsed = StrictIds(ctx, 2);
+  if (!parsed) return;
+  std::vector<StreamId>& ids = *parsed;
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
   Loaded s;
@@ -909,12 +917,9 @@ void XReadGroup(Context& ctx) {
 // ---- XACK, XPENDING -----------------------------------------------------------------------------
 
 void XAck(Context& ctx) {
-  std::vector<StreamId> ids;
-  for (size_t i = 3; i < ctx.args.size(); ++i) {
-    auto id = StrictId(ctx, ctx.args[i]);
-    if (!id) return;
-    ids.push_back(*id);
-  }
+  auto parsed = StrictIds(ctx, 3);
+  if (!parsed) return;
+  const std::vector<StreamId>& ids = *parsed;
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
   Loaded s;

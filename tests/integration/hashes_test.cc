@@ -87,11 +87,7 @@ TEST_F(HashesTest, RepliesAsRedisDoes) {
   if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
   auto r = RawConnection::Tcp(redis.port());
   ASSERT_NE(r, nullptr);
-  for (const Args& command : ReferenceScript()) {
-    std::string text;
-    for (const auto& a : command) text += a.substr(0, 20) + " ";
-    EXPECT_EQ(Call(command), r->Call(command)) << text;
-  }
+  ExpectSameReplies(*conn_, *r, ReferenceScript());
 }
 
 TEST_F(HashesTest, RestartKeepsFieldsByteExactThroughLogAndSnapshot) {

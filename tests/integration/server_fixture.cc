@@ -134,6 +134,15 @@ std::string ServerBinary() {
 #endif
 }
 
+void ExpectSameReplies(RawConnection& ours, RawConnection& reference,
+                       const std::vector<std::vector<std::string>>& script) {
+  for (const std::vector<std::string>& command : script) {
+    std::string text;
+    for (const std::string& word : command) text += word.substr(0, 20) + " ";
+    EXPECT_EQ(ours.Call(command), reference.Call(command)) << text;
+  }
+}
+
 std::string Multibulk(const std::vector<std::string>& args) {
   std::string out = "*" + std::to_string(args.size()) + "\r\n";
   for (const auto& a : args) {

@@ -156,6 +156,11 @@ class RawConnection {
   bool peer_closed_ = false;
 };
 
+// Sends each command of `script` to `ours` and then to `reference` (a real redis-server) and
+// expects the same bytes back from both, naming the command (its words cut to 20 bytes) if not.
+void ExpectSameReplies(RawConnection& ours, RawConnection& reference,
+                       const std::vector<std::vector<std::string>>& script);
+
 // A server logging every write (--appendonly yes) and one raw connection to it; Restart() stops
 // it and starts it again on the same data, so a test checks what replay gives back.
 class LoggedServerTest : public ServerTest {

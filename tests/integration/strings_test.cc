@@ -231,11 +231,7 @@ TEST_F(StringsTest, RepliesAsRedisDoes) {
   if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
   auto r = RawConnection::Tcp(redis.port());
   ASSERT_NE(r, nullptr);
-  for (const Args& command : ReferenceScript()) {
-    std::string text;
-    for (const auto& a : command) text += a + " ";
-    EXPECT_EQ(Call(command), r->Call(command)) << text;
-  }
+  ExpectSameReplies(*conn_, *r, ReferenceScript());
 }
 
 // A string's delete is its own record alone: DEL of a string named "" (a name no prefix-index

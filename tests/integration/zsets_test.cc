@@ -17,23 +17,7 @@ namespace {
 
 using Args = std::vector<std::string>;
 
-class ZsetsTest : public ServerTest {
- protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = {"--appendonly", "yes"}}));
-    conn_ = RawConnection::Tcp(server_.port());
-    ASSERT_NE(conn_, nullptr);
-  }
-  std::string Call(const Args& args) { return conn_->Call(args); }
-  void Restart() {
-    ASSERT_TRUE(server_.Stop());
-    ASSERT_NO_FATAL_FAILURE(
-        StartServer({.flags = {"--appendonly", "yes"}, .data_dir = server_.data_dir()}));
-    conn_ = RawConnection::Tcp(server_.port());
-    ASSERT_NE(conn_, nullptr);
-  }
-  std::unique_ptr<RawConnection> conn_;
-};
+class ZsetsTest : public LoggedServerTest {};
 
 // The script's commands: words split by spaces, "..." one word.
 std::vector<Args> Script() {
@@ -70,11 +54,7 @@ TEST_F(ZsetsTest, RepliesAsRedisDoes) {
   ASSERT_GT(script.size(), 140u);
   const Args limit = {"CONFIG", "SET", "zset-max-listpack-entries", "16"};
   ASSERT_EQ(Call(limit), r->Call(limit));
-  for (const Args& command : script) {
-    std::string text;
-    for (const auto& a : command) text += a + " ";
-    EXPECT_EQ(Call(command), r->Call(command)) << text;
-  }
+  ExpectSameReplies(*conn_, *r, script);
 }
 
 // Scores whose text form would lose bits (1/3, 0.1 + 0.2, a denormal, the largest double), and

@@ -255,11 +255,11 @@ void PropagatePopped(Context& ctx, std::string_view key, const std::vector<std::
   if (whole) return ctx.propagate.Send({"DEL", key});
   constexpr size_t kBatch = 1024;
   for (size_t i = 0; i < popped.size(); i += kBatch) {
-    std::vector<std::string> argv = {"SREM", std::string(key)};
+    std::vector<std::string_view> argv = {"SREM", key};
     const size_t end = std::min(popped.size(), i + kBatch);
     argv.insert(argv.end(), popped.begin() + static_cast<ptrdiff_t>(i),
                 popped.begin() + static_cast<ptrdiff_t>(end));
-    ctx.propagate.Send(std::move(argv));
+    ctx.propagate.Send(argv);
   }
 }
 

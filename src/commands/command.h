@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "protocol/reply_writer.h"
@@ -26,27 +28,31 @@ struct CommandStats;
 // Redis propagates in another form (SET EX -> SET PXAT, GETDEL -> DEL, SPOP -> SREM, ...) names
 // that form with Send, or sends nothing with Nothing. While no replica is attached `wanted()` is
 // false and Send costs one branch.
+// A command as a RESP multibulk, as replicas receive it.
+std::string EncodeCommand(std::span<const std::string_view> argv);
+
 class Propagation {
  public:
   bool wanted() const { return wanted_; }
-  // The first call replaces the command as received; later calls add commands after it.
-  void Send(std::vector<std::string> argv) {
+  // The first call replaces the command as received; later calls add commands after it. Each is
+  // encoded at once, so its words (a value among them) are copied once, and only when wanted.
+  void Send(std::span<const std::string_view> argv) {
     replaced_ = true;
-    if (wanted_) commands_.push_back(std::move(argv));
+    if (wanted_) commands_.push_back(EncodeCommand(argv));
   }
   void Send(std::initializer_list<std::string_view> argv) {
-    if (!wanted_) return void(replaced_ = true);
-    Send(std::vector<std::string>(argv.begin(), argv.end()));
+    Send(std::span<const std::string_view>(argv.begin(), argv.size()));
   }
   void Nothing() { replaced_ = true, commands_.clear(); }
   bool replaced() const { return replaced_; }
-  const std::vector<std::vector<std::string>>& commands() const { return commands_; }
+  // The replacement commands, encoded, handed over once the command has run.
+  std::vector<std::string> TakeCommands() { return std::move(commands_); }
   void set_wanted(bool wanted) { wanted_ = wanted; }
 
  private:
   bool wanted_ = false;
   bool replaced_ = false;
-  std::vector<std::vector<std::string>> commands_;
+  std::vector<std::string> commands_;
 };
 
 struct Context {

@@ -127,11 +127,12 @@ void PropagateRestore(Context& ctx, const RestoreOptions& options, int64_t at) {
     redis_payload = persist::RdbWriter::DumpPayload(*info);
   }
   if (!relative && redis_payload.empty()) return;  // as received
-  std::vector<std::string> argv;
-  for (size_t i = 0; i < ctx.args.size(); ++i) argv.emplace_back(ctx.args[i]);
-  if (relative) argv[2] = std::to_string(at), argv.emplace_back("ABSTTL");
-  if (!redis_payload.empty()) argv[3] = std::move(redis_payload);
-  ctx.propagate.Send(std::move(argv));
+  const std::string at_text = std::to_string(at);
+  std::vector<std::string_view> argv;
+  for (size_t i = 0; i < ctx.args.size(); ++i) argv.push_back(ctx.args[i]);
+  if (relative) argv[2] = at_text, argv.push_back("ABSTTL");
+  if (!redis_payload.empty()) argv[3] = redis_payload;
+  ctx.propagate.Send(argv);
 }
 
 void Restore(Context& ctx) {
@@ -376,7 +377,8 @@ void Migrate(Context& ctx) {
     ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
     moved.push_back(m.key);
   }
-  if (moved.size() > 1) ctx.propagate.Send(std::move(moved));
+  if (moved.size() > 1)
+    ctx.propagate.Send(std::vector<std::string_view>(moved.begin(), moved.end()));
   if (ctx.reply.error_count() > errors_before) return;
   if (target_error)
     return ctx.reply.Error("ERR Target instance replied with error: " + *target_error);

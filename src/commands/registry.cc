@@ -243,7 +243,7 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) const {
   }
 }
 
-void Registry::Propagate(const Context& ctx, bool changed) const {
+void Registry::Propagate(Context& ctx, bool changed) const {
   Replication& replication = engine_.replication();
   const int db = ctx.client.db.load(std::memory_order_relaxed);
   if (!ctx.propagate.replaced()) {
@@ -253,7 +253,9 @@ void Registry::Propagate(const Context& ctx, bool changed) const {
     for (size_t i = 0; i < ctx.args.size(); ++i) argv.push_back(ctx.args[i]);
     return replication.Feed(db, argv);
   }
-  for (const std::vector<std::string>& argv : ctx.propagate.commands()) replication.Feed(db, argv);
+  for (std::string& command : ctx.propagate.TakeCommands()) {
+    replication.FeedCommand(db, std::move(command));
+  }
 }
 
 template <class AnswerFn>

@@ -79,7 +79,7 @@ class Registry : public server::Dispatcher {
   void Run(const CommandSpec& spec, Context& ctx) const;
   // Feeds what a write that ran sends to replicas: its Propagation, or the command as received
   // when it `changed` something.
-  void Propagate(const Context& ctx, bool changed) const;
+  void Propagate(Context& ctx, bool changed) const;
 
   Engine& engine_;
   // Looked up for every request: hashed and compared with ASCII case folded on the fly, so a

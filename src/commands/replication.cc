@@ -57,7 +57,7 @@ Replication::OrderHold::~OrderHold() {
   if (owner_ != nullptr) owner_->order_mu_.unlock();
 }
 
-std::string Replication::Encode(const std::vector<std::string_view>& argv) {
+std::string EncodeCommand(std::span<const std::string_view> argv) {
   size_t size = 16;
   for (std::string_view a : argv) size += a.size() + 24;
   std::string out;
@@ -75,9 +75,13 @@ std::string Replication::Encode(const std::vector<std::string_view>& argv) {
   return out;
 }
 
-void Replication::Feed(int db, const std::vector<std::string_view>& argv) {
+void Replication::Feed(int db, std::span<const std::string_view> argv) {
   if (!active()) return;
-  std::string command = Encode(argv);
+  FeedCommand(db, EncodeCommand(argv));
+}
+
+void Replication::FeedCommand(int db, std::string command) {
+  if (!active()) return;
   if (collected.collecting) {
     collected.commands.emplace_back(db, std::move(command));
     return;
@@ -85,21 +89,21 @@ void Replication::Feed(int db, const std::vector<std::string_view>& argv) {
   FeedEncoded(db, std::move(command));
 }
 
-void Replication::Feed(int db, const std::vector<std::string>& argv) {
-  Feed(db, std::vector<std::string_view>(argv.begin(), argv.end()));
-}
-
 void Replication::FeedEncoded(int db, std::string command) {
   std::lock_guard lock(stream_mu_);
   if (replicas_.empty()) return;
+  // A SELECT goes ahead as its own push: prepending it would move a command of any size.
+  std::string select;
   if (db >= 0 && db != stream_db_) {
     const std::string index = std::to_string(db);
-    command.insert(0, Encode({"SELECT", index}));
+    select = EncodeCommand(std::initializer_list<std::string_view>{"SELECT", index});
     stream_db_ = db;
   }
-  offset_ += command.size();
+  offset_ += select.size() + command.size();
   // A replica whose connection has closed is dropped here as well as by its disconnect.
-  std::erase_if(replicas_, [&](const Replica& r) { return !r.client->Push(command); });
+  std::erase_if(replicas_, [&](const Replica& r) {
+    return !(select.empty() || r.client->Push(select)) || !r.client->Push(command);
+  });
   if (replicas_.empty()) active_.store(false, std::memory_order_relaxed);
 }
 
@@ -122,9 +126,10 @@ Replication::Transaction::~Transaction() {
   }
   // One command needs no wrapping (it is atomic by itself); several go in MULTI ... EXEC, the
   // first SELECT before MULTI, as Redis propagates a transaction.
-  replication_.FeedEncoded(commands[0].first, Encode({"MULTI"}));
+  replication_.FeedEncoded(commands[0].first,
+                           EncodeCommand(std::initializer_list<std::string_view>{"MULTI"}));
   for (auto& [db, command] : commands) replication_.FeedEncoded(db, std::move(command));
-  replication_.FeedEncoded(-1, Encode({"EXEC"}));
+  replication_.FeedEncoded(-1, EncodeCommand(std::initializer_list<std::string_view>{"EXEC"}));
 }
 
 void Replication::Attach(const std::shared_ptr<server::ClientState>& client) {
@@ -162,7 +167,8 @@ void Replication::Tick(int64_t period_s) {
     last_ping_ms_ = now;
   }
   OrderHold order(*this, true);
-  if (order.feeding()) FeedEncoded(-1, Encode({"PING"}));
+  if (order.feeding())
+    FeedEncoded(-1, EncodeCommand(std::initializer_list<std::string_view>{"PING"}));
 }
 
 std::vector<Replication::ReplicaView> Replication::Replicas() const {

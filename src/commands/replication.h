@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,8 +48,12 @@ class Replication {
 
   // Appends one command for database `db` (-1: any, as PING) to the stream. The caller holds an
   // OrderHold (or the whole exec gate).
-  void Feed(int db, const std::vector<std::string_view>& argv);
-  void Feed(int db, const std::vector<std::string>& argv);
+  void Feed(int db, std::span<const std::string_view> argv);
+  void Feed(int db, std::initializer_list<std::string_view> argv) {
+    Feed(db, std::span<const std::string_view>(argv.begin(), argv.size()));
+  }
+  // The same for a command already encoded (EncodeCommand).
+  void FeedCommand(int db, std::string command);
 
   // While it lives, what this thread feeds is collected and then fed as one MULTI ... EXEC block
   // (EXEC's queue, run under the whole exec gate). Nothing is fed when nothing was collected.
@@ -91,7 +96,6 @@ class Replication {
     int64_t ack_ms = 0;
   };
   void FeedEncoded(int db, std::string command);
-  static std::string Encode(const std::vector<std::string_view>& argv);
 
   const std::string replid_;
   std::atomic<bool> active_{false};

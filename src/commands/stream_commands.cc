@@ -7,6 +7,7 @@
 // lock stripe (KeyLocks).
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -306,31 +307,34 @@ std::optional<size_t> ParseTrim(Context& ctx, size_t from, bool xadd, Trim& trim
 void PropagateXAdd(Context& ctx, size_t id_at, bool id_made, StreamId id, const Trim& trim,
                    uint64_t length_after, StreamId first_after) {
   if (!ctx.propagate.wanted() || (!id_made && !trim.approx)) return;
-  std::vector<std::string> argv;
+  // The words made here (the id, the exact threshold) live in `made`; a deque never moves them.
+  std::deque<std::string> made;
+  std::vector<std::string_view> argv;
+  const auto exact_threshold = [&] {
+    argv.emplace_back("=");
+    argv.emplace_back(made.emplace_back(trim.kind == Trim::kMaxLen ? std::to_string(length_after)
+                                                                   : first_after.ToString()));
+  };
   for (size_t i = 0; i < ctx.args.size(); ++i) {
     const std::string_view a = ctx.args[i];
     if (i < 2 || i >= id_at || !trim.approx) {
-      argv.emplace_back(i == id_at ? id.ToString() : std::string(a));
+      argv.push_back(i == id_at ? std::string_view(made.emplace_back(id.ToString())) : a);
     } else if (EqualsIgnoreCase(a, "LIMIT")) {
       ++i;  // and its count
     } else if (a == "~" || a == "=") {
-      argv.emplace_back("=");
-      argv.emplace_back(trim.kind == Trim::kMaxLen ? std::to_string(length_after)
-                                                   : first_after.ToString());
+      exact_threshold();
       ++i;  // the threshold given
     } else if (EqualsIgnoreCase(a, "MAXLEN") || EqualsIgnoreCase(a, "MINID")) {
-      argv.emplace_back(a);
+      argv.push_back(a);
       if (i + 1 < id_at && ctx.args[i + 1] != "~" && ctx.args[i + 1] != "=") {
-        argv.emplace_back("=");
-        argv.emplace_back(trim.kind == Trim::kMaxLen ? std::to_string(length_after)
-                                                     : first_after.ToString());
+        exact_threshold();
         ++i;
       }
     } else {
-      argv.emplace_back(a);
+      argv.push_back(a);
     }
   }
-  ctx.propagate.Send(std::move(argv));
+  ctx.propagate.Send(argv);
 }
 
 void XAdd(Context& ctx) {

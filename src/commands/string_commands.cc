@@ -188,11 +188,11 @@ void PropagateSet(Context& ctx, const expiry::StringOptions& options, const Writ
   }
   if (ctx.spec.full_name == "getset") return ctx.propagate.Send({"SET", key, value});
   if (!options.get) return;
-  std::vector<std::string> argv;
+  std::vector<std::string_view> argv;
   for (size_t i = 0; i < ctx.args.size(); ++i) {
-    if (i < 3 || !EqualsIgnoreCase(ctx.args[i], "get")) argv.emplace_back(ctx.args[i]);
+    if (i < 3 || !EqualsIgnoreCase(ctx.args[i], "get")) argv.push_back(ctx.args[i]);
   }
-  ctx.propagate.Send(std::move(argv));
+  ctx.propagate.Send(argv);
 }
 
 // SET and GETSET. `options` start at argument 3.

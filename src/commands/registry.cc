@@ -468,6 +468,10 @@ bool Registry::WhenDurable(uint64_t lsn, std::function<void()> resume) {
   return engine_.durability()->WhenDurable(lsn, std::move(resume));
 }
 
+bool Registry::IsDurable(uint64_t lsn) const {
+  return engine_.durability() == nullptr || engine_.durability()->IsDurable(lsn);
+}
+
 bool Registry::DurableNow(uint64_t lsn) {
   return engine_.durability() == nullptr || engine_.durability()->DurableNow(lsn);
 }

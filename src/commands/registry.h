@@ -37,6 +37,7 @@ class Registry : public server::Dispatcher {
   protocol::ParserLimits LimitsFor(const server::ClientState& client) const override;
   bool WhenDurable(uint64_t lsn, std::function<void()> resume) override;
   bool DurableNow(uint64_t lsn) override;
+  bool IsDurable(uint64_t lsn) const override;
   int64_t IdleTimeoutSeconds() const override;
   uint64_t OutputBufferLimit() const override;
   uint64_t ReplicaOutputBufferLimit() const override;

@@ -127,6 +127,7 @@ class Durability {
   }
   // See LogWriter::DurableNow.
   bool DurableNow(uint64_t lsn) { return log_->DurableNow(lsn); }
+  bool IsDurable(uint64_t lsn) const { return log_->IsDurable(lsn); }
   // False while the log cannot be written: writes must be refused.
   bool healthy() const { return log_ == nullptr || log_->healthy(); }
   std::string last_error() const;

@@ -105,6 +105,8 @@ class LogWriter {
   // Whether every record up to `lsn` is as durable as the policy promises, after writing the
   // queue on this thread as WhenDurable does; nothing is arranged when it is not.
   bool DurableNow(uint64_t lsn);
+  // Whether every record up to `lsn` is as durable as the policy promises; writes nothing.
+  bool IsDurable(uint64_t lsn) const { return DurableLsn() >= lsn; }
 
   // Blocks until every record appended so far is written and synced (SAVE, shutdown), or the
   // log is failing (then it returns without waiting for the failed records).

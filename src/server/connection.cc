@@ -427,8 +427,11 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     } done{this};
     // A write is acknowledged only once its log record is as durable as the policy promises.
     if (uint64_t lsn = std::exchange(client_->reply_needs_lsn, 0);
-        lsn != 0 && !dispatcher_.DurableNow(lsn)) {
-      co_await AwaitDurable(lsn);
+        lsn != 0 && !dispatcher_.IsDurable(lsn)) {
+      // The other connections this thread has requests from run theirs first, so one write of
+      // the log acknowledges all of them (Redis writes its AOF buffer once per event-loop turn).
+      co_await asio::post(stream_.get_executor(), asio::use_awaitable);
+      if (!dispatcher_.DurableNow(lsn)) co_await AwaitDurable(lsn);
     }
     PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
     // One write per run: everything, unless a produced reply is made window by window or sent

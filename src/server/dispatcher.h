@@ -52,6 +52,8 @@ class Dispatcher {
   // Whether `lsn` is durable now, after writing the log on this thread where the policy lets a
   // caller do so: the common case, answered without arranging a resumption.
   virtual bool DurableNow(uint64_t lsn) = 0;
+  // Whether `lsn` is durable already; writes nothing.
+  virtual bool IsDurable(uint64_t lsn) const = 0;
 
   // Seconds a client may stay idle (0: forever) and the unread-reply limit, read per connection.
   virtual int64_t IdleTimeoutSeconds() const = 0;

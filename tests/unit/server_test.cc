@@ -37,7 +37,8 @@ class FakeDispatcher : public Dispatcher {
     reply.Simple(text);
   }
   protocol::ParserLimits LimitsFor(const ClientState&) const override { return {}; }
-  bool DurableNow(uint64_t lsn) override {
+  bool DurableNow(uint64_t lsn) override { return IsDurable(lsn); }
+  bool IsDurable(uint64_t lsn) const override {
     std::lock_guard lock(mu_);
     return lsn <= durable_;
   }
@@ -62,7 +63,7 @@ class FakeDispatcher : public Dispatcher {
 
  private:
   std::atomic<int> connected_{0};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   uint64_t durable_ = 0;
   std::function<void()> held_;
 };

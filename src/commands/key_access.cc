@@ -141,8 +141,11 @@ void CountGenericRead(Context& ctx, bool hit) {
   (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
 }
 
+// What a lookup brings back beside the entry's type and expiry.
+enum class ValueWanted { kValue, kValueOrPlace, kNone };
+
 std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch,
-                                       bool load_cold_string);
+                                       ValueWanted wanted);
 
 }  // namespace
 
@@ -164,22 +167,26 @@ bool PromotesOnRead(const Engine& engine, uint64_t bytes) {
 }
 
 std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool touch) {
-  auto info = FindLive(ctx, key, touch, /*load_cold_string=*/true);
+  auto info = FindLive(ctx, key, touch, ValueWanted::kValue);
   CountGenericRead(ctx, info.has_value());
   return info;
 }
 
 std::optional<store::KeyInfo> LookupKeyPlace(Context& ctx, std::string_view key) {
-  return FindLive(ctx, key, /*touch=*/true, /*load_cold_string=*/false);
+  return FindLive(ctx, key, /*touch=*/true, ValueWanted::kValueOrPlace);
+}
+
+std::optional<store::KeyInfo> LookupKeyToReplace(Context& ctx, std::string_view key) {
+  return FindLive(ctx, key, /*touch=*/true, ValueWanted::kNone);
 }
 
 namespace {
 
 std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch,
-                                       bool load_cold_string) {
+                                       ValueWanted wanted) {
   store::Keyspace& keys = Db(ctx).keys;
   const int64_t now = CommandClock::WallMs();
-  auto info = touch ? keys.FindAndTouch(key, now) : keys.Find(key);
+  auto info = touch ? keys.FindAndTouch(key, now, wanted != ValueWanted::kNone) : keys.Find(key);
   if (!info) return std::nullopt;
   if (info->expire_at_ms != 0 && info->expire_at_ms <= now) {
     Deleted deleted = ExpireIfDue(ctx.engine, static_cast<size_t>(ctx.client.db.load()), key, now);
@@ -188,7 +195,7 @@ std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool 
   }
   // A string command reads a cold string's bytes from disk; the generic commands (EXISTS, TYPE,
   // TTL, ...) need only its entry.
-  if (load_cold_string && info->type == store::KeyType::kString && info->cold &&
+  if (wanted == ValueWanted::kValue && info->type == store::KeyType::kString && info->cold &&
       ctx.spec.group == "string") {
     LoadColdString(ctx.engine, Db(ctx), key, *info);
   }

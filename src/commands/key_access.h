@@ -72,6 +72,9 @@ std::optional<store::KeyInfo> LookupKey(Context& ctx, std::string_view key, bool
 // LookupKey (touching) for a string command that reads a cold value itself, or part of it
 // (GETRANGE, STRLEN): a cold string comes with its `place`, its value not read.
 std::optional<store::KeyInfo> LookupKeyPlace(Context& ctx, std::string_view key);
+// LookupKey (touching) for a write that replaces the value whole (SET without GET, SETNX, ...):
+// the entry's type and expiry only, no value copied and nothing read from disk.
+std::optional<store::KeyInfo> LookupKeyToReplace(Context& ctx, std::string_view key);
 
 // Before a typed command (group ssm, vstore, kvprefix): its keys expire lazily, are touched, and
 // one of another type answers -WRONGTYPE. False when the error reply was queued.

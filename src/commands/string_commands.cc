@@ -4,6 +4,7 @@
 // change is one StringSet/StringDel record through the mutation path, carrying the whole new
 // value and its expiry (MSET and MSETNX: one StringMultiSet for all their keys). A
 // read-modify-write holds its keys' lock stripes (KeyLocks).
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -92,6 +93,12 @@ std::optional<KeyInfo> WriteKey(Context& ctx, std::string_view key) {
   return LookupKey(ctx, key, /*touch=*/true);
 }
 
+// WriteKey for a write that replaces the value whole: the old value is neither copied nor read
+// from disk.
+std::optional<KeyInfo> ReplaceKey(Context& ctx, std::string_view key) {
+  return LookupKeyToReplace(ctx, key);
+}
+
 bool IsString(const std::optional<KeyInfo>& info) { return info && info->type == KeyType::kString; }
 
 // False (with -WRONGTYPE queued) when the key exists with another type.
@@ -113,6 +120,12 @@ struct Write {
 bool ClearOtherTypeIfAdmitted(Context& ctx, const persist::Mutation& record,
                               std::span<const std::string_view> keys,
                               std::span<const std::optional<KeyInfo>> existing) {
+  // Nothing to clear (the common case): Mutate checks the record itself.
+  if (std::none_of(existing.begin(), existing.end(), [](const std::optional<KeyInfo>& info) {
+        return info && info->type != KeyType::kString;
+      })) {
+    return true;
+  }
   if (std::string why = Refusal(ctx.engine, record); !why.empty()) {
     ctx.reply.Error(why);
     return false;
@@ -210,7 +223,7 @@ void SetWith(Context& ctx, const expiry::StringOptions& options) {
     info = ReadKey(ctx, key);
     if (!StringOrMissing(ctx, info)) return;
   } else {
-    info = WriteKey(ctx, key);
+    info = ReplaceKey(ctx, key);
   }
   const auto reply_old = [&] { IsString(info) ? ctx.reply.Bulk(info->value) : ctx.reply.Null(); };
   if ((options.nx && info) || (options.xx && !info)) {
@@ -236,7 +249,7 @@ void GetSet(Context& ctx) {
 
 void SetNx(Context& ctx) {
   KeyLocks lock(ctx.engine, ctx.args[1]);
-  auto info = WriteKey(ctx, ctx.args[1]);
+  auto info = ReplaceKey(ctx, ctx.args[1]);
   if (info) return ctx.reply.Integer(0);
   if (StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 2), {store::EncodingOf(ctx.args[2])})) {
     ctx.reply.Integer(1);
@@ -251,7 +264,7 @@ void SetExpiring(Context& ctx, expiry::ExpiryKind kind) {
   auto at = expiry::StringExpiryAt(options, NowMs(), ctx.spec.full_name);
   if (!at.ok()) return ctx.reply.Error(at.error);
   KeyLocks lock(ctx.engine, ctx.args[1]);
-  auto info = WriteKey(ctx, ctx.args[1]);
+  auto info = ReplaceKey(ctx, ctx.args[1]);
   const Write how{store::EncodingOf(ctx.args[3]), KeepTtl::kNo, at.value};
   if (!StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 3), how)) return;
   PropagateSet(ctx, options, how, 3);
@@ -324,7 +337,7 @@ void MSetWith(Context& ctx, bool only_new) {
   KeyLocks lock(ctx.engine, keys);
   std::vector<std::optional<KeyInfo>> found(keys.size());
   for (size_t k = 0; k < keys.size(); ++k) {
-    found[k] = WriteKey(ctx, keys[k]);
+    found[k] = ReplaceKey(ctx, keys[k]);
     if (only_new && found[k]) return ctx.reply.Integer(0);
   }
   persist::StringMultiSet multi;

@@ -350,7 +350,6 @@ KeyInfo Keyspace::InfoOf(const Shard& shard, const Entry& entry, bool with_value
   info.type = entry.type();
   info.encoding = entry.encoding();
   info.cold = entry.cold();
-  info.slot = KeySlot(entry.Key());
   info.handle = entry.handle;
   info.expire_at_ms = ExpiryOf(shard, entry);
   if (with_value && HoldsValue(entry.type())) {
@@ -503,12 +502,13 @@ std::optional<KeyInfo> Keyspace::Find(std::string_view key) const {
   return InfoOf(shard, *entry, true);
 }
 
-std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_ms) {
+std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_ms,
+                                              bool with_value) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   const Entry* entry = FindIn(shard, key);
   if (entry == nullptr) return std::nullopt;
-  KeyInfo info = InfoOf(shard, *entry, true);
+  KeyInfo info = InfoOf(shard, *entry, with_value);
   if (info.expire_at_ms == 0 || info.expire_at_ms > now_ms) {
     shard.IndexOf(*entry).Touch(entry->handle, EvictionClockMicros());
   }

@@ -48,7 +48,6 @@ struct KeyInfo {
   KeyType type = KeyType::kSsmPrefix;
   StringEncoding encoding = StringEncoding::kRaw;  // strings only
   bool cold = false;  // in the disk tier: `handle` names a node of the shard's cold index
-  uint16_t slot = 0;
   EvictionIndex::Handle handle = EvictionIndex::kNoHandle;  // the node in the shard's index
   int64_t expire_at_ms = 0;                                 // absolute Unix ms; 0: no expiry
   // Last access and the LFU counter live in the index node only (IdleMs, Frequency).
@@ -189,7 +188,9 @@ class Keyspace {
   std::optional<KeyInfo> Find(std::string_view key) const;
   // Find, and when the key is found and not expired at `now_ms`, Touch in the same lock hold
   // (a command's lookup: one shard lock and one search instead of two).
-  std::optional<KeyInfo> FindAndTouch(std::string_view key, int64_t now_ms);
+  // `with_value` false: the KeyInfo without its value or place (a write that replaces the value
+  // whole needs only the entry's type and expiry; a copy of the old value would be wasted).
+  std::optional<KeyInfo> FindAndTouch(std::string_view key, int64_t now_ms, bool with_value = true);
   // Records an access: last access time and the LFU counter (Redis's lookupKey).
   void Touch(std::string_view key);
   // Sets (at_ms > 0) or clears (0) the key's expiry; false when the key does not exist.

@@ -109,7 +109,50 @@ bool SplitInlineArgs(std::string_view line, Request& out) {
   }
 }
 
+size_t RequestParser::TakeWholeRequest(std::string_view input) {
+  const char* p = input.data();
+  const char* const end = p + input.size();
+  // Digits up to a '\r' and the byte after it (skipped unseen, as TakeCountLine does). Only
+  // what ParseInt64 reads as the same number: no sign, no leading zero, at most 9 digits.
+  const auto number = [&p, end](int64_t& out) {
+    const char* digits = p;
+    int64_t value = 0;
+    while (p < end && *p >= '0' && *p <= '9' && p - digits < 9) value = value * 10 + (*p++ - '0');
+    const auto length = p - digits;
+    if (length == 0 || (length > 1 && *digits == '0') || end - p < 2 || *p != '\r') return false;
+    p += 2;
+    out = value;
+    return true;
+  };
+  int64_t count = 0;
+  if (!request_.empty() || p == end || *p++ != '*' || !number(count) || count == 0) return 0;
+  if (count > kUnauthenticatedMaxArgs && !limits_.authenticated) return 0;
+  int64_t declared = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t length = 0;
+    if (p == end || *p++ != '$' || !number(length)) break;
+    if (length > limits_.max_bulk_length || static_cast<size_t>(length) >= kLargeArgument ||
+        (length > kUnauthenticatedMaxBulk && !limits_.authenticated)) {
+      break;
+    }
+    declared += length + kArgumentOverhead;
+    if (declared > limits_.max_request_bytes || end - p < length + 2) break;
+    request_.AddSmall(std::string_view(p, static_cast<size_t>(length)));
+    p += length + 2;  // the bytes after an argument are skipped unseen, as in kCrlf
+  }
+  if (static_cast<int64_t>(request_.size()) != count) {
+    request_.Clear();
+    return 0;
+  }
+  declared_bytes_ = declared;
+  ready_ = true;
+  return static_cast<size_t>(p - input.data());
+}
+
 size_t RequestParser::Feed(std::string_view input) {
+  if (state_ == State::kStart && !ready_ && error_ == ParseError::kNone) {
+    if (const size_t taken = TakeWholeRequest(input); taken > 0) return taken;
+  }
   size_t consumed = 0;
   while (!ready_ && error_ == ParseError::kNone && consumed < input.size()) {
     std::string_view rest = input.substr(consumed);

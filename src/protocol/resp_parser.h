@@ -93,6 +93,11 @@ class RequestParser {
     kSkipData,  // an argument of a refused request, and its CRLF
   };
 
+  // The common case in one pass: a whole multibulk request of small arguments, every length a
+  // plain decimal, all of it in `input`. Returns the bytes it took, with the request ready; 0,
+  // with nothing changed, for anything else (a partial request, a large argument, a limit met,
+  // malformed input), which the state machine then takes as before.
+  size_t TakeWholeRequest(std::string_view input);
   // Accumulates a line up to '\r' plus one more byte (Redis does not check that it is '\n').
   // Returns true when the line is complete; `consumed` advances over the bytes taken.
   bool TakeCountLine(std::string_view input, size_t& consumed, ParseError too_big);

@@ -553,5 +553,78 @@ TEST(RequestParserTest, ErrorsDoNotDependOnSplits) {
   }
 }
 
+// A whole request in one Feed takes the one-pass path; byte by byte never does. Each frame here
+// sits at one of the one-pass path's edges (it must hand the frame to the state machine, or
+// agree with it), under limits at and one past the lengths the frame declares.
+TEST(RequestParserTest, OnePassAndByteByByteAgreeAtEveryEdge) {
+  const std::string arg9(9, 'x'), big(kLargeArgument - 1, 'b'), large(kLargeArgument, 'L');
+  const std::vector<std::string> frames = {
+      "*1\r\n$0\r\n\r\n",                   // an empty argument
+      "*2\r\n$3\r\nGET\r\n$03\r\nabc\r\n",  // a leading zero: invalid bulk length
+      "*02\r\n$3\r\nGET\r\n$1\r\na\r\n",    // a leading zero in the count: invalid
+      "*-1\r\n*1\r\n$4\r\nPING\r\n",        // a skipped null multibulk, then a request
+      "*0\r\n*1\r\n$4\r\nPING\r\n",         // a skipped empty one
+      "*1\r\n$+4\r\nPING\r\n",              // a sign: invalid bulk length
+      "*1\r\n$4\rXPING\r\n",                // the byte after '\r' is skipped unseen
+      "*1\r\n$4\r\nPINGzz",                 // so are the two after the argument
+      "*1\r\n$4\r\nPING\r",                 // incomplete: the last byte is missing
+      "*2\r\n$4\r\nECHO\r\n$9\r\n" + arg9 + "\r\n",
+      "*2\r\n$4\r\nECHO\r\n$1000000000\r\n",  // ten digits
+      "*1000000000\r\n$4\r\nPING\r\n",        // a count of ten digits
+      "*2\r\n$4\r\nECHO\r\n$" + std::to_string(big.size()) + "\r\n" + big + "\r\n",
+      "*2\r\n$4\r\nECHO\r\n$" + std::to_string(large.size()) + "\r\n" + large + "\r\n",
+      "*11\r\n" +
+          [] {
+            std::string eleven;
+            for (int i = 0; i < 11; ++i) eleven += "$1\r\na\r\n";
+            return eleven;
+          }(),
+      "*2\r\n$4\r\nECHO\r\n$16385\r\n" + std::string(16385, 'u') + "\r\n",
+      "*1\r\n:4\r\nPING\r\n",  // not a '$'
+      "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*1\r\n$4\r\nPING\r\n",
+  };
+  std::vector<ParserLimits> limits(1);
+  limits.push_back(Unauthenticated());
+  for (int64_t bulk : {int64_t{8}, int64_t{9}, int64_t{10}}) {
+    ParserLimits l;
+    l.max_bulk_length = bulk;
+    limits.push_back(l);
+  }
+  for (int64_t request : {int64_t{2 * kArgumentOverhead + 12}, int64_t{2 * kArgumentOverhead + 13},
+                          int64_t{2 * kArgumentOverhead + 14}}) {
+    ParserLimits l;
+    l.max_request_bytes = request;
+    limits.push_back(l);
+  }
+  for (const std::string& frame : frames) {
+    for (const ParserLimits& l : limits) {
+      const Outcome whole = Parse(frame, l);
+      std::vector<std::string_view> bytes;
+      for (size_t i = 0; i < frame.size(); ++i)
+        bytes.push_back(std::string_view(frame).substr(i, 1));
+      const Outcome split = ParseChunks(bytes, l);
+      const std::string what = frame.substr(0, 40) + " (bulk limit " +
+                               std::to_string(l.max_bulk_length) + ", request limit " +
+                               std::to_string(l.max_request_bytes) + ")";
+      EXPECT_EQ(whole.requests, split.requests) << what;
+      EXPECT_EQ(whole.message, split.message) << what;
+      EXPECT_EQ(whole.consumed, split.consumed) << what;
+    }
+  }
+  // And what the one-pass path decided, spelled out for a few of them.
+  EXPECT_EQ(Parse(frames[0]).requests, std::vector<Args>{Args{""}});
+  EXPECT_EQ(Parse(frames[1]).message, kInvalidBulk);
+  EXPECT_EQ(Parse(frames[2]).message, kInvalidMultibulk);
+  EXPECT_EQ(Parse(frames[6]).requests, std::vector<Args>{Args{"PING"}});
+  EXPECT_EQ(Parse(frames[17]).requests, (std::vector<Args>{Args{"SET", "k", "v"}, Args{"PING"}}));
+  EXPECT_EQ(Parse(frames[14], Unauthenticated()).message,
+            "ERR Protocol error: unauthenticated multibulk length");
+  ParserLimits nine;
+  nine.max_bulk_length = 9;
+  EXPECT_EQ(Parse(frames[9], nine).requests, (std::vector<Args>{Args{"ECHO", arg9}}));
+  nine.max_bulk_length = 8;
+  EXPECT_EQ(Parse(frames[9], nine).message, kInvalidBulk);
+}
+
 }  // namespace
 }  // namespace prefixd::protocol

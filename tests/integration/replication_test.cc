@@ -571,7 +571,8 @@ std::string StreamInfoFull(redisContext* c, const std::string& key) {
 // by the RDB, which it checks deeply as it loads (--sanitize-dump-payload yes), with edge values:
 // empty and binary fields, values past 64 KiB, scores -inf/+inf/-0/the smallest doubles, 1000
 // members, a stream across many listpack nodes with deleted entries and consumer groups, empty
-// streams. Each reads back on the replica exactly as on prefixd and takes later writes.
+// streams. Each reads back on the replica exactly as on prefixd and takes later writes; a RESTORE
+// of each type reaches it too.
 TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
   auto call = [&](const std::vector<std::string>& args) {
     return Call(std::vector<std::string_view>(args.begin(), args.end()));
@@ -690,9 +691,21 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
   Call({"XADD", "xs", "*", "other", "fields"});
   Call({"XACK", "xs", "g1", "1002-1"});
   Call({"XADD", "xempty", "5-5", "f", "v"});
+  // A RESTORE (of prefixd's payload) reaches the replica with the value as Redis serialises it.
+  for (const std::string key : {"h", "z", "xs"}) {
+    RedisReply dump = HiredisCommand(client_.get(), {"DUMP", key});
+    ASSERT_TRUE(dump && dump->type == REDIS_REPLY_STRING) << key;
+    ASSERT_EQ(Call({"RESTORE", key + "2", "0", std::string_view(dump->str, dump->len)}),
+              "status 'OK'");
+  }
   Call({"SET", "last", "done"});
   ASSERT_EQ(wait_for({"GET", "last"}, "string 'done'"), "string 'done'");
   expect_same(" (after later writes)");
+  EXPECT_EQ(SortedPairs(r.get(), "h2"), SortedPairs(client_.get(), "h"));
+  EXPECT_EQ(replica_call({"ZRANGE", "z2", "0", "-1", "WITHSCORES"}),
+            Call({"ZRANGE", "z", "0", "-1", "WITHSCORES"}));
+  EXPECT_EQ(replica_call({"XRANGE", "xs2", "-", "+"}), Call({"XRANGE", "xs", "-", "+"}));
+  EXPECT_EQ(StreamInfoFull(r.get(), "xs2"), StreamInfoFull(client_.get(), "xs"));
 }
 
 // Writers on several io threads racing on the same keys, with expiring keys, evictions and

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "common/numbers.h"
 #include "store/members.h"
 #include "store/sorted_set.h"
 #include "store/stream.h"
@@ -75,9 +76,10 @@ class Listpack {
     }
     Backlen(start);
   }
-  // Written as a string whatever it holds (Redis stores a canonical integer as one; either
-  // reads back as the same bytes).
+  // A string that is a canonical 64-bit integer is stored as that integer, as Redis's lpAppend
+  // does (it reads back as the same bytes), so a node's size is the size Redis gives it.
   void Str(std::string_view s) {
+    if (const auto v = ParseInt64(s)) return Int(*v);
     const size_t start = body_.size();
     if (s.size() < 64) {
       body_.push_back(static_cast<char>(0x80 | s.size()));  // 10xxxxxx

@@ -3,7 +3,7 @@
 // GETDEL, GETEX, INCRBYFLOAT, SPOP, XADD, RESTORE ... ABSTTL, MULTI/EXEC, SELECT, lazy expiry), the
 // RDB checked by Redis's own redis-check-rdb, INFO/ROLE/CLIENT LIST, a replica that stops reading
 // disconnected at its limit without holding writers back, and a real redis-server replica fed by
-// the RDB and then the stream.
+// the RDB (every Redis type, loaded with Redis's deep checks) and then the stream.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -632,6 +632,22 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
   ASSERT_EQ(Call({"XGROUP", "CREATECONSUMER", "xs", "g1", "idle"}), "integer 1");
   ASSERT_EQ(Call({"XGROUP", "CREATE", "xs", "g2", "$"}), "status 'OK'");
   ASSERT_EQ(Call({"XGROUP", "CREATE", "xs", "g3", "1050-0"}), "status 'OK'");
+  // A stream without deletions, also built by a real redis-server from the same XADDs: the
+  // replica's nodes (DUMP serialises them as they are) must be Redis's own, byte for byte.
+  RedisServer plain;
+  RedisContext p = plain.Start() ? ConnectHiredis(plain.port()) : nullptr;
+  for (int i = 0; i < 400; ++i) {
+    const std::string id = std::to_string(2000 + i / 2) + "-" + std::to_string(i % 2);
+    const std::string value = i % 7 == 0 ? std::string(i * 20, 'v') : std::to_string(i * 1000);
+    std::vector<std::string> xadd = {"XADD", "xn", id, i % 4 == 0 ? "other" : "f", value};
+    if (i % 9 == 0) xadd.push_back("-5"), xadd.push_back(binary);
+    ASSERT_EQ(call(xadd), "string '" + id + "'");
+    if (p != nullptr) {
+      RedisReply added =
+          HiredisCommand(p.get(), std::vector<std::string_view>(xadd.begin(), xadd.end()));
+      ASSERT_TRUE(added && added->type == REDIS_REPLY_STRING);
+    }
+  }
   ASSERT_EQ(Call({"XGROUP", "CREATE", "xempty", "g", "$", "MKSTREAM"}), "status 'OK'");
   for (int i = 0; i < 3; ++i) Call({"XADD", "xtrimmed", "*", "f", "v"});
   ASSERT_EQ(Call({"XTRIM", "xtrimmed", "MAXLEN", "0"}), "integer 3");
@@ -683,6 +699,16 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
   EXPECT_EQ(replica_call({"ZCARD", "zbig"}), "integer 1000");
   EXPECT_EQ(replica_call({"XLEN", "xs"}), "integer 298");
   expect_same(" (from the RDB)");
+  ASSERT_NE(p, nullptr);
+  RedisReply dumped = HiredisCommand(r.get(), {"DUMP", "xn"});
+  RedisReply redis_dump = HiredisCommand(p.get(), {"DUMP", "xn"});
+  ASSERT_TRUE(dumped && dumped->type == REDIS_REPLY_STRING);
+  ASSERT_TRUE(redis_dump && redis_dump->type == REDIS_REPLY_STRING);
+  EXPECT_GT(dumped->len, 5000u);  // 400 entries (LZF-compressed)
+  EXPECT_TRUE(std::string_view(dumped->str, dumped->len) ==
+              std::string_view(redis_dump->str, redis_dump->len))
+      << "the replica's nodes differ from Redis's";
+  EXPECT_EQ(replica_call({"XRANGE", "xn", "-", "+"}), Call({"XRANGE", "xn", "-", "+"}));
 
   // Later writes, by the stream, land on what the RDB built.
   Call({"HSET", "h", "later", "1"});

@@ -146,13 +146,13 @@ TEST(Rdb, StreamIsListpackNodesThenItsIdsAndGroups) {
 TEST(Rdb, StreamEntriesDifferingFromTheMasterCarryTheirFields) {
   // 5-3 {a: 1}, then 6-0 {b: 2}: the second entry's seq difference is -3 (13-bit two's
   // complement 0x1ffd, two bytes, backlen 2), and its fields differ from the master's, so it
-  // has flags 0, a field count, field and value, and lp-count 3 + 1 + 2 = 6.
+  // has flags 0, a field count, field and value (the integer 2, as Redis stores "2"), and
+  // lp-count 3 + 1 + 2 = 6.
   const std::string got = KeyBytes("x", StreamInfo({{{5, 3}, {"a", "1"}}, {{6, 0}, {"b", "2"}}}));
   const std::string second = std::string(
       "\x00\x01\x01\x01\xdf\xfd\x02\x01\x01\x81"
-      "b\x02\x81"
-      "2\x02\x06\x01",
-      17);
+      "b\x02\x02\x01\x06\x01",
+      16);
   EXPECT_NE(got.find(second), std::string::npos);
   // The node's live count is 2.
   EXPECT_NE(got.find(std::string("\x02\x01\x00\x01\x01\x01\x81"

@@ -391,8 +391,9 @@ void RdbWriter::StreamValue(const store::KeyInfo& info) {
   for (const auto& [master_id, listpack] : listpacks) String(master_id), String(listpack);
   const store::StreamMeta& meta = reader->meta();
   Length(meta.length);
-  for (store::StreamId id : {meta.last, meta.first, meta.max_deleted})
+  for (store::StreamId id : {meta.last, meta.first, meta.max_deleted}) {
     Length(id.ms), Length(id.seq);
+  }
   Length(meta.entries_added);
   const store::StreamGroups groups = reader->Groups();
   Length(groups.size());
@@ -409,19 +410,21 @@ void RdbWriter::StreamValue(const store::KeyInfo& info) {
     }
     // Every owner of a pending entry is a consumer (Redis refuses an entry without one); one
     // missing from the consumers would be written with seen time 0.
-    std::map<std::string_view, uint64_t> consumers;
-    for (const auto& [consumer, c] : group.consumers) consumers[consumer] = c.seen_ms;
-    for (const auto& [id, pending] : group.pending) consumers.try_emplace(pending.consumer, 0);
+    struct Consumer {
+      uint64_t seen_ms = 0;
+      std::vector<store::StreamId> pending;  // ascending, as the group's
+    };
+    std::map<std::string_view, Consumer> consumers;
+    for (const auto& [consumer, c] : group.consumers) consumers[consumer].seen_ms = c.seen_ms;
+    for (const auto& [id, pending] : group.pending) {
+      consumers[pending.consumer].pending.push_back(id);
+    }
     Length(consumers.size());
-    for (const auto& [consumer, seen_ms] : consumers) {
+    for (const auto& [consumer, c] : consumers) {
       String(consumer);
-      LittleEndian64(out_, seen_ms);
-      std::vector<store::StreamId> own;
-      for (const auto& [id, pending] : group.pending) {
-        if (pending.consumer == consumer) own.push_back(id);
-      }
-      Length(own.size());
-      for (store::StreamId id : own) out_.append(RaxKey(id));
+      LittleEndian64(out_, c.seen_ms);
+      Length(c.pending.size());
+      for (store::StreamId id : c.pending) out_.append(RaxKey(id));
     }
   }
 }

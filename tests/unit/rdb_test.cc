@@ -214,6 +214,9 @@ TEST(Rdb, RedisCheckRdbAcceptsEveryType) {
   g.consumers["alice"] = {1700000000002};
   g.consumers["bob"] = {1700000000003};
   g.consumers["idle"] = {5};
+  // An owner missing from the consumers is written as one (deep checks refuse an owner-less
+  // pending entry).
+  g.pending[entries[20].first] = {"ghost", 1700000000004, 2};
   groups["g2"];  // entries-read unknown (-1), nothing pending, no consumer
   rdb.Key("stream", StreamInfo(entries, groups));
   rdb.Key("empty-stream", StreamInfo({}, {}));

@@ -28,6 +28,15 @@ TEST(Rdb, Crc64JonesCheckValue) {
   EXPECT_EQ(Crc64Jones(0, "123456789"), 0xe9c6d914c4b8d9caull);
   // Fed in pieces, the same.
   EXPECT_EQ(Crc64Jones(Crc64Jones(0, "1234"), "56789"), 0xe9c6d914c4b8d9caull);
+  // Eight bytes at a time equals byte by byte, for every split of a longer input.
+  std::string text;
+  for (int i = 0; i < 100; ++i) text.push_back(static_cast<char>(i * 37 + 11));
+  const uint64_t whole = Crc64Jones(0, text);
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    uint64_t bytewise = Crc64Jones(0, text.substr(0, cut));
+    for (size_t i = cut; i < text.size(); ++i) bytewise = Crc64Jones(bytewise, text.substr(i, 1));
+    EXPECT_EQ(bytewise, whole) << cut;
+  }
 }
 
 store::KeyInfo StringInfo(const std::string& value, int64_t expire_at_ms = 0) {

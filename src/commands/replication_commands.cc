@@ -17,7 +17,7 @@ namespace prefixd::commands {
 
 namespace {
 
-// An RDB of every database's strings, sets and lists with their expiry (the keys already past it
+// An RDB of every database's keys of Redis types with their expiry (the keys already past it
 // left out). Run under the whole exec gate: no command changes a key meanwhile.
 std::string SnapshotRdb(Engine& engine, const Replication& replication) {
   persist::RdbWriter rdb(kRedisCompatVersion, engine.UsedMemory(), replication.replid(),

@@ -1,7 +1,8 @@
 // RdbWriter: a Redis RDB file (version 10, as Redis 7.0 writes it) of the keys Redis has types
-// for, with their expiry, for a Redis replica's full resynchronisation (commands/replication.h).
-// Each type is one encoder function; prefixd's own types (SSM prefix, V-store, KV.PREFIX, prefix
-// index) have no RDB type and are left out. Pure, single-owner object; any thread.
+// for (strings, lists, sets, hashes, sorted sets, streams), with their expiry, for a Redis
+// replica's full resynchronisation (commands/replication.h). Each type is one encoder function;
+// prefixd's own types (SSM prefix, V-store, KV.PREFIX, prefix index) have no RDB type and are left
+// out. Pure, single-owner object; any thread.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,9 @@ class RdbWriter {
   void StringValue(const store::KeyInfo& info);
   void SetValue(const store::KeyInfo& info);
   void ListValue(const store::KeyInfo& info);
+  void HashValue(const store::KeyInfo& info);
+  void ZsetValue(const store::KeyInfo& info);
+  void StreamValue(const store::KeyInfo& info);
 
   std::string out_;
 };

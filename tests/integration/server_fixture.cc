@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -584,8 +585,12 @@ std::string DescribeReply(const redisReply* r) {
 
 bool RedisServer::Start(const std::vector<std::string>& extra_flags) {
   if (::access("/usr/bin/redis-server", X_OK) != 0) return false;
+  // Each server of this process tries its own ports: two on one port would answer each other's
+  // PING.
+  static std::atomic<int> started{0};
+  const int instance = started++;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    port_ = 20000 + static_cast<int>(::getpid() * 7 + attempt * 131) % 40000;
+    port_ = 20000 + static_cast<int>(::getpid() * 7 + (instance * 5 + attempt) * 131) % 40000;
     std::vector<std::string> args = {
         "redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
         "--appendonly", "no",     "--loglevel",          "warning"};

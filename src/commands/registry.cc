@@ -125,12 +125,6 @@ void Registry::Add(CommandSpec spec) {
   table_.emplace(std::move(key), std::move(spec));
 }
 
-namespace {
-
-char FoldAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c; }
-
-}  // namespace
-
 size_t Registry::FoldedHash::operator()(std::string_view s) const {
   // FNV-1a over the folded bytes: names are short, and this runs once per request.
   uint64_t h = 1469598103934665603ull;

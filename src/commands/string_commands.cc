@@ -177,6 +177,18 @@ std::vector<std::string_view> ArgsFrom(const Context& ctx, size_t first) {
 }
 
 void Get(Context& ctx) {
+  // The common case without a lookup's copy of the value: a small live string.
+  thread_local std::string small;
+  switch (Db(ctx).keys.ReadInlineString(ctx.args[1], CommandClock::WallMs(), small)) {
+    case store::Keyspace::InlineRead::kCopied:
+      CountLookup(ctx, true);
+      return ctx.reply.Bulk(small);
+    case store::Keyspace::InlineRead::kMissing:
+      CountLookup(ctx, false);
+      return ctx.reply.Null();
+    case store::Keyspace::InlineRead::kOther:
+      break;
+  }
   auto info = ReadKeyPlace(ctx, ctx.args[1]);
   if (!info) return ctx.reply.Null();
   if (!StringOrMissing(ctx, info)) return;

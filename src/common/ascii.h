@@ -9,10 +9,13 @@
 
 namespace prefixd {
 
+// The server never sets a locale, so this is what std::tolower does in "C", inline (every
+// request's command name is compared with it).
+inline char FoldAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c; }
+
 inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
+           return FoldAscii(x) == FoldAscii(y);
          });
 }
 

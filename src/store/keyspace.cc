@@ -515,6 +515,23 @@ std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_
   return info;
 }
 
+Keyspace::InlineRead Keyspace::ReadInlineString(std::string_view key, int64_t now_ms,
+                                                std::string& out) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return InlineRead::kMissing;
+  if (entry->type() != KeyType::kString || entry->cold() || !entry->value_inline()) {
+    return InlineRead::kOther;
+  }
+  if (const int64_t at = ExpiryOf(shard, *entry); at != 0 && at <= now_ms) {
+    return InlineRead::kOther;
+  }
+  out.assign(entry->Value());
+  shard.IndexOf(*entry).Touch(entry->handle, EvictionClockMicros());
+  return InlineRead::kCopied;
+}
+
 void Keyspace::Touch(std::string_view key) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);

@@ -191,6 +191,12 @@ class Keyspace {
   // `with_value` false: the KeyInfo without its value or place (a write that replaces the value
   // whole needs only the entry's type and expiry; a copy of the old value would be wasted).
   std::optional<KeyInfo> FindAndTouch(std::string_view key, int64_t now_ms, bool with_value = true);
+  // GET's common case in one lock hold and no allocation: a live, hot string whose value sits in
+  // its entry is copied into `out` (a buffer the caller reuses) and touched. kMissing: no such
+  // key. kOther: anything else (another type, an expiry due, a large or cold value), which the
+  // caller looks up the general way.
+  enum class InlineRead { kCopied, kMissing, kOther };
+  InlineRead ReadInlineString(std::string_view key, int64_t now_ms, std::string& out);
   // Records an access: last access time and the LFU counter (Redis's lookupKey).
   void Touch(std::string_view key);
   // Sets (at_ms > 0) or clears (0) the key's expiry; false when the key does not exist.

@@ -93,6 +93,32 @@ TEST(KeyspaceDirectory, StringsHoldTheirValueAndExpiry) {
   EXPECT_EQ(StringEncodingName(StringEncoding::kEmbstr), "embstr");
 }
 
+// GET's one-hold read copies only a live, hot string held in its entry; everything else goes
+// the general way (kOther), which expires, reads from disk or answers -WRONGTYPE.
+TEST(KeyspaceDirectory, ReadInlineStringTakesOnlyLiveSmallStrings) {
+  Keyspace keys;
+  std::string out = "stale";
+  EXPECT_EQ(keys.ReadInlineString("none", 1000, out), Keyspace::InlineRead::kMissing);
+  const std::string largest(KeyEntry::kInlineValueBelow - 1, 'i');
+  keys.PutString("s", Bytes::CopyCompact(largest), StringEncoding::kRaw, KeepTtl::kNo, 0, {});
+  EXPECT_EQ(keys.ReadInlineString("s", 1000, out), Keyspace::InlineRead::kCopied);
+  EXPECT_EQ(out, largest);
+  keys.PutString("s", Bytes::CopyCompact(""), StringEncoding::kEmbstr, KeepTtl::kNo, 0, {});
+  EXPECT_EQ(keys.ReadInlineString("s", 1000, out), Keyspace::InlineRead::kCopied);
+  EXPECT_EQ(out, "");
+  // The expiry: live until its millisecond, due at it.
+  keys.PutString("e", Bytes::CopyCompact("v"), StringEncoding::kEmbstr, KeepTtl::kNo, 5000, {});
+  EXPECT_EQ(keys.ReadInlineString("e", 4999, out), Keyspace::InlineRead::kCopied);
+  EXPECT_EQ(keys.ReadInlineString("e", 5000, out), Keyspace::InlineRead::kOther);
+  EXPECT_TRUE(keys.Find("e"));  // left for the general path to expire and log
+  // A value from the inline limit on lives in its own buffer; another type is not a string.
+  keys.PutString("big", Bytes::CopyCompact(std::string(KeyEntry::kInlineValueBelow, 'b')),
+                 StringEncoding::kRaw, KeepTtl::kNo, 0, {});
+  EXPECT_EQ(keys.ReadInlineString("big", 1000, out), Keyspace::InlineRead::kOther);
+  keys.Set("ssm", KeyType::kSsmPrefix);
+  EXPECT_EQ(keys.ReadInlineString("ssm", 1000, out), Keyspace::InlineRead::kOther);
+}
+
 TEST(KeyspaceDirectory, ScanReturnsEveryKeyPresentThroughoutExactlyOnce) {
   Keyspace keys;
   for (int i = 0; i < 2000; ++i) keys.Set(Key(i), KeyType::kSsmPrefix);

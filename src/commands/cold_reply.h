@@ -19,7 +19,8 @@ inline constexpr uint64_t kStreamColdFrom = uint64_t{256} << 10;
 
 // The cold extents one reply streams, in reply order, and how far ahead the disk was asked to
 // read: kReadAhead bytes past what was sent, across the ends of extents, so a multi-layer reply
-// has the next layer on its way before the last window of this one is sent.
+// has the next layer on its way before the last window of this one is sent. An extent without a
+// file stands for `length` zero bytes (rows of a V-store layer that were never written).
 class ColdReadAhead {
  public:
   static constexpr uint64_t kReadAhead = uint64_t{8} << 20;
@@ -41,10 +42,11 @@ class ColdReadAhead {
   uint64_t asked_ = 0;  // the stream up to here was asked for
 };
 
-// Queues extent `index` of `plan` as one bulk string read from disk while it is written. A read
-// that fails once part of it went out cannot become an error reply: it throws from the write,
-// which closes the connection (logged); the key is untouched either way.
+// Queues extents [first, first + count) of `plan` back to back as one bulk string read from disk
+// while it is written; a bulk that is one extent of a file may be sent from it (sendfile). A
+// read that fails once part of it went out cannot become an error reply: it throws from the
+// write, which closes the connection (logged); the key is untouched either way.
 void BulkCold(protocol::ReplyWriter& reply, const std::shared_ptr<ColdReadAhead>& plan,
-              size_t index);
+              size_t first, size_t count = 1);
 
 }  // namespace prefixd::commands

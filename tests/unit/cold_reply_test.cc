@@ -137,6 +137,44 @@ TEST(ColdReplyTest, AskingAheadStaysWithinTheReadAheadOfWhatWasSent) {
   EXPECT_EQ(sent, size + std::to_string(size).size() + 3 + 2);
 }
 
+TEST(ColdReplyTest, ARunOfExtentsAndZerosIsOneBulkReadWindowByWindow) {
+  // One bulk of three pieces: rows of a file, zeros (no file), rows of the same file further on,
+  // each not a whole number of windows, so windows straddle them. A run is never sent from a
+  // file; one extent of a file is.
+  const std::string image = Image(3 * kWindow);
+  struct SendableFile : HintedFile {
+    using HintedFile::HintedFile;
+    int descriptor() const override { return 99; }  // never used: the test sends nothing
+  };
+  auto file = std::make_shared<SendableFile>(image);
+  const uint64_t a = kWindow + 5, zeros = kWindow / 2 + 3, b = kWindow - 9;
+  auto plan = std::make_shared<ColdReadAhead>(std::vector<store::ColdExtent>{
+      {file, 11, a}, {nullptr, 0, zeros}, {file, 2 * kWindow, b}, {file, 1, 100}});
+  EXPECT_EQ(file->will_need.size(), 3u) << "the zeros are asked of no file";
+  ReplyWriter writer;
+  BulkCold(writer, plan, 0, 3);
+  BulkCold(writer, plan, 3);
+  const std::string want_run =
+      image.substr(11, a) + std::string(zeros, '\0') + image.substr(2 * kWindow, b);
+  std::string got;
+  std::vector<std::span<const uint8_t>> run;
+  protocol::FileSend send;
+  std::vector<protocol::FileSend> sends;
+  while (writer.NextWrite(run, &send)) {
+    if (send.fd >= 0 || send.producer != nullptr) {
+      sends.push_back(send);
+      continue;
+    }
+    for (auto piece : run) got.append(reinterpret_cast<const char*>(piece.data()), piece.size());
+  }
+  ASSERT_EQ(sends.size(), 1u) << "only the single extent goes out from its file";
+  EXPECT_EQ(sends[0].fd, 99);
+  EXPECT_EQ(sends[0].offset, 1u);
+  EXPECT_EQ(sends[0].length, 100u);
+  EXPECT_TRUE(got == "$" + std::to_string(a + zeros + b) + "\r\n" + want_run + "\r\n$100\r\n\r\n")
+      << "the run's bytes differ";
+}
+
 TEST(ColdReplyTest, AValuePastItsFilesEndFailsBeforeAnythingIsQueued) {
   auto file = std::make_shared<HintedFile>(Image(kWindow));
   std::vector<store::ColdExtent> extents = {{file, 0, kWindow / 2}, {file, kWindow / 2, kWindow}};

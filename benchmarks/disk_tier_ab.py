@@ -11,7 +11,10 @@ Per run it prints GB/s, the ratio to that round's dd, and the CPU seconds the se
 client used; then each build's medians. Loopback only; every server is stopped.
 
   sudo /usr/bin/python3 benchmarks/disk_tier_ab.py --servers A,B [--rounds 6] [--sessions 64]
-      [--dir /var/tmp/prefixd-disk-tier-ab]
+      [--dir /var/tmp/prefixd-disk-tier-ab] [--client build/dev/prefixd-cold-fetch [--clients 1]]
+
+With --client the fetches are made by that C++ client (disk_tier_bench.py --client) over
+--clients connections, and its CPU seconds are the client's.
 """
 import argparse
 import os
@@ -42,15 +45,17 @@ def start(server, data, log):
     raise SystemExit("%s did not start; see its log" % server)
 
 
-def cold_pass(server, data, log):
+def cold_pass(server, data, log, clients):
     port, proc, client = start(server, data, log)
     cold = int(bench.info(client, "disktier")["cold_keys"])
     bench.drop_cache()
     server_cpu, client_cpu = cpu_seconds(proc.pid), os.times()
-    speed = bench.fetch_all(port, list(range(cold)), LAYERS, LAYER_BYTES, 1)
+    speed = bench.fetch_all(port, list(range(cold)), LAYERS, LAYER_BYTES, clients)
     server_cpu = cpu_seconds(proc.pid) - server_cpu
     after = os.times()
     client_cpu = after.user + after.system - client_cpu.user - client_cpu.system
+    if bench.CLIENT:
+        client_cpu = bench.CLIENT_CPU[-1]
     bench.stop(proc)
     return speed, server_cpu, client_cpu
 
@@ -61,7 +66,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--sessions", type=int, default=64)
     ap.add_argument("--dir", default="/var/tmp/prefixd-disk-tier-ab")
+    ap.add_argument("--client", help="the C++ fetch client (build/dev/prefixd-cold-fetch)")
+    ap.add_argument("--clients", type=int, default=1)
     args = ap.parse_args()
+    bench.CLIENT = args.client
     servers = args.servers.split(",")
     shutil.rmtree(args.dir, ignore_errors=True)
     os.makedirs(args.dir)
@@ -82,7 +90,7 @@ def main():
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         dd = os.path.getsize(snapshot) / (time.monotonic() - t0)
         for s in servers:
-            speed, server_cpu, client_cpu = cold_pass(s, data, log)
+            speed, server_cpu, client_cpu = cold_pass(s, data, log, args.clients)
             speeds[s].append(speed)
             ratios[s].append(speed / dd)
             print("round %d %-40s %.2f GB/s, %3.0f %% of dd (%.2f GB/s); cpu server %.2f s, "

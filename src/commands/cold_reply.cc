@@ -70,8 +70,8 @@ ColdReadAhead::ColdReadAhead(std::vector<store::ColdExtent> extents)
 void ColdReadAhead::Reach(size_t index, uint64_t upto) {
   const uint64_t want = std::min(total_, starts_[index] + upto + kReadAhead);
   if (want <= asked_) return;
-  // Ask in steps of at least a window, so a reply makes one hint per window at most.
-  if (want < std::min(total_, asked_ + protocol::ReplyWriter::kProduceWindow)) return;
+  // Ask in steps of at least kHintStep (or for what is left).
+  if (want < std::min(total_, asked_ + kHintStep)) return;
   // The first extent not wholly asked for, then each one up to `want`.
   size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), asked_) -
                                  starts_.begin()) -

@@ -188,12 +188,12 @@ uint64_t StreamColdFrom(const store::VectorSessionInfo& info, bool native) {
 }
 
 // The cold rows the reads left on disk that go out as stored, as one plan streamed in reply
-// order (the next layer asked for ahead of the end of this one); null when there are none.
+// order; null when there are none.
 // Reads the rest of what they left (a session created again with another tier since `native`
 // was weighed): those rows are decoded. Throws, before anything is queued, when a place lies
 // past the end of its file.
-std::shared_ptr<ColdReadAhead> PlanCold(Context& ctx, const store::VectorSessionInfo& info,
-                                        std::span<store::LayerRead> reads, bool native) {
+std::shared_ptr<ColdPlan> PlanCold(Context& ctx, const store::VectorSessionInfo& info,
+                                   std::span<store::LayerRead> reads, bool native) {
   std::vector<store::ColdExtent> extents;
   for (store::LayerRead& read : reads) {
     if (read.unread.empty()) continue;
@@ -206,7 +206,7 @@ std::shared_ptr<ColdReadAhead> PlanCold(Context& ctx, const store::VectorSession
       extents.push_back(store::ColdExtent{p.file, p.offset, p.rows * info.row_bytes});
     }
   }
-  return extents.empty() ? nullptr : std::make_shared<ColdReadAhead>(std::move(extents));
+  return extents.empty() ? nullptr : std::make_shared<ColdPlan>(std::move(extents));
 }
 
 bool FitsOutput(Context& ctx, uint64_t bytes) {
@@ -280,7 +280,7 @@ class DecodedRows : public protocol::ReplyProducer {
 // NATIVE), else decoded to fp32 as it is written; nil for a layer with no tokens. Cold rows left
 // on disk are streamed from `cold`, starting at its extent `next_cold` (advanced past them).
 void ReplyRows(Context& ctx, const store::VectorSessionInfo& info, store::LayerRead& read,
-               bool native, const std::shared_ptr<ColdReadAhead>& cold = nullptr,
+               bool native, const std::shared_ptr<ColdPlan>& cold = nullptr,
                size_t* next_cold = nullptr) {
   if (read.length == 0) return ctx.reply.Null();
   PrefixReceipt& receipt = ctx.engine.receipt();

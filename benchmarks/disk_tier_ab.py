@@ -6,12 +6,18 @@ minutes of a shared machine's changing load. This stores once (--sessions sessio
 layers under maxmemory 64 MiB, SAVE: the cold ones sit in the snapshot), then for --rounds rounds
 starts each given build on that same directory in turn, drops the page cache (as root) and
 fetches every cold session with SSM.PREFIX.MFETCH by one client (first and last 4 KiB of each
-layer checked), and times `dd bs=4M` of the snapshot with the cache dropped in the same round.
-Per run it prints GB/s, the ratio to that round's dd, and the CPU seconds the server and the
-client used; then each build's medians. Loopback only; every server is stopped.
+layer checked), and times `dd bs=4M` of the snapshot with the cache dropped just before and just
+after each pass. Per run it prints GB/s, the ratio to the mean of those two dd runs, and the CPU
+seconds the server and the client used; then each build's medians. Loopback only; every server is stopped.
 
   sudo /usr/bin/python3 benchmarks/disk_tier_ab.py --servers A,B [--rounds 6] [--sessions 64]
-      [--dir /var/tmp/prefixd-disk-tier-ab]
+      [--dir /var/tmp/prefixd-disk-tier-ab] [--client build/dev/prefixd-cold-fetch [--clients 1]]
+      [--vstore]
+
+With --vstore the sessions are V-store sessions (fp16, value_dim 1024, as disk_tier_bench.py
+--vstore) fetched layer by layer with V.FETCH ... RANGE ... FMT NATIVE. With --client the
+fetches are made by that C++ client (disk_tier_bench.py --client) over
+--clients connections, and its CPU seconds are the client's.
 """
 import argparse
 import os
@@ -42,15 +48,17 @@ def start(server, data, log):
     raise SystemExit("%s did not start; see its log" % server)
 
 
-def cold_pass(server, data, log):
+def cold_pass(server, data, log, clients):
     port, proc, client = start(server, data, log)
     cold = int(bench.info(client, "disktier")["cold_keys"])
     bench.drop_cache()
     server_cpu, client_cpu = cpu_seconds(proc.pid), os.times()
-    speed = bench.fetch_all(port, list(range(cold)), LAYERS, LAYER_BYTES, 1)
+    speed = bench.fetch_all(port, list(range(cold)), LAYERS, LAYER_BYTES, clients)
     server_cpu = cpu_seconds(proc.pid) - server_cpu
     after = os.times()
     client_cpu = after.user + after.system - client_cpu.user - client_cpu.system
+    if bench.CLIENT:
+        client_cpu = bench.CLIENT_CPU[-1]
     bench.stop(proc)
     return speed, server_cpu, client_cpu
 
@@ -61,7 +69,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--sessions", type=int, default=64)
     ap.add_argument("--dir", default="/var/tmp/prefixd-disk-tier-ab")
+    ap.add_argument("--client", help="the C++ fetch client (build/dev/prefixd-cold-fetch)")
+    ap.add_argument("--clients", type=int, default=1)
+    ap.add_argument("--vstore", action="store_true", help="V-store sessions instead of SSM")
     args = ap.parse_args()
+    bench.CLIENT = args.client
+    bench.VSTORE_DIM = 1024 if args.vstore else 0
     servers = args.servers.split(",")
     shutil.rmtree(args.dir, ignore_errors=True)
     os.makedirs(args.dir)
@@ -75,20 +88,28 @@ def main():
     snapshot = os.path.join(data, "snapshot.pds")
     ratios = {s: [] for s in servers}
     speeds = {s: [] for s in servers}
-    for r in range(args.rounds):
+    def dd():
         bench.drop_cache()
         t0 = time.monotonic()
         subprocess.run(["dd", "if=" + snapshot, "of=/dev/null", "bs=4M"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        dd = os.path.getsize(snapshot) / (time.monotonic() - t0)
+        return os.path.getsize(snapshot) / (time.monotonic() - t0)
+
+    # The disk is shared and its speed moves within seconds: each pass is set against dd of the
+    # same file just before and just after it (their mean).
+    dd_after = dd()
+    for r in range(args.rounds):
         for s in servers:
-            speed, server_cpu, client_cpu = cold_pass(s, data, log)
+            dd_before = dd_after
+            speed, server_cpu, client_cpu = cold_pass(s, data, log, args.clients)
+            dd_after = dd()
+            disk = (dd_before + dd_after) / 2
             speeds[s].append(speed)
-            ratios[s].append(speed / dd)
-            print("round %d %-40s %.2f GB/s, %3.0f %% of dd (%.2f GB/s); cpu server %.2f s, "
-                  "client %.2f s; load %.1f" % (r, s, speed / 1e9, 100 * speed / dd, dd / 1e9,
-                                                server_cpu, client_cpu, os.getloadavg()[0]),
-                  flush=True)
+            ratios[s].append(speed / disk)
+            print("round %d %-40s %.2f GB/s, %3.0f %% of dd (%.2f GB/s: %.2f before, %.2f after); "
+                  "cpu server %.2f s, client %.2f s; load %.1f" %
+                  (r, s, speed / 1e9, 100 * speed / disk, disk / 1e9, dd_before / 1e9,
+                   dd_after / 1e9, server_cpu, client_cpu, os.getloadavg()[0]), flush=True)
     for s in servers:
         print("%-40s median %.2f GB/s, %.0f %% of dd" % (s, statistics.median(speeds[s]) / 1e9,
                                                          100 * statistics.median(ratios[s])))

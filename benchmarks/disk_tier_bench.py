@@ -16,18 +16,26 @@
    is started three ways: as is (cold set on disk, hot set in memory), from a directory holding
    only the hot set, and with maxmemory 0 (everything loaded), timing start to first PING.
 
+With --client build/dev/prefixd-cold-fetch every fetch pass is made by that C++ client instead
+of Python threads (the same requests over --clients connections, the same bytes checked, the
+middle of each value dropped in the kernel unread), so the figure is the server's path: a
+Python client spends about as much CPU per byte as the server does.
+
 Loopback only; the server is stopped at the end. Needs root for dropping the page cache
 (otherwise the fetch figures are from the page cache, and say so). Usage (repository root):
 
   /usr/bin/python3 benchmarks/disk_tier_bench.py [--server build/dev/prefixd-server]
       [--sessions 96] [--layers 4] [--layer-mb 4] [--maxmemory-mb 64] [--clients 4]
       [--io-threads 0] [--dir /var/tmp/prefixd-disk-tier-bench] [--vstore [--dim 1024]]
+      [--client build/dev/prefixd-cold-fetch]
 """
 import argparse
+import json
 import os
 import random
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -96,6 +104,8 @@ def layer_value(session, layer, size):
 
 IO_THREADS = 0
 VSTORE_DIM = 0  # 0: SSM sessions; else V-store sessions of this value_dim (fp16)
+CLIENT = None  # the C++ fetch client (prefixd-cold-fetch), or None: Python threads
+CLIENT_CPU = []  # the C++ client's CPU seconds per pass, in order
 
 
 def store_session(c, s, layers, layer_bytes):
@@ -171,7 +181,32 @@ def dd_speed(paths, direct):
     return total / seconds
 
 
+def fetch_all_native(port, sids, layers, layer_bytes, clients):
+    # One record per job: the session number, then each layer's expected 4 KiB block.
+    jobs = b"".join(struct.pack("<I", sid) + b"".join(layer_value(sid, layer, 4096)
+                                                      for layer in range(layers))
+                    for sid in sids)
+    path = "/dev/shm/prefixd-cold-fetch-jobs-%d" % os.getpid()
+    with open(path, "wb") as f:
+        f.write(jobs)
+    try:
+        cmd = [CLIENT, "--port", str(port), "--jobs", path, "--layers", str(layers),
+               "--layer-bytes", str(layer_bytes), "--clients", str(clients)]
+        if VSTORE_DIM:
+            cmd += ["--vstore-dim", str(VSTORE_DIM)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    finally:
+        os.unlink(path)
+    if done.returncode != 0:
+        raise SystemExit("prefixd-cold-fetch failed: %s %s" % (done.stdout, done.stderr))
+    result = json.loads(done.stdout)
+    CLIENT_CPU.append(result["cpu_seconds"])
+    return result["bytes"] / result["seconds"]
+
+
 def fetch_all(port, sids, layers, layer_bytes, clients):
+    if CLIENT:
+        return fetch_all_native(port, sids, layers, layer_bytes, clients)
     queue = list(sids)
     lock = threading.Lock()
     errors = []
@@ -215,11 +250,13 @@ def main():
     ap.add_argument("--io-threads", type=int, default=0, help="0: the server's default")
     ap.add_argument("--vstore", action="store_true", help="V-store sessions instead of SSM")
     ap.add_argument("--dim", type=int, default=1024, help="--vstore: value_dim (fp16 rows)")
+    ap.add_argument("--client", help="the C++ fetch client (build/dev/prefixd-cold-fetch)")
     ap.add_argument("--restart-only", action="store_true",
                     help="skip the fetch passes: store, then time the restarts (large data sets)")
     args = ap.parse_args()
-    global IO_THREADS, VSTORE_DIM
+    global IO_THREADS, VSTORE_DIM, CLIENT
     IO_THREADS = args.io_threads
+    CLIENT = args.client
     VSTORE_DIM = args.dim if args.vstore else 0
     layer_bytes = args.layer_mb << 20
     shutil.rmtree(args.dir, ignore_errors=True)
@@ -268,8 +305,9 @@ def main():
     cold_gb = int(tier["cold_bytes"]) / 1e9
     print("machine: %d cores, %s; load average %.1f" % (os.cpu_count(), os.uname().release,
                                                         os.getloadavg()[0]))
-    print("kind: %s" % ("V-store sessions, fp16, value_dim %d" % VSTORE_DIM if VSTORE_DIM
-                        else "SSM sessions"))
+    print("kind: %s; client: %s" % ("V-store sessions, fp16, value_dim %d" % VSTORE_DIM
+                                     if VSTORE_DIM else "SSM sessions",
+                                     CLIENT or "Python threads"))
     print("stored: %d sessions x %d layers x %d MiB = %.2f GB; maxmemory %d MiB; cold %s keys, "
           "%.2f GB" % (args.sessions, args.layers, args.layer_mb,
                        args.sessions * args.layers * layer_bytes / 1e9, args.maxmemory_mb,

@@ -13,69 +13,58 @@ namespace {
   throw std::runtime_error("reading a stored value from disk failed: " + error);
 }
 
-// One cold value, read into each window of the reply as it is written, or sent from its file.
+// One bulk of cold extents, read into each window of the reply as it is written, or, when it is
+// a single extent of a file, sent from the file.
 class ColdBulk : public protocol::ReplyProducer {
  public:
-  ColdBulk(std::shared_ptr<ColdReadAhead> plan, size_t index)
-      : plan_(std::move(plan)), index_(index) {}
+  ColdBulk(std::shared_ptr<ColdPlan> plan, size_t first, size_t count)
+      : plan_(std::move(plan)), index_(first), end_(first + count) {}
 
   void Produce(std::span<uint8_t> out) override {
-    plan_->Reach(index_, sent_ + out.size());
-    const store::ColdExtent& e = plan_->extent(index_);
-    std::string error;
-    if (!e.file->ReadInto(e.offset + sent_, out, error)) ReadFailed(error);
-    sent_ += out.size();
+    while (!out.empty()) {
+      const store::ColdExtent& e = plan_->extent(index_);
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), e.length - sent_));
+      if (e.file == nullptr) {
+        std::fill_n(out.data(), n, uint8_t{0});
+      } else if (std::string error; !e.file->ReadInto(e.offset + sent_, out.first(n), error)) {
+        ReadFailed(error);
+      }
+      out = out.subspan(n);
+      sent_ += n;
+      if (sent_ == e.length && index_ + 1 < end_) ++index_, sent_ = 0;
+    }
   }
 
   // Nothing stored is pinned: the bytes are on disk, and the window is the writer's.
   size_t pinned_bytes() const override { return 0; }
 
   // Sent straight from the file (sendfile): the page cache is the only buffer.
-  int file_descriptor() const override { return plan_->extent(index_).file->descriptor(); }
+  int file_descriptor() const override {
+    if (end_ - index_ != 1 || plan_->extent(index_).file == nullptr) return -1;
+    return plan_->extent(index_).file->descriptor();
+  }
   uint64_t file_offset() const override { return plan_->extent(index_).offset; }
-  void WillSend(uint64_t upto) override { plan_->Reach(index_, upto); }
 
  private:
-  std::shared_ptr<ColdReadAhead> plan_;
-  size_t index_;
-  uint64_t sent_ = 0;
+  std::shared_ptr<ColdPlan> plan_;
+  size_t index_, end_;  // the extent being written, and one past the last
+  uint64_t sent_ = 0;   // of extent index_
 };
 
 }  // namespace
 
-ColdReadAhead::ColdReadAhead(std::vector<store::ColdExtent> extents)
-    : extents_(std::move(extents)) {
-  starts_.reserve(extents_.size());
+ColdPlan::ColdPlan(std::vector<store::ColdExtent> extents) : extents_(std::move(extents)) {
   for (const store::ColdExtent& e : extents_) {
     std::string error;
-    if (!e.file->Holds(e.offset, e.length, error)) ReadFailed(error);
-    starts_.push_back(total_);
-    total_ += e.length;
+    if (e.file != nullptr && !e.file->Holds(e.offset, e.length, error)) ReadFailed(error);
   }
-  if (!extents_.empty()) Reach(0, 0);
 }
 
-void ColdReadAhead::Reach(size_t index, uint64_t upto) {
-  const uint64_t want = std::min(total_, starts_[index] + upto + kReadAhead);
-  if (want <= asked_) return;
-  // Ask in steps of at least a window, so a reply makes one hint per window at most.
-  if (want < std::min(total_, asked_ + protocol::ReplyWriter::kProduceWindow)) return;
-  // The first extent not wholly asked for, then each one up to `want`.
-  size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), asked_) -
-                                 starts_.begin()) -
-             1;
-  for (; i < extents_.size() && starts_[i] < want; ++i) {
-    const store::ColdExtent& e = extents_[i];
-    const uint64_t from = std::max(asked_, starts_[i]) - starts_[i];
-    const uint64_t to = std::min(want - starts_[i], e.length);
-    if (to > from) e.file->WillNeed(e.offset + from, to - from);
-  }
-  asked_ = want;
-}
-
-void BulkCold(protocol::ReplyWriter& reply, const std::shared_ptr<ColdReadAhead>& plan,
-              size_t index) {
-  reply.BulkProduced(plan->extent(index).length, std::make_unique<ColdBulk>(plan, index));
+void BulkCold(protocol::ReplyWriter& reply, const std::shared_ptr<ColdPlan>& plan, size_t first,
+              size_t count) {
+  uint64_t size = 0;
+  for (size_t i = first; i < first + count; ++i) size += plan->extent(i).length;
+  reply.BulkProduced(size, std::make_unique<ColdBulk>(plan, first, count));
 }
 
 }  // namespace prefixd::commands

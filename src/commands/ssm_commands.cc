@@ -107,7 +107,7 @@ void Fetch(Context& ctx) {
   CountLookup(ctx, value.has_value());
   if (!value) return ctx.reply.Null();
   if (!value->streamed()) return ctx.reply.Bulk(value->value);
-  BulkCold(ctx.reply, std::make_shared<ColdReadAhead>(std::vector{value->extent}), 0);
+  BulkCold(ctx.reply, std::make_shared<ColdPlan>(std::vector{value->extent}), 0);
 }
 
 void MFetch(Context& ctx) {
@@ -131,8 +131,8 @@ void MFetch(Context& ctx) {
     if (v && v->streamed()) streamed.push_back(v->extent);
   }
   if (!FitsOutputLimit(ctx, total, "SSM.PREFIX.MFETCH", "fetch fewer layers per call")) return;
-  // Large cold layers are read from disk as they are sent, the next one asked for ahead.
-  auto plan = streamed.empty() ? nullptr : std::make_shared<ColdReadAhead>(std::move(streamed));
+  // Large cold layers are read from disk as they are sent.
+  auto plan = streamed.empty() ? nullptr : std::make_shared<ColdPlan>(std::move(streamed));
   size_t next_streamed = 0;
   ctx.reply.ArrayLen(values.size());
   for (const auto& v : values) {

@@ -196,7 +196,7 @@ void Get(Context& ctx) {
   if (OnDisk(*info) && info->place.length >= kStreamColdFrom &&
       !PromotesOnRead(ctx.engine, info->place.length)) {
     const store::ColdExtent extent = Db(ctx).keys.StreamColdString(info->place);
-    return BulkCold(ctx.reply, std::make_shared<ColdReadAhead>(std::vector{extent}), 0);
+    return BulkCold(ctx.reply, std::make_shared<ColdPlan>(std::vector{extent}), 0);
   }
   LoadColdString(ctx.engine, Db(ctx), ctx.args[1], *info);
   ctx.reply.Bulk(info->value);

@@ -1,7 +1,8 @@
 // V.*: the attention-layer V-store in Pion's syntax (V.CREATE, V.STOREBATCH, V.FETCH by ids,
 // RANGE or BATCH, V.INFO) plus V.DROP, which Pion lacks. Rows are encoded to the session's tier
 // before any lock is taken; a fetch from a tier that stores the values themselves is sent from
-// the stored chunks with a gather write, never joined or converted.
+// the stored chunks with a gather write, never joined or converted, and a large one of a cold
+// layer is streamed from its file (cold_reply.h), reading from disk only the rows asked for.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "commands/cold_reply.h"
 #include "commands/engine.h"
 #include "commands/errors.h"
 #include "commands/key_access.h"
@@ -168,10 +170,43 @@ void StoreBatch(Context& ctx) {
   ctx.reply.Simple("OK");
 }
 
+// A fetch sends the rows as stored when they are the values (fp32 always, fp16 and bf16 with
+// NATIVE); otherwise it decodes them to fp32.
+bool SentAsStored(const store::VectorSessionInfo& info, bool native) {
+  return store::StoresValues(info.tier) && (native || info.tier == Tier::kFp32);
+}
+
 // Bytes a fetched layer takes on the wire.
 uint64_t ReplyBytes(const store::VectorSessionInfo& info, uint64_t rows, bool native) {
-  const bool as_stored = store::StoresValues(info.tier) && (native || info.tier == Tier::kFp32);
-  return rows * (as_stored ? info.row_bytes : size_t{info.dim} * 4);
+  return rows * (SentAsStored(info, native) ? info.row_bytes : size_t{info.dim} * 4);
+}
+
+// The cold rows a read may leave on disk: enough to be streamed, and only where they go out as
+// stored (decoded rows are read whole and converted window by window).
+uint64_t StreamColdFrom(const store::VectorSessionInfo& info, bool native) {
+  return SentAsStored(info, native) ? kStreamColdFrom : VectorStore::kReadAll;
+}
+
+// The cold rows the reads left on disk that go out as stored, as one plan streamed in reply
+// order; null when there are none.
+// Reads the rest of what they left (a session created again with another tier since `native`
+// was weighed): those rows are decoded. Throws, before anything is queued, when a place lies
+// past the end of its file.
+std::shared_ptr<ColdPlan> PlanCold(Context& ctx, const store::VectorSessionInfo& info,
+                                   std::span<store::LayerRead> reads, bool native) {
+  std::vector<store::ColdExtent> extents;
+  for (store::LayerRead& read : reads) {
+    if (read.unread.empty()) continue;
+    if (!SentAsStored(info, native)) {
+      read.rows = Db(ctx).vectors.ReadPieces(read.unread, info.row_bytes);
+      read.unread.clear();
+      continue;
+    }
+    for (const store::RowPiece& p : read.unread) {
+      extents.push_back(store::ColdExtent{p.file, p.offset, p.rows * info.row_bytes});
+    }
+  }
+  return extents.empty() ? nullptr : std::make_shared<ColdPlan>(std::move(extents));
 }
 
 bool FitsOutput(Context& ctx, uint64_t bytes) {
@@ -242,16 +277,21 @@ class DecodedRows : public protocol::ReplyProducer {
 };
 
 // One layer's rows as a bulk: as stored when that is the values (fp32 always, fp16 and bf16 with
-// NATIVE), else decoded to fp32 as it is written; nil for a layer with no tokens.
+// NATIVE), else decoded to fp32 as it is written; nil for a layer with no tokens. Cold rows left
+// on disk are streamed from `cold`, starting at its extent `next_cold` (advanced past them).
 void ReplyRows(Context& ctx, const store::VectorSessionInfo& info, store::LayerRead& read,
-               bool native) {
+               bool native, const std::shared_ptr<ColdPlan>& cold = nullptr,
+               size_t* next_cold = nullptr) {
   if (read.length == 0) return ctx.reply.Null();
   PrefixReceipt& receipt = ctx.engine.receipt();
   receipt.fetches.Add();
   receipt.fetch_bytes.Add(ReplyBytes(info, read.rows.rows, native));
-  if (store::StoresValues(info.tier) && (native || info.tier == Tier::kFp32)) {
-    return ctx.reply.BulkPieces(read.rows.pieces);
+  if (!read.unread.empty()) {
+    BulkCold(ctx.reply, cold, *next_cold, read.unread.size());
+    *next_cold += read.unread.size();
+    return;
   }
+  if (SentAsStored(info, native)) return ctx.reply.BulkPieces(read.rows.pieces);
   ctx.reply.BulkProduced(read.rows.rows * info.dim * 4,
                          std::make_unique<DecodedRows>(info, std::move(read.rows.pieces)));
 }
@@ -324,8 +364,11 @@ void FetchBatch(Context& ctx) {
   }
   auto native = ParseNative(ctx, next);
   if (!native) return;
+  VectorStore& vs = Db(ctx).vectors;
+  auto described = vs.Describe(args[1]);
+  if (!described) return ctx.reply.Error(vstore::kSessionNotFound);
   if (start == 0) PromoteIfWhole(ctx, args[1], end, std::nullopt);
-  auto read = Db(ctx).vectors.ReadBatch(args[1], start, end, layers);
+  auto read = vs.ReadBatch(args[1], start, end, layers, StreamColdFrom(*described, *native));
   if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
   auto& [info, per_layer] = *read;
   if (per_layer.empty()) return ctx.reply.Error("ERR V.FETCH BATCH: session has no stored layers");
@@ -334,8 +377,10 @@ void FetchBatch(Context& ctx) {
     if (layer.length > 0) total += ReplyBytes(info, layer.rows.rows, *native);
   }
   if (!FitsOutput(ctx, total)) return;
+  const auto cold = PlanCold(ctx, info, per_layer, *native);
+  size_t next_cold = 0;
   ctx.reply.ArrayLen(per_layer.size());
-  for (auto& layer : per_layer) ReplyRows(ctx, info, layer, *native);
+  for (auto& layer : per_layer) ReplyRows(ctx, info, layer, *native, cold, &next_cold);
 }
 
 // V.FETCH <sid> <layer> <id>... | <sid> <layer> RANGE <s> <e> [FMT NATIVE] | <sid> BATCH ...
@@ -361,9 +406,11 @@ void Fetch(Context& ctx) {
     if (!info) return ctx.reply.Error(vstore::kSessionNotFound);
     if (!FitsOutput(ctx, ReplyBytes(*info, end - start, *native))) return;
     if (start == 0) PromoteIfWhole(ctx, sid, end, layer_id);
-    auto read = vs.ReadRange(sid, layer_id, start, end);
+    auto read = vs.ReadRange(sid, layer_id, start, end, StreamColdFrom(*info, *native));
     if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
-    return ReplyRows(ctx, read->first, read->second, *native);
+    const auto cold = PlanCold(ctx, read->first, std::span(&read->second, 1), *native);
+    size_t next_cold = 0;
+    return ReplyRows(ctx, read->first, read->second, *native, cold, &next_cold);
   }
   std::vector<uint64_t> ids;
   ids.reserve(args.size() - 3);

@@ -62,7 +62,8 @@ namespace {
 // straight into the buffer, with no copy out of the page cache and no page cache filled with
 // what was just evicted from memory. Small values, and any read O_DIRECT refuses, use the Env's
 // pread. A value streamed into a reply (ReadInto, or sendfile from `descriptor`) goes through the
-// page cache instead, so the kernel can read ahead of the socket (WillNeed). It is not dropped
+// page cache instead, so the kernel reads ahead of the socket (its own sequential read-ahead,
+// which reads large folios: docs/cache-design.md). It is not dropped
 // from there after it was sent: POSIX_FADV_DONTNEED on pages still queued on a socket fails and
 // then drains every CPU's LRU lists, a cost per window on a busy many-core host; the kernel
 // reclaims these clean pages first when memory is short.
@@ -71,11 +72,11 @@ class EnvColdFile : public store::ColdFile {
   static constexpr uint64_t kDirectFrom = uint64_t{256} << 10;
   static constexpr uint64_t kAlign = 4096;
 
-  EnvColdFile(std::unique_ptr<File> file, std::string path, int direct_fd, int hint_fd)
-      : file_(std::move(file)), path_(std::move(path)), direct_fd_(direct_fd), hint_fd_(hint_fd) {}
+  EnvColdFile(std::unique_ptr<File> file, std::string path, int direct_fd, int send_fd)
+      : file_(std::move(file)), path_(std::move(path)), direct_fd_(direct_fd), send_fd_(send_fd) {}
   ~EnvColdFile() override {
     if (direct_fd_ >= 0) ::close(direct_fd_);
-    if (hint_fd_ >= 0) ::close(hint_fd_);
+    if (send_fd_ >= 0) ::close(send_fd_);
   }
 
   bool Read(uint64_t offset, uint64_t length, Bytes& out, std::string& error) const override {
@@ -104,14 +105,7 @@ class EnvColdFile : public store::ColdFile {
     return false;
   }
 
-  // A hint that fails changes only the speed, never the bytes: its result is not needed.
-  void WillNeed(uint64_t offset, uint64_t length) const override {
-    if (hint_fd_ >= 0 && length > 0) {
-      (void)::posix_fadvise(hint_fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
-                            POSIX_FADV_WILLNEED);
-    }
-  }
-  int descriptor() const override { return hint_fd_; }
+  int descriptor() const override { return send_fd_; }
 
  private:
   std::string Where(uint64_t offset) const {
@@ -140,7 +134,7 @@ class EnvColdFile : public store::ColdFile {
   std::unique_ptr<File> file_;  // ReadAt is pread: safe from any thread at once
   std::string path_;
   int direct_fd_;  // -1: none (another Env, or a file system without O_DIRECT)
-  int hint_fd_;    // a plain descriptor for posix_fadvise and sendfile; -1: none (another Env)
+  int send_fd_;    // a plain descriptor for sendfile; -1: none (another Env)
 };
 
 }  // namespace
@@ -152,12 +146,12 @@ std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
     *error = "can't open " + path + ": " + file.status().message();
     return nullptr;
   }
-  // O_DIRECT and the page-cache hints bypass the Env, so only for the real file system (tests
+  // O_DIRECT and sendfile bypass the Env, so only for the real file system (tests
   // inject faults through it).
   const bool posix = env == Env::Posix();
   const int direct_fd = posix ? ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
-  const int hint_fd = posix ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
-  return std::make_shared<EnvColdFile>(std::move(file).value(), path, direct_fd, hint_fd);
+  const int send_fd = posix ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+  return std::make_shared<EnvColdFile>(std::move(file).value(), path, direct_fd, send_fd);
 }
 
 std::string LogWriter::Start() {

@@ -32,9 +32,6 @@ class ReplyProducer {
   // lives; -1: not a file) and the offset in it of the reply's first byte.
   virtual int file_descriptor() const { return -1; }
   virtual uint64_t file_offset() const { return 0; }
-  // Sending from the file: bytes up to `upto` of the reply are about to go out (the producer
-  // may ask the disk to read ahead).
-  virtual void WillSend(uint64_t upto) { (void)upto; }
 };
 
 // A produced piece handed out to be sent straight from its file: `length` bytes from `offset`

@@ -463,7 +463,6 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     while (sent < file.length) {
       const uint64_t window =
           std::min<uint64_t>(protocol::ReplyWriter::kProduceWindow, file.length - sent);
-      file.producer->WillSend(sent + window);
       off_t at = static_cast<off_t>(file.offset + sent);
       const ssize_t n = ::sendfile(socket.native_handle(), file.fd, &at, window);
       if (n > 0) {

@@ -2,8 +2,7 @@
 // for the disk tier: positional reads, and how far its contents are durable (fsynced). The
 // persistence layer implements it over its Env; the store keeps shared handles, so a file that
 // compaction removed stays readable until no cold value points into it. Thread-safe: every read
-// is a positional read (pread) and the hints are posix_fadvise calls, so any thread may call any
-// method at once.
+// is a positional read (pread), so any thread may call any method at once.
 #pragma once
 
 #include <atomic>
@@ -39,10 +38,6 @@ class ColdFile {
     (void)offset, (void)length, (void)error;
     return true;
   }
-  // A hint for a value streamed from the page cache: start reading a range from disk into it
-  // without waiting (the read-ahead that overlaps the disk with the socket). A no-op where the
-  // file takes no hints.
-  virtual void WillNeed(uint64_t offset, uint64_t length) const { (void)offset, (void)length; }
   // A read-only descriptor of the file for a connection that sends a value straight from it
   // (sendfile), valid while this object lives; -1 when reads must go through Read/ReadInto.
   virtual int descriptor() const { return -1; }

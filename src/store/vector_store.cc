@@ -342,10 +342,9 @@ std::vector<RowRun> VectorStore::StoredRuns(const Session& s, const Layer& layer
   return runs;
 }
 
-std::optional<std::pair<VectorSessionInfo, LayerRead>> VectorStore::ReadRange(std::string_view sid,
-                                                                              uint32_t layer,
-                                                                              uint64_t start,
-                                                                              uint64_t end) const {
+std::optional<std::pair<VectorSessionInfo, LayerRead>> VectorStore::ReadRange(
+    std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
+    uint64_t stream_from) const {
   SessionPtr s = Find(sid);
   if (s == nullptr) return std::nullopt;
   LayerRead read;
@@ -367,7 +366,7 @@ std::optional<std::pair<VectorSessionInfo, LayerRead>> VectorStore::ReadRange(st
   // The places copied point at immutable file bytes: the read is the layer as it was then.
   if (!cold.empty()) {
     cold_reads_.fetch_add(1, std::memory_order_relaxed);
-    read.rows = ReadCold(cold, s->info.row_bytes);
+    ReadOrLeave(std::move(cold), s->info.row_bytes, stream_from, read);
   }
   return std::make_pair(s->info, std::move(read));
 }
@@ -412,7 +411,8 @@ uint64_t VectorStore::LongestLayer(const Session& s) {
 }
 
 std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> VectorStore::ReadBatch(
-    std::string_view sid, uint64_t start, uint64_t end, std::optional<uint32_t> layers) const {
+    std::string_view sid, uint64_t start, uint64_t end, std::optional<uint32_t> layers,
+    uint64_t stream_from) const {
   SessionPtr s = Find(sid);
   if (s == nullptr) return std::nullopt;
   std::vector<LayerRead> out;
@@ -436,7 +436,9 @@ std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> VectorStore:
   }
   // Every layer's places were copied under one lock: one state of the session.
   if (!cold.empty()) cold_reads_.fetch_add(1, std::memory_order_relaxed);
-  for (const auto& [layer, pieces] : cold) out[layer].rows = ReadCold(pieces, s->info.row_bytes);
+  for (auto& [layer, pieces] : cold) {
+    ReadOrLeave(std::move(pieces), s->info.row_bytes, stream_from, out[layer]);
+  }
   return std::make_pair(s->info, std::move(out));
 }
 
@@ -850,6 +852,22 @@ RowSpan VectorStore::ReadCold(const std::vector<ColdPiece>& pieces, size_t row_b
     first = last;
   }
   return span;
+}
+
+void VectorStore::ReadOrLeave(std::vector<ColdPiece> pieces, size_t row_bytes, uint64_t stream_from,
+                              LayerRead& read) const {
+  uint64_t rows = 0, on_disk = 0;
+  for (const ColdPiece& p : pieces) {
+    rows += p.rows;
+    if (p.file != nullptr) on_disk += p.rows * row_bytes;
+  }
+  if (rows * row_bytes < stream_from) {
+    read.rows = ReadCold(pieces, row_bytes);
+    return;
+  }
+  cold_bytes_read_.fetch_add(on_disk, std::memory_order_relaxed);
+  read.rows = RowSpan{rows, {}};
+  read.unread = std::move(pieces);
 }
 
 void VectorStore::Refill(Session& s, Layer& layer, const RowSpan& span) {

@@ -72,6 +72,10 @@ struct LayerRead {
   // ForEachSession without reading cold layers: a cold layer's extents (first row, where its
   // rows are), to be read with ReadPieces; `runs` is then empty.
   std::vector<std::pair<uint64_t, RowPiece>> cold_extents;
+  // ReadRange/ReadBatch with `stream_from`: the rows asked for of a cold layer, where they sit,
+  // not read (rows.rows counts them, rows.pieces is empty); the caller streams them or reads
+  // them with ReadPieces.
+  std::vector<RowPiece> unread;
 };
 
 // Where a run of rows a snapshot copied sits in it (VectorStore::Repoint).
@@ -167,17 +171,23 @@ class VectorStore {
   StoreResult Store(std::string_view sid, uint32_t layer, uint64_t start, uint64_t count,
                     const Bytes& rows, uint32_t dim, Tier tier, const Hook& under_lock = {});
 
-  // Rows [start, end) of `layer`, zero rows past its length; nullopt without the session.
-  std::optional<std::pair<VectorSessionInfo, LayerRead>> ReadRange(std::string_view sid,
-                                                                   uint32_t layer, uint64_t start,
-                                                                   uint64_t end) const;
+  // Rows [start, end) of `layer`, zero rows past its length; nullopt without the session. The
+  // rows of a cold layer that come to `stream_from` bytes or more are not read but given as
+  // LayerRead::unread (counted as read: the caller sends every byte of them); the places point
+  // at immutable file bytes, so reading them later still gives the layer as it was at the call.
+  static constexpr uint64_t kReadAll = ~uint64_t{0};
+  std::optional<std::pair<VectorSessionInfo, LayerRead>> ReadRange(
+      std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
+      uint64_t stream_from = kReadAll) const;
   // One row per id (zero rows past the length); nullopt without the session.
   std::optional<std::pair<VectorSessionInfo, LayerRead>> ReadIds(
       std::string_view sid, uint32_t layer, std::span<const uint64_t> ids) const;
   // Rows [start, end) of layers 0 .. layers-1 (default: through the highest stored layer), all
-  // from one state of the session; nullopt without the session.
+  // from one state of the session; nullopt without the session. `stream_from` as ReadRange's,
+  // per layer.
   std::optional<std::pair<VectorSessionInfo, std::vector<LayerRead>>> ReadBatch(
-      std::string_view sid, uint64_t start, uint64_t end, std::optional<uint32_t> layers) const;
+      std::string_view sid, uint64_t start, uint64_t end, std::optional<uint32_t> layers,
+      uint64_t stream_from = kReadAll) const;
 
   // Returns whether the session existed. The hook runs only when it did.
   bool Drop(std::string_view sid, const Hook& under_lock = {});
@@ -325,6 +335,10 @@ class VectorStore {
   }
   // Reads the pieces (after the lock is released), zero pieces as shared zeros.
   RowSpan ReadCold(const std::vector<ColdPiece>& pieces, size_t row_bytes) const;
+  // Rows of a cold layer read for `read`: read now, or left as read.unread when they come to
+  // `stream_from` bytes or more.
+  void ReadOrLeave(std::vector<ColdPiece> pieces, size_t row_bytes, uint64_t stream_from,
+                   LayerRead& read) const;
   // Brings a cold layer's rows back into chunks from `span` (rows [0, length) as read).
   void Refill(Session& s, Layer& layer, const RowSpan& span);
   // Reads a cold layer under the session lock (a write to it, or a snapshot's copy) and makes

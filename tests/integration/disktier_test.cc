@@ -138,6 +138,50 @@ TEST_F(DiskTierTest, ColdSessionsAreServedBitExactBeforeAndAfterRestartAndCompac
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 }
 
+// A RANGE of a cold layer (512 KiB) reads only the bytes it answers (INFO's cold_bytes_read grows
+// by them alone) at the limits: the first byte, the last, a range across the end (clamped), at
+// the end and one past it (empty), a large range streamed from the file at an odd offset; an
+// offset one past int64's range is refused. Every reply is bit-exact and none promotes.
+TEST_F(DiskTierTest, ColdRangeReadsOnlyItsBytesAtTheLimits) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  ASSERT_TRUE(c);
+  ASSERT_NO_FATAL_FAILURE(StoreAll(c.get()));
+  ASSERT_GE(InfoNumber(c.get(), "cold_keys"), 12u);
+  const std::string value = Value(0, 0, kBig);  // session 0 is the oldest: cold
+  struct Case {
+    uint64_t offset, length;
+    size_t from, size;  // what the reply is: value.substr(from, size)
+  };
+  const std::vector<Case> cases = {
+      {0, 1, 0, 1},
+      {kBig - 1, 1, kBig - 1, 1},
+      {kBig - 10, 100, kBig - 10, 10},
+      {kBig, 1, kBig, 0},
+      {kBig + 1, 1, kBig, 0},
+      {1, kBig - 2, 1, kBig - 2},             // streamed (256 KiB or more)
+      {3, uint64_t{INT64_MAX}, 3, kBig - 3},  // streamed, clamped
+      {0, kBig + 1, 0, kBig},                 // the whole value by RANGE
+      {uint64_t{INT64_MAX}, uint64_t{INT64_MAX}, kBig, 0},
+  };
+  for (const Case& k : cases) {
+    const uint64_t before = InfoNumber(c.get(), "cold_bytes_read");
+    RedisReply r = HiredisCommand(c.get(), {"SSM.PREFIX.FETCH", Sid(0), "0", "RANGE",
+                                            std::to_string(k.offset), std::to_string(k.length)});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING) << DescribeReply(r.get());
+    EXPECT_TRUE(std::string(r->str, r->len) == value.substr(k.from, k.size))
+        << k.offset << "+" << k.length << ": " << r->len << " bytes";
+    EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read") - before, k.size)
+        << k.offset << "+" << k.length;
+  }
+  RedisReply r = HiredisCommand(
+      c.get(), {"SSM.PREFIX.FETCH", Sid(0), "0", "RANGE", "9223372036854775808", "1"});
+  ASSERT_EQ(r->type, REDIS_REPLY_ERROR);
+  EXPECT_EQ(std::string(r->str),
+            "ERR invalid offset '9223372036854775808': must be a non-negative integer");
+  EXPECT_EQ(InfoNumber(c.get(), "cold_promotions"), 0u);
+}
+
 // Database 3 holds the same session names as database 0 with other values: its sessions go cold
 // (its own places, its own cold loads and snapshot copies) and read back bit-exact before a
 // restart, after one (the log), and after SAVE and one (the snapshot, not read at start); after

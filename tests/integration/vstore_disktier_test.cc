@@ -193,6 +193,104 @@ TEST_F(VstoreDiskTierTest, ColdSessionsAreServedBitExactWholeAndByRangeAcrossRes
   ASSERT_NO_FATAL_FAILURE(CheckAll(c.get()));
 }
 
+// A cold fp16 layer of 4 MiB (2048 rows of 2048 bytes): a RANGE reads from disk only the rows
+// asked for (INFO's cold_bytes_read grows by them alone), at the first row, the last, across the
+// end (zeros, read from nowhere), past it, and up to vstore-max-tokens; one past that is refused.
+// A large NATIVE range (sent as stored) is streamed from the file: one extent (sendfile), or
+// several and zeros back to back (layer 1 was written in pieces), and BATCH streams each layer
+// of one plan; without NATIVE the rows are read and decoded as hot. Every reply is bit-exact
+// against the rows stored (NATIVE) or what the same fetch answered hot (decoded).
+TEST_F(VstoreDiskTierTest, ColdRangeReadsOnlyItsRowsAndLargeNativeRangesStreamExactly) {
+  constexpr int kDim16 = 1024, kRows16 = 2048, kMaxTokens = 4096;
+  constexpr size_t kRow = kDim16 * 2;
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({.flags = {"--appendonly", "yes", "--maxmemory", "12mb", "--maxmemory-policy",
+                             "allkeys-lru", "--vstore-max-tokens", std::to_string(kMaxTokens)}}));
+  RedisContext c = ConnectHiredis(server_.port());
+  ASSERT_TRUE(c);
+  const std::string sid = "big";
+  Ok(HiredisCommand(c.get(), {"V.CREATE", sid, std::to_string(kDim16), "VQUANT", "fp16"}));
+  // fp16 input is stored as given: random bytes are the expected NATIVE rows.
+  // (Rows gives 1 KiB rows: two per fp16 row.)
+  std::string layer0 = Rows(1, 0, 0, 2 * kRows16), layer1 = Rows(1, 1, 0, 2 * kRows16);
+  ASSERT_EQ(layer0.size(), kRows16 * kRow);
+  Ok(HiredisCommand(
+      c.get(), {"V.STOREBATCH", sid, "0", "0", std::to_string(kRows16), layer0, "FMT", "F16"}));
+  // Layer 1: two halves, then rows 100-109 again: three extents in two places of the log.
+  for (int half = 0; half < 2; ++half) {
+    Ok(HiredisCommand(
+        c.get(),
+        {"V.STOREBATCH", sid, "1", std::to_string(half * kRows16 / 2), std::to_string(kRows16 / 2),
+         layer1.substr(half * kRows16 / 2 * kRow, kRows16 / 2 * kRow), "FMT", "F16"}));
+  }
+  const std::string again = Rows(1, 1, 100, 20, 1);
+  ASSERT_EQ(again.size(), 10 * kRow);
+  Ok(HiredisCommand(c.get(), {"V.STOREBATCH", sid, "1", "100", "10", again, "FMT", "F16"}));
+  layer1.replace(100 * kRow, 10 * kRow, again);
+  const auto fetch = [&](std::vector<std::string> args) {
+    std::vector<std::string_view> words{"V.FETCH", sid};
+    words.insert(words.end(), args.begin(), args.end());
+    RedisReply r = HiredisCommand(c.get(), words);
+    if (!r || r->type != REDIS_REPLY_STRING) return "error: " + DescribeReply(r.get());
+    return std::string(r->str, r->len);
+  };
+  // Decoded (fp32) answers while hot, to compare with the same fetches cold.
+  const std::string decoded_hot = fetch({"0", "RANGE", "1", "2047"});
+  ASSERT_EQ(decoded_hot.size(), 2046u * kDim16 * 4);
+  // Sixteen 1 MiB sessions after it: "big" (8 MiB), the least recently used, goes cold.
+  for (int s = 0; s < 16; ++s) {
+    Ok(HiredisCommand(c.get(), {"V.CREATE", Sid(s), std::to_string(kDim), "VQUANT", "fp32"}));
+    Ok(HiredisCommand(c.get(), {"V.STOREBATCH", Sid(s), "0", "0", "1024", Rows(s, 0, 0, 1024)}));
+  }
+  ASSERT_GE(InfoNumber(c.get(), "cold_keys"), 1u);
+  const std::string zeros(kRow, '\0');
+  struct Case {
+    std::vector<std::string> args;
+    std::string want;
+    uint64_t read;  // bytes read from disk
+  };
+  const std::vector<Case> cases = {
+      {{"0", "RANGE", "0", "1", "FMT", "NATIVE"}, layer0.substr(0, kRow), kRow},
+      {{"0", "RANGE", "2047", "2048", "FMT", "NATIVE"}, layer0.substr(2047 * kRow), kRow},
+      {{"0", "RANGE", "2047", "2050", "FMT", "NATIVE"},
+       layer0.substr(2047 * kRow) + zeros + zeros,
+       kRow},
+      {{"0", "RANGE", "2048", "2049", "FMT", "NATIVE"}, zeros, 0},
+      {{"0", "RANGE", "4095", "4096", "FMT", "NATIVE"}, zeros, 0},
+      // Streamed: one extent of the file, then one extent and zeros up to the limit.
+      {{"0", "RANGE", "1", "2047", "FMT", "NATIVE"}, layer0.substr(kRow, 2046 * kRow), 2046 * kRow},
+      {{"0", "RANGE", "1", "4096", "FMT", "NATIVE"},
+       layer0.substr(kRow) + std::string((kMaxTokens - kRows16) * kRow, '\0'),
+       2047 * kRow},
+      // Streamed from three extents of layer 1 (rows 100-109 come from the later write).
+      {{"1", "RANGE", "1", "2048", "FMT", "NATIVE"}, layer1.substr(kRow), 2047 * kRow},
+      {{"1", "RANGE", "105", "106", "FMT", "NATIVE"}, again.substr(5 * kRow, kRow), kRow},
+      // Decoded to fp32: read (only the rows asked for) and converted, as hot.
+      {{"0", "RANGE", "1", "2047"}, decoded_hot, 2046 * kRow},
+  };
+  for (const Case& k : cases) {
+    const uint64_t before = InfoNumber(c.get(), "cold_bytes_read");
+    const std::string got = fetch(k.args);
+    EXPECT_TRUE(got == k.want) << k.args[0] << " " << k.args[2] << "-" << k.args[3] << ": "
+                               << got.size() << " bytes, " << got.substr(0, 60);
+    EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read") - before, k.read)
+        << k.args[0] << " " << k.args[2] << "-" << k.args[3];
+  }
+  EXPECT_EQ(InfoNumber(c.get(), "cold_promotions"), 0u) << "no range promoted the session";
+  EXPECT_EQ(fetch({"0", "RANGE", "0", std::to_string(kMaxTokens + 1), "FMT", "NATIVE"}),
+            "error: error 'ERR invalid RANGE: end 4097 exceeds vstore-max-tokens (4096)'");
+  // BATCH from row 1: both layers streamed from one plan, in order.
+  const uint64_t before = InfoNumber(c.get(), "cold_bytes_read");
+  RedisReply r = HiredisCommand(c.get(), {"V.FETCH", sid, "BATCH", "1", "2048", "FMT", "NATIVE"});
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) << DescribeReply(r.get());
+  EXPECT_TRUE(std::string(r->element[0]->str, r->element[0]->len) == layer0.substr(kRow));
+  EXPECT_TRUE(std::string(r->element[1]->str, r->element[1]->len) == layer1.substr(kRow));
+  EXPECT_EQ(InfoNumber(c.get(), "cold_bytes_read") - before, 2 * 2047 * kRow);
+  // The session is still cold, and a whole fetch still reads back the rows stored.
+  EXPECT_EQ(InfoNumber(c.get(), "cold_promotions"), 0u);
+  EXPECT_TRUE(fetch({"1", "RANGE", "0", "2048", "FMT", "NATIVE"}) == layer1);
+}
+
 TEST_F(VstoreDiskTierTest, KvPrefixRegistrationGoesColdWholeAndReadsBack) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
   RedisContext c = ConnectHiredis(server_.port());

@@ -1,7 +1,7 @@
 // Tests of ColdReply: cold values streamed into a reply window by window come out bit-exact and
-// in order; the disk is asked to read ahead of what is sent (across the ends of values, never
-// more than kReadAhead beyond, each byte once); a value seen to lie past its file's end fails
-// before anything is queued; a read that fails half-way throws from the write.
+// in order, nothing of them held before they are written; a run of extents and zeros is one
+// bulk, and only a single extent of a file is sent from it; a value seen to lie past its file's
+// end fails before anything is queued; a read that fails half-way throws from the write.
 
 #include "commands/cold_reply.h"
 
@@ -22,15 +22,10 @@ namespace {
 
 using protocol::ReplyWriter;
 
-struct Range {
-  uint64_t offset, length;
-  bool operator==(const Range&) const = default;
-};
-
-// A file image that records the hints it is given, and fails reads at or past `fail_from`.
-class HintedFile : public store::ColdFile {
+// A file image that fails reads at or past `fail_from`.
+class ImageFile : public store::ColdFile {
  public:
-  explicit HintedFile(std::string image) : image_(std::move(image)) {}
+  explicit ImageFile(std::string image) : image_(std::move(image)) {}
   bool Read(uint64_t offset, uint64_t length, Bytes& out, std::string& error) const override {
     if (offset + length > image_.size() || offset + length > fail_from) {
       error = "read failed at " + std::to_string(offset);
@@ -44,11 +39,7 @@ class HintedFile : public store::ColdFile {
     error = "the file ends at " + std::to_string(image_.size());
     return false;
   }
-  void WillNeed(uint64_t offset, uint64_t length) const override {
-    will_need.push_back({offset, length});
-  }
   uint64_t fail_from = UINT64_MAX;
-  mutable std::vector<Range> will_need;
 
  private:
   std::string image_;
@@ -75,23 +66,17 @@ std::string WriteAll(ReplyWriter& writer) {
 }
 
 constexpr uint64_t kWindow = ReplyWriter::kProduceWindow;
-constexpr uint64_t kAhead = ColdReadAhead::kReadAhead;
 
-TEST(ColdReplyTest, StreamsValuesBitExactAndAsksTheDiskAheadOfWhatIsSent) {
+TEST(ColdReplyTest, StreamsValuesBitExactAndInOrder) {
   // Two values of one file with 12 bytes between them (two layers of one record), the first
   // not a whole number of windows, then a value of another file.
-  const std::string image = Image(2 * kAhead + 3 * kWindow);
-  auto file = std::make_shared<HintedFile>(image);
-  auto other = std::make_shared<HintedFile>(Image(kWindow));
-  const uint64_t first = 5 * kWindow + 100, second = kAhead + kWindow / 2;
+  const std::string image = Image(4 * kWindow);
+  auto file = std::make_shared<ImageFile>(image);
+  auto other = std::make_shared<ImageFile>(Image(kWindow));
+  const uint64_t first = 2 * kWindow + 100, second = kWindow + kWindow / 2;
   std::vector<store::ColdExtent> extents = {
       {file, 7, first}, {file, 7 + first + 12, second}, {other, 0, kWindow}};
-  auto plan = std::make_shared<ColdReadAhead>(extents);
-  // The first kReadAhead bytes are asked for at once: all of the first value, then the second.
-  ASSERT_EQ(file->will_need.size(), 2u);
-  EXPECT_EQ(file->will_need[0], (Range{7, first}));
-  EXPECT_EQ(file->will_need[1], (Range{7 + first + 12, kAhead - first}));
-
+  auto plan = std::make_shared<ColdPlan>(extents);
   ReplyWriter writer;
   writer.ArrayLen(3);
   for (size_t i = 0; i < extents.size(); ++i) BulkCold(writer, plan, i);
@@ -103,53 +88,56 @@ TEST(ColdReplyTest, StreamsValuesBitExactAndAsksTheDiskAheadOfWhatIsSent) {
   const std::string got = WriteAll(writer);
   ASSERT_EQ(got.size(), expected.size());
   EXPECT_TRUE(got == expected) << "the streamed bytes differ";
-
-  // Each byte of every value was asked for exactly once, in order.
-  auto covered = [](const std::vector<Range>& ranges, uint64_t from, uint64_t length) {
-    uint64_t at = from;
-    for (const Range& r : ranges) {
-      if (r.offset + r.length <= from || r.offset >= from + length) continue;
-      if (r.offset != at) return false;
-      at += r.length;
-    }
-    return at == from + length;
-  };
-  EXPECT_TRUE(covered(file->will_need, 7, first));
-  EXPECT_TRUE(covered(file->will_need, 7 + first + 12, second));
-  EXPECT_TRUE(covered(other->will_need, 0, kWindow));
 }
 
-TEST(ColdReplyTest, AskingAheadStaysWithinTheReadAheadOfWhatWasSent) {
-  const uint64_t size = 4 * kAhead;
-  auto file = std::make_shared<HintedFile>(Image(size));
-  auto plan = std::make_shared<ColdReadAhead>(std::vector<store::ColdExtent>{{file, 0, size}});
+TEST(ColdReplyTest, ARunOfExtentsAndZerosIsOneBulkReadWindowByWindow) {
+  // One bulk of three pieces: rows of a file, zeros (no file), rows of the same file further on,
+  // each not a whole number of windows, so windows straddle them. A run is never sent from a
+  // file; one extent of a file is.
+  const std::string image = Image(3 * kWindow);
+  struct SendableFile : ImageFile {
+    using ImageFile::ImageFile;
+    int descriptor() const override { return 99; }  // never used: the test sends nothing
+  };
+  auto file = std::make_shared<SendableFile>(image);
+  const uint64_t a = kWindow + 5, zeros = kWindow / 2 + 3, b = kWindow - 9;
+  auto plan = std::make_shared<ColdPlan>(std::vector<store::ColdExtent>{
+      {file, 11, a}, {nullptr, 0, zeros}, {file, 2 * kWindow, b}, {file, 1, 100}});
   ReplyWriter writer;
-  BulkCold(writer, plan, 0);
+  BulkCold(writer, plan, 0, 3);
+  BulkCold(writer, plan, 3);
+  const std::string want_run =
+      image.substr(11, a) + std::string(zeros, '\0') + image.substr(2 * kWindow, b);
+  std::string got;
   std::vector<std::span<const uint8_t>> run;
-  uint64_t sent = 0;
-  while (writer.NextWrite(run)) {
-    for (auto piece : run) sent += piece.size();
-    uint64_t asked = 0;
-    for (const Range& r : file->will_need) asked = std::max(asked, r.offset + r.length);
-    EXPECT_LE(asked, sent + kAhead) << "asked for more than kReadAhead past what was sent";
-    EXPECT_GE(asked, std::min(size, sent + kAhead - kWindow)) << "fell behind the read-ahead";
+  protocol::FileSend send;
+  std::vector<protocol::FileSend> sends;
+  while (writer.NextWrite(run, &send)) {
+    if (send.fd >= 0 || send.producer != nullptr) {
+      sends.push_back(send);
+      continue;
+    }
+    for (auto piece : run) got.append(reinterpret_cast<const char*>(piece.data()), piece.size());
   }
-  EXPECT_EQ(sent, size + std::to_string(size).size() + 3 + 2);
+  ASSERT_EQ(sends.size(), 1u) << "only the single extent goes out from its file";
+  EXPECT_EQ(sends[0].fd, 99);
+  EXPECT_EQ(sends[0].offset, 1u);
+  EXPECT_EQ(sends[0].length, 100u);
+  EXPECT_TRUE(got == "$" + std::to_string(a + zeros + b) + "\r\n" + want_run + "\r\n$100\r\n\r\n")
+      << "the run's bytes differ";
 }
 
 TEST(ColdReplyTest, AValuePastItsFilesEndFailsBeforeAnythingIsQueued) {
-  auto file = std::make_shared<HintedFile>(Image(kWindow));
+  auto file = std::make_shared<ImageFile>(Image(kWindow));
   std::vector<store::ColdExtent> extents = {{file, 0, kWindow / 2}, {file, kWindow / 2, kWindow}};
-  EXPECT_THROW(ColdReadAhead{extents}, std::runtime_error);
-  EXPECT_TRUE(file->will_need.empty());
+  EXPECT_THROW(ColdPlan{extents}, std::runtime_error);
 }
 
 TEST(ColdReplyTest, AReadFailingHalfWayThrowsFromTheWrite) {
   const std::string image = Image(3 * kWindow);
-  auto file = std::make_shared<HintedFile>(image);
+  auto file = std::make_shared<ImageFile>(image);
   file->fail_from = 2 * kWindow - 1;  // the second window reads past here
-  auto plan =
-      std::make_shared<ColdReadAhead>(std::vector<store::ColdExtent>{{file, 0, 3 * kWindow}});
+  auto plan = std::make_shared<ColdPlan>(std::vector<store::ColdExtent>{{file, 0, 3 * kWindow}});
   ReplyWriter writer;
   BulkCold(writer, plan, 0);
   std::vector<std::span<const uint8_t>> run;

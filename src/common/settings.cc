@@ -44,7 +44,7 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "client-output-buffer-limit replica hard limit)"},
     {"repl-ping-replica-period", T::kInteger, true, "10", 1, kIntMax, "",
      "Seconds between the PINGs sent to replicas in the replication stream"},
-    {"io-threads", T::kInteger, false, "0", 0, 256, "", "Network threads (0: one per core)"},
+    {"io-threads", T::kInteger, false, "0", 0, 256, "", "Network threads (0: one per core but one, at least one)"},
     {"timeout", T::kInteger, true, "0", 0, kIntMax, "",
      "Close a client idle for this many seconds (0: never)"},
     {"tcp-backlog", T::kInteger, false, "511", 0, kIntMax, "", "Listen backlog"},

@@ -190,7 +190,7 @@ TEST_F(EdgeTest, ConfigSetChecksRangesLikeRedis) {
   EXPECT_EQ(c->Call({"CONFIG", "SET", "maxmemory-policy", "ALLKEYS-LFU"}), "+OK\r\n");
   EXPECT_EQ(c->Call({"CONFIG", "GET", "maxmemory-policy"}),
             "*2\r\n$16\r\nmaxmemory-policy\r\n$11\r\nallkeys-lfu\r\n");
-  EXPECT_EQ(c->Call({"CONFIG", "SET", "io-threads", "2"}),
+  EXPECT_EQ(c->Call({"CONFIG", "SET", "io-threads", "3"}),
             ConfigSetError("io-threads", "can't set immutable config"));
   EXPECT_EQ(
       c->Call({"CONFIG", "SET", "vstore-max-tokens", "1099511627776"}),

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <atomic>
 #include <cerrno>
@@ -220,6 +221,13 @@ ServerProcess::~ServerProcess() {
   if (!unix_socket_.empty()) {
     args.push_back("--unixsocket");
     args.push_back(unix_socket_);
+  }
+  // Two io threads unless the test picks: the server's default on a 2-core machine is one, and
+  // the tests (TSan's above all) must see connections served by different threads.
+  if (std::find(options.flags.begin(), options.flags.end(), "--io-threads") ==
+      options.flags.end()) {
+    args.push_back("--io-threads");
+    args.push_back("2");
   }
   args.insert(args.end(), options.flags.begin(), options.flags.end());
   std::vector<char*> argv;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <random>
 
 #include "common/ascii.h"
@@ -102,13 +103,46 @@ std::optional<KeyType> KeyTypeFromName(std::string_view name) {
 Keyspace::Keyspace() : shards_(std::make_unique<Shard[]>(kShardCount)) {}
 Keyspace::~Keyspace() = default;
 
-size_t Keyspace::ShardOf(std::string_view key) { return ShardOfSlot(KeySlot(key), kShardCount); }
+namespace {
 
-uint64_t Keyspace::HashOf(std::string_view key) {
+// A key's slot and directory position, remembered for the last key this thread placed: a command
+// finds its key and then stores it, and each search would hash it again (CRC16 for the shard,
+// XXH3 for the position), which costs more than comparing a short key.
+struct KeyPlace {
+  uint16_t slot = 0;
+  uint64_t hash = 0;
+};
+struct RememberedKey {
+  static constexpr size_t kMaxBytes = 64;
+  std::array<char, kMaxBytes> bytes{};
+  size_t size = kMaxBytes + 1;  // nothing remembered yet
+  KeyPlace place;
+};
+thread_local RememberedKey remembered_key;
+
+KeyPlace PlaceOf(std::string_view key) {
+  RememberedKey& last = remembered_key;
+  if (key.size() == last.size && std::memcmp(key.data(), last.bytes.data(), key.size()) == 0) {
+    return last.place;
+  }
   // Keyed (common/keyed_hash.h): the directory's buckets are the hash's top bits. SCAN cursors
   // are positions, valid while the process lives, as in Redis.
-  return KeyedHash(key) & kHashMask;
+  const KeyPlace place{KeySlot(key), KeyedHash(key)};
+  if (key.size() <= RememberedKey::kMaxBytes) {
+    std::memcpy(last.bytes.data(), key.data(), key.size());
+    last.size = key.size();
+    last.place = place;
+  }
+  return place;
 }
+
+}  // namespace
+
+size_t Keyspace::ShardOf(std::string_view key) {
+  return ShardOfSlot(PlaceOf(key).slot, kShardCount);
+}
+
+uint64_t Keyspace::HashOf(std::string_view key) { return PlaceOf(key).hash & kHashMask; }
 
 void Keyspace::Set(std::string_view key, KeyType type) {
   Shard& shard = shards_[ShardOf(key)];

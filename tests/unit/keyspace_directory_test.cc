@@ -119,6 +119,33 @@ TEST(KeyspaceDirectory, ReadInlineStringTakesOnlyLiveSmallStrings) {
   EXPECT_EQ(keys.ReadInlineString("ssm", 1000, out), Keyspace::InlineRead::kOther);
 }
 
+// The keyspace remembers the last key it hashed on each thread: a buffer rewritten in place with
+// another key of the same length, keys at the remembered length's limit and one past it, and keys
+// differing in their last byte must each find their own entry.
+TEST(KeyspaceDirectory, KeysHashedOneAfterAnotherFindTheirOwnEntries) {
+  Keyspace keys;
+  std::string buffer = "key:a";
+  keys.Set(buffer, KeyType::kString);
+  buffer[4] = 'b';  // same address and length, another key
+  EXPECT_FALSE(keys.Find(buffer));
+  keys.Set(buffer, KeyType::kSet);
+  buffer[4] = 'a';
+  EXPECT_EQ(keys.Find(buffer)->type, KeyType::kString);
+  for (size_t length : {size_t{63}, size_t{64}, size_t{65}}) {
+    const std::string one(length, 'x'), other = std::string(length - 1, 'x') + "y";
+    keys.Set(one, KeyType::kList);
+    EXPECT_FALSE(keys.Find(other)) << length;
+    keys.Set(other, KeyType::kHash);
+    EXPECT_EQ(keys.Find(one)->type, KeyType::kList) << length;
+    EXPECT_EQ(keys.Find(other)->type, KeyType::kHash) << length;
+    EXPECT_EQ(keys.CountInSlot(KeySlot(one)) + keys.CountInSlot(KeySlot(other)),
+              KeySlot(one) == KeySlot(other) ? 4u : 2u);
+    keys.Remove(one);
+    keys.Remove(other);
+  }
+  EXPECT_EQ(keys.size(), 2u);
+}
+
 TEST(KeyspaceDirectory, ScanReturnsEveryKeyPresentThroughoutExactlyOnce) {
   Keyspace keys;
   for (int i = 0; i < 2000; ++i) keys.Set(Key(i), KeyType::kSsmPrefix);

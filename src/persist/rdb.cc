@@ -200,17 +200,9 @@ void RdbWriter::SelectDb(uint64_t db, uint64_t keys, uint64_t volatile_keys) {
 }
 
 bool RdbWriter::Encodable(store::KeyType type) {
-  switch (type) {
-    case store::KeyType::kString:
-    case store::KeyType::kSet:
-    case store::KeyType::kList:
-    case store::KeyType::kHash:
-    case store::KeyType::kZset:
-    case store::KeyType::kStream:
-      return true;
-    default:
-      return false;
-  }
+  // The types whose values the keyspace holds are Redis's own, each with an RDB type; prefixd's
+  // own types live in their stores and have none.
+  return store::HoldsValue(type);
 }
 
 bool RdbWriter::Key(std::string_view key, const store::KeyInfo& info) {

@@ -141,6 +141,36 @@ class ReplicationTest : public ServerTest {
   RedisContext client_;
 };
 
+// A real redis-server following the primary on `primary_port` (its copy of the RDB in `dir`, not
+// the working directory), and a connection to it. Start is false when redis-server is not
+// installed (the test skips).
+struct FollowingReplica {
+  RedisServer server;
+  RedisContext context;
+
+  bool Start(int primary_port, const std::string& dir, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> flags{"--replicaof", "127.0.0.1", std::to_string(primary_port),
+                                   "--dir", dir};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    if (!server.Start(flags)) return false;
+    context = ConnectHiredis(server.port());
+    return true;
+  }
+  std::string Call(const std::vector<std::string_view>& args) {
+    RedisReply reply = HiredisCommand(context.get(), args);
+    return reply ? DescribeReply(reply.get()) : "(connection failed)";
+  }
+  // The reply to `args` once it is `want` (the stream may not have reached the replica yet), or
+  // the last reply after about three seconds.
+  std::string WaitFor(const std::vector<std::string_view>& args, const std::string& want) {
+    std::string got;
+    for (int i = 0; i < 100 && (got = Call(args)) != want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    return got;
+  }
+};
+
 // Expects the next command in the stream to be exactly `want` (byte for byte).
 #define EXPECT_STREAM(stream, ...)                                                                \
   do {                                                                                            \
@@ -458,40 +488,26 @@ TEST_F(ReplicationTest, RedisServerReplicatesFromPrefixd) {
   Call({"SELECT", "2"});
   Call({"SET", "db2", "two"});
   Call({"SELECT", "0"});
-  RedisServer replica;
-  // Its copy of the RDB goes to the test's temp root, not the working directory.
-  if (!replica.Start(
-          {"--replicaof", "127.0.0.1", std::to_string(server_.port()), "--dir", server_.root()})) {
+  FollowingReplica follower;
+  if (!follower.Start(server_.port(), server_.root())) {
     GTEST_SKIP() << "redis-server is not installed";
   }
-  RedisContext r = ConnectHiredis(replica.port());
+  RedisServer& replica = follower.server;
+  RedisContext& r = follower.context;
   ASSERT_NE(r, nullptr);
-  auto replica_call = [&](const std::vector<std::string_view>& args) {
-    RedisReply reply = HiredisCommand(r.get(), args);
-    return reply ? DescribeReply(reply.get()) : "(connection failed)";
-  };
-  auto wait_for = [&](const std::vector<std::string_view>& args, const std::string& want) {
-    std::string got;
-    for (int i = 0; i < 100; ++i) {
-      got = replica_call(args);
-      if (got == want) return got;
-      std::this_thread::sleep_for(30ms);
-    }
-    return got;
-  };
-  EXPECT_EQ(wait_for({"GET", "str"}, "string 'hello'"), "string 'hello'");
-  EXPECT_EQ(replica_call({"GET", "ttl"}), "string 'v'");
+  EXPECT_EQ(follower.WaitFor({"GET", "str"}, "string 'hello'"), "string 'hello'");
+  EXPECT_EQ(follower.Call({"GET", "ttl"}), "string 'v'");
   RedisReply ttl = HiredisCommand(r.get(), {"TTL", "ttl"});
   ASSERT_TRUE(ttl && ttl->type == REDIS_REPLY_INTEGER);
   EXPECT_GT(ttl->integer, 990);
   EXPECT_LE(ttl->integer, 1000);
-  EXPECT_EQ(replica_call({"PEXPIRETIME", "ttl"}), Call({"PEXPIRETIME", "ttl"}));
-  EXPECT_EQ(replica_call({"SCARD", "set"}), "integer 3");
-  EXPECT_EQ(replica_call({"LRANGE", "list", "0", "-1"}), Call({"LRANGE", "list", "0", "-1"}));
-  EXPECT_EQ(replica_call({"PEXPIRETIME", "list"}), Call({"PEXPIRETIME", "list"}));
-  replica_call({"SELECT", "2"});
-  EXPECT_EQ(replica_call({"GET", "db2"}), "string 'two'");
-  replica_call({"SELECT", "0"});
+  EXPECT_EQ(follower.Call({"PEXPIRETIME", "ttl"}), Call({"PEXPIRETIME", "ttl"}));
+  EXPECT_EQ(follower.Call({"SCARD", "set"}), "integer 3");
+  EXPECT_EQ(follower.Call({"LRANGE", "list", "0", "-1"}), Call({"LRANGE", "list", "0", "-1"}));
+  EXPECT_EQ(follower.Call({"PEXPIRETIME", "list"}), Call({"PEXPIRETIME", "list"}));
+  follower.Call({"SELECT", "2"});
+  EXPECT_EQ(follower.Call({"GET", "db2"}), "string 'two'");
+  follower.Call({"SELECT", "0"});
 
   // Later writes, by the stream.
   Call({"SET", "later", "1", "EX", "500"});
@@ -507,18 +523,18 @@ TEST_F(ReplicationTest, RedisServerReplicatesFromPrefixd) {
   ASSERT_TRUE(dumped && dumped->type == REDIS_REPLY_STRING);
   Call({"RESTORE", "list2", "400000", std::string_view(dumped->str, dumped->len)});
   Call({"SET", "last", "done"});
-  EXPECT_EQ(wait_for({"GET", "last"}, "string 'done'"), "string 'done'");
-  EXPECT_EQ(replica_call({"LRANGE", "list2", "0", "-1"}), Call({"LRANGE", "list2", "0", "-1"}));
-  EXPECT_EQ(replica_call({"PEXPIRETIME", "list2"}), Call({"PEXPIRETIME", "list2"}));
-  EXPECT_EQ(replica_call({"PEXPIRETIME", "later"}), Call({"PEXPIRETIME", "later"}));
-  EXPECT_EQ(replica_call({"PEXPIRETIME", "str"}), Call({"PEXPIRETIME", "str"}));
-  EXPECT_EQ(replica_call({"LRANGE", "list", "0", "-1"}), Call({"LRANGE", "list", "0", "-1"}));
-  EXPECT_EQ(replica_call({"SMEMBERS", "set"}).size(), Call({"SMEMBERS", "set"}).size());
-  EXPECT_EQ(replica_call({"SCARD", "set"}), "integer 2");
-  EXPECT_EQ(replica_call({"GET", "fl"}), "string '2.5'");
-  EXPECT_EQ(replica_call({"EXISTS", "ttl"}), "integer 0");
-  EXPECT_EQ(replica_call({"MGET", "m1", "m2"}), Call({"MGET", "m1", "m2"}));
-  EXPECT_EQ(replica_call({"XRANGE", "xs", "-", "+"}), Call({"XRANGE", "xs", "-", "+"}));
+  EXPECT_EQ(follower.WaitFor({"GET", "last"}, "string 'done'"), "string 'done'");
+  EXPECT_EQ(follower.Call({"LRANGE", "list2", "0", "-1"}), Call({"LRANGE", "list2", "0", "-1"}));
+  EXPECT_EQ(follower.Call({"PEXPIRETIME", "list2"}), Call({"PEXPIRETIME", "list2"}));
+  EXPECT_EQ(follower.Call({"PEXPIRETIME", "later"}), Call({"PEXPIRETIME", "later"}));
+  EXPECT_EQ(follower.Call({"PEXPIRETIME", "str"}), Call({"PEXPIRETIME", "str"}));
+  EXPECT_EQ(follower.Call({"LRANGE", "list", "0", "-1"}), Call({"LRANGE", "list", "0", "-1"}));
+  EXPECT_EQ(follower.Call({"SMEMBERS", "set"}).size(), Call({"SMEMBERS", "set"}).size());
+  EXPECT_EQ(follower.Call({"SCARD", "set"}), "integer 2");
+  EXPECT_EQ(follower.Call({"GET", "fl"}), "string '2.5'");
+  EXPECT_EQ(follower.Call({"EXISTS", "ttl"}), "integer 0");
+  EXPECT_EQ(follower.Call({"MGET", "m1", "m2"}), Call({"MGET", "m1", "m2"}));
+  EXPECT_EQ(follower.Call({"XRANGE", "xs", "-", "+"}), Call({"XRANGE", "xs", "-", "+"}));
 
   // The replica shows in INFO with the port it listens on, and acknowledges the whole stream.
   const std::string port = std::to_string(replica.port());
@@ -537,7 +553,7 @@ TEST_F(ReplicationTest, RedisServerReplicatesFromPrefixd) {
   const auto at = info.find("master_repl_offset:");
   const std::string offset = info.substr(at + 19, info.find("\r\n", at) - at - 19);
   EXPECT_NE(info.find(",offset=" + offset + ","), std::string::npos) << info;
-  const std::string replica_info = replica_call({"INFO", "replication"});
+  const std::string replica_info = follower.Call({"INFO", "replication"});
   EXPECT_NE(replica_info.find("master_link_status:up"), std::string::npos) << replica_info;
 }
 
@@ -655,51 +671,39 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
   ASSERT_EQ(Call({"XTRIM", "xtrimmed", "MAXLEN", "0"}), "integer 3");
   Call({"SET", "loaded", "yes"});
 
-  RedisServer replica;
-  if (!replica.Start({"--replicaof", "127.0.0.1", std::to_string(server_.port()), "--dir",
-                      server_.root(), "--sanitize-dump-payload", "yes"})) {
+  FollowingReplica follower;
+  if (!follower.Start(server_.port(), server_.root(), {"--sanitize-dump-payload", "yes"})) {
     GTEST_SKIP() << "redis-server is not installed";
   }
-  RedisContext r = ConnectHiredis(replica.port());
+  RedisContext& r = follower.context;
   ASSERT_NE(r, nullptr);
-  auto replica_call = [&](const std::vector<std::string_view>& args) {
-    RedisReply reply = HiredisCommand(r.get(), args);
-    return reply ? DescribeReply(reply.get()) : "(connection failed)";
-  };
-  auto wait_for = [&](const std::vector<std::string_view>& args, const std::string& want) {
-    std::string got;
-    for (int i = 0; i < 100 && (got = replica_call(args)) != want; ++i) {
-      std::this_thread::sleep_for(30ms);
-    }
-    return got;
-  };
   auto expect_same = [&](const std::string& when) {
     for (const std::string key : {"h", "hl"}) {
       EXPECT_EQ(SortedPairs(r.get(), key), SortedPairs(client_.get(), key)) << key << when;
     }
     for (const std::string key : {"z", "zbig"}) {
-      EXPECT_EQ(replica_call({"ZRANGE", key, "0", "-1", "WITHSCORES"}),
+      EXPECT_EQ(follower.Call({"ZRANGE", key, "0", "-1", "WITHSCORES"}),
                 Call({"ZRANGE", key, "0", "-1", "WITHSCORES"}))
           << key << when;
     }
     for (const std::string key : {"xs", "xempty", "xtrimmed"}) {
-      EXPECT_EQ(replica_call({"XRANGE", key, "-", "+"}), Call({"XRANGE", key, "-", "+"}))
+      EXPECT_EQ(follower.Call({"XRANGE", key, "-", "+"}), Call({"XRANGE", key, "-", "+"}))
           << key << when;
       // Backwards, each entry is found from its end by its element count.
-      EXPECT_EQ(replica_call({"XREVRANGE", key, "+", "-"}), Call({"XREVRANGE", key, "+", "-"}))
+      EXPECT_EQ(follower.Call({"XREVRANGE", key, "+", "-"}), Call({"XREVRANGE", key, "+", "-"}))
           << key << when;
       EXPECT_EQ(StreamInfoFull(r.get(), key), StreamInfoFull(client_.get(), key)) << key << when;
     }
-    EXPECT_EQ(replica_call({"XPENDING", "xs", "g1"}), Call({"XPENDING", "xs", "g1"})) << when;
+    EXPECT_EQ(follower.Call({"XPENDING", "xs", "g1"}), Call({"XPENDING", "xs", "g1"})) << when;
     for (const std::string key : {"h", "hl", "z", "zbig", "xs", "xempty", "xtrimmed"}) {
-      EXPECT_EQ(replica_call({"TYPE", key}), Call({"TYPE", key})) << key << when;
-      EXPECT_EQ(replica_call({"PEXPIRETIME", key}), Call({"PEXPIRETIME", key})) << key << when;
+      EXPECT_EQ(follower.Call({"TYPE", key}), Call({"TYPE", key})) << key << when;
+      EXPECT_EQ(follower.Call({"PEXPIRETIME", key}), Call({"PEXPIRETIME", key})) << key << when;
     }
   };
-  ASSERT_EQ(wait_for({"GET", "loaded"}, "string 'yes'"), "string 'yes'");
-  EXPECT_EQ(replica_call({"HLEN", "hl"}), "integer 600");
-  EXPECT_EQ(replica_call({"ZCARD", "zbig"}), "integer 1000");
-  EXPECT_EQ(replica_call({"XLEN", "xs"}), "integer 297");
+  ASSERT_EQ(follower.WaitFor({"GET", "loaded"}, "string 'yes'"), "string 'yes'");
+  EXPECT_EQ(follower.Call({"HLEN", "hl"}), "integer 600");
+  EXPECT_EQ(follower.Call({"ZCARD", "zbig"}), "integer 1000");
+  EXPECT_EQ(follower.Call({"XLEN", "xs"}), "integer 297");
   expect_same(" (from the RDB)");
   ASSERT_NE(p, nullptr);
   RedisReply dumped = HiredisCommand(r.get(), {"DUMP", "xn"});
@@ -710,7 +714,7 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
   EXPECT_TRUE(std::string_view(dumped->str, dumped->len) ==
               std::string_view(redis_dump->str, redis_dump->len))
       << "the replica's nodes differ from Redis's";
-  EXPECT_EQ(replica_call({"XRANGE", "xn", "-", "+"}), Call({"XRANGE", "xn", "-", "+"}));
+  EXPECT_EQ(follower.Call({"XRANGE", "xn", "-", "+"}), Call({"XRANGE", "xn", "-", "+"}));
 
   // Later writes, by the stream, land on what the RDB built.
   Call({"HSET", "h", "later", "1"});
@@ -727,12 +731,12 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
               "status 'OK'");
   }
   Call({"SET", "last", "done"});
-  ASSERT_EQ(wait_for({"GET", "last"}, "string 'done'"), "string 'done'");
+  ASSERT_EQ(follower.WaitFor({"GET", "last"}, "string 'done'"), "string 'done'");
   expect_same(" (after later writes)");
   EXPECT_EQ(SortedPairs(r.get(), "h2"), SortedPairs(client_.get(), "h"));
-  EXPECT_EQ(replica_call({"ZRANGE", "z2", "0", "-1", "WITHSCORES"}),
+  EXPECT_EQ(follower.Call({"ZRANGE", "z2", "0", "-1", "WITHSCORES"}),
             Call({"ZRANGE", "z", "0", "-1", "WITHSCORES"}));
-  EXPECT_EQ(replica_call({"XRANGE", "xs2", "-", "+"}), Call({"XRANGE", "xs", "-", "+"}));
+  EXPECT_EQ(follower.Call({"XRANGE", "xs2", "-", "+"}), Call({"XRANGE", "xs", "-", "+"}));
   EXPECT_EQ(StreamInfoFull(r.get(), "xs2"), StreamInfoFull(client_.get(), "xs"));
 }
 
@@ -741,12 +745,11 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
 // stream's order is the order of the changes.
 TEST_F(ReplicationTest, ConcurrentWritersLeaveTheReplicaEqualToThePrimary) {
   ASSERT_EQ(Call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "status 'OK'");
-  RedisServer replica;
-  if (!replica.Start(
-          {"--replicaof", "127.0.0.1", std::to_string(server_.port()), "--dir", server_.root()})) {
+  FollowingReplica follower;
+  if (!follower.Start(server_.port(), server_.root())) {
     GTEST_SKIP() << "redis-server is not installed";
   }
-  RedisContext r = ConnectHiredis(replica.port());
+  RedisContext& r = follower.context;
   ASSERT_NE(r, nullptr);
   for (int i = 0; i < 100; ++i) {
     if (InfoReplication(client_.get()).find("connected_slaves:1") != std::string::npos) break;

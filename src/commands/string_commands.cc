@@ -93,12 +93,6 @@ std::optional<KeyInfo> WriteKey(Context& ctx, std::string_view key) {
   return LookupKey(ctx, key, /*touch=*/true);
 }
 
-// WriteKey for a write that replaces the value whole: the old value is neither copied nor read
-// from disk.
-std::optional<KeyInfo> ReplaceKey(Context& ctx, std::string_view key) {
-  return LookupKeyToReplace(ctx, key);
-}
-
 bool IsString(const std::optional<KeyInfo>& info) { return info && info->type == KeyType::kString; }
 
 // False (with -WRONGTYPE queued) when the key exists with another type.
@@ -235,7 +229,7 @@ void SetWith(Context& ctx, const expiry::StringOptions& options) {
     info = ReadKey(ctx, key);
     if (!StringOrMissing(ctx, info)) return;
   } else {
-    info = ReplaceKey(ctx, key);
+    info = LookupKeyToReplace(ctx, key);
   }
   const auto reply_old = [&] { IsString(info) ? ctx.reply.Bulk(info->value) : ctx.reply.Null(); };
   if ((options.nx && info) || (options.xx && !info)) {
@@ -261,7 +255,7 @@ void GetSet(Context& ctx) {
 
 void SetNx(Context& ctx) {
   KeyLocks lock(ctx.engine, ctx.args[1]);
-  auto info = ReplaceKey(ctx, ctx.args[1]);
+  auto info = LookupKeyToReplace(ctx, ctx.args[1]);
   if (info) return ctx.reply.Integer(0);
   if (StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 2), {store::EncodingOf(ctx.args[2])})) {
     ctx.reply.Integer(1);
@@ -276,7 +270,7 @@ void SetExpiring(Context& ctx, expiry::ExpiryKind kind) {
   auto at = expiry::StringExpiryAt(options, NowMs(), ctx.spec.full_name);
   if (!at.ok()) return ctx.reply.Error(at.error);
   KeyLocks lock(ctx.engine, ctx.args[1]);
-  auto info = ReplaceKey(ctx, ctx.args[1]);
+  auto info = LookupKeyToReplace(ctx, ctx.args[1]);
   const Write how{store::EncodingOf(ctx.args[3]), KeepTtl::kNo, at.value};
   if (!StoreString(ctx, ctx.args[1], info, ValueArg(ctx, 3), how)) return;
   PropagateSet(ctx, options, how, 3);
@@ -349,7 +343,7 @@ void MSetWith(Context& ctx, bool only_new) {
   KeyLocks lock(ctx.engine, keys);
   std::vector<std::optional<KeyInfo>> found(keys.size());
   for (size_t k = 0; k < keys.size(); ++k) {
-    found[k] = ReplaceKey(ctx, keys[k]);
+    found[k] = LookupKeyToReplace(ctx, keys[k]);
     if (only_new && found[k]) return ctx.reply.Integer(0);
   }
   persist::StringMultiSet multi;

@@ -3,8 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstring>
 #include <new>
 #include <optional>
 
@@ -86,7 +88,11 @@ std::string UnknownSubcommand(std::string_view subcommand, std::string_view comm
 
 }  // namespace errors
 
-Registry::Registry(Engine& engine) : engine_(engine) {
+namespace {
+std::atomic<uint64_t> next_registry_id{1};
+}  // namespace
+
+Registry::Registry(Engine& engine) : engine_(engine), id_(next_registry_id++) {
   engine_.registry = this;
   RegisterConnectionCommands(*this);
   RegisterServerCommands(*this);
@@ -137,8 +143,29 @@ bool Registry::FoldedEqual::operator()(std::string_view a, std::string_view b) c
 }
 
 const CommandSpec* Registry::Find(std::string_view name) const {
+  // A pipeline sends one command many times in a row: the name as the client spelled it last
+  // time on this thread is compared byte for byte before the table is hashed. The table does not
+  // change once built, so a remembered entry stays valid while its registry lives.
+  struct Last {
+    uint64_t registry = 0;
+    uint8_t length = 0;
+    char name[23];
+    const CommandSpec* spec = nullptr;
+  };
+  thread_local Last last;
+  if (last.registry == id_ && name.size() == last.length &&
+      std::memcmp(name.data(), last.name, name.size()) == 0) {
+    return last.spec;
+  }
   auto it = table_.find(name);
-  return it == table_.end() ? nullptr : &it->second;
+  if (it == table_.end()) return nullptr;
+  if (name.size() <= sizeof(last.name)) {
+    last.registry = id_;
+    last.length = static_cast<uint8_t>(name.size());
+    std::memcpy(last.name, name.data(), name.size());
+    last.spec = &it->second;
+  }
+  return &it->second;
 }
 
 std::vector<const CommandSpec*> Registry::All() const {

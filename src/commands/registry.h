@@ -94,6 +94,9 @@ class Registry : public server::Dispatcher {
     bool operator()(std::string_view a, std::string_view b) const;
   };
   std::unordered_map<std::string, CommandSpec, FoldedHash, FoldedEqual> table_;
+  // Tells this registry's entries in a thread's memo of the last name it found (Find) from those
+  // of a registry that lived at the same address before.
+  uint64_t id_;
   // The commands that run at once inside MULTI instead of being queued (Redis's list).
   const CommandSpec* exec_ = nullptr;
   std::vector<const CommandSpec*> run_in_multi_;

@@ -6,10 +6,12 @@
 // read-modify-write holds its keys' lock stripes (KeyLocks).
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <span>
@@ -44,9 +46,13 @@ constexpr std::string_view kTooLong =
 // copy) and replied by reference; smaller ones get one compact allocation.
 constexpr size_t kSharedValueFrom = size_t{32} << 10;
 
+// A value below persist::kCopiedBlobBelow is copied into its record and into its key's entry
+// (store/key_entry.h) before the command returns, so it is lent from the request, not copied.
+static_assert(persist::kCopiedBlobBelow <= store::KeyEntry::kInlineValueBelow);
 Bytes ValueArg(Context& ctx, size_t i) {
-  return ctx.args[i].size() >= kSharedValueFrom ? ctx.args.TakeBytes(i)
-                                                : Bytes::CopyCompact(ctx.args[i]);
+  const std::string_view arg = ctx.args[i];
+  if (arg.size() < persist::kCopiedBlobBelow) return Bytes::Borrow(arg);
+  return arg.size() >= kSharedValueFrom ? ctx.args.TakeBytes(i) : Bytes::CopyCompact(arg);
 }
 
 // A value of `size` bytes filled by `fill` (APPEND, SETRANGE).
@@ -171,12 +177,14 @@ std::vector<std::string_view> ArgsFrom(const Context& ctx, size_t first) {
 }
 
 void Get(Context& ctx) {
-  // The common case without a lookup's copy of the value: a small live string.
-  thread_local std::string small;
-  switch (Db(ctx).keys.ReadInlineString(ctx.args[1], CommandClock::WallMs(), small)) {
+  // The common case without a lookup's copy of the value: a small live string, framed straight
+  // into the reply.
+  const auto read = Db(ctx).keys.ReadInlineString(
+      ctx.args[1], CommandClock::WallMs(), [&](std::string_view value) { ctx.reply.Bulk(value); });
+  switch (read) {
     case store::Keyspace::InlineRead::kCopied:
       CountLookup(ctx, true);
-      return ctx.reply.Bulk(small);
+      return;
     case store::Keyspace::InlineRead::kMissing:
       CountLookup(ctx, false);
       return ctx.reply.Null();
@@ -463,7 +471,10 @@ void IncrBy(Context& ctx, int64_t increment) {
   }
   value += increment;
   const Write how{StringEncoding::kInt, info ? KeepTtl::kYes : KeepTtl::kNo, 0};
-  if (StoreString(ctx, key, info, Bytes::CopyCompact(std::to_string(value)), how)) {
+  char digits[24];
+  const auto printed = std::to_chars(std::begin(digits), std::end(digits), value);
+  const std::string_view text(digits, static_cast<size_t>(printed.ptr - digits));
+  if (StoreString(ctx, key, info, Bytes::Borrow(text), how)) {
     ctx.reply.Integer(value);
   }
 }

@@ -32,6 +32,16 @@ class Bytes {
   // A copy in one small allocation (counter and bytes together, 16-byte aligned), for the many
   // small values a string keyspace holds (a 28-byte value costs one 64-byte malloc chunk).
   static Bytes CopyCompact(std::string_view data);
+  // A handle on bytes it does not own: the caller keeps them alive and unchanged for as long as
+  // this handle or any copy of it lives. For a value that is only copied before the call that
+  // takes it returns (a small string a write copies into its log record and its key's entry).
+  static Bytes Borrow(std::string_view data) {
+    Bytes b;
+    b.data_ = reinterpret_cast<const uint8_t*>(data.data());
+    b.size_ = data.size();
+    b.capacity_ = data.size();
+    return b;
+  }
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }

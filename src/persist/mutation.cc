@@ -26,11 +26,7 @@ void ForEachField(Record& r, Visit&& visit) {
   std::apply([&](auto&... field) { (visit(field), ...); }, std::remove_cvref_t<Record>::Tie(r));
 }
 
-// Blobs below this size are copied into the record's staging buffer with its fields; larger
-// ones are written from the stored buffer itself.
-constexpr uint64_t kInlineBlobBelow = 512;
-
-bool Inline(uint64_t size) { return size < kInlineBlobBelow; }
+bool Inline(uint64_t size) { return size < kCopiedBlobBelow; }
 
 // The first pass of encoding: the bytes a record takes in its staging buffer (fields and small
 // blobs; large blobs are pieces of their own).
@@ -550,11 +546,13 @@ struct Applier {
   }
   // The keyspace's form of a string record.
   static store::Keyspace::StringPut Put(const StringSet& r) {
-    // A small value read back from a file is a slice of its whole record (a slice's capacity is
-    // its length): keep a compact copy, so the record's buffer is freed. A large value keeps its
-    // buffer, and a live value is already compact.
+    // A value read back from a file is a slice of its whole record (a slice's capacity is its
+    // length): one the key keeps as its own buffer gets a compact copy, so the record's buffer is
+    // freed. A value below the entry's inline size is copied into the entry; a large value keeps
+    // its buffer, and a live value is already compact.
     Bytes value = r.value.Joined();
-    if (value.size() < kCompactBelow && value.capacity() <= value.size()) {
+    if (value.size() >= store::KeyEntry::kInlineValueBelow && value.size() < kCompactBelow &&
+        value.capacity() <= value.size()) {
       value = Bytes::CopyCompact(value.view());
     }
     return store::Keyspace::StringPut{
@@ -777,12 +775,6 @@ struct KeySync {
 };
 
 }  // namespace
-
-uint64_t Blob::size() const {
-  uint64_t total = 0;
-  for (const Bytes& piece : pieces) total += piece.size();
-  return total;
-}
 
 Bytes Blob::Joined() const {
   if (pieces.empty()) return Bytes();

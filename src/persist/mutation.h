@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/byte_pieces.h"
 #include "common/bytes.h"
 #include "persist/log_format.h"
 #include "store/keyspace.h"
@@ -24,12 +25,20 @@
 
 namespace prefixd::persist {
 
+// Blobs below this size are copied into a record's encoding with its fields; larger ones are
+// written from their own buffer, which the log holds until the record is written.
+inline constexpr uint64_t kCopiedBlobBelow = 512;
+
 // A payload field: `u64 length`, then the bytes. Written as its pieces back to back (a snapshot
 // sends a layer's chunks without joining them); decoding gives one piece, a slice of the payload.
 struct Blob {
-  std::vector<Bytes> pieces;
+  BytePieces pieces;
 
-  uint64_t size() const;
+  uint64_t size() const {
+    uint64_t total = 0;
+    for (const Bytes& piece : pieces) total += piece.size();
+    return total;
+  }
   // One buffer: the piece itself when there is one, else a joined copy.
   Bytes Joined() const;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 
 #include "common/numbers.h"
 
@@ -67,6 +68,20 @@ void ReplyWriter::Error(std::string_view message) {
 void ReplyWriter::Integer(int64_t value) { Header(':', value); }
 
 void ReplyWriter::Bulk(std::string_view value) {
+  // A small value (most GETs) is framed in one buffer and appended once.
+  constexpr size_t kFramedBelow = 232;
+  if (value.size() < kFramedBelow) {
+    char framed[kFramedBelow + 24];
+    framed[0] = '$';
+    char* at = std::to_chars(framed + 1, framed + 24, value.size()).ptr;
+    *at++ = '\r';
+    *at++ = '\n';
+    if (!value.empty()) std::memcpy(at, value.data(), value.size());
+    at += value.size();
+    *at++ = '\r';
+    *at++ = '\n';
+    return Append(std::string_view(framed, static_cast<size_t>(at - framed)));
+  }
   Header('$', static_cast<int64_t>(value.size()));
   Append(value);
   Append("\r\n");

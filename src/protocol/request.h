@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/bytes.h"
@@ -28,6 +29,14 @@ class Request {
   size_t payload_bytes() const { return payload_bytes_; }
 
   void Clear();
+  // Exchanges every argument and buffer with `other` (the parser hands a finished request over).
+  void swap(Request& other) noexcept {
+    arena_.swap(other.arena_);
+    slots_.swap(other.slots_);
+    large_.swap(other.large_);
+    std::swap(payload_bytes_, other.payload_bytes_);
+    std::swap(inline_, other.inline_);
+  }
   // Frees storage a past request grew beyond everyday sizes (kept otherwise, to be reused).
   // Returns the bytes freed.
   size_t ReleaseIdleMemory();

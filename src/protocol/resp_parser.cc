@@ -357,7 +357,7 @@ size_t RequestParser::buffer_bytes() const {
 
 void RequestParser::TakeRequest(Request& out) {
   out.Clear();
-  std::swap(out, request_);
+  out.swap(request_);
   ready_ = false;
 }
 

@@ -549,21 +549,19 @@ std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_
   return info;
 }
 
-Keyspace::InlineRead Keyspace::ReadInlineString(std::string_view key, int64_t now_ms,
-                                                std::string& out) {
-  Shard& shard = shards_[ShardOf(key)];
-  std::lock_guard lock(shard.mu);
+const Keyspace::Entry* Keyspace::InlineStringLocked(Shard& shard, std::string_view key,
+                                                    int64_t now_ms, InlineRead& result) {
   const Entry* entry = FindIn(shard, key);
-  if (entry == nullptr) return InlineRead::kMissing;
-  if (entry->type() != KeyType::kString || entry->cold() || !entry->value_inline()) {
-    return InlineRead::kOther;
+  result = InlineRead::kOther;
+  if (entry == nullptr) {
+    result = InlineRead::kMissing;
+    return nullptr;
   }
-  if (const int64_t at = ExpiryOf(shard, *entry); at != 0 && at <= now_ms) {
-    return InlineRead::kOther;
-  }
-  out.assign(entry->Value());
+  if (entry->type() != KeyType::kString || entry->cold() || !entry->value_inline()) return nullptr;
+  if (const int64_t at = ExpiryOf(shard, *entry); at != 0 && at <= now_ms) return nullptr;
   shard.IndexOf(*entry).Touch(entry->handle, EvictionClockMicros());
-  return InlineRead::kCopied;
+  result = InlineRead::kCopied;
+  return entry;
 }
 
 void Keyspace::Touch(std::string_view key) {

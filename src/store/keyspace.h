@@ -192,11 +192,12 @@ class Keyspace {
   // whole needs only the entry's type and expiry; a copy of the old value would be wasted).
   std::optional<KeyInfo> FindAndTouch(std::string_view key, int64_t now_ms, bool with_value = true);
   // GET's common case in one lock hold and no allocation: a live, hot string whose value sits in
-  // its entry is copied into `out` (a buffer the caller reuses) and touched. kMissing: no such
-  // key. kOther: anything else (another type, an expiry due, a large or cold value), which the
-  // caller looks up the general way.
+  // its entry is given to `use` (under the shard lock: `use` only copies it, e.g. into a reply)
+  // and touched. kMissing: no such key. kOther: anything else (another type, an expiry due, a
+  // large or cold value), which the caller looks up the general way.
   enum class InlineRead { kCopied, kMissing, kOther };
-  InlineRead ReadInlineString(std::string_view key, int64_t now_ms, std::string& out);
+  template <class Use>
+  InlineRead ReadInlineString(std::string_view key, int64_t now_ms, Use&& use);
   // Records an access: last access time and the LFU counter (Redis's lookupKey).
   void Touch(std::string_view key);
   // Sets (at_ms > 0) or clears (0) the key's expiry; false when the key does not exist.
@@ -302,6 +303,11 @@ class Keyspace {
   void SwitchTier(Shard& shard, Entry& entry, bool cold);
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);
 
+  // ReadInlineString's lookup: the live inline string value of `key`, or null with `result` set
+  // to why not. The caller holds the shard lock; a found entry is touched.
+  const Entry* InlineStringLocked(Shard& shard, std::string_view key, int64_t now_ms,
+                                  InlineRead& result);
+
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> bytes_{0};
   // For INFO-style counts without a walk: keys of each type, and the bytes of string values.
@@ -316,5 +322,16 @@ class Keyspace {
   std::mutex policy_mu_;  // one pick at a time; guards the policy the indexes are ordered for
   EvictionPolicy ordered_for_ = EvictionPolicy::kNoEviction;
 };
+
+template <class Use>
+Keyspace::InlineRead Keyspace::ReadInlineString(std::string_view key, int64_t now_ms, Use&& use) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  InlineRead result = InlineRead::kCopied;
+  if (const Entry* entry = InlineStringLocked(shard, key, now_ms, result); entry != nullptr) {
+    use(entry->Value());
+  }
+  return result;
+}
 
 }  // namespace prefixd::store

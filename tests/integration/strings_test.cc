@@ -347,6 +347,57 @@ TEST_F(StringsTest, ValuesGrowAndShrinkAcrossTheInlineThreshold) {
   EXPECT_EQ(Call({"GET", "s"}), Bulk(std::string(kInline - 1, 'x') + "y"));
 }
 
+// A value below 512 bytes (persist::kCopiedBlobBelow) is lent from the request to its record
+// and its key's entry, which copy it before the command returns. Sent as one pipeline, so every
+// later request lands in buffers an earlier one used, values at the limit and either side of it
+// (SET, MSET, SETNX, SETEX, GETSET, INCR) read back whole, live and after a restart from the log.
+TEST_F(StringsTest, ValuesLentFromTheRequestAreKeptWholeAtEverySize) {
+  const auto value = [](size_t size, char seed) {
+    std::string v(size, '\0');
+    for (size_t i = 0; i < size; ++i) v[i] = static_cast<char>(seed + i * 7);
+    return v;
+  };
+  std::vector<std::pair<std::string, std::string>> expected;
+  std::string pipeline;
+  size_t replies = 0;
+  const auto send = [&](const Args& args) {
+    pipeline += Multibulk(args);
+    ++replies;
+  };
+  for (size_t size : {0, 1, 15, 16, 510, 511, 512, 513, 1024}) {
+    const std::string n = std::to_string(size);
+    send({"SET", "set:" + n, value(size, 'a')});
+    send({"MSET", "m1:" + n, value(size, 'b'), "m2:" + n, value(size, 'c')});
+    send({"SETNX", "nx:" + n, value(size, 'd')});
+    send({"SETEX", "ex:" + n, "1000", value(size, 'e')});
+    send({"SET", "gs:" + n, "first"});
+    send({"GETSET", "gs:" + n, value(size, 'f')});
+    for (auto [prefix, seed] : {std::pair{"set:", 'a'},
+                                {"m1:", 'b'},
+                                {"m2:", 'c'},
+                                {"nx:", 'd'},
+                                {"ex:", 'e'},
+                                {"gs:", 'f'}}) {
+      expected.emplace_back(prefix + n, value(size, seed));
+    }
+  }
+  for (int64_t start : {int64_t{9}, int64_t{-10}, int64_t{99999}, int64_t{9223372036854775806}}) {
+    const std::string key = "incr:" + std::to_string(start);
+    send({"SET", key, std::to_string(start)});
+    send({"INCR", key});
+    expected.emplace_back(key, std::to_string(start + 1));
+  }
+  ASSERT_TRUE(conn_->Send(pipeline));
+  for (size_t i = 0; i < replies; ++i) {
+    const auto reply = conn_->ReadReply();
+    ASSERT_TRUE(reply.has_value()) << "reply " << i;
+    ASSERT_NE(reply->front(), '-') << *reply;
+  }
+  for (const auto& [key, v] : expected) EXPECT_EQ(Call({"GET", key}), Bulk(v)) << key;
+  Restart();
+  for (const auto& [key, v] : expected) EXPECT_EQ(Call({"GET", key}), Bulk(v)) << key;
+}
+
 TEST_F(StringsTest, ValuesAndExpiriesSurviveARestart) {
   ASSERT_EQ(Call({"SET", "plain", "v"}), "+OK\r\n");
   ASSERT_EQ(Call({"SET", "ttl", "v", "EX", "1000"}), "+OK\r\n");

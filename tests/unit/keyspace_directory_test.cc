@@ -93,30 +93,40 @@ TEST(KeyspaceDirectory, StringsHoldTheirValueAndExpiry) {
   EXPECT_EQ(StringEncodingName(StringEncoding::kEmbstr), "embstr");
 }
 
-// GET's one-hold read copies only a live, hot string held in its entry; everything else goes
-// the general way (kOther), which expires, reads from disk or answers -WRONGTYPE.
+// GET's one-hold read gives only a live, hot string held in its entry; everything else goes
+// the general way (kOther), which expires, reads from disk or answers -WRONGTYPE, and the value
+// is not given then.
 TEST(KeyspaceDirectory, ReadInlineStringTakesOnlyLiveSmallStrings) {
   Keyspace keys;
   std::string out = "stale";
-  EXPECT_EQ(keys.ReadInlineString("none", 1000, out), Keyspace::InlineRead::kMissing);
+  int given = 0;
+  const auto copy = [&](std::string_view value) {
+    out.assign(value);
+    ++given;
+  };
+  EXPECT_EQ(keys.ReadInlineString("none", 1000, copy), Keyspace::InlineRead::kMissing);
+  EXPECT_EQ(given, 0);
   const std::string largest(KeyEntry::kInlineValueBelow - 1, 'i');
   keys.PutString("s", Bytes::CopyCompact(largest), StringEncoding::kRaw, KeepTtl::kNo, 0, {});
-  EXPECT_EQ(keys.ReadInlineString("s", 1000, out), Keyspace::InlineRead::kCopied);
+  EXPECT_EQ(keys.ReadInlineString("s", 1000, copy), Keyspace::InlineRead::kCopied);
   EXPECT_EQ(out, largest);
   keys.PutString("s", Bytes::CopyCompact(""), StringEncoding::kEmbstr, KeepTtl::kNo, 0, {});
-  EXPECT_EQ(keys.ReadInlineString("s", 1000, out), Keyspace::InlineRead::kCopied);
+  EXPECT_EQ(keys.ReadInlineString("s", 1000, copy), Keyspace::InlineRead::kCopied);
   EXPECT_EQ(out, "");
+  EXPECT_EQ(given, 2);
   // The expiry: live until its millisecond, due at it.
   keys.PutString("e", Bytes::CopyCompact("v"), StringEncoding::kEmbstr, KeepTtl::kNo, 5000, {});
-  EXPECT_EQ(keys.ReadInlineString("e", 4999, out), Keyspace::InlineRead::kCopied);
-  EXPECT_EQ(keys.ReadInlineString("e", 5000, out), Keyspace::InlineRead::kOther);
+  EXPECT_EQ(keys.ReadInlineString("e", 4999, copy), Keyspace::InlineRead::kCopied);
+  EXPECT_EQ(out, "v");
+  EXPECT_EQ(keys.ReadInlineString("e", 5000, copy), Keyspace::InlineRead::kOther);
   EXPECT_TRUE(keys.Find("e"));  // left for the general path to expire and log
   // A value from the inline limit on lives in its own buffer; another type is not a string.
   keys.PutString("big", Bytes::CopyCompact(std::string(KeyEntry::kInlineValueBelow, 'b')),
                  StringEncoding::kRaw, KeepTtl::kNo, 0, {});
-  EXPECT_EQ(keys.ReadInlineString("big", 1000, out), Keyspace::InlineRead::kOther);
+  EXPECT_EQ(keys.ReadInlineString("big", 1000, copy), Keyspace::InlineRead::kOther);
   keys.Set("ssm", KeyType::kSsmPrefix);
-  EXPECT_EQ(keys.ReadInlineString("ssm", 1000, out), Keyspace::InlineRead::kOther);
+  EXPECT_EQ(keys.ReadInlineString("ssm", 1000, copy), Keyspace::InlineRead::kOther);
+  EXPECT_EQ(given, 3);
 }
 
 // The keyspace remembers the last key it hashed on each thread: a buffer rewritten in place with

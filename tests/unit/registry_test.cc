@@ -4,7 +4,9 @@
 // and the keyspace's type check (-WRONGTYPE) before a typed command's handler.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,42 @@ TEST_F(RegistryTest, FindsCommandsInAnyCaseAndListsThemSorted) {
   for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1]->name, all[i]->name);
   EXPECT_EQ(Call({"Ssm.Prefix.Store", "s", "0", "abc"}), "+OK\r\n");
   EXPECT_EQ(Call({"ssm.prefix.fetch", "s", "0"}), "$3\r\nabc\r\n");
+}
+
+// Find remembers the last name it found on each thread: a name one byte away, a name at the
+// remembered length's limit and past it, and a prefix of the remembered name must each be looked
+// up afresh.
+TEST_F(RegistryTest, TheLastNameFoundIsNeverMistakenForAnother) {
+  const CommandSpec* get = registry_.Find("get");
+  ASSERT_NE(get, nullptr);
+  EXPECT_EQ(registry_.Find("get"), get);
+  EXPECT_EQ(registry_.Find("GET"), get);
+  EXPECT_EQ(registry_.Find("gex"), nullptr);
+  EXPECT_EQ(registry_.Find("ge"), nullptr);
+  EXPECT_EQ(registry_.Find("getex"), registry_.Find("GETEX"));
+  EXPECT_NE(registry_.Find("getex"), get);
+  const std::string longest = "ssm.prefix.mfetch";  // names up to 23 bytes are remembered
+  ASSERT_NE(registry_.Find(longest), nullptr);
+  EXPECT_EQ(registry_.Find(longest + "x"), nullptr);
+  EXPECT_EQ(registry_.Find(std::string(23, 'g')), nullptr);
+  EXPECT_EQ(registry_.Find(std::string(24, 'g')), nullptr);
+  EXPECT_EQ(registry_.Find("get"), get);
+}
+
+// A registry built where another one lived (same address, same thread) finds its own entries,
+// not the ones the thread remembered from the first.
+TEST_F(RegistryTest, ARegistryInTheStorageOfAnEarlierOneFindsItsOwnEntries) {
+  alignas(Registry) unsigned char storage[sizeof(Registry)];
+  auto* first = new (storage) Registry(engine_);
+  const CommandSpec* old = first->Find("get");
+  ASSERT_NE(old, nullptr);
+  first->~Registry();
+  auto* second = new (storage) Registry(engine_);
+  const CommandSpec* fresh = second->Find("get");
+  const auto entries = second->All();
+  EXPECT_NE(std::find(entries.begin(), entries.end(), fresh), entries.end());
+  EXPECT_EQ(second->Find("GET"), fresh);
+  second->~Registry();
 }
 
 TEST_F(RegistryTest, UnknownCommandAndWrongArityUseRedisTexts) {

@@ -400,11 +400,12 @@ void StateStore::PutCold(std::string_view sid, uint32_t layer, uint64_t length,
   auto [shard, hash] = Locate(sid);
   Released released;
   std::lock_guard lock(shard.mu);
-  if (under_lock) under_lock();
+  // Refused before the hook, so nothing is logged for it.
   const uint32_t index = offset <= kOffsetMask ? AcquireFile(shard, file) : 0;
   if (index == 0) {
     throw std::length_error("a cold layer's place does not fit the store's table of files");
   }
+  if (under_lock) under_lock();
   Session** link = LinkOf(shard, hash, sid);
   Session* session = *link;
   std::vector<Draft> drafts;

@@ -11,14 +11,12 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -75,6 +73,7 @@ struct ColdOutcome {
 class StateStore {
  public:
   explicit StateStore(size_t shard_count = 64);
+  ~StateStore();
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
@@ -157,59 +156,40 @@ class StateStore {
   uint64_t SessionBytes(std::string_view sid) const;
   StoreStats Stats() const;
 
- private:
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const;
-  };
-  struct Layer {
-    Bytes value;  // empty when cold
-    std::shared_ptr<const ColdFile> file;
-    uint64_t offset = 0;
-    uint64_t length = 0;
-    bool cold = false;
-  };
-  // A session's layers in one array sorted by layer number, with the part of std::map's
-  // interface the store uses: most sessions hold one or a few layers, and a map node per layer
-  // cost 128 bytes where an array slot costs 88 (docs/benchmarks.md, "Memory per entry").
-  class LayerMap {
-   public:
-    using Slot = std::pair<uint32_t, Layer>;
-    using iterator = std::vector<Slot>::iterator;
-    using const_iterator = std::vector<Slot>::const_iterator;
-    iterator begin() { return slots_.begin(); }
-    iterator end() { return slots_.end(); }
-    const_iterator begin() const { return slots_.begin(); }
-    const_iterator end() const { return slots_.end(); }
-    bool empty() const { return slots_.empty(); }
-    size_t size() const { return slots_.size(); }
-    iterator find(uint32_t layer) {
-      auto it = LowerBound(slots_.begin(), slots_.end(), layer);
-      return it != slots_.end() && it->first == layer ? it : slots_.end();
-    }
-    const_iterator find(uint32_t layer) const {
-      auto it = LowerBound(slots_.begin(), slots_.end(), layer);
-      return it != slots_.end() && it->first == layer ? it : slots_.end();
-    }
-    // The layer's slot, made empty when there was none; true when it was made. Other slots'
-    // iterators do not survive a made one.
-    std::pair<iterator, bool> try_emplace(uint32_t layer) {
-      auto it = LowerBound(slots_.begin(), slots_.end(), layer);
-      if (it != slots_.end() && it->first == layer) return {it, false};
-      return {slots_.insert(it, Slot{layer, Layer{}}), true};
-    }
-    void erase(iterator it) { slots_.erase(it); }
+  // Values of at most this many bytes are copied into their session's chunk (a fetch copies them
+  // out again, as the string keyspace does); larger ones keep their shared buffer, so a fetch of a
+  // large layer never copies it.
+  static constexpr size_t kInlineValueMax = 128;
 
-   private:
-    template <class It>
-    static It LowerBound(It first, It last, uint32_t layer) {
-      return std::lower_bound(first, last, layer,
-                              [](const Slot& s, uint32_t l) { return s.first < l; });
-    }
-    std::vector<Slot> slots_;
+ private:
+  // One session in one malloc chunk: chain link, the sid, a slot per layer sorted by layer
+  // number, then the large values' buffer handles and the small values' bytes (state_store.cc).
+  struct Session;
+  struct Slot;
+  // What a rebuilt chunk holds for one layer.
+  struct Draft;
+  // Handles dropped under a shard lock, freed after it is released: freeing a large buffer or
+  // closing a file takes time.
+  struct Released {
+    std::vector<Bytes> values;
+    std::vector<std::shared_ptr<const ColdFile>> files;
   };
-  struct Session {
-    LayerMap layers;
+  // A file that holds some layer's bytes; a layer names it by its index in the shard's table
+  // (plus one), in 16 bits of an 8-byte place instead of a 16-byte shared_ptr.
+  struct FileRef {
+    std::shared_ptr<const ColdFile> file;
+    uint64_t layers = 0;  // layers placed in it
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    std::vector<Session*> buckets;  // chained, a power of two, at most one session per bucket
+    size_t sessions = 0;
+    std::vector<FileRef> files;
+    size_t last_file = 0;  // the table index the last place named (most name the log's tail)
+  };
+  // A session's share of the memory counters.
+  struct Cost {
+    int64_t sessions = 0, entries = 0, payload = 0, overhead = 0, cold_layers = 0, cold_bytes = 0;
   };
   // A layer's value or, when cold, what to read; resolved after the lock is released.
   struct Pending {
@@ -218,24 +198,47 @@ class StateStore {
     uint64_t offset = 0, length = 0;
     bool cold = false;
   };
-  static Pending PendingOf(const Layer& l);
-  static std::vector<LayerPlace> PlacesOf(const Session& session);
+  struct Located {
+    Shard& shard;
+    uint64_t hash;
+  };
+
+  Located Locate(std::string_view sid) const;
+  static Session* FindSession(const Shard& shard, uint64_t hash, std::string_view sid);
+  // The link to `sid`'s session, or the null link where it would be; the caller holds the lock.
+  static Session** LinkOf(Shard& shard, uint64_t hash, std::string_view sid);
+  // Links a session not in the table (LinkOf made the bucket array).
+  static void LinkNew(Shard& shard, uint64_t hash, Session* session);
+  static void Rehash(Shard& shard, size_t buckets);
+  // Unlinks the session at `link` and frees it, its places released from the file table.
+  void Erase(Shard& shard, Session** link, Released& released);
+  // Puts `fresh` where `*link` was and frees the old chunk (its places carried over by `fresh`).
+  void Replace(Shard& shard, Session** link, Session* fresh, Released& released);
+  static Session* Build(std::string_view sid, std::vector<Draft>& drafts);
+  static std::vector<Draft> Drafts(const Session& session);
+  static void Destroy(Session* session, Released& released);
+
+  static uint32_t AcquireFile(Shard& shard, const std::shared_ptr<const ColdFile>& file);
+  static void ReleaseFile(Shard& shard, uint32_t index, Released& released);
+  static void ReleasePlaces(Shard& shard, const Session& session, Released& released);
+  static const std::shared_ptr<const ColdFile>& FileOf(const Shard& shard, uint64_t place);
+
+  static Cost CostOf(const Session& session);
+  static Cost CostOf(const Slot& slot, const Session& session);
+  void Charge(const Cost& cost, int64_t sign);
+
+  static Pending PendingOf(const Shard& shard, const Session& session, const Slot& slot);
+  // The snapshot's view of a session; `retag`: a small unplaced value is named, for Place, by
+  // the copy handed out (the snapshot places it by that copy once it is durable).
+  static std::vector<LayerPlace> PlacesOf(const Shard& shard, Session& session, bool retag);
+  void ForEachPlace(bool retag,
+                    const std::function<void(const std::string& sid,
+                                             const std::vector<LayerPlace>& layers)>& visit) const;
   std::vector<std::pair<uint32_t, Bytes>> Resolved(const std::vector<LayerPlace>& places) const;
   Bytes Resolve(const Pending& p, uint64_t from, uint64_t length) const;
   // Resolve, or the extent to stream when the (clamped) range is `stream_from` bytes or more.
   FetchedLayer ResolveOrStream(const Pending& p, uint64_t from, uint64_t length,
                                uint64_t stream_from) const;
-  struct Shard {
-    mutable std::mutex mu;
-    std::unordered_map<std::string, Session, StringHash, std::equal_to<>> sessions;
-  };
-
-  Shard& ShardFor(std::string_view sid) const;
-  // The layer `layer` of session `sid` in `shard`, or null; the caller holds the shard lock.
-  static Layer* FindLayer(Shard& shard, std::string_view sid, uint32_t layer);
-  // Accounting deltas; callers hold the shard lock, the counters are global atomics.
-  void Account(const Layer* removed, const Layer* added);
-  void ForgetSession(std::string_view sid);
 
   std::unique_ptr<Shard[]> shards_;
   size_t shard_count_;

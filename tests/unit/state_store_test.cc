@@ -7,11 +7,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "store/key_entry.h"
 #include "store/state_store.h"
 
 namespace prefixd::store {
@@ -205,6 +207,183 @@ TEST(StateStoreTest, FailedColdReadThrowsAndPutColdIsRecovery) {
   store.Clear();
   EXPECT_EQ(store.Stats().cold_bytes, 0u);
   EXPECT_EQ(store.Stats().entries, 0u);
+}
+
+// A 13-byte session id, as benchmarks/entry_cost.py stores them.
+std::string Sid(int i) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "sess:%08d", i);
+  return buf;
+}
+
+TEST(StateStoreTest, ASmallSessionCostsOneChunkAndABucketSlot) {
+  StateStore store(4);
+  constexpr int kCount = 10000;
+  for (int i = 0; i < kCount; ++i) store.Put(Sid(i), 0, B(std::string(64, 'v')));
+  ASSERT_EQ(Sid(0).size(), 13u);
+  const StoreStats s = store.Stats();
+  const uint64_t per_session = (s.payload_bytes + s.overhead_bytes) / kCount;
+  // Link 8, sid size and layer count 8, the sid padded to 16, one 24-byte slot, the value: 128.
+  EXPECT_EQ(per_session, MallocChunkBytes(16 + 16 + 24 + 64) + 8);
+  EXPECT_LE(per_session, 136u);
+  EXPECT_EQ((s.payload_bytes + s.overhead_bytes) % kCount, 0u);
+  EXPECT_EQ(store.SessionBytes(Sid(0)), per_session);
+  // A large value keeps its buffer: a 40-byte handle in the chunk instead of its bytes.
+  const Bytes large = B(std::string(1 << 20, 'L'));
+  store.Put("large", 0, large);
+  EXPECT_EQ(store.SessionBytes("large"), MallocChunkBytes(16 + 8 + 24 + 40) + 8 + large.capacity());
+  store.Clear();
+  EXPECT_EQ(store.Stats().overhead_bytes, 0u);
+}
+
+TEST(StateStoreTest, AValueAtTheInlineLimitIsCopiedOneBytePastItIsShared) {
+  StateStore store(2);
+  const size_t limit = StateStore::kInlineValueMax;
+  const Bytes at = B(std::string(limit, 'a')), past = B(std::string(limit + 1, 'p'));
+  store.PutMany("s", {{0, at}, {1, past}});
+  const auto got_at = store.Get("s", 0), got_past = store.Get("s", 1);
+  EXPECT_EQ(got_at->view(), at.view());
+  EXPECT_EQ(got_past->view(), past.view());
+  EXPECT_FALSE(got_at->SharesStorage(at)) << "a small value lives in the session's chunk";
+  EXPECT_TRUE(got_past->SharesStorage(past)) << "a large fetch must stay zero-copy";
+  EXPECT_EQ(store.GetRange("s", 0, limit - 3, 10)->view(), "aaa");
+  EXPECT_EQ(store.GetRange("s", 1, limit - 3, 10)->view(), "pppp");
+  EXPECT_EQ(store.Stats().payload_bytes, 2 * limit + 1);
+  // Each crosses the limit the other way, then back; in place when size and kind stay.
+  const uint64_t both = store.Stats().payload_bytes + store.Stats().overhead_bytes;
+  store.PutMany("s", {{0, B(std::string(limit + 1, 'A'))}, {1, B(std::string(limit, 'P'))}});
+  EXPECT_EQ(store.Get("s", 0)->view(), std::string(limit + 1, 'A'));
+  EXPECT_EQ(store.Get("s", 1)->view(), std::string(limit, 'P'));
+  store.PutMany("s", {{0, B(std::string(limit, 'b'))}, {1, B(std::string(limit + 1, 'q'))}});
+  store.Put("s", 0, B(std::string(limit, 'c')));
+  EXPECT_EQ(store.Get("s", 0)->view(), std::string(limit, 'c'));
+  EXPECT_EQ(store.Get("s", 1)->view(), std::string(limit + 1, 'q'));
+  EXPECT_EQ(store.Stats().payload_bytes + store.Stats().overhead_bytes, both);
+  EXPECT_EQ(store.SessionBytes("s"), both);
+}
+
+TEST(StateStoreTest, ASessionGrowsToManyLayersAndShrinksBackWithItsAccounting) {
+  StateStore store(1);
+  store.Put("other", 0, B("x"));
+  const uint64_t base = store.Stats().payload_bytes + store.Stats().overhead_bytes;
+  const auto value = [](uint32_t layer) {
+    static const size_t sizes[] = {0, 1, StateStore::kInlineValueMax,
+                                   StateStore::kInlineValueMax + 1, 5000};
+    return std::string(sizes[layer % 5], static_cast<char>('a' + layer % 26));
+  };
+  constexpr uint32_t kLayers = 300;
+  // Odd layers first, then the even ones between them, one by one and then all at once.
+  for (uint32_t l = 1; l < kLayers; l += 2) store.Put("s", l, B(value(l)));
+  std::vector<std::pair<uint32_t, Bytes>> evens;
+  for (uint32_t l = 0; l < kLayers; l += 2) evens.emplace_back(l, B(value(l)));
+  store.PutMany("s", std::move(evens));
+  uint64_t payload = 0;
+  const auto layers = store.Layers("s");
+  ASSERT_EQ(layers.size(), kLayers);
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(layers[l].layer, l);
+    EXPECT_EQ(store.Get("s", l)->view(), value(l)) << l;
+    payload += value(l).size();
+  }
+  EXPECT_EQ(store.Stats().entries, kLayers + 1);
+  EXPECT_EQ(store.Stats().payload_bytes, payload + 1);
+  const auto whole = store.ReadSession("s");
+  ASSERT_TRUE(whole.has_value());
+  ASSERT_EQ(whole->size(), kLayers);
+  for (uint32_t l = 0; l < kLayers; ++l) EXPECT_EQ((*whole)[l].second.view(), value(l));
+  for (uint32_t l = 0; l < kLayers; l += 3) EXPECT_EQ(store.Drop("s", l), 1u);
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(store.Get("s", l).has_value(), l % 3 != 0) << l;
+    if (l % 3 != 0) EXPECT_EQ(store.Get("s", l)->view(), value(l));
+  }
+  for (uint32_t l = 0; l < kLayers; ++l) store.Drop("s", l);
+  EXPECT_FALSE(store.Contains("s"));
+  EXPECT_EQ(store.Stats().sessions, 1u);
+  EXPECT_EQ(store.Stats().payload_bytes + store.Stats().overhead_bytes, base);
+  EXPECT_EQ(store.Get("other", 0)->view(), "x");
+}
+
+TEST(StateStoreTest, ASmallValueIsPlacedByItsSourceBufferOrTheSnapshotsCopy) {
+  StateStore store(2);
+  auto file = std::make_shared<ImageFile>("..abc..xyz..");
+  file->MarkDurable(ColdFile::kAllDurable);
+  const Bytes abc = B("abc");
+  store.Put("s", 0, abc);
+  // A buffer that only holds the same bytes is not this value's.
+  store.Place("s", 0, B("abc").data(), file, 2);
+  EXPECT_FALSE(store.MakeCold("s").ok);
+  // Overwritten: the old value's buffer no longer names the layer.
+  const Bytes xyz = B("xyz");
+  store.Put("s", 0, xyz);
+  store.Place("s", 0, abc.data(), file, 2);
+  EXPECT_FALSE(store.MakeCold("s").ok);
+  // The snapshot's copy names it from the moment the snapshot read it.
+  Bytes copy;
+  store.ForEachSessionPlace([&](const std::string&, const std::vector<LayerPlace>& places) {
+    ASSERT_EQ(places.size(), 1u);
+    EXPECT_EQ(places[0].value.view(), "xyz");
+    EXPECT_EQ(places[0].file, nullptr);
+    copy = places[0].value;
+  });
+  store.Place("s", 0, copy.data(), file, 7);
+  const ColdOutcome cold = store.MakeCold("s");
+  ASSERT_TRUE(cold.ok);
+  EXPECT_EQ(cold.freed, 3u);
+  EXPECT_EQ(store.Stats().cold_bytes, 3u);
+  EXPECT_EQ(store.Get("s", 0)->view(), "xyz");
+  // Read back into the chunk, it keeps its place and may leave memory again at once.
+  EXPECT_TRUE(store.Promote("s"));
+  EXPECT_EQ(store.Stats().cold_layers, 0u);
+  EXPECT_EQ(store.Stats().payload_bytes, 3u);
+  EXPECT_EQ(store.Get("s", 0)->view(), "xyz");
+  ASSERT_TRUE(store.MakeCold("s").ok);
+  EXPECT_EQ(store.Get("s", 0)->view(), "xyz");
+  // An empty value sits at any place.
+  const Bytes four = B("four");
+  store.PutMany("e", {{0, B("")}, {4, four}});
+  store.Place("e", 0, nullptr, file, 0);
+  EXPECT_FALSE(store.MakeCold("e").ok) << "layer 4 is not placed";
+  store.Place("e", 4, four.data(), file, 7);
+  ASSERT_TRUE(store.MakeCold("e").ok);
+  EXPECT_EQ(store.Get("e", 0)->view(), "");
+  EXPECT_EQ(store.Stats().cold_layers, 3u);
+  store.DropSession("s");
+  store.DropSession("e");
+  EXPECT_EQ(store.Stats().overhead_bytes, 0u);
+}
+
+TEST(StateStoreTest, SessionsRebuiltWhileOthersReadTheSameShard) {
+  StateStore store(1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::thread reader([&] {
+    const uint32_t layers[] = {0, 1, 2, 3};
+    while (!stop.load()) {
+      for (int s = 0; s < 8; ++s) {
+        for (const auto& v : store.GetMany(Sid(s), layers)) {
+          if (v && !v->empty() && v->view().find_first_not_of(v->view()[0]) != std::string::npos) {
+            ++wrong;
+          }
+        }
+      }
+    }
+  });
+  for (int i = 0; i < 4000; ++i) {
+    const std::string sid = Sid(i % 8);
+    const size_t size = (i * 37) % 300;
+    const uint32_t layer = static_cast<uint32_t>(i % 4);
+    if (i % 7 == 0) {
+      store.Drop(sid, layer);
+    } else {
+      store.Put(sid, layer, B(std::string(size, static_cast<char>('a' + i % 26))));
+    }
+  }
+  stop = true;
+  reader.join();
+  EXPECT_EQ(wrong.load(), 0);
+  store.Clear();
+  EXPECT_EQ(store.Stats().overhead_bytes, 0u);
+  EXPECT_EQ(store.Stats().payload_bytes, 0u);
 }
 
 }  // namespace

@@ -61,9 +61,6 @@ class BytePieces {
     has_one_ = false;
     many_.clear();
   }
-  void reserve(size_t n) {
-    if (n > 1) many_.reserve(n);
-  }
   Bytes& emplace_back() { return push_back(Bytes()); }
   Bytes& push_back(Bytes piece) {
     if (empty()) {

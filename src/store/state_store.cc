@@ -375,16 +375,26 @@ void StateStore::PutMany(std::string_view sid, std::vector<std::pair<uint32_t, B
   std::vector<Draft> drafts;
   if (session != nullptr) drafts = Drafts(*session);
   for (const auto& [layer, value] : layers) {
-    auto it = std::lower_bound(drafts.begin(), drafts.end(), layer,
-                               [](const Draft& d, uint32_t l) { return d.layer < l; });
-    if (it != drafts.end() && it->layer == layer) {
-      // The old value's place goes with it (a value given twice in one call has none yet).
-      ReleaseFile(shard, FileIndexOf(it->place), released);
-      *it = Draft::Of(layer, value);
-    } else {
-      drafts.insert(it, Draft::Of(layer, value));
-    }
+    SetDraft(shard, drafts, Draft::Of(layer, value), released);
   }
+  Install(shard, hash, link, session, sid, drafts, released);
+}
+
+void StateStore::SetDraft(Shard& shard, std::vector<Draft>& drafts, Draft draft,
+                          Released& released) {
+  auto it = std::lower_bound(drafts.begin(), drafts.end(), draft.layer,
+                             [](const Draft& d, uint32_t l) { return d.layer < l; });
+  if (it != drafts.end() && it->layer == draft.layer) {
+    // The old value's place goes with it (a value given twice in one call has none yet).
+    ReleaseFile(shard, FileIndexOf(it->place), released);
+    *it = std::move(draft);
+  } else {
+    drafts.insert(it, std::move(draft));
+  }
+}
+
+void StateStore::Install(Shard& shard, uint64_t hash, Session** link, const Session* session,
+                         std::string_view sid, std::vector<Draft>& drafts, Released& released) {
   Session* fresh = Build(sid, drafts);
   if (session == nullptr) {
     LinkNew(shard, hash, fresh);
@@ -414,21 +424,8 @@ void StateStore::PutCold(std::string_view sid, uint32_t layer, uint64_t length,
   cold.layer = layer;
   cold.length = length;
   cold.place = uint64_t{index} << kOffsetBits | offset;
-  auto it = std::lower_bound(drafts.begin(), drafts.end(), layer,
-                             [](const Draft& d, uint32_t l) { return d.layer < l; });
-  if (it != drafts.end() && it->layer == layer) {
-    ReleaseFile(shard, FileIndexOf(it->place), released);
-    *it = std::move(cold);
-  } else {
-    drafts.insert(it, std::move(cold));
-  }
-  Session* fresh = Build(sid, drafts);
-  if (session == nullptr) {
-    LinkNew(shard, hash, fresh);
-    Charge(CostOf(*fresh), 1);
-  } else {
-    Replace(shard, link, fresh, released);
-  }
+  SetDraft(shard, drafts, std::move(cold), released);
+  Install(shard, hash, link, session, sid, drafts, released);
 }
 
 StateStore::Pending StateStore::PendingOf(const Shard& shard, const Session& session,

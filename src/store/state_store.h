@@ -215,6 +215,12 @@ class StateStore {
   // Puts `fresh` where `*link` was and frees the old chunk (its places carried over by `fresh`).
   void Replace(Shard& shard, Session** link, Session* fresh, Released& released);
   static Session* Build(std::string_view sid, std::vector<Draft>& drafts);
+  // Sets `draft`'s layer in the sorted `drafts`, releasing the place of the draft it replaces.
+  static void SetDraft(Shard& shard, std::vector<Draft>& drafts, Draft draft, Released& released);
+  // Builds `drafts` into a chunk and puts it where `*link` is: a new session when `session` is
+  // null, in place of `session` otherwise.
+  void Install(Shard& shard, uint64_t hash, Session** link, const Session* session,
+               std::string_view sid, std::vector<Draft>& drafts, Released& released);
   static std::vector<Draft> Drafts(const Session& session);
   static void Destroy(Session* session, Released& released);
 

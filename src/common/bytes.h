@@ -59,8 +59,7 @@ class Bytes {
   Bytes Slice(size_t offset, size_t length) const;
 
   // True when no other handle (copy or slice) refers to this buffer: then its bytes may be
-  // rewritten in place. False when unsure (under ThreadSanitizer, which cannot see the fence
-  // that orders the last holder's reads before the caller's writes).
+  // rewritten in place (the caller must hold whatever keeps other threads from copying it).
   bool Unique() const;
 
   // True when both handles are views of one allocation (slices of one buffer).

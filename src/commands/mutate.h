@@ -115,7 +115,9 @@ inline std::string Refusal(Engine& engine, const persist::Mutation& m) {
 // feeds its own DEL and leaves it as it was (Replication's ServerChange).
 inline thread_local uint64_t changes_applied_here = 0;
 
-inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mutation& m) {
+// `strings_only_over_live_at_ms`: persist::Stores' field of that name (0 for every other write).
+inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mutation& m,
+                                   int64_t strings_only_over_live_at_ms = 0) {
   MutationResult result;
   if (result.error = Refusal(engine, m); !result.error.empty()) return result;
   const bool flush_all = std::holds_alternative<persist::FlushAll>(m);
@@ -155,7 +157,9 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
   const bool watched = engine.watches().any();
   const bool whole = flush_all || swap != nullptr || std::holds_alternative<persist::FlushDb>(m);
   if (watched && whole) engine.watches().BeforeChange(engine, db, m);
-  result.outcome = persist::Apply(m, StoresOf(engine, database), append);
+  persist::Stores stores = StoresOf(engine, database);
+  stores.strings_only_over_live_at_ms = strings_only_over_live_at_ms;
+  result.outcome = persist::Apply(m, stores, append);
   if (result.outcome->kind == persist::Outcome::Kind::kApplied) ++changes_applied_here;
   if (watched && !whole) {
     engine.watches().AfterChange(engine, db, m,
@@ -192,8 +196,10 @@ class ServerDeletion {
 
 // MutateEngine for a command: nullopt (with the error queued as the reply) when the check
 // refuses it; the reply waits until the record is durable.
-inline std::optional<persist::Outcome> Mutate(Context& ctx, const persist::Mutation& m) {
-  MutationResult result = MutateEngine(ctx.engine, static_cast<size_t>(ctx.client.db.load()), m);
+inline std::optional<persist::Outcome> Mutate(Context& ctx, const persist::Mutation& m,
+                                              int64_t strings_only_over_live_at_ms = 0) {
+  MutationResult result = MutateEngine(ctx.engine, static_cast<size_t>(ctx.client.db.load()), m,
+                                       strings_only_over_live_at_ms);
   if (!result.outcome) {
     ctx.reply.Error(result.error);
     return std::nullopt;

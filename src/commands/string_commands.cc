@@ -232,6 +232,17 @@ void SetWith(Context& ctx, const expiry::StringOptions& options) {
     how.at_ms = at.value;
   }
   KeyLocks lock(ctx.engine, key);
+  if (!options.get && !options.nx && !options.xx) {
+    // The common SET decides nothing from the old value: one lookup, under the put's own lock,
+    // unless the key has expired or holds another type (then the path below deletes it first).
+    const auto applied =
+        Mutate(ctx, StringRecord(key, ValueArg(ctx, 2), how), CommandClock::WallMs());
+    if (!applied) return;
+    if (applied->kind == persist::Outcome::Kind::kApplied) {
+      PropagateSet(ctx, options, how);
+      return ctx.reply.Simple("OK");
+    }
+  }
   std::optional<KeyInfo> info;
   if (options.get) {
     info = ReadKey(ctx, key);
@@ -349,19 +360,28 @@ void MSetWith(Context& ctx, bool only_new) {
   keys.reserve(ctx.args.size() / 2);
   for (size_t i = 1; i < ctx.args.size(); i += 2) keys.push_back(ctx.args[i]);
   KeyLocks lock(ctx.engine, keys);
+  const auto record_of_args = [&] {
+    persist::StringMultiSet multi;
+    multi.entries.reserve(keys.size());
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const size_t value = 2 * k + 2;
+      const Write how{store::EncodingOf(ctx.args[value])};
+      multi.entries.push_back(StringRecord(keys[k], ValueArg(ctx, value), how));
+    }
+    return persist::Mutation(std::move(multi));
+  };
+  if (!only_new) {
+    // As SET: no lookups first unless a key has expired or holds another type.
+    const auto applied = Mutate(ctx, record_of_args(), CommandClock::WallMs());
+    if (!applied) return;
+    if (applied->kind == persist::Outcome::Kind::kApplied) return ctx.reply.Simple("OK");
+  }
   std::vector<std::optional<KeyInfo>> found(keys.size());
   for (size_t k = 0; k < keys.size(); ++k) {
     found[k] = LookupKeyToReplace(ctx, keys[k]);
     if (only_new && found[k]) return ctx.reply.Integer(0);
   }
-  persist::StringMultiSet multi;
-  multi.entries.reserve(keys.size());
-  for (size_t k = 0; k < keys.size(); ++k) {
-    const size_t value = 2 * k + 2;
-    const Write how{store::EncodingOf(ctx.args[value])};
-    multi.entries.push_back(StringRecord(keys[k], ValueArg(ctx, value), how));
-  }
-  const persist::Mutation record = std::move(multi);
+  const persist::Mutation record = record_of_args();
   if (!ClearOtherTypeIfAdmitted(ctx, record, keys, found) || !Mutate(ctx, record)) return;
   only_new ? ctx.reply.Integer(1) : ctx.reply.Simple("OK");
 }

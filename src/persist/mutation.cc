@@ -564,17 +564,15 @@ struct Applier {
   Outcome operator()(const StringSet& r) {
     if (stores.keys == nullptr) return Applied(false);
     store::Keyspace::StringPut put = Put(r);
-    stores.keys->PutString(put.key, std::move(put.value), put.encoding, put.keep_ttl, put.at_ms,
-                           hook);
-    return Applied(true);
+    return Applied(stores.keys->PutString(put.key, std::move(put.value), put.encoding, put.keep_ttl,
+                                          put.at_ms, hook, stores.strings_only_over_live_at_ms));
   }
   Outcome operator()(const StringMultiSet& r) {
     if (stores.keys == nullptr) return Applied(false);
     std::vector<store::Keyspace::StringPut> puts;
     puts.reserve(r.entries.size());
     for (const StringSet& entry : r.entries) puts.push_back(Put(entry));
-    stores.keys->PutStrings(puts, hook);
-    return Applied(true);
+    return Applied(stores.keys->PutStrings(puts, hook, stores.strings_only_over_live_at_ms));
   }
   Outcome operator()(const StringDel& r) {
     if (stores.keys == nullptr) return Applied(false);

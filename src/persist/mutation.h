@@ -468,6 +468,10 @@ struct Stores {
   uint64_t max_sessions = 0;               // 0: no limit (replay)
   store::Keyspace* keys = nullptr;         // kept in step with the stores when given
   store::PrefixStore* prefixes = nullptr;  // prefix-index records are ignored without
+  // A live string write that looked nothing up first (SET, MSET) sets this to the Unix ms time
+  // it runs at: a StringSet or StringMultiSet then applies only where each key is missing or a
+  // string live at that time, and is kUnchanged (nothing logged) elsewhere. Replay leaves it 0.
+  int64_t strings_only_over_live_at_ms = 0;
 };
 
 // Applies a checked record. `under_lock` runs while the change is applied under the locks that

@@ -164,19 +164,28 @@ void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyT
   if (entry != nullptr) Erase(shard, entry);
 }
 
-void Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encoding,
-                         KeepTtl keep_ttl, int64_t at_ms, const std::function<void()>& under_lock) {
+bool Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encoding,
+                         KeepTtl keep_ttl, int64_t at_ms, const std::function<void()>& under_lock,
+                         int64_t only_over_live_at_ms) {
   Shard& shard = shards_[ShardOf(key)];
   StringPut put{key, std::move(value), encoding, keep_ttl, at_ms};
   Bytes released;  // the old value, freed after the lock
   std::lock_guard lock(shard.mu);
+  if (only_over_live_at_ms != 0) {
+    Entry* existing = nullptr;
+    if (!ReplaceableLocked(shard, key, only_over_live_at_ms, existing)) return false;
+    if (existing != nullptr) TouchLocked(shard, *existing);
+  }
   if (under_lock) under_lock();
   released = PutStringLocked(shard, put);
+  return true;
 }
 
-void Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock) {
+bool Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock,
+                          int64_t only_over_live_at_ms) {
   struct Step {
     size_t shard;
+    Entry* existing = nullptr;
     Bytes released;  // the old value, freed after the locks
   };
   std::vector<Step> steps(puts.size());
@@ -186,10 +195,36 @@ void Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>
   for (size_t s = 0; s < kShardCount; ++s) {
     if (involved[s]) locks[s] = std::unique_lock(shards_[s].mu);
   }
+  if (only_over_live_at_ms != 0) {
+    // Every key is checked before any is touched: a refused write leaves no trace.
+    for (size_t i = 0; i < puts.size(); ++i) {
+      if (!ReplaceableLocked(shards_[steps[i].shard], puts[i].key, only_over_live_at_ms,
+                             steps[i].existing)) {
+        return false;
+      }
+    }
+    for (const Step& step : steps) {
+      if (step.existing != nullptr) TouchLocked(shards_[step.shard], *step.existing);
+    }
+  }
   if (under_lock) under_lock();
   for (size_t i = 0; i < puts.size(); ++i) {
     steps[i].released = PutStringLocked(shards_[steps[i].shard], puts[i]);
   }
+  return true;
+}
+
+bool Keyspace::ReplaceableLocked(const Shard& shard, std::string_view key, int64_t now_ms,
+                                 Entry*& existing) {
+  existing = FindIn(shard, key);
+  if (existing == nullptr) return true;
+  if (existing->type() != KeyType::kString) return false;
+  const int64_t expiry = ExpiryOf(shard, *existing);
+  return expiry == 0 || expiry > now_ms;
+}
+
+void Keyspace::TouchLocked(Shard& shard, const Entry& entry) {
+  shard.IndexOf(entry).Touch(entry.handle, EvictionClockMicros());
 }
 
 Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put) {

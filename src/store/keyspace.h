@@ -109,8 +109,14 @@ class Keyspace {
   // all under one shard lock with `under_lock` (the log append): a reader never sees the value
   // without its expiry. RemoveString deletes a string key; false (and no hook) when `key` is not
   // a string.
-  void PutString(std::string_view key, Bytes value, StringEncoding encoding, KeepTtl keep_ttl,
-                 int64_t at_ms, const std::function<void()>& under_lock);
+  // A write that looked nothing up first (SET or MSET without conditions) passes
+  // `only_over_live_at_ms`, the Unix ms time it runs at: then PutString and PutStrings change
+  // nothing, run no hook and return false when a key holds another type or has expired by then
+  // (the caller takes the path that deletes it first, by its own record); a key they replace is
+  // touched, as that write's lookup would have touched it. 0: no such check (true).
+  bool PutString(std::string_view key, Bytes value, StringEncoding encoding, KeepTtl keep_ttl,
+                 int64_t at_ms, const std::function<void()>& under_lock,
+                 int64_t only_over_live_at_ms = 0);
   bool RemoveString(std::string_view key, const std::function<void()>& under_lock);
   // RemoveString for a key of `type` (a set or list whose last member went).
   bool RemoveValue(std::string_view key, KeyType type, const std::function<void()>& under_lock);
@@ -142,7 +148,8 @@ class Keyspace {
     // A set or list (store/members.h) is put the same way: its value and encoding bits.
     KeyType type = KeyType::kString;
   };
-  void PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock);
+  bool PutStrings(std::span<StringPut> puts, const std::function<void()>& under_lock,
+                  int64_t only_over_live_at_ms = 0);
 
   // The disk tier for strings (docs/cache-design.md). PlaceString records where a large value's
   // bytes landed in a log or snapshot file, if `key` still holds the buffer at `data` (nullptr:
@@ -288,6 +295,11 @@ class Keyspace {
   void SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms);
   // PutString's change under the shard's lock; returns the old value, to be freed after it.
   Bytes PutStringLocked(Shard& shard, StringPut& put);
+  // Under the shard's lock: whether `key` is missing or a string live at `now_ms`, so a write
+  // that looked nothing up may replace it; `existing` gets its entry (nullptr when missing).
+  static bool ReplaceableLocked(const Shard& shard, std::string_view key, int64_t now_ms,
+                                Entry*& existing);
+  static void TouchLocked(Shard& shard, const Entry& entry);
   // An entry's share of the string figures: value bytes, cold value bytes, large value bytes.
   struct StringCounts {
     int64_t bytes = 0;

@@ -27,8 +27,8 @@ per_unit_timeout="${SUITE_TIMEOUT:-300}"
 
 # The tests known to fail, each for a stated reason (docs/compatibility.md).
 out_of_scope="$repo/tests/redis-suite/out-of-scope.tsv"
-all_units=(unit/protocol unit/info-command unit/quit unit/type/string unit/type/hash unit/keyspace
-  unit/expire unit/multi
+all_units=(unit/protocol unit/info-command unit/quit unit/type/string unit/type/incr unit/type/hash
+  unit/keyspace unit/expire unit/multi
   unit/introspection unit/introspection-2 unit/info)
 
 if [ ! -x "$suite/runtest" ]; then

@@ -235,7 +235,7 @@ void HIncrByFloat(Context& ctx) {
   long double value = 0;
   if (auto old = store::FieldValue(hash.value.view(), field)) {
     // Redis reads a stored value with its length (string2ld): a NUL inside is no float.
-    auto parsed = old->find('\0') == std::string_view::npos ? ParseLongDouble(*old) : std::nullopt;
+    auto parsed = ParseLongDouble(*old);
     if (!parsed) return ctx.reply.Error("ERR hash value is not a float");
     value = *parsed;
   }

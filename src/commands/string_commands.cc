@@ -474,28 +474,62 @@ void Append(Context& ctx) {
   }
 }
 
+// INCR's sum of the key's integer and `increment`; nullopt, with the error queued, on overflow.
+std::optional<int64_t> Sum(Context& ctx, int64_t value, int64_t increment) {
+  if ((increment < 0 && value < 0 && increment < std::numeric_limits<int64_t>::min() - value) ||
+      (increment > 0 && value > 0 && increment > std::numeric_limits<int64_t>::max() - value)) {
+    ctx.reply.Error("ERR increment or decrement would overflow");
+    return std::nullopt;
+  }
+  return value + increment;
+}
+
 void IncrBy(Context& ctx, int64_t increment) {
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
+  char digits[24];
+  const auto digits_of = [&](int64_t value) {
+    const auto printed = std::to_chars(std::begin(digits), std::end(digits), value);
+    return std::string_view(digits, static_cast<size_t>(printed.ptr - digits));
+  };
+  // The common case, a live value in its entry or no key, is parsed where it sits (no copy) and
+  // the sum put with one lookup; the stripe keeps the key's other writers out in between, and the
+  // put touches the key. Anything else takes the general lookup below.
+  const int64_t now = CommandClock::WallMs();
+  std::optional<int64_t> current;
+  const auto read = Db(ctx).keys.ReadInlineString(
+      key, now, [&](std::string_view value) { current = ParseInt64(value); },
+      store::Keyspace::Touching::kNo);
+  if (read != store::Keyspace::InlineRead::kOther) {
+    const bool existed = read == store::Keyspace::InlineRead::kCopied;
+    std::optional<int64_t> sum;
+    if (existed && !current) {
+      ctx.reply.Error(errors::kNotInteger);
+    } else {
+      sum = Sum(ctx, existed ? *current : 0, increment);
+    }
+    if (!sum) {
+      if (existed) Db(ctx).keys.Touch(key);  // a refused write's lookup counts, as in Redis
+      return;
+    }
+    const Write how{StringEncoding::kInt, existed ? KeepTtl::kYes : KeepTtl::kNo, 0};
+    const auto applied = Mutate(ctx, StringRecord(key, Bytes::Borrow(digits_of(*sum)), how), now);
+    if (!applied) return;
+    if (applied->kind == persist::Outcome::Kind::kApplied) return ctx.reply.Integer(*sum);
+  }
   auto info = WriteKey(ctx, key);
   if (!StringOrMissing(ctx, info)) return;
   int64_t value = 0;
   if (info) {
-    auto current = ParseInt64(info->value.view());
-    if (!current) return ctx.reply.Error(errors::kNotInteger);
-    value = *current;
+    auto parsed = ParseInt64(info->value.view());
+    if (!parsed) return ctx.reply.Error(errors::kNotInteger);
+    value = *parsed;
   }
-  if ((increment < 0 && value < 0 && increment < std::numeric_limits<int64_t>::min() - value) ||
-      (increment > 0 && value > 0 && increment > std::numeric_limits<int64_t>::max() - value)) {
-    return ctx.reply.Error("ERR increment or decrement would overflow");
-  }
-  value += increment;
+  const auto sum = Sum(ctx, value, increment);
+  if (!sum) return;
   const Write how{StringEncoding::kInt, info ? KeepTtl::kYes : KeepTtl::kNo, 0};
-  char digits[24];
-  const auto printed = std::to_chars(std::begin(digits), std::end(digits), value);
-  const std::string_view text(digits, static_cast<size_t>(printed.ptr - digits));
-  if (StoreString(ctx, key, info, Bytes::Borrow(text), how)) {
-    ctx.reply.Integer(value);
+  if (StoreString(ctx, key, info, Bytes::Borrow(digits_of(*sum)), how)) {
+    ctx.reply.Integer(*sum);
   }
 }
 

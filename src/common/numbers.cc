@@ -69,12 +69,13 @@ std::string HumanBytes(uint64_t bytes) {
 std::optional<long double> ParseLongDouble(std::string_view text) {
   constexpr size_t kMaxChars = 5 * 1024;
   if (text.empty() || text.size() >= kMaxChars) return std::nullopt;
-  const std::string buffer(text);  // stops at an embedded NUL, as Redis's C string does
+  const std::string buffer(text);
   errno = 0;
   char* end = nullptr;
   const long double value = std::strtold(buffer.c_str(), &end);
-  if (std::isspace(static_cast<unsigned char>(buffer[0])) || *end != '\0' || std::isnan(value) ||
-      errno == EINVAL ||
+  // strtold stops at an embedded NUL: the text is then not a number, as in Redis 7.0's string2ld.
+  if (std::isspace(static_cast<unsigned char>(buffer[0])) ||
+      end != buffer.c_str() + buffer.size() || std::isnan(value) || errno == EINVAL ||
       (errno == ERANGE && (value == HUGE_VALL || value == -HUGE_VALL || value == 0))) {
     return std::nullopt;
   }

@@ -585,7 +585,8 @@ std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_
 }
 
 const Keyspace::Entry* Keyspace::InlineStringLocked(Shard& shard, std::string_view key,
-                                                    int64_t now_ms, InlineRead& result) {
+                                                    int64_t now_ms, InlineRead& result,
+                                                    Touching touch) {
   const Entry* entry = FindIn(shard, key);
   result = InlineRead::kOther;
   if (entry == nullptr) {
@@ -594,7 +595,7 @@ const Keyspace::Entry* Keyspace::InlineStringLocked(Shard& shard, std::string_vi
   }
   if (entry->type() != KeyType::kString || entry->cold() || !entry->value_inline()) return nullptr;
   if (const int64_t at = ExpiryOf(shard, *entry); at != 0 && at <= now_ms) return nullptr;
-  shard.IndexOf(*entry).Touch(entry->handle, EvictionClockMicros());
+  if (touch == Touching::kYes) TouchLocked(shard, *entry);
   result = InlineRead::kCopied;
   return entry;
 }

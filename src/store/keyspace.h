@@ -200,11 +200,14 @@ class Keyspace {
   std::optional<KeyInfo> FindAndTouch(std::string_view key, int64_t now_ms, bool with_value = true);
   // GET's common case in one lock hold and no allocation: a live, hot string whose value sits in
   // its entry is given to `use` (under the shard lock: `use` only copies it, e.g. into a reply)
-  // and touched. kMissing: no such key. kOther: anything else (another type, an expiry due, a
-  // large or cold value), which the caller looks up the general way.
+  // and touched (unless `touch` is kNo: a read-modify-write whose put touches it). kMissing: no
+  // such key. kOther: anything else (another type, an expiry due, a large or cold value), which
+  // the caller looks up the general way.
   enum class InlineRead { kCopied, kMissing, kOther };
+  enum class Touching : bool { kNo, kYes };
   template <class Use>
-  InlineRead ReadInlineString(std::string_view key, int64_t now_ms, Use&& use);
+  InlineRead ReadInlineString(std::string_view key, int64_t now_ms, Use&& use,
+                              Touching touch = Touching::kYes);
   // Records an access: last access time and the LFU counter (Redis's lookupKey).
   void Touch(std::string_view key);
   // Sets (at_ms > 0) or clears (0) the key's expiry; false when the key does not exist.
@@ -316,9 +319,9 @@ class Keyspace {
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);
 
   // ReadInlineString's lookup: the live inline string value of `key`, or null with `result` set
-  // to why not. The caller holds the shard lock; a found entry is touched.
+  // to why not. The caller holds the shard lock; a found entry is touched if `touch`.
   const Entry* InlineStringLocked(Shard& shard, std::string_view key, int64_t now_ms,
-                                  InlineRead& result);
+                                  InlineRead& result, Touching touch);
 
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> bytes_{0};
@@ -336,11 +339,13 @@ class Keyspace {
 };
 
 template <class Use>
-Keyspace::InlineRead Keyspace::ReadInlineString(std::string_view key, int64_t now_ms, Use&& use) {
+Keyspace::InlineRead Keyspace::ReadInlineString(std::string_view key, int64_t now_ms, Use&& use,
+                                                Touching touch) {
   Shard& shard = shards_[ShardOf(key)];
   std::lock_guard lock(shard.mu);
   InlineRead result = InlineRead::kCopied;
-  if (const Entry* entry = InlineStringLocked(shard, key, now_ms, result); entry != nullptr) {
+  if (const Entry* entry = InlineStringLocked(shard, key, now_ms, result, touch);
+      entry != nullptr) {
     use(entry->Value());
   }
   return result;

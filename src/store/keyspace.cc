@@ -218,9 +218,12 @@ bool Keyspace::ReplaceableLocked(const Shard& shard, std::string_view key, int64
                                  Entry*& existing) {
   existing = FindIn(shard, key);
   if (existing == nullptr) return true;
-  if (existing->type() != KeyType::kString) return false;
-  const int64_t expiry = ExpiryOf(shard, *existing);
-  return expiry == 0 || expiry > now_ms;
+  return existing->type() == KeyType::kString && !ExpiredAt(shard, *existing, now_ms);
+}
+
+bool Keyspace::ExpiredAt(const Shard& shard, const Entry& entry, int64_t now_ms) {
+  const int64_t at = ExpiryOf(shard, entry);
+  return at != 0 && at <= now_ms;
 }
 
 void Keyspace::TouchLocked(Shard& shard, const Entry& entry) {
@@ -594,7 +597,7 @@ const Keyspace::Entry* Keyspace::InlineStringLocked(Shard& shard, std::string_vi
     return nullptr;
   }
   if (entry->type() != KeyType::kString || entry->cold() || !entry->value_inline()) return nullptr;
-  if (const int64_t at = ExpiryOf(shard, *entry); at != 0 && at <= now_ms) return nullptr;
+  if (ExpiredAt(shard, *entry, now_ms)) return nullptr;
   if (touch == Touching::kYes) TouchLocked(shard, *entry);
   result = InlineRead::kCopied;
   return entry;

@@ -287,6 +287,8 @@ class Keyspace {
   // The public copy of `entry`; with its value when `with_value` and it is a string.
   static KeyInfo InfoOf(const Shard& shard, const Entry& entry, bool with_value);
   static int64_t ExpiryOf(const Shard& shard, const Entry& entry);
+  // Whether `entry` has an expiry due by `now_ms` (it is not served, though still in the table).
+  static bool ExpiredAt(const Shard& shard, const Entry& entry, int64_t now_ms);
   // Makes `key` an entry of `type`; returns it.
   Entry* SetLocked(Shard& shard, std::string_view key, KeyType type);
   // Gives `entry` `value`; returns the entry, which may have moved (the old one is freed). A

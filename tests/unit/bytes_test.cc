@@ -1,6 +1,7 @@
-// Bytes::Unique: a buffer is rewritten in place only when no other handle refers to it, and the
-// last holder's reads on another thread are ordered before the rewrite (ThreadSanitizer, which
-// runs this file in CI, reports the write as a race if they are not).
+// Bytes::Unique: a buffer is rewritten in place only when no other handle refers to it, and it
+// does become unique once another thread's last holder is gone, with that holder's reads seeing
+// the bytes as they were. CI also runs this file under ThreadSanitizer, where Unique() must
+// report true as well (it used to answer false there, so the in-place paths never ran).
 #include "common/bytes.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +10,6 @@
 #include <cstring>
 #include <optional>
 #include <thread>
-#include <vector>
 
 namespace prefixd {
 namespace {

@@ -8,7 +8,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git lld
   libasio-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libhiredis-dev libxxhash-dev libssl-dev openssl
   redis-server redis-tools python3 python3-redis
   libopenblas-dev nlohmann-json3-dev patchelf python3-numpy

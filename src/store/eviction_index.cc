@@ -89,7 +89,7 @@ uint64_t EvictionIndex::NextStamp(uint64_t now_us) {
 
 EvictionIndex::Handle EvictionIndex::Insert(uint64_t now_us) {
   if (free_head_ == kNoHandle) {
-    constexpr uint32_t kChunk = 1u << kChunkBits;
+    constexpr uint32_t kChunk = kHandlesPerChunk;
     if (capacity_ > kNoHandle - 2 * kChunk) std::abort();  // 4 billion entries in one shard
     chunks_.push_back(std::make_unique<Node[]>(kChunk));
     for (uint32_t i = kChunk; i-- > 0;) {

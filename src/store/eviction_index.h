@@ -4,7 +4,7 @@
 // and is owned by the one thread running an eviction pass. Knows no keys, values or RESP.
 //
 // Layout and costs (docs/cache-design.md has the reasoning):
-// - An entry is a 24-byte node in a chunked slab, named by a 32-bit handle that the keyspace
+// - An entry is a 24-byte node in chunks of 256, named by a 32-bit handle that the keyspace
 //   entry stores. Per volatile entry the expiry heap adds 12 bytes; under a random policy the
 //   dense candidate arrays add 4 bytes per unpinned entry. No per-key allocation.
 // - LRU: one list per scope (persistent, volatile) in touch order. Touch, insert, erase and pick
@@ -135,6 +135,10 @@ class EvictionIndex {
   size_t MemoryBytes() const;
 
   static constexpr Handle kNoHandle = 0xffffffffu;
+  // Nodes come in chunks of this many (6 KiB), handles in order from a chunk's first: a shard
+  // holds at most one partly used chunk, so its slack per key stays small at any size.
+  static constexpr uint32_t kChunkBits = 8;
+  static constexpr uint32_t kHandlesPerChunk = 1u << kChunkBits;
 
  private:
   struct Node {
@@ -155,12 +159,9 @@ class EvictionIndex {
   };
   enum class Order : uint8_t { kNone, kRecency, kFrequency, kRandom, kExpiry };
   static constexpr int kScopes = 2;  // 0: persistent, 1: volatile
-  static constexpr uint32_t kChunkBits = 12;
 
-  Node& node(Handle h) { return chunks_[h >> kChunkBits][h & ((1u << kChunkBits) - 1)]; }
-  const Node& node(Handle h) const {
-    return chunks_[h >> kChunkBits][h & ((1u << kChunkBits) - 1)];
-  }
+  Node& node(Handle h) { return chunks_[h >> kChunkBits][h & (kHandlesPerChunk - 1)]; }
+  const Node& node(Handle h) const { return chunks_[h >> kChunkBits][h & (kHandlesPerChunk - 1)]; }
   static int ScopeOf(const Node& n) { return n.expiry_pos == kNoHandle ? 0 : 1; }
   int Bucket(const Node& n) const { return order_ == Order::kFrequency ? int(n.count) : 0; }
   uint64_t NextStamp(uint64_t now_us);

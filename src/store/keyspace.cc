@@ -340,7 +340,7 @@ Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType
   }
   const EvictionIndex::Handle handle = shard.index.Insert(EvictionClockMicros());
   Entry* placed = shard.keys.Insert(KeyEntry::Make(hash, key, type, handle));
-  if (shard.entry_of_handle.size() <= handle) shard.entry_of_handle.resize(handle + 1);
+  shard.entry_of_handle.MakeRoomFor(handle);
   shard.entry_of_handle[handle] = placed;
   bytes_ += EntryCost(*placed);
   keys_of_type_[static_cast<size_t>(type)] += 1;
@@ -374,7 +374,7 @@ void Keyspace::SwitchTier(Shard& shard, Entry& entry, bool cold) {
   entry.handle = to.Insert(last_access);
   if (expiry) to.SetExpiry(entry.handle, *expiry);
   auto& entries = shard.EntriesOf(cold);
-  if (entries.size() <= entry.handle) entries.resize(entry.handle + 1);
+  entries.MakeRoomFor(entry.handle);
   entries[entry.handle] = &entry;
   if (Parked(entry)) parked_bytes_ += EntryCost(entry);
 }
@@ -408,8 +408,8 @@ void Keyspace::Clear() {
       keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
       index.Erase(entry->handle);
     }
-    shard.entry_of_handle.clear();
-    shard.entry_of_cold_handle.clear();
+    shard.entry_of_handle.Clear();
+    shard.entry_of_cold_handle.Clear();
   }
 }
 

@@ -262,6 +262,27 @@ class Keyspace {
   // Keys by (57-bit hash, key), walked in that order: the SCAN cursor is a position in it.
   using Directory = HashOrderedMap<KeyEntry>;
   using Entry = KeyEntry;
+  // The entry each handle of an index names, in chunks as the index's nodes are: 8 bytes a
+  // handle with at most one partly used chunk, where a vector grown by doubling may hold twice
+  // the slots it needs (docs/cache-design.md, "Memory per entry").
+  class EntryOfHandle {
+   public:
+    using Handle = EvictionIndex::Handle;
+    const Entry*& operator[](Handle h) { return chunks_[h >> kBits][h & kMask]; }
+    const Entry* operator[](Handle h) const { return chunks_[h >> kBits][h & kMask]; }
+    // Room for `h`'s slot. An index hands out a chunk's handles before the next chunk's.
+    void MakeRoomFor(Handle h) {
+      while ((h >> kBits) >= chunks_.size()) {
+        chunks_.push_back(std::make_unique<const Entry*[]>(EvictionIndex::kHandlesPerChunk));
+      }
+    }
+    void Clear() { chunks_.clear(); }
+
+   private:
+    static constexpr uint32_t kBits = EvictionIndex::kChunkBits;
+    static constexpr uint32_t kMask = EvictionIndex::kHandlesPerChunk - 1;
+    std::vector<std::unique_ptr<const Entry*[]>> chunks_;
+  };
   struct Shard {
     mutable std::mutex mu;
     Directory keys;
@@ -270,13 +291,11 @@ class Keyspace {
     EvictionIndex index;
     EvictionIndex cold_index;
     // The entry of each index handle (kept up to date when a value change moves the entry).
-    std::vector<const Entry*> entry_of_handle;
-    std::vector<const Entry*> entry_of_cold_handle;
+    EntryOfHandle entry_of_handle;
+    EntryOfHandle entry_of_cold_handle;
     EvictionIndex& IndexOf(const Entry& e) { return e.cold() ? cold_index : index; }
     const EvictionIndex& IndexOf(const Entry& e) const { return e.cold() ? cold_index : index; }
-    std::vector<const Entry*>& EntriesOf(bool cold) {
-      return cold ? entry_of_cold_handle : entry_of_handle;
-    }
+    EntryOfHandle& EntriesOf(bool cold) { return cold ? entry_of_cold_handle : entry_of_handle; }
   };
 
   // The key's position: its XXH3 hash's low 57 bits.

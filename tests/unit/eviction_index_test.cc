@@ -306,12 +306,23 @@ TEST(EvictionIndexTest, HandlesAreReusedAndNodesStayLean) {
   std::vector<EvictionIndex::Handle> h;
   for (int i = 0; i < 100000; ++i) h.push_back(index.Insert(i));
   const size_t full = index.MemoryBytes();
-  // 24 bytes a node plus at most one spare chunk of 4096 nodes.
-  EXPECT_LE(full - empty, 100000 * 24 + 4096 * 24 + 1024);
+  // 24 bytes a node plus at most one partly used chunk of 256 nodes and the chunk pointers.
+  static_assert(EvictionIndex::kHandlesPerChunk == 256);
+  EXPECT_LE(full - empty, 100000 * 24 + 256 * 24 + 512 * 8);
   for (auto x : h) index.Erase(x);
   for (int i = 0; i < 100000; ++i) index.Insert(200000 + i);
   EXPECT_EQ(index.MemoryBytes(), full);  // no growth: freed nodes were reused
   EXPECT_EQ(index.size(), 100000u);
+}
+
+TEST(EvictionIndexTest, ASmallIndexHoldsOneChunkOfNodes) {
+  // A shard of a keyspace with few keys (64 shards, 300 keys each at 19,200 keys) must not pay
+  // for thousands of nodes it does not use.
+  EvictionIndex index(EvictionPolicy::kAllKeysLru);
+  const size_t empty = index.MemoryBytes();
+  for (int i = 0; i < 300; ++i) (void)index.Insert(i);
+  EXPECT_LE(index.MemoryBytes() - empty, 512 * 24 + 64);
+  EXPECT_GE(index.MemoryBytes() - empty, 300 * 24);
 }
 
 // ---- against a model -------------------------------------------------------------------

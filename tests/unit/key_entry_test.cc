@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "store/keyspace.h"
 
@@ -150,6 +151,44 @@ TEST(KeyEntry, AStringMovedAcrossTheThresholdKeepsItsPlaces) {
   for (int i = 0; i < 100; ++i) EXPECT_TRUE(keys.RemoveString(Key(i), {}));
   EXPECT_EQ(keys.MemoryBytes(), 0u);
   EXPECT_EQ(keys.Stats(0).string_bytes, 0u);
+}
+
+TEST(KeyEntry, HandlesInManyChunksNameTheirEntriesThroughMovesAndAClear) {
+  // 700 keys a shard on average: each shard's index and handle table span several chunks.
+  constexpr int kCount = 64 * 700;
+  Keyspace keys;
+  const auto put = [&](int i, size_t size) {
+    keys.PutString(Key(i), Bytes::CopyOf(std::string(size, 'a' + i % 26)), StringEncoding::kRaw,
+                   KeepTtl::kNo, 100000 + i, {});
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kCount; ++i) put(i, 10);
+    // Every third entry moves to a fresh chunk twice (out to its own buffer, back inline): the
+    // table must follow it.
+    for (int i = 0; i < kCount; i += 3) put(i, kThreshold);
+    for (int i = 0; i < kCount; i += 3) put(i, 20);
+    for (int i = 1; i < kCount; i += 3) EXPECT_TRUE(keys.RemoveString(Key(i), {}));
+    // The earliest deadlines of one shard, each named by the entry its handle points at.
+    const size_t shard = Keyspace::ShardOf(Key(kCount - 1));
+    std::vector<std::string> expected;
+    for (int i = 0; i < kCount; ++i) {
+      if (i % 3 != 1 && Keyspace::ShardOf(Key(i)) == shard) expected.push_back(Key(i));
+    }
+    ASSERT_GT(expected.size(), EvictionIndex::kHandlesPerChunk);
+    const auto due = keys.Expired(shard, 100000 + kCount, expected.size() + 10);
+    ASSERT_EQ(due.size(), expected.size());
+    for (size_t k = 0; k < due.size(); ++k) EXPECT_EQ(due[k].first, expected[k]) << k;
+    // The policy's victim is the earliest deadline of all: key 0.
+    const auto victim = keys.PickVictim(EvictionPolicy::kVolatileTtl);
+    ASSERT_TRUE(victim);
+    EXPECT_EQ(victim->first, Key(0));
+    static_assert((kCount - 2) % 3 == 2);  // never moved
+    EXPECT_EQ(keys.Find(Key(kCount - 2))->value.view(), std::string(10, 'a' + (kCount - 2) % 26));
+    EXPECT_EQ(keys.Find(Key(0))->value.size(), 20u);
+    // A clear drops the tables; the second round fills them again from reused handles.
+    keys.Clear();
+    EXPECT_EQ(keys.MemoryBytes(), 0u);
+  }
 }
 
 }  // namespace

@@ -171,13 +171,14 @@ bool Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encod
   StringPut put{key, std::move(value), encoding, keep_ttl, at_ms};
   Bytes released;  // the old value, freed after the lock
   std::lock_guard lock(shard.mu);
+  Entry* existing = nullptr;
   if (only_over_live_at_ms != 0) {
-    Entry* existing = nullptr;
     if (!ReplaceableLocked(shard, key, only_over_live_at_ms, existing)) return false;
     if (existing != nullptr) TouchLocked(shard, *existing);
   }
   if (under_lock) under_lock();
-  released = PutStringLocked(shard, put);
+  const bool reusable = existing != nullptr && existing->type() == put.type && !existing->cold();
+  released = PutStringLocked(shard, put, reusable ? existing : nullptr);
   return true;
 }
 
@@ -230,9 +231,9 @@ void Keyspace::TouchLocked(Shard& shard, const Entry& entry) {
   shard.IndexOf(entry).Touch(entry.handle, EvictionClockMicros());
 }
 
-Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put) {
+Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put, Entry* hot_entry) {
   Bytes released;
-  Entry* entry = SetLocked(shard, put.key, put.type);
+  Entry* entry = hot_entry != nullptr ? hot_entry : SetLocked(shard, put.key, put.type);
   entry = SetValueLocked(shard, entry, std::move(put.value), released);
   entry->set_encoding(put.encoding);
   if (put.keep_ttl == KeepTtl::kNo && ExpiryOf(shard, *entry) != put.at_ms) {

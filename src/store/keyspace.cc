@@ -209,8 +209,17 @@ bool Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>
     }
   }
   if (under_lock) under_lock();
+  // An entry the checks found stands for its key until a put changes it. A key given twice
+  // found the same entry, which its first put may move, so only the first put reuses it (found
+  // by comparing pointers, pairwise in a short MSET; a long one looks every key up again).
+  constexpr size_t kReusedUpTo = 64;
   for (size_t i = 0; i < puts.size(); ++i) {
-    steps[i].released = PutStringLocked(shards_[steps[i].shard], puts[i]);
+    Entry* const found = puts.size() <= kReusedUpTo ? steps[i].existing : nullptr;
+    bool first = found != nullptr;
+    for (size_t j = 0; j < i && first; ++j) first = steps[j].existing != found;
+    const bool reusable = first && found->type() == puts[i].type && !found->cold();
+    steps[i].released =
+        PutStringLocked(shards_[steps[i].shard], puts[i], reusable ? found : nullptr);
   }
   return true;
 }

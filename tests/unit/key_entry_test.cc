@@ -191,5 +191,36 @@ TEST(KeyEntry, HandlesInManyChunksNameTheirEntriesThroughMovesAndAClear) {
   }
 }
 
+TEST(KeyEntry, AKeyPutTwiceInOneMultiPutEndsWithItsLastValue) {
+  // MSET k <v1> k <v2> over a live k: the checks find k's entry once for both puts, and the first
+  // put moves it to a fresh chunk (inline to its own buffer, or back). The second must look k up
+  // again, not write into the freed chunk (ASan would see that).
+  const std::string big(kThreshold + 100, 'B'), small(30, 's');
+  for (const bool big_first : {true, false}) {
+    Keyspace keys, expected;
+    const std::string& first = big_first ? big : small;
+    const std::string& last = big_first ? small : big;
+    for (Keyspace* k : {&keys, &expected}) {
+      k->PutString("other", Bytes::CopyOf(std::string(12, 'o')), StringEncoding::kRaw, KeepTtl::kNo,
+                   0, {});
+      k->PutString("k", Bytes::CopyOf(std::string(10, 'v')), StringEncoding::kRaw, KeepTtl::kNo, 0,
+                   {});
+    }
+    std::vector<Keyspace::StringPut> puts(3);
+    puts[0] = {"k", Bytes::CopyOf(first)};
+    puts[1] = {"other", Bytes::CopyOf(std::string(13, 'p'))};
+    puts[2] = {"k", Bytes::CopyOf(last)};
+    ASSERT_TRUE(keys.PutStrings(puts, {}, /*only_over_live_at_ms=*/1));
+    EXPECT_EQ(keys.Find("k")->value.view(), last);
+    EXPECT_EQ(keys.Find("other")->value.view(), std::string(13, 'p'));
+    // Accounted as if k had only ever held its last value.
+    expected.PutString("k", Bytes::CopyOf(last), StringEncoding::kRaw, KeepTtl::kNo, 0, {});
+    expected.PutString("other", Bytes::CopyOf(std::string(13, 'p')), StringEncoding::kRaw,
+                       KeepTtl::kNo, 0, {});
+    EXPECT_EQ(keys.MemoryBytes(), expected.MemoryBytes());
+    EXPECT_EQ(keys.Stats(0).string_bytes, expected.Stats(0).string_bytes);
+  }
+}
+
 }  // namespace
 }  // namespace prefixd::store

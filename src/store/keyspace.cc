@@ -177,8 +177,7 @@ bool Keyspace::PutString(std::string_view key, Bytes value, StringEncoding encod
     if (existing != nullptr) TouchLocked(shard, *existing);
   }
   if (under_lock) under_lock();
-  const bool reusable = existing != nullptr && existing->type() == put.type && !existing->cold();
-  released = PutStringLocked(shard, put, reusable ? existing : nullptr);
+  released = PutStringLocked(shard, put, existing);
   return true;
 }
 
@@ -217,9 +216,7 @@ bool Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>
     Entry* const found = puts.size() <= kReusedUpTo ? steps[i].existing : nullptr;
     bool first = found != nullptr;
     for (size_t j = 0; j < i && first; ++j) first = steps[j].existing != found;
-    const bool reusable = first && found->type() == puts[i].type && !found->cold();
-    steps[i].released =
-        PutStringLocked(shards_[steps[i].shard], puts[i], reusable ? found : nullptr);
+    steps[i].released = PutStringLocked(shards_[steps[i].shard], puts[i], first ? found : nullptr);
   }
   return true;
 }
@@ -240,9 +237,11 @@ void Keyspace::TouchLocked(Shard& shard, const Entry& entry) {
   shard.IndexOf(entry).Touch(entry.handle, EvictionClockMicros());
 }
 
-Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put, Entry* hot_entry) {
+Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put, Entry* found) {
   Bytes released;
-  Entry* entry = hot_entry != nullptr ? hot_entry : SetLocked(shard, put.key, put.type);
+  // A hot entry of the put's type is what SetLocked would find and return unchanged.
+  const bool as_is = found != nullptr && found->type() == put.type && !found->cold();
+  Entry* entry = as_is ? found : SetLocked(shard, put.key, put.type);
   entry = SetValueLocked(shard, entry, std::move(put.value), released);
   entry->set_encoding(put.encoding);
   if (put.keep_ttl == KeepTtl::kNo && ExpiryOf(shard, *entry) != put.at_ms) {

@@ -318,9 +318,9 @@ class Keyspace {
   void Erase(Shard& shard, Entry* entry);
   void SetExpiryLocked(Shard& shard, Entry* entry, int64_t at_ms);
   // PutString's change under the shard's lock; returns the old value, to be freed after it.
-  // `hot_entry`: the key's entry, found under this lock, hot and of the put's type (the lookup
-  // a precondition already made is not made again); nullptr: looked up here.
-  Bytes PutStringLocked(Shard& shard, StringPut& put, Entry* hot_entry = nullptr);
+  // `found`: the key's entry as a check found it under this lock, not changed since (the lookup
+  // the check made is not made again); nullptr: looked up here.
+  Bytes PutStringLocked(Shard& shard, StringPut& put, Entry* found = nullptr);
   // Under the shard's lock: whether `key` is missing or a string live at `now_ms`, so a write
   // that looked nothing up may replace it; `existing` gets its entry (nullptr when missing).
   static bool ReplaceableLocked(const Shard& shard, std::string_view key, int64_t now_ms,

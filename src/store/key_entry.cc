@@ -3,7 +3,6 @@
 #include <malloc.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <utility>
@@ -11,28 +10,41 @@
 namespace prefixd::store {
 
 static_assert(offsetof(KeyEntry, tail) == KeyEntry::kHeaderBytes, "the header is packed");
+static_assert(sizeof(KeyEntry) == 24, "the struct ends with the tail's first byte");
 
-namespace {
-
-// At least the struct's own size, so the header's fields never lie past the allocation (a key
-// and value under 6 bytes; glibc gives those a 48-byte chunk either way).
-KeyEntry* AllocateEntry(size_t request) {
-  void* raw = std::malloc(std::max(request, sizeof(KeyEntry)));
-  if (raw == nullptr) throw std::bad_alloc();
-  return static_cast<KeyEntry*>(raw);
+// At least the struct's own size, so the header's fields never lie past the chunk (a key and
+// value under 1 byte).
+KeyEntry* KeyEntry::Allocate(SmallChunks& chunks, size_t request) {
+  return static_cast<KeyEntry*>(AllocateStoreChunk(chunks, std::max(request, sizeof(KeyEntry))));
 }
 
-}  // namespace
+void KeyEntry::Free(KeyEntry* entry, size_t request) {
+  FreeStoreChunk(entry, std::max(request, sizeof(KeyEntry)));
+}
 
-KeyEntry* KeyEntry::Make(uint64_t hash, std::string_view key, KeyType type, uint32_t handle) {
-  KeyEntry* e = AllocateEntry(RequestFor(key.size(), 0, true));
+size_t KeyEntry::key_size() const {
+  if (short_key_size != kLongKey) return short_key_size;
+  uint32_t size;
+  std::memcpy(&size, Base() + kHeaderBytes, sizeof size);
+  return size;
+}
+
+KeyEntry* KeyEntry::Make(SmallChunks& chunks, uint64_t hash, std::string_view key, KeyType type,
+                         uint32_t handle) {
+  KeyEntry* e = Allocate(chunks, RequestFor(key.size(), 0, true));
   e->next = nullptr;
   e->word = hash & kHashMask;
   e->set_type(type);
   e->handle = handle;
-  e->key_size = static_cast<uint32_t>(key.size());
   e->value_size = 0;
-  if (!key.empty()) std::memcpy(e->Tail(), key.data(), key.size());
+  if (key.size() < kLongKey) {
+    e->short_key_size = static_cast<uint8_t>(key.size());
+  } else {
+    e->short_key_size = kLongKey;
+    const auto size = static_cast<uint32_t>(key.size());
+    std::memcpy(e->Base() + kHeaderBytes, &size, sizeof size);
+  }
+  if (!key.empty()) std::memcpy(e->Base() + KeyOffset(key.size()), key.data(), key.size());
   return e;
 }
 
@@ -41,38 +53,41 @@ void KeyEntry::Destroy(KeyEntry* entry) {
     entry->External().~Bytes();
     entry->PlaceSlot().~StringPlace();
   }
-  std::free(entry);
+  Free(entry, entry->RequestBytes());
 }
 
 std::string_view KeyEntry::Value() const {
   if (!value_inline()) return External().view();
-  return {Tail() + key_size, value_size};
+  return {ValueStart(), value_size};
 }
 
 Bytes KeyEntry::ValueCopy() const {
   return value_inline() ? Bytes::CopyCompact(Value()) : External();
 }
 
-KeyEntry* KeyEntry::WithValue(KeyEntry* entry, Bytes value, Bytes& released) {
+KeyEntry* KeyEntry::WithValue(SmallChunks& chunks, KeyEntry* entry, Bytes value, Bytes& released) {
   const bool inline_value = value.size() < kInlineValueBelow;
   if (!inline_value && !entry->value_inline()) {
     released = std::exchange(entry->External(), std::move(value));
     entry->PlaceSlot() = StringPlace{};  // the new value is not on disk yet
     return entry;
   }
-  const size_t request = RequestFor(entry->key_size, value.size(), inline_value);
-  if (inline_value && entry->value_inline() && MallocChunkBytes(request) == entry->ChunkBytes() &&
-      malloc_usable_size(entry) >= request) {
-    if (!value.empty()) std::memcpy(entry->Tail() + entry->key_size, value.data(), value.size());
+  const size_t key_size = entry->key_size();
+  const size_t request = RequestFor(key_size, value.size(), inline_value);
+  // In place while the size class stays (a malloc chunk must also really hold the request:
+  // glibc's usable size, ASan's exact one).
+  if (inline_value && entry->value_inline() && ChunkBytesFor(request) == entry->ChunkBytes() &&
+      (request <= SmallChunks::kLargest || malloc_usable_size(entry) >= request)) {
+    if (!value.empty()) std::memcpy(entry->ValueStart(), value.data(), value.size());
     entry->value_size = static_cast<uint16_t>(value.size());
     return entry;
   }
-  KeyEntry* fresh = AllocateEntry(request);
-  std::memcpy(fresh, entry, kHeaderBytes + entry->key_size);
+  KeyEntry* fresh = Allocate(chunks, request);
+  std::memcpy(fresh, entry, KeyOffset(key_size) + key_size);
   fresh->next = nullptr;
   if (inline_value) {
     fresh->value_size = static_cast<uint16_t>(value.size());
-    if (!value.empty()) std::memcpy(fresh->Tail() + fresh->key_size, value.data(), value.size());
+    if (!value.empty()) std::memcpy(fresh->ValueStart(), value.data(), value.size());
   } else {
     fresh->value_size = kExternal;
     new (&fresh->External()) Bytes(std::move(value));
@@ -82,14 +97,16 @@ KeyEntry* KeyEntry::WithValue(KeyEntry* entry, Bytes value, Bytes& released) {
   return fresh;
 }
 
-KeyEntry* KeyEntry::WithColdPlace(KeyEntry* entry, StringPlace place, Bytes& released) {
+KeyEntry* KeyEntry::WithColdPlace(SmallChunks& chunks, KeyEntry* entry, StringPlace place,
+                                  Bytes& released) {
   if (!entry->value_inline()) {
     released = std::exchange(entry->External(), Bytes());
     entry->PlaceSlot() = std::move(place);
     return entry;
   }
-  KeyEntry* fresh = AllocateEntry(RequestFor(entry->key_size, 0, false));
-  std::memcpy(fresh, entry, kHeaderBytes + entry->key_size);
+  const size_t key_size = entry->key_size();
+  KeyEntry* fresh = Allocate(chunks, RequestFor(key_size, 0, false));
+  std::memcpy(fresh, entry, KeyOffset(key_size) + key_size);
   fresh->next = nullptr;
   fresh->value_size = kExternal;
   new (&fresh->External()) Bytes();

@@ -1,12 +1,13 @@
-// KeyEntry: one keyspace entry in one malloc chunk — the directory's chain link, the key's
-// position with its type/encoding/tier bits, its eviction-index handle, the key's bytes and a
-// string value: inline when it is below kInlineValueBelow, else the handle of its own shared
-// buffer (replied by reference) and the place its bytes sit on disk (the disk tier: a cold
-// string keeps only the place). Owned by one Keyspace shard and touched under its lock only.
+// KeyEntry: one keyspace entry in one chunk — the directory's chain link, the key's position
+// with its type/encoding/tier bits, its eviction-index handle, the key's bytes and a string
+// value: inline when it is below kInlineValueBelow, else the handle of its own shared buffer
+// (replied by reference) and the place its bytes sit on disk (the disk tier: a cold string keeps
+// only the place). Owned by one Keyspace shard and touched under its lock only; chunks up to
+// SmallChunks::kLargest bytes come from the shard's SmallChunks, larger ones from malloc.
 //
-// Layout: a 26-byte header — next 8 | hash:57 type:4 encoding:2 cold:1 8 | handle 4 | key
-// size 4 | value size 2 — then the key's bytes, then the value's bytes or an 8-aligned Bytes and
-// StringPlace (docs/cache-design.md, "Memory per entry").
+// Layout: a 23-byte header — next 8 | hash:57 type:4 encoding:2 cold:1 8 | handle 4 | value size
+// 2 | key size 1 (255: the size is the 4 bytes that follow) — then the key's bytes, then the
+// value's bytes or an 8-aligned Bytes and StringPlace (docs/cache-design.md, "Memory per entry").
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,7 @@
 
 #include "common/bytes.h"
 #include "store/cold_file.h"
+#include "store/small_chunks.h"
 
 namespace prefixd::store {
 
@@ -55,13 +57,6 @@ enum class HashEncoding : uint8_t { kListpack = 0, kHashtable = 1 };
 // A sorted set's, the same way (zset-max-listpack-entries and -value).
 enum class ZsetEncoding : uint8_t { kListpack = 0, kSkiplist = 1 };
 
-// What a heap request of `request` bytes costs with glibc's malloc: an 8-byte header, 16-byte
-// steps, 32 bytes at least.
-constexpr size_t MallocChunkBytes(size_t request) {
-  const size_t chunk = (request + 8 + 15) / 16 * 16;
-  return chunk < 32 ? 32 : chunk;
-}
-
 // Where a large string value's bytes sit in a log or snapshot file (no file: not placed yet).
 struct StringPlace {
   std::shared_ptr<const ColdFile> file;
@@ -76,23 +71,30 @@ struct KeyEntry {
   // into the reply (kReferenceThreshold), so a handle would buy nothing but its 40 bytes and a
   // second allocation. From it on, the value keeps its buffer and GET replies by reference.
   static constexpr size_t kInlineValueBelow = 16 * 1024;
-  static constexpr size_t kHeaderBytes = 26;
+  static constexpr size_t kHeaderBytes = 23;
   static constexpr int kHashBits = 57;
 
-  // A new entry with an empty value, not linked.
-  static KeyEntry* Make(uint64_t hash, std::string_view key, KeyType type, uint32_t handle);
+  // A new entry with an empty value, not linked; its chunk from `chunks` when small.
+  static KeyEntry* Make(SmallChunks& chunks, uint64_t hash, std::string_view key, KeyType type,
+                        uint32_t handle);
+  // Frees the entry, under the lock of the shard whose SmallChunks it came from.
   static void Destroy(KeyEntry* entry);
   // `entry` holding `value` from now on. In place when the value fits the entry's chunk without
   // changing its size class: returns `entry`. Otherwise returns a fresh chunk with the same header
   // and key, and the caller replaces `entry` by it and Destroys `entry`. A previous external
   // buffer is moved to `released` (to be freed outside the lock).
-  static KeyEntry* WithValue(KeyEntry* entry, Bytes value, Bytes& released);
+  static KeyEntry* WithValue(SmallChunks& chunks, KeyEntry* entry, Bytes value, Bytes& released);
   // The same for a value that is on disk only (`place`): the entry takes the external layout
   // with an empty buffer (the caller sets the cold bit).
-  static KeyEntry* WithColdPlace(KeyEntry* entry, StringPlace place, Bytes& released);
+  static KeyEntry* WithColdPlace(SmallChunks& chunks, KeyEntry* entry, StringPlace place,
+                                 Bytes& released);
+  // What an entry's chunk of `request` bytes costs (StoreChunkBytes, the struct's size at least).
+  static constexpr size_t ChunkBytesFor(size_t request) {
+    return StoreChunkBytes(request < sizeof(KeyEntry) ? sizeof(KeyEntry) : request);
+  }
 
   uint64_t Hash() const { return word & kHashMask; }
-  std::string_view Key() const { return {Tail(), key_size}; }
+  std::string_view Key() const { return {KeyStart(), key_size()}; }
   KeyType type() const { return static_cast<KeyType>((word >> kTypeShift) & 15); }
   void set_type(KeyType t) { SetBits(kTypeShift, 15, static_cast<uint64_t>(t)); }
   StringEncoding encoding() const {
@@ -107,9 +109,8 @@ struct KeyEntry {
   std::string_view Value() const;
   // The value as a Bytes: an external buffer is shared, an inline value copied (compact).
   Bytes ValueCopy() const;
-  // The heap this entry takes, by glibc's size classes: its chunk, plus an external value's
-  // buffer.
-  size_t ChunkBytes() const { return MallocChunkBytes(RequestBytes()); }
+  // The heap this entry takes: its chunk (ChunkBytesFor), plus an external value's buffer.
+  size_t ChunkBytes() const { return ChunkBytesFor(RequestBytes()); }
   size_t ExternalBytes() const { return value_inline() ? 0 : External().capacity(); }
   // The value's own bytes for INFO's string figure: inline size or the buffer's capacity.
   size_t ValueBytes() const { return value_inline() ? value_size : External().capacity(); }
@@ -132,11 +133,11 @@ struct KeyEntry {
 
   // The chain link HashOrderedMap keeps; the fields below are read through the accessors.
   KeyEntry* next;
-  uint64_t word;    // hash, type, encoding, cold
-  uint32_t handle;  // the node in the shard's (hot or cold) eviction index
-  uint32_t key_size;
-  uint16_t value_size;  // inline size, or kExternal
-  char tail[6];         // the key and value start here; the chunk is as long as they need
+  uint64_t word;           // hash, type, encoding, cold
+  uint32_t handle;         // the node in the shard's (hot or cold) eviction index
+  uint16_t value_size;     // inline size, or kExternal
+  uint8_t short_key_size;  // the key's size below kLongKey; kLongKey: the tail opens with it
+  char tail[1];            // the key and value start here; the chunk is as long as they need
 
  private:
   static constexpr uint64_t kHashMask = (uint64_t{1} << kHashBits) - 1;
@@ -145,32 +146,44 @@ struct KeyEntry {
   static constexpr int kColdShift = 63;
   static constexpr uint16_t kExternal = 0xffff;
   static_assert(kInlineValueBelow < kExternal);
+  // Keys this long and longer keep their size in 4 bytes at the tail's start (a key of up to 254
+  // bytes, Redis's and LMCache's alike, pays one byte for it).
+  static constexpr uint8_t kLongKey = 0xff;
 
-  static size_t ExternalOffset(size_t key_size) { return (kHeaderBytes + key_size + 7) / 8 * 8; }
+  static size_t KeyOffset(size_t key_size) {
+    return kHeaderBytes + (key_size < kLongKey ? 0 : sizeof(uint32_t));
+  }
+  static size_t ExternalOffset(size_t key_size) {
+    return (KeyOffset(key_size) + key_size + 7) / 8 * 8;
+  }
   static size_t RequestFor(size_t key_size, size_t value_size, bool inline_value) {
-    return inline_value ? kHeaderBytes + key_size + value_size
+    return inline_value ? KeyOffset(key_size) + key_size + value_size
                         : ExternalOffset(key_size) + sizeof(Bytes) + sizeof(StringPlace);
   }
-  size_t RequestBytes() const { return RequestFor(key_size, value_size, value_inline()); }
+  size_t RequestBytes() const { return RequestFor(key_size(), value_size, value_inline()); }
+  // A fresh chunk for `request` bytes, and the way back.
+  static KeyEntry* Allocate(SmallChunks& chunks, size_t request);
+  static void Free(KeyEntry* entry, size_t request);
   void SetBits(int shift, uint64_t mask, uint64_t v) {
     word = (word & ~(mask << shift)) | (v << shift);
   }
-  const char* Tail() const { return reinterpret_cast<const char*>(this) + kHeaderBytes; }
-  char* Tail() { return reinterpret_cast<char*>(this) + kHeaderBytes; }
-  Bytes& External() {
-    return *reinterpret_cast<Bytes*>(reinterpret_cast<char*>(this) + ExternalOffset(key_size));
-  }
+  size_t key_size() const;
+  const char* Base() const { return reinterpret_cast<const char*>(this); }
+  char* Base() { return reinterpret_cast<char*>(this); }
+  const char* KeyStart() const { return Base() + KeyOffset(short_key_size); }
+  // The value's bytes (inline) or handle (external) start here.
+  const char* ValueStart() const { return KeyStart() + key_size(); }
+  char* ValueStart() { return Base() + KeyOffset(short_key_size) + key_size(); }
+  Bytes& External() { return *reinterpret_cast<Bytes*>(Base() + ExternalOffset(key_size())); }
   const Bytes& External() const {
-    return *reinterpret_cast<const Bytes*>(reinterpret_cast<const char*>(this) +
-                                           ExternalOffset(key_size));
+    return *reinterpret_cast<const Bytes*>(Base() + ExternalOffset(key_size()));
   }
   StringPlace& PlaceSlot() {
-    return *reinterpret_cast<StringPlace*>(reinterpret_cast<char*>(this) +
-                                           ExternalOffset(key_size) + sizeof(Bytes));
+    return *reinterpret_cast<StringPlace*>(Base() + ExternalOffset(key_size()) + sizeof(Bytes));
   }
   const StringPlace& PlaceSlot() const {
-    return *reinterpret_cast<const StringPlace*>(reinterpret_cast<const char*>(this) +
-                                                 ExternalOffset(key_size) + sizeof(Bytes));
+    return *reinterpret_cast<const StringPlace*>(Base() + ExternalOffset(key_size()) +
+                                                 sizeof(Bytes));
   }
 };
 

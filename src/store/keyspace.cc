@@ -264,7 +264,8 @@ Keyspace::Entry* Keyspace::SetValueLocked(Shard& shard, Entry* entry, Bytes valu
   const int64_t old_cost = EntryCost(*entry);
   const StringCounts before = StringCountsOf(*entry);
   if (Parked(*entry)) parked_bytes_ -= old_cost;
-  Entry* placed = Replaced(shard, entry, KeyEntry::WithValue(entry, std::move(value), released));
+  Entry* placed =
+      Replaced(shard, entry, KeyEntry::WithValue(shard.chunks, entry, std::move(value), released));
   // A value replaced by one of the same size (a SET's common case) moves no shared counter.
   if (const int64_t grown = EntryCost(*placed) - old_cost; grown != 0) bytes_ += grown;
   if (Parked(*placed)) parked_bytes_ += EntryCost(*placed);
@@ -348,7 +349,7 @@ Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType
     return entry;
   }
   const EvictionIndex::Handle handle = shard.index.Insert(EvictionClockMicros());
-  Entry* placed = shard.keys.Insert(KeyEntry::Make(hash, key, type, handle));
+  Entry* placed = shard.keys.Insert(KeyEntry::Make(shard.chunks, hash, key, type, handle));
   shard.entry_of_handle.MakeRoomFor(handle);
   shard.entry_of_handle[handle] = placed;
   bytes_ += EntryCost(*placed);
@@ -406,17 +407,22 @@ void Keyspace::Remove(std::string_view key) {
 void Keyspace::Clear() {
   for (size_t i = 0; i < kShardCount; ++i) {
     Shard& shard = shards_[i];
-    Directory released;  // freed after the lock
+    std::vector<Bytes> released;  // large values, freed after the lock
     std::lock_guard lock(shard.mu);
-    released.swap(shard.keys);
     shard.keys_in_slot.fill(0);
-    for (const Entry* entry = released.First(); entry != nullptr; entry = released.Next(entry)) {
+    for (Entry* entry = shard.keys.First(); entry != nullptr; entry = shard.keys.Next(entry)) {
       EvictionIndex& index = shard.IndexOf(*entry);
       bytes_ -= EntryCost(*entry) + (index.ExpiryMs(entry->handle) ? ExpiryBytes() : 0);
       CountString(*entry, -1);
       keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
       index.Erase(entry->handle);
+      if (!entry->value_inline() && !entry->ExternalValue().empty()) {
+        released.push_back(entry->TakeValue());
+      }
     }
+    // The chunks go back to the shard's SmallChunks, which only its lock guards.
+    shard.keys.Clear();
+    shard.chunks.Trim();
     shard.entry_of_handle.Clear();
     shard.entry_of_cold_handle.Clear();
   }
@@ -556,7 +562,8 @@ void Keyspace::PutColdString(std::string_view key, StringEncoding encoding, int6
   Entry* entry = SetLocked(shard, key, KeyType::kString);
   const int64_t old_cost = EntryCost(*entry);
   CountString(*entry, -1);
-  entry = Replaced(shard, entry, KeyEntry::WithColdPlace(entry, std::move(place), released));
+  entry = Replaced(shard, entry,
+                   KeyEntry::WithColdPlace(shard.chunks, entry, std::move(place), released));
   entry->set_encoding(encoding);
   SwitchTier(shard, *entry, /*cold=*/true);
   bytes_ += EntryCost(*entry) - old_cost;

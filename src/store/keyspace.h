@@ -285,6 +285,7 @@ class Keyspace {
   };
   struct Shard {
     mutable std::mutex mu;
+    SmallChunks chunks;  // the entries' chunks up to its kLargest; outlives `keys`
     Directory keys;
     std::array<uint32_t, 256> keys_in_slot{};  // slot >> 6 within this shard
     // One index per tier; a key's node is in the one its entry's cold bit names.

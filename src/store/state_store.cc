@@ -65,11 +65,12 @@ struct StateStore::Session {
     if (Large(s)) return Buffer(s);
     return Bytes::CopyCompact({reinterpret_cast<const char*>(Inline(s)), s.length});
   }
-  size_t ChunkBytes() const {
+  size_t RequestBytes() const {
     size_t bytes = SlotsAt(sid_size) + sizeof(Slot) * count;
     for (const Slot& s : *this) bytes += Large(s) ? sizeof(Bytes) : Small(s) ? s.length : 0;
-    return MallocChunkBytes(bytes);
+    return bytes;
   }
+  size_t ChunkBytes() const { return StoreChunkBytes(RequestBytes()); }
 };
 
 struct StateStore::Draft {
@@ -188,7 +189,8 @@ void StateStore::Replace(Shard&, Session** link, Session* fresh, Released& relea
   Destroy(old, released);
 }
 
-StateStore::Session* StateStore::Build(std::string_view sid, std::vector<Draft>& drafts) {
+StateStore::Session* StateStore::Build(SmallChunks& chunks, std::string_view sid,
+                                       std::vector<Draft>& drafts) {
   size_t large = 0, small = 0;
   for (const Draft& d : drafts) {
     large += d.kind == Draft::Kind::kLarge;
@@ -197,8 +199,7 @@ StateStore::Session* StateStore::Build(std::string_view sid, std::vector<Draft>&
   const size_t slots_at = Session::SlotsAt(sid.size());
   const size_t buffers_at = slots_at + sizeof(Slot) * drafts.size();
   const size_t small_at = buffers_at + sizeof(Bytes) * large;
-  void* chunk = std::malloc(small_at + small);
-  if (chunk == nullptr) throw std::bad_alloc();
+  void* chunk = AllocateStoreChunk(chunks, small_at + small);
   auto* s = new (chunk)
       Session{nullptr, static_cast<uint32_t>(sid.size()), static_cast<uint32_t>(drafts.size())};
   if (!sid.empty()) std::memcpy(s->base() + 16, sid.data(), sid.size());
@@ -240,6 +241,7 @@ std::vector<StateStore::Draft> StateStore::Drafts(const Session& session) {
 }
 
 void StateStore::Destroy(Session* session, Released& released) {
+  const size_t request = session->RequestBytes();
   for (const Slot& s : *session) {
     if (!Session::Large(s)) continue;
     Bytes& buffer = session->Buffer(s);
@@ -247,7 +249,7 @@ void StateStore::Destroy(Session* session, Released& released) {
     buffer.~Bytes();
   }
   session->~Session();
-  std::free(session);
+  FreeStoreChunk(session, request);
 }
 
 uint32_t StateStore::AcquireFile(Shard& shard, const std::shared_ptr<const ColdFile>& file) {
@@ -395,7 +397,7 @@ void StateStore::SetDraft(Shard& shard, std::vector<Draft>& drafts, Draft draft,
 
 void StateStore::Install(Shard& shard, uint64_t hash, Session** link, const Session* session,
                          std::string_view sid, std::vector<Draft>& drafts, Released& released) {
-  Session* fresh = Build(sid, drafts);
+  Session* fresh = Build(shard.chunks, sid, drafts);
   if (session == nullptr) {
     LinkNew(shard, hash, fresh);
     Charge(CostOf(*fresh), 1);
@@ -631,7 +633,7 @@ ColdOutcome StateStore::MakeCold(std::string_view sid) {
     d.kind = Draft::Kind::kCold;
     d.buffer = Bytes();
   }
-  Replace(shard, link, Build(sid, drafts), released);
+  Replace(shard, link, Build(shard.chunks, sid, drafts), released);
   out.ok = true;
   return out;
 }
@@ -683,7 +685,7 @@ bool StateStore::Promote(std::string_view sid) {
     it->place = place;
     changed = true;
   }
-  if (changed) Replace(shard, link, Build(sid, drafts), released);
+  if (changed) Replace(shard, link, Build(shard.chunks, sid, drafts), released);
   for (const Slot& s : **link) {
     if (!Session::Hot(s)) return false;
   }
@@ -708,7 +710,7 @@ size_t StateStore::Drop(std::string_view sid, uint32_t layer, const Hook& under_
   ReleaseFile(shard, FileIndexOf(s->place), released);
   std::vector<Draft> drafts = Drafts(session);
   drafts.erase(drafts.begin() + (s - session.begin()));
-  Replace(shard, link, Build(sid, drafts), released);
+  Replace(shard, link, Build(shard.chunks, sid, drafts), released);
   return 1;
 }
 
@@ -740,6 +742,7 @@ void StateStore::Clear() {
     shard.files.clear();
     shard.buckets.clear();
     shard.buckets.shrink_to_fit();
+    shard.chunks.Trim();
     shard.sessions = 0;
     shard.last_file = 0;
   }

@@ -22,6 +22,7 @@
 
 #include "common/bytes.h"
 #include "store/cold_file.h"
+#include "store/small_chunks.h"
 
 namespace prefixd::store {
 
@@ -182,6 +183,7 @@ class StateStore {
   };
   struct Shard {
     mutable std::mutex mu;
+    SmallChunks chunks;             // the sessions' chunks up to its kLargest
     std::vector<Session*> buckets;  // chained, a power of two, at most one session per bucket
     size_t sessions = 0;
     std::vector<FileRef> files;
@@ -214,7 +216,7 @@ class StateStore {
   void Erase(Shard& shard, Session** link, Released& released);
   // Puts `fresh` where `*link` was and frees the old chunk (its places carried over by `fresh`).
   void Replace(Shard& shard, Session** link, Session* fresh, Released& released);
-  static Session* Build(std::string_view sid, std::vector<Draft>& drafts);
+  static Session* Build(SmallChunks& chunks, std::string_view sid, std::vector<Draft>& drafts);
   // Sets `draft`'s layer in the sorted `drafts`, releasing the place of the draft it replaces.
   static void SetDraft(Shard& shard, std::vector<Draft>& drafts, Draft draft, Released& released);
   // Builds `drafts` into a chunk and puts it where `*link` is: a new session when `session` is

@@ -15,68 +15,91 @@ namespace {
 
 constexpr size_t kThreshold = KeyEntry::kInlineValueBelow;
 
+// One entry with its own SmallChunks, as a keyspace shard holds it.
 struct EntryHolder {
-  KeyEntry* entry;
+  EntryHolder(uint64_t hash, std::string_view key, KeyType type, uint32_t handle)
+      : entry(KeyEntry::Make(chunks, hash, key, type, handle)) {}
   ~EntryHolder() { KeyEntry::Destroy(entry); }
   // Gives the entry `value` as the keyspace does: a moved entry replaces the old one.
   void Put(const std::string& value) {
     Bytes released;
-    KeyEntry* placed = KeyEntry::WithValue(entry, Bytes::CopyOf(value), released);
+    KeyEntry* placed = KeyEntry::WithValue(chunks, entry, Bytes::CopyOf(value), released);
     if (placed != entry) KeyEntry::Destroy(std::exchange(entry, placed));
   }
+  SmallChunks chunks;
+  KeyEntry* entry;
 };
 
 TEST(KeyEntry, HeaderBitsAndKeySurviveEveryValueSize) {
   const uint64_t hash = (uint64_t{1} << KeyEntry::kHashBits) - 3;
-  EntryHolder h{KeyEntry::Make(hash, "sess:00000001", KeyType::kString, 77)};
-  h.entry->set_encoding(StringEncoding::kEmbstr);
-  h.entry->set_cold(true);
-  for (size_t size : {size_t{0}, size_t{1}, size_t{28}, size_t{64}, kThreshold - 1, kThreshold,
-                      kThreshold + 1, size_t{1} << 20, size_t{5}, size_t{0}}) {
-    const std::string value(size, static_cast<char>('a' + size % 26));
-    h.Put(value);
-    EXPECT_EQ(h.entry->Value(), value) << size;
-    EXPECT_EQ(h.entry->ValueCopy().view(), value) << size;
-    EXPECT_EQ(h.entry->value_inline(), size < kThreshold) << size;
-    EXPECT_EQ(h.entry->Hash(), hash);
-    EXPECT_EQ(h.entry->Key(), "sess:00000001");
-    EXPECT_EQ(h.entry->type(), KeyType::kString);
-    EXPECT_EQ(h.entry->encoding(), StringEncoding::kEmbstr);
-    EXPECT_TRUE(h.entry->cold());
-    EXPECT_EQ(h.entry->handle, 77u);
-    EXPECT_EQ(h.entry->ValueBytes(), size < kThreshold ? size : h.entry->ExternalBytes());
+  // Up to 254 bytes a key's size is one header byte; from 255 on it takes 4 more.
+  for (const size_t key_size : {size_t{13}, size_t{254}, size_t{255}, size_t{300}, size_t{70000}}) {
+    std::string key(key_size, 'k');
+    key.back() = static_cast<char>('0' + key_size % 10);
+    EntryHolder h(hash, key, KeyType::kString, 77);
+    h.entry->set_encoding(StringEncoding::kEmbstr);
+    h.entry->set_cold(true);
+    for (size_t size : {size_t{0}, size_t{1}, size_t{28}, size_t{64}, size_t{200}, kThreshold - 1,
+                        kThreshold, kThreshold + 1, size_t{1} << 20, size_t{5}, size_t{0}}) {
+      const std::string value(size, static_cast<char>('a' + size % 26));
+      h.Put(value);
+      EXPECT_EQ(h.entry->Value(), value) << size;
+      EXPECT_EQ(h.entry->ValueCopy().view(), value) << size;
+      EXPECT_EQ(h.entry->value_inline(), size < kThreshold) << size;
+      EXPECT_EQ(h.entry->Hash(), hash);
+      EXPECT_EQ(h.entry->Key(), key) << key_size;
+      EXPECT_EQ(h.entry->type(), KeyType::kString);
+      EXPECT_EQ(h.entry->encoding(), StringEncoding::kEmbstr);
+      EXPECT_TRUE(h.entry->cold());
+      EXPECT_EQ(h.entry->handle, 77u);
+      EXPECT_EQ(h.entry->ValueBytes(), size < kThreshold ? size : h.entry->ExternalBytes());
+      const size_t key_bytes = 23 + key_size + (key_size < 255 ? 0 : 4);
+      if (size < kThreshold) {
+        EXPECT_EQ(h.entry->ChunkBytes(), KeyEntry::ChunkBytesFor(key_bytes + size)) << size;
+      }
+    }
   }
 }
 
 TEST(KeyEntry, ASmallValueIsInlineInOneChunk) {
-  EntryHolder h{KeyEntry::Make(1, "sess:00000001", KeyType::kString, 0)};
+  EntryHolder h(1, "sess:00000001", KeyType::kString, 0);
   h.Put(std::string(28, 'm'));            // LMCache's metadata value
-  EXPECT_EQ(h.entry->ChunkBytes(), 80u);  // 26 + 13 + 28 = 67 bytes asked
+  EXPECT_EQ(h.entry->ChunkBytes(), 64u);  // 23 + 13 + 28 = 64 bytes asked
   EXPECT_EQ(h.entry->ExternalBytes(), 0u);
+  EXPECT_EQ(h.chunks.pages(), 2u);  // one page per class: the empty entry's 40, then 64
   h.Put(std::string(64, 'v'));
-  EXPECT_EQ(h.entry->ChunkBytes(), 112u);  // 26 + 13 + 64 = 103
-  // A value of the same size class that fits the chunk is written in place.
+  EXPECT_EQ(h.entry->ChunkBytes(), 104u);  // 23 + 13 + 64 = 100
+  // A value of the same size class is written in place, one longer than the first too.
   const KeyEntry* before = h.entry;
-  h.Put(std::string(60, 'w'));
+  h.Put(std::string(62, 'w'));
   EXPECT_EQ(h.entry, before);
-  EXPECT_EQ(h.entry->Value(), std::string(60, 'w'));
-  EXPECT_EQ(h.entry->ChunkBytes(), 112u);
+  EXPECT_EQ(h.entry->Value(), std::string(62, 'w'));
+  h.Put(std::string(68, 'u'));
+  EXPECT_EQ(h.entry, before);
+  EXPECT_EQ(h.entry->Value(), std::string(68, 'u'));
+  EXPECT_EQ(h.entry->ChunkBytes(), 104u);
+  // The largest chunk SmallChunks holds, and the first that malloc does.
+  h.Put(std::string(SmallChunks::kLargest - 36, 'l'));
+  EXPECT_EQ(h.entry->ChunkBytes(), SmallChunks::kLargest);
+  h.Put(std::string(SmallChunks::kLargest - 35, 'l'));
+  EXPECT_EQ(h.entry->ChunkBytes(), MallocChunkBytes(SmallChunks::kLargest + 1));
+  EXPECT_EQ(h.entry->Value(), std::string(SmallChunks::kLargest - 35, 'l'));
   // The largest inline value and the first external one.
   h.Put(std::string(kThreshold - 1, 'x'));
-  EXPECT_EQ(h.entry->ChunkBytes(), MallocChunkBytes(26 + 13 + kThreshold - 1));
+  EXPECT_EQ(h.entry->ChunkBytes(), MallocChunkBytes(23 + 13 + kThreshold - 1));
   h.Put(std::string(kThreshold, 'y'));
-  // The key padded to 8, the buffer handle and its place on disk.
-  EXPECT_EQ(h.entry->ChunkBytes(), MallocChunkBytes(40 + sizeof(Bytes) + sizeof(StringPlace)));
+  // The key padded to 8, the buffer handle and its place on disk, in SmallChunks again.
+  EXPECT_EQ(h.entry->ChunkBytes(), 40 + sizeof(Bytes) + sizeof(StringPlace));
   EXPECT_GE(h.entry->ExternalBytes(), kThreshold);
   // A large buffer is shared with the copy (a reply by reference), not copied.
   EXPECT_EQ(h.entry->ValueCopy().data(), reinterpret_cast<const uint8_t*>(h.entry->Value().data()));
 }
 
 TEST(KeyEntry, AnEmptyKeyAndValueStillMakeAnEntry) {
-  EntryHolder h{KeyEntry::Make(0, "", KeyType::kString, 1)};
+  EntryHolder h(0, "", KeyType::kString, 1);
   EXPECT_EQ(h.entry->Key(), "");
   EXPECT_EQ(h.entry->Value(), "");
-  EXPECT_EQ(h.entry->ChunkBytes(), 48u);
+  EXPECT_EQ(h.entry->ChunkBytes(), sizeof(KeyEntry));
   h.Put(std::string(kThreshold, 'z'));
   EXPECT_EQ(h.entry->Key(), "");
   EXPECT_EQ(h.entry->Value().size(), kThreshold);
@@ -99,9 +122,9 @@ TEST(KeyEntry, ASmallStringCostsAtMostItsChunkAndFortyBytes) {
     }
     ASSERT_EQ(Key(0).size(), 13u);
     const uint64_t per_entry = keys.MemoryBytes() / kCount;
-    // The chunk (80 or 112), a bucket slot (8), the 24-byte index node, the handle's slot (8).
-    EXPECT_EQ(per_entry, MallocChunkBytes(26 + 13 + value_size) + 40) << value_size;
-    EXPECT_LE(per_entry, value_size == 28 ? 120u : 152u);
+    // The chunk (64 or 104), a bucket slot (8), the 24-byte index node, the handle's slot (8).
+    EXPECT_EQ(per_entry, SmallChunks::SlotBytes(23 + 13 + value_size) + 40) << value_size;
+    EXPECT_LE(per_entry, value_size == 28 ? 104u : 144u);
     EXPECT_EQ(keys.EntryMemory(Key(0)), per_entry);
     keys.Clear();
     EXPECT_EQ(keys.MemoryBytes(), 0u);

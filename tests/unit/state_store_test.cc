@@ -223,15 +223,21 @@ TEST(StateStoreTest, ASmallSessionCostsOneChunkAndABucketSlot) {
   ASSERT_EQ(Sid(0).size(), 13u);
   const StoreStats s = store.Stats();
   const uint64_t per_session = (s.payload_bytes + s.overhead_bytes) / kCount;
-  // Link 8, sid size and layer count 8, the sid padded to 16, one 24-byte slot, the value: 128.
-  EXPECT_EQ(per_session, MallocChunkBytes(16 + 16 + 24 + 64) + 8);
-  EXPECT_LE(per_session, 136u);
+  // Link 8, sid size and layer count 8, the sid padded to 16, one 24-byte slot, the value: 120,
+  // in a 120-byte SmallChunks slot (glibc's malloc would take 128).
+  EXPECT_EQ(per_session, SmallChunks::SlotBytes(16 + 16 + 24 + 64) + 8);
+  EXPECT_LE(per_session, 128u);
   EXPECT_EQ((s.payload_bytes + s.overhead_bytes) % kCount, 0u);
   EXPECT_EQ(store.SessionBytes(Sid(0)), per_session);
   // A large value keeps its buffer: a 40-byte handle in the chunk instead of its bytes.
   const Bytes large = B(std::string(1 << 20, 'L'));
   store.Put("large", 0, large);
-  EXPECT_EQ(store.SessionBytes("large"), MallocChunkBytes(16 + 8 + 24 + 40) + 8 + large.capacity());
+  EXPECT_EQ(store.SessionBytes("large"),
+            SmallChunks::SlotBytes(16 + 8 + 24 + 40) + 8 + large.capacity());
+  // A session past SmallChunks's largest slot comes from malloc.
+  for (uint32_t layer = 0; layer < 12; ++layer) store.Put("many", layer, B("x"));
+  EXPECT_EQ(store.SessionBytes("many"), MallocChunkBytes(16 + 8 + 12 * (24 + 1)) + 8);
+  EXPECT_EQ(store.Get("many", 11)->view(), "x");
   store.Clear();
   EXPECT_EQ(store.Stats().overhead_bytes, 0u);
 }

@@ -30,13 +30,13 @@ size_t KeyEntry::key_size() const {
 }
 
 KeyEntry* KeyEntry::Make(SmallChunks& chunks, uint64_t hash, std::string_view key, KeyType type,
-                         uint32_t handle) {
-  KeyEntry* e = Allocate(chunks, RequestFor(key.size(), 0, true));
+                         uint32_t handle, Bytes value) {
+  const bool inline_value = value.size() < kInlineValueBelow;
+  KeyEntry* e = Allocate(chunks, RequestFor(key.size(), value.size(), inline_value));
   e->next = nullptr;
   e->word = hash & kHashMask;
   e->set_type(type);
   e->handle = handle;
-  e->value_size = 0;
   if (key.size() < kLongKey) {
     e->short_key_size = static_cast<uint8_t>(key.size());
   } else {
@@ -45,6 +45,14 @@ KeyEntry* KeyEntry::Make(SmallChunks& chunks, uint64_t hash, std::string_view ke
     std::memcpy(e->Base() + kHeaderBytes, &size, sizeof size);
   }
   if (!key.empty()) std::memcpy(e->Base() + KeyOffset(key.size()), key.data(), key.size());
+  if (inline_value) {
+    e->value_size = static_cast<uint16_t>(value.size());
+    if (!value.empty()) std::memcpy(e->ValueStart(), value.data(), value.size());
+  } else {
+    e->value_size = kExternal;
+    new (&e->External()) Bytes(std::move(value));
+    new (&e->PlaceSlot()) StringPlace();
+  }
   return e;
 }
 

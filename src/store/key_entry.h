@@ -74,9 +74,9 @@ struct KeyEntry {
   static constexpr size_t kHeaderBytes = 23;
   static constexpr int kHashBits = 57;
 
-  // A new entry with an empty value, not linked; its chunk from `chunks` when small.
+  // A new entry holding `value`, not linked; its chunk from `chunks` when small.
   static KeyEntry* Make(SmallChunks& chunks, uint64_t hash, std::string_view key, KeyType type,
-                        uint32_t handle);
+                        uint32_t handle, Bytes value = Bytes());
   // Frees the entry, under the lock of the shard whose SmallChunks it came from.
   static void Destroy(KeyEntry* entry);
   // `entry` holding `value` from now on. In place when the value fits the entry's chunk without

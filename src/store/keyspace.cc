@@ -239,10 +239,22 @@ void Keyspace::TouchLocked(Shard& shard, const Entry& entry) {
 
 Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put, Entry* found) {
   Bytes released;
-  // A hot entry of the put's type is what SetLocked would find and return unchanged.
-  const bool as_is = found != nullptr && found->type() == put.type && !found->cold();
-  Entry* entry = as_is ? found : SetLocked(shard, put.key, put.type);
-  entry = SetValueLocked(shard, entry, std::move(put.value), released);
+  Entry* entry = found;
+  bool made = false;
+  if (entry == nullptr) {
+    const uint64_t hash = HashOf(put.key);
+    entry = shard.keys.Find(hash, put.key);
+    // A new key's entry is made with its value: one chunk, where an empty entry given the value
+    // would take two.
+    if (entry == nullptr) {
+      entry = InsertLocked(shard, hash, put.key, put.type, std::move(put.value));
+      made = true;
+    }
+  }
+  if (!made) {
+    entry = RetypeLocked(shard, entry, put.type);
+    entry = SetValueLocked(shard, entry, std::move(put.value), released);
+  }
   entry->set_encoding(put.encoding);
   if (put.keep_ttl == KeepTtl::kNo && ExpiryOf(shard, *entry) != put.at_ms) {
     SetExpiryLocked(shard, entry, put.at_ms);
@@ -329,30 +341,39 @@ bool Keyspace::ChangeMembers(std::string_view key, KeyType type, StringEncoding 
 
 Keyspace::Entry* Keyspace::SetLocked(Shard& shard, std::string_view key, KeyType type) {
   const uint64_t hash = HashOf(key);
-  if (Entry* entry = shard.keys.Find(hash, key)) {
-    if (entry->type() != type) {
-      keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
-      keys_of_type_[static_cast<size_t>(type)] += 1;
-      // Only a string, set or list holds a value here.
-      if (HoldsValue(entry->type())) {
-        Bytes released;
-        entry = SetValueLocked(shard, entry, Bytes(), released);
-      }
+  if (Entry* entry = shard.keys.Find(hash, key)) return RetypeLocked(shard, entry, type);
+  return InsertLocked(shard, hash, key, type, Bytes());
+}
+
+Keyspace::Entry* Keyspace::RetypeLocked(Shard& shard, Entry* entry, KeyType type) {
+  if (entry->type() != type) {
+    keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
+    keys_of_type_[static_cast<size_t>(type)] += 1;
+    // Only a string, set or list holds a value here.
+    if (HoldsValue(entry->type())) {
+      Bytes released;
+      entry = SetValueLocked(shard, entry, Bytes(), released);
     }
-    if (entry->type() == type && !entry->cold()) return entry;  // nothing counted changes
-    const StringCounts before = StringCountsOf(*entry);
-    // Back to the hot index before the type changes, so a parked string leaves the parked count
-    // as it entered it.
-    if (entry->cold()) SwitchTier(shard, *entry, false);
-    entry->set_type(type);
-    MoveStringCounts(before, StringCountsOf(*entry));
-    return entry;
   }
+  if (entry->type() == type && !entry->cold()) return entry;  // nothing counted changes
+  const StringCounts before = StringCountsOf(*entry);
+  // Back to the hot index before the type changes, so a parked string leaves the parked count
+  // as it entered it.
+  if (entry->cold()) SwitchTier(shard, *entry, false);
+  entry->set_type(type);
+  MoveStringCounts(before, StringCountsOf(*entry));
+  return entry;
+}
+
+Keyspace::Entry* Keyspace::InsertLocked(Shard& shard, uint64_t hash, std::string_view key,
+                                        KeyType type, Bytes value) {
   const EvictionIndex::Handle handle = shard.index.Insert(EvictionClockMicros());
-  Entry* placed = shard.keys.Insert(KeyEntry::Make(shard.chunks, hash, key, type, handle));
+  Entry* placed =
+      shard.keys.Insert(KeyEntry::Make(shard.chunks, hash, key, type, handle, std::move(value)));
   shard.entry_of_handle.MakeRoomFor(handle);
   shard.entry_of_handle[handle] = placed;
   bytes_ += EntryCost(*placed);
+  CountString(*placed, 1);
   keys_of_type_[static_cast<size_t>(type)] += 1;
   shard.keys_in_slot[KeySlot(key) >> kShardBits] += 1;
   return placed;

@@ -311,6 +311,11 @@ class Keyspace {
   static bool ExpiredAt(const Shard& shard, const Entry& entry, int64_t now_ms);
   // Makes `key` an entry of `type`; returns it.
   Entry* SetLocked(Shard& shard, std::string_view key, KeyType type);
+  // SetLocked's two halves: an existing entry made one of `type` (its value dropped when the
+  // type changes; back to the hot index when cold), and a new entry with `value` (its hash is
+  // `hash`; the key must be missing).
+  Entry* RetypeLocked(Shard& shard, Entry* entry, KeyType type);
+  Entry* InsertLocked(Shard& shard, uint64_t hash, std::string_view key, KeyType type, Bytes value);
   // Gives `entry` `value`; returns the entry, which may have moved (the old one is freed). A
   // replaced large buffer goes to `released`, to be freed after the lock.
   Entry* SetValueLocked(Shard& shard, Entry* entry, Bytes value, Bytes& released);

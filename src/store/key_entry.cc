@@ -22,13 +22,6 @@ void KeyEntry::Free(KeyEntry* entry, size_t request) {
   FreeStoreChunk(entry, std::max(request, sizeof(KeyEntry)));
 }
 
-size_t KeyEntry::key_size() const {
-  if (short_key_size != kLongKey) return short_key_size;
-  uint32_t size;
-  std::memcpy(&size, Base() + kHeaderBytes, sizeof size);
-  return size;
-}
-
 KeyEntry* KeyEntry::Make(SmallChunks& chunks, uint64_t hash, std::string_view key, KeyType type,
                          uint32_t handle, Bytes value) {
   const bool inline_value = value.size() < kInlineValueBelow;
@@ -73,6 +66,16 @@ Bytes KeyEntry::ValueCopy() const {
   return value_inline() ? Bytes::CopyCompact(Value()) : External();
 }
 
+bool KeyEntry::FitsInPlace(size_t value_size) const {
+  if (!value_inline() || value_size >= kInlineValueBelow) return false;
+  const size_t request = RequestFor(key_size(), value_size, true);
+  // The size class stays; a malloc chunk must also really hold the request (glibc's usable size,
+  // ASan's exact one).
+  return ChunkBytesFor(request) == ChunkBytes() &&
+         (request <= SmallChunks::kLargest ||
+          malloc_usable_size(const_cast<KeyEntry*>(this)) >= request);
+}
+
 KeyEntry* KeyEntry::WithValue(SmallChunks& chunks, KeyEntry* entry, Bytes value, Bytes& released) {
   const bool inline_value = value.size() < kInlineValueBelow;
   if (!inline_value && !entry->value_inline()) {
@@ -80,16 +83,13 @@ KeyEntry* KeyEntry::WithValue(SmallChunks& chunks, KeyEntry* entry, Bytes value,
     entry->PlaceSlot() = StringPlace{};  // the new value is not on disk yet
     return entry;
   }
-  const size_t key_size = entry->key_size();
-  const size_t request = RequestFor(key_size, value.size(), inline_value);
-  // In place while the size class stays (a malloc chunk must also really hold the request:
-  // glibc's usable size, ASan's exact one).
-  if (inline_value && entry->value_inline() && ChunkBytesFor(request) == entry->ChunkBytes() &&
-      (request <= SmallChunks::kLargest || malloc_usable_size(entry) >= request)) {
+  if (entry->FitsInPlace(value.size())) {
     if (!value.empty()) std::memcpy(entry->ValueStart(), value.data(), value.size());
     entry->value_size = static_cast<uint16_t>(value.size());
     return entry;
   }
+  const size_t key_size = entry->key_size();
+  const size_t request = RequestFor(key_size, value.size(), inline_value);
   KeyEntry* fresh = Allocate(chunks, request);
   std::memcpy(fresh, entry, KeyOffset(key_size) + key_size);
   fresh->next = nullptr;

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <utility>
 
@@ -84,6 +85,9 @@ struct KeyEntry {
   // and key, and the caller replaces `entry` by it and Destroys `entry`. A previous external
   // buffer is moved to `released` (to be freed outside the lock).
   static KeyEntry* WithValue(SmallChunks& chunks, KeyEntry* entry, Bytes value, Bytes& released);
+  // Whether WithValue writes a value of `value_size` bytes into this entry as it is: an inline
+  // value of the same size class (then only the value's bytes and size change).
+  bool FitsInPlace(size_t value_size) const;
   // The same for a value that is on disk only (`place`): the entry takes the external layout
   // with an empty buffer (the caller sets the cold bit).
   static KeyEntry* WithColdPlace(SmallChunks& chunks, KeyEntry* entry, StringPlace place,
@@ -167,7 +171,13 @@ struct KeyEntry {
   void SetBits(int shift, uint64_t mask, uint64_t v) {
     word = (word & ~(mask << shift)) | (v << shift);
   }
-  size_t key_size() const;
+  size_t key_size() const {
+    if (short_key_size != kLongKey) [[likely]]
+      return short_key_size;
+    uint32_t size;
+    std::memcpy(&size, Base() + kHeaderBytes, sizeof size);
+    return size;
+  }
   const char* Base() const { return reinterpret_cast<const char*>(this); }
   char* Base() { return reinterpret_cast<char*>(this); }
   const char* KeyStart() const { return Base() + KeyOffset(short_key_size); }

@@ -252,7 +252,7 @@ Bytes Keyspace::PutStringLocked(Shard& shard, StringPut& put, Entry* found) {
     }
   }
   if (!made) {
-    entry = RetypeLocked(shard, entry, put.type);
+    if (entry->type() != put.type || entry->cold()) entry = RetypeLocked(shard, entry, put.type);
     entry = SetValueLocked(shard, entry, std::move(put.value), released);
   }
   entry->set_encoding(put.encoding);
@@ -273,6 +273,14 @@ Keyspace::Entry* Keyspace::Replaced(Shard& shard, Entry* entry, Entry* placed) {
 
 Keyspace::Entry* Keyspace::SetValueLocked(Shard& shard, Entry* entry, Bytes value,
                                           Bytes& released) {
+  if (entry->FitsInPlace(value.size())) {
+    // The chunk and its size class stay (a SET's common case): only the string figure moves.
+    const auto grown =
+        static_cast<int64_t>(value.size()) - static_cast<int64_t>(entry->ValueBytes());
+    KeyEntry::WithValue(shard.chunks, entry, std::move(value), released);
+    if (grown != 0) string_bytes_ += grown;  // StringBytes: the inline value's size
+    return entry;
+  }
   const int64_t old_cost = EntryCost(*entry);
   const StringCounts before = StringCountsOf(*entry);
   if (Parked(*entry)) parked_bytes_ -= old_cost;

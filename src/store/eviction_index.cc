@@ -90,15 +90,15 @@ uint64_t EvictionIndex::NextStamp(uint64_t now_us) {
 EvictionIndex::Handle EvictionIndex::Insert(uint64_t now_us) {
   if (free_head_ == kNoHandle) {
     constexpr uint32_t kChunk = kHandlesPerChunk;
-    if (capacity_ > kNoHandle - 2 * kChunk) std::abort();  // 4 billion entries in one shard
-    chunks_.push_back(std::make_unique<Node[]>(kChunk));
+    const auto first = static_cast<uint32_t>(nodes_.size());
+    if (first > kNoHandle - 2 * kChunk) std::abort();  // 4 billion entries in one shard
+    nodes_.Grow();
     for (uint32_t i = kChunk; i-- > 0;) {
-      Node& n = chunks_.back()[i];
+      Node& n = nodes_[first + i];
       n.live = 0;
       n.next = free_head_;
-      free_head_ = capacity_ + i;
+      free_head_ = first + i;
     }
-    capacity_ += kChunk;
   }
   const Handle h = free_head_;
   Node& n = node(h);
@@ -396,7 +396,7 @@ void EvictionIndex::SetPolicy(EvictionPolicy policy) {
   if (order == order_) return;
   std::vector<Handle> live;
   live.reserve(live_);
-  for (Handle h = 0; h < capacity_; ++h) {
+  for (Handle h = 0; h < nodes_.size(); ++h) {
     if (node(h).live) live.push_back(h);
   }
   lists_ = {};
@@ -515,8 +515,7 @@ uint64_t EvictionIndex::RemainingTtlSumMs(int64_t now_ms) const {
 }
 
 size_t EvictionIndex::MemoryBytes() const {
-  size_t bytes = sizeof(*this) + chunks_.capacity() * sizeof(chunks_[0]) +
-                 size_t{capacity_} * sizeof(Node) + expiry_at_.capacity() * sizeof(int64_t) +
+  size_t bytes = sizeof(*this) + nodes_.MemoryBytes() + expiry_at_.capacity() * sizeof(int64_t) +
                  expiry_handle_.capacity() * sizeof(Handle);
   for (const auto& dense : random_) bytes += dense.capacity() * sizeof(Handle);
   return bytes;

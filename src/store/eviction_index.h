@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "store/chunked_slots.h"
+
 namespace prefixd::store {
 
 // Redis's maxmemory-policy values, with Redis's meanings (evict.c).
@@ -160,8 +162,8 @@ class EvictionIndex {
   enum class Order : uint8_t { kNone, kRecency, kFrequency, kRandom, kExpiry };
   static constexpr int kScopes = 2;  // 0: persistent, 1: volatile
 
-  Node& node(Handle h) { return chunks_[h >> kChunkBits][h & (kHandlesPerChunk - 1)]; }
-  const Node& node(Handle h) const { return chunks_[h >> kChunkBits][h & (kHandlesPerChunk - 1)]; }
+  Node& node(Handle h) { return nodes_[h]; }
+  const Node& node(Handle h) const { return nodes_[h]; }
   static int ScopeOf(const Node& n) { return n.expiry_pos == kNoHandle ? 0 : 1; }
   int Bucket(const Node& n) const { return order_ == Order::kFrequency ? int(n.count) : 0; }
   uint64_t NextStamp(uint64_t now_us);
@@ -188,8 +190,7 @@ class EvictionIndex {
   uint64_t rng_state_;
   uint64_t last_stamp_ = 0;
 
-  std::vector<std::unique_ptr<Node[]>> chunks_;
-  uint32_t capacity_ = 0;
+  ChunkedSlots<Node, kChunkBits> nodes_;
   uint32_t free_head_ = kNoHandle;
   size_t live_ = 0;
 

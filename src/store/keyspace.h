@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "store/chunked_slots.h"
 #include "store/eviction_index.h"
 #include "store/hash_ordered_map.h"
 #include "store/key_entry.h"
@@ -263,26 +264,9 @@ class Keyspace {
   using Directory = HashOrderedMap<KeyEntry>;
   using Entry = KeyEntry;
   // The entry each handle of an index names, in chunks as the index's nodes are: 8 bytes a
-  // handle with at most one partly used chunk, where a vector grown by doubling may hold twice
-  // the slots it needs (docs/cache-design.md, "Memory per entry").
-  class EntryOfHandle {
-   public:
-    using Handle = EvictionIndex::Handle;
-    const Entry*& operator[](Handle h) { return chunks_[h >> kBits][h & kMask]; }
-    const Entry* operator[](Handle h) const { return chunks_[h >> kBits][h & kMask]; }
-    // Room for `h`'s slot. An index hands out a chunk's handles before the next chunk's.
-    void MakeRoomFor(Handle h) {
-      while ((h >> kBits) >= chunks_.size()) {
-        chunks_.push_back(std::make_unique<const Entry*[]>(EvictionIndex::kHandlesPerChunk));
-      }
-    }
-    void Clear() { chunks_.clear(); }
-
-   private:
-    static constexpr uint32_t kBits = EvictionIndex::kChunkBits;
-    static constexpr uint32_t kMask = EvictionIndex::kHandlesPerChunk - 1;
-    std::vector<std::unique_ptr<const Entry*[]>> chunks_;
-  };
+  // handle with at most one partly used chunk (docs/cache-design.md, "Memory per entry"). An
+  // index hands out a chunk's handles before the next chunk's.
+  using EntryOfHandle = ChunkedSlots<const Entry*, EvictionIndex::kChunkBits>;
   struct Shard {
     mutable std::mutex mu;
     SmallChunks chunks;  // the entries' chunks up to its kLargest; outlives `keys`

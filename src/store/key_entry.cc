@@ -38,14 +38,7 @@ KeyEntry* KeyEntry::Make(SmallChunks& chunks, uint64_t hash, std::string_view ke
     std::memcpy(e->Base() + kHeaderBytes, &size, sizeof size);
   }
   if (!key.empty()) std::memcpy(e->Base() + KeyOffset(key.size()), key.data(), key.size());
-  if (inline_value) {
-    e->value_size = static_cast<uint16_t>(value.size());
-    if (!value.empty()) std::memcpy(e->ValueStart(), value.data(), value.size());
-  } else {
-    e->value_size = kExternal;
-    new (&e->External()) Bytes(std::move(value));
-    new (&e->PlaceSlot()) StringPlace();
-  }
+  e->FillValue(std::move(value));
   return e;
 }
 
@@ -55,6 +48,17 @@ void KeyEntry::Destroy(KeyEntry* entry) {
     entry->PlaceSlot().~StringPlace();
   }
   Free(entry, entry->RequestBytes());
+}
+
+void KeyEntry::FillValue(Bytes value) {
+  if (value.size() < kInlineValueBelow) {
+    value_size = static_cast<uint16_t>(value.size());
+    if (!value.empty()) std::memcpy(ValueStart(), value.data(), value.size());
+  } else {
+    value_size = kExternal;
+    new (&External()) Bytes(std::move(value));
+    new (&PlaceSlot()) StringPlace();
+  }
 }
 
 std::string_view KeyEntry::Value() const {
@@ -93,14 +97,7 @@ KeyEntry* KeyEntry::WithValue(SmallChunks& chunks, KeyEntry* entry, Bytes value,
   KeyEntry* fresh = Allocate(chunks, request);
   std::memcpy(fresh, entry, KeyOffset(key_size) + key_size);
   fresh->next = nullptr;
-  if (inline_value) {
-    fresh->value_size = static_cast<uint16_t>(value.size());
-    if (!value.empty()) std::memcpy(fresh->ValueStart(), value.data(), value.size());
-  } else {
-    fresh->value_size = kExternal;
-    new (&fresh->External()) Bytes(std::move(value));
-    new (&fresh->PlaceSlot()) StringPlace();
-  }
+  fresh->FillValue(std::move(value));
   if (!entry->value_inline()) released = std::move(entry->External());
   return fresh;
 }

@@ -168,6 +168,9 @@ struct KeyEntry {
   // A fresh chunk for `request` bytes, and the way back.
   static KeyEntry* Allocate(SmallChunks& chunks, size_t request);
   static void Free(KeyEntry* entry, size_t request);
+  // Writes `value` into a fresh chunk whose header and key are set and whose request made room
+  // for it (inline below kInlineValueBelow, else its handle and an empty place).
+  void FillValue(Bytes value);
   void SetBits(int shift, uint64_t mask, uint64_t v) {
     word = (word & ~(mask << shift)) | (v << shift);
   }

@@ -27,18 +27,8 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 // Sanitizers keep their own shadow memory and quarantine: RSS bounds mean nothing there, so
-// those builds check behaviour only.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kRssMeaningful = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kRssMeaningful = false;
-#else
-constexpr bool kRssMeaningful = true;
-#endif
-#else
-constexpr bool kRssMeaningful = true;
-#endif
+// against a sanitized server these tests check behaviour only.
+const bool kRssMeaningful = !ServerIsSanitized();
 
 constexpr int64_t kKib = 1024;
 

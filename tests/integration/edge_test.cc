@@ -15,10 +15,6 @@
 
 #include "integration/server_fixture.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define PREFIXD_SANITIZED 1
-#endif
-
 namespace prefixd::it {
 namespace {
 
@@ -57,9 +53,9 @@ class EdgeTest : public ServerTest {};
 // -OOM in place of its partial reply, keeps the connection usable, and never loses the client's
 // slot: more failures than maxclients, and a new client is still served.
 TEST_F(EdgeTest, CommandThatThrowsAnswersOomAndKeepsTheClientSlot) {
-#ifdef PREFIXD_SANITIZED
-  GTEST_SKIP() << "an address-space limit cannot be combined with a sanitizer's shadow memory";
-#endif
+  if (ServerIsSanitized()) {
+    GTEST_SKIP() << "an address-space limit cannot be combined with a sanitizer's shadow memory";
+  }
   ServerProcess::Options options;
   options.launcher = {"/usr/bin/prlimit", "--as=536870912", "--"};
   options.flags = {"--maxclients", "2", "--io-threads", "1", "--appendonly", "no"};

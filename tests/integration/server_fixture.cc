@@ -128,12 +128,26 @@ std::optional<size_t> ReplyEnd(std::string_view b, size_t pos) {
 }  // namespace
 
 std::string ServerBinary() {
-  if (const char* env = std::getenv("PREFIXD_SERVER"); env != nullptr && *env != '\0') return env;
+  for (const char* name : {"PREFIXD_TEST_SERVER", "PREFIXD_SERVER"}) {
+    if (const char* env = std::getenv(name); env != nullptr && *env != '\0') return env;
+  }
 #ifdef PREFIXD_SERVER_BINARY
   return PREFIXD_SERVER_BINARY;
 #else
   return "prefixd-server";
 #endif
+}
+
+bool ServerIsSanitized() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  return true;
+#endif
+#endif
+  const char* env = std::getenv("PREFIXD_SERVER_SANITIZED");
+  return env != nullptr && *env != '\0';
 }
 
 void ExpectSameReplies(RawConnection& ours, RawConnection& reference,
@@ -244,8 +258,9 @@ ServerProcess::~ServerProcess() {
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     pid_ = -1;
-    return ::testing::AssertionFailure() << "cannot run " << argv[0] << ": " << std::strerror(rc)
-                                         << " (set PREFIXD_SERVER to the prefixd-server binary)";
+    return ::testing::AssertionFailure()
+           << "cannot run " << argv[0] << ": " << std::strerror(rc)
+           << " (set PREFIXD_TEST_SERVER or PREFIXD_SERVER to the prefixd-server binary)";
   }
   exited_ = false;
 

@@ -19,8 +19,16 @@ namespace prefixd::it {
 
 using Millis = std::chrono::milliseconds;
 
-// Path of the server under test: $PREFIXD_SERVER if set, else the path CMake compiled in.
+// Path of the server under test: $PREFIXD_TEST_SERVER if set (ctest sets $PREFIXD_SERVER for each
+// test, so this is how a run points these tests at another build's server, as CI does with the
+// TSan server), else $PREFIXD_SERVER, else the path CMake compiled in.
 std::string ServerBinary();
+
+// Whether the server under test runs under a sanitizer: this binary is sanitized itself, or
+// $PREFIXD_SERVER_SANITIZED is set (a plain test binary against a sanitized server). Shadow
+// memory makes RSS bounds and address-space limits meaningless there, and it runs several times
+// slower.
+bool ServerIsSanitized();
 
 // A loopback port free now (the kernel's pick for port 0); another process could take it first.
 int FreeLoopbackPort();

@@ -21,7 +21,7 @@ using Millis = std::chrono::milliseconds;
 
 // Path of the server under test: $PREFIXD_TEST_SERVER if set (ctest sets $PREFIXD_SERVER for each
 // test, so this is how a run points these tests at another build's server, as CI does with the
-// TSan server), else $PREFIXD_SERVER, else the path CMake compiled in.
+// ASan and TSan servers), else $PREFIXD_SERVER, else the path CMake compiled in.
 std::string ServerBinary();
 
 // Whether the server under test runs under a sanitizer: this binary is sanitized itself, or

@@ -77,8 +77,9 @@ if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
 fi
 
 # The harness's own ports (its test server listens 32 below): a random base, so that two runs
-# on one machine do not take the same one.
-baseport="${SUITE_BASEPORT:-$((22000 + RANDOM % 20000))}"
+# on one machine do not take the same one, below Linux's ephemeral range (32768 up), where a
+# client's outgoing port may already hold it.
+baseport="${SUITE_BASEPORT:-$((22000 + RANDOM % 10000))}"
 
 status=0
 printf '%-22s %6s %6s %6s  %s\n' unit passed failed errors result
@@ -104,6 +105,11 @@ for unit in "${units[@]}"; do
   result="ok"
   if [ "$rc" -eq 124 ]; then
     result="timed out"
+  elif [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$errors" -eq 0 ] && [ "$rc" -ne 0 ]; then
+    # The harness itself failed (its test server could not bind, tclsh broke): not a pass.
+    result="harness failed"
+    tail -5 "$log" | sed 's/^/    /'
+    status=1
   elif [ "$failed" -gt 0 ] || [ "$errors" -gt 0 ] || [ "$rc" -ne 0 ]; then
     result="failures"
   elif [ "$passed" -eq 0 ] && grep -q '^\[ignore\]: Not supported on external server' "$log"; then

@@ -145,8 +145,10 @@ bool ClearOtherTypeIfAdmitted(Context& ctx, const persist::Mutation& record,
 persist::StringSet StringRecord(std::string_view key, Bytes value, const Write& how) {
   uint32_t flags = static_cast<uint32_t>(how.encoding) << persist::StringSet::kEncodingShift;
   if (how.keep_ttl == KeepTtl::kYes) flags |= persist::StringSet::kKeepTtl;
-  return persist::StringSet{std::string(key), flags, static_cast<uint64_t>(how.at_ms),
-                            persist::Blob{{std::move(value)}}};
+  // The record is encoded and applied before the command returns: the key is lent from the
+  // request, as a small value is (ValueArg).
+  return persist::StringSet{persist::RecordKey::Borrow(key), flags,
+                            static_cast<uint64_t>(how.at_ms), persist::Blob{{std::move(value)}}};
 }
 
 // Makes `key` a string holding `value`, whatever it held. False when refused, with the error

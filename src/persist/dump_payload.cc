@@ -22,24 +22,28 @@ struct Xxh3 {
 };
 
 // The key name field of each kind of record a dump may hold; null for the others.
-std::string* NameOf(Mutation& m) {
+// Calls `use` with the key field a record names (a string record's is a RecordKey, the others' a
+// std::string); false when it names none.
+template <typename Use>
+bool WithNameOf(Mutation& m, Use&& use) {
   return std::visit(
-      [](auto& r) -> std::string* {
+      [&](auto& r) -> bool {
         using R = std::remove_cvref_t<decltype(r)>;
         if constexpr (requires { r.sid; }) {
-          return &r.sid;
+          use(r.sid);
         } else if constexpr (std::is_base_of_v<PrefixFields, R> ||
                              std::is_same_v<R, PrefixNamespace> ||
                              std::is_same_v<R, PrefixBlocks> ||
                              std::is_same_v<R, PrefixCheckpoints>) {
-          return &r.ns;
+          use(r.ns);
         } else if constexpr (std::is_same_v<R, StringSet> || std::is_same_v<R, SetValue> ||
                              std::is_same_v<R, ListValue> || std::is_same_v<R, HashValue> ||
                              std::is_same_v<R, ZsetValue> || std::is_same_v<R, StreamValue>) {
-          return &r.key;
+          use(r.key);
         } else {
-          return nullptr;
+          return false;
         }
+        return true;
       },
       m);
 }
@@ -207,12 +211,14 @@ DumpStatus DecodeDump(const Bytes& payload, std::string_view key, DecodedDump& o
     std::string err = DecodePayload(h.type, payload.Slice(at, h.payload_length), m);
     if (!err.empty()) return fail(DumpStatus::kBadFormat, err);
     at += h.payload_length;
-    std::string* name = NameOf(m);
-    if (name == nullptr) return fail(DumpStatus::kBadFormat, "a record that names no key");
-    err = shape.Add(m, *name);
+    const bool named = WithNameOf(m, [&](auto& name) {
+      const std::string original{std::string_view(name)};
+      err = shape.Add(m, original);
+      // Renamed: the key, or a registration's session `<key>_pk` / `<key>_pv`.
+      if (err.empty()) name = std::string(key) + original.substr(shape.key().size());
+    });
+    if (!named) return fail(DumpStatus::kBadFormat, "a record that names no key");
     if (!err.empty()) return fail(DumpStatus::kBadFormat, err);
-    // Renamed: the key, or a registration's session `<key>_pk` / `<key>_pv`.
-    *name = std::string(key) + name->substr(shape.key().size());
     out.records.push_back(std::move(m));
   }
   if (shape.empty()) return fail(DumpStatus::kBadFormat, "no record");

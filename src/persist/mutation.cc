@@ -35,6 +35,7 @@ class StagedSize {
   void operator()(uint32_t) { bytes += 4; }
   void operator()(uint64_t) { bytes += 8; }
   void operator()(const std::string& s) { bytes += 4 + s.size(); }
+  void operator()(const RecordKey& k) { bytes += 4 + k.size(); }
   void operator()(const Blob& blob) {
     const uint64_t size = blob.size();
     bytes += 8 + (Inline(size) ? size : 0);
@@ -59,14 +60,24 @@ class Encoder {
  public:
   Encoder(EncodedRecord& out, uint64_t staged_bytes)
       : out_(out), buffer_(StagingBytes(kRecordHeaderSize + staged_bytes)) {}
-  ~Encoder() { Close(); }
+  // The last stretch: a record staged whole (the usual case) takes the buffer's handle itself, so
+  // its slab's count moves once, not three times.
+  ~Encoder() {
+    if (out_.head.data() == nullptr && used_ == buffer_.size()) {
+      out_.head = std::move(buffer_);
+    } else {
+      Close();
+    }
+  }
 
   void operator()(uint32_t v) { PutU32(Take(4), v); }
   void operator()(uint64_t v) { PutU64(Take(8), v); }
-  void operator()(const std::string& s) {
+  void operator()(std::string_view s) {
     (*this)(static_cast<uint32_t>(s.size()));
     Copy(s);
   }
+  void operator()(const std::string& s) { (*this)(std::string_view(s)); }
+  void operator()(const RecordKey& k) { (*this)(k.view()); }
   void operator()(const Blob& blob) {
     const uint64_t size = blob.size();
     (*this)(size);
@@ -135,6 +146,13 @@ class Decoder {
     Bytes b;
     if (Take(length, b, "string")) s.assign(b.view());
   }
+  // A key keeps its slice of the payload (no copy).
+  void operator()(RecordKey& k) {
+    uint32_t length = 0;
+    (*this)(length);
+    Bytes b;
+    if (Take(length, b, "string")) k = RecordKey(std::move(b));
+  }
   void operator()(Blob& blob) {
     uint64_t length = 0;
     (*this)(length);
@@ -199,6 +217,7 @@ class Describer {
   explicit Describer(std::string& out) : out_(out) {}
   void operator()(uint32_t v) { out_ += std::to_string(v); }
   void operator()(uint64_t v) { out_ += std::to_string(v); }
+  void operator()(const RecordKey& k) { (*this)(std::string(k.view())); }
   void operator()(const std::string& s) {
     out_ += '\'';
     for (char c : std::string_view(s).substr(0, 64)) {
@@ -261,7 +280,7 @@ struct Checker {
     if (verdict.ok) verdict = Verdict{false, out_of_memory, std::move(why)};
     return false;
   }
-  bool Sid(const std::string& sid, std::string_view what, size_t min, size_t suffix = 0) {
+  bool Sid(std::string_view sid, std::string_view what, size_t min, size_t suffix = 0) {
     const uint64_t most = limits.max_sid_len > suffix ? limits.max_sid_len - suffix : 0;
     if (sid.size() >= min && sid.size() <= most) return true;
     return Fail(std::string(what) + " of " + std::to_string(sid.size()) +
@@ -834,7 +853,7 @@ std::vector<StringValueAt> StringValueOffsets(const Mutation& m, uint64_t from_s
   const auto add = [&](const StringSet& set, uint64_t at) {
     at += 4 + set.key.size() + 4 + 8 + 8;
     if (set.value.pieces.size() == 1 && set.value.size() >= from_size) {
-      out.push_back(StringValueAt{set.key, set.value.pieces[0].data(), at});
+      out.push_back(StringValueAt{std::string(set.key.view()), set.value.pieces[0].data(), at});
     }
     return at + set.value.size();
   };

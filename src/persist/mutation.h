@@ -29,6 +29,29 @@ namespace prefixd::persist {
 // written from their own buffer, which the log holds until the record is written.
 inline constexpr uint64_t kCopiedBlobBelow = 512;
 
+// A string record's key, encoded as a `str` field. Owned (a compact copy, or a slice of the
+// payload it was decoded from), or borrowed from a request's argument by a command whose record
+// is encoded and applied before it returns, as a small value is (Bytes::Borrow): SET, INCR and
+// MSET then copy their keys into the log and the keyspace only, not into the record first.
+class RecordKey {
+ public:
+  RecordKey() = default;
+  RecordKey(std::string_view key) : bytes_(Bytes::CopyCompact(key)) {}     // NOLINT: owned copy
+  RecordKey(const std::string& key) : RecordKey(std::string_view(key)) {}  // NOLINT
+  RecordKey(const char* key) : RecordKey(std::string_view(key)) {}         // NOLINT
+  explicit RecordKey(Bytes bytes) : bytes_(std::move(bytes)) {}
+  static RecordKey Borrow(std::string_view key) { return RecordKey(Bytes::Borrow(key)); }
+
+  std::string_view view() const { return bytes_.view(); }
+  operator std::string_view() const { return view(); }  // NOLINT: reads as the key's bytes
+  size_t size() const { return bytes_.size(); }
+  bool empty() const { return bytes_.empty(); }
+  friend bool operator==(const RecordKey& a, std::string_view b) { return a.view() == b; }
+
+ private:
+  Bytes bytes_;
+};
+
 // A payload field: `u64 length`, then the bytes. Written as its pieces back to back (a snapshot
 // sends a layer's chunks without joining them); decoding gives one piece, a slice of the payload.
 struct Blob {
@@ -115,7 +138,7 @@ struct StringSet {
   static constexpr std::array<std::string_view, 4> kFields = {"key", "flags", "at_ms", "value"};
   static constexpr uint32_t kKeepTtl = 1;        // the key keeps its expiry; at_ms is unused
   static constexpr uint32_t kEncodingShift = 1;  // bits 1-2: store::StringEncoding
-  std::string key;
+  RecordKey key;
   uint32_t flags = 0;
   uint64_t at_ms = 0;  // Unix ms; 0: no expiry
   Blob value;

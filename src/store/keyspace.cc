@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #include <random>
 
@@ -189,12 +190,24 @@ bool Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>
     Bytes released;  // the old value, freed after the locks
   };
   std::vector<Step> steps(puts.size());
-  std::array<bool, kShardCount> involved{};
-  for (size_t i = 0; i < puts.size(); ++i) involved[steps[i].shard = ShardOf(puts[i].key)] = true;
-  std::array<std::unique_lock<std::mutex>, kShardCount> locks;
-  for (size_t s = 0; s < kShardCount; ++s) {
-    if (involved[s]) locks[s] = std::unique_lock(shards_[s].mu);
+  // The shards involved as one bit each, locked in ascending order (a word, where an array of
+  // 64 locks cost an MSET more than its puts' locking).
+  static_assert(kShardCount <= 64);
+  uint64_t involved = 0;
+  for (size_t i = 0; i < puts.size(); ++i) {
+    steps[i].shard = ShardOf(puts[i].key);
+    involved |= uint64_t{1} << steps[i].shard;
   }
+  struct ShardLocks {
+    Shard* shards;
+    uint64_t held;
+    ShardLocks(Shard* s, uint64_t mask) : shards(s), held(mask) {
+      for (uint64_t m = held; m != 0; m &= m - 1) shards[std::countr_zero(m)].mu.lock();
+    }
+    ~ShardLocks() {
+      for (uint64_t m = held; m != 0; m &= m - 1) shards[std::countr_zero(m)].mu.unlock();
+    }
+  } locks(shards_.get(), involved);
   if (only_over_live_at_ms != 0) {
     // Every key is checked before any is touched: a refused write leaves no trace.
     for (size_t i = 0; i < puts.size(); ++i) {

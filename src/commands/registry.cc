@@ -235,7 +235,7 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) const {
   engine_.stats().total_commands.Add();
   const uint64_t errors_before = ctx.reply.error_count();
   const uint64_t counted_before = counted_errors;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = CommandClock::BurstStart();
   {
     CommandClock::Scope command_clock(start);
     // A write runs under the replication order (held already when DispatchTo took it).
@@ -245,9 +245,10 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) const {
     if (PrepareTypedKeys(ctx)) spec.handler(ctx);
     if (order.feeding()) Propagate(ctx, changes_applied_here != changes_before);
   }
+  const auto end = std::chrono::steady_clock::now();
+  CommandClock::EndCommand(end);
   const auto ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
   CommandStats& stats = *spec.stats;
   stats.calls.Add();
   stats.usec.Add(ns / 1000);

@@ -255,9 +255,13 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     // (with what was left of the one before): Redis trims its query buffer only after running
     // every request of a read.
     const size_t read_bytes = parser_.pending_bytes() + input.size();
+    // The requests of this read run back to back: each starts at its predecessor's end (one
+    // clock reading per command, not two). Paused across every wait below.
+    CommandClock::Burst burst;
     size_t pos = 0;
     while (pos < input.size() || parser_.has_request()) {
       if (!Feed(input, pos)) {
+        burst.Pause();
         co_await Flush();
         co_return false;
       }
@@ -269,6 +273,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
                        parser_.ErrorMessage(),
                        suppressed ? fmt::format(" ({} more not logged)", suppressed) : "");
         }
+        burst.Pause();
         co_await Flush();
         co_return false;
       }
@@ -279,6 +284,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       RunRequest(refusal);
       parser_.set_limits(dispatcher_.LimitsFor(*client_));
       if (client_->close_after_reply) {
+        burst.Pause();
         co_await Flush();
         co_return false;
       }
@@ -289,7 +295,11 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
             client_->id, client_->addr, reply_.held_bytes());
         co_return false;
       }
-      if (reply_.pending_bytes() >= kFlushThreshold) co_await Flush();
+      if (reply_.pending_bytes() >= kFlushThreshold) {
+        burst.Pause();
+        co_await Flush();
+        burst.Resume();
+      }
     }
     co_return true;
   }

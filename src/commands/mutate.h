@@ -72,10 +72,12 @@ inline persist::Placed PlacedBy(store::Database& database, const persist::Mutati
                     payload_at + persist::VStoreRowsOffset(sid));
     };
   }
-  if (std::holds_alternative<persist::StringSet>(m) ||
-      std::holds_alternative<persist::StringMultiSet>(m)) {
+  if (const auto* set = std::get_if<persist::StringSet>(&m)) {
+    // A value kept in its entry has no place to record (the common, small write asks nothing).
+    if (set->value.size() < store::KeyEntry::kInlineValueBelow) return {};
     return PlacedStrings(database.keys, m);
   }
+  if (std::holds_alternative<persist::StringMultiSet>(m)) return PlacedStrings(database.keys, m);
   store::StateStore& state = database.state;
   const auto* put = std::get_if<persist::SsmPut>(&m);
   if (put == nullptr) return {};

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Server CPU time per request: prefixd-server against Debian's redis-server (its defaults), each
 # driven by the same redis-benchmark run. Throughput on a machine shared with its load generator
-# moves by tens of percent between runs; the CPU the server spent (utime + stime of the process,
-# all threads, from /proc/<pid>/stat) per request moves much less, so it shows where a row loses.
+# moves by tens of percent between runs; the CPU the server spent (every thread's time on a CPU,
+# from /proc/<pid>/task/*/schedstat, in ns) per request moves much less, so it shows where a row
+# loses.
 #
 #   benchmarks/cpu_per_request.sh [--server BIN] [--tests set,get,...] [--requests N] [--runs N]
 #                                 [--keyspace N] [-- prefixd flags...]
@@ -50,8 +51,9 @@ start() {  # name command...
 start prefixd "$server_bin" --dir . "${prefixd_flags[@]}"
 start redis redis-server --bind 127.0.0.1
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-hz=$(getconf CLK_TCK)
+# Nanoseconds on a CPU, every thread of the process summed (schedstat): /proc/PID/stat's ticks
+# are 10 ms, as coarse as a whole run's difference between two builds.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); prefixd flags: ${prefixd_flags[*]:-(defaults)}"
 IFS=, read -ra test_list <<<"$tests"
 for test in "${test_list[@]}"; do
@@ -59,16 +61,16 @@ for test in "${test_list[@]}"; do
     order=(prefixd redis)
     ((run % 2)) || order=(redis prefixd)
     for name in "${order[@]}"; do
-      before=$(cpu_ticks "${pid[$name]}")
+      before=$(cpu_ns "${pid[$name]}")
       start_ns=$(date +%s%N)
       rps=$(timeout 300 redis-benchmark -p "${port[$name]}" -t "$test" -P 16 -c 50 -n "$requests" \
         "${keyspace[@]}" --csv 2>/dev/null | tail -n 1 | cut -d, -f2 | tr -d '"')
-      after=$(cpu_ticks "${pid[$name]}")
+      after=$(cpu_ns "${pid[$name]}")
       wall_ns=$(($(date +%s%N) - start_ns))
-      awk -v t="$test" -v s="$name" -v rps="$rps" -v ticks=$((after - before)) -v hz="$hz" \
+      awk -v t="$test" -v s="$name" -v rps="$rps" -v cpu=$((after - before)) \
         -v n="$requests" -v wall="$wall_ns" 'BEGIN {
-          printf "%-10s %-8s %8.0f kops/s  %6.2f us/request  %4.0f%% of a core\n", t, s,
-            rps / 1000, ticks / hz * 1e6 / n, 100 * ticks / hz / (wall / 1e9) }'
+          printf "%-10s %-8s %8.0f kops/s  %6.3f us/request  %4.0f%% of a core\n", t, s,
+            rps / 1000, cpu / 1e3 / n, 100 * cpu / wall }'
     done
   done
 done

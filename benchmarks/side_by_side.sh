@@ -5,12 +5,14 @@
 # each prefixd build's ratio to redis-server.
 #
 #   benchmarks/side_by_side.sh [--tests LIST] [--requests N] [--rounds N] [--keyspace N]
-#                              BIN [BIN...]
+#                              [--redis-aof] BIN [BIN...]
 #
 # Defaults: tests ping_inline,ping_mbulk,set,get,incr,mset, 300000 requests, 3 rounds,
 # `redis-benchmark -P 16 -c 50`; --keyspace N spreads the keys over N random names (-r N).
 # Every prefixd runs on its defaults in a fresh directory (appendonly yes, everysec);
-# redis-server runs on its defaults with its RDB save points off (--save '').
+# redis-server runs on its defaults with its RDB save points off (--save ''); --redis-aof adds a
+# second one with `--appendonly yes --appendfsync everysec`, the log prefixd keeps by default, and
+# a ratio column against it.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,6 +20,7 @@ tests=ping_inline,ping_mbulk,set,get,incr,mset
 requests=300000
 rounds=3
 keyspace=()
+redis_aof=0
 bins=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -25,6 +28,7 @@ while [[ $# -gt 0 ]]; do
     --requests) requests=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --keyspace) keyspace=(-r "$2"); shift 2 ;;
+    --redis-aof) redis_aof=1; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) bins+=("$1"); shift ;;
   esac
@@ -50,6 +54,15 @@ port[redis]=$(free_port)
 pids+=($!)
 wait_ready "${port[redis]}" redis
 names+=(redis)
+if ((redis_aof)); then
+  port[redis-aof]=$(free_port)
+  mkdir -p "$work/redis-aof"
+  (cd "$work/redis-aof" && exec redis-server --port "${port[redis-aof]}" --bind 127.0.0.1 --save '' \
+    --appendonly yes --appendfsync everysec >"$work/redis-aof.log" 2>&1) &
+  pids+=($!)
+  wait_ready "${port[redis-aof]}" redis-aof
+  names+=(redis-aof)
+fi
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 results=$work/results.csv
@@ -72,13 +85,15 @@ for row in csv.reader(open(path)):
     if test not in order:
         order.append(test)
     runs.setdefault((test, server), []).append(rps)
-prefixd = [n for n in names if n != "redis"]
+prefixd = [n for n in names if not n.startswith("redis")]
+against = [r for r in ("redis", "redis-aof") if r in names]
+pairs = [(n, r) for r in against for n in prefixd]
 print("| test | " + " | ".join(f"{n} kops/s" for n in names) + " | " +
-      " | ".join(f"{n} / redis" for n in prefixd) + " |")
-print("|---" * (1 + len(names) + len(prefixd)) + "|")
+      " | ".join(f"{n} / {r}" for n, r in pairs) + " |")
+print("|---" * (1 + len(names) + len(pairs)) + "|")
 for test in order:
     med = {n: statistics.median(runs.get((test, n), [0])) for n in names}
-    ratios = [f"{med[n] / med['redis']:.2f}x" if med["redis"] else "-" for n in prefixd]
+    ratios = [f"{med[n] / med[r]:.2f}x" if med[r] else "-" for n, r in pairs]
     print(f"| {test} | " + " | ".join(f"{med[n] / 1000:.0f}" for n in names) + " | " +
           " | ".join(ratios) + " |")
 EOF

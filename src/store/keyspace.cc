@@ -200,14 +200,19 @@ bool Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>
   }
   struct ShardLocks {
     Shard* shards;
-    uint64_t held;
-    ShardLocks(Shard* s, uint64_t mask) : shards(s), held(mask) {
-      for (uint64_t m = held; m != 0; m &= m - 1) shards[std::countr_zero(m)].mu.lock();
+    uint64_t held = 0;  // a bit is set once its lock is taken, so a throw releases just those
+    void Take(uint64_t mask) {
+      for (; mask != 0; mask &= mask - 1) {
+        const int shard = std::countr_zero(mask);
+        shards[shard].mu.lock();
+        held |= uint64_t{1} << shard;
+      }
     }
     ~ShardLocks() {
       for (uint64_t m = held; m != 0; m &= m - 1) shards[std::countr_zero(m)].mu.unlock();
     }
-  } locks(shards_.get(), involved);
+  } locks{shards_.get()};
+  locks.Take(involved);
   if (only_over_live_at_ms != 0) {
     // Every key is checked before any is touched: a refused write leaves no trace.
     for (size_t i = 0; i < puts.size(); ++i) {

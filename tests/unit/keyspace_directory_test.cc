@@ -1,10 +1,13 @@
 // store::Keyspace: types, per-slot counts, SCAN cursors that survive changes between calls, the
-// expiry order, the cross-shard victim under each policy, and its memory figure.
+// expiry order, the cross-shard victim under each policy, its memory figure, and multi-key puts
+// across shards (whole, serialised per key, no deadlock).
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/key_slot.h"
 #include "store/keyspace.h"
@@ -93,6 +96,52 @@ TEST(KeyspaceDirectory, StringsHoldTheirValueAndExpiry) {
   EXPECT_EQ(EncodingOf(std::string(44, 'a')), StringEncoding::kEmbstr);
   EXPECT_EQ(EncodingOf(std::string(45, 'a')), StringEncoding::kRaw);
   EXPECT_EQ(StringEncodingName(StringEncoding::kEmbstr), "embstr");
+}
+
+// A multi-key put holds every shard it touches while its hook runs (the log append) and its values
+// go in. Multi-key writers list keys of 24 shards in opposite orders, single-key writers put the
+// same keys one by one, and every hook appends to the plain per-key logs of the keys it changes:
+// nothing deadlocks (shards are locked in one order), no two hooks of one key overlap (a data
+// race under TSan otherwise, and lost entries), and each key ends with the value its log has last.
+TEST(KeyspaceDirectory, MultiKeyPutsAcrossShardsAreWholeAndNeverDeadlock) {
+  Keyspace keys;
+  std::vector<std::string> names;
+  std::set<size_t> shards;
+  for (int i = 0; shards.size() < 24; ++i) {
+    if (shards.insert(Keyspace::ShardOf(Key(i))).second) names.push_back(Key(i));
+  }
+  constexpr int kRounds = 1000;
+  // Written by hooks only, under the key's shard lock.
+  std::vector<std::vector<std::string>> logs(names.size());
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      for (int round = 0; round < kRounds; ++round) {
+        const std::string value = std::to_string(w) + ":" + std::to_string(round);
+        if (w >= 2) {  // single-key writers
+          for (size_t k = 0; k < names.size(); ++k) {
+            keys.PutString(names[k], Bytes::CopyCompact(value), StringEncoding::kEmbstr,
+                           KeepTtl::kNo, 0, [&] { logs[k].push_back(value); });
+          }
+          continue;
+        }
+        std::vector<Keyspace::StringPut> puts;
+        for (size_t k = 0; k < names.size(); ++k) {
+          const std::string& name = w == 1 ? names[names.size() - 1 - k] : names[k];
+          puts.push_back({name, Bytes::CopyCompact(value), StringEncoding::kEmbstr});
+        }
+        ASSERT_TRUE(keys.PutStrings(puts, [&] {
+          for (auto& log : logs) log.push_back(value);
+        }));
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  for (size_t k = 0; k < names.size(); ++k) {
+    ASSERT_EQ(logs[k].size(), size_t{4 * kRounds}) << names[k];
+    EXPECT_EQ(keys.Find(names[k])->value.view(), logs[k].back()) << names[k];
+  }
+  EXPECT_EQ(keys.size(), names.size());
 }
 
 // GET's one-hold read gives only a live, hot string held in its entry; everything else goes

@@ -15,7 +15,9 @@ trap bench_cleanup EXIT
 free_port() {
   local port
   for _ in $(seq 1 100); do
-    port=$((20000 + RANDOM % 40000))
+    # Below Linux's ephemeral range (32768 up): a port there may be taken between this check and
+    # the server's bind by a client connection's own end (a server then "did not answer PING").
+    port=$((20000 + RANDOM % 12000))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
       return
@@ -61,7 +63,8 @@ bench_machine() {
 }
 
 # bench_write_section DOC TITLE FILE: replaces the section "## TITLE" of DOC (up to the next "## "
-# heading) with FILE, which starts with that heading, or appends FILE when DOC has no such section.
+# or "### " heading: subsections are written by hand and kept) with FILE, which starts with that
+# heading, or appends FILE when DOC has no such section.
 bench_write_section() {
   local doc=$1 title=$2 section=$3
   [[ -f $doc ]] || printf '# Benchmarks\n\n' >"$doc"
@@ -71,7 +74,7 @@ bench_write_section() {
       while ((getline line < section) > 0) print line
       done = 1; skipping = 1; next
     }
-    skipping && /^## / { skipping = 0 }
+    skipping && /^###? / { skipping = 0 }
     !skipping { print }
     { last = $0 }
     END {

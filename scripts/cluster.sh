@@ -24,8 +24,7 @@ if [[ $action != start ]] || ! [[ $nodes =~ ^[0-9]+$ ]] || ((nodes < 1 || nodes 
 fi
 
 scripts/install-deps.sh
-cmake --preset release >/dev/null
-cmake --build --preset release --target prefixd-server
+scripts/build-release.sh prefixd-server
 binary=build/release/prefixd-server
 
 # Node ids are fixed per port so a restart finds the same cluster.

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds the release preset with profile-guided optimisation (GCC): a server that records where its
+# time goes is built first and driven for about half a minute by a bounded loopback workload, then
+# the targets are built with that record. prefixd is bound by its instruction cache on small
+# requests, and the profile lays the hot code out together: about a fifth less server CPU per SET
+# and MSET (docs/benchmarks.md, 2026-12-06). The profile is kept in build/release/pgo and reused
+# while the sources are unchanged; PREFIXD_PGO=off builds without one.
+#
+#   scripts/build-release.sh [TARGET...]     (default: prefixd-server)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(prefixd-server)
+build=build/release
+profile=$PWD/$build/pgo
+
+if [[ ${PREFIXD_PGO:-} == off ]]; then
+  cmake --preset release -DPREFIXD_PGO= >/dev/null
+  exec cmake --build --preset release --target "${targets[@]}"
+fi
+
+# What the profile was recorded from: the commit and any uncommitted change to what is compiled.
+source_stamp() {
+  {
+    git rev-parse HEAD 2>/dev/null || echo "no git"
+    git diff HEAD -- src CMakeLists.txt cmake 2>/dev/null || true
+  } | sha256sum | cut -c1-16
+}
+
+# Drives the instrumented server at $1 with the kinds of request the profile should favour: small
+# pipelined string commands (LMCache's metadata, redis-benchmark's rows), unpipelined ones over many
+# keys, SSM state of 64 bytes and of 1 MiB. Loopback only, every step bounded in count and time.
+train() {
+  local server=$1 dir port pid blob up=0
+  dir=$(mktemp -d)
+  # A port below the ephemeral range; another one if it was taken.
+  for _ in 1 2 3; do
+    port=$((20000 + RANDOM % 12000))
+    "$server" --port "$port" --dir "$dir" --loglevel warning >"$dir/server.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do
+      [[ $(timeout 2 redis-cli -p "$port" PING 2>/dev/null) == PONG ]] && up=1 && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    ((up)) && break
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  if ((!up)); then
+    echo "build-release.sh: the instrumented server did not start:" >&2
+    tail -5 "$dir/server.log" >&2
+    return 1
+  fi
+  local bench=(timeout 120 redis-benchmark -p "$port" -q)
+  "${bench[@]}" -P 16 -c 50 -n 100000 -t ping_inline,ping_mbulk,set,get,incr,mset >/dev/null
+  "${bench[@]}" -c 20 -n 20000 -r 100000 -d 64 -t set,get >/dev/null
+  local state
+  state=$(head -c 64 /dev/zero | tr '\0' 's')
+  "${bench[@]}" -P 16 -c 20 -n 50000 -r 10000 SSM.PREFIX.STORE 's:__rand_int__' 0 "$state" >/dev/null
+  "${bench[@]}" -P 16 -c 20 -n 50000 -r 10000 SSM.PREFIX.FETCH 's:__rand_int__' 0 >/dev/null
+  blob=$dir/blob
+  head -c $((1 << 20)) /dev/urandom >"$blob"
+  for _ in $(seq 1 20); do
+    timeout 10 redis-cli -p "$port" -x SSM.PREFIX.STORE big 0 <"$blob" >/dev/null
+    timeout 10 redis-cli -p "$port" --raw SSM.PREFIX.FETCH big 0 >/dev/null
+    timeout 10 redis-cli -p "$port" -x SET big:kv_bytes <"$blob" >/dev/null
+    timeout 10 redis-cli -p "$port" --raw GET big:kv_bytes >/dev/null
+  done
+  # A clean exit writes the profile.
+  kill -TERM "$pid"
+  wait "$pid" || true
+  rm -rf "$dir"
+}
+
+stamp=$(source_stamp)
+if [[ ! -f $profile/stamp || $(cat "$profile/stamp") != "$stamp" ]]; then
+  rm -rf "$profile"
+  mkdir -p "$profile"
+  cmake --preset release -DPREFIXD_PGO=generate -DPREFIXD_PGO_DIR="$profile" >/dev/null
+  cmake --build --preset release --target prefixd-server
+  echo "build-release.sh: recording a profile (about half a minute)" >&2
+  train "$build/prefixd-server"
+  if ! compgen -G "$profile/*.gcda" >/dev/null; then
+    echo "build-release.sh: the training run wrote no profile" >&2
+    exit 1
+  fi
+  echo "$stamp" >"$profile/stamp"
+fi
+cmake --preset release -DPREFIXD_PGO=use -DPREFIXD_PGO_DIR="$profile" >/dev/null
+cmake --build --preset release --target "${targets[@]}"

@@ -20,12 +20,10 @@ if [[ ${PREFIXD_PGO:-} == off ]]; then
   exec cmake --build --preset release --target "${targets[@]}"
 fi
 
-# What the profile was recorded from: the commit and any uncommitted change to what is compiled.
+# What the profile was recorded from: the contents of everything compiled into the server.
 source_stamp() {
-  {
-    git rev-parse HEAD 2>/dev/null || echo "no git"
-    git diff HEAD -- src CMakeLists.txt cmake 2>/dev/null || true
-  } | sha256sum | cut -c1-16
+  find src cmake CMakeLists.txt -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum |
+    cut -c1-16
 }
 
 # Drives the instrumented server at $1 with the kinds of request the profile should favour: small

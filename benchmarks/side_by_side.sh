@@ -2,7 +2,9 @@
 # Pipelined small commands: one or more prefixd-server builds and Debian's redis-server, all
 # started once and driven by the same redis-benchmark runs in rotating order, so a load change on
 # a shared machine hits every server alike. Prints the median kops/s of each test per server and
-# each prefixd build's ratio to redis-server.
+# each prefixd build's ratio to redis-server, then each server's median CPU per request (its
+# threads' schedstat around each run: steadier than throughput where the load generator shares
+# the cores). Each test is a redis-benchmark run of its own.
 #
 #   benchmarks/side_by_side.sh [--tests LIST] [--requests N] [--rounds N] [--keyspace N]
 #                              [--redis-aof] BIN [BIN...]
@@ -38,7 +40,7 @@ done
 source "$repo/benchmarks/bench_lib.sh" side-by-side
 
 names=()
-declare -A port
+declare -A port pid
 for i in "${!bins[@]}"; do
   name="prefixd$i"
   names+=("$name")
@@ -46,12 +48,14 @@ for i in "${!bins[@]}"; do
   mkdir -p "$work/$name"
   (cd "$work/$name" && exec "${bins[$i]}" --port "${port[$name]}" --dir . >"$work/$name.log" 2>&1) &
   pids+=($!)
+  pid[$name]=$!
   wait_ready "${port[$name]}" "$name"
   echo "$name: ${bins[$i]}"
 done
 port[redis]=$(free_port)
 (cd "$work" && exec redis-server --port "${port[redis]}" --bind 127.0.0.1 --save '' >"$work/redis.log" 2>&1) &
 pids+=($!)
+pid[redis]=$!
 wait_ready "${port[redis]}" redis
 names+=(redis)
 if ((redis_aof)); then
@@ -60,17 +64,28 @@ if ((redis_aof)); then
   (cd "$work/redis-aof" && exec redis-server --port "${port[redis-aof]}" --bind 127.0.0.1 --save '' \
     --appendonly yes --appendfsync everysec >"$work/redis-aof.log" 2>&1) &
   pids+=($!)
+  pid[redis-aof]=$!
   wait_ready "${port[redis-aof]}" redis-aof
   names+=(redis-aof)
 fi
 
+# Nanoseconds the server's threads spent on a CPU (schedstat; %.0f: mawk's %d stops at 2^31).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 results=$work/results.csv
+IFS=, read -ra test_list <<<"$tests"
 for round in $(seq 1 "$rounds"); do
   for k in "${!names[@]}"; do
     name=${names[$(((k + round) % ${#names[@]}))]}
-    redis-benchmark -p "${port[$name]}" -t "$tests" -P 16 -c 50 -n "$requests" "${keyspace[@]}" \
-      --csv 2>/dev/null | tail -n +2 | sed "s/^/$name,/" >>"$results"
+    for test in "${test_list[@]}"; do
+      before=$(cpu_ns "${pid[$name]}")
+      row=$(redis-benchmark -p "${port[$name]}" -t "$test" -P 16 -c 50 -n "$requests" \
+        "${keyspace[@]}" --csv 2>/dev/null | tail -n 1)
+      after=$(cpu_ns "${pid[$name]}")
+      # name,"TEST","rps",... then the server's CPU ns per request
+      echo "$name,$row,$(((after - before) / requests))" >>"$results"
+    done
   done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -79,12 +94,14 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 import csv, statistics, sys
 path, names = sys.argv[1], sys.argv[2:]
 runs = {}
+cpu = {}
 order = []
 for row in csv.reader(open(path)):
     server, test, rps = row[0], row[1], float(row[2])
     if test not in order:
         order.append(test)
     runs.setdefault((test, server), []).append(rps)
+    cpu.setdefault((test, server), []).append(float(row[-1]))
 prefixd = [n for n in names if not n.startswith("redis")]
 against = [r for r in ("redis", "redis-aof") if r in names]
 pairs = [(n, r) for r in against for n in prefixd]
@@ -96,4 +113,10 @@ for test in order:
     ratios = [f"{med[n] / med[r]:.2f}x" if med[r] else "-" for n, r in pairs]
     print(f"| {test} | " + " | ".join(f"{med[n] / 1000:.0f}" for n in names) + " | " +
           " | ".join(ratios) + " |")
+print()
+print("| server CPU per request (ns) | " + " | ".join(names) + " |")
+print("|---" * (1 + len(names)) + "|")
+for test in order:
+    print(f"| {test} | " + " | ".join(f"{statistics.median(cpu.get((test, n), [0])):.0f}"
+                                      for n in names) + " |")
 EOF

@@ -2,7 +2,7 @@
 # Builds the release preset with profile-guided optimisation (GCC): a server that records where its
 # time goes is built first and driven for about half a minute by a bounded loopback workload, then
 # the targets are built with that record. prefixd is bound by its instruction cache on small
-# requests, and the profile lays the hot code out together: about a fifth less server CPU per SET
+# requests, and the profile lays the hot code out together: 15-25 % less server CPU per SET
 # and MSET (docs/benchmarks.md, 2026-12-06). The profile is kept in build/release/pgo and reused
 # while the sources are unchanged; PREFIXD_PGO=off builds without one.
 #

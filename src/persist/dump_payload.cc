@@ -21,7 +21,6 @@ struct Xxh3 {
   uint64_t Digest() const { return XXH3_64bits_digest(state.get()); }
 };
 
-// The key name field of each kind of record a dump may hold; null for the others.
 // Calls `use` with the key field a record names (a string record's is a RecordKey, the others' a
 // std::string); false when it names none.
 template <typename Use>

@@ -27,6 +27,11 @@ free_port() {
   exit 1
 }
 
+# Nanoseconds the threads of process $1 have spent on a CPU, summed (schedstat: /proc/PID/stat's
+# ticks are 10 ms, as coarse as a whole run's difference between two builds; %.0f because mawk's
+# %d stops at 2^31).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+
 wait_ready() {  # port name
   for _ in $(seq 1 100); do
     [[ $(timeout 2 redis-cli -p "$1" PING 2>/dev/null) == PONG ]] && return

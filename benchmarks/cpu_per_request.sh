@@ -51,10 +51,6 @@ start() {  # name command...
 start prefixd "$server_bin" --dir . "${prefixd_flags[@]}"
 start redis redis-server --bind 127.0.0.1
 
-# Nanoseconds on a CPU, every thread of the process summed (schedstat): /proc/PID/stat's ticks
-# are 10 ms, as coarse as a whole run's difference between two builds. (%.0f: mawk's %d stops at
-# 2^31.)
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); prefixd flags: ${prefixd_flags[*]:-(defaults)}"
 IFS=, read -ra test_list <<<"$tests"
 for test in "${test_list[@]}"; do

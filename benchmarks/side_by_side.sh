@@ -69,9 +69,6 @@ if ((redis_aof)); then
   names+=(redis-aof)
 fi
 
-# Nanoseconds the server's threads spent on a CPU (schedstat; %.0f: mawk's %d stops at 2^31).
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
-
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 results=$work/results.csv
 IFS=, read -ra test_list <<<"$tests"

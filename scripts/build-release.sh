@@ -20,45 +20,32 @@ if [[ ${PREFIXD_PGO:-} == off ]]; then
   exec cmake --build --preset release --target "${targets[@]}"
 fi
 
-# What the profile was recorded from: the contents of everything compiled into the server.
+# What the profile was recorded from: everything compiled into the server, and this script's
+# training.
 source_stamp() {
-  find src cmake CMakeLists.txt -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum |
-    cut -c1-16
+  find src cmake CMakeLists.txt scripts/build-release.sh -type f -print0 | sort -z |
+    xargs -0 sha256sum | sha256sum | cut -c1-16
 }
 
 # Drives the instrumented server at $1 with the kinds of request the profile should favour: small
 # pipelined string commands (LMCache's metadata, redis-benchmark's rows), unpipelined ones over many
 # keys, SSM state of 64 bytes and of 1 MiB. Loopback only, every step bounded in count and time.
 train() {
-  local server=$1 dir port pid blob up=0
-  dir=$(mktemp -d)
-  # A port below the ephemeral range; another one if it was taken.
-  for _ in 1 2 3; do
-    port=$((20000 + RANDOM % 12000))
-    "$server" --port "$port" --dir "$dir" --loglevel warning >"$dir/server.log" 2>&1 &
-    pid=$!
-    for _ in $(seq 1 100); do
-      [[ $(timeout 2 redis-cli -p "$port" PING 2>/dev/null) == PONG ]] && up=1 && break
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    ((up)) && break
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  if ((!up)); then
-    echo "build-release.sh: the instrumented server did not start:" >&2
-    tail -5 "$dir/server.log" >&2
-    return 1
-  fi
+  # A scratch folder and the server in it, removed and stopped on exit; free_port, wait_ready.
+  source benchmarks/bench_lib.sh pgo-training
+  local server=$1 port pid blob state
+  port=$(free_port)
+  "$server" --port "$port" --dir "$work" --loglevel warning >"$work/server.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  wait_ready "$port" "the instrumented prefixd-server"
   local bench=(timeout 120 redis-benchmark -p "$port" -q)
   "${bench[@]}" -P 16 -c 50 -n 100000 -t ping_inline,ping_mbulk,set,get,incr,mset >/dev/null
   "${bench[@]}" -c 20 -n 20000 -r 100000 -d 64 -t set,get >/dev/null
-  local state
   state=$(head -c 64 /dev/zero | tr '\0' 's')
   "${bench[@]}" -P 16 -c 20 -n 50000 -r 10000 SSM.PREFIX.STORE 's:__rand_int__' 0 "$state" >/dev/null
   "${bench[@]}" -P 16 -c 20 -n 50000 -r 10000 SSM.PREFIX.FETCH 's:__rand_int__' 0 >/dev/null
-  blob=$dir/blob
+  blob=$work/blob
   head -c $((1 << 20)) /dev/urandom >"$blob"
   for _ in $(seq 1 20); do
     timeout 10 redis-cli -p "$port" -x SSM.PREFIX.STORE big 0 <"$blob" >/dev/null
@@ -69,7 +56,6 @@ train() {
   # A clean exit writes the profile.
   kill -TERM "$pid"
   wait "$pid" || true
-  rm -rf "$dir"
 }
 
 stamp=$(source_stamp)

@@ -23,7 +23,7 @@ keyspace=()
 prefixd_flags=()
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --server) server_bin=$2; shift 2 ;;
+    --server) server_bin=$(realpath "$2"); shift 2 ;;  # it starts in a folder of its own
     --tests) tests=$2; shift 2 ;;
     --requests) requests=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;

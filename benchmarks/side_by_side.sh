@@ -32,7 +32,7 @@ while [[ $# -gt 0 ]]; do
     --keyspace) keyspace=(-r "$2"); shift 2 ;;
     --redis-aof) redis_aof=1; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
-    *) bins+=("$1"); shift ;;
+    *) bins+=("$(realpath "$1")"); shift ;;  # the servers start in folders of their own
   esac
 done
 [[ ${#bins[@]} -gt 0 ]] || { echo "side_by_side.sh: name at least one prefixd-server binary" >&2; exit 2; }

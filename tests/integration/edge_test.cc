@@ -213,6 +213,24 @@ TEST_F(EdgeTest, OutOfRangeSettingStopsTheStart) {
       << server_.ReadLog();
 }
 
+// The harness itself: a server whose port another server took first fails its bind, and its
+// start fails, though a PING on that port is answered (by the other one). Taking that answer for
+// the new server's once made a crash test read another test's data (log cut, `before` gone).
+TEST_F(EdgeTest, AStartWhosePortIsTakenFailsThoughSomeoneAnswersThere) {
+  ServerProcess other;
+  ASSERT_TRUE(other.Start(ServerProcess::Options{}));
+  ServerProcess::Options options;
+  options.port = other.port();
+  options.startup_timeout = Millis(5000);
+  EXPECT_FALSE(server_.Start(options));
+  EXPECT_NE(server_.ReadLog().find("Address already in use"), std::string::npos)
+      << server_.ReadLog();
+  auto c = RawConnection::Tcp(other.port());
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Call("PING\r\n"), kPong);
+  EXPECT_TRUE(other.Stop());
+}
+
 // Finding 4: under a low open-files limit the server lowers maxclients to fit (logged as Redis
 // does), refuses the excess politely and stays idle; when descriptors run out anyway, accepting
 // backs off instead of spinning and the waiting clients are served once descriptors free up.

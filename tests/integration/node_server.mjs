@@ -21,15 +21,31 @@ export async function loadNpmClients() {
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
+// A free loopback port below the kernel's ephemeral range (32768 and up by default), where no
+// client connection's own port lands; random, so parallel tests rarely pick the same one. A port
+// taken anyway shows when the server's bind fails (Server.start tries another).
+export async function freePort() {
+  for (let attempt = 0; attempt < 64; attempt++) {
+    const port = 10000 + Math.floor(Math.random() * 22000);
+    const free = await new Promise((resolve) => {
+      const srv = net.createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
     });
-  });
+    if (free) return port;
+  }
+  throw new Error('no free loopback port in 10000-31999');
+}
+
+// Whether the server logging to `logPath` wrote that it is ready after byte `since`. Until it
+// has, whatever answers on its port is someone else's: the port was taken between picking and
+// binding it, and this server is about to fail its bind.
+function saidReady(logPath, since) {
+  try {
+    return fs.readFileSync(logPath).subarray(since).includes('Ready to accept connections');
+  } catch {
+    return false;
+  }
 }
 
 // Resolves with the first bytes the server sends back to `request`, or null.
@@ -54,6 +70,7 @@ export class Server {
     this.logPath = path.join(this.root, 'server.log');
     for (let attempt = 0; attempt < 5; attempt++) {
       this.port = port || await freePort();
+      const since = fs.existsSync(this.logPath) ? fs.statSync(this.logPath).size : 0;
       const log = fs.openSync(this.logPath, 'a');
       this.proc = spawn(binary, ['--bind', '127.0.0.1', '--port', String(this.port),
         '--dir', path.join(this.root, 'data'), ...args], { stdio: ['ignore', log, log] });
@@ -64,6 +81,10 @@ export class Server {
       this.exit.then(() => { exited = true; });
       const deadline = Date.now() + 10000;
       while (Date.now() < deadline && !exited) {
+        if (!saidReady(this.logPath, since)) {
+          await sleep(20);
+          continue;
+        }
         const reply = await exchange(this.port, 'PING\r\n', 1000);
         if (reply && reply.toString().startsWith('+PONG')) return;
         await sleep(20);

@@ -1,6 +1,7 @@
 """Starts the prefixd-server under test ($PREFIXD_SERVER) for the python integration tests."""
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -11,22 +12,59 @@ import unittest
 import redis
 
 
+def free_port():
+    """A free loopback port below the kernel's ephemeral range (32768 and up by default), where no
+    client connection's own port lands; random, so parallel test processes rarely pick the same
+    one. A port taken anyway shows when the server's bind fails (start_server tries another)."""
+    for _ in range(64):
+        port = random.randrange(10000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free loopback port in 10000-31999")
+
+
+def log_size(log_path):
+    try:
+        return os.path.getsize(log_path)
+    except OSError:
+        return 0
+
+
+def said_ready(log_path, since):
+    """Whether the server logging to `log_path` wrote that it is ready after byte `since`. Until it
+    has, whatever answers on its port is someone else's: the port was taken between picking and
+    binding it, and this server is about to fail its bind."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(since)
+            return b"Ready to accept connections" in f.read()
+    except OSError:
+        return False
+
+
 def start_server(root, port=None, flags=()):
     """Starts prefixd with its data in root/data and its log in root/server.log, on `port` or a
     free one (a few tries, in case another process takes the port first); returns (process,
-    port) once it answers PING."""
+    port) once it says it is ready and answers PING."""
     binary = os.environ.get("PREFIXD_SERVER", "build/prefixd-server")
+    log_path = os.path.join(root, "server.log")
     for _ in range(5):
         if port is None:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-        with open(os.path.join(root, "server.log"), "ab") as log:
+            port = free_port()
+        since = log_size(log_path)
+        with open(log_path, "ab") as log:
             proc = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(port), "--dir",
                                      os.path.join(root, "data")] + list(flags),
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and proc.poll() is None:
+            if not said_ready(log_path, since):
+                time.sleep(0.02)
+                continue
             try:
                 if redis.Redis(port=port, socket_timeout=1).ping():
                     return proc, port
@@ -82,10 +120,10 @@ def start_cluster(root, nodes=3, flags=()):
     """Starts `nodes` cluster-enabled prefixd servers under root/node-N, each with a nodes.conf
     naming all of them and an equal share of the 16384 slots; returns [(process, port, id)]."""
     ports = []
-    for _ in range(nodes):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
+    while len(ports) < nodes:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
     ids = ["%039x%x" % (0, i + 1) for i in range(nodes)]
     bounds = [16384 * i // nodes for i in range(nodes + 1)]
     started = []

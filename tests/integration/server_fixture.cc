@@ -41,20 +41,30 @@ int RemainingMs(Clock::time_point deadline) {
 }  // namespace
 
 int FreeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  int port = -1;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
+  // Below the kernel's ephemeral range (32768 and up by default), where no client connection's
+  // own port lands: a port the kernel just handed out and took back is soon some test client's
+  // source port. Random, so parallel test processes rarely try the same one; a port taken
+  // anyway is caught when the server's bind fails (ServerProcess::Launch tries another).
+  static std::atomic<uint64_t> draws{0};
+  uint64_t state = static_cast<uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull +
+                   static_cast<uint64_t>(Clock::now().time_since_epoch().count()) +
+                   draws.fetch_add(1) * 0xBF58476D1CE4E5B9ull;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    state ^= state >> 31;
+    state *= 0x94D049BB133111EBull;
+    state ^= state >> 29;
+    const int port = 10000 + static_cast<int>(state % 22000);
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    if (free) return port;
   }
-  ::close(fd);
-  return port;
+  return -1;
 }
 
 namespace {
@@ -248,6 +258,13 @@ ServerProcess::~ServerProcess() {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  // The log is appended to across restarts: only what this launch writes tells of it.
+  std::error_code size_error;
+  const auto log_before = std::filesystem::file_size(log_path_, size_error);
+  const size_t launch_log_at = size_error ? 0 : static_cast<size_t>(log_before);
+  const bool logs_ready =
+      std::find(options.flags.begin(), options.flags.end(), "--loglevel") == options.flags.end();
+
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
@@ -278,6 +295,16 @@ ServerProcess::~ServerProcess() {
              << "prefixd-server " << DescribeStatus(status)
              << " during startup\ncommand: " << command_line << "\nlog:\n"
              << Tail(log, 4000);
+    }
+    // Until this server says it is ready, whatever answers on the port is someone else's (the
+    // port was taken between picking it and binding it; this one is about to fail its bind). A
+    // --loglevel above info hides the line: then a PING answer has to do.
+    const std::string log = logs_ready ? ReadLog() : std::string();
+    if (logs_ready &&
+        (log.size() <= launch_log_at ||
+         log.find("Ready to accept connections", launch_log_at) == std::string::npos)) {
+      std::this_thread::sleep_for(Millis(10));
+      continue;
     }
     if (auto conn = RawConnection::Tcp(port_)) {
       // Any reply proves it is our server answering (NOAUTH counts, with requirepass).

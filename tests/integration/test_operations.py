@@ -24,7 +24,7 @@ import urllib.request
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_python_client import free_port  # noqa: E402
+from prefixd_server import free_port, said_ready  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF = os.path.join(ROOT, "etc", "prefixd.conf")
@@ -46,6 +46,9 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("server exited: " + self.log())
+            if not said_ready(self.log_path, 0):
+                time.sleep(0.02)
+                continue
             try:
                 self.client.ping()
                 return

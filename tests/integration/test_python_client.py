@@ -25,10 +25,8 @@ except ImportError:  # pragma: no cover - depends on the machine
     sys.exit(1)
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prefixd_server import free_port, log_size, said_ready  # noqa: E402
 
 
 class ServerProcess:
@@ -45,6 +43,7 @@ class ServerProcess:
     def start(self, timeout=10.0):
         for _ in range(5):
             self.port = free_port()
+            since = log_size(self.log_path)
             log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(
                 [self.binary, "--bind", "127.0.0.1", "--port", str(self.port),
@@ -55,6 +54,9 @@ class ServerProcess:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     break
+                if not said_ready(self.log_path, since):
+                    time.sleep(0.02)
+                    continue
                 try:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
                         s.sendall(b"PING\r\n")

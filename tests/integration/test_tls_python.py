@@ -28,10 +28,8 @@ except ImportError:  # pragma: no cover - depends on the machine
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, HERE)
+from prefixd_server import free_port, said_ready  # noqa: E402
 
 
 class TlsServer:
@@ -53,7 +51,10 @@ class TlsServer:
                  "--tls-ca-cert-file", self.cert("ca.crt")],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if not said_ready(self.log_path, 0):
+                time.sleep(0.02)
+                continue
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
                     s.sendall(b"PING\r\n")

@@ -39,22 +39,6 @@ Outcome Shell(const std::string& command) {
   return out;
 }
 
-// A port the kernel has just handed out as free (bound to port 0, then closed).
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 // The server's log once it contains `text` (it writes from its own thread), waiting up to 3 s.
 std::string LogWith(ServerProcess& server, const std::string& text) {
   std::string log;
@@ -84,7 +68,7 @@ class TlsTest : public ServerTest {
 
   // Starts the server with a TLS port (and the plain one the fixture waits on).
   void StartTls(std::vector<std::string> extra = {}) {
-    tls_port_ = FreePort();
+    tls_port_ = FreeLoopbackPort();
     ServerProcess::Options options;
     options.flags = {
         "--tls-port",     std::to_string(tls_port_), "--tls-cert-file",    Cert("server.crt"),
@@ -295,7 +279,7 @@ TEST_F(TlsTest, ProtocolsAndCiphers) {
 TEST_F(TlsTest, TlsPortWithPortZeroServesOnlyTls) {
   // The fixture waits on a plain port, so this server is started by hand.
   std::string dir = certs_ + "/data";
-  int port = FreePort();
+  int port = FreeLoopbackPort();
   std::string log = certs_ + "/server.log";
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -331,7 +315,7 @@ TEST_F(TlsTest, TlsPortWithPortZeroServesOnlyTls) {
 TEST_F(TlsTest, MisconfiguredTlsStopsTheStart) {
   ServerProcess::Options options;
   options.flags = {
-      "--tls-port",     std::to_string(FreePort()), "--tls-cert-file",    Cert("server.crt"),
+      "--tls-port",     std::to_string(FreeLoopbackPort()), "--tls-cert-file",    Cert("server.crt"),
       "--tls-key-file", Cert("client.key"),         "--tls-ca-cert-file", Cert("ca.crt")};
   options.startup_timeout = Millis(5000);
   EXPECT_FALSE(server_.Start(options));

@@ -314,9 +314,10 @@ TEST_F(TlsTest, TlsPortWithPortZeroServesOnlyTls) {
 
 TEST_F(TlsTest, MisconfiguredTlsStopsTheStart) {
   ServerProcess::Options options;
-  options.flags = {
-      "--tls-port",     std::to_string(FreeLoopbackPort()), "--tls-cert-file",    Cert("server.crt"),
-      "--tls-key-file", Cert("client.key"),         "--tls-ca-cert-file", Cert("ca.crt")};
+  options.flags = {"--tls-port",         std::to_string(FreeLoopbackPort()),
+                   "--tls-cert-file",    Cert("server.crt"),
+                   "--tls-key-file",     Cert("client.key"),
+                   "--tls-ca-cert-file", Cert("ca.crt")};
   options.startup_timeout = Millis(5000);
   EXPECT_FALSE(server_.Start(options));
   EXPECT_NE(server_.ReadLog().find("Failed to configure TLS"), std::string::npos)

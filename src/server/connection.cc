@@ -5,6 +5,7 @@
 #include <sys/sendfile.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -233,15 +234,33 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     while (Socket().is_open()) {
       PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
       auto direct = parser_.DirectTarget();
-      if (!direct.empty()) {
-        size_t n = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
-        Count(n);
-        parser_.CommitDirect(n);
-        continue;
-      }
       auto target = input_.Target();
-      size_t n = co_await ReadSome(stream_, asio::buffer(target.data(), target.size()));
-      Count(n);
+      size_t n = 0;
+      if (!direct.empty()) {
+        if constexpr (kIsTls<Stream>) {
+          n = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
+          Count(n);
+          parser_.CommitDirect(n);
+          continue;
+        } else {
+          // The value's last bytes and whatever follows them (its CRLF, the next request) in one
+          // read, as Redis reads a large bulk with its CRLF: one system call and one wake-up
+          // fewer per large argument.
+          const std::array<asio::mutable_buffer, 2> value_then_input{
+              asio::buffer(direct.data(), direct.size()),
+              asio::buffer(target.data(), target.size())};
+          const size_t read =
+              co_await stream_.async_read_some(value_then_input, asio::use_awaitable);
+          Count(read);
+          const size_t into_value = std::min(read, direct.size());
+          parser_.CommitDirect(into_value);
+          n = read - into_value;
+          if (n == 0) continue;
+        }
+      } else {
+        n = co_await ReadSome(stream_, asio::buffer(target.data(), target.size()));
+        Count(n);
+      }
       if (!co_await Process(std::string_view(target.data(), n))) co_return;
       if (!reply_.empty()) co_await Flush();
       input_.AfterRead(n, [this] { return BytesWaiting(stream_); });

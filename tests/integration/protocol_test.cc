@@ -170,6 +170,41 @@ TEST_F(ProtocolTest, RequestsSplitAcrossReadsAreReassembled) {
   EXPECT_EQ(c->Read(9, 3s), "$3\r\nabc\r\n");
 }
 
+// A large argument's last bytes are read together with what follows them: its two closing bytes
+// (skipped unchecked, as Redis does, whatever they are), then the next requests, small and large,
+// in one send. Every reply comes back in order and exact, and the connection stays in step.
+TEST_F(ProtocolTest, WhatFollowsALargeArgumentInTheSameReadIsServedInOrder) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  std::mt19937 rng(11);
+  auto random_value = [&](size_t size) {
+    std::string v(size, '\0');
+    for (char& ch : v) ch = static_cast<char>(rng());
+    return v;
+  };
+  const std::string first = random_value(300 * 1024 + 1), second = random_value(100 * 1024);
+  std::string request = Multibulk({"ECHO", first});
+  request.replace(request.size() - 2, 2, "XY");  // not a CRLF: skipped all the same
+  request += Multibulk({"ECHO", "small"}) + "PING\r\n" + Multibulk({"ECHO", second}) +
+             Multibulk({"ECHO", first}) + Multibulk({"ECHO", "last"});
+  const std::string expected =
+      Bulk(first) + Bulk("small") + "+PONG\r\n" + Bulk(second) + Bulk(first) + Bulk("last");
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(c->Send(request));
+    EXPECT_TRUE(c->Read(expected.size(), 10s) == expected) << "round " << round;
+  }
+  // The value's end and the next request's start in one piece, the rest later.
+  const std::string tail = Multibulk({"ECHO", second});
+  const std::string both = Multibulk({"ECHO", first}) + tail;
+  const size_t cut = both.size() - tail.size() + 7;
+  ASSERT_TRUE(c->Send(std::string_view(both).substr(0, cut)));
+  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(c->Send(std::string_view(both).substr(cut)));
+  const std::string expected_both = Bulk(first) + Bulk(second);
+  EXPECT_TRUE(c->Read(expected_both.size(), 10s) == expected_both);
+  EXPECT_EQ(c->Call("PING\r\n"), "+PONG\r\n");
+}
+
 TEST_F(ProtocolTest, LongPipelineGetsEveryReplyInOrder) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);

@@ -256,6 +256,9 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
           parser_.CommitDirect(into_value);
           n = read - into_value;
           if (n == 0) continue;
+          // The request about to run holds the whole value now: its memory counts (maxmemory's
+          // check, CLIENT LIST) before it runs, as it did when the loop came round between reads.
+          PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
         }
       } else {
         n = co_await ReadSome(stream_, asio::buffer(target.data(), target.size()));

@@ -3,8 +3,10 @@
 # time goes is built first and driven for about half a minute by a bounded loopback workload, then
 # the targets are built with that record. prefixd is bound by its instruction cache on small
 # requests, and the profile lays the hot code out together: 15-25 % less server CPU per SET
-# and MSET (docs/benchmarks.md, 2026-12-06). The profile is kept in build/release/pgo and reused
-# while the sources are unchanged; PREFIXD_PGO=off builds without one.
+# and MSET (docs/benchmarks.md, 2026-12-06). The release preset links with link-time optimisation
+# as well, so the profile lays the hot path out across the project's libraries. The profile is
+# kept in build/release/pgo and reused while the sources are unchanged; PREFIXD_PGO=off builds
+# without one.
 #
 #   scripts/build-release.sh [TARGET...]     (default: prefixd-server)
 set -euo pipefail

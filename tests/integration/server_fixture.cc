@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -32,6 +33,9 @@ namespace prefixd::it {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// What the server logs (src/app/main.cc) once it listens on every port it was given.
+constexpr std::string_view kReadyLine = "Ready to accept connections";
 
 int RemainingMs(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
@@ -45,15 +49,10 @@ int FreeLoopbackPort() {
   // own port lands: a port the kernel just handed out and took back is soon some test client's
   // source port. Random, so parallel test processes rarely try the same one; a port taken
   // anyway is caught when the server's bind fails (ServerProcess::Launch tries another).
-  static std::atomic<uint64_t> draws{0};
-  uint64_t state = static_cast<uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull +
-                   static_cast<uint64_t>(Clock::now().time_since_epoch().count()) +
-                   draws.fetch_add(1) * 0xBF58476D1CE4E5B9ull;
+  thread_local std::mt19937 draw{std::random_device{}()};
+  std::uniform_int_distribution<int> below_ephemeral(10000, 31999);
   for (int attempt = 0; attempt < 64; ++attempt) {
-    state ^= state >> 31;
-    state *= 0x94D049BB133111EBull;
-    state ^= state >> 29;
-    const int port = 10000 + static_cast<int>(state % 22000);
+    const int port = below_ephemeral(draw);
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     sockaddr_in addr{};
@@ -262,8 +261,6 @@ ServerProcess::~ServerProcess() {
   std::error_code size_error;
   const auto log_before = std::filesystem::file_size(log_path_, size_error);
   const size_t launch_log_at = size_error ? 0 : static_cast<size_t>(log_before);
-  const bool logs_ready =
-      std::find(options.flags.begin(), options.flags.end(), "--loglevel") == options.flags.end();
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -296,13 +293,9 @@ ServerProcess::~ServerProcess() {
              << " during startup\ncommand: " << command_line << "\nlog:\n"
              << Tail(log, 4000);
     }
-    // Until this server says it is ready, whatever answers on the port is someone else's (the
-    // port was taken between picking it and binding it; this one is about to fail its bind). A
-    // --loglevel above info hides the line: then a PING answer has to do.
-    const std::string log = logs_ready ? ReadLog() : std::string();
-    if (logs_ready &&
-        (log.size() <= launch_log_at ||
-         log.find("Ready to accept connections", launch_log_at) == std::string::npos)) {
+    // Until this server logs that it is ready, whatever answers on the port is someone else's
+    // (the port was taken between picking it and binding it; this one is about to fail its bind).
+    if (ReadLog().find(kReadyLine, launch_log_at) == std::string::npos) {
       std::this_thread::sleep_for(Millis(10));
       continue;
     }
@@ -318,7 +311,8 @@ ServerProcess::~ServerProcess() {
   std::string how;
   Stop(&how);
   return ::testing::AssertionFailure()
-         << "prefixd-server did not answer PING on 127.0.0.1:" << port_ << " within "
+         << "prefixd-server did not log \"" << kReadyLine
+         << "\" and answer PING on 127.0.0.1:" << port_ << " within "
          << options.startup_timeout.count() << " ms\ncommand: " << command_line << "\nlog:\n"
          << Tail(ReadLog(), 4000);
 }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -236,38 +237,42 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       auto direct = parser_.DirectTarget();
       auto target = input_.Target();
       size_t n = 0;
-      if (!direct.empty()) {
-        if constexpr (kIsTls<Stream>) {
-          n = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
-          Count(n);
-          parser_.CommitDirect(n);
-          continue;
-        } else {
-          // The value's last bytes and whatever follows them (its CRLF, the next request) in one
-          // read, as Redis reads a large bulk with its CRLF: one system call and one wake-up
-          // fewer per large argument.
-          const std::array<asio::mutable_buffer, 2> value_then_input{
-              asio::buffer(direct.data(), direct.size()),
-              asio::buffer(target.data(), target.size())};
-          const size_t read =
-              co_await stream_.async_read_some(value_then_input, asio::use_awaitable);
-          Count(read);
-          const size_t into_value = std::min(read, direct.size());
-          parser_.CommitDirect(into_value);
-          n = read - into_value;
-          if (n == 0) continue;
-          // The request about to run holds the whole value now: its memory counts (maxmemory's
-          // check, CLIENT LIST) before it runs, as it did when the loop came round between reads.
-          PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
-        }
-      } else {
+      if (direct.empty()) {
         n = co_await ReadSome(stream_, asio::buffer(target.data(), target.size()));
         Count(n);
+      } else {
+        n = co_await ReadLargeArgument(direct, target);
+        if (n == 0) continue;
       }
       if (!co_await Process(std::string_view(target.data(), n))) co_return;
       if (!reply_.empty()) co_await Flush();
       input_.AfterRead(n, [this] { return BytesWaiting(stream_); });
     }
+  }
+
+  // Reads more of the large argument the parser is filling (`direct`, its remaining room). Over a
+  // plain socket the value's last bytes and whatever follows them (its CRLF, the next request)
+  // come in one read into `direct` then `input`, as Redis reads a large bulk with its CRLF: one
+  // system call and one wake-up fewer per large argument. Returns how many bytes landed in
+  // `input`, to be processed as a read of its own.
+  asio::awaitable<size_t> ReadLargeArgument(std::span<uint8_t> direct, std::span<char> input) {
+    size_t read = 0;
+    if constexpr (kIsTls<Stream>) {
+      read = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
+    } else {
+      const std::array<asio::mutable_buffer, 2> value_then_input{
+          asio::buffer(direct.data(), direct.size()), asio::buffer(input.data(), input.size())};
+      read = co_await stream_.async_read_some(value_then_input, asio::use_awaitable);
+    }
+    Count(read);
+    const size_t into_value = std::min(read, direct.size());
+    parser_.CommitDirect(into_value);
+    if (read > into_value) {
+      // The request about to run holds the whole value now: its memory counts (maxmemory's
+      // check, CLIENT LIST) before it runs, as it does when the next read comes round the loop.
+      PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
+    }
+    co_return read - into_value;
   }
 
   // Parses and runs every complete request in `input`. Returns false when the connection must

@@ -22,11 +22,12 @@ if [[ ${PREFIXD_PGO:-} == off ]]; then
   exec cmake --build --preset release --target "${targets[@]}"
 fi
 
-# What the profile was recorded from: everything compiled into the server, and this script's
-# training.
+# What the profile was recorded from: everything compiled into the server, the flags it was
+# compiled with (the release preset's link-time optimisation changes what the profile describes),
+# and this script's training.
 source_stamp() {
-  find src cmake CMakeLists.txt scripts/build-release.sh -type f -print0 | sort -z |
-    xargs -0 sha256sum | sha256sum | cut -c1-16
+  find src cmake CMakeLists.txt CMakePresets.json scripts/build-release.sh -type f -print0 |
+    sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
 }
 
 # Drives the instrumented server at $1 with the kinds of request the profile should favour: small

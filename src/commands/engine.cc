@@ -72,8 +72,9 @@ size_t Engine::ClientCount() const {
 uint64_t Engine::DatabaseMemory(const store::Database& db) {
   store::StoreStats s = db.state.Stats();
   store::VectorStoreStats v = db.vectors.Stats();
-  return s.payload_bytes + s.overhead_bytes + v.allocated_bytes + v.overhead_bytes +
-         db.keys.MemoryBytes() + db.prefixes.MemoryBytes();
+  // Compact sessions' bytes are in their keyspace entries, which MemoryBytes counts.
+  return s.payload_bytes - s.compact_bytes + s.overhead_bytes + v.allocated_bytes +
+         v.overhead_bytes + db.keys.MemoryBytes() + db.prefixes.MemoryBytes();
 }
 
 store::StoreStats Engine::StateStats() const {
@@ -84,7 +85,7 @@ store::StoreStats Engine::StateStats() const {
     total.payload_bytes += s.payload_bytes, total.overhead_bytes += s.overhead_bytes;
     total.cold_layers += s.cold_layers, total.cold_bytes += s.cold_bytes;
     total.cold_reads += s.cold_reads, total.cold_bytes_read += s.cold_bytes_read;
-    total.promotions += s.promotions;
+    total.promotions += s.promotions, total.compact_bytes += s.compact_bytes;
   });
   return total;
 }

@@ -300,6 +300,12 @@ bool DiskTierType(store::KeyType type) {
          type == store::KeyType::kKvPrefix || type == store::KeyType::kString;
 }
 
+// A compact SSM session (its keyspace entry holds it) is below what the disk tier keeps, as a
+// small string is: it is deleted, not moved.
+bool CompactSession(const store::Database& database, std::string_view key, store::KeyType type) {
+  return type == store::KeyType::kSsmPrefix && database.keys.IsCompactSession(key);
+}
+
 // maxdisk: while the disk tier's cold values exceed it, cold keys go by the policy (from the
 // database holding the most cold bytes), each a logged delete (as a memory eviction without
 // persistence), so they stay gone after a restart. Caller holds eviction_pass.
@@ -360,7 +366,8 @@ bool MakeRoom(Engine& engine) {
       store::Database& database = engine.database(index);
       auto victim = database.keys.PickVictim(policy);
       if (!victim) continue;
-      const bool disk_tier = engine.durability() != nullptr && DiskTierType(victim->second);
+      const bool disk_tier = engine.durability() != nullptr && DiskTierType(victim->second) &&
+                             !CompactSession(database, victim->first, victim->second);
       const bool is_string = victim->second == store::KeyType::kString;
       // The disk tier: the entry's bytes are in the log or a snapshot; once they are durable it
       // leaves memory and stays a key of its database, served from disk. A V-store entry whose
@@ -421,14 +428,16 @@ bool MakeCold(Engine& engine, store::Database& database, std::string_view key,
     parts.emplace_back(store::VectorStore::ValueSid(key), store::KeyType::kVstore);
   }
   parts.emplace_back(std::string(key), type);
+  int attempt = 0;
   const auto turn_cold = [&](const std::string& part, store::KeyType part_type) {
     return database.keys.MoveTier(part, /*cold=*/true, [&] {
       if (part_type == store::KeyType::kVstore) return database.vectors.MakeCold(part).ok;
-      const store::ColdOutcome out = database.state.MakeCold(part);
+      // The second try, after a sync, leaves in memory the small layers no record placed.
+      const store::ColdOutcome out = database.state.MakeCold(part, attempt > 0);
       return out.ok || (part_type == store::KeyType::kKvPrefix && !out.existed);
     });
   };
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (; attempt < 2; ++attempt) {
     bool all = true;
     for (const auto& [part, part_type] : parts) {
       if (turn_cold(part, part_type)) continue;
@@ -470,8 +479,9 @@ uint64_t ColdAfterRecovery(Engine& engine) {
       const store::StringCold string_cold = is_string
                                                 ? MakeStringCold(engine, database, victim->first)
                                                 : store::StringCold::kNotEligible;
-      if (is_string && string_cold == store::StringCold::kNotEligible &&
-          stepped_over[index] < database.keys.size()) {
+      const bool too_small = (is_string && string_cold == store::StringCold::kNotEligible) ||
+                             (victim && CompactSession(database, victim->first, victim->second));
+      if (too_small && stepped_over[index] < database.keys.size()) {
         database.keys.Touch(victim->first);
         stepped_over[index] += 1;
         progressed = true;
@@ -512,7 +522,10 @@ void ColdWhileRecovering(Engine& engine, size_t db, const persist::Mutation& m) 
     auto info = database.keys.Find(key);
     // A V-store half of a KV.PREFIX registration has no key of its own: ColdAfterRecovery
     // takes the registration whole at the end.
-    if (!info || info->cold || !DiskTierType(info->type)) continue;
+    if (!info || info->cold || !DiskTierType(info->type) ||
+        CompactSession(database, key, info->type)) {
+      continue;
+    }
     if (info->type == store::KeyType::kString) {
       MakeStringCold(engine, database, key);
     } else {

@@ -708,6 +708,8 @@ struct Applier {
   }
   Outcome operator()(const KvRegister& r) {
     if (stores.vectors == nullptr) return Applied(false);
+    // SSM state under the name becomes the registration's: it leaves the key's entry first.
+    stores.state.Uncompact(r.ns);
     auto result = stores.vectors->Register(r.ns, SpecOf(r), r.key_index, r.value_index,
                                            stores.max_sessions, hook);
     if (result == store::VectorStore::RegisterResult::kExists) return Applied(false);
@@ -717,6 +719,7 @@ struct Applier {
   }
   Outcome operator()(const KvPrefix& r) {
     if (stores.vectors == nullptr) return Applied(false);
+    stores.state.Uncompact(r.ns);
     if (hook) hook();
     stores.vectors->RestorePrefix(r.ns, SpecOf(r));
     return Applied(true);

@@ -20,6 +20,11 @@
 namespace prefixd::store {
 
 struct Database {
+  // Small SSM sessions live in their keys' entries (StateStore::KeepSmallSessionsIn).
+  Database() { state.KeepSmallSessionsIn(&keys); }
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
   StateStore state;
   VectorStore vectors;
   Keyspace keys;

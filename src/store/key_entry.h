@@ -57,6 +57,9 @@ enum class SetEncoding : uint8_t { kIntset = 0, kHashtable = 1 };
 enum class HashEncoding : uint8_t { kListpack = 0, kHashtable = 1 };
 // A sorted set's, the same way (zset-max-listpack-entries and -value).
 enum class ZsetEncoding : uint8_t { kListpack = 0, kSkiplist = 1 };
+// Where an SSM session's layers are: in StateStore (the entry holds no value), or in the entry's
+// value (store/compact_session.h), in the same two bits.
+enum class SsmEncoding : uint8_t { kInStore = 0, kCompact = 1 };
 
 // Where a large string value's bytes sit in a log or snapshot file (no file: not placed yet).
 struct StringPlace {

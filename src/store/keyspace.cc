@@ -11,6 +11,7 @@
 #include "common/key_slot.h"
 #include "common/keyed_hash.h"
 #include "common/numbers.h"
+#include "store/compact_session.h"
 
 namespace prefixd::store {
 namespace {
@@ -157,7 +158,7 @@ void Keyspace::Sync(std::string_view key, const std::function<std::optional<KeyT
   Entry* entry = FindIn(shard, key);
   // A string's, set's or list's value lives here, not in the stores the probe reads: only its
   // own records change it.
-  if (entry != nullptr && HoldsValue(entry->type())) return;
+  if (entry != nullptr && (HoldsValue(entry->type()) || IsCompact(*entry))) return;
   if (auto type = probe()) {
     SetLocked(shard, key, *type);
     return;
@@ -375,8 +376,13 @@ Keyspace::Entry* Keyspace::RetypeLocked(Shard& shard, Entry* entry, KeyType type
   if (entry->type() != type) {
     keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
     keys_of_type_[static_cast<size_t>(type)] += 1;
-    // Only a string, set or list holds a value here.
-    if (HoldsValue(entry->type())) {
+    // Only a string, set or list holds a value here, and a compact SSM session.
+    if (IsCompact(*entry)) {
+      CountCompact(*entry, -1);
+      entry->set_encoding(static_cast<StringEncoding>(SsmEncoding::kInStore));
+      Bytes released;
+      entry = SetValueLocked(shard, entry, Bytes(), released);
+    } else if (HoldsValue(entry->type())) {
       Bytes released;
       entry = SetValueLocked(shard, entry, Bytes(), released);
     }
@@ -411,6 +417,7 @@ void Keyspace::Erase(Shard& shard, Entry* entry) {
   if (index.ExpiryMs(entry->handle)) bytes_ -= ExpiryBytes();
   bytes_ -= EntryCost(*entry);
   CountString(*entry, -1);
+  CountCompact(*entry, -1);
   keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
   shard.keys_in_slot[KeySlot(entry->Key()) >> kShardBits] -= 1;
   index.Erase(entry->handle);
@@ -461,6 +468,7 @@ void Keyspace::Clear() {
       EvictionIndex& index = shard.IndexOf(*entry);
       bytes_ -= EntryCost(*entry) + (index.ExpiryMs(entry->handle) ? ExpiryBytes() : 0);
       CountString(*entry, -1);
+      CountCompact(*entry, -1);
       keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
       index.Erase(entry->handle);
       if (!entry->value_inline() && !entry->ExternalValue().empty()) {
@@ -514,6 +522,89 @@ void Keyspace::MoveStringCounts(const StringCounts& before, const StringCounts& 
 void Keyspace::CountString(const Entry& entry, int sign) {
   const StringCounts counts = StringCountsOf(entry);
   sign > 0 ? MoveStringCounts({}, counts) : MoveStringCounts(counts, {});
+}
+
+void Keyspace::CountCompact(const Entry& entry, int sign) {
+  if (!IsCompact(entry)) return;
+  const std::string_view value = entry.Value();
+  compact_sessions_ += sign;
+  compact_layers_ += sign * static_cast<int64_t>(compact_session::LayerCount(value));
+  compact_bytes_ += sign * static_cast<int64_t>(compact_session::PayloadBytes(value));
+}
+
+void Keyspace::EditSession(std::string_view key, const SessionEdit& edit) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::string written;
+  Bytes released;  // a replaced value; compact ones are inline, so this stays empty
+  std::lock_guard lock(shard.mu);
+  Entry* entry = FindIn(shard, key);
+  const SessionHome home = entry == nullptr    ? SessionHome::kMissing
+                           : IsCompact(*entry) ? SessionHome::kCompact
+                                               : SessionHome::kElsewhere;
+  const SessionChange change =
+      edit(home, home == SessionHome::kCompact ? entry->Value() : std::string_view(), written);
+  if (change == SessionChange::kKeep || home == SessionHome::kElsewhere) return;
+  if (change == SessionChange::kDelete) {
+    if (entry != nullptr) Erase(shard, entry);
+    return;
+  }
+  if (entry != nullptr) CountCompact(*entry, -1);
+  if (change == SessionChange::kUncompact) {
+    if (entry == nullptr) return;
+    entry->set_encoding(static_cast<StringEncoding>(SsmEncoding::kInStore));
+    SetValueLocked(shard, entry, Bytes(), released);
+    return;
+  }
+  // The entry copies a value this small (below KeyEntry::kInlineValueBelow) into its chunk.
+  StringPut put{key,
+                Bytes::Borrow(written),
+                static_cast<StringEncoding>(SsmEncoding::kCompact),
+                KeepTtl::kYes,
+                0,
+                KeyType::kSsmPrefix};
+  released = PutStringLocked(shard, put, entry);
+  CountCompact(*FindIn(shard, key), 1);
+}
+
+bool Keyspace::ReadCompactSession(std::string_view key,
+                                  const std::function<void(std::string_view)>& read) const {
+  const Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr || !IsCompact(*entry)) return false;
+  read(entry->Value());
+  return true;
+}
+
+bool Keyspace::IsCompactSession(std::string_view key) const {
+  const Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  const Entry* entry = FindIn(shard, key);
+  return entry != nullptr && IsCompact(*entry);
+}
+
+void Keyspace::ForEachCompactSession(
+    const std::function<void(const std::string&, std::string_view)>& visit) const {
+  if (compact_sessions_.load(std::memory_order_relaxed) == 0) return;
+  std::vector<std::pair<std::string, std::string>> copied;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    copied.clear();
+    {
+      const Shard& shard = shards_[i];
+      std::lock_guard lock(shard.mu);
+      for (const Entry* e = shard.keys.First(); e != nullptr; e = shard.keys.Next(e)) {
+        if (IsCompact(*e)) copied.emplace_back(std::string(e->Key()), std::string(e->Value()));
+      }
+    }
+    for (const auto& [key, value] : copied) visit(key, value);
+  }
+}
+
+Keyspace::CompactSessionStats Keyspace::CompactSessions() const {
+  const auto of = [](const std::atomic<int64_t>& counter) {
+    return static_cast<uint64_t>(std::max<int64_t>(0, counter.load(std::memory_order_relaxed)));
+  };
+  return {of(compact_sessions_), of(compact_layers_), of(compact_bytes_)};
 }
 
 bool Keyspace::ParkString(std::string_view key, uint64_t max_parked_bytes) {

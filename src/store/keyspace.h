@@ -137,6 +137,40 @@ class Keyspace {
   bool EditValue(std::string_view key, KeyType type,
                  const std::function<bool(uint8_t* data, size_t size)>& edit,
                  const std::function<void()>& under_lock);
+  // Small SSM sessions live in their entry's value (store/compact_session.h, SsmEncoding::
+  // kCompact); the others in StateStore, which calls these (docs/cache-design.md, "Small SSM
+  // sessions in their keyspace entry"). What `key` holds, as an edit finds it:
+  enum class SessionHome : uint8_t {
+    kMissing,    // no key
+    kCompact,    // a compact session: the edit gets its value
+    kElsewhere,  // a session in StateStore, or a key of another type
+  };
+  // What the edit made of it: kKeep (nothing here changes), kWrite (the key becomes an
+  // ssm-prefix key holding the compact session the edit wrote; its expiry stays), kDelete (the
+  // compact session goes, with its key), kUncompact (the session moved to StateStore: the key
+  // stays, without a value).
+  enum class SessionChange : uint8_t { kKeep, kWrite, kDelete, kUncompact };
+  using SessionEdit =
+      std::function<SessionChange(SessionHome home, std::string_view value, std::string& written)>;
+  // Runs `edit` under `key`'s shard lock and applies what it returns. The edit runs the log
+  // append itself and may take StateStore locks (the order is always keyspace shard, then store
+  // shard), so a session never has two homes, nor none, to anyone who looks.
+  void EditSession(std::string_view key, const SessionEdit& edit);
+  // Calls `read` with the compact session `key` holds, under its shard lock (`read` copies what
+  // it needs); false, without calling it, when the key holds none.
+  bool ReadCompactSession(std::string_view key,
+                          const std::function<void(std::string_view value)>& read) const;
+  bool IsCompactSession(std::string_view key) const;
+  // Every compact session, copied one shard at a time and visited after that shard's lock.
+  void ForEachCompactSession(
+      const std::function<void(const std::string& key, std::string_view value)>& visit) const;
+  struct CompactSessionStats {
+    uint64_t sessions = 0;
+    uint64_t layers = 0;
+    uint64_t bytes = 0;  // the layers' bytes
+  };
+  CompactSessionStats CompactSessions() const;
+
   // PutString of several keys as one change (MSET): every shard they live in is locked, in
   // ascending order, while `under_lock` runs and every value is put, so no other change to one of
   // them falls between the log record and its effect. Puts apply in order.
@@ -327,6 +361,12 @@ class Keyspace {
   void MoveStringCounts(const StringCounts& before, const StringCounts& after);
   // Adds (`sign` 1) or takes away (-1) `entry`'s share of the string figures.
   void CountString(const Entry& entry, int sign);
+  static bool IsCompact(const Entry& entry) {
+    return entry.type() == KeyType::kSsmPrefix &&
+           entry.encoding() == static_cast<StringEncoding>(SsmEncoding::kCompact);
+  }
+  // Adds (1) or takes away (-1) a compact session's share of CompactSessions (none for others).
+  void CountCompact(const Entry& entry, int sign);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
   void SwitchTier(Shard& shard, Entry& entry, bool cold);
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);
@@ -344,6 +384,9 @@ class Keyspace {
   std::atomic<int64_t> cold_string_bytes_{0};
   std::atomic<int64_t> large_string_bytes_{0};
   std::atomic<int64_t> parked_bytes_{0};  // entries of parked strings (cold, value inline)
+  std::atomic<int64_t> compact_sessions_{0};
+  std::atomic<int64_t> compact_layers_{0};
+  std::atomic<int64_t> compact_bytes_{0};
   mutable std::atomic<uint64_t> cold_string_reads_{0};
   mutable std::atomic<uint64_t> cold_string_bytes_read_{0};
   std::atomic<uint64_t> string_promotions_{0};

@@ -9,7 +9,9 @@
 #include <stdexcept>
 #include <utility>
 
+#include "store/compact_session.h"
 #include "store/key_entry.h"
+#include "store/keyspace.h"
 
 namespace prefixd::store {
 
@@ -340,8 +342,116 @@ void StateStore::Put(std::string_view sid, uint32_t layer, Bytes value, const Ho
   PutMany(sid, std::move(one), under_lock);
 }
 
+// Compact sessions (their keyspace entries hold them) ------------------------------------------
+
+namespace cs = compact_session;
+using SessionHome = Keyspace::SessionHome;
+using SessionChange = Keyspace::SessionChange;
+
+bool StateStore::ReadCompact(std::string_view sid,
+                             const std::function<void(std::string_view)>& read) const {
+  return keys_ != nullptr && keys_->ReadCompactSession(sid, read);
+}
+
 void StateStore::PutMany(std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers,
                          const Hook& under_lock) {
+  if (keys_ == nullptr) return PutManyHere(sid, std::move(layers), under_lock);
+  keys_->EditSession(sid, [&](SessionHome home, std::string_view value, std::string& written) {
+    if (home == SessionHome::kElsewhere) {
+      PutManyHere(sid, std::move(layers), under_lock);
+      return SessionChange::kKeep;
+    }
+    if (auto merged = cs::Merge(value, layers); merged && !merged->empty()) {
+      if (under_lock) under_lock();
+      written = std::move(*merged);
+      return SessionChange::kWrite;
+    }
+    if (home == SessionHome::kMissing) {
+      PutManyHere(sid, std::move(layers), under_lock);
+      return SessionChange::kKeep;
+    }
+    // Too large to stay compact: its layers move here with the new ones, which win.
+    std::vector<std::pair<uint32_t, Bytes>> all = cs::Decode(value);
+    for (auto& layer : layers) all.push_back(std::move(layer));
+    PutManyHere(sid, std::move(all), under_lock);
+    return SessionChange::kUncompact;
+  });
+}
+
+void StateStore::Uncompact(std::string_view sid) {
+  if (keys_ == nullptr) return;
+  keys_->EditSession(sid, [&](SessionHome home, std::string_view value, std::string&) {
+    if (home != SessionHome::kCompact) return SessionChange::kKeep;
+    PutManyHere(sid, cs::Decode(value), {});
+    return SessionChange::kUncompact;
+  });
+}
+
+size_t StateStore::Drop(std::string_view sid, uint32_t layer, const Hook& under_lock) {
+  if (keys_ == nullptr) return DropHere(sid, layer, under_lock);
+  size_t dropped = 0;
+  keys_->EditSession(sid, [&](SessionHome home, std::string_view value, std::string& written) {
+    if (home != SessionHome::kCompact) {
+      dropped = DropHere(sid, layer, under_lock);
+      return SessionChange::kKeep;
+    }
+    if (under_lock) under_lock();
+    bool removed = false;
+    written = cs::Without(value, layer, removed);
+    if (!removed) return SessionChange::kKeep;
+    dropped = 1;
+    return written.empty() ? SessionChange::kDelete : SessionChange::kWrite;
+  });
+  return dropped;
+}
+
+size_t StateStore::DropSession(std::string_view sid, const Hook& under_lock) {
+  if (keys_ == nullptr) return DropSessionHere(sid, under_lock);
+  size_t dropped = 0;
+  keys_->EditSession(sid, [&](SessionHome home, std::string_view value, std::string&) {
+    if (home != SessionHome::kCompact) {
+      dropped = DropSessionHere(sid, under_lock);
+      return SessionChange::kKeep;
+    }
+    if (under_lock) under_lock();
+    dropped = cs::LayerCount(value);
+    return SessionChange::kDelete;
+  });
+  return dropped;
+}
+
+std::optional<FetchedLayer> StateStore::FetchRange(std::string_view sid, uint32_t layer,
+                                                   uint64_t offset, uint64_t length,
+                                                   uint64_t stream_from) const {
+  std::optional<FetchedLayer> found;
+  const bool compact = ReadCompact(sid, [&](std::string_view value) {
+    const auto bytes = cs::FindLayer(value, layer);
+    if (!bytes) return;
+    const uint64_t from = std::min<uint64_t>(offset, bytes->size());
+    const uint64_t n = std::min<uint64_t>(length, bytes->size() - from);
+    found = FetchedLayer{Bytes::CopyCompact(bytes->substr(from, n)), {}};
+  });
+  if (compact) return found;
+  return FetchRangeHere(sid, layer, offset, length, stream_from);
+}
+
+std::vector<std::optional<FetchedLayer>> StateStore::FetchMany(std::string_view sid,
+                                                               std::span<const uint32_t> layers,
+                                                               uint64_t stream_from) const {
+  std::vector<std::optional<FetchedLayer>> out(layers.size());
+  const bool compact = ReadCompact(sid, [&](std::string_view value) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (auto bytes = cs::FindLayer(value, layers[i])) {
+        out[i] = FetchedLayer{Bytes::CopyCompact(*bytes), {}};
+      }
+    }
+  });
+  if (compact) return out;
+  return FetchManyHere(sid, layers, stream_from);
+}
+
+void StateStore::PutManyHere(std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers,
+                             const Hook& under_lock) {
   auto [shard, hash] = Locate(sid);
   // Old values are released after the lock is dropped: freeing a large buffer takes time.
   Released released;
@@ -469,9 +579,9 @@ std::optional<Bytes> StateStore::GetRange(std::string_view sid, uint32_t layer, 
   return std::move(fetched->value);
 }
 
-std::optional<FetchedLayer> StateStore::FetchRange(std::string_view sid, uint32_t layer,
-                                                   uint64_t offset, uint64_t length,
-                                                   uint64_t stream_from) const {
+std::optional<FetchedLayer> StateStore::FetchRangeHere(std::string_view sid, uint32_t layer,
+                                                       uint64_t offset, uint64_t length,
+                                                       uint64_t stream_from) const {
   Pending found;
   {
     auto [shard, hash] = Locate(sid);
@@ -504,9 +614,9 @@ std::vector<std::optional<Bytes>> StateStore::GetMany(std::string_view sid,
   return out;
 }
 
-std::vector<std::optional<FetchedLayer>> StateStore::FetchMany(std::string_view sid,
-                                                               std::span<const uint32_t> layers,
-                                                               uint64_t stream_from) const {
+std::vector<std::optional<FetchedLayer>> StateStore::FetchManyHere(std::string_view sid,
+                                                                   std::span<const uint32_t> layers,
+                                                                   uint64_t stream_from) const {
   std::vector<std::optional<Pending>> found(layers.size());
   {
     auto [shard, hash] = Locate(sid);
@@ -611,7 +721,7 @@ void StateStore::Repoint(std::string_view sid, uint32_t layer, const ColdFile* o
   s->place = uint64_t{index} << kOffsetBits | offset;
 }
 
-ColdOutcome StateStore::MakeCold(std::string_view sid) {
+ColdOutcome StateStore::MakeCold(std::string_view sid, bool keep_unplaced_small) {
   auto [shard, hash] = Locate(sid);
   Released released;  // freed after the lock
   ColdOutcome out;
@@ -620,15 +730,18 @@ ColdOutcome StateStore::MakeCold(std::string_view sid) {
   if (*link == nullptr) return out;
   Session& session = **link;
   out.existed = true;
+  const auto stays = [&](bool small, uint64_t place) {
+    return keep_unplaced_small && small && !Placed(place);
+  };
   for (const Slot& s : session) {
-    if (!Session::Hot(s)) continue;
+    if (!Session::Hot(s) || stays(Session::Small(s), s.place)) continue;
     if (!Placed(s.place) || OffsetOf(s.place) + s.length > FileOf(shard, s.place)->durable_end()) {
       return out;
     }
   }
   std::vector<Draft> drafts = Drafts(session);
   for (Draft& d : drafts) {
-    if (d.kind == Draft::Kind::kCold) continue;
+    if (d.kind == Draft::Kind::kCold || stays(d.kind == Draft::Kind::kSmall, d.place)) continue;
     out.freed += d.length;
     d.kind = Draft::Kind::kCold;
     d.buffer = Bytes();
@@ -693,7 +806,7 @@ bool StateStore::Promote(std::string_view sid) {
   return true;
 }
 
-size_t StateStore::Drop(std::string_view sid, uint32_t layer, const Hook& under_lock) {
+size_t StateStore::DropHere(std::string_view sid, uint32_t layer, const Hook& under_lock) {
   auto [shard, hash] = Locate(sid);
   Released released;
   std::lock_guard lock(shard.mu);
@@ -714,7 +827,7 @@ size_t StateStore::Drop(std::string_view sid, uint32_t layer, const Hook& under_
   return 1;
 }
 
-size_t StateStore::DropSession(std::string_view sid, const Hook& under_lock) {
+size_t StateStore::DropSessionHere(std::string_view sid, const Hook& under_lock) {
   auto [shard, hash] = Locate(sid);
   Released released;
   std::lock_guard lock(shard.mu);
@@ -790,6 +903,18 @@ void StateStore::ForEachPlace(
     }
     for (const auto& [sid, layers] : copied) visit(sid, layers);
   }
+  if (keys_ == nullptr) return;
+  keys_->ForEachCompactSession([&](const std::string& sid, std::string_view value) {
+    std::vector<LayerPlace> layers;
+    cs::ForEachLayer(value, [&](uint32_t layer, std::string_view bytes) {
+      LayerPlace p;
+      p.layer = layer;
+      p.value = Bytes::CopyCompact(bytes);
+      p.length = bytes.size();
+      layers.push_back(std::move(p));
+    });
+    visit(sid, layers);
+  });
 }
 
 void StateStore::ForEachSessionPlace(
@@ -808,6 +933,10 @@ void StateStore::ForEachSession(
 
 std::optional<std::vector<std::pair<uint32_t, Bytes>>> StateStore::ReadSession(
     std::string_view sid) const {
+  std::vector<std::pair<uint32_t, Bytes>> compact;
+  if (ReadCompact(sid, [&](std::string_view value) { compact = cs::Decode(value); })) {
+    return compact;
+  }
   std::vector<LayerPlace> places;
   {
     auto [shard, hash] = Locate(sid);
@@ -821,6 +950,12 @@ std::optional<std::vector<std::pair<uint32_t, Bytes>>> StateStore::ReadSession(
 
 std::vector<LayerSize> StateStore::Layers(std::string_view sid) const {
   std::vector<LayerSize> out;
+  const bool compact = ReadCompact(sid, [&](std::string_view value) {
+    cs::ForEachLayer(value, [&](uint32_t layer, std::string_view bytes) {
+      out.push_back({layer, bytes.size()});
+    });
+  });
+  if (compact) return out;
   auto [shard, hash] = Locate(sid);
   std::lock_guard lock(shard.mu);
   const Session* session = FindSession(shard, hash, sid);
@@ -857,6 +992,13 @@ StoreStats StateStore::Stats() const {
   s.cold_reads = cold_reads_.load();
   s.cold_bytes_read = cold_bytes_read_.load();
   s.promotions = promotions_.load();
+  if (keys_ != nullptr) {
+    const Keyspace::CompactSessionStats compact = keys_->CompactSessions();
+    s.sessions += compact.sessions;
+    s.entries += compact.layers;
+    s.payload_bytes += compact.bytes;
+    s.compact_bytes = compact.bytes;
+  }
   return s;
 }
 

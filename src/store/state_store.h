@@ -43,6 +43,8 @@ struct StoreStats {
   uint64_t cold_reads = 0;       // fetches that read at least one cold layer
   uint64_t cold_bytes_read = 0;  // bytes read from disk for them
   uint64_t promotions = 0;       // sessions read back into memory whole
+  // Of `payload_bytes`, what compact sessions hold: their keyspace entries' memory counts it.
+  uint64_t compact_bytes = 0;
 };
 
 // One layer as a snapshot sees it: its bytes in memory, or where they sit on disk.
@@ -71,6 +73,8 @@ struct ColdOutcome {
   uint64_t freed = 0;  // payload bytes dropped from memory
 };
 
+class Keyspace;
+
 class StateStore {
  public:
   explicit StateStore(size_t shard_count = 64);
@@ -81,6 +85,16 @@ class StateStore {
   // `under_lock`, when given, runs while the change is applied under the shard lock: the
   // durability log appends its record there, so log order matches the order of changes.
   using Hook = std::function<void()>;
+
+  // Small sessions (store/compact_session.h) live from now on in their keys' entries in `keys`,
+  // the directory of the database this store belongs to; every method below finds them there
+  // (docs/cache-design.md, "Small SSM sessions in their keyspace entry"). A session moves here
+  // when a write makes it too large, and stays. Call once, before any other call. Without it
+  // (a store of its own, as the unit tests make) every session lives here.
+  void KeepSmallSessionsIn(Keyspace* keys) { keys_ = keys; }
+  // A compact session of `sid` moves here (a KV.PREFIX registration takes its name: its state
+  // is kept with the registration's parts). Nothing is logged: replay makes the same move.
+  void Uncompact(std::string_view sid);
 
   void Put(std::string_view sid, uint32_t layer, Bytes value, const Hook& under_lock = {});
   // All layers become visible at once: a concurrent GetMany sees all of them or none.
@@ -119,8 +133,11 @@ class StateStore {
   void PutCold(std::string_view sid, uint32_t layer, uint64_t length,
                std::shared_ptr<const ColdFile> file, uint64_t offset, const Hook& under_lock = {});
   // Drops the in-memory bytes of every layer of `sid`, keeping their disk references, when all
-  // of them are durable on disk; otherwise changes nothing.
-  ColdOutcome MakeCold(std::string_view sid);
+  // of them are durable on disk; otherwise changes nothing. `keep_unplaced_small`: a small value
+  // (kInlineValueMax at most) the log never placed stays in memory instead of holding the rest
+  // back — the layers a compact session brought here when it grew were logged by records that
+  // named no place, and only the next snapshot places them.
+  ColdOutcome MakeCold(std::string_view sid, bool keep_unplaced_small = false);
   // Payload bytes of `sid`'s cold layers (0: none, or no such session).
   uint64_t ColdBytes(std::string_view sid) const;
   // Reads every cold layer of `sid` back into memory (layers changed meanwhile are left as they
@@ -152,8 +169,11 @@ class StateStore {
   std::optional<std::vector<std::pair<uint32_t, Bytes>>> ReadSession(std::string_view sid) const;
 
   std::vector<LayerSize> Layers(std::string_view sid) const;
+  // Whether this store holds a session of `sid` (a compact one is the keyspace's: Keyspace::Sync
+  // asks this under the key's shard lock).
   bool Contains(std::string_view sid) const;
-  // Payload plus bookkeeping bytes of one session (MEMORY USAGE); 0 when it does not exist.
+  // Payload plus bookkeeping bytes of one session (MEMORY USAGE); 0 when it does not exist or is
+  // compact (its keyspace entry holds it: Keyspace::EntryMemory counts it).
   uint64_t SessionBytes(std::string_view sid) const;
   StoreStats Stats() const;
 
@@ -205,6 +225,19 @@ class StateStore {
     uint64_t hash;
   };
 
+  // The public methods' work on the sessions this store holds (the compact ones aside).
+  void PutManyHere(std::string_view sid, std::vector<std::pair<uint32_t, Bytes>> layers,
+                   const Hook& under_lock);
+  size_t DropHere(std::string_view sid, uint32_t layer, const Hook& under_lock);
+  size_t DropSessionHere(std::string_view sid, const Hook& under_lock);
+  std::optional<FetchedLayer> FetchRangeHere(std::string_view sid, uint32_t layer, uint64_t offset,
+                                             uint64_t length, uint64_t stream_from) const;
+  std::vector<std::optional<FetchedLayer>> FetchManyHere(std::string_view sid,
+                                                         std::span<const uint32_t> layers,
+                                                         uint64_t stream_from) const;
+  // Calls `read` with `sid`'s compact session when it has one (then true).
+  bool ReadCompact(std::string_view sid, const std::function<void(std::string_view)>& read) const;
+
   Located Locate(std::string_view sid) const;
   static Session* FindSession(const Shard& shard, uint64_t hash, std::string_view sid);
   // The link to `sid`'s session, or the null link where it would be; the caller holds the lock.
@@ -248,6 +281,7 @@ class StateStore {
   FetchedLayer ResolveOrStream(const Pending& p, uint64_t from, uint64_t length,
                                uint64_t stream_from) const;
 
+  Keyspace* keys_ = nullptr;  // where compact sessions live (KeepSmallSessionsIn)
   std::unique_ptr<Shard[]> shards_;
   size_t shard_count_;
   std::atomic<int64_t> sessions_{0};

@@ -590,6 +590,68 @@ TEST_F(DiskTierTest, ColdKeysCanBeOverwrittenDeletedAndExpired) {
   EXPECT_EQ(std::string(r->str, r->len), fresh);
 }
 
+// Small sessions live in their keyspace entries (docs/cache-design.md, "Small SSM sessions in
+// their keyspace entry"): eviction deletes them, as small strings, and a session that grew out of
+// its entry — its first layers logged with no place on disk — still goes cold whole, with no
+// -OOM to the writes that push it out.
+TEST_F(DiskTierTest, SmallSessionsAreEvictedWholeAndOneThatGrewGoesCold) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Options()));
+  RedisContext c = ConnectHiredis(server_.port());
+  const std::string first = Value(900, 0, 100), second = Value(900, 1, 100);
+  const std::string large = Value(900, 2, kBig);
+  const auto ok = [&](const std::vector<std::string_view>& args) {
+    RedisReply r = HiredisCommand(c.get(), args);
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << args[1] << " " << DescribeReply(r.get());
+  };
+  ASSERT_NO_FATAL_FAILURE(ok({"SSM.PREFIX.MSTORE", "grown", "0", first, "1", second}));
+  ASSERT_NO_FATAL_FAILURE(ok({"SSM.PREFIX.STORE", "grown", "2", large}));
+  // Twice the budget in large sessions: "grown", the oldest, goes to disk first.
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_NO_FATAL_FAILURE(ok({"SSM.PREFIX.STORE", Sid(i), "0", Value(i, 0, kBig)}));
+  }
+  EXPECT_GE(InfoNumber(c.get(), "cold_keys"), 1u);
+  RedisReply r = HiredisCommand(c.get(), {"SSM.PREFIX.MFETCH", "grown", "0", "1", "2"});
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3) << DescribeReply(r.get());
+  EXPECT_EQ(std::string(r->element[0]->str, r->element[0]->len), first);
+  EXPECT_EQ(std::string(r->element[1]->str, r->element[1]->len), second);
+  EXPECT_EQ(std::string(r->element[2]->str, r->element[2]->len), large);
+  // Small sessions past the budget: the oldest are deleted whole, each write is answered OK.
+  const uint64_t evicted_before = InfoNumber(c.get(), "evicted_keys");
+  constexpr int kSmallSessions = 40000, kBatch = 1000;
+  for (int from = 0; from < kSmallSessions; from += kBatch) {
+    for (int i = from; i < from + kBatch; ++i) {
+      const std::string sid = "small:" + std::to_string(i);
+      const std::string a = Value(i, 0, 40), b = Value(i, 1, 20);
+      const char* argv[] = {"SSM.PREFIX.MSTORE", sid.data(), "0", a.data(), "1", b.data()};
+      const size_t lens[] = {17, sid.size(), 1, a.size(), 1, b.size()};
+      ASSERT_EQ(redisAppendCommandArgv(c.get(), 6, argv, lens), REDIS_OK);
+    }
+    for (int i = from; i < from + kBatch; ++i) {
+      void* raw = nullptr;
+      ASSERT_EQ(redisGetReply(c.get(), &raw), REDIS_OK) << c->errstr;
+      RedisReply reply(static_cast<redisReply*>(raw));
+      ASSERT_EQ(reply->type, REDIS_REPLY_STATUS) << i << " " << DescribeReply(reply.get());
+    }
+  }
+  EXPECT_GT(InfoNumber(c.get(), "evicted_keys"), evicted_before);
+  // The budget, give or take what the clients' buffers hold as INFO is asked.
+  EXPECT_LE(InfoNumber(c.get(), "used_memory"), (uint64_t{4} << 20) + (uint64_t{64} << 10));
+  // What is left is whole: both layers or no key.
+  int kept = 0;
+  for (int i = 0; i < kSmallSessions; i += 97) {
+    r = HiredisCommand(c.get(), {"SSM.PREFIX.MFETCH", "small:" + std::to_string(i), "0", "1"});
+    ASSERT_EQ(r->elements, 2u);
+    if (r->element[0]->type == REDIS_REPLY_NIL) {
+      EXPECT_EQ(r->element[1]->type, REDIS_REPLY_NIL) << i;
+      continue;
+    }
+    ++kept;
+    EXPECT_EQ(std::string(r->element[0]->str, r->element[0]->len), Value(i, 0, 40)) << i;
+    EXPECT_EQ(std::string(r->element[1]->str, r->element[1]->len), Value(i, 1, 20)) << i;
+  }
+  EXPECT_GT(kept, 0);
+}
+
 TEST_F(DiskTierTest, WithoutPersistenceEvictionStillDeletes) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Options("no")));
   RedisContext c = ConnectHiredis(server_.port());

@@ -76,6 +76,23 @@ TEST_F(KeyspaceTest, EveryEntryIsAKeyWithAType) {
   EXPECT_EQ(Call({"RANDOMKEY"}), "$-1\r\n");
 }
 
+// A small session lives in its key's entry; a registration that takes its name takes its state
+// too (it moves to the store with the registration's parts), and deleting it takes all of it.
+TEST_F(KeyspaceTest, ARegistrationOverASmallSessionKeepsItsStateAsItsOwn) {
+  ASSERT_EQ(Call({"SSM.PREFIX.MSTORE", "hy", "0", "state0", "3", "state3"}), "+OK\r\n");
+  EXPECT_EQ(Call({"TYPE", "hy"}), "+ssm-prefix\r\n");
+  ASSERT_EQ(Call({"KV.PREFIX.REGISTER", "hy", "8", "fp16"}), "+OK\r\n");
+  EXPECT_EQ(Call({"TYPE", "hy"}), "+kvprefix\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":3\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.MFETCH", "hy", "0", "3"}), "*2\r\n$6\r\nstate0\r\n$6\r\nstate3\r\n");
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "hy", "1", "state1"}), "+OK\r\n");
+  EXPECT_EQ(Call({"TYPE", "hy"}), "+kvprefix\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.LAYERS", "hy"}), "*6\r\n:0\r\n:6\r\n:1\r\n:6\r\n:3\r\n:6\r\n");
+  EXPECT_EQ(Call({"DEL", "hy"}), ":1\r\n");
+  EXPECT_EQ(Call({"SSM.PREFIX.FETCH", "hy", "0"}), "$-1\r\n");
+  EXPECT_EQ(Call({"DBSIZE"}), ":0\r\n");
+}
+
 // Database 0 is the only one: FLUSHDB empties it as FLUSHALL does, SELECT 0 is the only index.
 TEST_F(KeyspaceTest, FlushDbEmptiesTheSelectedDatabase) {
   ASSERT_EQ(Call({"SSM.PREFIX.STORE", "s", "0", "x"}), "+OK\r\n");

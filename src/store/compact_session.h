@@ -1,0 +1,61 @@
+// CompactSession: a small SSM session as its keyspace entry holds it, in the entry's value
+// instead of a StateStore chunk beside it (docs/cache-design.md, "Small SSM sessions in their
+// keyspace entry") — its layers in ascending order, each a varint layer number, a varint length
+// and the bytes. Pure functions; any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/bytes.h"
+
+namespace prefixd::store::compact_session {
+
+// A session is kept compact while every layer is at most this long (StateStore keeps such values
+// inline too) and its encoding at most kMaxSessionBytes; a larger one lives in StateStore, which
+// fetches large values by reference and moves sessions to the disk tier.
+inline constexpr size_t kMaxLayerBytes = 128;
+inline constexpr size_t kMaxSessionBytes = 1024;
+
+// Calls `visit(layer, bytes)` for each layer of `value` (written by Merge), in layer order.
+template <class Visit>
+void ForEachLayer(std::string_view value, Visit&& visit);
+
+// The bytes of `layer`, or nullopt.
+std::optional<std::string_view> FindLayer(std::string_view value, uint32_t layer);
+size_t LayerCount(std::string_view value);
+// The layers' bytes together, without the encoding's own.
+uint64_t PayloadBytes(std::string_view value);
+// Copies of every layer, in order.
+std::vector<std::pair<uint32_t, Bytes>> Decode(std::string_view value);
+
+// `value`'s layers with `layers` put over them (a layer given twice keeps its last value), or
+// nullopt when the result would not be compact (the session then goes to StateStore).
+std::optional<std::string> Merge(std::string_view value,
+                                 std::span<const std::pair<uint32_t, Bytes>> layers);
+// `value` without `layer` (`removed` says whether it was there); empty when no layer is left.
+std::string Without(std::string_view value, uint32_t layer, bool& removed);
+
+// A varint as the encoding writes it: seven bits a byte, low first, the top bit set on all but
+// the last. ReadVarint advances `at`.
+void AppendVarint(std::string& out, uint64_t v);
+uint64_t ReadVarint(std::string_view value, size_t& at);
+
+template <class Visit>
+void ForEachLayer(std::string_view value, Visit&& visit) {
+  size_t at = 0;
+  while (at < value.size()) {
+    const auto layer = static_cast<uint32_t>(ReadVarint(value, at));
+    const auto length = static_cast<size_t>(ReadVarint(value, at));
+    visit(layer, value.substr(at, length));
+    at += length;
+  }
+}
+
+}  // namespace prefixd::store::compact_session

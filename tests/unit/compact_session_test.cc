@@ -1,0 +1,193 @@
+// Small SSM sessions in their keyspace entry (store/compact_session.h): the encoding at and one
+// past its limits, and a database's StateStore keeping such sessions in its keyspace — every read
+// and write finding them there, a session moving to the store when it grows, and what one costs.
+#include "store/compact_session.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/database.h"
+
+namespace prefixd::store {
+namespace {
+
+namespace cs = compact_session;
+using Layers = std::vector<std::pair<uint32_t, Bytes>>;
+
+Bytes B(const std::string& s) { return Bytes::CopyOf(s); }
+std::string Sid(int i) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "session:%05d", i);
+  return buf;
+}
+std::vector<std::pair<uint32_t, std::string>> Listed(std::string_view value) {
+  std::vector<std::pair<uint32_t, std::string>> out;
+  cs::ForEachLayer(value, [&](uint32_t l, std::string_view b) { out.emplace_back(l, b); });
+  return out;
+}
+
+TEST(CompactSessionTest, LayersAreKeptInOrderAndALaterValueWins) {
+  auto value = cs::Merge("", Layers{{7, B("seven")}, {0, B("")}, {7, B("SEVEN")}});
+  ASSERT_TRUE(value);
+  auto merged = cs::Merge(*value, Layers{{3, B("three")}, {2147483647, B("max")}});
+  ASSERT_TRUE(merged);
+  using L = std::vector<std::pair<uint32_t, std::string>>;
+  EXPECT_EQ(Listed(*merged), (L{{0, ""}, {3, "three"}, {7, "SEVEN"}, {2147483647, "max"}}));
+  EXPECT_EQ(cs::LayerCount(*merged), 4u);
+  EXPECT_EQ(cs::PayloadBytes(*merged), 13u);
+  EXPECT_EQ(cs::FindLayer(*merged, 3), "three");
+  EXPECT_EQ(cs::FindLayer(*merged, 0), "");
+  EXPECT_FALSE(cs::FindLayer(*merged, 4));
+  bool removed = false;
+  EXPECT_EQ(Listed(cs::Without(*merged, 3, removed)),
+            (L{{0, ""}, {7, "SEVEN"}, {2147483647, "max"}}));
+  EXPECT_TRUE(removed);
+  EXPECT_EQ(cs::Without(*merged, 4, removed), *merged);
+  EXPECT_FALSE(removed);
+  EXPECT_EQ(cs::Without(*cs::Merge("", Layers{{1, B("x")}}), 1, removed), "");
+  // One byte of layer number, one of length, the bytes.
+  EXPECT_EQ(cs::Merge("", Layers{{0, B(std::string(64, 'v'))}})->size(), 66u);
+}
+
+TEST(CompactSessionTest, ALayerOrASessionOnePastItsLimitIsNotCompact) {
+  EXPECT_TRUE(cs::Merge("", Layers{{0, B(std::string(cs::kMaxLayerBytes, 'a'))}}));
+  EXPECT_FALSE(cs::Merge("", Layers{{0, B(std::string(cs::kMaxLayerBytes + 1, 'a'))}}));
+  // Layers of 2 + 126 bytes: eight make 1,024, the limit; a ninth byte is one too many.
+  Layers eight;
+  for (uint32_t l = 0; l < 8; ++l) eight.emplace_back(l, B(std::string(126, 'b')));
+  const auto at = cs::Merge("", eight);
+  ASSERT_TRUE(at);
+  EXPECT_EQ(at->size(), cs::kMaxSessionBytes);
+  EXPECT_FALSE(cs::Merge(*at, Layers{{0, B(std::string(127, 'b'))}}));
+  EXPECT_TRUE(cs::Merge(*at, Layers{{0, B(std::string(125, 'b'))}}));
+}
+
+TEST(CompactSessionTest, ADatabaseKeepsASmallSessionInItsKeyspaceEntry) {
+  Database db;
+  db.state.PutMany("s", Layers{{0, B("zero")}, {5, B("five")}});
+  EXPECT_TRUE(db.keys.IsCompactSession("s"));
+  EXPECT_FALSE(db.state.Contains("s"));  // the store itself holds nothing
+  EXPECT_EQ(db.keys.Find("s")->type, KeyType::kSsmPrefix);
+  EXPECT_EQ(db.state.Get("s", 5)->view(), "five");
+  EXPECT_EQ(db.state.GetRange("s", 0, 1, 100)->view(), "ero");
+  EXPECT_FALSE(db.state.Get("s", 1));
+  const uint32_t asked[] = {5, 1, 0};
+  const auto many = db.state.GetMany("s", asked);
+  ASSERT_EQ(many.size(), 3u);
+  EXPECT_EQ(many[0]->view(), "five");
+  EXPECT_FALSE(many[1]);
+  EXPECT_EQ(many[2]->view(), "zero");
+  ASSERT_EQ(db.state.Layers("s").size(), 2u);
+  EXPECT_EQ(db.state.Layers("s")[1].layer, 5u);
+  EXPECT_EQ(db.state.ReadSession("s")->size(), 2u);
+  EXPECT_EQ(db.state.SessionBytes("s"), 0u);  // the entry's memory is the keyspace's
+  StoreStats s = db.state.Stats();
+  EXPECT_EQ(s.sessions, 1u);
+  EXPECT_EQ(s.entries, 2u);
+  EXPECT_EQ(s.payload_bytes, 8u);
+  EXPECT_EQ(s.compact_bytes, 8u);
+  // Every write runs the hook (the log append) exactly once, a drop of a missing layer too.
+  int hooks = 0;
+  const auto hook = [&] { ++hooks; };
+  EXPECT_EQ(db.state.Drop("s", 9, hook), 0u);
+  EXPECT_EQ(db.state.Drop("s", 0, hook), 1u);
+  EXPECT_EQ(db.state.Layers("s").size(), 1u);
+  EXPECT_EQ(db.state.DropSession("s", hook), 1u);
+  EXPECT_EQ(hooks, 3);
+  EXPECT_FALSE(db.keys.Find("s"));
+  EXPECT_EQ(db.state.Stats().sessions, 0u);
+  EXPECT_EQ(db.keys.MemoryBytes(), 0u);
+  // Dropping a session's last layer deletes its key.
+  db.state.Put("t", 1, B("x"), hook);
+  EXPECT_EQ(db.state.Drop("t", 1, hook), 1u);
+  EXPECT_FALSE(db.keys.Find("t"));
+  EXPECT_EQ(hooks, 5);
+}
+
+TEST(CompactSessionTest, ASessionThatGrowsMovesToTheStoreWithAllItsLayersAndStaysThere) {
+  Database db;
+  db.state.PutMany("s", Layers{{0, B("zero")}, {1, B("one")}});
+  ASSERT_TRUE(db.keys.SetExpiry("s", 4102444800000, {}));
+  int hooks = 0;
+  const std::string large(cs::kMaxLayerBytes + 1, 'L');
+  db.state.PutMany("s", Layers{{1, B("ONE")}, {2, B(large)}}, [&] { ++hooks; });
+  EXPECT_EQ(hooks, 1);
+  EXPECT_FALSE(db.keys.IsCompactSession("s"));
+  EXPECT_TRUE(db.state.Contains("s"));
+  EXPECT_EQ(db.keys.Find("s")->expire_at_ms, 4102444800000);  // the key kept its expiry
+  EXPECT_EQ(db.state.Get("s", 0)->view(), "zero");
+  EXPECT_EQ(db.state.Get("s", 1)->view(), "ONE");
+  EXPECT_EQ(db.state.Get("s", 2)->view(), large);
+  EXPECT_EQ(db.state.Stats().compact_bytes, 0u);
+  EXPECT_EQ(db.state.Stats().sessions, 1u);
+  // Smaller again, it stays in the store.
+  db.state.Drop("s", 2);
+  EXPECT_FALSE(db.keys.IsCompactSession("s"));
+  EXPECT_EQ(db.state.Layers("s").size(), 2u);
+  // The moved small layers were logged without a place: a second try at making the session
+  // cold leaves them in memory rather than hold the session back.
+  EXPECT_FALSE(db.state.MakeCold("s").ok);
+  EXPECT_TRUE(db.state.MakeCold("s", /*keep_unplaced_small=*/true).ok);
+  EXPECT_EQ(db.state.Get("s", 1)->view(), "ONE");
+}
+
+TEST(CompactSessionTest, ASessionTooLargeFromItsFirstWriteGoesStraightToTheStore) {
+  Database db;
+  db.state.Put("big", 0, B(std::string(cs::kMaxLayerBytes + 1, 'b')));
+  EXPECT_FALSE(db.keys.IsCompactSession("big"));
+  EXPECT_TRUE(db.state.Contains("big"));
+  // Uncompact moves a compact session (a KV.PREFIX registration taking its name) and leaves
+  // the others alone.
+  db.state.Put("small", 0, B("s"));
+  db.state.Uncompact("small");
+  db.state.Uncompact("big");
+  db.state.Uncompact("missing");
+  EXPECT_FALSE(db.keys.IsCompactSession("small"));
+  EXPECT_TRUE(db.state.Contains("small"));
+  EXPECT_EQ(db.state.Get("small", 0)->view(), "s");
+  EXPECT_EQ(db.state.Get("big", 0)->size(), cs::kMaxLayerBytes + 1);
+  EXPECT_FALSE(db.keys.Find("missing"));
+}
+
+TEST(CompactSessionTest, SnapshotsVisitCompactSessionsWithTheOthers) {
+  Database db;
+  db.state.Put("compact", 3, B("c"));
+  db.state.Put("stored", 4, B(std::string(200, 's')));
+  std::vector<std::string> seen;
+  db.state.ForEachSession([&](const std::string& sid, const auto& layers) {
+    seen.push_back(sid + ":" + std::to_string(layers.size()) + ":" +
+                   std::to_string(layers[0].first) + ":" + std::to_string(layers[0].second.size()));
+  });
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"compact:1:3:1", "stored:1:4:200"}));
+  // A keyspace clear (FLUSHALL) takes the compact ones and their figures with it.
+  db.keys.Clear();
+  db.state.Clear();
+  EXPECT_EQ(db.state.Stats().sessions, 0u);
+  EXPECT_EQ(db.state.Stats().payload_bytes, 0u);
+}
+
+TEST(CompactSessionTest, ASmallSessionCostsWhatAStringOfItsEncodingCosts) {
+  Database db;
+  constexpr int kCount = 10000;
+  for (int i = 0; i < kCount; ++i) db.state.Put(Sid(i), 0, B(std::string(64, 'v')));
+  ASSERT_EQ(Sid(0).size(), 13u);
+  const uint64_t per_session = db.keys.MemoryBytes() / kCount;
+  // The entry's chunk: a 23-byte header, the key, layer number and length (a byte each) and
+  // the value, 102 in a 104-byte slot; then the bucket slot, the index node and the handle slot
+  // (40), as a string's (KeyEntry.ASmallStringCostsAtMostItsChunkAndFortyBytes).
+  EXPECT_EQ(per_session, SmallChunks::SlotBytes(23 + 13 + 2 + 64) + 40);
+  EXPECT_LE(per_session, 144u);
+  EXPECT_EQ(db.keys.EntryMemory(Sid(0)), per_session);
+  // Nothing else holds memory for them.
+  const StoreStats s = db.state.Stats();
+  EXPECT_EQ(s.payload_bytes - s.compact_bytes + s.overhead_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace prefixd::store

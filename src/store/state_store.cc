@@ -888,6 +888,22 @@ std::vector<std::pair<uint32_t, Bytes>> StateStore::Resolved(
 void StateStore::ForEachPlace(
     bool retag,
     const std::function<void(const std::string&, const std::vector<LayerPlace>&)>& visit) const {
+  // Compact sessions first: a session moves from its entry to this store, never back, so one
+  // that moves while this runs is visited before the move, after it, or both — never neither
+  // (a snapshot that missed it would lose the layers its older records wrote).
+  if (keys_ != nullptr) {
+    keys_->ForEachCompactSession([&](const std::string& sid, std::string_view value) {
+      std::vector<LayerPlace> layers;
+      cs::ForEachLayer(value, [&](uint32_t layer, std::string_view bytes) {
+        LayerPlace p;
+        p.layer = layer;
+        p.value = Bytes::CopyCompact(bytes);
+        p.length = bytes.size();
+        layers.push_back(std::move(p));
+      });
+      visit(sid, layers);
+    });
+  }
   std::vector<std::pair<std::string, std::vector<LayerPlace>>> copied;
   for (size_t i = 0; i < shard_count_; ++i) {
     copied.clear();
@@ -903,18 +919,6 @@ void StateStore::ForEachPlace(
     }
     for (const auto& [sid, layers] : copied) visit(sid, layers);
   }
-  if (keys_ == nullptr) return;
-  keys_->ForEachCompactSession([&](const std::string& sid, std::string_view value) {
-    std::vector<LayerPlace> layers;
-    cs::ForEachLayer(value, [&](uint32_t layer, std::string_view bytes) {
-      LayerPlace p;
-      p.layer = layer;
-      p.value = Bytes::CopyCompact(bytes);
-      p.length = bytes.size();
-      layers.push_back(std::move(p));
-    });
-    visit(sid, layers);
-  });
 }
 
 void StateStore::ForEachSessionPlace(

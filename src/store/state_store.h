@@ -154,6 +154,8 @@ class StateStore {
 
   // Calls `visit` for each session with handles to its layers, copied one shard at a time under
   // that shard's lock and visited after it is released (snapshots hold no lock while writing).
+  // Compact sessions come first; one that moves here meanwhile may be visited twice (a
+  // snapshot's later record of it holds every layer the earlier one did, or their replay does).
   void ForEachSession(
       const std::function<void(const std::string& sid,
                                const std::vector<std::pair<uint32_t, Bytes>>& layers)>& visit)

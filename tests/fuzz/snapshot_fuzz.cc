@@ -1,7 +1,8 @@
 // libFuzzer target for recovery: a snapshot file and a log segment made of the input go through
 // Durability::Open (snapshot reader, log replay with its torn-tail and corruption rules, the
-// record checks and Apply into both stores and the key directory) on an in-memory Env. It must
-// never crash, abort or hang, whatever the files hold; a refused start is a valid outcome. Input:
+// record checks and Apply into both stores and the key directory, which keeps small SSM sessions)
+// on an in-memory Env. It must never crash, abort or hang, whatever the files hold; a refused
+// start is a valid outcome. Input:
 // byte 0 flags (bit 0: there is a snapshot; 1: fix up the snapshot's checksums; 2: fix up the
 // log's; 3: --log-skip-corrupt), bytes 1-2 the snapshot's length, then the snapshot, then the log
 // segment.
@@ -48,7 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.skip_corrupt = (flags & 8) != 0;
   options.memory_budget = uint64_t{256} << 20;
   store::Keyspace keys;
-  store::PrefixStore prefixes;  // prefix-index records (40-44) replay into it
+  ssm.KeepSmallSessionsIn(&keys);  // as a database's store does: small sessions in their entries
+  store::PrefixStore prefixes;     // prefix-index records (40-44) replay into it
   Durability durability(options, ssm, &vectors);
   durability.set_keyspace(&keys);
   durability.set_prefix_store(&prefixes);

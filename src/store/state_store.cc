@@ -519,6 +519,9 @@ void StateStore::Install(Shard& shard, uint64_t hash, Session** link, const Sess
 void StateStore::PutCold(std::string_view sid, uint32_t layer, uint64_t length,
                          std::shared_ptr<const ColdFile> file, uint64_t offset,
                          const Hook& under_lock) {
+  // A snapshot may hold a session twice: compact, and then (having grown while the snapshot was
+  // written) from this store, cold. The later one joins the earlier here, not beside it.
+  Uncompact(sid);
   auto [shard, hash] = Locate(sid);
   Released released;
   std::lock_guard lock(shard.mu);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "store/cold_file.h"
 #include "store/database.h"
 
 namespace prefixd::store {
@@ -199,6 +200,36 @@ TEST(CompactSessionTest, ASnapshotSeesEverySessionThatMovesToTheStoreDuringIt) {
   });
   for (int i = 0; i < kSessions; ++i) EXPECT_GE(seen_old[i], 1) << Sid(i);
   EXPECT_FALSE(db.keys.IsCompactSession(Sid(0)));
+}
+
+// A file image for cold layers.
+class ImageFile : public ColdFile {
+ public:
+  explicit ImageFile(std::string image) : image_(std::move(image)) {}
+  bool Read(uint64_t offset, uint64_t length, Bytes& out, std::string&) const override {
+    out = Bytes::CopyOf(std::string_view(image_).substr(offset, length));
+    return true;
+  }
+
+ private:
+  std::string image_;
+};
+
+// The snapshot above may then hold the session twice: compact first, then from the store, cold
+// (it grew, then went to disk, while the snapshot was written). Loading it, the cold record
+// joins the compact one: one home, the later layers winning.
+TEST(CompactSessionTest, AColdRecordOfACompactSessionMovesItToTheStore) {
+  Database db;
+  db.state.PutMany("s", Layers{{0, B("old0")}, {1, B("old1")}});
+  auto file = std::make_shared<ImageFile>("new1cold2");
+  db.state.PutCold("s", 1, 4, file, 0);
+  db.state.PutCold("s", 2, 5, file, 4);
+  EXPECT_FALSE(db.keys.IsCompactSession("s"));
+  EXPECT_EQ(db.state.Get("s", 0)->view(), "old0");
+  EXPECT_EQ(db.state.Get("s", 1)->view(), "new1");
+  EXPECT_EQ(db.state.Get("s", 2)->view(), "cold2");
+  EXPECT_EQ(db.state.Stats().sessions, 1u);
+  EXPECT_EQ(db.state.Stats().cold_layers, 2u);
 }
 
 TEST(CompactSessionTest, ASmallSessionCostsWhatAStringOfItsEncodingCosts) {

@@ -378,7 +378,7 @@ Keyspace::Entry* Keyspace::RetypeLocked(Shard& shard, Entry* entry, KeyType type
     keys_of_type_[static_cast<size_t>(type)] += 1;
     // Only a string, set or list holds a value here, and a compact SSM session.
     if (IsCompact(*entry)) {
-      CountCompact(*entry, -1);
+      CountCompact(shard, *entry, -1);
       entry->set_encoding(static_cast<StringEncoding>(SsmEncoding::kInStore));
       Bytes released;
       entry = SetValueLocked(shard, entry, Bytes(), released);
@@ -417,7 +417,7 @@ void Keyspace::Erase(Shard& shard, Entry* entry) {
   if (index.ExpiryMs(entry->handle)) bytes_ -= ExpiryBytes();
   bytes_ -= EntryCost(*entry);
   CountString(*entry, -1);
-  CountCompact(*entry, -1);
+  CountCompact(shard, *entry, -1);
   keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
   shard.keys_in_slot[KeySlot(entry->Key()) >> kShardBits] -= 1;
   index.Erase(entry->handle);
@@ -468,7 +468,7 @@ void Keyspace::Clear() {
       EvictionIndex& index = shard.IndexOf(*entry);
       bytes_ -= EntryCost(*entry) + (index.ExpiryMs(entry->handle) ? ExpiryBytes() : 0);
       CountString(*entry, -1);
-      CountCompact(*entry, -1);
+      CountCompact(shard, *entry, -1);
       keys_of_type_[static_cast<size_t>(entry->type())] -= 1;
       index.Erase(entry->handle);
       if (!entry->value_inline() && !entry->ExternalValue().empty()) {
@@ -524,9 +524,10 @@ void Keyspace::CountString(const Entry& entry, int sign) {
   sign > 0 ? MoveStringCounts({}, counts) : MoveStringCounts(counts, {});
 }
 
-void Keyspace::CountCompact(const Entry& entry, int sign) {
+void Keyspace::CountCompact(Shard& shard, const Entry& entry, int sign) {
   if (!IsCompact(entry)) return;
   const std::string_view value = entry.Value();
+  shard.compact_sessions += sign;
   compact_sessions_ += sign;
   compact_layers_ += sign * static_cast<int64_t>(compact_session::LayerCount(value));
   compact_bytes_ += sign * static_cast<int64_t>(compact_session::PayloadBytes(value));
@@ -548,7 +549,7 @@ void Keyspace::EditSession(std::string_view key, const SessionEdit& edit) {
     if (entry != nullptr) Erase(shard, entry);
     return;
   }
-  if (entry != nullptr) CountCompact(*entry, -1);
+  if (entry != nullptr) CountCompact(shard, *entry, -1);
   if (change == SessionChange::kUncompact) {
     if (entry == nullptr) return;
     entry->set_encoding(static_cast<StringEncoding>(SsmEncoding::kInStore));
@@ -563,7 +564,7 @@ void Keyspace::EditSession(std::string_view key, const SessionEdit& edit) {
                 0,
                 KeyType::kSsmPrefix};
   released = PutStringLocked(shard, put, entry);
-  CountCompact(*FindIn(shard, key), 1);
+  CountCompact(shard, *FindIn(shard, key), 1);
 }
 
 bool Keyspace::ReadCompactSession(std::string_view key,
@@ -585,13 +586,15 @@ bool Keyspace::IsCompactSession(std::string_view key) const {
 
 void Keyspace::ForEachCompactSession(
     const std::function<void(const std::string&, std::string_view)>& visit) const {
-  if (compact_sessions_.load(std::memory_order_relaxed) == 0) return;
   std::vector<std::pair<std::string, std::string>> copied;
   for (size_t i = 0; i < kShardCount; ++i) {
     copied.clear();
     {
+      // The shard's own count, read under its lock: a write that was logged before the caller
+      // began (a snapshot's cut) has been applied by the time the lock is had.
       const Shard& shard = shards_[i];
       std::lock_guard lock(shard.mu);
+      if (shard.compact_sessions == 0) continue;
       for (const Entry* e = shard.keys.First(); e != nullptr; e = shard.keys.Next(e)) {
         if (IsCompact(*e)) copied.emplace_back(std::string(e->Key()), std::string(e->Value()));
       }

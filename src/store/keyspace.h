@@ -312,6 +312,7 @@ class Keyspace {
     // The entry of each index handle (kept up to date when a value change moves the entry).
     EntryOfHandle entry_of_handle;
     EntryOfHandle entry_of_cold_handle;
+    int64_t compact_sessions = 0;  // entries holding a compact SSM session
     EvictionIndex& IndexOf(const Entry& e) { return e.cold() ? cold_index : index; }
     const EvictionIndex& IndexOf(const Entry& e) const { return e.cold() ? cold_index : index; }
     EntryOfHandle& EntriesOf(bool cold) { return cold ? entry_of_cold_handle : entry_of_handle; }
@@ -366,7 +367,7 @@ class Keyspace {
            entry.encoding() == static_cast<StringEncoding>(SsmEncoding::kCompact);
   }
   // Adds (1) or takes away (-1) a compact session's share of CompactSessions (none for others).
-  void CountCompact(const Entry& entry, int sign);
+  void CountCompact(Shard& shard, const Entry& entry, int sign);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
   void SwitchTier(Shard& shard, Entry& entry, bool cold);
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);

@@ -559,6 +559,81 @@ TEST_F(SsmTest, MfetchNeverSeesHalfOfAnMstore) {
   RecordProperty("mfetch_reads", reads.load());
 }
 
+// A small session lives in its key's entry and moves to the store when it grows (docs/cache-
+// design.md, "Small SSM sessions in their keyspace entry"). Readers racing a writer that creates
+// sessions small, grows them past the entry and deletes them see each MSTORE whole or not at all.
+TEST_F(SsmTest, MfetchSeesWholeMstoresWhileSessionsMoveOutOfTheirEntry) {
+  constexpr int kLayers = 4;
+  const std::string small_a(16, 'a'), small_b(16, 'b'), large(200, 'L');
+  auto writer_ctx = Connect();
+  ASSERT_NE(writer_ctx, nullptr);
+  const auto mstore = [&](const std::string& blob) {
+    std::vector<std::string_view> args = {"SSM.PREFIX.MSTORE", "moving"};
+    static const char* kNames[] = {"0", "1", "2", "3"};
+    for (int l = 0; l < kLayers; ++l) {
+      args.push_back(kNames[l]);
+      args.push_back(blob);
+    }
+    auto r = HiredisCommand(writer_ctx.get(), args);
+    return r && r->type == REDIS_REPLY_STATUS;
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<int> cycles{0}, reads{0}, bad{0};
+  std::string first_problem;
+  std::mutex problem_mu;
+  const auto report = [&](std::string what) {
+    std::lock_guard lock(problem_mu);
+    if (first_problem.empty()) first_problem = std::move(what);
+    ++bad;
+  };
+  std::thread writer([&] {
+    for (int i = 0; !stop; ++i) {
+      // Small (in the entry), small again (rewritten there), large (moved to the store), gone.
+      if (!mstore(i % 2 ? small_a : small_b) || !mstore(i % 2 ? small_b : small_a) ||
+          !mstore(large)) {
+        return report("MSTORE failed");
+      }
+      auto r = HiredisCommand(writer_ctx.get(), {"DEL", "moving"});
+      if (!r || r->type != REDIS_REPLY_INTEGER) return report("DEL failed");
+      ++cycles;
+    }
+  });
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      auto ctx = ConnectHiredis(server_.port(), 30s);
+      if (!ctx) return report("no connection");
+      while (!stop) {
+        auto r = HiredisCommand(ctx.get(), {"SSM.PREFIX.MFETCH", "moving", "0", "1", "2", "3"});
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != kLayers) {
+          return report("MFETCH returned " + DescribeReply(r.get()));
+        }
+        std::string seen;
+        for (size_t l = 0; l < kLayers; ++l) {
+          const redisReply* e = r->element[l];
+          if (e->type == REDIS_REPLY_NIL) {
+            seen += '-';
+          } else if (std::string_view v(e->str, e->len);
+                     v == small_a || v == small_b || v == large) {
+            seen += v[0];
+          } else {
+            return report("layer " + std::to_string(l) + " holds none of the values written");
+          }
+        }
+        if (seen != std::string(kLayers, seen[0])) return report("MFETCH saw " + seen);
+        ++reads;
+      }
+    });
+  }
+  std::this_thread::sleep_for(2000ms);
+  stop = true;
+  writer.join();
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(bad.load(), 0) << first_problem;
+  EXPECT_GT(cycles.load(), 10);
+  EXPECT_GT(reads.load(), 10);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Other transports and clients.
 

@@ -413,7 +413,6 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
                               ? file_->WriteAt(start, iov, &done)
                               : Status::IoError("no open log segment (creating one failed)");
     const bool ok = status.ok();
-    if (!ok) RecordError(status.message());
     uint64_t good_end = start;
     uint64_t last_lsn = 0;
     size_t whole_count = 0;
@@ -426,6 +425,9 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
         spdlog::error("Can't cut the log back after a failed write: {}", cut.message());
       }
     }
+    // Reported once the file is cut back: whoever sees the log unhealthy sees only whole records
+    // in it.
+    if (!ok) RecordError(status.message());
     current_offset_ = good_end;
     written_records += whole_count;
     // Placed before written_lsn_ moves, so a caller that waited for durability finds it done;

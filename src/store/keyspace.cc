@@ -525,8 +525,10 @@ void Keyspace::CountString(const Entry& entry, int sign) {
 }
 
 void Keyspace::CountCompact(Shard& shard, const Entry& entry, int sign) {
-  if (!IsCompact(entry)) return;
-  const std::string_view value = entry.Value();
+  if (IsCompact(entry)) CountCompactValue(shard, entry.Value(), sign);
+}
+
+void Keyspace::CountCompactValue(Shard& shard, std::string_view value, int sign) {
   shard.compact_sessions += sign;
   compact_sessions_ += sign;
   compact_layers_ += sign * static_cast<int64_t>(compact_session::LayerCount(value));
@@ -564,7 +566,7 @@ void Keyspace::EditSession(std::string_view key, const SessionEdit& edit) {
                 0,
                 KeyType::kSsmPrefix};
   released = PutStringLocked(shard, put, entry);
-  CountCompact(shard, *FindIn(shard, key), 1);
+  CountCompactValue(shard, written, 1);
 }
 
 bool Keyspace::ReadCompactSession(std::string_view key,

@@ -368,6 +368,8 @@ class Keyspace {
   }
   // Adds (1) or takes away (-1) a compact session's share of CompactSessions (none for others).
   void CountCompact(Shard& shard, const Entry& entry, int sign);
+  // The same for a compact session's value (`entry`'s, or the one a write puts in it).
+  void CountCompactValue(Shard& shard, std::string_view value, int sign);
   // Moves a key's node to the other tier's index, keeping its last access and expiry.
   void SwitchTier(Shard& shard, Entry& entry, bool cold);
   std::optional<std::pair<std::string, KeyType>> Pick(EvictionPolicy policy, bool cold);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -65,6 +66,19 @@ std::string FirstDifference(std::string_view a, std::string_view b) {
     if (a[i] != b[i]) return "first difference at byte " + std::to_string(i);
   }
   return "equal";
+}
+
+// Runs `write` on one thread and `read` on `readers` others for `how_long`, then sets `stop` and
+// joins them all: the shape of the races below.
+void Race(std::chrono::milliseconds how_long, std::atomic<bool>& stop, int readers,
+          const std::function<void()>& write, const std::function<void()>& read) {
+  std::thread writer(write);
+  std::vector<std::thread> reading;
+  for (int t = 0; t < readers; ++t) reading.emplace_back(read);
+  std::this_thread::sleep_for(how_long);
+  stop = true;
+  writer.join();
+  for (std::thread& r : reading) r.join();
 }
 
 class SsmTest : public ServerTest {
@@ -497,7 +511,7 @@ TEST_F(SsmTest, MfetchNeverSeesHalfOfAnMstore) {
     std::lock_guard lock(problem_mu);
     if (first_problem.empty()) first_problem = std::move(what);
   };
-  std::thread writer([&] {
+  const auto write = [&] {
     for (int i = 0; !stop; ++i) {
       if (!store_generation(writer_ctx.get(), i % 2 ? gen_a : gen_b)) {
         ++broken;
@@ -506,51 +520,45 @@ TEST_F(SsmTest, MfetchNeverSeesHalfOfAnMstore) {
       }
       ++writes;
     }
-  });
-  std::vector<std::thread> readers;
-  for (int t = 0; t < 3; ++t) {
-    readers.emplace_back([&] {
-      auto ctx = ConnectHiredis(server_.port(), 30s);
-      if (!ctx) {
+  };
+  const auto read = [&] {
+    auto ctx = ConnectHiredis(server_.port(), 30s);
+    if (!ctx) {
+      ++broken;
+      return;
+    }
+    while (!stop) {
+      auto r = HiredisCommand(
+          ctx.get(), {"SSM.PREFIX.MFETCH", "race", "0", "1", "2", "3", "4", "5", "6", "7"});
+      if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != kLayers) {
         ++broken;
+        report("MFETCH returned " + DescribeReply(r.get()));
         return;
       }
-      while (!stop) {
-        auto r = HiredisCommand(
-            ctx.get(), {"SSM.PREFIX.MFETCH", "race", "0", "1", "2", "3", "4", "5", "6", "7"});
-        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != kLayers) {
+      std::string mix;
+      for (size_t l = 0; l < kLayers; ++l) {
+        const redisReply* e = r->element[l];
+        if (e->type != REDIS_REPLY_STRING || e->len != kBlobSize) {
           ++broken;
-          report("MFETCH returned " + DescribeReply(r.get()));
+          report("layer " + std::to_string(l) + ": " + DescribeReply(e));
           return;
         }
-        std::string mix;
-        for (size_t l = 0; l < kLayers; ++l) {
-          const redisReply* e = r->element[l];
-          if (e->type != REDIS_REPLY_STRING || e->len != kBlobSize) {
-            ++broken;
-            report("layer " + std::to_string(l) + ": " + DescribeReply(e));
-            return;
-          }
-          std::string_view v(e->str, e->len);
-          if (v != gen_a && v != gen_b) {
-            ++broken;
-            report("layer " + std::to_string(l) + " is neither all A nor all B");
-            return;
-          }
-          mix += v[0];
+        std::string_view v(e->str, e->len);
+        if (v != gen_a && v != gen_b) {
+          ++broken;
+          report("layer " + std::to_string(l) + " is neither all A nor all B");
+          return;
         }
-        if (mix != std::string(kLayers, 'A') && mix != std::string(kLayers, 'B')) {
-          ++torn;
-          report("MFETCH saw generations " + mix);
-        }
-        ++reads;
+        mix += v[0];
       }
-    });
-  }
-  std::this_thread::sleep_for(2500ms);
-  stop = true;
-  writer.join();
-  for (auto& r : readers) r.join();
+      if (mix != std::string(kLayers, 'A') && mix != std::string(kLayers, 'B')) {
+        ++torn;
+        report("MFETCH saw generations " + mix);
+      }
+      ++reads;
+    }
+  };
+  Race(2500ms, stop, 3, write, read);
   EXPECT_EQ(broken.load(), 0) << first_problem;
   EXPECT_EQ(torn.load(), 0) << first_problem << " (" << torn << " of " << reads << " reads)";
   EXPECT_GT(writes.load(), 10);
@@ -586,7 +594,7 @@ TEST_F(SsmTest, MfetchSeesWholeMstoresWhileSessionsMoveOutOfTheirEntry) {
     if (first_problem.empty()) first_problem = std::move(what);
     ++bad;
   };
-  std::thread writer([&] {
+  const auto write = [&] {
     for (int i = 0; !stop; ++i) {
       // Small (in the entry), small again (rewritten there), large (moved to the store), gone.
       if (!mstore(i % 2 ? small_a : small_b) || !mstore(i % 2 ? small_b : small_a) ||
@@ -597,38 +605,31 @@ TEST_F(SsmTest, MfetchSeesWholeMstoresWhileSessionsMoveOutOfTheirEntry) {
       if (!r || r->type != REDIS_REPLY_INTEGER) return report("DEL failed");
       ++cycles;
     }
-  });
-  std::vector<std::thread> readers;
-  for (int t = 0; t < 2; ++t) {
-    readers.emplace_back([&] {
-      auto ctx = ConnectHiredis(server_.port(), 30s);
-      if (!ctx) return report("no connection");
-      while (!stop) {
-        auto r = HiredisCommand(ctx.get(), {"SSM.PREFIX.MFETCH", "moving", "0", "1", "2", "3"});
-        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != kLayers) {
-          return report("MFETCH returned " + DescribeReply(r.get()));
-        }
-        std::string seen;
-        for (size_t l = 0; l < kLayers; ++l) {
-          const redisReply* e = r->element[l];
-          if (e->type == REDIS_REPLY_NIL) {
-            seen += '-';
-          } else if (std::string_view v(e->str, e->len);
-                     v == small_a || v == small_b || v == large) {
-            seen += v[0];
-          } else {
-            return report("layer " + std::to_string(l) + " holds none of the values written");
-          }
-        }
-        if (seen != std::string(kLayers, seen[0])) return report("MFETCH saw " + seen);
-        ++reads;
+  };
+  const auto read = [&] {
+    auto ctx = ConnectHiredis(server_.port(), 30s);
+    if (!ctx) return report("no connection");
+    while (!stop) {
+      auto r = HiredisCommand(ctx.get(), {"SSM.PREFIX.MFETCH", "moving", "0", "1", "2", "3"});
+      if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != kLayers) {
+        return report("MFETCH returned " + DescribeReply(r.get()));
       }
-    });
-  }
-  std::this_thread::sleep_for(2000ms);
-  stop = true;
-  writer.join();
-  for (auto& r : readers) r.join();
+      std::string seen;
+      for (size_t l = 0; l < kLayers; ++l) {
+        const redisReply* e = r->element[l];
+        if (e->type == REDIS_REPLY_NIL) {
+          seen += '-';
+        } else if (std::string_view v(e->str, e->len); v == small_a || v == small_b || v == large) {
+          seen += v[0];
+        } else {
+          return report("layer " + std::to_string(l) + " holds none of the values written");
+        }
+      }
+      if (seen != std::string(kLayers, seen[0])) return report("MFETCH saw " + seen);
+      ++reads;
+    }
+  };
+  Race(2000ms, stop, 2, write, read);
   EXPECT_EQ(bad.load(), 0) << first_problem;
   EXPECT_GT(cycles.load(), 10);
   EXPECT_GT(reads.load(), 10);

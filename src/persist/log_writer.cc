@@ -229,8 +229,8 @@ uint64_t LogWriter::Append(EncodedRecord record, uint16_t db, Placed placed) {
       if (queued_bytes_ > kCallerWriteMaxBytes && !wake_now_) wake = wake_now_ = true;
     }
     queue_.push_back(Pending{lsn, std::move(record), bytes, db, false, 0, std::move(placed)});
+    CountAppendedLocked(1);
   }
-  records_appended_.fetch_add(1, std::memory_order_relaxed);
   // Notifying after the lock is released spares the woken writer a wait on it.
   if (wake) cv_.notify_one();
   return lsn;
@@ -263,8 +263,8 @@ uint64_t LogWriter::AppendGroup(std::vector<GroupMember> members) {
       wake = wake || queue_.size() >= kWakeAtRecords;
       if (queued_bytes_ > kCallerWriteMaxBytes && !wake_now_) wake = wake_now_ = true;
     }
+    CountAppendedLocked(members.size() + 1);
   }
-  records_appended_.fetch_add(members.size() + 1, std::memory_order_relaxed);
   if (wake) cv_.notify_one();
   return last;
 }

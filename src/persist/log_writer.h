@@ -170,6 +170,12 @@ class LogWriter {
   // Wakes what waits on progress_cv_ (Sync, RotateForSnapshot) after the writer moved on.
   void NotifyProgress();
   void RecordError(const std::string& what);
+  // records_appended_ += n, as a plain store: only Append and AppendGroup write it, both under
+  // mu_, so it needs no locked add. Caller holds mu_.
+  void CountAppendedLocked(uint64_t n) {
+    records_appended_.store(records_appended_.load(std::memory_order_relaxed) + n,
+                            std::memory_order_relaxed);
+  }
 
   Env* const env_;
   const std::string dir_;
@@ -225,7 +231,7 @@ class LogWriter {
 
   std::atomic<uint64_t> written_lsn_{0};
   std::atomic<uint64_t> synced_lsn_{0};
-  std::atomic<uint64_t> records_appended_{0};
+  std::atomic<uint64_t> records_appended_{0};  // written under mu_ only (CountAppendedLocked)
   std::atomic<uint64_t> rotations_done_{0};
   std::atomic<uint64_t> caller_writes_{0};
   std::atomic<bool> write_ok_{true};

@@ -11,6 +11,7 @@
 #include "commands/mutate.h"
 #include "common/client_memory.h"
 #include "common/clock.h"
+#include "common/scratch_array.h"
 
 namespace prefixd::commands {
 namespace {
@@ -99,13 +100,14 @@ KeyLocks::KeyLocks(Engine& engine, std::span<const std::string_view> keys) {
     Take(engine, Engine::KeyLockStripe(keys[0]));
     return;
   }
-  std::vector<size_t> stripes;
-  stripes.reserve(keys.size());
-  for (std::string_view key : keys) stripes.push_back(Engine::KeyLockStripe(key));
+  ScratchArray<size_t, 32> scratch(keys.size());
+  const std::span<size_t> stripes = scratch.span();
+  for (size_t i = 0; i < keys.size(); ++i) stripes[i] = Engine::KeyLockStripe(keys[i]);
   // One global order of stripes, so two multi-key commands never wait on each other in a cycle.
   std::sort(stripes.begin(), stripes.end());
-  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
-  for (size_t stripe : stripes) Take(engine, stripe);
+  const auto end = std::unique(stripes.begin(), stripes.end());
+  more_held_.reserve(static_cast<size_t>(end - stripes.begin()));
+  for (auto it = stripes.begin(); it != end; ++it) Take(engine, *it);
 }
 
 void KeyLocks::Take(Engine& engine, size_t stripe) {
@@ -117,8 +119,7 @@ void KeyLocks::Take(Engine& engine, size_t stripe) {
     first_held_ = std::unique_lock(engine.key_lock(stripe));
     first_stripe_ = stripe;
   } else {
-    more_held_.emplace_back(engine.key_lock(stripe));
-    more_stripes_.push_back(stripe);
+    more_held_.push_back(Held{std::unique_lock(engine.key_lock(stripe)), stripe});
   }
   stripes_held_here.push_back(stripe);
 }
@@ -128,7 +129,7 @@ KeyLocks::~KeyLocks() {
     stripes_held_here.erase(std::find(stripes_held_here.begin(), stripes_held_here.end(), stripe));
   };
   if (first_held_.owns_lock()) release(first_stripe_);
-  for (size_t stripe : more_stripes_) release(stripe);
+  for (const Held& held : more_held_) release(held.stripe);
 }
 
 namespace {

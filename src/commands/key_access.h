@@ -52,11 +52,14 @@ class KeyLocks {
   void Take(Engine& engine, size_t stripe);
 
   // Most commands name one key: its stripe is held here without allocating; the others a
-  // multi-key command takes go to the vectors.
+  // multi-key command takes go to one vector, sized once.
+  struct Held {
+    std::unique_lock<std::mutex> lock;
+    size_t stripe;
+  };
   std::unique_lock<std::mutex> first_held_;
   size_t first_stripe_ = 0;
-  std::vector<std::unique_lock<std::mutex>> more_held_;
-  std::vector<size_t> more_stripes_;
+  std::vector<Held> more_held_;
 };
 
 // Deletes `key` of database `db` if its entry has expired by `now_ms`, holding the key's lock

@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/expiry_args.h"
 #include "common/numbers.h"
+#include "common/scratch_array.h"
 
 namespace prefixd::commands {
 namespace {
@@ -358,9 +359,9 @@ void MGet(Context& ctx) {
 // of another type is deleted first by its own record, as SET does.
 void MSetWith(Context& ctx, bool only_new) {
   if (ctx.args.size() % 2 == 0) return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
-  std::vector<std::string_view> keys;
-  keys.reserve(ctx.args.size() / 2);
-  for (size_t i = 1; i < ctx.args.size(); i += 2) keys.push_back(ctx.args[i]);
+  ScratchArray<std::string_view, 32> key_array(ctx.args.size() / 2);
+  const std::span<std::string_view> keys = key_array.span();
+  for (size_t k = 0; k < keys.size(); ++k) keys[k] = ctx.args[2 * k + 1];
   KeyLocks lock(ctx.engine, keys);
   const auto record_of_args = [&] {
     persist::StringMultiSet multi;

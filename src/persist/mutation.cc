@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "common/scratch_array.h"
 #include "persist/prefix_records.h"
 #include "store/database.h"
 #include "store/members.h"
@@ -588,10 +589,9 @@ struct Applier {
   }
   Outcome operator()(const StringMultiSet& r) {
     if (stores.keys == nullptr) return Applied(false);
-    std::vector<store::Keyspace::StringPut> puts;
-    puts.reserve(r.entries.size());
-    for (const StringSet& entry : r.entries) puts.push_back(Put(entry));
-    return Applied(stores.keys->PutStrings(puts, hook, stores.strings_only_over_live_at_ms));
+    ScratchArray<store::Keyspace::StringPut, 16> puts(r.entries.size());
+    for (size_t i = 0; i < r.entries.size(); ++i) puts[i] = Put(r.entries[i]);
+    return Applied(stores.keys->PutStrings(puts.span(), hook, stores.strings_only_over_live_at_ms));
   }
   Outcome operator()(const StringDel& r) {
     if (stores.keys == nullptr) return Applied(false);

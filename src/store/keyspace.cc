@@ -11,6 +11,7 @@
 #include "common/key_slot.h"
 #include "common/keyed_hash.h"
 #include "common/numbers.h"
+#include "common/scratch_array.h"
 #include "store/compact_session.h"
 
 namespace prefixd::store {
@@ -190,7 +191,8 @@ bool Keyspace::PutStrings(std::span<StringPut> puts, const std::function<void()>
     Entry* existing = nullptr;
     Bytes released;  // the old value, freed after the locks
   };
-  std::vector<Step> steps(puts.size());
+  ScratchArray<Step, 16> scratch(puts.size());
+  const std::span<Step> steps = scratch.span();
   // The shards involved as one bit each, locked in ascending order (a word, where an array of
   // 64 locks cost an MSET more than its puts' locking).
   static_assert(kShardCount <= 64);

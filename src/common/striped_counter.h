@@ -11,9 +11,9 @@ namespace prefixd {
 
 class StripedCounter {
  public:
-  // The first kStripes threads that count own a stripe each and bump it with a plain load and
-  // store: a locked add costs a request several times more, and nobody else writes that stripe.
-  // Later threads share the last stripe with a locked add.
+  // The first kStripes - 1 threads that count (in any counter) own a stripe each and bump it
+  // with a plain load and store: a locked add costs a request several times more, and nobody
+  // else writes that stripe. Later threads share the last stripe with a locked add.
   void Add(uint64_t n = 1) {
     const Slot slot = MySlot();
     std::atomic<uint64_t>& cell = cells_[slot.stripe].value;

@@ -44,6 +44,13 @@ TEST(CompactSessionTest, LayersAreKeptInOrderAndALaterValueWins) {
   EXPECT_EQ(cs::FindLayer(*merged, 3), "three");
   EXPECT_EQ(cs::FindLayer(*merged, 0), "");
   EXPECT_FALSE(cs::FindLayer(*merged, 4));
+  // The walk stops at the first layer past the one asked for: the last one is still found, and
+  // one past it, or between two, is not.
+  EXPECT_EQ(cs::FindLayer(*merged, 7), "SEVEN");
+  EXPECT_EQ(cs::FindLayer(*merged, 2147483647), "max");
+  EXPECT_FALSE(cs::FindLayer(*merged, 2147483646));
+  EXPECT_FALSE(cs::FindLayer(*merged, 4294967295u));
+  EXPECT_FALSE(cs::FindLayer("", 0));
   bool removed = false;
   EXPECT_EQ(Listed(cs::Without(*merged, 3, removed)),
             (L{{0, ""}, {7, "SEVEN"}, {2147483647, "max"}}));

@@ -24,15 +24,12 @@ uint64_t ReadVarint(std::string_view value, size_t& at) {
 
 std::optional<std::string_view> FindLayer(std::string_view value, uint32_t layer) {
   // The layers are in ascending order: the walk stops at the first one at or past `layer`.
-  size_t at = 0;
-  while (at < value.size()) {
-    const auto l = static_cast<uint32_t>(ReadVarint(value, at));
-    const auto length = static_cast<size_t>(ReadVarint(value, at));
-    if (l == layer) return value.substr(at, length);
-    if (l > layer) break;
-    at += length;
-  }
-  return std::nullopt;
+  std::optional<std::string_view> found;
+  ForEachLayer(value, [&](uint32_t l, std::string_view bytes) {
+    if (l == layer) found = bytes;
+    return l < layer;
+  });
+  return found;
 }
 
 size_t LayerCount(std::string_view value) {

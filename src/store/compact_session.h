@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -23,7 +24,8 @@ namespace prefixd::store::compact_session {
 inline constexpr size_t kMaxLayerBytes = 128;
 inline constexpr size_t kMaxSessionBytes = 1024;
 
-// Calls `visit(layer, bytes)` for each layer of `value` (written by Merge), in layer order.
+// Calls `visit(layer, bytes)` for each layer of `value` (written by Merge), in layer order,
+// until a visitor that returns bool returns false.
 template <class Visit>
 void ForEachLayer(std::string_view value, Visit&& visit);
 
@@ -53,7 +55,12 @@ void ForEachLayer(std::string_view value, Visit&& visit) {
   while (at < value.size()) {
     const auto layer = static_cast<uint32_t>(ReadVarint(value, at));
     const auto length = static_cast<size_t>(ReadVarint(value, at));
-    visit(layer, value.substr(at, length));
+    // A visitor that returns bool stops the walk by returning false.
+    if constexpr (std::is_same_v<decltype(visit(layer, value.substr(at, length))), bool>) {
+      if (!visit(layer, value.substr(at, length))) return;
+    } else {
+      visit(layer, value.substr(at, length));
+    }
     at += length;
   }
 }

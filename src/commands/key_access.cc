@@ -106,7 +106,8 @@ KeyLocks::KeyLocks(Engine& engine, std::span<const std::string_view> keys) {
   // One global order of stripes, so two multi-key commands never wait on each other in a cycle.
   std::sort(stripes.begin(), stripes.end());
   const auto end = std::unique(stripes.begin(), stripes.end());
-  more_held_.reserve(static_cast<size_t>(end - stripes.begin()));
+  // The first stripe goes to first_held_, the rest to more_held_.
+  if (end - stripes.begin() > 1) more_held_.reserve(static_cast<size_t>(end - stripes.begin() - 1));
   for (auto it = stripes.begin(); it != end; ++it) Take(engine, *it);
 }
 

@@ -61,6 +61,10 @@ enum class RecordType : uint8_t {
   kVectorColdDirectory = 17,  // the same for its cold V-store sessions' records (not counted)
   kZsetValue = 18,            // one sorted-set key: scores put or members removed (none: deleted)
   kStreamValue = 19,  // one stream key: its whole value or one operation (no value: deleted)
+  // The log's compact forms of kStringSet and kStringMultiSet, for values below 512 bytes: the
+  // same fields as varints (the common small write takes 25-45 % fewer bytes).
+  kStringSetCompact = 20,
+  kStringMultiSetCompact = 21,
   // 32 and up: the attention-layer V-store and KV.PREFIX families.
   kVCreate = 32,     // a V-store session: sid, index, dim, tier
   kVStore = 33,      // encoded rows [start, start + count) of one layer of one session
@@ -144,6 +148,33 @@ inline uint64_t GetU64(const uint8_t* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return v;
+}
+
+// Unsigned LEB128 varints (the compact string records): seven bits a byte, low bits first, the
+// high bit set on every byte but the last.
+inline constexpr size_t kMaxVarintSize = 10;
+inline size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
+// Writes `v` at `p`; returns the byte after it.
+inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) *p++ = static_cast<uint8_t>(v | 0x80);
+  *p++ = static_cast<uint8_t>(v);
+  return p;
+}
+// Reads a varint from [p, end) into `v`: the bytes it took, or 0 when it runs past `end`, past
+// 64 bits, or is not in its shortest form (so every value has one encoding).
+inline size_t GetVarint(const uint8_t* p, const uint8_t* end, uint64_t& v) {
+  v = 0;
+  for (size_t i = 0; i < kMaxVarintSize && p + i < end; ++i) {
+    const uint64_t bits = p[i] & 0x7f;
+    if (i == kMaxVarintSize - 1 && bits > 1) return 0;
+    v |= bits << (7 * i);
+    if ((p[i] & 0x80) == 0) return i > 0 && p[i] == 0 ? 0 : i + 1;
+  }
+  return 0;
 }
 
 // Encodes the header with checksum 0; SealHeader fills the checksum in.

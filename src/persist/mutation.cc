@@ -814,32 +814,8 @@ RecordType TypeOf(const Mutation& m) {
 
 namespace {
 
-// The common write (SET, INCR, ... of a small value) staged in one pass, the bytes the generic
-// encoder writes for it (GoldenBytesTest holds both to the documented layout).
-EncodedRecord EncodeSmallStringSet(const StringSet& r, std::string_view value) {
-  const std::string_view key = r.key.view();
-  EncodedRecord out;
-  out.type = StringSet::kType;
-  out.head = StagingBytes(kRecordHeaderSize + 4 + key.size() + 4 + 8 + 8 + value.size());
-  uint8_t* at = out.head.mutable_data() + kRecordHeaderSize;
-  PutU32(at, static_cast<uint32_t>(key.size()));
-  if (!key.empty()) std::memcpy(at + 4, key.data(), key.size());
-  at += 4 + key.size();
-  PutU32(at, r.flags);
-  PutU64(at + 4, r.at_ms);
-  PutU64(at + 12, value.size());
-  if (!value.empty()) std::memcpy(at + 20, value.data(), value.size());
-  return out;
-}
-
-}  // namespace
-
-EncodedRecord EncodeRecord(const Mutation& m) {
-  if (const auto* set = std::get_if<StringSet>(&m);
-      set != nullptr && set->value.pieces.size() <= 1 && Inline(set->value.size())) {
-    return EncodeSmallStringSet(
-        *set, set->value.pieces.empty() ? std::string_view() : set->value.pieces[0].view());
-  }
+// Every record type's documented fieldwise layout, whatever its values' sizes.
+EncodedRecord EncodeFields(const Mutation& m) {
   EncodedRecord out;
   out.type = TypeOf(m);
   std::visit(
@@ -853,8 +829,153 @@ EncodedRecord EncodeRecord(const Mutation& m) {
   return out;
 }
 
+// The compact string records (log_format.h): a string set's fields as varints, its value copied
+// after them. Every value is below kCopiedBlobBelow, so the record is one staged buffer; and
+// below KeyEntry::kInlineValueBelow, so the disk tier never asks where one sits (that offset is
+// the fieldwise layout's).
+static_assert(kCopiedBlobBelow <= store::KeyEntry::kInlineValueBelow);
+
+// One string set's compact entry: varint key length, the key, varint flags, varint at_ms,
+// varint value length, the value.
+size_t CompactEntrySize(const StringSet& r) {
+  const uint64_t value = r.value.size();
+  return VarintSize(r.key.size()) + r.key.size() + VarintSize(r.flags) + VarintSize(r.at_ms) +
+         VarintSize(value) + value;
+}
+
+uint8_t* PutCompactEntry(uint8_t* at, const StringSet& r) {
+  const std::string_view key = r.key.view();
+  at = PutVarint(at, key.size());
+  if (!key.empty()) std::memcpy(at, key.data(), key.size());
+  at = PutVarint(PutVarint(PutVarint(at + key.size(), r.flags), r.at_ms), r.value.size());
+  for (const Bytes& piece : r.value.pieces) {
+    if (!piece.empty()) std::memcpy(at, piece.data(), piece.size());
+    at += piece.size();
+  }
+  return at;
+}
+
+// kStringSetCompact: one entry.
+EncodedRecord EncodeCompactStringSet(const StringSet& r) {
+  EncodedRecord out;
+  out.type = RecordType::kStringSetCompact;
+  out.head = StagingBytes(kRecordHeaderSize + CompactEntrySize(r));
+  PutCompactEntry(out.head.mutable_data() + kRecordHeaderSize, r);
+  return out;
+}
+
+// kStringMultiSetCompact: varint count, then the entries.
+EncodedRecord EncodeCompactMultiSet(const StringMultiSet& r) {
+  size_t size = kRecordHeaderSize + VarintSize(r.entries.size());
+  for (const StringSet& entry : r.entries) size += CompactEntrySize(entry);
+  EncodedRecord out;
+  out.type = RecordType::kStringMultiSetCompact;
+  out.head = StagingBytes(size);
+  uint8_t* at = PutVarint(out.head.mutable_data() + kRecordHeaderSize, r.entries.size());
+  for (const StringSet& entry : r.entries) at = PutCompactEntry(at, entry);
+  return out;
+}
+
+// Reads the compact records, failing (not crashing) on a short or malformed payload.
+class CompactReader {
+ public:
+  explicit CompactReader(const Bytes& payload) : payload_(payload) {}
+
+  // Reads one entry (PutCompactEntry's layout).
+  bool EntryTo(StringSet& r) {
+    uint64_t key_length = 0, flags = 0, at_ms = 0, value_length = 0;
+    if (!Varint(key_length, "key length") || !Slice(key_length, "key", r.key) ||
+        !Varint(flags, "flags") || !Varint(at_ms, "at_ms") ||
+        !Varint(value_length, "value length")) {
+      return false;
+    }
+    if (flags > std::numeric_limits<uint32_t>::max()) return Fail("flags past 32 bits");
+    // The writer uses the fieldwise records for larger values: one encoding for each record.
+    if (value_length >= kCopiedBlobBelow) return Fail("a value of 512 bytes or more");
+    r.flags = static_cast<uint32_t>(flags);
+    r.at_ms = at_ms;
+    r.value.pieces.clear();
+    return Take(value_length, "value", r.value.pieces.emplace_back());
+  }
+
+  bool MultiSetTo(StringMultiSet& r) {
+    uint64_t count = 0;
+    if (!Varint(count, "entry count")) return false;
+    // Each entry takes at least four bytes: this bounds the count before anything is reserved.
+    if (count > Remaining() / 4) return Fail("entry count exceeds the payload");
+    r.entries.resize(count);
+    for (StringSet& entry : r.entries) {
+      if (!EntryTo(entry)) return false;
+    }
+    return true;
+  }
+
+  const std::string& error() const { return error_; }
+  size_t Remaining() const { return payload_.size() - pos_; }
+
+ private:
+  bool Varint(uint64_t& v, std::string_view what) {
+    const size_t n = GetVarint(payload_.data() + pos_, payload_.data() + payload_.size(), v);
+    if (n == 0) {
+      return Fail(std::string(what) + " at payload offset " + std::to_string(pos_) +
+                  " is not a varint within the payload");
+    }
+    pos_ += n;
+    return true;
+  }
+  bool Take(uint64_t n, std::string_view what, Bytes& out) {
+    if (n > Remaining()) {
+      return Fail(std::string(what) + " at payload offset " + std::to_string(pos_) +
+                  " runs past the end");
+    }
+    out = payload_.Slice(pos_, n), pos_ += n;
+    return true;
+  }
+  bool Slice(uint64_t n, std::string_view what, RecordKey& key) {
+    Bytes bytes;
+    if (!Take(n, what, bytes)) return false;
+    key = RecordKey(std::move(bytes));
+    return true;
+  }
+  // Records the first failure; false, for the readers above to return.
+  bool Fail(std::string why) {
+    if (error_.empty()) error_ = std::move(why);
+    return false;
+  }
+
+  const Bytes& payload_;
+  size_t pos_ = 0;
+  std::string error_;
+};
+
+std::string DecodeCompact(RecordType type, const Bytes& payload, Mutation& out) {
+  CompactReader reader(payload);
+  const bool ok = type == RecordType::kStringSetCompact
+                      ? reader.EntryTo(out.emplace<StringSet>())
+                      : reader.MultiSetTo(out.emplace<StringMultiSet>());
+  if (!ok) return reader.error();
+  if (reader.Remaining() != 0) {
+    return std::to_string(reader.Remaining()) + " unexpected trailing bytes";
+  }
+  return {};
+}
+
+}  // namespace
+
+EncodedRecord EncodeRecord(const Mutation& m) {
+  if (const auto* set = std::get_if<StringSet>(&m); set && Inline(set->value.size())) {
+    return EncodeCompactStringSet(*set);
+  }
+  if (const auto* multi = std::get_if<StringMultiSet>(&m);
+      multi && std::all_of(multi->entries.begin(), multi->entries.end(),
+                           [](const StringSet& e) { return Inline(e.value.size()); })) {
+    return EncodeCompactMultiSet(*multi);
+  }
+  return EncodeFields(m);
+}
+
 std::vector<Bytes> EncodePayload(const Mutation& m) {
-  EncodedRecord record = EncodeRecord(m);
+  EncodedRecord record = EncodeFields(m);
   std::vector<Bytes> pieces;
   pieces.reserve(record.rest.size() + 1);
   if (record.head.size() > kRecordHeaderSize) {
@@ -897,6 +1018,9 @@ std::vector<StringValueAt> StringValueOffsets(const Mutation& m, uint64_t from_s
 }
 
 std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out) {
+  if (type == RecordType::kStringSetCompact || type == RecordType::kStringMultiSetCompact) {
+    return DecodeCompact(type, payload, out);
+  }
   if (!Emplace(type, out)) return "unknown record type " + std::to_string(static_cast<int>(type));
   Decoder decoder(payload);
   std::visit([&](auto& r) { ForEachField(r, decoder); }, out);

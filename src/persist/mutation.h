@@ -409,10 +409,13 @@ RecordType TypeOf(const Mutation& m);
 
 // The record for the log (log_format.h, EncodedRecord): the fields and small blobs encoded
 // into this thread's staging buffer behind room for the header, large blobs by reference, so a
-// large value reaches the file without being copied and a small record costs no allocation.
+// large value reaches the file without being copied and a small record costs no allocation. A
+// string set or multi set whose values are all below kCopiedBlobBelow takes its compact type
+// (kStringSetCompact, kStringMultiSetCompact: varints); every other record, TypeOf(m).
 EncodedRecord EncodeRecord(const Mutation& m);
 
-// The payload as pieces to be written in order (EncodeRecord's pieces without the header room).
+// The payload of record type TypeOf(m), as pieces to be written in order: the fieldwise layout
+// snapshots and DUMP payloads use.
 std::vector<Bytes> EncodePayload(const Mutation& m);
 
 // Where each layer's value starts within the encoded payload of `put`, in layer order: the disk

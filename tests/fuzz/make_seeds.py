@@ -8,6 +8,14 @@ import struct
 def u32(v): return struct.pack('<I', v)
 def u64(v): return struct.pack('<Q', v)
 def s(b): return u32(len(b)) + b
+def varint(v):
+    out = b''
+    while v >= 0x80:
+        out += bytes([(v & 0x7f) | 0x80])
+        v >>= 7
+    return out + bytes([v])
+def compact_entry(key, flags, at_ms, value):
+    return varint(len(key)) + key + varint(flags) + varint(at_ms) + varint(len(value)) + value
 
 def file_header(magic, sequence, base):
     return magic + u32(2) + u32(0x1234) + u64(sequence) + u64(base)
@@ -29,6 +37,8 @@ PAYLOADS = {
     14: s(b'h') + u32(0) + u32(1) + u64(10) + s(b'f') + s(b'v'),
     15: u64(3),
     18: s(b'z') + u32(0) + u32(1) + u64(17) + s(struct.pack('<d', 1.5)) + s(b'a'),
+    20: compact_entry(b'k', 4, 0, b'hello'),
+    21: varint(2) + compact_entry(b'a', 2, 0, b'1') + compact_entry(b'b', 1, 4102444800000, b'xyz'),
     19: s(b'x') + u32(1) + u64(0) + u64(16 + 10) + u64(5) + u64(1) + s(b'f') + s(b'v'),
     32: s(b'v') + u64(1) + u32(8) + u32(8),
     33: s(b'v') + u32(0) + u64(2) + u64(1) + u32(8) + u32(8) + u64(32) + b'\x01' * 32,
@@ -47,7 +57,7 @@ def write(target, name, data):
 for t, p in PAYLOADS.items():
     write('record', 'payload-%d' % t, bytes([0, t]) + p)
 log = file_header(b'PFXDLOG\0', 1, 1)
-for i, t in enumerate([32, 33, 1, 5, 2, 35, 36, 3, 4, 34, 6, 10, 7]):
+for i, t in enumerate([32, 33, 1, 5, 2, 35, 36, 3, 4, 34, 6, 10, 20, 21, 7]):
     log += record(t, i + 1, PAYLOADS[t])
 snap = file_header(b'PFXDSNP\0', 0, 5)
 for t in [1, 32, 33, 37, 5]:

@@ -17,6 +17,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <xxhash.h>
@@ -632,16 +633,21 @@ TEST(MutationCodecTest, SmallRecordsAreOneBufferAndLargeBlobsAreReferenced) {
       StringMultiSet{{StringSet{"k1", 0, 0, Blob{{Bytes::CopyOf("v1")}}},
                       StringSet{"k2", 0, 0, Blob{{Bytes::CopyOf(std::string(511, 'x'))}}}}};
   EncodedRecord record = EncodeRecord(small);
-  EXPECT_EQ(record.type, RecordType::kStringMultiSet);
+  EXPECT_EQ(record.type, RecordType::kStringMultiSetCompact) << "every value is below 512 bytes";
   EXPECT_TRUE(record.rest.empty());
   ASSERT_GT(record.head.size(), kRecordHeaderSize);
   EXPECT_EQ(record.payload_length(), record.head.size() - kRecordHeaderSize);
-  EXPECT_TRUE(record.head.view().substr(kRecordHeaderSize) == Concat(EncodePayload(small)));
+  Mutation back;
+  ASSERT_EQ(DecodePayload(record.type,
+                          record.head.Slice(kRecordHeaderSize, record.payload_length()), back),
+            "");
+  ExpectSameMutation(small, back);
 
   const Bytes large = Bytes::CopyOf(RandomBytes(512, 9));
   const Mutation mixed = StringMultiSet{
       {StringSet{"k1", 0, 0, Blob{{large}}}, StringSet{"k2", 0, 0, Blob{{Bytes::CopyOf("v2")}}}}};
   record = EncodeRecord(mixed);
+  EXPECT_EQ(record.type, RecordType::kStringMultiSet) << "one value is 512 bytes";
   ASSERT_EQ(record.rest.size(), 2u);  // the large value, then the second entry's fields
   EXPECT_EQ(record.rest[0].data(), large.data()) << "the 512-byte value was copied";
   std::string joined(record.head.view().substr(kRecordHeaderSize));
@@ -838,6 +844,29 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
     ASSERT_EQ(DecodePayload(TypeOf(m), Bytes::CopyOf(golden), back), "");
     EXPECT_TRUE(Concat(EncodePayload(back)) == golden);
   }
+  // The log's compact string records (types 20 and 21): `varint key length, key, varint flags,
+  // varint at_ms, varint value length, value`, after a varint count in 21. 1700000000123 is the
+  // varint fb d0 95 ff bc 31.
+  const std::vector<std::tuple<Mutation, RecordType, std::string>> compact = {
+      {StringSet{"ab", 5, 1700000000123, Blob{{Bytes::CopyOf("xyz")}}},
+       RecordType::kStringSetCompact, Hex("02 6162 05 fbd095ffbc31 03") + "xyz"},
+      {StringSet{"", 0, 0, Blob{}}, RecordType::kStringSetCompact, Hex("00 00 00 00")},
+      {StringMultiSet{{StringSet{"ab", 4, 0, Blob{{Bytes::CopyOf("xyz")}}},
+                       StringSet{"c", 0, 1700000000123, Blob{}}}},
+       RecordType::kStringMultiSetCompact,
+       Hex("02 02 6162 04 00 03") + "xyz" + Hex("01 63 00 fbd095ffbc31 00")},
+  };
+  for (const auto& [m, type, golden] : compact) {
+    SCOPED_TRACE(Describe(m));
+    seen[static_cast<size_t>(type)] = true;
+    const EncodedRecord record = EncodeRecord(m);
+    EXPECT_EQ(record.type, type);
+    EXPECT_TRUE(record.head.view().substr(kRecordHeaderSize) == golden)
+        << "the encoder disagrees with the document";
+    Mutation back;
+    ASSERT_EQ(DecodePayload(type, Bytes::CopyOf(golden), back), "");
+    ExpectSameMutation(m, back);
+  }
   // Every record type the decoder knows has a golden case.
   for (size_t type = 0; type < 64; ++type) {
     Mutation m;
@@ -900,6 +929,58 @@ TEST(GoldenBytesTest, AStringRecordHasOneLayoutAtEveryValueSize) {
         Blob{{Bytes::CopyOf(value.substr(0, size / 2)), Bytes::CopyOf(value.substr(size / 2))}}};
     EXPECT_TRUE(Concat(EncodePayload(two)) == expected("key", 1, 0, value));
   }
+}
+
+// The compact string records the log writes for values below 512 bytes: every cut and every
+// malformed varint is refused, values round-trip at the limit, and 512 bytes takes the
+// fieldwise record.
+TEST(MutationCodecTest, CompactStringRecordsRoundTripAndRefuseMalformedPayloads) {
+  const auto payload_of = [](const EncodedRecord& r) {
+    return std::string(r.head.view().substr(kRecordHeaderSize));
+  };
+  const std::vector<Mutation> samples = {
+      StringSet{"k", 3 << 1, std::numeric_limits<uint64_t>::max(),
+                Blob{{Bytes::CopyOf(RandomBytes(511, 1))}}},
+      StringSet{std::string(300, 'k'), StringSet::kKeepTtl, 0, Blob{}},
+      StringMultiSet{
+          {StringSet{"a", 0, 0, Blob{{Bytes::CopyOf("1")}}},
+           StringSet{"b", 2, 1700000000123, Blob{{Bytes::CopyOf(RandomBytes(200, 2))}}}}},
+  };
+  for (const Mutation& m : samples) {
+    SCOPED_TRACE(Describe(m));
+    const EncodedRecord record = EncodeRecord(m);
+    ASSERT_TRUE(record.type == RecordType::kStringSetCompact ||
+                record.type == RecordType::kStringMultiSetCompact);
+    const std::string full = payload_of(record);
+    Mutation back;
+    ASSERT_EQ(DecodePayload(record.type, Bytes::CopyOf(full), back), "");
+    ExpectSameMutation(m, back);
+    for (size_t length = 0; length < full.size(); ++length) {
+      EXPECT_NE(DecodePayload(record.type, Bytes::CopyOf(full.substr(0, length)), back), "")
+          << "accepted a payload cut to " << length << " of " << full.size() << " bytes";
+    }
+    EXPECT_NE(DecodePayload(record.type, Bytes::CopyOf(full + "Z"), back).find("trailing"),
+              std::string::npos);
+  }
+  EXPECT_EQ(EncodeRecord(StringSet{"k", 0, 0, Blob{{Bytes::CopyOf(RandomBytes(512, 3))}}}).type,
+            RecordType::kStringSet);
+
+  Mutation back;
+  const auto refused = [&](RecordType type, const std::string& payload) {
+    return DecodePayload(type, Bytes::CopyOf(payload), back);
+  };
+  constexpr RecordType kOne = RecordType::kStringSetCompact;
+  EXPECT_NE(refused(kOne, Hex("8000 00 00 00")), "") << "a key length not in its shortest form";
+  EXPECT_NE(refused(kOne, Hex("00 00 ffffffffffffffffff02 00")), "") << "an at_ms past 64 bits";
+  EXPECT_NE(refused(kOne, Hex("00 00 ffffffffffffffffff8001 00")), "") << "an 11-byte varint";
+  EXPECT_EQ(refused(kOne, Hex("00 00 ffffffffffffffffff01 00")), "") << "at_ms 2^64 - 1";
+  EXPECT_NE(refused(kOne, Hex("00 8080808010 00 00")), "") << "flags of 2^32";
+  EXPECT_EQ(refused(kOne, Hex("00 ffffffff0f 00 00")), "") << "flags of 2^32 - 1";
+  EXPECT_NE(refused(kOne, Hex("00 00 00 8004") + std::string(512, 'v')), "") << "a 512-byte value";
+  EXPECT_NE(refused(kOne, Hex("05") + "abc"), "") << "a key past the end";
+  EXPECT_NE(refused(RecordType::kStringMultiSetCompact, Hex("ffffffff0f 00000000")), "")
+      << "an entry count past the payload";
+  EXPECT_EQ(refused(RecordType::kStringMultiSetCompact, Hex("00")), "") << "no entries";
 }
 
 TEST(GoldenBytesTest, FileHeaderSeedAndRecordChecksumAreTheDocumentedOnes) {

@@ -681,7 +681,8 @@ Status Durability::CutFile(const std::string& path, uint64_t size) {
 
 thread_local Durability::Group* Durability::collecting_ = nullptr;
 
-uint64_t Durability::Append(EncodedRecord record, uint16_t db, Placed placed, uint64_t changes) {
+uint64_t Durability::Append(EncodedRecord&& record, uint16_t db, Placed&& placed,
+                            uint64_t changes) {
   changes_since_save_.fetch_add(changes, std::memory_order_relaxed);
   if (Group* group = CollectingHere(); group != nullptr) {
     group->members_.push_back(LogWriter::GroupMember{std::move(record), db, std::move(placed)});

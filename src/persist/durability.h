@@ -94,7 +94,8 @@ class Durability {
   // `db`: the database it changes (its header says so). `placed`: see LogWriter::Append (the
   // disk tier learns where a value's bytes sit). `changes`: what the record adds to
   // `rdb_changes_since_last_save` (Redis counts each key of an MSET).
-  uint64_t Append(EncodedRecord record, uint16_t db = 0, Placed placed = {}, uint64_t changes = 1);
+  uint64_t Append(EncodedRecord&& record, uint16_t db = 0, Placed&& placed = {},
+                  uint64_t changes = 1);
   uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0,
                   Placed placed = {}) {
     return Append(StagePieces(type, std::move(payload)), db, std::move(placed));

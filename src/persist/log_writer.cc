@@ -209,7 +209,7 @@ void LogWriter::CloseSegment() {
   reader_.reset();
 }
 
-uint64_t LogWriter::Append(EncodedRecord record, uint16_t db, Placed placed) {
+uint64_t LogWriter::Append(EncodedRecord&& record, uint16_t db, Placed&& placed) {
   uint64_t lsn = 0;
   bool wake = false;
   const uint64_t bytes = record.payload_length();
@@ -228,7 +228,13 @@ uint64_t LogWriter::Append(EncodedRecord record, uint16_t db, Placed placed) {
       wake = asleep || queue_.size() + 1 == kWakeAtRecords;
       if (queued_bytes_ > kCallerWriteMaxBytes && !wake_now_) wake = wake_now_ = true;
     }
-    queue_.push_back(Pending{lsn, std::move(record), bytes, db, false, 0, std::move(placed)});
+    // Filled in place: no temporary to move from and destroy.
+    Pending& pending = queue_.emplace_back();
+    pending.lsn = lsn;
+    pending.record = std::move(record);
+    pending.payload_length = bytes;
+    pending.db = db;
+    pending.placed = std::move(placed);
     CountAppendedLocked(1);
   }
   // Notifying after the lock is released spares the woken writer a wait on it.

@@ -79,7 +79,8 @@ class LogWriter {
 
   // Queues a record and returns its lsn. Cheap: no I/O on the caller's thread, no allocation
   // beyond the queue's. `db`: the database the record changes (its header's bytes 14-15).
-  uint64_t Append(EncodedRecord record, uint16_t db = 0, Placed placed = {});
+  // Takes the record and `placed` by reference, moving each once, into the queue.
+  uint64_t Append(EncodedRecord&& record, uint16_t db = 0, Placed&& placed = {});
   uint64_t Append(RecordType type, std::vector<Bytes> payload, uint16_t db = 0,
                   Placed placed = {}) {
     return Append(StagePieces(type, std::move(payload)), db, std::move(placed));

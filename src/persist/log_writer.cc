@@ -234,7 +234,7 @@ uint64_t LogWriter::Append(EncodedRecord&& record, uint16_t db, Placed&& placed)
     pending.record = std::move(record);
     pending.payload_length = bytes;
     pending.db = db;
-    pending.placed = std::move(placed);
+    if (placed) pending.placed = std::move(placed);  // most records have none
     CountAppendedLocked(1);
   }
   // Notifying after the lock is released spares the woken writer a wait on it.

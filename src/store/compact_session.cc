@@ -2,24 +2,23 @@
 
 #include <algorithm>
 
+#include "common/varint.h"
+
 namespace prefixd::store::compact_session {
 
 void AppendVarint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
+  uint8_t bytes[kMaxVarintSize];
+  out.append(reinterpret_cast<const char*>(bytes),
+             static_cast<size_t>(PutVarint(bytes, v) - bytes));
 }
 
 uint64_t ReadVarint(std::string_view value, size_t& at) {
+  const auto* data = reinterpret_cast<const uint8_t*>(value.data());
   uint64_t v = 0;
-  for (int shift = 0; at < value.size(); shift += 7) {
-    const auto byte = static_cast<uint8_t>(value[at++]);
-    v |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) break;
-  }
-  return v;
+  const size_t n = GetVarint(data + at, data + value.size(), v);
+  // A malformed one (cut short, past 64 bits) ends the walk instead of shifting past 64 bits.
+  at = n == 0 ? value.size() : at + n;
+  return n == 0 ? 0 : v;
 }
 
 std::optional<std::string_view> FindLayer(std::string_view value, uint32_t layer) {

@@ -44,8 +44,8 @@ std::optional<std::string> Merge(std::string_view value,
 // `value` without `layer` (`removed` says whether it was there); empty when no layer is left.
 std::string Without(std::string_view value, uint32_t layer, bool& removed);
 
-// A varint as the encoding writes it: seven bits a byte, low first, the top bit set on all but
-// the last. ReadVarint advances `at`.
+// The encoding's varints (common/varint.h). ReadVarint advances `at`; a malformed one (cut
+// short, past 64 bits, not shortest) reads as 0 and moves `at` to the end, ending a walk.
 void AppendVarint(std::string& out, uint64_t v);
 uint64_t ReadVarint(std::string_view value, size_t& at);
 

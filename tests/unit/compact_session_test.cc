@@ -62,6 +62,29 @@ TEST(CompactSessionTest, LayersAreKeptInOrderAndALaterValueWins) {
   EXPECT_EQ(cs::Merge("", Layers{{0, B(std::string(64, 'v'))}})->size(), 66u);
 }
 
+// The encoding's varints at their size boundaries, and a value whose varint runs past 64 bits or
+// past its end: the walk stops there, reading nothing past the value.
+TEST(CompactSessionTest, VarintsRoundTripAndAMalformedOneEndsTheWalk) {
+  for (const uint64_t v : {uint64_t{0}, uint64_t{127}, uint64_t{128}, uint64_t{16383},
+                           uint64_t{16384}, ~uint64_t{0}}) {
+    std::string out;
+    cs::AppendVarint(out, v);
+    EXPECT_EQ(out.size(), v == ~uint64_t{0} ? 10u : v < 128 ? 1u : v < 16384 ? 2u : 3u);
+    size_t at = 0;
+    EXPECT_EQ(cs::ReadVarint(out, at), v);
+    EXPECT_EQ(at, out.size());
+  }
+  for (const std::string& bad :
+       {std::string(11, '\xff'), std::string("\x80\x80"), std::string("\x05\x80")}) {
+    int visits = 0;
+    cs::ForEachLayer(bad, [&](uint32_t, std::string_view bytes) {
+      ++visits;
+      EXPECT_LE(bytes.size(), bad.size());
+    });
+    EXPECT_LE(visits, 1);
+  }
+}
+
 TEST(CompactSessionTest, ALayerOrASessionOnePastItsLimitIsNotCompact) {
   EXPECT_TRUE(cs::Merge("", Layers{{0, B(std::string(cs::kMaxLayerBytes, 'a'))}}));
   EXPECT_FALSE(cs::Merge("", Layers{{0, B(std::string(cs::kMaxLayerBytes + 1, 'a'))}}));

@@ -23,21 +23,13 @@ std::optional<int64_t> ParseInt64(std::string_view s) {
     if (s.size() == 1) return std::nullopt;
   }
   if (s[i] < '1' || s[i] > '9') return std::nullopt;
+  // 19 digits at most (20 overflow any int64): below 10^19, so the sum cannot wrap a uint64 and
+  // one range check at the end replaces one per digit.
+  if (s.size() - i > 19) return std::nullopt;
   uint64_t v = 0;
-  if (s.size() - i <= 18) {
-    // Below 10^18, far from either limit: no overflow to check on each digit (INCR's case).
-    for (; i < s.size(); ++i) {
-      const auto digit = static_cast<uint64_t>(static_cast<unsigned char>(s[i]) - '0');
-      if (digit > 9) return std::nullopt;
-      v = v * 10 + digit;
-    }
-    return negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
-  }
   for (; i < s.size(); ++i) {
-    char c = s[i];
-    if (c < '0' || c > '9') return std::nullopt;
-    uint64_t digit = static_cast<uint64_t>(c - '0');
-    if (v > (std::numeric_limits<uint64_t>::max() - digit) / 10) return std::nullopt;
+    const auto digit = static_cast<uint64_t>(static_cast<unsigned char>(s[i]) - '0');
+    if (digit > 9) return std::nullopt;
     v = v * 10 + digit;
   }
   if (negative) {

@@ -1,5 +1,5 @@
-// ParseInt64 against Redis's string2ll rules, at both limits and one past them, on both of its
-// paths (up to 18 digits, and the 19- and 20-character ones that check for overflow).
+// ParseInt64 against Redis's string2ll rules, at both limits and one past them, with 18, 19 and
+// 20 characters (the last digits it accepts before its one range check).
 #include "common/numbers.h"
 
 #include <gtest/gtest.h>
@@ -46,6 +46,8 @@ TEST(ParseInt64Test, RefusesWhatString2llRefuses) {
                                             "9223372036854775808",
                                             "-9223372036854775809",
                                             "18446744073709551616",
+                                            "9999999999999999999",
+                                            "-9999999999999999999",
                                             "99999999999999999999",
                                             "123456789012345678901"};
   for (const std::string& text : refused) {

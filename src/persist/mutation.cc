@@ -186,6 +186,19 @@ class Decoder {
     for (uint32_t i = 0; i < count && ok_; ++i) ForEachField(entries.emplace_back(), *this);
   }
 
+  // The compact string records' fields: a varint (common/varint.h), and `n` bytes as a slice.
+  void Varint(uint64_t& v, std::string_view what) {
+    if (!ok_) return;
+    const size_t n = GetVarint(bytes_.data() + pos_, bytes_.data() + bytes_.size(), v);
+    if (n == 0) {
+      return Fail(std::string(what) + " at payload offset " + std::to_string(pos_) +
+                  " is not a varint within the payload");
+    }
+    pos_ += n;
+  }
+  void Slice(uint64_t n, std::string_view what, Bytes& out) { Take(n, out, what); }
+  void Refuse(std::string why) { Fail(std::move(why)); }
+
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }
   size_t Remaining() const { return bytes_.size() - pos_; }
@@ -876,88 +889,39 @@ EncodedRecord EncodeCompactMultiSet(const StringMultiSet& r) {
   return out;
 }
 
-// Reads the compact records, failing (not crashing) on a short or malformed payload.
-class CompactReader {
- public:
-  explicit CompactReader(const Bytes& payload) : payload_(payload) {}
+// Reads one compact entry (PutCompactEntry's layout) with the fieldwise records' Decoder.
+void DecodeCompactEntry(Decoder& decoder, StringSet& r) {
+  uint64_t key_length = 0, flags = 0, at_ms = 0, value_length = 0;
+  Bytes key;
+  decoder.Varint(key_length, "key length");
+  decoder.Slice(key_length, "key", key);
+  decoder.Varint(flags, "flags");
+  decoder.Varint(at_ms, "at_ms");
+  decoder.Varint(value_length, "value length");
+  if (!decoder.ok()) return;
+  if (flags > std::numeric_limits<uint32_t>::max()) return decoder.Refuse("flags past 32 bits");
+  // The writer uses the fieldwise records for larger values: one encoding for each record.
+  if (value_length >= kCopiedBlobBelow) return decoder.Refuse("a value of 512 bytes or more");
+  r.key = RecordKey(std::move(key));
+  r.flags = static_cast<uint32_t>(flags);
+  r.at_ms = at_ms;
+  r.value.pieces.clear();
+  decoder.Slice(value_length, "value", r.value.pieces.emplace_back());
+}
 
-  // Reads one entry (PutCompactEntry's layout).
-  bool EntryTo(StringSet& r) {
-    uint64_t key_length = 0, flags = 0, at_ms = 0, value_length = 0;
-    if (!Varint(key_length, "key length") || !Slice(key_length, "key", r.key) ||
-        !Varint(flags, "flags") || !Varint(at_ms, "at_ms") ||
-        !Varint(value_length, "value length")) {
-      return false;
-    }
-    if (flags > std::numeric_limits<uint32_t>::max()) return Fail("flags past 32 bits");
-    // The writer uses the fieldwise records for larger values: one encoding for each record.
-    if (value_length >= kCopiedBlobBelow) return Fail("a value of 512 bytes or more");
-    r.flags = static_cast<uint32_t>(flags);
-    r.at_ms = at_ms;
-    r.value.pieces.clear();
-    return Take(value_length, "value", r.value.pieces.emplace_back());
+// kStringSetCompact: one entry; kStringMultiSetCompact: a varint count, then the entries.
+void DecodeCompact(RecordType type, Decoder& decoder, Mutation& out) {
+  if (type == RecordType::kStringSetCompact)
+    return DecodeCompactEntry(decoder, out.emplace<StringSet>());
+  StringMultiSet& multi = out.emplace<StringMultiSet>();
+  uint64_t count = 0;
+  decoder.Varint(count, "entry count");
+  // Each entry takes at least four bytes: this bounds the count before anything is reserved.
+  if (decoder.ok() && count > decoder.Remaining() / 4) {
+    return decoder.Refuse("entry count exceeds the payload");
   }
-
-  bool MultiSetTo(StringMultiSet& r) {
-    uint64_t count = 0;
-    if (!Varint(count, "entry count")) return false;
-    // Each entry takes at least four bytes: this bounds the count before anything is reserved.
-    if (count > Remaining() / 4) return Fail("entry count exceeds the payload");
-    r.entries.resize(count);
-    for (StringSet& entry : r.entries) {
-      if (!EntryTo(entry)) return false;
-    }
-    return true;
-  }
-
-  const std::string& error() const { return error_; }
-  size_t Remaining() const { return payload_.size() - pos_; }
-
- private:
-  bool Varint(uint64_t& v, std::string_view what) {
-    const size_t n = GetVarint(payload_.data() + pos_, payload_.data() + payload_.size(), v);
-    if (n == 0) {
-      return Fail(std::string(what) + " at payload offset " + std::to_string(pos_) +
-                  " is not a varint within the payload");
-    }
-    pos_ += n;
-    return true;
-  }
-  bool Take(uint64_t n, std::string_view what, Bytes& out) {
-    if (n > Remaining()) {
-      return Fail(std::string(what) + " at payload offset " + std::to_string(pos_) +
-                  " runs past the end");
-    }
-    out = payload_.Slice(pos_, n), pos_ += n;
-    return true;
-  }
-  bool Slice(uint64_t n, std::string_view what, RecordKey& key) {
-    Bytes bytes;
-    if (!Take(n, what, bytes)) return false;
-    key = RecordKey(std::move(bytes));
-    return true;
-  }
-  // Records the first failure; false, for the readers above to return.
-  bool Fail(std::string why) {
-    if (error_.empty()) error_ = std::move(why);
-    return false;
-  }
-
-  const Bytes& payload_;
-  size_t pos_ = 0;
-  std::string error_;
-};
-
-std::string DecodeCompact(RecordType type, const Bytes& payload, Mutation& out) {
-  CompactReader reader(payload);
-  const bool ok = type == RecordType::kStringSetCompact
-                      ? reader.EntryTo(out.emplace<StringSet>())
-                      : reader.MultiSetTo(out.emplace<StringMultiSet>());
-  if (!ok) return reader.error();
-  if (reader.Remaining() != 0) {
-    return std::to_string(reader.Remaining()) + " unexpected trailing bytes";
-  }
-  return {};
+  multi.entries.resize(decoder.ok() ? count : 0);
+  for (StringSet& entry : multi.entries) DecodeCompactEntry(decoder, entry);
 }
 
 }  // namespace
@@ -1018,12 +982,14 @@ std::vector<StringValueAt> StringValueOffsets(const Mutation& m, uint64_t from_s
 }
 
 std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out) {
-  if (type == RecordType::kStringSetCompact || type == RecordType::kStringMultiSetCompact) {
-    return DecodeCompact(type, payload, out);
-  }
-  if (!Emplace(type, out)) return "unknown record type " + std::to_string(static_cast<int>(type));
   Decoder decoder(payload);
-  std::visit([&](auto& r) { ForEachField(r, decoder); }, out);
+  if (type == RecordType::kStringSetCompact || type == RecordType::kStringMultiSetCompact) {
+    DecodeCompact(type, decoder, out);
+  } else if (Emplace(type, out)) {
+    std::visit([&](auto& r) { ForEachField(r, decoder); }, out);
+  } else {
+    return "unknown record type " + std::to_string(static_cast<int>(type));
+  }
   if (!decoder.ok()) return decoder.error();
   if (decoder.Remaining() != 0) {
     return std::to_string(decoder.Remaining()) + " unexpected trailing bytes";

@@ -36,3 +36,4 @@ fi
 if [ -f tests/integration/package.json ] && [ ! -d tests/integration/node_modules/ioredis ]; then
   (cd tests/integration && npm install --no-audit --no-fund --loglevel=error)
 fi
+scripts/fetch-llama.sh

@@ -119,6 +119,12 @@ struct PrefixCandidate {
   PrefixHash position{};
 };
 
+// One attention layer of PrefixLeaseFetchAll: where its rows go.
+struct PrefixLeaseRows {
+  uint32_t layer = 0;
+  std::span<uint8_t> out;
+};
+
 // KV.PREFIX.MATCH's answer.
 struct PrefixMatchResult {
   uint64_t length = 0;  // L: 0 on a miss
@@ -301,7 +307,17 @@ class Client {
                                                   std::span<const uint32_t> layers = {},
                                                   bool release = false);
   // KV.PREFIX.RELEASE: true when the lease was live.
-  Result<bool> PrefixRelease(std::string_view ns, uint64_t lease);
+  Result<bool> PrefixRelease(std::string_view ns,
+                             uint64_t lease);  // Everything of a leased prefix in one round trip:
+                                               // KV.PREFIX.LFETCH ... ATTN <layer> FMT NATIVE
+  // for each of `attention` (the layer's K rows then V rows for [0, L), as the namespace stores
+  // them, read straight into its `out`, which must be exactly that size), then ... STATE, whose
+  // blobs are returned; all sent before the first reply is read. `release` ends the lease with
+  // the last request. A server error in any reply is returned after every reply was read (the
+  // connection stays usable); kOutOfRange when a layer's rows do not fill its `out` exactly.
+  Result<std::vector<Blob>> PrefixLeaseFetchAll(std::string_view ns, uint64_t lease,
+                                                std::span<const PrefixLeaseRows> attention,
+                                                bool release = true);
 
   // --- Any command (client.cc). ---
 

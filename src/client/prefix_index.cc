@@ -315,6 +315,45 @@ Result<std::vector<Blob>> Client::PrefixLeaseFetchState(std::string_view ns, uin
   return blobs ? std::move(*blobs) : std::vector<Blob>();
 }
 
+Result<std::vector<Blob>> Client::PrefixLeaseFetchAll(std::string_view ns, uint64_t lease,
+                                                      std::span<const PrefixLeaseRows> attention,
+                                                      bool release) {
+  if (!impl_) return MovedFrom();
+  PREFIXD_RETURN_IF_ERROR(impl_->Usable());
+  const Decimal lease_text(lease);
+  std::deque<Decimal> layers;
+  for (const PrefixLeaseRows& a : attention) {
+    layers.emplace_back(a.layer);
+    const std::array<std::string_view, 7> args{
+        "KV.PREFIX.LFETCH", ns, lease_text.view(), "ATTN", layers.back().view(), "FMT", "NATIVE"};
+    impl_->Add(args);
+  }
+  std::vector<std::string_view> state{"KV.PREFIX.LFETCH", ns, lease_text.view(), "STATE"};
+  if (release) state.push_back("RELEASE");
+  impl_->Add(state);
+  PREFIXD_RETURN_IF_ERROR(impl_->Flush());
+  // Every reply is read even after an error reply, so that the stream stays in step.
+  Status first = Status::Ok();
+  for (const PrefixLeaseRows& a : attention) {
+    Result<client_internal::BulkRead> read =
+        impl_->reader().ReadBulkInto(a.out, "KV.PREFIX.LFETCH");
+    if (!read.ok()) {
+      if (read.status().code() != StatusCode::kServerError) return read.status();
+      if (first.ok()) first = read.status();
+      continue;
+    }
+    if (first.ok() && (read->nil || read->length != a.out.size())) {
+      first = Status::OutOfRange("KV.PREFIX.LFETCH of layer " + std::to_string(a.layer) +
+                                 " returned " + std::to_string(read->length) + " bytes, expected " +
+                                 std::to_string(a.out.size()));
+    }
+  }
+  Result<std::optional<std::vector<Blob>>> blobs = ReadBlobArray(*impl_, "KV.PREFIX.LFETCH");
+  if (!blobs.ok()) return blobs.status();
+  if (!first.ok()) return first;
+  return *blobs ? std::move(**blobs) : std::vector<Blob>();
+}
+
 Result<bool> Client::PrefixRelease(std::string_view ns, uint64_t lease) {
   if (!impl_) return MovedFrom();
   const Decimal lease_text(lease);

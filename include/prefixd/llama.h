@@ -1,0 +1,155 @@
+// prefixd::llama::PromptCache: a persistent, shared prompt cache for programs built on llama.cpp,
+// over prefixd's prefix index (docs/prefix-index.md). It is called in two places: Restore before
+// a prompt is prefilled (how many of its tokens need no prefill), and Save (or Prefill, which
+// saves as it goes) after. One PromptCache serves one llama_context and is used from the thread
+// that drives that context, like the context itself.
+//
+// What is stored, per model identity (a namespace, ModelIdentity below):
+//   - the attention K/V of every full block of `block_size` tokens, once, shared by every prompt
+//     whose tokens up to the block's end are equal (a chained 128-bit hash names the block);
+//   - checkpoints: the recurrent state of every Mamba / Gated DeltaNet / RWKV layer at a position
+//     L, with the K/V of the partial block before L. A hybrid or recurrent model resumes from L
+//     only with both, and the server answers only such L.
+// llama.cpp's sequence state (llama_state_seq_get_data) is parsed into those parts and assembled
+// back (docs/llama.md has the format of the pinned release); a format it does not know is refused.
+//
+// Failure is never worse than a cold prefill: a server that is down, slow or full, a damaged or
+// foreign value, a lost lease, a state llama.cpp refuses to load — Restore returns 0 with the
+// sequence empty, and Save stores nothing or only complete parts. Each kind of failure is logged
+// once (to stderr, or the log callback), then counted in stats().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <llama.h>  // llama.cpp's, not this file
+#include "prefixd/client.h"
+#include "prefixd/status.h"
+
+namespace prefixd::llama {
+
+// Where to save recurrent checkpoints during Prefill, and how the cache talks to the server.
+struct CacheOptions {
+  // Tokens per K/V block (the prefix index's BLOCK). Smaller blocks share more of a prompt with
+  // its neighbours and cost more hashes and index records.
+  uint32_t block_size = 64;
+  // Prefill saves a recurrent checkpoint at every multiple of this many tokens (rounded to a
+  // multiple of block_size) and at the end of the prompt; 0: only at the end. A checkpoint of a
+  // hybrid model holds every recurrent layer's state (Qwen3.5-0.8B: ~19 MB), so the interval
+  // trades memory in the server against tokens prefilled again after a partial match.
+  // A pure transformer needs none: every stored block boundary is a restorable prefix by itself.
+  uint32_t checkpoint_interval = 1024;
+  // Restore leaves at least this many tokens of the prompt to decode, so that llama_decode
+  // produces the logits of its last token (llama.cpp decodes nothing without a token).
+  uint32_t keep_last = 1;
+  // The match's lease: how long the server pins the matched state for the fetch.
+  uint32_t lease_ms = 30000;
+  // Prefix of the namespace name; the rest is the identity's digest. Braces make it one Redis
+  // Cluster hash tag.
+  std::string namespace_prefix = "llama";
+  // V-store tier of the K/V blocks: empty means "the cache's own type" (f16 → fp16, bf16 →
+  // bf16, f32 → fp32), the only lossless choice and the one that keeps restores bit-exact.
+  std::string vquant;
+  // Where failures are reported (once per kind); default: stderr with a "prefixd-llama: " prefix.
+  std::function<void(std::string_view)> log;
+};
+
+// What makes two contexts' states interchangeable. Two contexts share cached state exactly when
+// their identities are equal; the digest names the namespace.
+struct ModelIdentity {
+  std::string model;        // XXH3-128 of the GGUF file (or a caller's own model identity)
+  std::string build;        // the llama.cpp release: ggml version and commit of the libraries
+  std::string cache_types;  // type_k, type_v and flash attention, as configured
+  std::string digest;       // XXH3-128 of the three, 32 hex digits
+
+  // "{<prefix>:<digest>}".
+  std::string Namespace(std::string_view prefix) const;
+};
+
+// The model's part of the identity: XXH3-128 of the GGUF file's bytes (tensors and metadata),
+// as 32 hex digits. Reads the whole file once (mmap): ~0.1 s per GB from the page cache.
+Result<std::string> HashModelFile(const std::string& gguf_path);
+
+// The whole identity of a context created from `model_hash` (HashModelFile, or the caller's own
+// stable name for the weights) with `params`.
+ModelIdentity IdentityFor(std::string_view model_hash, const llama_context_params& params);
+
+// Checks that the llama.cpp library loaded at run time is the release prefixd was built against
+// (cmake/Llama.cmake compiles its ggml version and commit in). kInvalidArgument otherwise.
+Status CheckLibraryRelease();
+
+struct RestoreReport {
+  uint64_t restored = 0;        // tokens whose state was loaded (0: cold)
+  uint64_t matched_blocks = 0;  // of the prompt's full blocks, how many the server holds
+  uint64_t bytes = 0;           // state bytes fetched
+  double match_ms = 0;          // both KV.PREFIX.MATCH round trips
+  double fetch_ms = 0;          // the leased fetches
+  double assemble_ms = 0;       // llama.cpp's sequence state built from the parts
+  double load_ms = 0;           // llama_state_seq_set_data_ext
+  std::string miss_reason;      // why restored is 0 or short of the prompt, when known
+};
+
+struct SaveReport {
+  uint64_t blocks_stored = 0;       // new blocks (the server already held the others)
+  uint64_t checkpoints_stored = 0;  // new checkpoints
+  uint64_t kv_bytes = 0;            // K/V bytes sent
+  uint64_t state_bytes = 0;         // recurrent-state bytes sent
+  double ms = 0;
+};
+
+struct CacheStats {
+  uint64_t restores = 0, restore_hits = 0, restored_tokens = 0;
+  uint64_t saves = 0, blocks_stored = 0, checkpoints_stored = 0;
+  uint64_t failures = 0;  // every fallback to cold, and every save that stored nothing
+};
+
+class PromptCache {
+ public:
+  // `ctx` is borrowed and must outlive the cache; `params` are those it was created with
+  // (llama.cpp does not report them back). The client is the cache's own connection.
+  static Result<PromptCache> Open(llama_context* ctx, const llama_context_params& params,
+                                  Client client, const ModelIdentity& identity,
+                                  CacheOptions options = {});
+
+  PromptCache(PromptCache&&) noexcept;
+  PromptCache& operator=(PromptCache&&) noexcept;
+  ~PromptCache();
+
+  // Loads into `seq` (emptied first) the longest stored prefix of `tokens` whose every layer can
+  // be restored, leaving at least keep_last tokens. Returns how many tokens need no prefill: the
+  // caller decodes tokens[restored..] at positions restored... 0 means cold (the sequence is then
+  // empty).
+  uint64_t Restore(llama_seq_id seq, std::span<const llama_token> tokens,
+                   RestoreReport* report = nullptr);
+
+  // Stores what the server lacks of the state `seq` holds now, which must be exactly `tokens` at
+  // positions 0..n-1: the K/V of every full block not yet stored, and a checkpoint at n (the
+  // recurrent state now, and the partial block's K/V). Call it after a prefill or a decode step.
+  Status Save(llama_seq_id seq, std::span<const llama_token> tokens, SaveReport* report = nullptr);
+
+  // Decodes tokens[n_past..] into `seq` (which holds tokens[0..n_past) already), in chunks of at
+  // most n_batch tokens that end at the checkpoint positions of the options, capturing the
+  // recurrent state at each, and then stores the new blocks and checkpoints as Save does. The
+  // logits of the last token are requested, as a prompt's prefill needs. With store false it only
+  // decodes, in the same chunks (a reference that splits the prompt where a cached run did).
+  Status Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
+                 SaveReport* report = nullptr, bool store = true);
+
+  const ModelIdentity& identity() const;
+  const std::string& name() const;  // the namespace
+  const CacheStats& stats() const;
+
+  // The implementation (src/llama/prompt_cache.cc); opaque to callers.
+  class Impl;
+
+ private:
+  explicit PromptCache(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prefixd::llama

@@ -1,0 +1,521 @@
+// PromptCache (include/prefixd/llama.h): llama.cpp's sequence state in and out of prefixd's
+// prefix index. Used from the thread that drives its llama_context.
+//
+// In the server, for a namespace ns = "{llama:<identity digest>}":
+//   ns             the prefix index (KV.PREFIX.NAMESPACE): BLOCK block_size, ATTN the attention
+//                  layers, KVDIM their K/V width, RECURRENT the recurrent layers, VQUANT the
+//                  cache's own element type; blocks hold per attention layer the block's K rows
+//                  then V rows; a checkpoint at L holds per recurrent layer its R row then S row at
+//                  L - 1.
+//   ns + ":layout" the StateLayout (seq_state.h) every state of the namespace has, written once
+//                  (SET NX) by the first saver and compared by every later one; a restoring
+//                  process reads it to assemble states.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "prefixd/llama.h"
+#include "seq_state.h"
+
+namespace prefixd::llama {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// A BSTORE carries at most this many bytes of rows, so that no single request (or log record)
+// grows with the prompt.
+constexpr uint64_t kMaxBlockStoreBytes = uint64_t{64} << 20;
+// KV.PREFIX.MATCH ... AT takes at most 1024 candidates: one block's positions.
+constexpr uint32_t kMaxBlockSize = 1024;
+// KV.PREFIX.BSTORE takes at most this many blocks.
+constexpr uint64_t kMaxBlocksPerStore = 65536;
+
+MemoryKind KindOf(const llama_model* model) {
+  if (llama_model_is_hybrid(model)) return MemoryKind::kHybrid;
+  if (llama_model_is_recurrent(model)) return MemoryKind::kRecurrent;
+  return MemoryKind::kAttention;
+}
+
+std::optional<std::string_view> TierOf(int32_t ggml_type) {
+  switch (ggml_type) {
+    case GGML_TYPE_F32:
+      return "fp32";
+    case GGML_TYPE_F16:
+      return "fp16";
+    case GGML_TYPE_BF16:
+      return "bf16";
+    default:
+      return std::nullopt;
+  }
+}
+
+RowFormat FormatOf(int32_t ggml_type) {
+  if (ggml_type == GGML_TYPE_F16) return RowFormat::kF16;
+  if (ggml_type == GGML_TYPE_BF16) return RowFormat::kBf16;
+  return RowFormat::kF32;
+}
+
+std::vector<uint32_t> AsUnsigned(std::span<const llama_token> tokens) {
+  return {tokens.begin(), tokens.end()};
+}
+
+// A recurrent state captured during Prefill, parsed later (the bytes stay with it).
+struct Capture {
+  uint64_t length = 0;
+  std::vector<uint8_t> bytes;
+};
+
+}  // namespace
+
+class PromptCache::Impl {
+ public:
+  Impl(llama_context* ctx, const llama_context_params& params, Client client,
+       ModelIdentity identity, CacheOptions options)
+      : ctx_(ctx),
+        kind_(KindOf(llama_get_model(ctx))),
+        client_(std::move(client)),
+        identity_(std::move(identity)),
+        options_(std::move(options)),
+        ns_(identity_.Namespace(options_.namespace_prefix)),
+        layout_key_(ns_ + ":layout"),
+        n_batch_(std::max<uint32_t>(1, params.n_batch)) {}
+
+  uint64_t Restore(llama_seq_id seq, std::span<const llama_token> tokens, RestoreReport* report);
+  Status Save(llama_seq_id seq, std::span<const llama_token> tokens, std::vector<Capture> captures,
+              SaveReport* report);
+  Status Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
+                 SaveReport* report, bool store);
+
+  const ModelIdentity& identity() const { return identity_; }
+  const std::string& name() const { return ns_; }
+  const CacheStats& stats() const { return stats_; }
+
+ private:
+  // Reports a failure of kind `kind` the first time it happens; counts every one.
+  void Failed(std::string_view kind, const Status& why);
+  // The namespace's layout as the server has it (learned once), or nullopt.
+  Result<std::optional<StateLayout>> ServerLayout();
+  // Makes the namespace and its layout exist for `layout`; kInvalidArgument when the server's
+  // namespace was made by a context whose states have another layout.
+  Status EnsureNamespace(const StateLayout& layout);
+  Result<uint64_t> MatchedBlocks(std::span<const PrefixHash> hashes);
+  // Whether a checkpoint at `length` is stored (a match of its own chain that answers it).
+  Result<bool> HasCheckpoint(std::span<const PrefixHash> hashes, std::span<const uint32_t> tokens,
+                             uint64_t length);
+  Status StoreBlocks(const SequenceState& state, std::span<const PrefixHash> hashes,
+                     uint64_t from_block, SaveReport& report);
+  Status StoreCheckpoint(const SequenceState& kv, const SequenceState& recurrent,
+                         std::span<const PrefixHash> hashes, std::span<const uint32_t> tokens,
+                         uint64_t length, SaveReport& report);
+  void Log(std::string_view message) const;
+  // A connection to use: the client's, reopened when an earlier failure closed it (at most once a
+  // second, so that a server that is down costs a cold request no more than a refused connect).
+  Status Connected();
+
+  llama_context* ctx_;
+  const MemoryKind kind_;
+  Client client_;
+  const ModelIdentity identity_;
+  const CacheOptions options_;
+  const std::string ns_;
+  const std::string layout_key_;
+  const uint32_t n_batch_;
+
+  Clock::time_point last_reconnect_{};
+  std::optional<StateLayout> layout_;  // known once the server's layout was read or written
+  bool namespace_ready_ = false;
+  std::set<std::string, std::less<>> reported_;
+  CacheStats stats_;
+};
+
+void PromptCache::Impl::Log(std::string_view message) const {
+  if (options_.log) return options_.log(message);
+  std::fprintf(stderr, "prefixd-llama: %.*s\n", static_cast<int>(message.size()), message.data());
+}
+
+void PromptCache::Impl::Failed(std::string_view kind, const Status& why) {
+  ++stats_.failures;
+  // A server that is down fails every step in turn; that is one thing to report, not one per step.
+  const StatusCode code = why.code();
+  if (code == StatusCode::kUnavailable || code == StatusCode::kIoError ||
+      code == StatusCode::kTimeout) {
+    kind = "prefixd unreachable";
+  }
+  if (reported_.insert(std::string(kind)).second) {
+    Log(std::string(kind) + ": " + why.ToString() + " (reported once; the cache goes cold)");
+  }
+}
+
+Status PromptCache::Impl::Connected() {
+  if (client_.connected()) return Status::Ok();
+  const auto now = Clock::now();
+  if (now - last_reconnect_ < std::chrono::seconds(1)) {
+    return Status::Unavailable("not connected to prefixd (retrying once a second)");
+  }
+  last_reconnect_ = now;
+  return client_.Reconnect();
+}
+
+Result<std::optional<StateLayout>> PromptCache::Impl::ServerLayout() {
+  if (layout_) return layout_;
+  const std::vector<std::string_view> get{"GET", layout_key_};
+  PREFIXD_ASSIGN_OR_RETURN(Reply reply, client_.Command(get));
+  if (reply.is_nil()) return std::optional<StateLayout>();
+  if (reply.type != Reply::Type::kString) return Status::ProtocolError("GET of the layout");
+  PREFIXD_ASSIGN_OR_RETURN(StateLayout layout, StateLayout::Decode(reply.str));
+  layout_ = layout;
+  return layout_;
+}
+
+Status PromptCache::Impl::EnsureNamespace(const StateLayout& layout) {
+  if (namespace_ready_ && layout_ && *layout_ == layout) return Status::Ok();
+  if (layout_ && !(*layout_ == layout)) {
+    return Status::InvalidArgument(
+        "this context's state has another layout than the namespace's (another flash "
+        "attention or cache setting under the same identity?)");
+  }
+  const std::string encoded = layout.Encode();
+  const std::vector<std::string_view> set{"SET", layout_key_, encoded, "NX"};
+  PREFIXD_ASSIGN_OR_RETURN(Reply set_reply, client_.Command(set));
+  if (set_reply.is_nil()) {
+    PREFIXD_ASSIGN_OR_RETURN(std::optional<StateLayout> stored, ServerLayout());
+    if (!stored || !(*stored == layout)) {
+      layout_.reset();
+      return Status::InvalidArgument("the namespace's stored layout differs from this context's");
+    }
+  }
+  const std::string tier = options_.vquant.empty()
+                               ? std::string(TierOf(layout.attention.type).value_or("fp32"))
+                               : options_.vquant;
+  PrefixShape shape;
+  shape.block_size = options_.block_size;
+  shape.attention_layers = layout.attention_layers();
+  shape.kv_dim = layout.has_attention() ? layout.attention.width : 1;
+  shape.recurrent_layers = layout.recurrent_layers();
+  shape.vquant = tier;
+  PREFIXD_RETURN_IF_ERROR(client_.PrefixNamespaceCreate(ns_, shape));
+  layout_ = layout;
+  namespace_ready_ = true;
+  return Status::Ok();
+}
+
+Result<uint64_t> PromptCache::Impl::MatchedBlocks(std::span<const PrefixHash> hashes) {
+  if (hashes.empty()) return 0;
+  PREFIXD_ASSIGN_OR_RETURN(PrefixMatchResult m, client_.PrefixMatch(ns_, hashes, {}, 0));
+  return m.matched_blocks;
+}
+
+Result<bool> PromptCache::Impl::HasCheckpoint(std::span<const PrefixHash> hashes,
+                                              std::span<const uint32_t> tokens, uint64_t length) {
+  const uint32_t bs = options_.block_size;
+  const auto chain = hashes.first(length / bs);
+  std::vector<PrefixCandidate> at;
+  if (length % bs != 0) at.push_back({length, PrefixPositionHash(tokens, length, bs, hashes)});
+  PREFIXD_ASSIGN_OR_RETURN(PrefixMatchResult m, client_.PrefixMatch(ns_, chain, at, 0));
+  return m.length == length;
+}
+
+Status PromptCache::Impl::StoreBlocks(const SequenceState& state,
+                                      std::span<const PrefixHash> hashes, uint64_t from_block,
+                                      SaveReport& report) {
+  const uint32_t bs = options_.block_size;
+  const StateLayout& layout = state.layout();
+  const uint64_t block_bytes =
+      std::max<uint64_t>(1, 2 * uint64_t{bs} * layout.attention_layers() *
+                                (layout.has_attention() ? layout.attention.row_bytes() : 0));
+  const uint64_t per_request =
+      std::clamp<uint64_t>(kMaxBlockStoreBytes / block_bytes, 1, kMaxBlocksPerStore);
+  std::vector<std::vector<uint8_t>> rows(layout.attention_layers());
+  for (uint64_t b = from_block; b < hashes.size(); b += per_request) {
+    const uint64_t end = std::min<uint64_t>(hashes.size(), b + per_request);
+    std::vector<LayerBlob> layers;
+    for (uint32_t l = 0; l < layout.attention_layers(); ++l) {
+      rows[l].clear();
+      state.AppendRows(l, b * bs, end * bs, rows[l]);
+      layers.push_back({l, rows[l]});
+      report.kv_bytes += rows[l].size();
+    }
+    const PrefixHash& parent = b == 0 ? kPrefixRoot : hashes[b - 1];
+    PREFIXD_ASSIGN_OR_RETURN(
+        int64_t stored, client_.PrefixStoreBlocks(ns_, parent, hashes.subspan(b, end - b), layers,
+                                                  FormatOf(layout.attention.type)));
+    report.blocks_stored += static_cast<uint64_t>(stored);
+  }
+  return Status::Ok();
+}
+
+Status PromptCache::Impl::StoreCheckpoint(const SequenceState& kv, const SequenceState& recurrent,
+                                          std::span<const PrefixHash> hashes,
+                                          std::span<const uint32_t> tokens, uint64_t length,
+                                          SaveReport& report) {
+  const uint32_t bs = options_.block_size;
+  const StateLayout& layout = kv.layout();
+  const uint64_t depth = length / bs;
+  const PrefixHash anchor = depth == 0 ? kPrefixRoot : hashes[depth - 1];
+  const PrefixHash position = PrefixPositionHash(tokens, length, bs, hashes);
+  std::vector<std::vector<uint8_t>> blobs;
+  std::vector<LayerBlob> states;
+  for (size_t i = 0; i < layout.recurrent_layers(); ++i) {
+    blobs.push_back(recurrent.RecurrentBlob(i));
+    report.state_bytes += blobs.back().size();
+  }
+  for (size_t i = 0; i < blobs.size(); ++i) states.push_back({static_cast<uint32_t>(i), blobs[i]});
+  std::vector<std::vector<uint8_t>> tail_rows(length % bs == 0 ? 0 : layout.attention_layers());
+  std::vector<LayerBlob> tail;
+  for (uint32_t l = 0; l < tail_rows.size(); ++l) {
+    kv.AppendRows(l, depth * bs, length, tail_rows[l]);
+    tail.push_back({l, tail_rows[l]});
+    report.kv_bytes += tail_rows[l].size();
+  }
+  PrefixCheckpointParts parts{states, tail, FormatOf(layout.attention.type)};
+  PREFIXD_RETURN_IF_ERROR(client_.PrefixStoreCheckpoint(ns_, anchor, length, position, parts));
+  ++report.checkpoints_stored;
+  return Status::Ok();
+}
+
+uint64_t PromptCache::Impl::Restore(llama_seq_id seq, std::span<const llama_token> tokens,
+                                    RestoreReport* out) {
+  RestoreReport report;
+  ++stats_.restores;
+  llama_memory_t memory = llama_get_memory(ctx_);
+  llama_memory_seq_rm(memory, seq, -1, -1);
+  auto miss = [&](std::string reason) -> uint64_t {
+    report.restored = 0;
+    report.miss_reason = std::move(reason);
+    if (out) *out = std::move(report);
+    return 0;
+  };
+  auto failed = [&](std::string_view kind, const Status& why) -> uint64_t {
+    Failed(kind, why);
+    llama_memory_seq_rm(memory, seq, -1, -1);
+    return miss(std::string(kind) + ": " + why.ToString());
+  };
+  if (tokens.size() <= options_.keep_last) return miss("prompt too short");
+  const uint64_t limit = tokens.size() - options_.keep_last;
+  const uint32_t bs = options_.block_size;
+  const std::vector<uint32_t> ids = AsUnsigned(tokens.first(limit));
+  const std::vector<PrefixHash> hashes = PrefixBlockHashes(ids, bs);
+
+  auto start = Clock::now();
+  if (Status st = Connected(); !st.ok()) return failed("connecting", st);
+  Result<std::optional<StateLayout>> layout = ServerLayout();
+  if (!layout.ok()) return failed("reading the namespace's layout", layout.status());
+  if (!*layout) return miss("nothing stored for this model");
+  // First the chain alone: how many of the prompt's blocks are stored. A checkpoint past the last
+  // boundary checkpoint can only lie in the block after them, so its positions are the candidates.
+  Result<PrefixMatchResult> chain = client_.PrefixMatch(ns_, hashes, {}, 0);
+  if (!chain.ok()) return failed("matching", chain.status());
+  const uint64_t matched = chain->matched_blocks;
+  report.matched_blocks = matched;
+  std::vector<PrefixCandidate> at;
+  for (uint64_t length = matched * bs + 1; length < (matched + 1) * bs && length <= limit;
+       ++length) {
+    at.push_back({length, PrefixPositionHash(ids, length, bs, hashes)});
+  }
+  Result<PrefixMatchResult> match = client_.PrefixMatch(
+      ns_, std::span<const PrefixHash>(hashes).first(matched), at, options_.lease_ms);
+  report.match_ms = MsSince(start);
+  if (!match.ok()) return failed("matching", match.status());
+  const uint64_t length = match->length;
+  if (length == 0) return miss("no restorable prefix");
+
+  // The leased fetch: every attention layer's rows and the recurrent blobs, pipelined.
+  start = Clock::now();
+  const StateLayout& shape = **layout;
+  const uint64_t layer_bytes = shape.has_attention() ? 2 * length * shape.attention.row_bytes() : 0;
+  std::vector<uint8_t> rows(layer_bytes * shape.attention_layers());
+  std::vector<PrefixLeaseRows> wanted;
+  for (uint32_t l = 0; l < shape.attention_layers(); ++l) {
+    wanted.push_back({l, std::span<uint8_t>(rows).subspan(l * layer_bytes, layer_bytes)});
+  }
+  Result<std::vector<Blob>> blobs = client_.PrefixLeaseFetchAll(ns_, match->lease, wanted, true);
+  report.fetch_ms = MsSince(start);
+  if (!blobs.ok()) return failed("fetching the matched prefix", blobs.status());
+  report.bytes = rows.size();
+  for (const Blob& b : *blobs) report.bytes += b.size();
+
+  start = Clock::now();
+  std::vector<std::span<const uint8_t>> attention_parts, recurrent_parts;
+  for (const PrefixLeaseRows& w : wanted) attention_parts.emplace_back(w.out);
+  for (const Blob& b : *blobs) recurrent_parts.emplace_back(b);
+  Result<std::vector<uint8_t>> state =
+      AssembleState(shape, length, tokens, attention_parts, recurrent_parts);
+  report.assemble_ms = MsSince(start);
+  if (!state.ok()) return failed("assembling the state", state.status());
+
+  start = Clock::now();
+  const size_t read = llama_state_seq_set_data_ext(ctx_, state->data(), state->size(), seq, 0);
+  report.load_ms = MsSince(start);
+  if (read != state->size()) {
+    return failed(
+        "loading the state into llama.cpp",
+        Status::InvalidArgument("llama_state_seq_set_data_ext took " + std::to_string(read) +
+                                " of " + std::to_string(state->size()) + " bytes"));
+  }
+  ++stats_.restore_hits;
+  stats_.restored_tokens += length;
+  report.restored = length;
+  if (out) *out = std::move(report);
+  return length;
+}
+
+Status PromptCache::Impl::Save(llama_seq_id seq, std::span<const llama_token> tokens,
+                               std::vector<Capture> captures, SaveReport* out) {
+  SaveReport report;
+  ++stats_.saves;
+  const auto start = Clock::now();
+  auto failed = [&](std::string_view kind, Status why) -> Status {
+    Failed(kind, why);
+    report.ms = MsSince(start);
+    if (out) *out = report;
+    return why;
+  };
+  if (tokens.empty()) return Status::Ok();
+  if (Status st = Connected(); !st.ok()) return failed("connecting", st);
+  std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx_, seq, 0));
+  const size_t written = llama_state_seq_get_data_ext(ctx_, bytes.data(), bytes.size(), seq, 0);
+  if (written != bytes.size()) {
+    return failed("reading the state from llama.cpp",
+                  Status::Internal("llama_state_seq_get_data_ext wrote " + std::to_string(written) +
+                                   " of " + std::to_string(bytes.size()) + " bytes"));
+  }
+  Result<SequenceState> state = SequenceState::Parse(bytes, kind_, tokens);
+  if (!state.ok()) return failed("taking the state apart", state.status());
+  if (Status st = EnsureNamespace(state->layout()); !st.ok()) {
+    return failed("preparing the namespace", st);
+  }
+  const uint32_t bs = options_.block_size;
+  const std::vector<uint32_t> ids = AsUnsigned(tokens);
+  const std::vector<PrefixHash> hashes = PrefixBlockHashes(ids, bs);
+
+  // Blocks first (a checkpoint's anchor must be stored), from the first one the server lacks.
+  Result<uint64_t> matched = MatchedBlocks(hashes);
+  if (!matched.ok()) return failed("matching", matched.status());
+  if (Status st = StoreBlocks(*state, hashes, *matched, report); !st.ok()) {
+    return failed("storing blocks", st);
+  }
+  stats_.blocks_stored += report.blocks_stored;
+
+  // Then the checkpoints: the captures' recurrent states and the state now, each with its tail.
+  // A pure transformer needs one only where a partial block ends the sequence.
+  captures.push_back({tokens.size(), {}});
+  for (const Capture& c : captures) {
+    if (kind_ == MemoryKind::kAttention && c.length % bs == 0) continue;
+    Result<bool> stored = HasCheckpoint(hashes, ids, c.length);
+    if (!stored.ok()) return failed("matching", stored.status());
+    if (*stored) continue;
+    std::optional<SequenceState> captured;
+    if (!c.bytes.empty()) {
+      Result<SequenceState> r =
+          SequenceState::ParseRecurrent(c.bytes, static_cast<int32_t>(c.length - 1));
+      if (!r.ok()) return failed("taking a captured state apart", r.status());
+      if (!(r->layout().recurrent == state->layout().recurrent)) {
+        return failed("taking a captured state apart",
+                      Status::Corruption("a captured recurrent state has another layout"));
+      }
+      captured = std::move(*r);
+    }
+    Status st =
+        StoreCheckpoint(*state, captured ? *captured : *state, hashes, ids, c.length, report);
+    if (!st.ok()) return failed("storing a checkpoint", st);
+  }
+  stats_.checkpoints_stored += report.checkpoints_stored;
+  report.ms = MsSince(start);
+  if (out) *out = report;
+  return Status::Ok();
+}
+
+Status PromptCache::Impl::Prefill(llama_seq_id seq, std::span<const llama_token> tokens,
+                                  uint64_t n_past, SaveReport* report, bool store) {
+  if (n_past > tokens.size()) {
+    return Status::InvalidArgument("n_past " + std::to_string(n_past) + " is past the prompt's " +
+                                   std::to_string(tokens.size()) + " tokens");
+  }
+  // Where the chunks end: every capture position, the batch size, and the end.
+  const uint32_t bs = options_.block_size;
+  const uint64_t interval =
+      options_.checkpoint_interval == 0
+          ? 0
+          : std::max<uint64_t>(bs, options_.checkpoint_interval / bs * uint64_t{bs});
+  std::vector<Capture> captures;
+  llama_batch batch = llama_batch_init(static_cast<int32_t>(n_batch_), 0, 1);
+  Status status = Status::Ok();
+  for (uint64_t at = n_past; at < tokens.size();) {
+    uint64_t end = std::min<uint64_t>(tokens.size(), at + n_batch_);
+    const bool capture_here = kind_ != MemoryKind::kAttention && interval != 0;
+    if (capture_here) end = std::min<uint64_t>(end, (at / interval + 1) * interval);
+    batch.n_tokens = 0;
+    for (uint64_t p = at; p < end; ++p) {
+      const int32_t i = batch.n_tokens++;
+      batch.token[i] = tokens[p];
+      batch.pos[i] = static_cast<llama_pos>(p);
+      batch.n_seq_id[i] = 1;
+      batch.seq_id[i][0] = seq;
+      batch.logits[i] = p + 1 == tokens.size();
+    }
+    if (const int32_t rc = llama_decode(ctx_, batch); rc != 0) {
+      status = Status::Internal("llama_decode returned " + std::to_string(rc));
+      break;
+    }
+    if (store && capture_here && end % interval == 0 && end < tokens.size()) {
+      Capture c{end, std::vector<uint8_t>(llama_state_seq_get_size_ext(
+                         ctx_, seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY))};
+      llama_state_seq_get_data_ext(ctx_, c.bytes.data(), c.bytes.size(), seq,
+                                   LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+      captures.push_back(std::move(c));
+    }
+    at = end;
+  }
+  llama_batch_free(batch);
+  PREFIXD_RETURN_IF_ERROR(status);
+  if (!store) return Status::Ok();
+  return Save(seq, tokens, std::move(captures), report);
+}
+
+// --- PromptCache ---
+
+Result<PromptCache> PromptCache::Open(llama_context* ctx, const llama_context_params& params,
+                                      Client client, const ModelIdentity& identity,
+                                      CacheOptions options) {
+  PREFIXD_RETURN_IF_ERROR(CheckLibraryRelease());
+  if (ctx == nullptr) return Status::InvalidArgument("no llama_context");
+  if (options.block_size == 0 || options.block_size > kMaxBlockSize) {
+    return Status::InvalidArgument("block_size must be 1.." + std::to_string(kMaxBlockSize));
+  }
+  if (identity.digest.empty()) return Status::InvalidArgument("the model identity has no digest");
+  return PromptCache(
+      std::make_unique<Impl>(ctx, params, std::move(client), identity, std::move(options)));
+}
+
+PromptCache::PromptCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PromptCache::PromptCache(PromptCache&&) noexcept = default;
+PromptCache& PromptCache::operator=(PromptCache&&) noexcept = default;
+PromptCache::~PromptCache() = default;
+
+uint64_t PromptCache::Restore(llama_seq_id seq, std::span<const llama_token> tokens,
+                              RestoreReport* report) {
+  return impl_->Restore(seq, tokens, report);
+}
+
+Status PromptCache::Save(llama_seq_id seq, std::span<const llama_token> tokens,
+                         SaveReport* report) {
+  return impl_->Save(seq, tokens, {}, report);
+}
+
+Status PromptCache::Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
+                            SaveReport* report, bool store) {
+  return impl_->Prefill(seq, tokens, n_past, report, store);
+}
+
+const ModelIdentity& PromptCache::identity() const { return impl_->identity(); }
+const std::string& PromptCache::name() const { return impl_->name(); }
+const CacheStats& PromptCache::stats() const { return impl_->stats(); }
+
+}  // namespace prefixd::llama

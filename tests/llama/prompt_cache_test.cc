@@ -1,0 +1,360 @@
+// prefixd::llama::PromptCache and the sequence-state codec (src/llama/seq_state.h) against the
+// real llama.cpp and a real prefixd-server, on the synthetic tiny models scripts/llama/make_gguf.py
+// writes: a state taken apart and assembled back is llama.cpp's own bytes; a restore decodes the
+// logits a cold run split at the same place decodes; every failure is a miss, never a wrong state.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "integration/server_fixture.h"
+#include "llama/runner.h"
+#include "llama/seq_state.h"
+#include "prefixd/client.h"
+#include "prefixd/llama.h"
+
+namespace prefixd::llama {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The tiny models, written once per test binary into a temporary directory.
+class Models {
+ public:
+  static const std::string& Path(const std::string& arch) {
+    static Models models;
+    auto it = models.paths_.find(arch);
+    if (it != models.paths_.end()) return it->second;
+    const fs::path out = models.dir_ / (arch + ".gguf");
+    const std::string cmd = std::string("/usr/bin/python3 ") + PREFIXD_MAKE_GGUF + " --arch " +
+                            arch + " --shape tiny --seed 1 --out " + out.string();
+    if (std::system(cmd.c_str()) != 0) {
+      ADD_FAILURE() << "could not write the model: " << cmd;
+    }
+    return models.paths_.emplace(arch, out.string()).first->second;
+  }
+
+ private:
+  Models() {
+    dir_ = fs::temp_directory_path() / ("prefixd-llama-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  ~Models() { fs::remove_all(dir_); }
+  fs::path dir_;
+  std::map<std::string, std::string> paths_;
+};
+
+std::unique_ptr<Runner> Load(const std::string& arch, const std::string& flash_attn = "auto",
+                             uint32_t n_batch = 64) {
+  RunnerOptions o;
+  o.model_path = Models::Path(arch);
+  o.n_ctx = 1024;
+  o.n_batch = n_batch;
+  o.threads = 2;
+  o.flash_attn = flash_attn;
+  Result<std::unique_ptr<Runner>> r = Runner::Load(o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+MemoryKind KindOf(const std::string& arch) {
+  if (arch == "qwen3") return MemoryKind::kAttention;
+  if (arch == "mamba2" || arch == "rwkv7") return MemoryKind::kRecurrent;
+  return MemoryKind::kHybrid;
+}
+
+std::vector<uint8_t> StateOf(Runner& r) {
+  std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(r.ctx(), 0, 0));
+  EXPECT_EQ(llama_state_seq_get_data_ext(r.ctx(), bytes.data(), bytes.size(), 0, 0), bytes.size());
+  return bytes;
+}
+
+class EveryFamily : public ::testing::TestWithParam<std::string> {};
+
+// Taken apart and assembled back, a state is llama.cpp's own bytes, and llama.cpp loads it.
+TEST_P(EveryFamily, StateAssemblesBackToLlamaCppsBytes) {
+  const std::string arch = GetParam();
+  for (const char* flash : {"on", "off"}) {
+    SCOPED_TRACE(flash);
+    auto runner = Load(arch, flash);
+    ASSERT_TRUE(runner);
+    const std::vector<llama_token> tokens = RandomTokens(3, 200, runner->vocab());
+    ASSERT_TRUE(runner->Decode(0, tokens, 0, tokens.size()).ok());
+    const std::string digest = runner->LogitsDigest();
+    const std::vector<uint8_t> bytes = StateOf(*runner);
+
+    Result<SequenceState> state = SequenceState::Parse(bytes, KindOf(arch), tokens);
+    ASSERT_TRUE(state.ok()) << state.status().ToString();
+    const StateLayout& layout = state->layout();
+    EXPECT_EQ(layout.kind, KindOf(arch));
+    std::vector<std::vector<uint8_t>> rows(layout.attention_layers());
+    std::vector<std::span<const uint8_t>> attention, recurrent;
+    for (uint32_t l = 0; l < rows.size(); ++l) {
+      state->AppendRows(l, 0, tokens.size(), rows[l]);
+      attention.emplace_back(rows[l]);
+    }
+    std::vector<std::vector<uint8_t>> blobs;
+    for (size_t i = 0; i < layout.recurrent_layers(); ++i) blobs.push_back(state->RecurrentBlob(i));
+    for (const auto& b : blobs) recurrent.emplace_back(b);
+    Result<std::vector<uint8_t>> assembled =
+        AssembleState(layout, tokens.size(), tokens, attention, recurrent);
+    ASSERT_TRUE(assembled.ok()) << assembled.status().ToString();
+    EXPECT_TRUE(*assembled == bytes)
+        << "assembled " << assembled->size() << " bytes, llama.cpp " << bytes.size();
+
+    // Loaded into an emptied sequence, the next token's logits are the cold run's.
+    runner->Clear(0);
+    ASSERT_EQ(
+        llama_state_seq_set_data_ext(runner->ctx(), assembled->data(), assembled->size(), 0, 0),
+        assembled->size());
+    std::vector<llama_token> longer = tokens;
+    longer.push_back(7);
+    ASSERT_TRUE(runner->Decode(0, longer, tokens.size(), longer.size()).ok());
+    const std::string restored = runner->LogitsDigest();
+    runner->Clear(0);
+    ASSERT_TRUE(runner->Decode(0, tokens, 0, tokens.size()).ok());
+    ASSERT_TRUE(runner->Decode(0, longer, tokens.size(), longer.size()).ok());
+    EXPECT_EQ(restored, runner->LogitsDigest());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, EveryFamily,
+                         ::testing::Values("qwen35", "mamba2", "rwkv7", "qwen3", "granitehybrid"));
+
+TEST(SeqState, EveryCutAndTrailingByteIsRefused) {
+  auto runner = Load("qwen35");
+  ASSERT_TRUE(runner);
+  const std::vector<llama_token> tokens = RandomTokens(4, 20, runner->vocab());
+  ASSERT_TRUE(runner->Decode(0, tokens, 0, tokens.size()).ok());
+  std::vector<uint8_t> bytes = StateOf(*runner);
+  ASSERT_TRUE(SequenceState::Parse(bytes, MemoryKind::kHybrid, tokens).ok());
+  for (size_t cut = 0; cut < bytes.size(); cut += 1 + cut / 64) {
+    EXPECT_FALSE(
+        SequenceState::Parse(std::span(bytes).first(cut), MemoryKind::kHybrid, tokens).ok())
+        << "cut at " << cut;
+  }
+  bytes.push_back(0);
+  EXPECT_FALSE(SequenceState::Parse(bytes, MemoryKind::kHybrid, tokens).ok());
+  bytes.pop_back();
+  // Tokens other than the cells' (the cells of M-RoPE models carry them) or of another count.
+  std::vector<llama_token> other = tokens;
+  other.pop_back();
+  EXPECT_FALSE(SequenceState::Parse(bytes, MemoryKind::kHybrid, other).ok());
+  // The wrong memory kind.
+  EXPECT_FALSE(SequenceState::Parse(bytes, MemoryKind::kAttention, tokens).ok());
+  EXPECT_FALSE(SequenceState::Parse(bytes, MemoryKind::kRecurrent, tokens).ok());
+}
+
+TEST(SeqState, QuantizedCacheIsRefusedAsUnsupported) {
+  RunnerOptions o;
+  o.model_path = Models::Path("qwen3");
+  o.n_ctx = 256;
+  o.n_batch = 64;
+  o.threads = 2;
+  o.flash_attn = "on";  // a quantized V cache needs flash attention
+  Result<std::unique_ptr<Runner>> r = Runner::Load(o);
+  ASSERT_TRUE(r.ok());
+  // A context of its own with q8_0 K and V.
+  llama_context_params p = (*r)->params();
+  p.type_k = GGML_TYPE_Q8_0;
+  p.type_v = GGML_TYPE_Q8_0;
+  llama_context* ctx = llama_init_from_model(llama_get_model((*r)->ctx()), p);
+  ASSERT_NE(ctx, nullptr);
+  const std::vector<llama_token> tokens = RandomTokens(5, 32, (*r)->vocab());
+  llama_batch batch = llama_batch_get_one(const_cast<llama_token*>(tokens.data()), 32);
+  ASSERT_EQ(llama_decode(ctx, batch), 0);
+  std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx, 0, 0));
+  llama_state_seq_get_data_ext(ctx, bytes.data(), bytes.size(), 0, 0);
+  Result<SequenceState> state = SequenceState::Parse(bytes, MemoryKind::kAttention, tokens);
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), StatusCode::kInvalidArgument) << state.status().ToString();
+  llama_free(ctx);
+}
+
+TEST(SeqState, LayoutRoundTripsAndRefusesDamage) {
+  StateLayout layout;
+  layout.kind = MemoryKind::kHybrid;
+  layout.attention = {1, CellExt::kPosition, true, 3, 1, 2, 128};
+  layout.recurrent.n_layer = 12;
+  layout.recurrent.layers = {{0, 4096, 0, 65536}, {0, 4096, 0, 65536}};
+  const std::string bytes = layout.Encode();
+  Result<StateLayout> back = StateLayout::Decode(bytes);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, layout);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string damaged = bytes;
+    damaged[i] ^= 0x10;
+    EXPECT_FALSE(StateLayout::Decode(damaged).ok()) << "byte " << i;
+  }
+  EXPECT_FALSE(StateLayout::Decode(bytes.substr(0, bytes.size() - 1)).ok());
+  EXPECT_FALSE(StateLayout::Decode("").ok());
+}
+
+// --- The cache against a real server ---
+
+class CacheTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.Start()); }
+
+  Client Connect() {
+    Result<Client> c =
+        Client::Connect("127.0.0.1", server_.port(), std::chrono::milliseconds(5000));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(*c);
+  }
+
+  PromptCache Open(Runner& runner, CacheOptions options = {}, std::string model_hash = {}) {
+    if (model_hash.empty()) {
+      Result<std::string> h = HashModelFile(Models::Path(GetParam()));
+      EXPECT_TRUE(h.ok());
+      model_hash = *h;
+    }
+    options.log = [this](std::string_view m) { logged_.emplace_back(m); };
+    Result<PromptCache> cache =
+        PromptCache::Open(runner.ctx(), runner.params(), Connect(),
+                          IdentityFor(model_hash, runner.params()), options);
+    EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+    return std::move(*cache);
+  }
+
+  it::ServerProcess server_;
+  std::vector<std::string> logged_;
+};
+
+// Saved by one context (the cold run), restored by another: the restored length is the
+// checkpoint's, and the restored state decodes the logits of a cold run split at that length.
+TEST_P(CacheTest, RestoresWhatAnotherContextSaved) {
+  auto saver = Load(GetParam());
+  auto restorer = Load(GetParam());
+  ASSERT_TRUE(saver && restorer);
+  CacheOptions options;
+  options.block_size = 16;
+  options.checkpoint_interval = 64;
+  PromptCache saving = Open(*saver, options);
+  PromptCache restoring = Open(*restorer, options);
+  EXPECT_EQ(saving.name(), restoring.name());
+
+  const std::vector<llama_token> first = RandomTokens(10, 150, saver->vocab());
+  SaveReport saved;
+  ASSERT_TRUE(saving.Prefill(0, first, 0, &saved).ok());
+  EXPECT_GT(saved.blocks_stored, 0u);
+  // Checkpoints at 64 and 128 (the interval) and 150 (the end); a transformer needs only the end.
+  EXPECT_EQ(saved.checkpoints_stored, KindOf(GetParam()) == MemoryKind::kAttention ? 1u : 3u);
+
+  // The same prompt extended: the end of the first is restorable, and nothing past it.
+  std::vector<llama_token> second = first;
+  const std::vector<llama_token> more = RandomTokens(11, 40, saver->vocab());
+  second.insert(second.end(), more.begin(), more.end());
+  RestoreReport report;
+  const uint64_t restored = restoring.Restore(0, second, &report);
+  EXPECT_EQ(restored, 150u) << report.miss_reason;
+  ASSERT_TRUE(restorer->Decode(0, second, restored, second.size()).ok());
+  const std::string warm = restorer->LogitsDigest();
+
+  saver->Clear(0);
+  ASSERT_TRUE(saving.Prefill(0, std::span(second).first(restored), 0, nullptr, false).ok());
+  ASSERT_TRUE(saver->Decode(0, second, restored, second.size()).ok());
+  EXPECT_EQ(warm, saver->LogitsDigest());
+
+  // A prompt that leaves the first at token 100 restores the last checkpoint before it (64; a
+  // transformer: the last full block, 96).
+  std::vector<llama_token> branch(first.begin(), first.begin() + 100);
+  branch.push_back(3);
+  branch.push_back(4);
+  const uint64_t partial = restoring.Restore(0, branch, &report);
+  EXPECT_EQ(partial, KindOf(GetParam()) == MemoryKind::kAttention ? 96u : 64u);
+  ASSERT_TRUE(restorer->Decode(0, branch, partial, branch.size()).ok());
+  const std::string branch_warm = restorer->LogitsDigest();
+  saver->Clear(0);
+  ASSERT_TRUE(saving.Prefill(0, std::span(branch).first(partial), 0, nullptr, false).ok());
+  ASSERT_TRUE(saver->Decode(0, branch, partial, branch.size()).ok());
+  EXPECT_EQ(branch_warm, saver->LogitsDigest());
+
+  // Saving the same prompt again stores nothing new.
+  saver->Clear(0);
+  SaveReport again;
+  ASSERT_TRUE(saving.Prefill(0, first, 0, &again).ok());
+  EXPECT_EQ(again.blocks_stored, 0u);
+  EXPECT_EQ(again.checkpoints_stored, 0u);
+  EXPECT_TRUE(logged_.empty()) << logged_.front();
+}
+
+// Another model identity (other weights, or the same weights under another llama.cpp build or
+// cache type) shares nothing.
+TEST_P(CacheTest, AnotherIdentityIsAMiss) {
+  auto runner = Load(GetParam());
+  ASSERT_TRUE(runner);
+  PromptCache saving = Open(*runner);
+  const std::vector<llama_token> tokens = RandomTokens(12, 100, runner->vocab());
+  ASSERT_TRUE(saving.Prefill(0, tokens, 0).ok());
+  PromptCache other = Open(*runner, {}, "another-model");
+  EXPECT_NE(other.name(), saving.name());
+  RestoreReport report;
+  EXPECT_EQ(other.Restore(0, tokens, &report), 0u);
+  EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(runner->ctx()), 0), -1);
+  llama_context_params f32 = runner->params();
+  f32.type_k = GGML_TYPE_F32;
+  EXPECT_NE(IdentityFor("m", f32).digest, IdentityFor("m", runner->params()).digest);
+}
+
+// A server that goes away, a damaged layout, a layout of other dimensions: the restore is cold
+// (0, the sequence empty), the failure is logged once and counted, and nothing crashes.
+TEST_P(CacheTest, FailuresAreCold) {
+  auto runner = Load(GetParam());
+  ASSERT_TRUE(runner);
+  PromptCache cache = Open(*runner);
+  const std::vector<llama_token> tokens = RandomTokens(13, 100, runner->vocab());
+  ASSERT_TRUE(cache.Prefill(0, tokens, 0).ok());
+  std::vector<llama_token> longer = tokens;
+  longer.push_back(1);
+
+  // A layout whose K/V are wider than the namespace's: the fetched rows do not fit.
+  {
+    PromptCache fresh = Open(*runner);
+    Client raw = Connect();
+    Result<Reply> got = raw.Command({"GET", fresh.name() + ":layout"});
+    ASSERT_TRUE(got.ok());
+    Result<StateLayout> layout = StateLayout::Decode(got->str);
+    ASSERT_TRUE(layout.ok());
+    StateLayout wrong = *layout;
+    if (wrong.has_attention()) {
+      wrong.attention.width *= 2;
+    } else {
+      wrong.recurrent.layers[0].s_bytes += 4;
+    }
+    ASSERT_TRUE(raw.Command({"SET", fresh.name() + ":layout", wrong.Encode()}).ok());
+    RestoreReport report;
+    EXPECT_EQ(fresh.Restore(0, longer, &report), 0u);
+    EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(runner->ctx()), 0), -1);
+    EXPECT_EQ(fresh.stats().failures, 1u);
+    // Damaged bytes are refused before anything is fetched.
+    PromptCache third = Open(*runner);
+    ASSERT_TRUE(raw.Command({"SET", third.name() + ":layout", "garbage"}).ok());
+    EXPECT_EQ(third.Restore(0, longer, &report), 0u);
+    EXPECT_EQ(third.stats().failures, 1u);
+    // A saver refuses to store under a layout that is not its own.
+    runner->Clear(0);
+    EXPECT_FALSE(third.Prefill(0, tokens, 0).ok());
+    ASSERT_TRUE(raw.Command({"SET", third.name() + ":layout", layout->Encode()}).ok());
+  }
+
+  // The server gone: cold, once logged, however often asked.
+  logged_.clear();
+  ASSERT_TRUE(server_.Stop());
+  RestoreReport report;
+  EXPECT_EQ(cache.Restore(0, longer, &report), 0u);
+  EXPECT_EQ(cache.Restore(0, longer, &report), 0u);
+  EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(runner->ctx()), 0), -1);
+  EXPECT_EQ(logged_.size(), 1u);
+  runner->Clear(0);
+  EXPECT_FALSE(cache.Prefill(0, tokens, 0).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CacheTest,
+                         ::testing::Values("qwen35", "mamba2", "rwkv7", "qwen3", "granitehybrid"));
+
+}  // namespace
+}  // namespace prefixd::llama

@@ -44,6 +44,9 @@ struct CacheOptions {
   // trades memory in the server against tokens prefilled again after a partial match.
   // A pure transformer needs none: every stored block boundary is a restorable prefix by itself.
   uint32_t checkpoint_interval = 1024;
+  // Decoded saves a checkpoint (and the blocks it completes) every this many tokens of a
+  // sequence; 0: never.
+  uint32_t decode_interval = 256;
   // Restore leaves at least this many tokens of the prompt to decode, so that llama_decode
   // produces the logits of its last token (llama.cpp decodes nothing without a token).
   uint32_t keep_last = 1;
@@ -139,6 +142,12 @@ class PromptCache {
   // decodes, in the same chunks (a reference that splits the prompt where a cached run did).
   Status Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
                  SaveReport* report = nullptr, bool store = true);
+
+  // Call after each decoded token with the sequence's tokens so far: saves (as Save) whenever
+  // their count reaches a multiple of decode_interval, so that a long generation is restorable
+  // from near its end. Cheap otherwise.
+  Status Decoded(llama_seq_id seq, std::span<const llama_token> tokens,
+                 SaveReport* report = nullptr);
 
   const ModelIdentity& identity() const;
   const std::string& name() const;  // the namespace

@@ -94,6 +94,7 @@ class PromptCache::Impl {
                  SaveReport* report, bool store);
 
   const ModelIdentity& identity() const { return identity_; }
+  const CacheOptions& options() const { return options_; }
   const std::string& name() const { return ns_; }
   const CacheStats& stats() const { return stats_; }
 
@@ -512,6 +513,13 @@ Status PromptCache::Save(llama_seq_id seq, std::span<const llama_token> tokens,
 Status PromptCache::Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
                             SaveReport* report, bool store) {
   return impl_->Prefill(seq, tokens, n_past, report, store);
+}
+
+Status PromptCache::Decoded(llama_seq_id seq, std::span<const llama_token> tokens,
+                            SaveReport* report) {
+  const uint32_t every = impl_->options().decode_interval;
+  if (every == 0 || tokens.empty() || tokens.size() % every != 0) return Status::Ok();
+  return impl_->Save(seq, tokens, {}, report);
 }
 
 const ModelIdentity& PromptCache::identity() const { return impl_->identity(); }

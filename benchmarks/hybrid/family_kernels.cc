@@ -27,9 +27,14 @@ void RmsNormRow(const float* x, const float* w, int64_t dim, float eps, float* y
   for (int64_t i = 0; i < dim; ++i) y[i] = w[i] * (x[i] * scale);
 }
 
-void GateFirstRmsNormRow(float* o, const float* z, const float* w, int64_t dim, float eps) {
+void GateFirstRmsNormRow(float* o, const float* z, const float* w, int64_t dim, int64_t groups,
+                         float eps) {
   for (int64_t i = 0; i < dim; ++i) o[i] *= Silu(z[i]);
-  RmsNormRow(o, w, dim, eps, o);
+  const int64_t group_size = dim / groups;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t begin = g * group_size;
+    RmsNormRow(o + begin, w + begin, group_size, eps, o + begin);
+  }
 }
 
 void LayerNormRow(const float* x, const float* w, const float* b, int64_t dim, float eps,

@@ -16,9 +16,12 @@ float Sum(const float* x, int64_t n);
 // `y` may equal `x`.
 void RmsNormRow(const float* x, const float* w, int64_t dim, float eps, float* y);
 
-// Mamba-2's gated RMSNorm, gate first (norm_before_gate = False):
-//   o ← o ⊙ silu(z);  o ← w ⊙ o · (mean(o²) + eps)^-½.
-void GateFirstRmsNormRow(float* o, const float* z, const float* w, int64_t dim, float eps);
+// Mamba-2's gated RMSNorm, gate first (norm_before_gate = False), over each of `groups` equal
+// slices of dim on its own (mamba_ssm's RMSNormGated(group_size = dim / groups)):
+//   o ← o ⊙ silu(z);  per group: o_g ← w_g ⊙ o_g · (mean(o_g²) + eps)^-½.
+// dim must be a multiple of groups.
+void GateFirstRmsNormRow(float* o, const float* z, const float* w, int64_t dim, int64_t groups,
+                         float eps);
 
 // y = (x − mean) · (var + eps)^-½ ⊙ w + b with the biased variance, two passes (torch's
 // LayerNorm, and GroupNorm applied to one group). `y` may equal `x`.

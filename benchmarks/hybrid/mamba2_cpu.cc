@@ -1,11 +1,14 @@
-// Mamba-2 on the CPU, as transformers' Mamba2 torch path computes it, with the SSD recurrence in
-// its sequential form (the chunked scan is the same function, summed in another order):
+// Mamba-2 on the CPU, as transformers' Mamba2 torch path computes it but with mamba_ssm's gated
+// norm, and with the SSD recurrence in its sequential form (the chunked scan is the same
+// function, summed in another order):
 //   block:  x ← x + mixer(RMSNorm(x))
 //   mixer:  [z | xBC | dt] = in_proj(h);  xBC ← silu(conv1d(xBC) + bias) over the conv state;
 //           [x | B | C] = xBC;  dt ← clamp(softplus(dt + dt_bias));  A = −exp(A_log);
 //           per head: S ← exp(dt·A)·S + dt·x Bᵀ,  y = S C + D·x  (B, C of the head's group);
-//           y ← RMSNorm(y ⊙ silu(z)) over all heads;  out_proj(y)
+//           per group (its d_inner / n_groups channels): y ← RMSNorm(y ⊙ silu(z));  out_proj(y)
 //   head:   logits = lm_head(RMSNorm_f(x)) (lm_head = the embedding when tied).
+// The gated norm is per group as in mamba_ssm, llama.cpp and vLLM; transformers normalises over
+// all of d_inner, an upstream bug (transformers PR #40861) that only matters for n_groups > 1.
 #include <cmath>
 
 #include "cpu_kernels.h"
@@ -88,7 +91,7 @@ class Mamba2CpuBackend final : public FamilyCpuBackend {
       });
       ForRows(m, 16, [&](int64_t t) {
         cpu::GateFirstRmsNormRow(y_.data() + t * inter, proj_.data() + t * proj_dim, w.norm.data(),
-                                 inter, eps);
+                                 inter, s.n_groups, eps);
       });
       Linear(y_.data(), m, inter, w.out_proj, w.out_proj_bias, hidden, mix_.data());
       ForRows(m, 16, [&](int64_t t) {

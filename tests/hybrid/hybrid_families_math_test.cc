@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cpu_kernels.h"
@@ -291,9 +292,9 @@ TEST(HybridFamilyMath, NormsMatchTheirDefinitions) {
     std::vector<float> in_place = x;
     cpu::LayerNormRow(in_place.data(), w.data(), b.data(), dim, eps, in_place.data());
     EXPECT_EQ(in_place, y);
-    // Gate first: o ⊙ silu(z), then the RMSNorm of that.
+    // Gate first: o ⊙ silu(z), then the RMSNorm of that (one group).
     std::vector<float> o = x;
-    cpu::GateFirstRmsNormRow(o.data(), z.data(), w.data(), dim, eps);
+    cpu::GateFirstRmsNormRow(o.data(), z.data(), w.data(), dim, 1, eps);
     std::vector<double> gated(static_cast<size_t>(dim));
     double gsq = 0;
     for (int64_t i = 0; i < dim; ++i) {
@@ -302,6 +303,44 @@ TEST(HybridFamilyMath, NormsMatchTheirDefinitions) {
     }
     for (int64_t i = 0; i < dim; ++i) {
       ExpectClose(o[i], w[i] * gated[i] / std::sqrt(gsq / dim + eps), 1e-5, "gated rmsnorm");
+    }
+  }
+}
+
+// mamba_ssm's RMSNormGated(group_size = dim / groups): each group's mean square is its own.
+// The groups' scales differ tenfold, so a norm over all of dim (transformers' Mamba2) is far off.
+TEST(HybridFamilyMath, GatedRmsNormNormalisesEachGroupOnItsOwn) {
+  const float eps = 1e-5f;
+  for (const int64_t groups : {1, 2, 3, 8}) {
+    for (const int64_t group_size : {5, 16, 24}) {
+      const int64_t dim = groups * group_size;
+      auto x = Random(static_cast<size_t>(dim), 41, -3.0f, 2.0f);
+      for (int64_t i = 0; i < dim; ++i) x[i] *= (i / group_size) % 2 == 0 ? 1.0f : 10.0f;
+      const auto z = Random(static_cast<size_t>(dim), 42, -4.0f, 4.0f);
+      const auto w = Random(static_cast<size_t>(dim), 43, 0.5f, 1.5f);
+      std::vector<float> o = x;
+      cpu::GateFirstRmsNormRow(o.data(), z.data(), w.data(), dim, groups, eps);
+      for (int64_t g = 0; g < groups; ++g) {
+        std::vector<double> gated(static_cast<size_t>(group_size));
+        double sq = 0;
+        for (int64_t i = 0; i < group_size; ++i) {
+          const int64_t k = g * group_size + i;
+          gated[i] = double(x[k]) * z[k] / (1 + std::exp(-double(z[k])));
+          sq += gated[i] * gated[i];
+        }
+        for (int64_t i = 0; i < group_size; ++i) {
+          const int64_t k = g * group_size + i;
+          ExpectClose(o[k], w[k] * gated[i] / std::sqrt(sq / group_size + eps), 1e-5,
+                      "group " + std::to_string(g) + " of " + std::to_string(groups));
+        }
+      }
+      // One group is the plain gated RMSNorm over all of dim, bit for bit.
+      if (groups == 1) {
+        std::vector<float> plain = x;
+        for (int64_t i = 0; i < dim; ++i) plain[i] *= cpu::Silu(z[i]);
+        cpu::RmsNormRow(plain.data(), w.data(), dim, eps, plain.data());
+        EXPECT_EQ(o, plain);
+      }
     }
   }
 }

@@ -264,7 +264,22 @@ void Ln(Vec& x, size_t begin, size_t n, const Vec& w, const Vec& b, double eps) 
   }
 }
 
-// Mamba-2 as transformers' Mamba2 torch path computes it, one token at a time.
+// The RMSNorm of each of `groups` equal slices of y on its own.
+Vec GroupRms(const Vec& y, const Vec& w, size_t groups, double eps) {
+  const size_t size = y.size() / groups;
+  Vec out(y.size());
+  for (size_t g = 0; g < groups; ++g) {
+    const Vec part(y.begin() + g * size, y.begin() + (g + 1) * size);
+    const Vec wg(w.begin() + g * size, w.begin() + (g + 1) * size);
+    const Vec normed = Rms(part, wg, eps);
+    std::copy(normed.begin(), normed.end(), out.begin() + g * size);
+  }
+  return out;
+}
+
+// Mamba-2 as transformers' Mamba2 torch path computes it, one token at a time, except the gated
+// norm: that is mamba_ssm's (and llama.cpp's), over each group of inter / n_groups channels;
+// transformers' norm over all of inter is an upstream bug (PR #40861). mamba2-tiny has 2 groups.
 Vec Mamba2Reference(const ModelConfig& c, const NamedWeights& W, std::span<const int32_t> tokens) {
   const Mamba2Shape& s = c.mamba2;
   const size_t hidden = c.hidden_size, inter = s.intermediate(), conv_dim = s.conv_dim();
@@ -312,7 +327,8 @@ Vec Mamba2Reference(const ModelConfig& c, const NamedWeights& W, std::span<const
           y[hd * p + i] = acc * proj[hd * p + i] * Sigmoid(proj[hd * p + i]);
         }
       }
-      const Vec out = MatVec(W(m + "out_proj.weight"), Rms(y, W(m + "norm.weight"), eps));
+      const Vec out =
+          MatVec(W(m + "out_proj.weight"), GroupRms(y, W(m + "norm.weight"), groups, eps));
       for (size_t i = 0; i < hidden; ++i) x[i] += out[i];
     }
   }

@@ -10,7 +10,13 @@ transformers / flash-linear-attention lay them out: Mamba-2 under "backbone.", R
 - Mamba-2 as transformers' torch_forward prefills without a cache: the chunked SSD scan
   (intra-chunk "attention" through segment sums, chunk states, the inter-chunk recurrence),
   with a prompt that is not a multiple of the chunk size. prefixd-hybrid runs the sequential
-  recurrence instead, so this also checks that the two forms agree.
+  recurrence instead, so this also checks that the two forms agree. One departure from
+  transformers: the gated RMSNorm normalises each group of d_inner / n_groups channels on its
+  own, as the original mamba_ssm Mamba-2 does (RMSNormGated(group_size=d_ssm // ngroups)), and
+  llama.cpp and vLLM with it. transformers' Mamba2 normalises over all of d_inner, a known
+  upstream bug (transformers PR #40861; Zamba2 fixed the same in #35943) that computes models
+  with more than one group (Mamba-Codestral-7B has 8) wrongly. It runs with n_groups = 2, where
+  the two norms differ, and n_groups = 1, where they agree.
 - RWKV-7 as BlinkDL's reference computes it, token by token.
 
 Usage: hybrid_families_upstream_test.py PATH/TO/prefixd-hybrid
@@ -75,8 +81,7 @@ MAMBA = dict(hidden=32, layers=2, heads=8, head_dim=8, state=8, groups=2, conv=4
              chunk=8, eps=1e-5)
 
 
-def mamba2_checkpoint():
-    c = MAMBA
+def mamba2_checkpoint(c):
     inter = c["heads"] * c["head_dim"]
     conv_dim = inter + 2 * c["groups"] * c["state"]
     proj = 2 * inter + 2 * c["groups"] * c["state"] + c["heads"]
@@ -143,8 +148,14 @@ def ssd_chunked(x, dt, A, B, C, chunk):
     return (y_diag + y_off).reshape(-1, H, P)[:L]
 
 
-def mamba2_reference(t, tokens):
-    c = MAMBA
+def gated_group_rms_norm(y, z, w, groups, eps):
+    """mamba_ssm's RMSNormGated, gate first: each of `groups` slices of y * silu(z) on its own."""
+    gated = (y * silu(z)).reshape(*y.shape[:-1], groups, -1)
+    return rms_norm(gated, w.reshape(groups, -1), eps).reshape(y.shape)
+
+
+def mamba2_reference(c, t, tokens, norm_groups=None):
+    """norm_groups=1 normalises over all of d_inner, as transformers' Mamba2 does."""
     inter, H, P, N, G = (c["heads"] * c["head_dim"], c["heads"], c["head_dim"], c["state"],
                          c["groups"])
     g = {k: f32(v) for k, v in t.items()}
@@ -165,7 +176,8 @@ def mamba2_reference(t, tokens):
         dt = softplus(dt + g[p + "dt_bias"])
         A = -np.exp(g[p + "A_log"])
         y = ssd_chunked(xs, dt, A, B, C, c["chunk"]) + g[p + "D"][:, None] * xs
-        y = rms_norm(y.reshape(len(tokens), inter) * silu(z), g[p + "norm.weight"], c["eps"])
+        y = gated_group_rms_norm(y.reshape(len(tokens), inter), z, g[p + "norm.weight"],
+                                 norm_groups or G, c["eps"])
         x = x + y @ g[p + "out_proj.weight"].T
     return rms_norm(x[-1], g["backbone.norm_f.weight"], c["eps"]) @ g["lm_head.weight"].T
 
@@ -175,8 +187,7 @@ def mamba2_reference(t, tokens):
 RWKV = dict(hidden=32, layers=2, head_dim=8, w=8, a=8, v=4, g=8, ffn=64, vocab=97, eps=1e-5)
 
 
-def rwkv7_checkpoint():
-    c = RWKV
+def rwkv7_checkpoint(c):
     D, heads = c["hidden"], c["hidden"] // c["head_dim"]
     t = {"model.embeddings.weight": RNG.normal(0, 1, (c["vocab"], D))}
 
@@ -224,8 +235,7 @@ def rwkv7_checkpoint():
     return config, t
 
 
-def rwkv7_reference(t, tokens):
-    c = RWKV
+def rwkv7_reference(c, t, tokens):
     D, N = c["hidden"], c["head_dim"]
     H = D // N
     g = {k: f32(v).reshape(-1) if k.endswith(("x_r", "x_w", "x_k", "x_v", "x_a", "x_g")) else f32(v)
@@ -286,8 +296,13 @@ def rwkv7_reference(t, tokens):
 
 # ---- Driver ---------------------------------------------------------------------------------
 
-def check(binary, name, make, reference, length):
-    config, tensors = make()
+def relative_error(got, want):
+    return np.max(np.abs(got - want)) / np.max(np.abs(want))
+
+
+def check(binary, name, shape, make, reference, length):
+    """Asserts that prefixd-hybrid's logits match the reference; returns tensors, tokens, logits."""
+    config, tensors = make(shape)
     tokens = [int(v) for v in RNG.integers(0, config["vocab_size"], length)]
     with tempfile.TemporaryDirectory(prefix="hybrid-upstream-") as d:
         with open(os.path.join(d, "config.json"), "w") as f:
@@ -298,19 +313,28 @@ def check(binary, name, make, reference, length):
                         "--tokens", ",".join(map(str, tokens)), "--out", out], check=True)
         with open(out) as f:
             got = np.array(json.load(f)["logits"])
-    want = reference(tensors, tokens)
-    err = np.max(np.abs(got - want)) / np.max(np.abs(want))
+    want = reference(shape, tensors, tokens)
+    err = relative_error(got, want)
     print(f"{name}: {length} tokens, logits max rel err {err:.2e}, argmax {got.argmax()} vs "
           f"{want.argmax()}")
     assert np.max(np.abs(want)) > 1e-3, "degenerate logits"
     assert err < 1e-4, f"{name}: prefixd-hybrid differs from the upstream math ({err:.2e})"
     assert got.argmax() == want.argmax()
+    return tensors, tokens, got
 
 
 def main():
     binary = sys.argv[1]
-    check(binary, "mamba2", mamba2_checkpoint, mamba2_reference, 21)  # 2 chunks of 8 + 5
-    check(binary, "rwkv7", rwkv7_checkpoint, rwkv7_reference, 13)
+    for groups in (2, 1):  # 21 tokens: 2 chunks of 8 + 5
+        shape = dict(MAMBA, groups=groups)
+        tensors, tokens, got = check(binary, f"mamba2 n_groups={groups}", shape,
+                                     mamba2_checkpoint, mamba2_reference, 21)
+        # transformers' norm over all of d_inner: far off with two groups (so the check above
+        # tells the two apart), the same with one.
+        whole = relative_error(got, mamba2_reference(shape, tensors, tokens, norm_groups=1))
+        print(f"  against transformers' norm over all of d_inner: max rel err {whole:.2e}")
+        assert whole > 1e-2 if groups > 1 else whole < 1e-4
+    check(binary, "rwkv7", RWKV, rwkv7_checkpoint, rwkv7_reference, 13)
     print("ok")
 
 

@@ -140,8 +140,6 @@ def write_gguf(model, path, weight_type="f32"):
             writer.add_string(key, value)
         elif kind == "bool":
             writer.add_bool(key, bool(value))
-        elif kind == "u32[]":
-            writer.add_array(key, [int(v) for v in value])
         elif kind == "i32[]":
             writer.add_key_value(key, [int(v) for v in value], gguf.GGUFValueType.ARRAY,
                                  sub_type=gguf.GGUFValueType.INT32)

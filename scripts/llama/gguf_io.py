@@ -24,7 +24,11 @@ def import_gguf():
                                                                     "gguf-py")
     if path not in sys.path:
         sys.path.insert(0, path)
-    import gguf  # noqa: E402  (found only through the path above)
+    try:
+        import gguf  # noqa: E402  (found only through the path above)
+    except ImportError as e:
+        sys.exit(f"llama.cpp's gguf-py not found in {path} ({e}): set PREFIXD_LLAMA_GGUF_PY to "
+                 "the gguf-py folder of the llama.cpp source tree, or run scripts/fetch-llama.sh")
     return gguf
 
 

@@ -24,7 +24,11 @@ def import_gguf():
                                                                     "gguf-py")
     if path not in sys.path:
         sys.path.insert(0, path)
-    import gguf  # noqa: E402  (found only through the path above)
+    try:
+        import gguf  # noqa: E402  (found only through the path above)
+    except ImportError as e:
+        sys.exit(f"llama.cpp's gguf-py not found in {path} ({e}): set PREFIXD_LLAMA_GGUF_PY to "
+                 "the gguf-py folder of the llama.cpp source tree, or run scripts/fetch-llama.sh")
     return gguf
 
 
@@ -140,8 +144,6 @@ def write_gguf(model, path, weight_type="f32"):
             writer.add_string(key, value)
         elif kind == "bool":
             writer.add_bool(key, bool(value))
-        elif kind == "u32[]":
-            writer.add_array(key, [int(v) for v in value])
         elif kind == "i32[]":
             writer.add_key_value(key, [int(v) for v in value], gguf.GGUFValueType.ARRAY,
                                  sub_type=gguf.GGUFValueType.INT32)

@@ -57,27 +57,28 @@ def shapes(family):
 # ---- Random values --------------------------------------------------------------------------
 
 class Init:
-    """Deterministic draws from one numpy Generator, in call order."""
+    """Deterministic draws from one numpy Generator, in call order, as float32 (the checkpoints
+    are fp32; a 0.8B model's float64 draws would need 4 GB)."""
 
     def __init__(self, seed):
         self.rng = np.random.default_rng(seed)
 
     def linear(self, out_dim, in_dim, gain=1.0):
-        return self.rng.normal(0, gain / math.sqrt(in_dim), (out_dim, in_dim))
+        return self.normal((out_dim, in_dim), gain / math.sqrt(in_dim))
 
     def normal(self, shape, std):
-        return self.rng.normal(0, std, shape)
+        return self.rng.normal(0, std, shape).astype(np.float32)
 
     def uniform(self, shape, low, high):
-        return self.rng.uniform(low, high, shape)
+        return self.rng.uniform(low, high, shape).astype(np.float32)
 
     def a_log(self, n):
-        return np.log(self.rng.uniform(1, 16, n))
+        return np.log(self.rng.uniform(1, 16, n)).astype(np.float32)
 
     def dt_bias(self, n):
         """softplus⁻¹ of dt drawn log-uniformly in [1e-3, 1e-1], as Mamba initialises it."""
         dt = np.exp(self.rng.uniform(np.log(1e-3), np.log(1e-1), n))
-        return dt + np.log(-np.expm1(-dt))
+        return (dt + np.log(-np.expm1(-dt))).astype(np.float32)
 
 
 def f32(tensors):

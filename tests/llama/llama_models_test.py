@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """llama.cpp runs the synthetic models that scripts/llama/make_gguf.py writes, one family per
-run: the tiny GGUF loads, a 1024-token prompt decodes to finite logits, 32 greedy tokens are not
-all the same token, and a sequence state saved with llama_state_seq_get_data and loaded back
-into a cleared context gives bit-identical next-token logits. Also checks that make_gguf.py is
+run: the tiny GGUF loads with llama_vocab_n_tokens equal to the file's vocabulary, a 1024-token
+prompt decodes to finite logits, 32 greedy tokens are not all the same token, and a sequence
+state saved with llama_state_seq_get_data and loaded back into a cleared context gives
+bit-identical next-token logits. Also checks that make_gguf.py is
 deterministic (same seed, same bytes; another seed, other bytes).
 
 Usage: llama_models_test.py FAMILY PATH/TO/prefixd-llama-run
@@ -37,6 +38,16 @@ def make_gguf(family, seed, out):
         return f.read()
 
 
+def written_vocab(path):
+    """The vocabulary size the file says ({arch}.vocab_size) and its token_embd rows."""
+    sys.path.insert(0, os.path.dirname(MAKE_GGUF))
+    from gguf_io import import_gguf
+    reader = import_gguf().GGUFReader(path)
+    arch = reader.get_field("general.architecture").contents()
+    rows = next(int(t.shape[1]) for t in reader.tensors if t.name == "token_embd.weight")
+    return reader.get_field(f"{arch}.vocab_size").contents(), rows
+
+
 def main():
     family, runner = sys.argv[1], sys.argv[2]
     require_numpy()
@@ -56,9 +67,11 @@ def main():
         elapsed = time.monotonic() - start
         with open(out) as f:
             r = json.load(f)
+        vocab, rows = written_vocab(model)
     print(f"{family}: n_vocab {r['n_vocab']}, 1024-token prefill {r['prefill_ms']:.1f} ms, "
           f"32 greedy in {r['decode_ms']:.1f} ms, state {r['state_bytes']} B, "
           f"greedy {r['greedy'][:8]}..., run {elapsed:.2f} s")
+    assert r["n_vocab"] == vocab == rows, f"n_vocab {r['n_vocab']}, file {vocab}, rows {rows}"
     assert r["prompt_tokens"] == 1024
     assert r["logits_finite"], "non-finite logits after the prompt"
     assert len(r["greedy"]) == 32

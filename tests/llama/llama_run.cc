@@ -4,7 +4,10 @@
 //
 //   prefixd-llama-run --model F.gguf (--tokens 1,2,3 | --random-tokens N [--seed S])
 //                     [--decode 32] [--threads 2] [--logits-out F.f32] [--json-out F.json]
-//                     [--check-state] [--verbose]
+//                     [--kv-type f16|f32] [--flash-attn on|off|auto] [--check-state] [--verbose]
+//
+// --kv-type is the attention K/V cache's type: f16 is llama.cpp's default, f32 keeps K and V
+// as computed (for comparing the math with another implementation).
 //
 // The JSON: n_vocab, prompt_tokens, prefill_ms, decode_ms, logits_finite, greedy (the argmax
 // after the prompt, then one token per step, `--decode` in all, as `prefixd-hybrid forward
@@ -34,6 +37,8 @@ struct Args {
   std::string logits_out;
   std::string json_out;
   bool check_state = false;
+  bool kv_f32 = false;
+  llama_flash_attn_type flash_attn = LLAMA_FLASH_ATTN_TYPE_AUTO;
   bool verbose = false;
 };
 
@@ -82,6 +87,19 @@ Args ParseArgs(int argc, char** argv) {
       a.logits_out = value();
     } else if (flag == "--json-out") {
       a.json_out = value();
+    } else if (flag == "--kv-type") {
+      const std::string type = value();
+      if (type != "f16" && type != "f32") Die("--kv-type f16 or f32");
+      a.kv_f32 = type == "f32";
+    } else if (flag == "--flash-attn") {
+      const std::string mode = value();
+      if (mode == "on") {
+        a.flash_attn = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+      } else if (mode == "off") {
+        a.flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+      } else if (mode != "auto") {
+        Die("--flash-attn on, off or auto");
+      }
     } else if (flag == "--check-state") {
       a.check_state = true;
     } else if (flag == "--verbose") {
@@ -192,6 +210,11 @@ int main(int argc, char** argv) {
   cp.n_threads = args.threads;
   cp.n_threads_batch = args.threads;
   cp.no_perf = true;
+  cp.flash_attn_type = args.flash_attn;
+  if (args.kv_f32) {
+    cp.type_k = GGML_TYPE_F32;
+    cp.type_v = GGML_TYPE_F32;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   if (ctx == nullptr) Die("cannot create a context");
 

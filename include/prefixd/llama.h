@@ -35,9 +35,10 @@ namespace prefixd::llama {
 
 // Where to save recurrent checkpoints during Prefill, and how the cache talks to the server.
 struct CacheOptions {
-  // Tokens per K/V block (the prefix index's BLOCK). Smaller blocks share more of a prompt with
-  // its neighbours and cost more hashes and index records.
-  uint32_t block_size = 64;
+  // Tokens per K/V block (the prefix index's BLOCK), 1..512, and Prefill's chunk (the context's
+  // n_batch and n_ubatch must hold one). Smaller blocks share more of a prompt with its
+  // neighbours and cost more hashes, index records and smaller batches.
+  uint32_t block_size = 256;
   // Prefill saves a recurrent checkpoint at every multiple of this many tokens (rounded to a
   // multiple of block_size) and at the end of the prompt; 0: only at the end. A checkpoint of a
   // hybrid model holds every recurrent layer's state (Qwen3.5-0.8B: ~19 MB), so the interval
@@ -138,6 +139,9 @@ class PromptCache {
   // Decodes tokens[n_past..] into `seq` (which holds tokens[0..n_past) already), in chunks of at
   // most n_batch tokens that end at the checkpoint positions of the options, capturing the
   // recurrent state at each, and then stores the new blocks and checkpoints as Save does. The
+  // prompt's last token is decoded on its own, and the checkpoint of its end is the state before
+  // it: the one a restore of this same prompt can use (it leaves the last token to decode), and
+  // as good as the end for every prompt that extends this one. The
   // logits of the last token are requested, as a prompt's prefill needs. With store false it only
   // decodes, in the same chunks (a reference that splits the prompt where a cached run did).
   Status Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,

@@ -48,7 +48,7 @@ struct Common {
   int threads = std::max(1u, std::thread::hardware_concurrency());
   uint32_t ctx = 0;  // 0: what the workload needs
   uint32_t batch = 512;
-  uint32_t block = 64;
+  uint32_t block = 256;
   uint32_t interval = 1024;
   int timeout_ms = 5000;
   std::string flash_attn = "auto";
@@ -349,7 +349,14 @@ int RunChat(const Common& c, const ChatArgs& a) {
     row.turn = turn;
     row.prompt_tokens = prompt.size();
 
-    // Cold: the whole prompt from nothing, saved through the cache as it goes.
+    // Warm first, in the other process: what the turns before left in the server.
+    Result<Json> w = warm->Ask(Json{{"tokens", prompt}, {"greedy", a.agree_tokens}});
+    if (!w.ok()) return Fail(w.status());
+    row.warm_ttft_ms = (*w)["warm_ms"].get<double>();
+    row.matched_tokens = (*w)["restored"].get<uint64_t>();
+    row.prefilled_tokens = row.prompt_tokens - row.matched_tokens;
+
+    // Cold: the whole prompt from nothing, saved through the cache as it goes (for later turns).
     runner.Clear(0);
     SaveReport saved;
     auto start = Clock::now();
@@ -360,13 +367,6 @@ int RunChat(const Common& c, const ChatArgs& a) {
     const int continuation = std::max<int>(a.agree_tokens, static_cast<int>(a.reply_tokens));
     Result<std::vector<llama_token>> cold_tokens = runner.Greedy(0, prompt.size(), continuation);
     if (!cold_tokens.ok()) return Fail(cold_tokens.status());
-
-    // Warm, in the other process.
-    Result<Json> w = warm->Ask(Json{{"tokens", prompt}, {"greedy", a.agree_tokens}});
-    if (!w.ok()) return Fail(w.status());
-    row.warm_ttft_ms = (*w)["warm_ms"].get<double>();
-    row.matched_tokens = (*w)["restored"].get<uint64_t>();
-    row.prefilled_tokens = row.prompt_tokens - row.matched_tokens;
     const std::vector<llama_token> warm_tokens = (*w)["greedy"].get<std::vector<llama_token>>();
     row.total_tokens = a.agree_tokens;
     row.agreeing_tokens = CountEqual(

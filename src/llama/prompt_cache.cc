@@ -32,8 +32,8 @@ double MsSince(Clock::time_point start) {
 // A BSTORE carries at most this many bytes of rows, so that no single request (or log record)
 // grows with the prompt.
 constexpr uint64_t kMaxBlockStoreBytes = uint64_t{64} << 20;
-// KV.PREFIX.MATCH ... AT takes at most 1024 candidates: one block's positions.
-constexpr uint32_t kMaxBlockSize = 1024;
+// KV.PREFIX.MATCH ... AT takes at most 1024 candidates: two blocks' positions.
+constexpr uint32_t kMaxBlockSize = 512;
 // KV.PREFIX.BSTORE takes at most this many blocks.
 constexpr uint64_t kMaxBlocksPerStore = 65536;
 
@@ -84,12 +84,15 @@ class PromptCache::Impl {
         identity_(std::move(identity)),
         options_(std::move(options)),
         ns_(identity_.Namespace(options_.namespace_prefix)),
-        layout_key_(ns_ + ":layout"),
-        n_batch_(std::max<uint32_t>(1, params.n_batch)) {}
+        layout_key_(ns_ + ":layout") {}
 
   uint64_t Restore(llama_seq_id seq, std::span<const llama_token> tokens, RestoreReport* report);
+  // Stores the blocks of `tokens` the server lacks and a checkpoint at each capture. From Prefill
+  // (prefill true) the state's last token was decoded alone (the last capture is before it): the
+  // block that holds it is not stored, as its rows were not computed in a block-aligned chunk.
+  // Otherwise every full block is stored, and a checkpoint at the end.
   Status Save(llama_seq_id seq, std::span<const llama_token> tokens, std::vector<Capture> captures,
-              SaveReport* report);
+              bool prefill, SaveReport* report);
   Status Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
                  SaveReport* report, bool store);
 
@@ -116,6 +119,10 @@ class PromptCache::Impl {
                          std::span<const PrefixHash> hashes, std::span<const uint32_t> tokens,
                          uint64_t length, SaveReport& report);
   void Log(std::string_view message) const;
+  // Empties `seq`. A context of one sequence is cleared whole, which also puts the next cells back
+  // at the start of the cache: where the restored state's cells land is where a cold run's
+  // would, so attention sums over them in the same order (bit-identical results).
+  void EmptySequence(llama_seq_id seq);
   // A connection to use: the client's, reopened when an earlier failure closed it (at most once a
   // second, so that a server that is down costs a cold request no more than a refused connect).
   Status Connected();
@@ -127,7 +134,6 @@ class PromptCache::Impl {
   const CacheOptions options_;
   const std::string ns_;
   const std::string layout_key_;
-  const uint32_t n_batch_;
 
   Clock::time_point last_reconnect_{};
   std::optional<StateLayout> layout_;  // known once the server's layout was read or written
@@ -151,6 +157,15 @@ void PromptCache::Impl::Failed(std::string_view kind, const Status& why) {
   }
   if (reported_.insert(std::string(kind)).second) {
     Log(std::string(kind) + ": " + why.ToString() + " (reported once; the cache goes cold)");
+  }
+}
+
+void PromptCache::Impl::EmptySequence(llama_seq_id seq) {
+  llama_memory_t memory = llama_get_memory(ctx_);
+  if (llama_n_seq_max(ctx_) == 1) {
+    llama_memory_clear(memory, false);
+  } else {
+    llama_memory_seq_rm(memory, seq, -1, -1);
   }
 }
 
@@ -285,8 +300,7 @@ uint64_t PromptCache::Impl::Restore(llama_seq_id seq, std::span<const llama_toke
                                     RestoreReport* out) {
   RestoreReport report;
   ++stats_.restores;
-  llama_memory_t memory = llama_get_memory(ctx_);
-  llama_memory_seq_rm(memory, seq, -1, -1);
+  EmptySequence(seq);
   auto miss = [&](std::string reason) -> uint64_t {
     report.restored = 0;
     report.miss_reason = std::move(reason);
@@ -295,7 +309,7 @@ uint64_t PromptCache::Impl::Restore(llama_seq_id seq, std::span<const llama_toke
   };
   auto failed = [&](std::string_view kind, const Status& why) -> uint64_t {
     Failed(kind, why);
-    llama_memory_seq_rm(memory, seq, -1, -1);
+    EmptySequence(seq);
     return miss(std::string(kind) + ": " + why.ToString());
   };
   if (tokens.size() <= options_.keep_last) return miss("prompt too short");
@@ -309,15 +323,18 @@ uint64_t PromptCache::Impl::Restore(llama_seq_id seq, std::span<const llama_toke
   Result<std::optional<StateLayout>> layout = ServerLayout();
   if (!layout.ok()) return failed("reading the namespace's layout", layout.status());
   if (!*layout) return miss("nothing stored for this model");
-  // First the chain alone: how many of the prompt's blocks are stored. A checkpoint past the last
-  // boundary checkpoint can only lie in the block after them, so its positions are the candidates.
+  // First the chain alone: how many of the prompt's blocks are stored. A checkpoint between block
+  // boundaries can then only be in the last stored block (a prompt that ended inside the block
+  // after it stored its checkpoint before its last token, where the block may be whole) or in
+  // the block after it (a prompt that ended there): their positions are the candidates.
   Result<PrefixMatchResult> chain = client_.PrefixMatch(ns_, hashes, {}, 0);
   if (!chain.ok()) return failed("matching", chain.status());
   const uint64_t matched = chain->matched_blocks;
   report.matched_blocks = matched;
   std::vector<PrefixCandidate> at;
-  for (uint64_t length = matched * bs + 1; length < (matched + 1) * bs && length <= limit;
-       ++length) {
+  const uint64_t first = matched == 0 ? 1 : (matched - 1) * bs + 1;
+  for (uint64_t length = first; length < (matched + 1) * bs && length <= limit; ++length) {
+    if (length % bs == 0) continue;  // a block boundary: found through the hashes
     at.push_back({length, PrefixPositionHash(ids, length, bs, hashes)});
   }
   Result<PrefixMatchResult> match = client_.PrefixMatch(
@@ -347,7 +364,7 @@ uint64_t PromptCache::Impl::Restore(llama_seq_id seq, std::span<const llama_toke
   for (const PrefixLeaseRows& w : wanted) attention_parts.emplace_back(w.out);
   for (const Blob& b : *blobs) recurrent_parts.emplace_back(b);
   Result<std::vector<uint8_t>> state =
-      AssembleState(shape, length, tokens, attention_parts, recurrent_parts);
+      AssembleState(shape, seq, length, tokens, attention_parts, recurrent_parts);
   report.assemble_ms = MsSince(start);
   if (!state.ok()) return failed("assembling the state", state.status());
 
@@ -368,7 +385,7 @@ uint64_t PromptCache::Impl::Restore(llama_seq_id seq, std::span<const llama_toke
 }
 
 Status PromptCache::Impl::Save(llama_seq_id seq, std::span<const llama_token> tokens,
-                               std::vector<Capture> captures, SaveReport* out) {
+                               std::vector<Capture> captures, bool prefill, SaveReport* out) {
   SaveReport report;
   ++stats_.saves;
   const auto start = Clock::now();
@@ -397,16 +414,18 @@ Status PromptCache::Impl::Save(llama_seq_id seq, std::span<const llama_token> to
   const std::vector<PrefixHash> hashes = PrefixBlockHashes(ids, bs);
 
   // Blocks first (a checkpoint's anchor must be stored), from the first one the server lacks.
-  Result<uint64_t> matched = MatchedBlocks(hashes);
+  const uint64_t storable = prefill ? (tokens.size() - 1) / bs : hashes.size();
+  const auto blocks = std::span<const PrefixHash>(hashes).first(storable);
+  Result<uint64_t> matched = MatchedBlocks(blocks);
   if (!matched.ok()) return failed("matching", matched.status());
-  if (Status st = StoreBlocks(*state, hashes, *matched, report); !st.ok()) {
+  if (Status st = StoreBlocks(*state, blocks, *matched, report); !st.ok()) {
     return failed("storing blocks", st);
   }
   stats_.blocks_stored += report.blocks_stored;
 
   // Then the checkpoints: the captures' recurrent states and the state now, each with its tail.
   // A pure transformer needs one only where a partial block ends the sequence.
-  captures.push_back({tokens.size(), {}});
+  if (!prefill) captures.push_back({tokens.size(), {}});
   for (const Capture& c : captures) {
     if (kind_ == MemoryKind::kAttention && c.length % bs == 0) continue;
     Result<bool> stored = HasCheckpoint(hashes, ids, c.length);
@@ -439,19 +458,26 @@ Status PromptCache::Impl::Prefill(llama_seq_id seq, std::span<const llama_token>
     return Status::InvalidArgument("n_past " + std::to_string(n_past) + " is past the prompt's " +
                                    std::to_string(tokens.size()) + " tokens");
   }
-  // Where the chunks end: every capture position, the batch size, and the end.
+  // Where the chunks end: at every multiple of the block size (the checkpoint interval is one), so
+  // that every stored block's rows were computed alone in one chunk, the same in every run that
+  // stores it, and restored parts never mix two roundings; and, when storing, before the prompt's
+  // last token, which is decoded alone: the state before it is the checkpoint that serves this
+  // same prompt again (a restore leaves the last token to decode) and every prompt that extends
+  // it. (llama.cpp's CPU kernels round a row differently in batches of other sizes.)
   const uint32_t bs = options_.block_size;
+  const uint64_t n = tokens.size();
+  const bool recurrent = kind_ != MemoryKind::kAttention;
   const uint64_t interval =
-      options_.checkpoint_interval == 0
+      !recurrent || options_.checkpoint_interval == 0
           ? 0
           : std::max<uint64_t>(bs, options_.checkpoint_interval / bs * uint64_t{bs});
+  const uint64_t before_last = store && n >= n_past + 2 ? n - 1 : 0;
   std::vector<Capture> captures;
-  llama_batch batch = llama_batch_init(static_cast<int32_t>(n_batch_), 0, 1);
+  llama_batch batch = llama_batch_init(static_cast<int32_t>(bs), 0, 1);
   Status status = Status::Ok();
-  for (uint64_t at = n_past; at < tokens.size();) {
-    uint64_t end = std::min<uint64_t>(tokens.size(), at + n_batch_);
-    const bool capture_here = kind_ != MemoryKind::kAttention && interval != 0;
-    if (capture_here) end = std::min<uint64_t>(end, (at / interval + 1) * interval);
+  for (uint64_t at = n_past; at < n;) {
+    uint64_t end = std::min<uint64_t>(n, (at / bs + 1) * bs);
+    if (at < before_last) end = std::min(end, before_last);
     batch.n_tokens = 0;
     for (uint64_t p = at; p < end; ++p) {
       const int32_t i = batch.n_tokens++;
@@ -459,17 +485,21 @@ Status PromptCache::Impl::Prefill(llama_seq_id seq, std::span<const llama_token>
       batch.pos[i] = static_cast<llama_pos>(p);
       batch.n_seq_id[i] = 1;
       batch.seq_id[i][0] = seq;
-      batch.logits[i] = p + 1 == tokens.size();
+      batch.logits[i] = p + 1 == n;
     }
     if (const int32_t rc = llama_decode(ctx_, batch); rc != 0) {
       status = Status::Internal("llama_decode returned " + std::to_string(rc));
       break;
     }
-    if (store && capture_here && end % interval == 0 && end < tokens.size()) {
-      Capture c{end, std::vector<uint8_t>(llama_state_seq_get_size_ext(
-                         ctx_, seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY))};
-      llama_state_seq_get_data_ext(ctx_, c.bytes.data(), c.bytes.size(), seq,
-                                   LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    const bool at_interval = interval != 0 && end % interval == 0 && end < n;
+    if (store && (at_interval || end == before_last)) {
+      // A transformer's checkpoint is the partial block's K/V, which the end state still holds.
+      Capture c{end, {}};
+      if (recurrent) {
+        c.bytes.resize(llama_state_seq_get_size_ext(ctx_, seq, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY));
+        llama_state_seq_get_data_ext(ctx_, c.bytes.data(), c.bytes.size(), seq,
+                                     LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+      }
       captures.push_back(std::move(c));
     }
     at = end;
@@ -477,7 +507,7 @@ Status PromptCache::Impl::Prefill(llama_seq_id seq, std::span<const llama_token>
   llama_batch_free(batch);
   PREFIXD_RETURN_IF_ERROR(status);
   if (!store) return Status::Ok();
-  return Save(seq, tokens, std::move(captures), report);
+  return Save(seq, tokens, std::move(captures), /*prefill=*/before_last != 0, report);
 }
 
 // --- PromptCache ---
@@ -489,6 +519,12 @@ Result<PromptCache> PromptCache::Open(llama_context* ctx, const llama_context_pa
   if (ctx == nullptr) return Status::InvalidArgument("no llama_context");
   if (options.block_size == 0 || options.block_size > kMaxBlockSize) {
     return Status::InvalidArgument("block_size must be 1.." + std::to_string(kMaxBlockSize));
+  }
+  if (params.n_batch < options.block_size || params.n_ubatch < options.block_size) {
+    return Status::InvalidArgument(
+        "the context's n_batch and n_ubatch (" + std::to_string(params.n_batch) + ", " +
+        std::to_string(params.n_ubatch) + ") must hold a block of block_size (" +
+        std::to_string(options.block_size) + ") tokens");
   }
   if (identity.digest.empty()) return Status::InvalidArgument("the model identity has no digest");
   return PromptCache(
@@ -507,7 +543,7 @@ uint64_t PromptCache::Restore(llama_seq_id seq, std::span<const llama_token> tok
 
 Status PromptCache::Save(llama_seq_id seq, std::span<const llama_token> tokens,
                          SaveReport* report) {
-  return impl_->Save(seq, tokens, {}, report);
+  return impl_->Save(seq, tokens, {}, false, report);
 }
 
 Status PromptCache::Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
@@ -519,7 +555,7 @@ Status PromptCache::Decoded(llama_seq_id seq, std::span<const llama_token> token
                             SaveReport* report) {
   const uint32_t every = impl_->options().decode_interval;
   if (every == 0 || tokens.empty() || tokens.size() % every != 0) return Status::Ok();
-  return impl_->Save(seq, tokens, {}, report);
+  return impl_->Save(seq, tokens, {}, false, report);
 }
 
 const ModelIdentity& PromptCache::identity() const { return impl_->identity(); }

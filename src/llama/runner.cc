@@ -16,6 +16,15 @@ namespace {
 void LoadBackendsOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // llama.cpp narrates every tensor it loads; warnings and errors are what a run needs.
+    // A continuation line (GGML_LOG_LEVEL_CONT) belongs to the line before it.
+    llama_log_set(
+        [](ggml_log_level level, const char* text, void*) {
+          static thread_local ggml_log_level last = GGML_LOG_LEVEL_INFO;
+          if (level != GGML_LOG_LEVEL_CONT) last = level;
+          if (last == GGML_LOG_LEVEL_WARN || last == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+        },
+        nullptr);
     ggml_backend_load_all_from_path(PREFIXD_LLAMA_LIB_DIR);
     llama_backend_init();
   });
@@ -61,7 +70,11 @@ Runner::~Runner() {
   if (model_ != nullptr) llama_model_free(model_);
 }
 
-void Runner::Clear(llama_seq_id seq) { llama_memory_seq_rm(llama_get_memory(ctx_), seq, -1, -1); }
+void Runner::Clear(llama_seq_id seq) {
+  // One sequence per context: cleared whole, so that its cells start at the cache's first again.
+  llama_memory_clear(llama_get_memory(ctx_), false);
+  (void)seq;
+}
 
 Status Runner::Decode(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t from,
                       uint64_t to) {

@@ -35,7 +35,7 @@ class Runner {
   int32_t vocab() const { return n_vocab_; }
   uint32_t n_batch() const { return params_.n_batch; }
 
-  // Empties sequence `seq`.
+  // Empties the context (it holds one sequence), so that its cells start at the first again.
   void Clear(llama_seq_id seq);
   // Decodes tokens[from..to) at positions from.. into `seq`, in batches of at most n_batch,
   // with the logits of the last one.

@@ -16,6 +16,9 @@ constexpr int32_t kGgmlF16 = 1;
 constexpr int32_t kGgmlBf16 = 30;
 // The largest ggml type id a recurrent row may have (opaque there; only its size matters).
 constexpr int32_t kGgmlTypeLimit = 64;
+// Every sequence state opens with this u32 (llama-context.cpp's io_magic), then the i32 id of the
+// sequence it was taken from.
+constexpr uint32_t kSequenceMagic = 0xaf143cd8;
 
 std::optional<uint32_t> ElementBytes(int32_t type) {
   switch (type) {
@@ -131,6 +134,14 @@ Status ParseRecurrentSection(Reader& in, int32_t last_position, RecurrentLayout&
     r.push_back(entries[i].row);
     s.push_back(entries[k + i].row);
   }
+  return Status::Ok();
+}
+
+Status ReadHeader(Reader& in) {
+  uint32_t magic = 0;
+  int32_t seq = 0;
+  if (!in.Read(magic) || !in.Read(seq)) return Bad("header cut short");
+  if (magic != kSequenceMagic) return Bad("not a sequence state (magic)");
   return Status::Ok();
 }
 
@@ -328,8 +339,8 @@ Result<SequenceState> SequenceState::Parse(std::span<const uint8_t> bytes, Memor
     state.layout_.kind = kind;
     state.n_tokens_ = tokens.size();
     Reader in(bytes);
-    Status st = Status::Ok();
-    if (kind != MemoryKind::kRecurrent) {
+    Status st = ReadHeader(in);
+    if (st.ok() && kind != MemoryKind::kRecurrent) {
       st = ParseAttentionSection(in, with_ext, tokens, state.layout_.attention,
                                  state.cell_of_position_, state.cells_, state.k_, state.v_);
     }
@@ -356,6 +367,7 @@ Result<SequenceState> SequenceState::ParseRecurrent(std::span<const uint8_t> byt
   state.layout_.kind = MemoryKind::kRecurrent;
   state.n_tokens_ = static_cast<uint64_t>(last_position) + 1;
   Reader in(bytes);
+  PREFIXD_RETURN_IF_ERROR(ReadHeader(in));
   PREFIXD_RETURN_IF_ERROR(
       ParseRecurrentSection(in, last_position, state.layout_.recurrent, state.r_, state.s_));
   if (in.left() != 0) return Bad(std::to_string(in.left()) + " bytes past the end");
@@ -399,7 +411,7 @@ std::vector<uint8_t> SequenceState::RecurrentBlob(size_t i) const {
 // --- Assembly ---
 
 Result<std::vector<uint8_t>> AssembleState(
-    const StateLayout& layout, uint64_t length, std::span<const int32_t> tokens,
+    const StateLayout& layout, int32_t seq, uint64_t length, std::span<const int32_t> tokens,
     std::span<const std::span<const uint8_t>> attention_rows,
     std::span<const std::span<const uint8_t>> recurrent_blobs) {
   if (length == 0 || length > tokens.size() || length > INT32_MAX) {
@@ -412,6 +424,8 @@ Result<std::vector<uint8_t>> AssembleState(
   }
   std::vector<uint8_t> out;
   Writer w(out);
+  w.Put(kSequenceMagic);
+  w.Put(seq);
   if (layout.has_attention()) {
     const AttentionLayout& a = layout.attention;
     const uint64_t row = a.row_bytes();

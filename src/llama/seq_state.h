@@ -119,13 +119,14 @@ class SequenceState {
   std::vector<const uint8_t*> r_, s_;
 };
 
-// Builds the sequence state llama_state_seq_set_data expects for `length` tokens:
+// Builds the sequence state llama_state_seq_set_data expects for `length` tokens, as if taken
+// from sequence `seq` (llama.cpp reads the id and ignores it):
 //   attention_rows[l]: layer l's K rows for [0, length) then its V rows (as AppendRows gives);
 //   recurrent_blobs[i]: recurrent layer i's blob at position length - 1;
 // Cells get positions 0..length-1 and, where the cache has extensions, `ext` of their token.
 // kInvalidArgument when a part has the wrong size.
 Result<std::vector<uint8_t>> AssembleState(
-    const StateLayout& layout, uint64_t length, std::span<const int32_t> tokens,
+    const StateLayout& layout, int32_t seq, uint64_t length, std::span<const int32_t> tokens,
     std::span<const std::span<const uint8_t>> attention_rows,
     std::span<const std::span<const uint8_t>> recurrent_blobs);
 

@@ -6,10 +6,8 @@ token's logits must agree to 1e-4 relative (max |diff| / max |prefixd-hybrid|) a
 tokens must be equal.
 
 Usage: fidelity_test.py CASE PATH/TO/prefixd-hybrid PATH/TO/prefixd-llama-run
-           [--known-disagreement]
-CASE is qwen35, mamba2, rwkv7 or mamba2-groups2. --known-disagreement turns the check around
-for a case known to disagree: it must still run, and it must disagree (so that the fix is
-noticed and the flag dropped). Exits 77 (skipped) without numpy, unless CI is set.
+CASE is qwen35, mamba2, rwkv7 or mamba2-groups2 (Mamba-2 with two groups, whose gated RMSNorm
+llama.cpp normalises per group). Exits 77 (skipped) without numpy, unless CI is set.
 """
 import json
 import os
@@ -31,9 +29,8 @@ CASES = {
     "qwen35": ("qwen35", 11, {}),
     "mamba2": ("mamba2", 12, {}),
     "rwkv7": ("rwkv7", 13, {}),
-    # prefixd-hybrid normalises Mamba-2's gated RMSNorm over all of d_inner (as transformers'
-    # Mamba2 does); mamba_ssm, llama.cpp and vLLM normalise per group. With one group the two
-    # agree; with two they do not until prefixd-hybrid follows the original (issue 32).
+    # Two groups: the gated RMSNorm is per group (mamba_ssm, llama.cpp, vLLM; not transformers'
+    # Mamba2, which normalises all of d_inner), and prefixd-hybrid must follow.
     "mamba2-groups2": ("mamba2", 14, {"n_groups": 2}),
 }
 
@@ -96,9 +93,7 @@ def compare(case, hybrid, llama):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    known_disagreement = "--known-disagreement" in sys.argv
-    case, hybrid_binary, runner = args
+    case, hybrid_binary, runner = sys.argv[1:]
     require_numpy()
     family, seed, overrides = CASES[case]
     with tempfile.TemporaryDirectory(prefix=f"llama-fidelity-{case}-") as d:
@@ -112,12 +107,7 @@ def main():
         hybrid = run_prefixd_hybrid(hybrid_binary, checkpoint, tokens,
                                     os.path.join(d, "hybrid.json"))
         llama = run_llama(runner, model, tokens, d)
-    agree, err, same = compare(case, hybrid, llama)
-    if known_disagreement:
-        assert not agree, (f"{case} now agrees ({err:.2e}, {same}/{GREEDY_TOKENS}): drop "
-                           "--known-disagreement in tests/llama/fidelity.cmake")
-        print(f"{case}: disagrees, as known (see CASES in {os.path.basename(__file__)})")
-        return
+    _, err, same = compare(case, hybrid, llama)
     assert err < TOLERANCE, f"{case}: logits differ by {err:.2e} > {TOLERANCE}"
     assert same == GREEDY_TOKENS, f"{case}: {same}/{GREEDY_TOKENS} greedy tokens equal"
     print("ok")

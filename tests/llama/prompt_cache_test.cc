@@ -4,6 +4,8 @@
 // logits a cold run split at the same place decodes; every failure is a miss, never a wrong state.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -48,12 +50,12 @@ class Models {
 };
 
 std::unique_ptr<Runner> Load(const std::string& arch, const std::string& flash_attn = "auto",
-                             uint32_t n_batch = 64) {
+                             uint32_t n_batch = 256) {
   RunnerOptions o;
   o.model_path = Models::Path(arch);
   o.n_ctx = 1024;
   o.n_batch = n_batch;
-  o.threads = 2;
+  o.threads = 1;  // ggml's threads wait for each other: one is faster on shared cores
   o.flash_attn = flash_attn;
   Result<std::unique_ptr<Runner>> r = Runner::Load(o);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -100,7 +102,7 @@ TEST_P(EveryFamily, StateAssemblesBackToLlamaCppsBytes) {
     for (size_t i = 0; i < layout.recurrent_layers(); ++i) blobs.push_back(state->RecurrentBlob(i));
     for (const auto& b : blobs) recurrent.emplace_back(b);
     Result<std::vector<uint8_t>> assembled =
-        AssembleState(layout, tokens.size(), tokens, attention, recurrent);
+        AssembleState(layout, 0, tokens.size(), tokens, attention, recurrent);
     ASSERT_TRUE(assembled.ok()) << assembled.status().ToString();
     EXPECT_TRUE(*assembled == bytes)
         << "assembled " << assembled->size() << " bytes, llama.cpp " << bytes.size();
@@ -148,20 +150,24 @@ TEST(SeqState, EveryCutAndTrailingByteIsRefused) {
   EXPECT_FALSE(SequenceState::Parse(bytes, MemoryKind::kRecurrent, tokens).ok());
 }
 
-TEST(SeqState, QuantizedCacheIsRefusedAsUnsupported) {
+// A cache this code does not store (K and V of different element types here; quantized types
+// take the same path, but the tiny models' 16-value heads are too narrow for their 32-value
+// blocks) is refused as unsupported, not misread.
+TEST(SeqState, UnsupportedCacheTypesAreRefused) {
   RunnerOptions o;
   o.model_path = Models::Path("qwen3");
   o.n_ctx = 256;
   o.n_batch = 64;
-  o.threads = 2;
-  o.flash_attn = "on";  // a quantized V cache needs flash attention
+  o.threads = 1;        // ggml's threads wait for each other: one is faster on shared cores
+  o.flash_attn = "on";  // V of another type than K needs flash attention
   Result<std::unique_ptr<Runner>> r = Runner::Load(o);
   ASSERT_TRUE(r.ok());
-  // A context of its own with q8_0 K and V.
+  // A context of its own with f16 K and bf16 V.
   llama_context_params p = (*r)->params();
-  p.type_k = GGML_TYPE_Q8_0;
-  p.type_v = GGML_TYPE_Q8_0;
-  llama_context* ctx = llama_init_from_model(llama_get_model((*r)->ctx()), p);
+  p.type_k = GGML_TYPE_F16;
+  p.type_v = GGML_TYPE_BF16;
+  llama_context* ctx =
+      llama_init_from_model(const_cast<llama_model*>(llama_get_model((*r)->ctx())), p);
   ASSERT_NE(ctx, nullptr);
   const std::vector<llama_token> tokens = RandomTokens(5, 32, (*r)->vocab());
   llama_batch batch = llama_batch_get_one(const_cast<llama_token*>(tokens.data()), 32);
@@ -241,16 +247,20 @@ TEST_P(CacheTest, RestoresWhatAnotherContextSaved) {
   SaveReport saved;
   ASSERT_TRUE(saving.Prefill(0, first, 0, &saved).ok());
   EXPECT_GT(saved.blocks_stored, 0u);
-  // Checkpoints at 64 and 128 (the interval) and 150 (the end); a transformer needs only the end.
+  // Checkpoints at 64 and 128 (the interval) and 149 (before the last token); a transformer needs
+  // only the last (its blocks are restorable by themselves).
   EXPECT_EQ(saved.checkpoints_stored, KindOf(GetParam()) == MemoryKind::kAttention ? 1u : 3u);
 
-  // The same prompt extended: the end of the first is restorable, and nothing past it.
+  // The same prompt again: all of it but the last token, which is left to decode.
+  RestoreReport report;
+  EXPECT_EQ(restoring.Restore(0, first, &report), 149u) << report.miss_reason;
+
+  // The same prompt extended: as far as the first's end checkpoint, and nothing past it.
   std::vector<llama_token> second = first;
   const std::vector<llama_token> more = RandomTokens(11, 40, saver->vocab());
   second.insert(second.end(), more.begin(), more.end());
-  RestoreReport report;
   const uint64_t restored = restoring.Restore(0, second, &report);
-  EXPECT_EQ(restored, 150u) << report.miss_reason;
+  EXPECT_EQ(restored, 149u) << report.miss_reason;
   ASSERT_TRUE(restorer->Decode(0, second, restored, second.size()).ok());
   const std::string warm = restorer->LogitsDigest();
 
@@ -264,14 +274,18 @@ TEST_P(CacheTest, RestoresWhatAnotherContextSaved) {
   std::vector<llama_token> branch(first.begin(), first.begin() + 100);
   branch.push_back(3);
   branch.push_back(4);
+  const bool transformer = KindOf(GetParam()) == MemoryKind::kAttention;
   const uint64_t partial = restoring.Restore(0, branch, &report);
-  EXPECT_EQ(partial, KindOf(GetParam()) == MemoryKind::kAttention ? 96u : 64u);
+  EXPECT_EQ(partial, transformer ? 96u : 64u);
   ASSERT_TRUE(restorer->Decode(0, branch, partial, branch.size()).ok());
-  const std::string branch_warm = restorer->LogitsDigest();
+  const std::vector<float> branch_warm(restorer->Logits().begin(), restorer->Logits().end());
   saver->Clear(0);
   ASSERT_TRUE(saving.Prefill(0, std::span(branch).first(partial), 0, nullptr, false).ok());
   ASSERT_TRUE(saver->Decode(0, branch, partial, branch.size()).ok());
-  EXPECT_EQ(branch_warm, saver->LogitsDigest());
+  const std::vector<float> branch_cold(saver->Logits().begin(), saver->Logits().end());
+  // Every stored block was computed alone in a block-aligned chunk, as the reference computes it:
+  // the same arithmetic, so the same bits.
+  EXPECT_EQ(branch_warm, branch_cold);
 
   // Saving the same prompt again stores nothing new.
   saver->Clear(0);

@@ -49,7 +49,8 @@ constexpr std::string_view kNeedsKey =
 constexpr std::string_view kBlockUnsupported =
     "ERR BLOCK is not supported by this server: it answers at once when data is there and "
     "refuses to wait for new entries";
-// Redis's stream-node-max-entries: approximate (~) trimming removes whole runs of this many.
+// Redis's stream-node-max-entries: the entries one of its nodes takes, which approximate (~)
+// trimming removes whole (TrimCount).
 constexpr uint64_t kNodeEntries = 100;
 
 // A stream key as a command reads it: `exists` false for a missing key.

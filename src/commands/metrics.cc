@@ -162,7 +162,8 @@ void PersistenceGroup(Engine& e, Writer& w) {
         static_cast<double>(s.log.bytes));
   w.One("prefixd_changes_since_last_save", "gauge", "Writes since the last snapshot.",
         static_cast<double>(s.changes_since_last_save));
-  w.One("prefixd_last_save_timestamp_seconds", "gauge", "Unix time of the last snapshot.",
+  w.One("prefixd_last_save_timestamp_seconds", "gauge",
+        "Unix time of the last snapshot (the start before one is written here, as LASTSAVE).",
         static_cast<double>(s.last_save_time));
   w.One("prefixd_log_write_ok", "gauge", "1 while the log can be written.", s.log.write_ok);
 }

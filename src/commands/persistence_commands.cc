@@ -1,4 +1,6 @@
 // Persistence commands: SAVE, BGSAVE and LASTSAVE, over the durability layer.
+#include <chrono>
+
 #include <spdlog/spdlog.h>
 
 #include "commands/engine.h"
@@ -31,9 +33,13 @@ void BgSave(Context& ctx) {
   ctx.reply.Simple("Background saving started");
 }
 
+// Without persistence nothing was ever saved: Redis answers its start time then too.
 void LastSave(Context& ctx) {
   auto* d = ctx.engine.durability();
-  ctx.reply.Integer(d == nullptr ? 0 : d->Stats().last_save_time);
+  if (d != nullptr) return ctx.reply.Integer(d->Stats().last_save_time);
+  ctx.reply.Integer(
+      std::chrono::duration_cast<std::chrono::seconds>(ctx.engine.started().time_since_epoch())
+          .count());
 }
 
 }  // namespace
@@ -54,7 +60,9 @@ void RegisterPersistenceCommands(Registry& r) {
                     BgSave, "O(1) to start"),
                 "1.0.0"));
   r.Add(AsRedis(cmd("lastsave", 1, kFast | kLoading | kStale, "",
-                    "Returns the unix time of the last successful snapshot.", LastSave, "O(1)"),
+                    "Returns the unix time of the last successful snapshot (the start before the "
+                    "first).",
+                    LastSave, "O(1)"),
                 "1.0.0", kAclAdmin | kAclDangerous, {"nondeterministic_output"}));
 }
 

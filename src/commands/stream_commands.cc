@@ -49,7 +49,8 @@ constexpr std::string_view kNeedsKey =
 constexpr std::string_view kBlockUnsupported =
     "ERR BLOCK is not supported by this server: it answers at once when data is there and "
     "refuses to wait for new entries";
-// Redis's stream-node-max-entries: approximate (~) trimming removes whole runs of this many.
+// Redis's stream-node-max-entries: the entries one of its nodes takes, which approximate (~)
+// trimming removes whole (TrimCount).
 constexpr uint64_t kNodeEntries = 100;
 
 // A stream key as a command reads it: `exists` false for a missing key.
@@ -216,28 +217,41 @@ struct Trim {
   int64_t limit = -1;  // -1: not given
 };
 
-// How many entries `trim` removes from the front of `r` (before an append of one more when
-// `adding`), as Redis's streamTrim: exact trimming removes them all; approximate trimming
-// removes whole runs of kNodeEntries and at most LIMIT (default 100 runs).
+// How many entries `trim` removes from the front of `r` (after an append of one more, `added`,
+// when `adding`), as Redis's streamTrim. Exact trimming removes them all. Approximate trimming
+// walks the nodes from the front and drops each one wholly past the threshold, full or not,
+// stopping at the first that is not or that would take the count past LIMIT (default 100 nodes'
+// worth; 0: none). prefixd keeps no nodes. Redis fills each with kNodeEntries entries in the
+// order they come and trims from the front, so the n-th entry ever added sits in node
+// n / kNodeEntries, the entries gone (entries-added less the length) having been the first.
+// A stream emptied and refilled, XDEL, and entries that fill a node's bytes first move Redis's
+// boundaries: the counts can then differ by less than a node (docs/compatibility.md).
 // MAXLEN needs only the header's length; MINID the entries (`r`).
 uint64_t TrimCount(const store::StreamMeta& m, const StreamReader* r, const Trim& trim, bool adding,
                    StreamId added) {
   const uint64_t length = m.length + (adding ? 1 : 0);
-  uint64_t count = 0;
-  if (trim.kind == Trim::kMaxLen) {
-    count = length > trim.maxlen ? length - trim.maxlen : 0;
-  } else if (trim.kind == Trim::kMinId) {
-    count = r->LowerBound(trim.minid);
+  if (trim.kind == Trim::kNone) return 0;
+  if (!trim.approx) {
+    if (trim.kind == Trim::kMaxLen) return length > trim.maxlen ? length - trim.maxlen : 0;
+    uint64_t count = r->LowerBound(trim.minid);
     if (adding && count == r->entries().size() && added < trim.minid) count += 1;
-  } else {
-    return 0;
+    return count;
   }
-  if (!trim.approx) return count;
-  const uint64_t limit = trim.limit < 0    ? 100 * kNodeEntries
-                         : trim.limit == 0 ? UINT64_MAX
-                                           : trim.limit;
-  count = std::min(count, limit);
-  return count / kNodeEntries * kNodeEntries;
+  const uint64_t limit = trim.limit < 0 ? 100 * kNodeEntries : static_cast<uint64_t>(trim.limit);
+  const uint64_t gone = m.entries_added > m.length ? m.entries_added - m.length : 0;
+  const auto id_at = [&](uint64_t i) {
+    return i < r->entries().size() ? r->entries()[i].id : added;
+  };
+  uint64_t count = 0;
+  while (count < length) {
+    const uint64_t node = std::min(kNodeEntries - (gone + count) % kNodeEntries, length - count);
+    if (limit != 0 && count + node > limit) break;
+    const bool past = trim.kind == Trim::kMaxLen ? length - count - node >= trim.maxlen
+                                                 : id_at(count + node - 1) < trim.minid;
+    if (!past) break;
+    count += node;
+  }
+  return count;
 }
 
 // Parses [MAXLEN|MINID [=|~] threshold [LIMIT count]] (and NOMKSTREAM for XADD) from args[from],

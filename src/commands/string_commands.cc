@@ -1,9 +1,9 @@
 // Redis's string commands with Redis 7.0.15's replies and errors: GET, SET (EX PX EXAT PXAT NX XX
-// KEEPTTL GET), SETNX, SETEX, PSETEX, GETSET, GETEX, GETDEL, MGET, MSET, MSETNX, STRLEN, GETRANGE,
-// SETRANGE, APPEND and the INCR family. Values live in the keyspace (store/keyspace.h); every
-// change is one StringSet/StringDel record through the mutation path, carrying the whole new
-// value and its expiry (MSET and MSETNX: one StringMultiSet for all their keys). A
-// read-modify-write holds its keys' lock stripes (KeyLocks).
+// KEEPTTL GET), SETNX, SETEX, PSETEX, GETSET, GETEX, GETDEL, MGET, MSET, MSETNX, STRLEN, GETRANGE
+// (and SUBSTR), SETRANGE, APPEND and the INCR family. Values live in the keyspace
+// (store/keyspace.h); every change is one StringSet/StringDel record through the mutation path,
+// carrying the whole new value and its expiry (MSET and MSETNX: one StringMultiSet for all their
+// keys). A read-modify-write holds its keys' lock stripes (KeyLocks).
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -834,6 +834,10 @@ void RegisterStringCommands(Registry& r) {
                         "A substring of a string value (inclusive, negative counts from the end).",
                         GetRange, "O(N) in the length returned"),
                     "2.4.0", kKeyRO | kKeyAccess, {key, IntArg("start"), IntArg("end")}));
+  // GETRANGE's old name (Redis 1.0), which Redis 7 still answers to.
+  r.Add(AsRedisString(cmd("substr", 4, kReadonly, "<key> <start> <end>",
+                          "GETRANGE under its old name.", GetRange, "O(N) in the length returned"),
+                      "1.0.0", kKeyRO | kKeyAccess, {key, IntArg("start"), IntArg("end")}));
   r.Add(AsRedisString(
       cmd("setrange", 4, write, "<key> <offset> <value>",
           "Overwrites part of a string value, padding with zero bytes; replies the length.",

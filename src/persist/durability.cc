@@ -101,6 +101,8 @@ std::string Durability::Open() {
     return "can't lock " + options_.dir + ": " + lock.status().message();
   }
   lock_ = std::move(lock).value();
+  // As Redis: the last save is the start until a snapshot is written here, whatever was loaded.
+  last_save_time_ = NowMs() / 1000;
   std::string err = Recover();
   if (!err.empty()) return err;
   maintenance_thread_ = std::thread([this] { MaintenanceLoop(); });
@@ -126,7 +128,6 @@ std::string Durability::Recover() {
     std::string err = LoadSnapshot(snapshot, base_lsn);
     if (!err.empty()) return err;
     snapshot_bytes_ = info->size;
-    last_save_time_ = info->modified_unix_seconds;
   } else if (info.status().code() != StatusCode::kNotFound) {
     return "can't read " + snapshot + ": " + info.status().message();
   }

@@ -360,6 +360,54 @@ TEST_F(KeyspaceTest, ExpiryTimesSurviveRestartThroughLogAndSnapshot) {
   EXPECT_NE(keyspace.find("\r\ndb0:keys=3,expires=2,avg_ttl="), std::string::npos) << keyspace;
 }
 
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The integer of a `:n` reply; -1 for any other reply.
+int64_t IntegerReply(const std::string& reply) {
+  if (reply.size() < 4 || reply[0] != ':') return -1;
+  return std::stoll(reply.substr(1, reply.size() - 3));
+}
+
+// LASTSAVE is the server's start until a snapshot is written there (Redis's answer; never 0,
+// which redis-py turns into None), with or without the log, and a restart that loads a snapshot
+// starts it again at the new start, not at the snapshot's time.
+TEST_F(KeyspaceTest, LastSaveIsTheStartUntilASnapshotIsWritten) {
+  const int64_t started = IntegerReply(Call({"LASTSAVE"}));
+  EXPECT_GE(started, UnixNow() - 60);
+  EXPECT_LE(started, UnixNow());
+  ASSERT_EQ(Call({"SSM.PREFIX.STORE", "k", "0", "v"}), "+OK\r\n");
+  ASSERT_EQ(Call({"SAVE"}), "+OK\r\n");
+  const int64_t saved = IntegerReply(Call({"LASTSAVE"}));
+  EXPECT_GE(saved, started);
+  EXPECT_LE(saved, UnixNow());
+  std::this_thread::sleep_for(1100ms);  // the restart falls in a later second than the save
+  ASSERT_TRUE(server_.Stop());
+  const int64_t restarted = UnixNow();
+  ASSERT_TRUE(server_.Restart({.flags = {"--appendonly", "yes"}}));
+  ASSERT_NO_FATAL_FAILURE(Reconnect());
+  EXPECT_EQ(Call({"EXISTS", "k"}), ":1\r\n");
+  const int64_t again = IntegerReply(Call({"LASTSAVE"}));
+  EXPECT_GE(again, restarted);
+  EXPECT_GT(again, saved);
+  EXPECT_LE(again, UnixNow());
+  const std::string info = Call({"INFO", "persistence"});
+  EXPECT_NE(info.find("rdb_last_save_time:" + std::to_string(again) + "\r\n"), std::string::npos)
+      << info;
+
+  ServerProcess plain;
+  const int64_t before = UnixNow();
+  ASSERT_TRUE(plain.Start({.flags = {"--appendonly", "no"}}));
+  auto c = RawConnection::Tcp(plain.port());
+  ASSERT_NE(c, nullptr);
+  const int64_t unlogged = IntegerReply(c->Call(std::vector<std::string>{"LASTSAVE"}));
+  EXPECT_GE(unlogged, before);
+  EXPECT_LE(unlogged, UnixNow());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Budget and eviction: whole keys, by each of Redis's eight policies.
 

@@ -188,6 +188,86 @@ TEST_F(StreamsTest, RepliesAsRedisDoes) {
   }
 }
 
+// Approximate trimming drops every node wholly past the threshold, the last one too when it is
+// not full (two entries and `MAXLEN ~ 0` leave nothing), and stops at the node that would take
+// the count past LIMIT: 250 entries are nodes of 100, 100 and 50, each threshold at its limit
+// and one past. Entries trimmed exactly still count in their node. Pending entries whose entry went
+// answer [id, nil] in a consumer's history.
+TEST_F(StreamsTest, ApproximateTrimmingDropsWholeNodesAsRedisDoes) {
+  RedisServer redis;
+  if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
+  auto r = RawConnection::Tcp(redis.port());
+  ASSERT_NE(r, nullptr);
+  std::vector<Args> commands = {
+      {"XADD", "two", "1-1", "a", "1"},
+      {"XADD", "two", "2-1", "b", "2"},
+      {"XGROUP", "CREATE", "two", "g", "0"},
+      {"XREADGROUP", "GROUP", "g", "c", "STREAMS", "two", ">"},
+      {"XTRIM", "two", "MAXLEN", "~", "1"},
+      {"XTRIM", "two", "MAXLEN", "~", "0"},
+      {"XLEN", "two"},
+      {"XREADGROUP", "GROUP", "g", "c", "STREAMS", "two", "0"},
+      {"XINFO", "STREAM", "two"},
+      {"XADD", "two", "3-1", "c", "3"},
+      {"XADD", "two", "4-1", "d", "4"},
+      {"XTRIM", "two", "MINID", "~", "4-1"},
+      {"XTRIM", "two", "MINID", "~", "4-2"},
+      {"XINFO", "STREAM", "two"},
+      {"XADD", "one", "1-1", "a", "1"},
+      {"XADD", "one", "MAXLEN", "~", "1", "2-1", "b", "2"},
+      {"XADD", "one", "MAXLEN", "~", "0", "3-1", "c", "3"},
+      {"XADD", "one", "MINID", "~", "5", "4-1", "d", "4"},
+      {"XINFO", "STREAM", "one"},
+  };
+  const auto fill = [&commands](const std::string& key) {
+    commands.push_back({"DEL", key});
+    for (int i = 1; i <= 250; ++i)
+      commands.push_back({"XADD", key, std::to_string(i) + "-0", "f", "v"});
+  };
+  fill("big");
+  for (const char* n : {"151", "150", "50", "49"})
+    commands.push_back({"XTRIM", "big", "MAXLEN", "~", n});
+  commands.push_back({"XLEN", "big"});
+  fill("big");
+  for (const char* n : {"99", "100", "149", "150"}) {
+    commands.push_back({"XTRIM", "big", "MAXLEN", "~", "0", "LIMIT", n});
+  }
+  fill("big");
+  for (const char* id : {"100-0", "101-0", "200-0", "201-0"}) {
+    commands.push_back({"XTRIM", "big", "MINID", "~", id});
+  }
+  commands.push_back({"XTRIM", "big", "MINID", "~", "251-0", "LIMIT", "0"});
+  // Exact trims leave Redis's first node part full: 1000 entries, then 666 and 555 exactly leave
+  // 55 in it (the entries it lost were counted), which `~ 444` drops (Redis's own unit).
+  commands.push_back({"DEL", "big"});
+  for (int i = 1; i <= 1000; ++i) {
+    commands.push_back({"XADD", "big", std::to_string(i) + "-0", i % 10 == 0 ? "y" : "x", "v"});
+  }
+  commands.push_back({"XTRIM", "big", "MAXLEN", "666"});
+  commands.push_back({"XTRIM", "big", "MAXLEN", "=", "555"});
+  commands.push_back({"XTRIM", "big", "MAXLEN", "~", "444"});
+  commands.push_back({"XTRIM", "big", "MAXLEN", "~", "400"});
+  commands.push_back({"XTRIM", "big", "MAXLEN", "~", "399"});
+  commands.push_back({"XLEN", "big"});
+  fill("big");
+  commands.push_back({"XADD", "big", "MAXLEN", "230", "251-0", "f", "v"});
+  // 230 left of 251: the first node holds 79 (22-0 to 100-0), each edge at its limit and one past.
+  commands.push_back({"XTRIM", "big", "MINID", "~", "100-0"});
+  commands.push_back({"XTRIM", "big", "MINID", "~", "101-0"});
+  commands.push_back({"XTRIM", "big", "MAXLEN", "~", "52"});
+  commands.push_back({"XTRIM", "big", "MAXLEN", "~", "51"});
+  commands.push_back({"XLEN", "big"});
+  fill("big");
+  commands.push_back({"XADD", "big", "MAXLEN", "~", "150", "251-0", "f", "v"});
+  commands.push_back({"XADD", "big", "MAXLEN", "~", "50", "LIMIT", "100", "252-0", "f", "v"});
+  commands.push_back({"XINFO", "STREAM", "big"});
+  for (const Args& c : commands) {
+    std::string label;
+    for (const std::string& a : c) label += a + " ";
+    EXPECT_EQ(Call(c), r->Call(c)) << label;
+  }
+}
+
 TEST_F(StreamsTest, StreamsSurviveARestartThroughTheLogAndASnapshot) {
   // A large stream (appended in place past 16 KiB), trimmed and with deletions, and a small one
   // with groups and pending entries.

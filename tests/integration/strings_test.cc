@@ -115,6 +115,15 @@ const std::vector<Args>& ReferenceScript() {
       {"GETRANGE", "nokey", "0", "-1"},
       {"SET", "n", "12345"},
       {"GETRANGE", "n", "1", "2"},
+      // SUBSTR: GETRANGE's old name, and its arity at the limit and one past.
+      {"SUBSTR", "r", "0", "4"},
+      {"SUBSTR", "r", "-5", "-1"},
+      {"SUBSTR", "r", "x", "2"},
+      {"SUBSTR", "nokey", "0", "-1"},
+      {"SUBSTR", "r", "0"},
+      {"SUBSTR", "r", "0", "4", "5"},
+      {"COMMAND", "INFO", "substr"},
+      {"COMMAND", "GETKEYSANDFLAGS", "substr", "r", "0", "1"},
       {"SETRANGE", "r", "6", "Redis"},
       {"GET", "r"},
       {"SETRANGE", "r", "-1", "x"},
@@ -289,6 +298,7 @@ TEST_F(StringsTest, OtherTypesAndStringsAnswerWrongType) {
   ASSERT_EQ(Call({"SET", "str", "v"}), "+OK\r\n");
   for (const Args& command : std::vector<Args>{{"GET", "ssm"},
                                                {"GETRANGE", "ssm", "0", "1"},
+                                               {"SUBSTR", "ssm", "0", "1"},
                                                {"STRLEN", "ssm"},
                                                {"APPEND", "ssm", "x"},
                                                {"INCR", "ssm"},

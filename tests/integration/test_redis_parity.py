@@ -33,7 +33,7 @@ SHARED = ("ping echo auth hello select quit reset client|id client|setname clien
           "expire pexpire expireat pexpireat ttl pttl expiretime pexpiretime persist scan keys "
           "randomkey object|encoding object|freq object|idletime object|refcount object|help "
           "memory|usage memory|help flushdb get set setnx setex psetex getset getex getdel mget "
-          "mset msetnx strlen getrange setrange append incr decr incrby decrby "
+          "mset msetnx strlen getrange substr setrange append incr decr incrby decrby "
           "incrbyfloat setbit getbit rename renamenx copy move lcs swapdb "
           "sadd srem scard sismember smismember smembers srandmember spop lpush rpush lpushx "
           "rpushx lpop rpop llen lrange lindex lset lrem ltrim hset hsetnx hget hmget hmset hdel "
@@ -213,6 +213,7 @@ class CommandTableTest(ParityBase):
                      "type", "expire", "pexpireat", "ttl", "persist", "scan", "keys", "flushdb",
                      "object|freq", "memory|usage", "get", "set", "setnx", "setex", "psetex",
                      "getset", "getex", "getdel", "mget", "mset", "msetnx", "strlen", "getrange",
+                     "substr",
                      "setrange", "append", "incr", "decr", "incrby", "decrby", "incrbyfloat",
                      "setbit", "getbit", "rename", "renamenx", "copy", "move", "lcs", "sadd",
                      "srem", "scard", "sismember", "smismember", "smembers", "srandmember",

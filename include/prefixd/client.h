@@ -119,10 +119,18 @@ struct PrefixCandidate {
   PrefixHash position{};
 };
 
-// One attention layer of PrefixLeaseFetchAll: where its rows go.
+// One attention layer of PrefixLeaseFetchAll: where its K rows and its V rows go.
 struct PrefixLeaseRows {
   uint32_t layer = 0;
-  std::span<uint8_t> out;
+  std::span<uint8_t> k_rows;
+  std::span<uint8_t> v_rows;
+};
+
+// One recurrent layer's blob of PrefixLeaseFetchAll, split between two places: its first
+// `first.size()` bytes, then the rest.
+struct PrefixLeaseBlob {
+  std::span<uint8_t> first;
+  std::span<uint8_t> second;
 };
 
 // KV.PREFIX.MATCH's answer.
@@ -308,16 +316,17 @@ class Client {
                                                   bool release = false);
   // KV.PREFIX.RELEASE: true when the lease was live.
   Result<bool> PrefixRelease(std::string_view ns,
-                             uint64_t lease);  // Everything of a leased prefix in one round trip:
-                                               // KV.PREFIX.LFETCH ... ATTN <layer> FMT NATIVE
-  // for each of `attention` (the layer's K rows then V rows for [0, L), as the namespace stores
-  // them, read straight into its `out`, which must be exactly that size), then ... STATE, whose
-  // blobs are returned; all sent before the first reply is read. `release` ends the lease with
-  // the last request. A server error in any reply is returned after every reply was read (the
-  // connection stays usable); kOutOfRange when a layer's rows do not fill its `out` exactly.
-  Result<std::vector<Blob>> PrefixLeaseFetchAll(std::string_view ns, uint64_t lease,
-                                                std::span<const PrefixLeaseRows> attention,
-                                                bool release = true);
+                             uint64_t lease);  // Everything of a leased prefix in one round trip,
+                                               // read straight into the caller's memory:
+  // KV.PREFIX.LFETCH ... ATTN <layer> FMT NATIVE for each of `attention` (the layer's K rows for
+  // [0, L) into k_rows, then its V rows into v_rows, as the namespace stores them), then ... STATE
+  // (recurrent layer i's blob into `state[i]`); all sent before the first reply is read.
+  // `release` ends the lease with the last request. Every size must match exactly (kOutOfRange
+  // otherwise). A server error in any reply is returned after every reply was read (the
+  // connection stays usable).
+  Status PrefixLeaseFetchAll(std::string_view ns, uint64_t lease,
+                             std::span<const PrefixLeaseRows> attention,
+                             std::span<const PrefixLeaseBlob> state, bool release = true);
 
   // --- Any command (client.cc). ---
 

@@ -71,8 +71,10 @@ struct ModelIdentity {
   std::string cache_types;  // type_k, type_v and flash attention, as configured
   std::string digest;       // XXH3-128 of the three, 32 hex digits
 
-  // "{<prefix>:<digest>}".
-  std::string Namespace(std::string_view prefix) const;
+  // "{<prefix>:<digest>:<block size>[:<tier>]}": states of one identity stored with another block
+  // size or tier are another namespace (a prefix index has one shape).
+  std::string Namespace(std::string_view prefix, uint32_t block_size,
+                        std::string_view vquant = {}) const;
 };
 
 // The model's part of the identity: XXH3-128 of the GGUF file's bytes (tensors and metadata),
@@ -101,7 +103,8 @@ struct RestoreReport {
 struct SaveReport {
   uint64_t blocks_stored = 0;       // new blocks (the server already held the others)
   uint64_t checkpoints_stored = 0;  // new checkpoints
-  uint64_t kv_bytes = 0;            // K/V bytes sent
+  uint64_t block_bytes = 0;         // K/V of new blocks sent
+  uint64_t tail_bytes = 0;          // K/V of checkpoints' partial blocks sent
   uint64_t state_bytes = 0;         // recurrent-state bytes sent
   double ms = 0;
 };
@@ -136,22 +139,31 @@ class PromptCache {
   // recurrent state now, and the partial block's K/V). Call it after a prefill or a decode step.
   Status Save(llama_seq_id seq, std::span<const llama_token> tokens, SaveReport* report = nullptr);
 
-  // Decodes tokens[n_past..] into `seq` (which holds tokens[0..n_past) already), in chunks of at
-  // most n_batch tokens that end at the checkpoint positions of the options, capturing the
-  // recurrent state at each, and then stores the new blocks and checkpoints as Save does. The
-  // prompt's last token is decoded on its own, and the checkpoint of its end is the state before
-  // it: the one a restore of this same prompt can use (it leaves the last token to decode), and
-  // as good as the end for every prompt that extends this one. The
-  // logits of the last token are requested, as a prompt's prefill needs. With store false it only
-  // decodes, in the same chunks (a reference that splits the prompt where a cached run did).
+  // Decodes tokens[n_past..] into `seq` (which holds tokens[0..n_past) already) in chunks of one
+  // block (so that a block's K/V is computed the same way by every run that stores it), capturing
+  // the recurrent state every checkpoint_interval tokens, and stores the new blocks and
+  // checkpoints as Save does. The logits of the last token are requested, as a prefill needs.
+  // What it stores at the end depends on `mode`:
+  //   kPrompt  the tokens are a whole prompt: its last token is decoded on its own and the
+  //            checkpoint is the state before it, the one a restore of this same prompt can use
+  //            (a restore leaves the last token to decode) and as good as the end for every
+  //            prompt that extends this one;
+  //   kPrefix  the tokens are a prefix that other prompts extend (a system prompt, a document):
+  //            the checkpoint is at their end;
+  //   kDecodeOnly  nothing is stored; the chunks are the same (the cold reference of a restore).
+  enum class Mode : uint8_t { kPrompt, kPrefix, kDecodeOnly };
   Status Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
-                 SaveReport* report = nullptr, bool store = true);
+                 SaveReport* report = nullptr, Mode mode = Mode::kPrompt);
 
   // Call after each decoded token with the sequence's tokens so far: saves (as Save) whenever
   // their count reaches a multiple of decode_interval, so that a long generation is restorable
   // from near its end. Cheap otherwise.
   Status Decoded(llama_seq_id seq, std::span<const llama_token> tokens,
                  SaveReport* report = nullptr);
+
+  // The attention K/V of one token as stored (every attention layer's K and V row); 0 until a
+  // Save or Restore has learned the state's layout.
+  uint64_t KvBytesPerToken() const;
 
   const ModelIdentity& identity() const;
   const std::string& name() const;  // the namespace

@@ -315,9 +315,9 @@ Result<std::vector<Blob>> Client::PrefixLeaseFetchState(std::string_view ns, uin
   return blobs ? std::move(*blobs) : std::vector<Blob>();
 }
 
-Result<std::vector<Blob>> Client::PrefixLeaseFetchAll(std::string_view ns, uint64_t lease,
-                                                      std::span<const PrefixLeaseRows> attention,
-                                                      bool release) {
+Status Client::PrefixLeaseFetchAll(std::string_view ns, uint64_t lease,
+                                   std::span<const PrefixLeaseRows> attention,
+                                   std::span<const PrefixLeaseBlob> state, bool release) {
   if (!impl_) return MovedFrom();
   PREFIXD_RETURN_IF_ERROR(impl_->Usable());
   const Decimal lease_text(lease);
@@ -328,30 +328,55 @@ Result<std::vector<Blob>> Client::PrefixLeaseFetchAll(std::string_view ns, uint6
         "KV.PREFIX.LFETCH", ns, lease_text.view(), "ATTN", layers.back().view(), "FMT", "NATIVE"};
     impl_->Add(args);
   }
-  std::vector<std::string_view> state{"KV.PREFIX.LFETCH", ns, lease_text.view(), "STATE"};
-  if (release) state.push_back("RELEASE");
-  impl_->Add(state);
+  std::vector<std::string_view> state_args{"KV.PREFIX.LFETCH", ns, lease_text.view(), "STATE"};
+  if (release) state_args.push_back("RELEASE");
+  impl_->Add(state_args);
   PREFIXD_RETURN_IF_ERROR(impl_->Flush());
+
   // Every reply is read even after an error reply, so that the stream stays in step.
   Status first = Status::Ok();
+  auto mismatch = [&](std::string what, uint64_t got, uint64_t want) {
+    if (first.ok()) {
+      first = Status::OutOfRange("KV.PREFIX.LFETCH of " + what + " returned " +
+                                 std::to_string(got) + " bytes, expected " + std::to_string(want));
+    }
+  };
   for (const PrefixLeaseRows& a : attention) {
+    const std::array<std::span<uint8_t>, 2> pieces{a.k_rows, a.v_rows};
     Result<client_internal::BulkRead> read =
-        impl_->reader().ReadBulkInto(a.out, "KV.PREFIX.LFETCH");
+        impl_->reader().ReadBulkScatter(pieces, "KV.PREFIX.LFETCH", /*in_array=*/false);
     if (!read.ok()) {
       if (read.status().code() != StatusCode::kServerError) return read.status();
       if (first.ok()) first = read.status();
       continue;
     }
-    if (first.ok() && (read->nil || read->length != a.out.size())) {
-      first = Status::OutOfRange("KV.PREFIX.LFETCH of layer " + std::to_string(a.layer) +
-                                 " returned " + std::to_string(read->length) + " bytes, expected " +
-                                 std::to_string(a.out.size()));
+    const uint64_t want = a.k_rows.size() + a.v_rows.size();
+    if (read->nil || read->length != want)
+      mismatch("layer " + std::to_string(a.layer), read->length, want);
+  }
+  Result<int64_t> count = impl_->reader().ReadArrayHead("KV.PREFIX.LFETCH");
+  if (!count.ok()) {
+    if (count.status().code() != StatusCode::kServerError) return count.status();
+    return first.ok() ? count.status() : first;
+  }
+  if (*count != static_cast<int64_t>(state.size())) {
+    // The blobs are still read (and dropped) to keep the stream in step.
+    mismatch("STATE (blobs)", static_cast<uint64_t>(*count), state.size());
+  }
+  for (int64_t i = 0; i < *count; ++i) {
+    const bool wanted = static_cast<size_t>(i) < state.size();
+    const std::array<std::span<uint8_t>, 2> pieces =
+        wanted ? std::array<std::span<uint8_t>, 2>{state[i].first, state[i].second}
+               : std::array<std::span<uint8_t>, 2>{};
+    PREFIXD_ASSIGN_OR_RETURN(
+        client_internal::BulkRead read,
+        impl_->reader().ReadBulkScatter(pieces, "KV.PREFIX.LFETCH", /*in_array=*/true));
+    const uint64_t want = pieces[0].size() + pieces[1].size();
+    if (wanted && (read.nil || read.length != want)) {
+      mismatch("recurrent layer " + std::to_string(i), read.length, want);
     }
   }
-  Result<std::optional<std::vector<Blob>>> blobs = ReadBlobArray(*impl_, "KV.PREFIX.LFETCH");
-  if (!blobs.ok()) return blobs.status();
-  if (!first.ok()) return first;
-  return *blobs ? std::move(**blobs) : std::vector<Blob>();
+  return first;
 }
 
 Result<bool> Client::PrefixRelease(std::string_view ns, uint64_t lease) {

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -234,12 +235,23 @@ Result<std::optional<Blob>> ReplyReader::ReadBulk(std::string_view command, bool
 }
 
 Result<BulkRead> ReplyReader::ReadBulkInto(std::span<uint8_t> dst, std::string_view command) {
-  PREFIXD_ASSIGN_OR_RETURN(std::optional<uint64_t> length,
-                           ReadBulkHead(command, /*in_array=*/false));
+  const std::array<std::span<uint8_t>, 1> pieces{dst};
+  return ReadBulkScatter(pieces, command, /*in_array=*/false);
+}
+
+Result<BulkRead> ReplyReader::ReadBulkScatter(std::span<const std::span<uint8_t>> pieces,
+                                              std::string_view command, bool in_array) {
+  PREFIXD_ASSIGN_OR_RETURN(std::optional<uint64_t> length, ReadBulkHead(command, in_array));
   if (!length.has_value()) return BulkRead{.nil = true};
-  const size_t keep = static_cast<size_t>(std::min<uint64_t>(*length, dst.size()));
-  Status st = in_.ReadInto(dst.data(), keep);
-  if (st.ok()) st = in_.Discard(static_cast<size_t>(*length - keep));
+  uint64_t left = *length;
+  Status st = Status::Ok();
+  for (const std::span<uint8_t>& piece : pieces) {
+    const size_t keep = static_cast<size_t>(std::min<uint64_t>(left, piece.size()));
+    if (keep == 0 || !st.ok()) break;
+    st = in_.ReadInto(piece.data(), keep);
+    left -= keep;
+  }
+  if (st.ok()) st = in_.Discard(static_cast<size_t>(left));
   if (st.ok()) st = in_.ExpectCrlf();
   if (!st.ok()) return fail_(std::move(st));
   return BulkRead{.nil = false, .length = *length};

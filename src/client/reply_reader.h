@@ -99,6 +99,10 @@ class ReplyReader {
   Result<std::optional<Blob>> ReadBulk(std::string_view command, bool in_array);
   // One bulk-or-nil reply; its first dst.size() bytes land in `dst`, any rest is discarded.
   Result<BulkRead> ReadBulkInto(std::span<uint8_t> dst, std::string_view command);
+  // The same into `pieces` in turn (a scatter read: one value into places that are not
+  // adjacent); the bytes past their total are discarded.
+  Result<BulkRead> ReadBulkScatter(std::span<const std::span<uint8_t>> pieces,
+                                   std::string_view command, bool in_array);
   // Any reply, parsed by hiredis's `reader`. With one request in flight nothing can follow the
   // reply, and anything that does is a protocol error.
   Result<Reply> ReadGeneric(redisReader* reader);

@@ -26,8 +26,11 @@ std::string Hex128(XXH128_hash_t h) {
 
 }  // namespace
 
-std::string ModelIdentity::Namespace(std::string_view prefix) const {
-  return "{" + std::string(prefix) + ":" + digest + "}";
+std::string ModelIdentity::Namespace(std::string_view prefix, uint32_t block_size,
+                                     std::string_view vquant) const {
+  std::string ns = "{" + std::string(prefix) + ":" + digest + ":" + std::to_string(block_size);
+  if (!vquant.empty()) ns += ":" + std::string(vquant);
+  return ns + "}";
 }
 
 Result<std::string> HashModelFile(const std::string& gguf_path) {

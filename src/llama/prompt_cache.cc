@@ -19,6 +19,7 @@
 
 #include "prefixd/llama.h"
 #include "seq_state.h"
+#include "state_buffer.h"
 
 namespace prefixd::llama {
 namespace {
@@ -83,7 +84,7 @@ class PromptCache::Impl {
         client_(std::move(client)),
         identity_(std::move(identity)),
         options_(std::move(options)),
-        ns_(identity_.Namespace(options_.namespace_prefix)),
+        ns_(identity_.Namespace(options_.namespace_prefix, options_.block_size, options_.vquant)),
         layout_key_(ns_ + ":layout") {}
 
   uint64_t Restore(llama_seq_id seq, std::span<const llama_token> tokens, RestoreReport* report);
@@ -94,10 +95,14 @@ class PromptCache::Impl {
   Status Save(llama_seq_id seq, std::span<const llama_token> tokens, std::vector<Capture> captures,
               bool prefill, SaveReport* report);
   Status Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
-                 SaveReport* report, bool store);
+                 SaveReport* report, PromptCache::Mode mode);
 
   const ModelIdentity& identity() const { return identity_; }
   const CacheOptions& options() const { return options_; }
+  uint64_t KvBytesPerToken() const {
+    if (!layout_ || !layout_->has_attention()) return 0;
+    return 2 * uint64_t{layout_->attention.layers} * layout_->attention.row_bytes();
+  }
   const std::string& name() const { return ns_; }
   const CacheStats& stats() const { return stats_; }
 
@@ -136,6 +141,7 @@ class PromptCache::Impl {
   const std::string layout_key_;
 
   Clock::time_point last_reconnect_{};
+  StateBuffer buffer_;                 // where restored states are assembled, reused
   std::optional<StateLayout> layout_;  // known once the server's layout was read or written
   bool namespace_ready_ = false;
   std::set<std::string, std::less<>> reported_;
@@ -256,7 +262,7 @@ Status PromptCache::Impl::StoreBlocks(const SequenceState& state,
       rows[l].clear();
       state.AppendRows(l, b * bs, end * bs, rows[l]);
       layers.push_back({l, rows[l]});
-      report.kv_bytes += rows[l].size();
+      report.block_bytes += rows[l].size();
     }
     const PrefixHash& parent = b == 0 ? kPrefixRoot : hashes[b - 1];
     PREFIXD_ASSIGN_OR_RETURN(
@@ -288,7 +294,7 @@ Status PromptCache::Impl::StoreCheckpoint(const SequenceState& kv, const Sequenc
   for (uint32_t l = 0; l < tail_rows.size(); ++l) {
     kv.AppendRows(l, depth * bs, length, tail_rows[l]);
     tail.push_back({l, tail_rows[l]});
-    report.kv_bytes += tail_rows[l].size();
+    report.tail_bytes += tail_rows[l].size();
   }
   PrefixCheckpointParts parts{states, tail, FormatOf(layout.attention.type)};
   PREFIXD_RETURN_IF_ERROR(client_.PrefixStoreCheckpoint(ns_, anchor, length, position, parts));
@@ -344,38 +350,50 @@ uint64_t PromptCache::Impl::Restore(llama_seq_id seq, std::span<const llama_toke
   const uint64_t length = match->length;
   if (length == 0) return miss("no restorable prefix");
 
-  // The leased fetch: every attention layer's rows and the recurrent blobs, pipelined.
+  // llama.cpp's state laid out first, then the leased fetch (every attention layer's rows and the
+  // recurrent blobs, pipelined) read straight into it.
   start = Clock::now();
   const StateLayout& shape = **layout;
-  const uint64_t layer_bytes = shape.has_attention() ? 2 * length * shape.attention.row_bytes() : 0;
-  std::vector<uint8_t> rows(layer_bytes * shape.attention_layers());
-  std::vector<PrefixLeaseRows> wanted;
+  Result<StatePlan> plan =
+      PlanState(shape, seq, length, tokens, buffer_.Take(PlannedStateSize(shape, length)));
+  if (!plan.ok()) return failed("assembling the state", plan.status());
+  // A transposed V cache takes the rows through a scratch buffer (transposed below).
+  const bool transpose = shape.has_attention() && shape.attention.v_trans;
+  std::vector<uint8_t> v_rows(transpose ? plan->v.size() * length * shape.attention.row_bytes()
+                                        : 0);
+  std::vector<PrefixLeaseRows> rows;
   for (uint32_t l = 0; l < shape.attention_layers(); ++l) {
-    wanted.push_back({l, std::span<uint8_t>(rows).subspan(l * layer_bytes, layer_bytes)});
+    const std::span<uint8_t> v =
+        transpose ? std::span<uint8_t>(v_rows).subspan(l * plan->v[l].size(), plan->v[l].size())
+                  : plan->v[l];
+    rows.push_back({l, plan->k[l], v});
   }
-  Result<std::vector<Blob>> blobs = client_.PrefixLeaseFetchAll(ns_, match->lease, wanted, true);
-  report.fetch_ms = MsSince(start);
-  if (!blobs.ok()) return failed("fetching the matched prefix", blobs.status());
-  report.bytes = rows.size();
-  for (const Blob& b : *blobs) report.bytes += b.size();
-
-  start = Clock::now();
-  std::vector<std::span<const uint8_t>> attention_parts, recurrent_parts;
-  for (const PrefixLeaseRows& w : wanted) attention_parts.emplace_back(w.out);
-  for (const Blob& b : *blobs) recurrent_parts.emplace_back(b);
-  Result<std::vector<uint8_t>> state =
-      AssembleState(shape, seq, length, tokens, attention_parts, recurrent_parts);
+  std::vector<PrefixLeaseBlob> blobs;
+  for (size_t i = 0; i < plan->r.size(); ++i) blobs.push_back({plan->r[i], plan->s[i]});
   report.assemble_ms = MsSince(start);
-  if (!state.ok()) return failed("assembling the state", state.status());
+  start = Clock::now();
+  if (Status st = client_.PrefixLeaseFetchAll(ns_, match->lease, rows, blobs, true); !st.ok()) {
+    return failed("fetching the matched prefix", st);
+  }
+  report.fetch_ms = MsSince(start);
+  report.bytes = match->kv_bytes + match->state_bytes;
+  if (transpose) {
+    start = Clock::now();
+    for (uint32_t l = 0; l < shape.attention_layers(); ++l) {
+      TransposeV(shape.attention, length, rows[l].v_rows, plan->v[l]);
+    }
+    report.assemble_ms += MsSince(start);
+  }
 
   start = Clock::now();
-  const size_t read = llama_state_seq_set_data_ext(ctx_, state->data(), state->size(), seq, 0);
+  const size_t read =
+      llama_state_seq_set_data_ext(ctx_, plan->bytes.data(), plan->bytes.size(), seq, 0);
   report.load_ms = MsSince(start);
-  if (read != state->size()) {
+  if (read != plan->bytes.size()) {
     return failed(
         "loading the state into llama.cpp",
         Status::InvalidArgument("llama_state_seq_set_data_ext took " + std::to_string(read) +
-                                " of " + std::to_string(state->size()) + " bytes"));
+                                " of " + std::to_string(plan->bytes.size()) + " bytes"));
   }
   ++stats_.restore_hits;
   stats_.restored_tokens += length;
@@ -453,7 +471,8 @@ Status PromptCache::Impl::Save(llama_seq_id seq, std::span<const llama_token> to
 }
 
 Status PromptCache::Impl::Prefill(llama_seq_id seq, std::span<const llama_token> tokens,
-                                  uint64_t n_past, SaveReport* report, bool store) {
+                                  uint64_t n_past, SaveReport* report, PromptCache::Mode mode) {
+  const bool store = mode != PromptCache::Mode::kDecodeOnly;
   if (n_past > tokens.size()) {
     return Status::InvalidArgument("n_past " + std::to_string(n_past) + " is past the prompt's " +
                                    std::to_string(tokens.size()) + " tokens");
@@ -471,7 +490,7 @@ Status PromptCache::Impl::Prefill(llama_seq_id seq, std::span<const llama_token>
       !recurrent || options_.checkpoint_interval == 0
           ? 0
           : std::max<uint64_t>(bs, options_.checkpoint_interval / bs * uint64_t{bs});
-  const uint64_t before_last = store && n >= n_past + 2 ? n - 1 : 0;
+  const uint64_t before_last = mode == PromptCache::Mode::kPrompt && n >= n_past + 2 ? n - 1 : 0;
   std::vector<Capture> captures;
   llama_batch batch = llama_batch_init(static_cast<int32_t>(bs), 0, 1);
   Status status = Status::Ok();
@@ -547,8 +566,8 @@ Status PromptCache::Save(llama_seq_id seq, std::span<const llama_token> tokens,
 }
 
 Status PromptCache::Prefill(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t n_past,
-                            SaveReport* report, bool store) {
-  return impl_->Prefill(seq, tokens, n_past, report, store);
+                            SaveReport* report, Mode mode) {
+  return impl_->Prefill(seq, tokens, n_past, report, mode);
 }
 
 Status PromptCache::Decoded(llama_seq_id seq, std::span<const llama_token> tokens,
@@ -558,6 +577,7 @@ Status PromptCache::Decoded(llama_seq_id seq, std::span<const llama_token> token
   return impl_->Save(seq, tokens, {}, false, report);
 }
 
+uint64_t PromptCache::KvBytesPerToken() const { return impl_->KvBytesPerToken(); }
 const ModelIdentity& PromptCache::identity() const { return impl_->identity(); }
 const std::string& PromptCache::name() const { return impl_->name(); }
 const CacheStats& PromptCache::stats() const { return impl_->stats(); }

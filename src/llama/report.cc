@@ -81,14 +81,16 @@ double LogScale(double v, double lo, double hi, double p0, double p1) {
 std::string ChatCsv(const std::vector<ChatRow>& rows) {
   std::string csv =
       "turn,prompt_tokens,matched_tokens,prefilled_tokens,cold_ttft_ms,warm_ttft_ms,speedup,"
-      "states_bitexact,token_agreement,kv_bytes_stored,state_bytes_stored\n";
+      "states_bitexact,token_agreement,block_bytes_stored,tail_bytes_stored,state_bytes_stored,"
+      "store_prefill_ms\n";
   for (const ChatRow& r : rows) {
     csv += std::to_string(r.turn) + "," + std::to_string(r.prompt_tokens) + "," +
            std::to_string(r.matched_tokens) + "," + std::to_string(r.prefilled_tokens) + "," +
            Fixed(r.cold_ttft_ms, 3) + "," + Fixed(r.warm_ttft_ms, 3) + "," + Fixed(r.speedup(), 2) +
            "," + (r.states_bitexact ? "yes" : "no") + "," + std::to_string(r.agreeing_tokens) +
-           "/" + std::to_string(r.total_tokens) + "," + std::to_string(r.kv_bytes_stored) + "," +
-           std::to_string(r.state_bytes_stored) + "\n";
+           "/" + std::to_string(r.total_tokens) + "," + std::to_string(r.block_bytes_stored) + "," +
+           std::to_string(r.tail_bytes_stored) + "," + std::to_string(r.state_bytes_stored) + "," +
+           Fixed(r.store_prefill_ms, 3) + "\n";
   }
   return csv;
 }
@@ -97,7 +99,7 @@ std::string SweepCsv(const std::vector<SweepRow>& rows) {
   std::string csv =
       "prefix_tokens,suffix_tokens,cold_ttft_ms,warm_ttft_ms,speedup,restored_tokens,state_bytes,"
       "match_ms,fetch_ms,assemble_ms,load_ms,restore_ms,suffix_ms,file_load_ms,restore_vs_file,"
-      "states_bitexact,token_agreement\n";
+      "states_bitexact,token_agreement,store_prefill_ms,first_restore_ms,first_file_load_ms\n";
   for (const SweepRow& r : rows) {
     csv += std::to_string(r.prefix_tokens) + "," + std::to_string(r.suffix_tokens) + "," +
            Fixed(r.cold_ttft_ms, 3) + "," + Fixed(r.warm_ttft_ms, 3) + "," + Fixed(r.speedup(), 2) +
@@ -107,7 +109,8 @@ std::string SweepCsv(const std::vector<SweepRow>& rows) {
            "," + Fixed(r.file_load_ms, 3) + "," +
            Fixed(r.file_load_ms > 0 ? r.restore_ms() / r.file_load_ms : 0, 2) + "," +
            (r.states_bitexact ? "yes" : "no") + "," + std::to_string(r.agreeing_tokens) + "/" +
-           std::to_string(r.total_tokens) + "\n";
+           std::to_string(r.total_tokens) + "," + Fixed(r.store_prefill_ms, 3) + "," +
+           Fixed(r.first_restore_ms, 3) + "," + Fixed(r.first_file_load_ms, 3) + "\n";
   }
   return csv;
 }

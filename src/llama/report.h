@@ -10,18 +10,20 @@
 
 namespace prefixd::llama {
 
-// One turn of `chat`; the CSV columns are those of `prefixd-hybrid chat`.
+// One turn of `chat`; the CSV's first nine columns are those of `prefixd-hybrid chat`.
 struct ChatRow {
   int turn = 0;
   uint64_t prompt_tokens = 0;
   uint64_t matched_tokens = 0;    // restored by the warm process
   uint64_t prefilled_tokens = 0;  // decoded by the warm process
-  double cold_ttft_ms = 0;
-  double warm_ttft_ms = 0;
-  bool states_bitexact = false;  // warm logits equal to a cold run split at the same place
-  int agreeing_tokens = 0;       // greedy tokens equal to the whole-prompt cold run's
+  double cold_ttft_ms = 0;        // the whole prompt prefilled as llama.cpp does without a cache
+  double warm_ttft_ms = 0;        // restore + the rest, in the other process
+  double store_prefill_ms = 0;    // the saving prefill (block-sized chunks) with its stores
+  bool states_bitexact = false;   // warm logits equal to a cold run split at the same place
+  int agreeing_tokens = 0;        // greedy tokens equal to the whole-prompt cold run's
   int total_tokens = 0;
-  uint64_t kv_bytes_stored = 0;     // K/V sent by the saving process this turn
+  uint64_t block_bytes_stored = 0;  // K/V of new blocks sent by the saving process this turn
+  uint64_t tail_bytes_stored = 0;   // K/V of checkpoints' partial blocks sent this turn
   uint64_t state_bytes_stored = 0;  // recurrent state sent this turn
 
   double speedup() const { return warm_ttft_ms > 0 ? cold_ttft_ms / warm_ttft_ms : 0; }
@@ -31,13 +33,16 @@ struct ChatRow {
 struct SweepRow {
   uint64_t prefix_tokens = 0;
   uint64_t suffix_tokens = 0;
-  double cold_ttft_ms = 0;
-  double warm_ttft_ms = 0;
+  double cold_ttft_ms = 0;      // the whole prompt prefilled as llama.cpp does without a cache
+  double warm_ttft_ms = 0;      // restore of the prefix + the suffix, in the other process
+  double store_prefill_ms = 0;  // the prefix's saving prefill (block-sized chunks) and stores
   uint64_t restored_tokens = 0;
   uint64_t state_bytes = 0;
   double match_ms = 0, fetch_ms = 0, assemble_ms = 0, load_ms = 0;
   double suffix_ms = 0;
-  double file_load_ms = 0;  // llama_state_seq_load_file of the same prefix, page cache warm
+  double file_load_ms = 0;        // llama_state_seq_load_file of the same prefix, page cache warm
+  double first_restore_ms = 0;    // the warm process's first restore (memory not yet faulted in)
+  double first_file_load_ms = 0;  // the warm process's first load of the slot file
   bool states_bitexact = false;
   int agreeing_tokens = 0;
   int total_tokens = 0;

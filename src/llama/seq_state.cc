@@ -410,101 +410,167 @@ std::vector<uint8_t> SequenceState::RecurrentBlob(size_t i) const {
 
 // --- Assembly ---
 
+namespace {
+
+// Writes fields one after another into a buffer of a size computed beforehand.
+class Filler {
+ public:
+  explicit Filler(uint8_t* at) : at_(at) {}
+  template <typename T>
+  void Put(T value) {
+    std::memcpy(at_, &value, sizeof(T));
+    at_ += sizeof(T);
+  }
+  // Leaves `n` bytes for the caller and returns them.
+  std::span<uint8_t> Reserve(uint64_t n) {
+    std::span<uint8_t> region(at_, n);
+    at_ += n;
+    return region;
+  }
+  uint8_t* at() const { return at_; }
+
+ private:
+  uint8_t* at_;
+};
+
+}  // namespace
+
+uint64_t PlannedStateSize(const StateLayout& layout, uint64_t length) {
+  uint64_t size = 8;  // magic, sequence id
+  if (layout.has_attention()) {
+    const AttentionLayout& a = layout.attention;
+    const uint64_t meta = a.ext == CellExt::kNone ? 12 : 24;
+    // Each V layer's header is 12 bytes either way: type + row bytes, or type + element + width.
+    const uint64_t v_header = 12;
+    size += 4 + 4 * uint64_t{a.streams} + length * meta + 8;
+    size += uint64_t{a.layers} * (12 + length * a.row_bytes());
+    size += uint64_t{a.layers} * (v_header + length * a.row_bytes());
+  }
+  if (layout.has_recurrent()) {
+    size += 4 + 8 + 8;  // cell count, the cell (position, no sequences), s_trans, n_layer
+    for (const RecurrentLayer& l : layout.recurrent.layers) size += 24 + l.r_bytes + l.s_bytes;
+  }
+  return size;
+}
+
+Result<StatePlan> PlanState(const StateLayout& layout, int32_t seq, uint64_t length,
+                            std::span<const int32_t> tokens, std::span<uint8_t> memory) {
+  if (length == 0 || length > tokens.size() || length > INT32_MAX) {
+    return Status::InvalidArgument("a state of " + std::to_string(length) +
+                                   " tokens from a prompt of " + std::to_string(tokens.size()));
+  }
+  const uint64_t size = PlannedStateSize(layout, length);
+  if (memory.size() < size) {
+    return Status::ResourceExhausted("a llama.cpp state of " + std::to_string(size) +
+                                     " bytes does not fit in " + std::to_string(memory.size()));
+  }
+  StatePlan plan;
+  plan.bytes = memory.first(size);  // every byte is written here or filled by the caller
+  Filler f(plan.bytes.data());
+  f.Put(kSequenceMagic);
+  f.Put(seq);
+  if (layout.has_attention()) {
+    const AttentionLayout& a = layout.attention;
+    const uint64_t row = a.row_bytes();
+    f.Put(a.streams);
+    f.Put(static_cast<uint32_t>(length));
+    for (uint32_t s = 1; s < a.streams; ++s) f.Put(uint32_t{0});
+    for (uint64_t p = 0; p < length; ++p) {
+      f.Put(static_cast<int32_t>(p));
+      f.Put(uint32_t{1});
+      if (a.ext != CellExt::kNone) {
+        const int32_t xy = a.ext == CellExt::kPosition ? static_cast<int32_t>(p) : 0;
+        f.Put(CellExtBytes{xy, xy, tokens[p]});
+      }
+      f.Put(int32_t{0});  // the sequence id, which llama.cpp replaces with the destination's
+    }
+    f.Put(static_cast<uint32_t>(a.v_trans));
+    f.Put(a.layers);
+    for (uint32_t l = 0; l < a.layers; ++l) {
+      f.Put(a.type);
+      f.Put(row);
+      plan.k.push_back(f.Reserve(length * row));
+    }
+    for (uint32_t l = 0; l < a.layers; ++l) {
+      f.Put(a.type);
+      if (a.v_trans) {
+        f.Put(a.element_bytes);
+        f.Put(a.width);
+      } else {
+        f.Put(row);
+      }
+      plan.v.push_back(f.Reserve(length * row));
+    }
+  }
+  if (layout.has_recurrent()) {
+    f.Put(uint32_t{1});
+    f.Put(static_cast<int32_t>(length - 1));
+    f.Put(uint32_t{0});
+    f.Put(uint32_t{0});  // not transposed
+    f.Put(layout.recurrent.n_layer);
+    for (const RecurrentLayer& l : layout.recurrent.layers) {
+      f.Put(l.r_type);
+      f.Put(l.r_bytes);
+      plan.r.push_back(f.Reserve(l.r_bytes));
+    }
+    for (const RecurrentLayer& l : layout.recurrent.layers) {
+      f.Put(l.s_type);
+      f.Put(l.s_bytes);
+      plan.s.push_back(f.Reserve(l.s_bytes));
+    }
+  }
+  if (f.at() != plan.bytes.data() + plan.bytes.size()) {
+    return Status::Internal("a planned llama.cpp state came out at another size than planned");
+  }
+  return plan;
+}
+
+void TransposeV(const AttentionLayout& layout, uint64_t length, std::span<const uint8_t> rows,
+                std::span<uint8_t> region) {
+  const uint64_t row = layout.row_bytes();
+  const uint32_t el = layout.element_bytes;
+  for (uint64_t p = 0; p < length; ++p) {
+    const uint8_t* src = rows.data() + p * row;
+    for (uint32_t j = 0; j < layout.width; ++j) {
+      std::memcpy(region.data() + (uint64_t{j} * length + p) * el, src + uint64_t{j} * el, el);
+    }
+  }
+}
+
 Result<std::vector<uint8_t>> AssembleState(
     const StateLayout& layout, int32_t seq, uint64_t length, std::span<const int32_t> tokens,
     std::span<const std::span<const uint8_t>> attention_rows,
     std::span<const std::span<const uint8_t>> recurrent_blobs) {
-  if (length == 0 || length > tokens.size() || length > INT32_MAX) {
-    return Status::InvalidArgument("assembling a state of " + std::to_string(length) +
-                                   " tokens from a prompt of " + std::to_string(tokens.size()));
-  }
   if (attention_rows.size() != layout.attention_layers() ||
       recurrent_blobs.size() != layout.recurrent_layers()) {
     return Status::InvalidArgument("assembling a state: wrong number of layers");
   }
-  std::vector<uint8_t> out;
-  Writer w(out);
-  w.Put(kSequenceMagic);
-  w.Put(seq);
-  if (layout.has_attention()) {
-    const AttentionLayout& a = layout.attention;
-    const uint64_t row = a.row_bytes();
-    for (const auto& rows : attention_rows) {
-      if (rows.size() != 2 * length * row) {
-        return Status::InvalidArgument("assembling a state: an attention layer has " +
-                                       std::to_string(rows.size()) + " bytes, expected " +
-                                       std::to_string(2 * length * row));
-      }
+  std::vector<uint8_t> out(length <= tokens.size() ? PlannedStateSize(layout, length) : 0);
+  PREFIXD_ASSIGN_OR_RETURN(StatePlan plan, PlanState(layout, seq, length, tokens, out));
+  for (size_t l = 0; l < attention_rows.size(); ++l) {
+    const std::span<const uint8_t> rows = attention_rows[l];
+    const uint64_t half = plan.k[l].size();
+    if (rows.size() != 2 * half) {
+      return Status::InvalidArgument("assembling a state: an attention layer has " +
+                                     std::to_string(rows.size()) + " bytes, expected " +
+                                     std::to_string(2 * half));
     }
-    const size_t meta = a.ext == CellExt::kNone ? 12 : 24;
-    out.reserve(4 * (a.streams + 3) + length * meta + 2 * a.layers * (16 + length * row));
-    w.Put(a.streams);
-    w.Put(static_cast<uint32_t>(length));
-    for (uint32_t s = 1; s < a.streams; ++s) w.Put(uint32_t{0});
-    for (uint64_t p = 0; p < length; ++p) {
-      w.Put(static_cast<int32_t>(p));
-      w.Put(uint32_t{1});
-      if (a.ext != CellExt::kNone) {
-        const int32_t xy = a.ext == CellExt::kPosition ? static_cast<int32_t>(p) : 0;
-        w.Put(CellExtBytes{xy, xy, tokens[p]});
-      }
-      w.Put(int32_t{0});  // the sequence id, which llama.cpp replaces with the destination's
-    }
-    w.Put(static_cast<uint32_t>(a.v_trans));
-    w.Put(a.layers);
-    for (const auto& rows : attention_rows) {
-      w.Put(a.type);
-      w.Put(row);
-      w.Put(rows.first(length * row));
-    }
-    for (const auto& rows : attention_rows) {
-      w.Put(a.type);
-      const auto v = rows.subspan(length * row);
-      if (!a.v_trans) {
-        w.Put(row);
-        w.Put(v);
-        continue;
-      }
-      w.Put(a.element_bytes);
-      w.Put(a.width);
-      const size_t at = out.size();
-      out.resize(at + v.size());
-      uint8_t* dst = out.data() + at;
-      const uint32_t el = a.element_bytes;
-      for (uint64_t p = 0; p < length; ++p) {
-        for (uint32_t j = 0; j < a.width; ++j) {
-          std::memcpy(dst + (uint64_t{j} * length + p) * el, v.data() + p * row + uint64_t{j} * el,
-                      el);
-        }
-      }
+    std::memcpy(plan.k[l].data(), rows.data(), half);
+    if (layout.attention.v_trans) {
+      TransposeV(layout.attention, length, rows.subspan(half), plan.v[l]);
+    } else {
+      std::memcpy(plan.v[l].data(), rows.data() + half, half);
     }
   }
-  if (layout.has_recurrent()) {
-    w.Put(uint32_t{1});
-    w.Put(static_cast<int32_t>(length - 1));
-    w.Put(uint32_t{0});
-    w.Put(uint32_t{0});  // not transposed
-    w.Put(layout.recurrent.n_layer);
-    for (size_t i = 0; i < recurrent_blobs.size(); ++i) {
-      if (recurrent_blobs[i].size() != layout.recurrent_blob_bytes(i)) {
-        return Status::InvalidArgument("assembling a state: recurrent layer " + std::to_string(i) +
-                                       " has " + std::to_string(recurrent_blobs[i].size()) +
-                                       " bytes, expected " +
-                                       std::to_string(layout.recurrent_blob_bytes(i)));
-      }
+  for (size_t i = 0; i < recurrent_blobs.size(); ++i) {
+    const std::span<const uint8_t> blob = recurrent_blobs[i];
+    if (blob.size() != plan.r[i].size() + plan.s[i].size()) {
+      return Status::InvalidArgument("assembling a state: recurrent layer " + std::to_string(i) +
+                                     " has " + std::to_string(blob.size()) + " bytes, expected " +
+                                     std::to_string(plan.r[i].size() + plan.s[i].size()));
     }
-    for (size_t i = 0; i < recurrent_blobs.size(); ++i) {
-      const RecurrentLayer& l = layout.recurrent.layers[i];
-      w.Put(l.r_type);
-      w.Put(l.r_bytes);
-      w.Put(recurrent_blobs[i].first(l.r_bytes));
-    }
-    for (size_t i = 0; i < recurrent_blobs.size(); ++i) {
-      const RecurrentLayer& l = layout.recurrent.layers[i];
-      w.Put(l.s_type);
-      w.Put(l.s_bytes);
-      w.Put(recurrent_blobs[i].subspan(l.r_bytes));
-    }
+    std::memcpy(plan.r[i].data(), blob.data(), plan.r[i].size());
+    std::memcpy(plan.s[i].data(), blob.data() + plan.r[i].size(), plan.s[i].size());
   }
   return out;
 }

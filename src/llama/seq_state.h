@@ -119,11 +119,30 @@ class SequenceState {
   std::vector<const uint8_t*> r_, s_;
 };
 
-// Builds the sequence state llama_state_seq_set_data expects for `length` tokens, as if taken
-// from sequence `seq` (llama.cpp reads the id and ignores it):
+// A sequence state for `length` tokens laid out as llama_state_seq_set_data expects, as if taken
+// from sequence `seq` (llama.cpp reads the id and ignores it): every header and cell written
+// (positions 0..length-1 and, where the cache has extensions, `ext` of their token), the data
+// regions left for the caller to fill, straight from the network:
+//   k[l], v[l]  attention layer l's K rows for [0, length), its V rows (when the layout's V is
+//               transposed, v[l] wants TransposeV of the rows);
+//   r[i], s[i]  recurrent layer i's R row and S row at position length - 1.
+struct StatePlan {
+  std::span<uint8_t> bytes;
+  std::vector<std::span<uint8_t>> k, v, r, s;
+};
+// The plan's bytes are the first PlannedStateSize() bytes of `memory` (kResourceExhausted when it
+// is shorter).
+uint64_t PlannedStateSize(const StateLayout& layout, uint64_t length);
+Result<StatePlan> PlanState(const StateLayout& layout, int32_t seq, uint64_t length,
+                            std::span<const int32_t> tokens, std::span<uint8_t> memory);
+
+// Writes V rows (one per position, `width` values each) into a transposed V region.
+void TransposeV(const AttentionLayout& layout, uint64_t length, std::span<const uint8_t> rows,
+                std::span<uint8_t> region);
+
+// PlanState filled from parts in memory (tests, and callers without a network read):
 //   attention_rows[l]: layer l's K rows for [0, length) then its V rows (as AppendRows gives);
-//   recurrent_blobs[i]: recurrent layer i's blob at position length - 1;
-// Cells get positions 0..length-1 and, where the cache has extensions, `ext` of their token.
+//   recurrent_blobs[i]: recurrent layer i's blob (RecurrentBlob).
 // kInvalidArgument when a part has the wrong size.
 Result<std::vector<uint8_t>> AssembleState(
     const StateLayout& layout, int32_t seq, uint64_t length, std::span<const int32_t> tokens,

@@ -265,7 +265,10 @@ TEST_P(CacheTest, RestoresWhatAnotherContextSaved) {
   const std::string warm = restorer->LogitsDigest();
 
   saver->Clear(0);
-  ASSERT_TRUE(saving.Prefill(0, std::span(second).first(restored), 0, nullptr, false).ok());
+  ASSERT_TRUE(
+      saving
+          .Prefill(0, std::span(second).first(restored), 0, nullptr, PromptCache::Mode::kDecodeOnly)
+          .ok());
   ASSERT_TRUE(saver->Decode(0, second, restored, second.size()).ok());
   EXPECT_EQ(warm, saver->LogitsDigest());
 
@@ -280,7 +283,10 @@ TEST_P(CacheTest, RestoresWhatAnotherContextSaved) {
   ASSERT_TRUE(restorer->Decode(0, branch, partial, branch.size()).ok());
   const std::vector<float> branch_warm(restorer->Logits().begin(), restorer->Logits().end());
   saver->Clear(0);
-  ASSERT_TRUE(saving.Prefill(0, std::span(branch).first(partial), 0, nullptr, false).ok());
+  ASSERT_TRUE(
+      saving
+          .Prefill(0, std::span(branch).first(partial), 0, nullptr, PromptCache::Mode::kDecodeOnly)
+          .ok());
   ASSERT_TRUE(saver->Decode(0, branch, partial, branch.size()).ok());
   const std::vector<float> branch_cold(saver->Logits().begin(), saver->Logits().end());
   // Every stored block was computed alone in a block-aligned chunk, as the reference computes it:

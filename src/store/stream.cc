@@ -1,6 +1,7 @@
 #include "store/stream.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "store/members.h"
@@ -30,14 +31,23 @@ void PutId(std::string& out, StreamId id) {
   Put64(out, id.ms);
   Put64(out, id.seq);
 }
+// One load where the machine is little-endian (GCC does not merge the byte loop into one).
 uint64_t Get64(const char* p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p, sizeof v);
+  } else {
+    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  }
   return v;
 }
 uint32_t Get32(const char* p) {
   uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p, sizeof v);
+  } else {
+    for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  }
   return v;
 }
 
@@ -190,7 +200,7 @@ std::vector<StreamEntryView> StreamEntriesBetween(std::string_view value, Stream
         if (!reverse && out.size() == count) break;
       } else {
         out[oldest] = e;
-        oldest = (oldest + 1) % count;
+        if (++oldest == count) oldest = 0;
       }
     }
     rest.remove_prefix(kEntryHead + n);

@@ -657,7 +657,9 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
   // A stream without deletions, also built by a real redis-server from the same XADDs: the
   // replica's nodes (DUMP serialises them as they are) must be Redis's own, byte for byte.
   RedisServer plain;
-  RedisContext p = plain.Start() ? ConnectHiredis(plain.port()) : nullptr;
+  PREFIXD_START_REFERENCE_REDIS(plain);
+  RedisContext p = ConnectHiredis(plain.port());
+  ASSERT_NE(p, nullptr);
   for (int i = 0; i < 400; ++i) {
     const std::string id = std::to_string(2000 + i / 2) + "-" + std::to_string(i % 2);
     const std::string value = i % 7 == 0 ? std::string(i * 20, 'v') : std::to_string(i * 1000);

@@ -1,6 +1,7 @@
 #include "store/stream.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "store/members.h"
@@ -30,14 +31,23 @@ void PutId(std::string& out, StreamId id) {
   Put64(out, id.ms);
   Put64(out, id.seq);
 }
+// One load where the machine is little-endian (GCC does not merge the byte loop into one).
 uint64_t Get64(const char* p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p, sizeof v);
+  } else {
+    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  }
   return v;
 }
 uint32_t Get32(const char* p) {
   uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p, sizeof v);
+  } else {
+    for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  }
   return v;
 }
 
@@ -166,6 +176,40 @@ std::optional<StreamMeta> ReadStreamMeta(std::string_view value) {
   m.entries_added = c.U64();
   m.length = c.U64();
   return m;
+}
+
+std::vector<StreamEntryView> StreamEntriesBetween(std::string_view value, StreamId low,
+                                                  StreamId high, size_t count, bool reverse) {
+  std::vector<StreamEntryView> out;
+  if (value.size() < kHeaderBytes || high < low) return out;
+  const uint64_t groups_at = Get64(value.data() + kGroupsAtOffset);
+  const uint64_t end = Get64(value.data() + kEndOffset);
+  if (groups_at < kHeaderBytes || groups_at > end || end > value.size()) return out;
+  std::string_view rest = value.substr(kHeaderBytes, groups_at - kHeaderBytes);
+  // Newest first with a count, `out` is a ring of the last `count` entries seen; `oldest` is
+  // where the oldest of them sits once it is full.
+  size_t oldest = 0;
+  while (rest.size() >= kEntryHead) {
+    const StreamId id{Get64(rest.data()), Get64(rest.data() + 8)};
+    const uint32_t n = Get32(rest.data() + 16);
+    if (rest.size() - kEntryHead < n || id > high) break;
+    if (id >= low) {
+      const StreamEntryView e{id, rest.substr(kEntryHead, n)};
+      if (count == 0 || out.size() < count) {
+        out.push_back(e);
+        if (!reverse && out.size() == count) break;
+      } else {
+        out[oldest] = e;
+        if (++oldest == count) oldest = 0;
+      }
+    }
+    rest.remove_prefix(kEntryHead + n);
+  }
+  if (reverse) {
+    std::rotate(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(oldest), out.end());
+    std::reverse(out.begin(), out.end());
+  }
+  return out;
 }
 
 StreamGroups StreamReader::Groups() const {

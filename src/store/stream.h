@@ -86,6 +86,16 @@ class StreamReader {
 // The header alone (O(1)): nullopt when `value` is too short to hold one.
 std::optional<StreamMeta> ReadStreamMeta(std::string_view value);
 
+// The entries of `value` with ids from `low` to `high`, at most `count` of them (0: no limit),
+// oldest first, or newest first with `reverse`, read without indexing the value: StreamReader's
+// Open reads every entry into a vector (O(length) time and memory for each command that reads a
+// stream, e.g. 100,000 entries for `XRANGE s - + COUNT 10`), where this steps over the entries
+// before `low` by their 20-byte heads and, oldest first, stops after the `count`th. Newest first
+// still walks to `high` (entries have no backward links), keeping only the last `count`. A
+// malformed value gives the entries read before the damage.
+std::vector<StreamEntryView> StreamEntriesBetween(std::string_view value, StreamId low,
+                                                  StreamId high, size_t count, bool reverse);
+
 // An empty stream (a key that exists with no entries).
 Bytes EmptyStream();
 // The body of an entry: `fields` alternating field and value.

@@ -128,7 +128,7 @@ TEST_F(KeyspaceTest, ACommandOfAnotherTypeAnswersWrongType) {
 // The same commands against redis-server and prefixd, an SSM session standing for a string.
 TEST_F(KeyspaceTest, GenericCommandsReplyAsRedisDoes) {
   RedisServer redis;
-  if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
+  PREFIXD_START_REFERENCE_REDIS(redis);
   auto r = RawConnection::Tcp(redis.port());
   ASSERT_NE(r, nullptr);
   ASSERT_EQ(r->Call({"SET", "k", "v"}), "+OK\r\n");

@@ -1,7 +1,8 @@
 // Black-box test of prefixd with the npm clients ioredis and node-redis, over RESP2 and RESP3:
 // their connect handshakes, bit-exact binary blobs through call()/sendCommand(), nil on a miss,
 // MFETCH arrays and pipelines. Needs `npm install` in tests/integration; skips when the packages
-// are missing. Run: PREFIXD_SERVER=build/prefixd-server node --test tests/integration/
+// are missing (fails under CI=true).
+// Run: PREFIXD_SERVER=build/prefixd-server node --test tests/integration/
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';

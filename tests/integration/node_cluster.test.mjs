@@ -1,7 +1,8 @@
 // Three prefixd nodes as a Redis Cluster under the npm cluster clients: ioredis' Cluster (which
 // routes our commands by their first key or follows MOVED) and node-redis' createCluster (which
 // needs sendCommand's firstKey). Every key must land on the node serving its slot. Skips when
-// the packages are missing. Run: PREFIXD_SERVER=build/prefixd-server node --test tests/integration/
+// the packages are missing (fails under CI=true).
+// Run: PREFIXD_SERVER=build/prefixd-server node --test tests/integration/
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';

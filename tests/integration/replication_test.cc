@@ -142,19 +142,19 @@ class ReplicationTest : public ServerTest {
 };
 
 // A real redis-server following the primary on `primary_port` (its copy of the RDB in `dir`, not
-// the working directory), and a connection to it. Start is false when redis-server is not
-// installed (the test skips).
+// the working directory), and a connection to it. Start with FOLLOW_PRIMARY: the test skips only
+// when redis-server is not installed (and fails then under CI=true), and fails when it does not
+// start.
 struct FollowingReplica {
   RedisServer server;
   RedisContext context;
 
-  bool Start(int primary_port, const std::string& dir, const std::vector<std::string>& extra = {}) {
+  static std::vector<std::string> Flags(int primary_port, const std::string& dir,
+                                        const std::vector<std::string>& extra = {}) {
     std::vector<std::string> flags{"--replicaof", "127.0.0.1", std::to_string(primary_port),
                                    "--dir", dir};
     flags.insert(flags.end(), extra.begin(), extra.end());
-    if (!server.Start(flags)) return false;
-    context = ConnectHiredis(server.port());
-    return true;
+    return flags;
   }
   std::string Call(const std::vector<std::string_view>& args) {
     RedisReply reply = HiredisCommand(context.get(), args);
@@ -172,6 +172,12 @@ struct FollowingReplica {
 };
 
 // Expects the next command in the stream to be exactly `want` (byte for byte).
+#define FOLLOW_PRIMARY(follower, ...)                                                       \
+  do {                                                                                      \
+    PREFIXD_START_REFERENCE_REDIS((follower).server, FollowingReplica::Flags(__VA_ARGS__)); \
+    (follower).context = ConnectHiredis((follower).server.port());                          \
+  } while (0)
+
 #define EXPECT_STREAM(stream, ...)                                                                \
   do {                                                                                            \
     const std::string want_ = Multibulk(Args{__VA_ARGS__});                                       \
@@ -489,9 +495,7 @@ TEST_F(ReplicationTest, RedisServerReplicatesFromPrefixd) {
   Call({"SET", "db2", "two"});
   Call({"SELECT", "0"});
   FollowingReplica follower;
-  if (!follower.Start(server_.port(), server_.root())) {
-    GTEST_SKIP() << "redis-server is not installed";
-  }
+  FOLLOW_PRIMARY(follower, server_.port(), server_.root());
   RedisServer& replica = follower.server;
   RedisContext& r = follower.context;
   ASSERT_NE(r, nullptr);
@@ -653,7 +657,9 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
   // A stream without deletions, also built by a real redis-server from the same XADDs: the
   // replica's nodes (DUMP serialises them as they are) must be Redis's own, byte for byte.
   RedisServer plain;
-  RedisContext p = plain.Start() ? ConnectHiredis(plain.port()) : nullptr;
+  PREFIXD_START_REFERENCE_REDIS(plain);
+  RedisContext p = ConnectHiredis(plain.port());
+  ASSERT_NE(p, nullptr);
   for (int i = 0; i < 400; ++i) {
     const std::string id = std::to_string(2000 + i / 2) + "-" + std::to_string(i % 2);
     const std::string value = i % 7 == 0 ? std::string(i * 20, 'v') : std::to_string(i * 1000);
@@ -672,9 +678,7 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
   Call({"SET", "loaded", "yes"});
 
   FollowingReplica follower;
-  if (!follower.Start(server_.port(), server_.root(), {"--sanitize-dump-payload", "yes"})) {
-    GTEST_SKIP() << "redis-server is not installed";
-  }
+  FOLLOW_PRIMARY(follower, server_.port(), server_.root(), {"--sanitize-dump-payload", "yes"});
   RedisContext& r = follower.context;
   ASSERT_NE(r, nullptr);
   auto expect_same = [&](const std::string& when) {
@@ -746,9 +750,7 @@ TEST_F(ReplicationTest, RedisServerLoadsHashesZsetsAndStreamsFromTheRdb) {
 TEST_F(ReplicationTest, ConcurrentWritersLeaveTheReplicaEqualToThePrimary) {
   ASSERT_EQ(Call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "status 'OK'");
   FollowingReplica follower;
-  if (!follower.Start(server_.port(), server_.root())) {
-    GTEST_SKIP() << "redis-server is not installed";
-  }
+  FOLLOW_PRIMARY(follower, server_.port(), server_.root());
   RedisContext& r = follower.context;
   ASSERT_NE(r, nullptr);
   for (int i = 0; i < 100; ++i) {

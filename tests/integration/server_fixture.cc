@@ -627,43 +627,119 @@ std::string DescribeReply(const redisReply* r) {
   return "type " + std::to_string(r->type);
 }
 
-bool RedisServer::Start(const std::vector<std::string>& extra_flags) {
-  if (::access("/usr/bin/redis-server", X_OK) != 0) return false;
-  // Each server of this process tries its own ports: two on one port would answer each other's
-  // PING.
-  static std::atomic<int> started{0};
-  const int instance = started++;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    port_ = 20000 + static_cast<int>(::getpid() * 7 + (instance * 5 + attempt) * 131) % 40000;
-    std::vector<std::string> args = {
-        "redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
-        "--appendonly", "no",     "--loglevel",          "warning"};
-    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::execv("/usr/bin/redis-server", argv.data());
-      ::_exit(127);
+bool UnderCi() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string_view(ci) == "true";
+}
+
+std::string RedisServer::Binary() {
+  const char* path = std::getenv("PREFIXD_REDIS_SERVER");
+  return path != nullptr && *path != '\0' ? path : "/usr/bin/redis-server";
+}
+
+bool RedisServer::Installed() { return ::access(Binary().c_str(), X_OK) == 0; }
+
+::testing::AssertionResult RedisServer::Start(const std::vector<std::string>& extra_flags) {
+  Options options;
+  options.flags = extra_flags;
+  return Start(options);
+}
+
+::testing::AssertionResult RedisServer::Start(const Options& options) {
+  Stop();
+  port_ = 0;
+  ports_tried_.clear();
+  if (!Installed()) return ::testing::AssertionFailure() << Binary() << " is not installed";
+  std::string tries;
+  for (int attempt = 0; attempt < options.attempts; ++attempt) {
+    const size_t at = static_cast<size_t>(attempt);
+    const int port = at < options.ports.size() ? options.ports[at] : FreeLoopbackPort();
+    if (port <= 0) {
+      tries += "\n  no free loopback port";
+      continue;
     }
-    for (int i = 0; i < 100; ++i) {
-      if (auto c = RawConnection::Tcp(port_);
-          c && c->Call(std::vector<std::string>{"PING"}) == "+PONG\r\n") {
-        return true;
-      }
-      std::this_thread::sleep_for(Millis(20));
+    ports_tried_.push_back(port);
+    std::string why;
+    if (Launch(options, port, &why)) {
+      port_ = port;
+      return ::testing::AssertionSuccess();
     }
-    Stop();
+    tries += "\n  port " + std::to_string(port) + ": " + why;
   }
+  return ::testing::AssertionFailure()
+         << Binary() << " did not start in " << options.attempts << " tries:" << tries;
+}
+
+bool RedisServer::Launch(const Options& options, int port, std::string* why) {
+  char log_template[] = "/tmp/prefixd-redis-XXXXXX";
+  const int log_fd = ::mkstemp(log_template);
+  if (log_fd < 0) {
+    *why = std::string("cannot create its log file: ") + std::strerror(errno);
+    return false;
+  }
+  log_path_ = log_template;
+  const std::string binary = Binary();
+  std::vector<std::string> args = {binary,   "--port", std::to_string(port), "--bind", "127.0.0.1",
+                                   "--save", "",       "--appendonly",       "no",     "--loglevel",
+                                   "warning"};
+  args.insert(args.end(), options.flags.begin(), options.flags.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // It logs to stdout (no --logfile): into the log file, which a failed try quotes.
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  if (pid_ < 0) {
+    *why = std::string("fork failed: ") + std::strerror(errno);
+    pid_ = -1;
+    return false;
+  }
+  // Ready once the port answers as this child: a port taken by another server answers too.
+  const std::string mine = "process_id:" + std::to_string(pid_) + "\r\n";
+  const auto deadline = Clock::now() + options.startup_timeout;
+  while (Clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      *why = DescribeStatus(status) + ": " + Tail(ReadFile(log_path_), 400);
+      Stop();
+      return false;
+    }
+    if (auto c = RawConnection::Tcp(port)) {
+      const std::string reply = c->Call(std::vector<std::string>{"INFO", "server"}, Millis(1000));
+      if (reply.find(mine) != std::string::npos) return true;
+      const size_t id = reply.find("process_id:");
+      if (id != std::string::npos) {
+        *why = "answered by another process (" + reply.substr(id, reply.find('\r', id) - id) +
+               "), not redis-server " + std::to_string(pid_);
+        Stop();
+        return false;
+      }
+    }
+    std::this_thread::sleep_for(Millis(20));
+  }
+  *why = "did not answer as redis-server " + std::to_string(pid_) + " within " +
+         std::to_string(options.startup_timeout.count()) + " ms";
+  Stop();
   return false;
 }
 
 void RedisServer::Stop() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-  pid_ = -1;
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  if (!log_path_.empty()) {
+    ::unlink(log_path_.c_str());
+    log_path_.clear();
+  }
 }
 
 }  // namespace prefixd::it

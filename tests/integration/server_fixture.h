@@ -197,23 +197,71 @@ class LoggedServerTest : public ServerTest {
   std::unique_ptr<RawConnection> conn_;
 };
 
-// A redis-server child (Debian's) on a free loopback port, nothing persisted: the reference the
-// differential tests compare replies against. Start() is false when it is not installed.
+// Whether this run is CI's (CI=true): there a test whose dependency is missing fails instead of
+// skipping, so a CI run cannot pass without having run it.
+bool UnderCi();
+
+// A redis-server child (Debian's, or $PREFIXD_REDIS_SERVER) on a free loopback port, nothing
+// persisted: the reference the differential tests compare replies against.
 class RedisServer {
  public:
+  struct Options {
+    // Go after the defaults (e.g. {"--replicaof", "127.0.0.1", "<port>"}).
+    std::vector<std::string> flags;
+    // Ports to try first, in order, before free ones (FreeLoopbackPort); a test occupies them.
+    std::vector<int> ports;
+    // How many ports to try in all before Start() fails.
+    int attempts = 5;
+    // How long one try may take to answer as the child it started.
+    Millis startup_timeout{10000};
+  };
+
   RedisServer() = default;
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
   ~RedisServer() { Stop(); }
-  // `extra_flags` go after the defaults (e.g. {"--replicaof", "127.0.0.1", "<port>"}).
-  bool Start(const std::vector<std::string>& extra_flags = {});
+
+  // $PREFIXD_REDIS_SERVER if set, else /usr/bin/redis-server.
+  static std::string Binary();
+  // Whether Binary() can be run: the one reason a reference test may skip (see
+  // PREFIXD_START_REFERENCE_REDIS).
+  static bool Installed();
+
+  // Starts the server and waits (bounded) until the port answers INFO as this child (its
+  // process_id). A try fails when the child exits (its port was taken: the bind failed) or the port
+  // answers as another process, and the next try takes another port; after `attempts` tries the
+  // result is a failure naming each port and why, never a silent fallback.
+  ::testing::AssertionResult Start(const Options& options);
+  ::testing::AssertionResult Start(const std::vector<std::string>& extra_flags = {});
   void Stop();
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // The ports the last Start() tried, in order (the last one is port() when it succeeded).
+  const std::vector<int>& ports_tried() const { return ports_tried_; }
 
  private:
+  // One try on `port`: true once the child answers there; else false with `why`.
+  bool Launch(const Options& options, int port, std::string* why);
+
   int port_ = 0;
   pid_t pid_ = -1;
+  std::string log_path_;
+  std::vector<int> ports_tried_;
 };
+
+// Starts `redis` (a RedisServer; further arguments go to Start) in a test that compares replies
+// with it. The test skips when redis-server is not installed, except under CI=true, where that
+// fails it; a server that is installed and does not start fails it (Start() tried other ports).
+#define PREFIXD_START_REFERENCE_REDIS(redis, ...)                                                 \
+  do {                                                                                            \
+    if (!::prefixd::it::RedisServer::Installed()) {                                               \
+      if (::prefixd::it::UnderCi()) {                                                             \
+        FAIL() << ::prefixd::it::RedisServer::Binary() << " is not installed (CI=true needs it)"; \
+      }                                                                                           \
+      GTEST_SKIP() << ::prefixd::it::RedisServer::Binary() << " is not installed";                \
+    }                                                                                             \
+    ASSERT_TRUE((redis).Start(__VA_ARGS__));                                                      \
+  } while (0)
 
 // hiredis helpers (hiredis 0.14.1: RESP2 only).
 struct RedisContextDeleter {

@@ -24,7 +24,7 @@ const std::string kMaxId = "18446744073709551615-18446744073709551615";
 // holds a time (delivery and seen times differ between two servers).
 TEST_F(StreamsTest, RepliesAsRedisDoes) {
   RedisServer redis;
-  if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
+  PREFIXD_START_REFERENCE_REDIS(redis);
   auto r = RawConnection::Tcp(redis.port());
   ASSERT_NE(r, nullptr);
   const std::vector<Args> commands = {
@@ -195,7 +195,7 @@ TEST_F(StreamsTest, RepliesAsRedisDoes) {
 // answer [id, nil] in a consumer's history.
 TEST_F(StreamsTest, ApproximateTrimmingDropsWholeNodesAsRedisDoes) {
   RedisServer redis;
-  if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
+  PREFIXD_START_REFERENCE_REDIS(redis);
   auto r = RawConnection::Tcp(redis.port());
   ASSERT_NE(r, nullptr);
   std::vector<Args> commands = {

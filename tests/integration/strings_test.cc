@@ -264,7 +264,7 @@ const std::vector<Args>& ReferenceScript() {
 
 TEST_F(StringsTest, RepliesAsRedisDoes) {
   RedisServer redis;
-  if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
+  PREFIXD_START_REFERENCE_REDIS(redis);
   auto r = RawConnection::Tcp(redis.port());
   ASSERT_NE(r, nullptr);
   ExpectSameReplies(*conn_, *r, ReferenceScript());

@@ -1,6 +1,7 @@
 // prefixd over TLS with Node's tls module and ioredis (tls option): client certificate required,
 // binary blobs both ways, a plain-text client on the TLS port. Certificates come from
-// tls/make_certs.sh. Skips when ioredis is not installed (npm install in tests/integration).
+// tls/make_certs.sh. Skips when ioredis is not installed (npm install in tests/integration);
+// fails then under CI=true.
 // Run: PREFIXD_SERVER=build/prefixd-server node --test tests/integration/tls_clients.test.mjs
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,15 +14,15 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
 
-import { freePort, sleep } from './node_server.mjs';
+import { freePort, skipUnlessCi, sleep } from './node_server.mjs';
 
 let IORedis = null;
 let skipReason = false;
 try {
   IORedis = (await import('ioredis')).default;
 } catch (err) {
-  skipReason = `ioredis is not installed (npm install in tests/integration): ${err.message}`;
-  console.log(`# SKIP: ${skipReason}`);
+  skipReason = skipUnlessCi(
+    `ioredis is not installed (npm install in tests/integration): ${err.message}`);
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -167,7 +167,7 @@ const std::vector<Step>& ReferenceScript() {
 
 TEST_F(TransactionsTest, RepliesMatchRedis) {
   RedisServer redis;
-  if (!redis.Start()) GTEST_SKIP() << "redis-server is not installed";
+  PREFIXD_START_REFERENCE_REDIS(redis);
   std::unique_ptr<RawConnection> ours[2] = {Connect(), Connect()};
   std::unique_ptr<RawConnection> theirs[2] = {RawConnection::Tcp(redis.port()),
                                               RawConnection::Tcp(redis.port())};

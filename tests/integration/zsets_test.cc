@@ -47,7 +47,7 @@ std::vector<Args> Script() {
 
 TEST_F(ZsetsTest, RepliesAsRedisDoes) {
   RedisServer redis;
-  if (!redis.Start()) GTEST_SKIP() << "redis-server is not available";
+  PREFIXD_START_REFERENCE_REDIS(redis);
   auto r = RawConnection::Tcp(redis.port());
   ASSERT_NE(r, nullptr);
   const std::vector<Args> script = Script();

@@ -4,6 +4,7 @@
 // before they are applied.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,88 @@ TEST_F(StreamValueTest, DamagedRecordsAreRefused) {
   EXPECT_TRUE(store::ValidStream(two.view()));
   EXPECT_TRUE(
       refused(StreamValue{"s", StreamValue::kWhole, 0, persist::Blob{{Bytes::CopyOf(swapped)}}}));
+}
+
+// A value of `n` entries with ids 10-0, 10-1, 11-0, 11-1, ... and bodies of varied lengths.
+Bytes StreamOf(int n) {
+  Bytes value;
+  for (int i = 0; i < n; ++i) {
+    const StreamId id{10 + static_cast<uint64_t>(i / 2), static_cast<uint64_t>(i % 2)};
+    const std::string v(static_cast<size_t>(i % 13), 'v');
+    value = store::StreamAppend(value.view(),
+                                Entry(id, {"f", v, "n", std::to_string(i)}).Joined().view(), 0);
+  }
+  return value;
+}
+
+std::vector<StreamId> Ids(const std::vector<store::StreamEntryView>& entries) {
+  std::vector<StreamId> ids;
+  for (const auto& e : entries) ids.push_back(e.id);
+  return ids;
+}
+
+// StreamEntriesBetween gives what the indexed reader's entries give for the same bounds, count
+// and direction, bodies included.
+TEST_F(StreamValueTest, EntriesBetweenMatchTheIndexedReader) {
+  const Bytes value = StreamOf(301);
+  const auto reader = store::StreamReader::Open(value.view());
+  ASSERT_TRUE(reader);
+  const auto& all = reader->entries();
+  const std::vector<StreamId> bounds = {{0, 0},  {10, 0},  {10, 1},  {57, 0},        {57, 1},
+                                        {58, 5}, {160, 0}, {200, 0}, StreamId::Max()};
+  int cases = 0;
+  for (StreamId low : bounds) {
+    for (StreamId high : bounds) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{300}, size_t{1000}}) {
+        for (bool reverse : {false, true}) {
+          std::vector<store::StreamEntryView> want;
+          for (const auto& e : all) {
+            if (e.id >= low && e.id <= high) want.push_back(e);
+          }
+          if (reverse) std::reverse(want.begin(), want.end());
+          if (count > 0 && want.size() > count) want.resize(count);
+          const auto got = store::StreamEntriesBetween(value.view(), low, high, count, reverse);
+          const std::string what = low.ToString() + " " + high.ToString() + " count " +
+                                   std::to_string(count) + (reverse ? " reverse" : "");
+          ASSERT_EQ(Ids(got), Ids(want)) << what;
+          for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].body, want[i].body) << what;
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 810);
+  EXPECT_TRUE(
+      store::StreamEntriesBetween(store::EmptyStream().view(), {0, 0}, StreamId::Max(), 0, false)
+          .empty());
+  EXPECT_TRUE(store::StreamEntriesBetween("short", {0, 0}, StreamId::Max(), 0, false).empty());
+}
+
+// Oldest first, it reads no entry past the last it returns: a value damaged after its 20th entry
+// (a body length running past the value's end), which the indexed reader refuses whole, still
+// answers a read of the first ten, or of ten from the fifth.
+TEST_F(StreamValueTest, EntriesBetweenReadOnlyWhatTheyReturnOldestFirst) {
+  const Bytes good = StreamOf(2000);
+  const auto reader = store::StreamReader::Open(good.view());
+  ASSERT_TRUE(reader);
+  const auto& entries = reader->entries();
+  std::string damaged(good.view().substr(0, store::StreamUsedBytes(good.view())));
+  const size_t head_of_21st =
+      static_cast<size_t>(entries[20].body.data() - good.view().data()) - 20;
+  for (int i = 0; i < 4; ++i) damaged[head_of_21st + 16 + i] = '\xff';
+  EXPECT_FALSE(store::StreamReader::Open(damaged));
+
+  const auto first = store::StreamEntriesBetween(damaged, {0, 0}, StreamId::Max(), 10, false);
+  ASSERT_EQ(first.size(), 10u);
+  EXPECT_EQ(first[0].id, (StreamId{10, 0}));
+  EXPECT_EQ(first[9].id, (StreamId{14, 1}));
+  EXPECT_EQ(first[9].body, entries[9].body);
+  const auto from = store::StreamEntriesBetween(damaged, entries[5].id, StreamId::Max(), 10, false);
+  ASSERT_EQ(from.size(), 10u);
+  EXPECT_EQ(from.front().id, entries[5].id);
+  EXPECT_EQ(from.back().id, entries[14].id);
+  // Past the damage nothing more is read: all that comes back is the 20 entries before it.
+  EXPECT_EQ(store::StreamEntriesBetween(damaged, {0, 0}, StreamId::Max(), 0, false).size(), 20u);
 }
 
 }  // namespace

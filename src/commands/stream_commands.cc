@@ -466,18 +466,14 @@ void Range(Context& ctx, bool reverse) {
     }
   }
   Loaded s;
-  if (!Load(ctx, ctx.args[1], true, s)) return;
+  if (!Load(ctx, ctx.args[1], true, s, /*index=*/false)) return;
   if (!s.exists) return ctx.reply.ArrayLen(0);
   if (count == 0) return ctx.reply.NullArray();  // Redis's answer to COUNT 0 (or below)
   if (*low > *high) return ctx.reply.ArrayLen(0);
-  const auto& entries = s.r().entries();
-  const size_t begin = s.r().LowerBound(*low);
-  size_t end = begin;
-  while (end < entries.size() && entries[end].id <= *high) ++end;
-  size_t n = end - begin;
-  if (count > 0) n = std::min<size_t>(n, static_cast<size_t>(count));
-  ctx.reply.ArrayLen(n);
-  for (size_t k = 0; k < n; ++k) ReplyEntry(ctx, entries[reverse ? end - 1 - k : begin + k]);
+  const auto found = store::StreamEntriesBetween(
+      s.value.view(), *low, *high, count < 0 ? 0 : static_cast<size_t>(count), reverse);
+  ctx.reply.ArrayLen(found.size());
+  for (const auto& e : found) ReplyEntry(ctx, e);
 }
 void XRange(Context& ctx) { Range(ctx, false); }
 void XRevRange(Context& ctx) { Range(ctx, true); }

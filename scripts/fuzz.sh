@@ -14,7 +14,7 @@ artifacts="${build}/artifacts"
 cmake -S "${root}" -B "${build}" -G Ninja \
   -DCMAKE_C_COMPILER="${FUZZ_CC:-clang-14}" -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREFIXD_BUILD_FUZZERS=ON -DPREFIXD_BUILD_BENCHMARKS=OFF
-targets=(request_parser reply_reader glob record snapshot dump state_blob config)
+targets=(request_parser reply_reader glob record snapshot dump state_blob config llama_state)
 ninja -C "${build}" -j "${FUZZ_JOBS:-2}" "${targets[@]/%/_fuzz}"
 
 scratch="$(mktemp -d)"

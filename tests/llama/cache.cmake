@@ -28,3 +28,9 @@ foreach(what chat sweep)
       ENVIRONMENT "PREFIXD_SERVER=$<TARGET_FILE:prefixd-server>;PREFIXD_LLAMA_GGUF_PY=${PREFIXD_LLAMA_GGUF_PY}")
   endforeach()
 endforeach()
+
+# The seed corpus of tests/fuzz/llama_state_fuzz.cc, written by hand with this (fuzz_seeds.cc).
+add_executable(prefixd-llama-fuzz-seeds ${CMAKE_CURRENT_LIST_DIR}/fuzz_seeds.cc)
+target_link_libraries(prefixd-llama-fuzz-seeds PRIVATE prefixd_llama_tools)
+target_include_directories(prefixd-llama-fuzz-seeds PRIVATE ${CMAKE_SOURCE_DIR}/src)
+prefixd_warnings(prefixd-llama-fuzz-seeds)

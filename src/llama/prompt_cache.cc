@@ -1,7 +1,7 @@
 // PromptCache (include/prefixd/llama.h): llama.cpp's sequence state in and out of prefixd's
 // prefix index. Used from the thread that drives its llama_context.
 //
-// In the server, for a namespace ns = "{llama:<identity digest>}":
+// In the server, for a namespace ns = "{llama:<identity digest>:<block size>}":
 //   ns             the prefix index (KV.PREFIX.NAMESPACE): BLOCK block_size, ATTN the attention
 //                  layers, KVDIM their K/V width, RECURRENT the recurrent layers, VQUANT the
 //                  cache's own element type; blocks hold per attention layer the block's K rows

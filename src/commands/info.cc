@@ -11,12 +11,12 @@
 #include <functional>
 #include <string>
 
-#include "commands/engine.h"
-#include "commands/key_access.h"
-#include "commands/registry.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/key_access.h"
+#include "engine/registry.h"
 
 namespace prefixd::commands {
 void ReplicationInfo(Engine& engine, std::string& out);

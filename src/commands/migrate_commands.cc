@@ -11,16 +11,16 @@
 #include <string_view>
 #include <vector>
 
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
+#include "commands/families.h"
 #include "commands/migrate_link.h"
-#include "commands/mutate.h"
-#include "commands/registry.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/key_access.h"
+#include "engine/mutate.h"
 #include "persist/dump_payload.h"
 #include "persist/key_records.h"
 #include "persist/rdb.h"

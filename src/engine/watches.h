@@ -1,5 +1,5 @@
 // Watches: the keys clients named with WATCH, and which clients' watches a change has broken
-// (EXEC then answers a null array). Changes are reported by the mutation path (commands/mutate.h)
+// (EXEC then answers a null array). Changes are reported by the mutation path (engine/mutate.h)
 // from any thread; when nobody watches, that costs one atomic load. Thread-safe.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "commands/key_access.h"
+#include "engine/key_access.h"
 
 #include <algorithm>
 #include <mutex>
@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "commands/errors.h"
-#include "commands/mutate.h"
 #include "common/client_memory.h"
 #include "common/clock.h"
 #include "common/scratch_array.h"
+#include "engine/errors.h"
+#include "engine/mutate.h"
 
 namespace prefixd::commands {
 namespace {

@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "cluster/cluster_state.h"
-#include "commands/command_stats.h"
-#include "commands/exec_gate.h"
-#include "commands/prefix_receipt.h"
-#include "commands/replication.h"
-#include "commands/watches.h"
 #include "common/settings.h"
 #include "common/striped_counter.h"
+#include "engine/command_stats.h"
+#include "engine/exec_gate.h"
+#include "engine/prefix_receipt.h"
+#include "engine/replication.h"
+#include "engine/watches.h"
 #include "persist/durability.h"
 #include "server/client_state.h"
 #include "store/database.h"
@@ -82,7 +82,7 @@ class Engine {
   static constexpr size_t kKeyLockStripes = 1024;
   static size_t KeyLockStripe(std::string_view key);
   std::mutex& key_lock(size_t stripe) { return key_locks_[stripe]; }
-  // Held by every command while it runs, by EXEC exclusively (commands/exec_gate.h).
+  // Held by every command while it runs, by EXEC exclusively (engine/exec_gate.h).
   ExecGate& exec_gate() { return exec_gate_; }
   // WATCH's keys; the mutation path reports changes to it.
   Watches& watches() { return watches_; }

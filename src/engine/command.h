@@ -23,7 +23,7 @@ class Engine;
 struct CommandSpec;
 struct CommandStats;
 
-// What a write command sends to replicas (commands/replication.h). By default the command as
+// What a write command sends to replicas (engine/replication.h). By default the command as
 // received, once it changed something (Redis's server.dirty moved); a handler whose effect
 // Redis propagates in another form (SET EX -> SET PXAT, GETDEL -> DEL, SPOP -> SREM, ...) names
 // that form with Send, or sends nothing with Nothing. While no replica is attached `wanted()` is

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "commands/command.h"
-#include "commands/engine.h"
-#include "commands/errors.h"
+#include "engine/command.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
 #include "persist/mutation.h"
 #include "store/keyspace.h"
 

@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
-#include "commands/command.h"
-#include "commands/engine.h"
+#include "engine/command.h"
+#include "engine/engine.h"
 #include "persist/mutation.h"
 
 namespace prefixd::commands {

@@ -1,4 +1,4 @@
-#include "commands/replication.h"
+#include "engine/replication.h"
 
 #include <spdlog/spdlog.h>
 

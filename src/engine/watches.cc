@@ -1,11 +1,11 @@
-#include "commands/watches.h"
+#include "engine/watches.h"
 
 #include <algorithm>
 #include <type_traits>
 #include <variant>
 
-#include "commands/engine.h"
 #include "common/clock.h"
+#include "engine/engine.h"
 
 namespace prefixd::commands {
 namespace {

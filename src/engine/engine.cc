@@ -1,13 +1,13 @@
-#include "commands/engine.h"
+#include "engine/engine.h"
 
 #include <xxhash.h>
 
 #include <algorithm>
 #include <condition_variable>
 
-#include "commands/command.h"
-#include "commands/key_access.h"
 #include "common/clock.h"
+#include "engine/command.h"
+#include "engine/key_access.h"
 
 namespace prefixd::commands {
 

@@ -18,7 +18,7 @@
 #include "commands/metrics.h"
 #include "common/bytes.h"
 #include "engine/engine.h"
-#include "engine/key_access.h"
+#include "engine/memory_policy.h"
 #include "engine/registry.h"
 #include "server/server.h"
 

@@ -22,7 +22,7 @@
 #include "common/numbers.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
-#include "engine/key_access.h"
+#include "engine/keys.h"
 #include "engine/mutate.h"
 #include "store/members.h"
 

@@ -15,7 +15,6 @@
 #include "common/clock.h"
 #include "common/numbers.h"
 #include "engine/engine.h"
-#include "engine/key_access.h"
 #include "engine/registry.h"
 
 namespace prefixd::commands {

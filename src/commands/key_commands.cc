@@ -17,7 +17,8 @@
 #include "common/numbers.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
-#include "engine/key_access.h"
+#include "engine/keys.h"
+#include "engine/memory_policy.h"
 #include "engine/mutate.h"
 #include "persist/key_records.h"
 

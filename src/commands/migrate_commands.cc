@@ -19,7 +19,7 @@
 #include "common/numbers.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
-#include "engine/key_access.h"
+#include "engine/keys.h"
 #include "engine/mutate.h"
 #include "persist/dump_payload.h"
 #include "persist/key_records.h"

@@ -14,7 +14,7 @@
 #include "common/numbers.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
-#include "engine/key_access.h"
+#include "engine/memory_policy.h"
 #include "engine/mutate.h"
 
 namespace prefixd::commands {

@@ -29,7 +29,7 @@
 #include "common/scratch_array.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
-#include "engine/key_access.h"
+#include "engine/keys.h"
 #include "engine/mutate.h"
 
 namespace prefixd::commands {

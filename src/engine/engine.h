@@ -1,5 +1,7 @@
-// Engine: the state every command handler shares: settings, the stores, the table of connected
-// clients, server statistics and the shutdown hook. Thread-safe; handlers on any io thread use it.
+// Engine: the state every command handler shares: settings, the databases, the durability log,
+// replication, watches, the exec and mutation gates, the key-lock stripes, the table of connected
+// clients and monitors, server statistics, the cluster view, the shutdown hook and the active
+// expiry thread. Thread-safe; handlers on any io thread use it.
 #pragma once
 
 #include <array>
@@ -125,6 +127,7 @@ class Engine {
 
   // Starts active expiry: hz times a second, keys past their expiry are deleted through the
   // mutation path. Call once the durability log (if any) is installed; stopped by the destructor.
+  // Defined beside the expiry cycle (engine/memory_policy.cc).
   void StartActiveExpiry();
   // Stops it and waits for a pass under way; before the durability log is closed.
   void StopActiveExpiry();
@@ -161,6 +164,10 @@ class Engine {
   // Declared last: stopped before anything it deletes through goes away.
   std::jthread active_expiry_;
 };
+
+// What maxmemory is compared with: the stores and the keyspace, plus what clients' buffers hold
+// beyond values they send by reference (common/client_memory.h).
+uint64_t CountedMemory(const Engine& engine);
 
 // The database the command's client has selected.
 struct Context;

@@ -14,7 +14,8 @@
 #include "common/clock.h"
 #include "engine/cluster_routing.h"
 #include "engine/errors.h"
-#include "engine/key_access.h"
+#include "engine/keys.h"
+#include "engine/memory_policy.h"
 #include "engine/monitor.h"
 #include "engine/mutate.h"
 

@@ -13,7 +13,7 @@
 
 #include "engine/command.h"
 #include "engine/engine.h"
-#include "engine/key_access.h"
+#include "engine/keys.h"
 #include "server/dispatcher.h"
 
 namespace prefixd::commands {

@@ -23,7 +23,7 @@ void Exec(Context& ctx) {
   server::ClientState& client = ctx.client;
   if (!client.in_multi) return ctx.reply.Error("ERR EXEC without MULTI");
   const bool refused = client.multi_refused;
-  const bool broken = !refused && ctx.engine.watches().Broken(ctx.engine, client);
+  const bool broken = !refused && ctx.engine.watches().Broken(ctx.engine.databases(), client);
   if (refused || broken) {
     EndTransaction(ctx.engine, client);
     if (refused) {

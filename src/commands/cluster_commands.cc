@@ -15,9 +15,6 @@
 #include "engine/errors.h"
 
 namespace prefixd::commands {
-
-void HelpReply(Context& ctx, const CommandSpec& container);
-
 namespace {
 
 using cluster::kNoNode;

@@ -383,8 +383,6 @@ void ClientReply(Context& ctx) {
 
 }  // namespace
 
-void HelpReply(Context& ctx, const CommandSpec& container);
-
 void RegisterConnectionCommands(Registry& r) {
   auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,
                 std::string summary, Handler h) {

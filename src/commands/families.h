@@ -1,5 +1,6 @@
-// The command families: the one function that adds them all to a Registry, each family's own, and
-// the helper the one-key families share. Run once at start-up, before the registry serves.
+// The command families: the one function that adds them all to a Registry, each family's own, the
+// helper the one-key families share and what one family lends others. Registration runs once at
+// start-up, before the registry serves; handlers on the io thread of the calling connection.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "engine/command.h"
+#include "engine/engine.h"
 #include "engine/registry.h"
 
 namespace prefixd::commands {
@@ -37,6 +39,16 @@ class OneKeyFamily {
   std::string group_;
   uint32_t acl_;
 };
+
+// What one family lends others: the HELP reply of a container command (server_commands.cc), the
+// INFO command (info.cc, registered with the server commands) and the INFO sections other
+// families own: # Replication (replication_commands.cc), # Pion and # Vstore
+// (kvprefix_commands.cc).
+void HelpReply(Context& ctx, const CommandSpec& container);
+void InfoCommand(Context& ctx);
+void ReplicationInfo(Engine& engine, std::string& out);
+void PionInfoSection(Engine& e, std::string& out);
+void VstoreInfoSection(Engine& e, std::string& out);
 
 // Each command family adds its commands to the table.
 void RegisterConnectionCommands(Registry& registry);

@@ -23,9 +23,6 @@
 #include "persist/key_records.h"
 
 namespace prefixd::commands {
-
-void HelpReply(Context& ctx, const CommandSpec& container);
-
 namespace {
 
 using store::KeyInfo;

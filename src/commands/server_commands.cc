@@ -27,8 +27,6 @@
 
 namespace prefixd::commands {
 
-void InfoCommand(Context& ctx);
-
 void HelpReply(Context& ctx, const CommandSpec& container) {
   std::string upper = AsciiUpper(container.name);
   std::vector<std::string> lines;

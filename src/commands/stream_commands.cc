@@ -25,9 +25,6 @@
 #include "store/stream.h"
 
 namespace prefixd::commands {
-
-void HelpReply(Context& ctx, const CommandSpec& container);
-
 namespace {
 
 using store::KeyType;

@@ -4,8 +4,9 @@
 #include <string_view>
 
 #include "commands/docs.h"
-#include "commands/engine.h"
-#include "commands/registry.h"
+#include "commands/families.h"
+#include "engine/engine.h"
+#include "engine/registry.h"
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--conf") {
@@ -14,7 +15,7 @@ int main(int argc, char** argv) {
   }
   prefixd::Settings settings;
   prefixd::commands::Engine engine(settings);
-  prefixd::commands::Registry registry(engine);
+  prefixd::commands::Registry registry(engine, prefixd::commands::AddCommands);
   std::cout << prefixd::commands::CommandsMarkdown(registry);
   return 0;
 }

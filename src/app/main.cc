@@ -14,11 +14,12 @@
 #include "app/open_files.h"
 #include "app/options.h"
 #include "app/supervision.h"
-#include "commands/engine.h"
-#include "commands/key_access.h"
+#include "commands/families.h"
 #include "commands/metrics.h"
-#include "commands/registry.h"
 #include "common/bytes.h"
+#include "engine/engine.h"
+#include "engine/memory_policy.h"
+#include "engine/registry.h"
 #include "server/server.h"
 
 namespace {
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
   engine.config_file = startup.config_file;
   engine.executable = std::filesystem::absolute(argv[0], ec).string();
   engine.io_threads = threads;
-  commands::Registry registry(engine);
+  commands::Registry registry(engine, commands::AddCommands);
 
   if (settings.String(Setting::kAppendOnly) == "yes") {
     persist::DurabilityOptions durability;

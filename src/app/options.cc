@@ -7,7 +7,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "commands/engine.h"
+#include "engine/engine.h"
 
 namespace prefixd::app {
 

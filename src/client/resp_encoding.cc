@@ -8,6 +8,8 @@
 #include <charconv>
 #include <system_error>
 
+#include "protocol/command_encoding.h"
+
 namespace prefixd::client_internal {
 namespace {
 
@@ -39,13 +41,9 @@ std::string MillisText(double ms) {
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 void RequestBuffer::Add(std::span<const std::string_view> args) {
-  AppendInline("*");
-  AppendInline(Decimal(args.size()).view());
-  AppendInline("\r\n");
+  AppendInline(protocol::FrameHeader::Array(args.size()).view());
   for (std::string_view arg : args) {
-    AppendInline("$");
-    AppendInline(Decimal(arg.size()).view());
-    AppendInline("\r\n");
+    AppendInline(protocol::FrameHeader::Bulk(arg.size()).view());
     if (arg.size() <= kInlineArgBytes) {
       AppendInline(arg);
     } else {

@@ -1,5 +1,6 @@
-// RESP request encoding for the client: requests as arrays of bulk strings, queued in a
-// RequestBuffer and sent with one gather write. Owned by one connection (one thread at a time).
+// RESP request encoding for the client: requests as arrays of bulk strings (framed by
+// protocol/command_encoding, the server's own encoder), queued in a RequestBuffer and sent with
+// one gather write. Owned by one connection (one thread at a time).
 //
 // Small arguments are copied into the buffer; large ones (blobs) are referenced and go to the
 // socket from the caller's memory, so they must stay alive until Send() returns.

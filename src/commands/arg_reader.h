@@ -10,8 +10,8 @@
 #include <optional>
 #include <string_view>
 
-#include "commands/command.h"
-#include "commands/errors.h"
+#include "engine/command.h"
+#include "engine/errors.h"
 
 namespace prefixd::commands {
 

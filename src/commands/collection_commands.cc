@@ -13,12 +13,12 @@
 #include <unordered_set>
 #include <vector>
 
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
-#include "commands/mutate.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/keys.h"
+#include "engine/mutate.h"
 #include "store/members.h"
 
 namespace prefixd::commands {

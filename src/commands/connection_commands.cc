@@ -7,12 +7,12 @@
 #include <string>
 
 #include "commands/arg_reader.h"
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
 
 namespace prefixd::commands {
 namespace {
@@ -382,8 +382,6 @@ void ClientReply(Context& ctx) {
 }
 
 }  // namespace
-
-void HelpReply(Context& ctx, const CommandSpec& container);
 
 void RegisterConnectionCommands(Registry& r) {
   auto cmd = [](std::string name, int arity, uint32_t flags, std::string syntax,

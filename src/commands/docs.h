@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "commands/registry.h"
+#include "engine/registry.h"
 
 namespace prefixd::commands {
 

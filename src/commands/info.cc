@@ -11,16 +11,13 @@
 #include <functional>
 #include <string>
 
-#include "commands/engine.h"
-#include "commands/key_access.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
 
 namespace prefixd::commands {
-void ReplicationInfo(Engine& engine, std::string& out);
-
 namespace {
 
 using Fields = std::string;
@@ -293,10 +290,6 @@ void DisktierSection(Engine& e, std::string& out) {
   Field(out, "cold_evictions", e.stats().cold_evictions.load());
   Field(out, "disk_evicted_keys", e.stats().disk_evicted_keys.load());
 }
-
-// Defined with the KV.PREFIX commands.
-void PionInfoSection(Engine& e, std::string& out);
-void VstoreInfoSection(Engine& e, std::string& out);
 
 namespace {
 

@@ -9,22 +9,20 @@
 #include <vector>
 
 #include "commands/arg_reader.h"
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
-#include "commands/mutate.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/expiry_args.h"
 #include "common/glob.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/keys.h"
+#include "engine/memory_policy.h"
+#include "engine/mutate.h"
 #include "persist/key_records.h"
 
 namespace prefixd::commands {
-
-void HelpReply(Context& ctx, const CommandSpec& container);
-
 namespace {
 
 using store::KeyInfo;

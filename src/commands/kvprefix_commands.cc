@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/mutate.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
 #include "common/key_slot.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/mutate.h"
 
 namespace prefixd::commands {
 namespace {

@@ -6,11 +6,11 @@
 #include <string_view>
 #include <vector>
 
-#include "commands/command.h"
-#include "commands/command_stats.h"
-#include "commands/engine.h"
-#include "commands/registry.h"
 #include "common/clock.h"
+#include "engine/command.h"
+#include "engine/command_stats.h"
+#include "engine/engine.h"
+#include "engine/registry.h"
 
 namespace prefixd::commands {
 

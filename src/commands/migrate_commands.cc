@@ -7,23 +7,25 @@
 #include <chrono>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
+#include "commands/families.h"
 #include "commands/migrate_link.h"
-#include "commands/mutate.h"
-#include "commands/registry.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/keys.h"
+#include "engine/mutate.h"
 #include "persist/dump_payload.h"
 #include "persist/key_records.h"
 #include "persist/rdb.h"
+#include "protocol/command_encoding.h"
 
 namespace prefixd::commands {
 namespace {
@@ -258,19 +260,10 @@ std::optional<MigrateArgs> ParseMigrateArgs(Context& ctx) {
   return a;
 }
 
-// A request's RESP framing, for small arguments: `*n`, then each bulk.
-void AppendBulk(std::string& out, std::string_view arg) {
-  out += '$';
-  out += std::to_string(arg.size());
-  out += "\r\n";
-  out.append(arg);
-  out += "\r\n";
-}
-
+// A small command, framed as a client sends it.
 Bytes Command(std::initializer_list<std::string_view> args) {
-  std::string out = "*" + std::to_string(args.size()) + "\r\n";
-  for (std::string_view arg : args) AppendBulk(out, arg);
-  return Bytes::CopyOf(out);
+  return Bytes::CopyOf(
+      protocol::EncodeCommand(std::span<const std::string_view>(args.begin(), args.size())));
 }
 
 struct Migrating {
@@ -321,15 +314,16 @@ void Migrate(Context& ctx) {
     if (!payload) continue;
     uint64_t length = 0;
     for (const Bytes& piece : *payload) length += piece.size();
-    std::string head = "*" + std::to_string(args->replace ? 5 : 4) + "\r\n";
-    AppendBulk(head, "RESTORE-ASKING");
-    AppendBulk(head, key);
-    AppendBulk(head, std::to_string(ttl));
-    head += "$" + std::to_string(length) + "\r\n";
+    // The payload goes by reference: only its header is framed here.
+    std::string head(protocol::FrameHeader::Array(args->replace ? 5 : 4).view());
+    protocol::AppendBulk(head, "RESTORE-ASKING");
+    protocol::AppendBulk(head, key);
+    protocol::AppendBulk(head, std::to_string(ttl));
+    head.append(protocol::FrameHeader::Bulk(length).view());
     request.push_back(Bytes::CopyOf(head));
     for (Bytes& piece : *payload) request.push_back(std::move(piece));
     std::string tail = "\r\n";
-    if (args->replace) AppendBulk(tail, "REPLACE");
+    if (args->replace) protocol::AppendBulk(tail, "REPLACE");
     request.push_back(Bytes::CopyOf(tail));
     sent.push_back(Migrating{key, info->type});
   }

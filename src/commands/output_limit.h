@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "commands/command.h"
-#include "commands/engine.h"
+#include "engine/command.h"
+#include "engine/engine.h"
 
 namespace prefixd::commands {
 

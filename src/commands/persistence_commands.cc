@@ -3,9 +3,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/registry.h"
+#include "commands/families.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
 
 namespace prefixd::commands {
 namespace {

@@ -9,14 +9,14 @@
 #include <string>
 
 #include "commands/arg_reader.h"
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/mutate.h"
+#include "commands/families.h"
 #include "commands/output_limit.h"
-#include "commands/registry.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/mutate.h"
 #include "persist/prefix_records.h"
 
 namespace prefixd::commands {

@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <string>
 
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
 #include "persist/rdb.h"
 
 namespace prefixd::commands {

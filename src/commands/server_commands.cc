@@ -1,5 +1,5 @@
-// Server commands: COMMAND, CONFIG, DBSIZE, FLUSHALL, TIME, SHUTDOWN, and the HELP replies of
-// container commands.
+// Server commands: COMMAND, CONFIG, DBSIZE, FLUSHALL, MONITOR, TIME, SHUTDOWN, and the HELP
+// replies of container commands.
 #include <fnmatch.h>
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
@@ -14,21 +14,18 @@
 #include <thread>
 
 #include "commands/arg_reader.h"
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
-#include "commands/mutate.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/ascii.h"
 #include "common/glob.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/keys.h"
+#include "engine/mutate.h"
 #include "store/members.h"
 #include "store/stream.h"
 
 namespace prefixd::commands {
-
-void InfoCommand(Context& ctx);
-void Monitor(Context& ctx);
 
 void HelpReply(Context& ctx, const CommandSpec& container) {
   std::string upper = AsciiUpper(container.name);
@@ -411,6 +408,16 @@ void Flush(Context& ctx) {
   r.OneOf({"ASYNC", "SYNC"});
   if (r.more()) return ctx.reply.Error(errors::kSyntax);
   if (!Mutate(ctx, Record{})) return;  // one record clears every store (of the database)
+  ctx.reply.Simple("OK");
+}
+
+// MONITOR: from now on the client receives every command run (engine/monitor.h writes the lines).
+void Monitor(Context& ctx) {
+  // Run by EXEC: a client whose replies come as one array cannot turn into a stream of lines.
+  if (ctx.client.in_multi) {
+    return ctx.reply.Error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+  }
+  ctx.engine.AddMonitor(ctx.client.id);
   ctx.reply.Simple("OK");
 }
 

@@ -8,14 +8,14 @@
 #include <string>
 
 #include "commands/cold_reply.h"
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
-#include "commands/mutate.h"
+#include "commands/families.h"
 #include "commands/output_limit.h"
-#include "commands/registry.h"
 #include "common/ascii.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/memory_policy.h"
+#include "engine/mutate.h"
 
 namespace prefixd::commands {
 namespace {

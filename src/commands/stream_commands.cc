@@ -14,20 +14,17 @@
 #include <string_view>
 #include <vector>
 
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
-#include "commands/mutate.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/keys.h"
+#include "engine/mutate.h"
 #include "store/stream.h"
 
 namespace prefixd::commands {
-
-void HelpReply(Context& ctx, const CommandSpec& container);
-
 namespace {
 
 using store::KeyType;

@@ -21,16 +21,16 @@
 #include <vector>
 
 #include "commands/cold_reply.h"
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
-#include "commands/mutate.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/expiry_args.h"
 #include "common/numbers.h"
 #include "common/scratch_array.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/keys.h"
+#include "engine/mutate.h"
 
 namespace prefixd::commands {
 namespace {

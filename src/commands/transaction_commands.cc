@@ -4,24 +4,12 @@
 #include <algorithm>
 #include <string>
 
-#include "commands/engine.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/clock.h"
+#include "engine/engine.h"
 #include "persist/durability.h"
 
 namespace prefixd::commands {
-
-void EndTransaction(Engine& engine, server::ClientState& client) {
-  client.in_multi = false;
-  client.multi_refused = false;
-  client.multi_flags = 0;
-  client.multi_queue.clear();
-  client.multi_queue.shrink_to_fit();
-  client.multi_count.store(-1, std::memory_order_relaxed);
-  client.multi_bytes.store(0, std::memory_order_relaxed);
-  engine.watches().UnwatchAll(client);
-}
-
 namespace {
 
 void Multi(Context& ctx) {
@@ -35,7 +23,7 @@ void Exec(Context& ctx) {
   server::ClientState& client = ctx.client;
   if (!client.in_multi) return ctx.reply.Error("ERR EXEC without MULTI");
   const bool refused = client.multi_refused;
-  const bool broken = !refused && ctx.engine.watches().Broken(ctx.engine, client);
+  const bool broken = !refused && ctx.engine.watches().Broken(ctx.engine.databases(), client);
   if (refused || broken) {
     EndTransaction(ctx.engine, client);
     if (refused) {

@@ -8,10 +8,10 @@
 #include <string>
 #include <string_view>
 
-#include "commands/command.h"
-#include "commands/engine.h"
 #include "common/ascii.h"
 #include "common/numbers.h"
+#include "engine/command.h"
+#include "engine/engine.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::commands::vstore {

@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "commands/arg_reader.h"
-#include "commands/engine.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
-#include "commands/mutate.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/glob.h"
 #include "common/numbers.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/keys.h"
+#include "engine/mutate.h"
 #include "store/members.h"
 #include "store/sorted_set.h"
 

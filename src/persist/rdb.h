@@ -1,6 +1,6 @@
 // RdbWriter: a Redis RDB file (version 10, as Redis 7.0 writes it) of the keys Redis has types
 // for (strings, lists, sets, hashes, sorted sets, streams), with their expiry, for a Redis
-// replica's full resynchronisation (commands/replication.h). Each type is one encoder function;
+// replica's full resynchronisation (engine/replication.h). Each type is one encoder function;
 // prefixd's own types (SSM prefix, V-store, KV.PREFIX, prefix index) have no RDB type and are left
 // out. Pure, single-owner object; any thread.
 #pragma once

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "commands/engine.h"
+#include "engine/engine.h"
 
 namespace prefixd::commands {
 namespace {

@@ -1,5 +1,5 @@
 // LatencyHistogram's buckets and percentiles, and ErrorStats's cap, at their limits.
-#include "commands/command_stats.h"
+#include "engine/command_stats.h"
 
 #include <gtest/gtest.h>
 

@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "commands/engine.h"
-#include "commands/registry.h"
+#include "commands/families.h"
 #include "common/settings.h"
+#include "engine/engine.h"
+#include "engine/registry.h"
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
 #include "server/client_state.h"
@@ -22,7 +23,9 @@ namespace {
 
 class RegistryTest : public ::testing::Test {
  protected:
-  RegistryTest() : engine_(settings_), registry_(engine_) { client_->authenticated = true; }
+  RegistryTest() : engine_(settings_), registry_(engine_, AddCommands) {
+    client_->authenticated = true;
+  }
 
   // Runs one request as `client` and returns the RESP bytes of its reply.
   std::string Call(const std::vector<std::string>& args, server::ClientState* client = nullptr) {
@@ -77,11 +80,11 @@ TEST_F(RegistryTest, TheLastNameFoundIsNeverMistakenForAnother) {
 // not the ones the thread remembered from the first.
 TEST_F(RegistryTest, ARegistryInTheStorageOfAnEarlierOneFindsItsOwnEntries) {
   alignas(Registry) unsigned char storage[sizeof(Registry)];
-  auto* first = new (storage) Registry(engine_);
+  auto* first = new (storage) Registry(engine_, AddCommands);
   const CommandSpec* old = first->Find("get");
   ASSERT_NE(old, nullptr);
   first->~Registry();
-  auto* second = new (storage) Registry(engine_);
+  auto* second = new (storage) Registry(engine_, AddCommands);
   const CommandSpec* fresh = second->Find("get");
   const auto entries = second->All();
   EXPECT_NE(std::find(entries.begin(), entries.end(), fresh), entries.end());

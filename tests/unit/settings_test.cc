@@ -6,7 +6,7 @@
 
 #include <limits>
 
-#include "commands/registry.h"
+#include "engine/registry.h"
 
 namespace prefixd {
 namespace {

@@ -1,5 +1,5 @@
 // Watches: the keys clients named with WATCH, and which clients' watches a change has broken
-// (EXEC then answers a null array). Changes are reported by the mutation path (commands/mutate.h)
+// (EXEC then answers a null array). Changes are reported by the mutation path (engine/mutate.h)
 // from any thread; when nobody watches, that costs one atomic load. Thread-safe.
 #pragma once
 
@@ -14,10 +14,9 @@
 
 #include "persist/mutation.h"
 #include "server/client_state.h"
+#include "store/database.h"
 
 namespace prefixd::commands {
-
-class Engine;
 
 class Watches {
  public:
@@ -30,14 +29,15 @@ class Watches {
   // UNWATCH, EXEC, DISCARD, RESET, disconnect: drops every watch of `client`.
   void UnwatchAll(server::ClientState& client);
   // At EXEC: whether a key `client` watches was changed since, or has expired since (it was
-  // live when watched).
-  bool Broken(Engine& engine, const server::ClientState& client);
+  // live when watched). `databases` are the engine's, looked in for the keys' states.
+  bool Broken(store::Databases& databases, const server::ClientState& client);
 
   // Reports change `m` to database `db`. Key changes are reported after they are applied
   // (`applied`: false when the change found nothing to do); FLUSHALL, FLUSHDB and SWAPDB before,
   // under the exclusive mutation gate, since what they touch depends on what the databases held.
-  void BeforeChange(Engine& engine, size_t db, const persist::Mutation& m);
-  void AfterChange(Engine& engine, size_t db, const persist::Mutation& m, bool applied);
+  void BeforeChange(store::Databases& databases, size_t db, const persist::Mutation& m);
+  void AfterChange(store::Databases& databases, size_t db, const persist::Mutation& m,
+                   bool applied);
 
  private:
   struct Watcher {
@@ -56,10 +56,10 @@ class Watches {
   using KeyWatchers = std::unordered_map<std::string, std::vector<Watcher>>;
 
   // A key changed: breaks its watchers' transactions. Under mu_.
-  void TouchLocked(Engine& engine, size_t db, std::string_view key);
+  void TouchLocked(store::Databases& databases, size_t db, std::string_view key);
   // Database `emptied` loses its contents, replaced by those of `replaced_with` (SWAPDB) or by
   // nothing (-1: FLUSHDB, FLUSHALL). Under mu_.
-  void TouchDatabaseLocked(Engine& engine, size_t emptied, int64_t replaced_with);
+  void TouchDatabaseLocked(store::Databases& databases, size_t emptied, int64_t replaced_with);
 
   std::mutex mu_;
   std::unordered_map<size_t, KeyWatchers> by_db_;

@@ -1,4 +1,4 @@
-#include "commands/exec_gate.h"
+#include "engine/exec_gate.h"
 
 #include <chrono>
 #include <thread>

@@ -3,6 +3,7 @@
 // Built once at start-up, then read-only; Dispatch runs on any io thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,16 +11,17 @@
 #include <unordered_map>
 #include <vector>
 
-#include "commands/command.h"
-#include "commands/engine.h"
-#include "commands/key_access.h"
+#include "engine/command.h"
+#include "engine/engine.h"
+#include "engine/keys.h"
 #include "server/dispatcher.h"
 
 namespace prefixd::commands {
 
 class Registry : public server::Dispatcher {
  public:
-  explicit Registry(Engine& engine);
+  // `add_commands` fills the table (commands/families.h: AddCommands); read-only after.
+  Registry(Engine& engine, const std::function<void(Registry&)>& add_commands);
 
   // Looks a command up by name, in any case.
   const CommandSpec* Find(std::string_view name) const;
@@ -109,47 +111,5 @@ bool ProtectedModeRefuses(const Settings& settings, const server::ClientState& c
 // Ends the client's transaction, if any: the queue is dropped and every WATCH released (EXEC,
 // DISCARD, RESET, a refused EXEC).
 void EndTransaction(Engine& engine, server::ClientState& client);
-
-// Adds Redis commands of one key at argument 1 to `registry` under one group and ACL category
-// (the set, list, hash and sorted-set families): MakeSpec, then what Redis 7.0.15's COMMAND
-// reports.
-class OneKeyFamily {
- public:
-  OneKeyFamily(Registry& registry, std::string group, uint32_t acl)
-      : registry_(registry), group_(std::move(group)), acl_(acl) {}
-  void operator()(std::string name, int arity, uint32_t flags, std::string syntax,
-                  std::string summary, Handler h, std::string complexity, std::string since,
-                  uint32_t key_flags, std::vector<Arg> args,
-                  std::vector<std::string> tips = {}) const {
-    registry_.Add(
-        AsRedisOneKey(MakeSpec(group_, 1, std::move(name), arity, flags, std::move(syntax),
-                               std::move(summary), h, std::move(complexity)),
-                      std::move(since), acl_, key_flags, std::move(args), std::move(tips)));
-  }
-
- private:
-  Registry& registry_;
-  std::string group_;
-  uint32_t acl_;
-};
-
-// Each command family adds its commands to the table.
-void RegisterConnectionCommands(Registry& registry);
-void RegisterServerCommands(Registry& registry);
-void RegisterSsmCommands(Registry& registry);
-void RegisterPersistenceCommands(Registry& registry);
-void RegisterVstoreCommands(Registry& registry);
-void RegisterKvPrefixCommands(Registry& registry);
-void RegisterPrefixIndexCommands(Registry& registry);
-void RegisterKeyCommands(Registry& registry);
-void RegisterStringCommands(Registry& registry);
-void RegisterCollectionCommands(Registry& registry);
-void RegisterHashCommands(Registry& registry);
-void RegisterZsetCommands(Registry& registry);
-void RegisterStreamCommands(Registry& registry);
-void RegisterClusterCommands(Registry& registry);
-void RegisterMigrateCommands(Registry& registry);
-void RegisterTransactionCommands(Registry& registry);
-void RegisterReplicationCommands(Registry& registry);
 
 }  // namespace prefixd::commands

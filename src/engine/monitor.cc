@@ -1,11 +1,9 @@
-// MONITOR: the command, and the line every monitor receives for each command run, in Redis's
-// format: +<unix time>.<microseconds> [<db> <addr>] "arg" "arg" ...
+#include "engine/monitor.h"
+
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 
-#include "commands/engine.h"
-#include "commands/registry.h"
 #include "common/ascii.h"
 
 namespace prefixd::commands {
@@ -100,15 +98,6 @@ std::string MonitorLine(const server::ClientState& client, const protocol::Reque
   }
   out += "\r\n";
   return out;
-}
-
-void Monitor(Context& ctx) {
-  // Run by EXEC: a client whose replies come as one array cannot turn into a stream of lines.
-  if (ctx.client.in_multi) {
-    return ctx.reply.Error("ERR MONITOR isn't allowed for DENY BLOCKING client");
-  }
-  ctx.engine.AddMonitor(ctx.client.id);
-  ctx.reply.Simple("OK");
 }
 
 }  // namespace prefixd::commands

@@ -1,10 +1,9 @@
-#include "commands/watches.h"
+#include "engine/watches.h"
 
 #include <algorithm>
 #include <type_traits>
 #include <variant>
 
-#include "commands/engine.h"
 #include "common/clock.h"
 
 namespace prefixd::commands {
@@ -12,9 +11,9 @@ namespace {
 
 enum class KeyState { kMissing, kLive, kExpired };
 
-KeyState StateOf(Engine& engine, size_t db, std::string_view key) {
-  if (db >= engine.databases().count()) return KeyState::kMissing;
-  auto info = engine.database(db).keys.Find(key);
+KeyState StateOf(store::Databases& databases, size_t db, std::string_view key) {
+  if (db >= databases.count()) return KeyState::kMissing;
+  auto info = databases.At(db).keys.Find(key);
   if (!info) return KeyState::kMissing;
   return info->expire_at_ms != 0 && info->expire_at_ms <= NowMs() ? KeyState::kExpired
                                                                   : KeyState::kLive;
@@ -83,7 +82,7 @@ void Watches::UnwatchAll(server::ClientState& client) {
   by_client_.erase(it);
 }
 
-bool Watches::Broken(Engine& engine, const server::ClientState& client) {
+bool Watches::Broken(store::Databases& databases, const server::ClientState& client) {
   if (!client.watching) return false;
   std::lock_guard lock(mu_);
   auto it = by_client_.find(&client);
@@ -94,14 +93,15 @@ bool Watches::Broken(Engine& engine, const server::ClientState& client) {
     const std::vector<Watcher>& watchers = by_db_[w.db][w.key];
     auto me = std::find_if(watchers.begin(), watchers.end(),
                            [&](const Watcher& x) { return x.client == &client; });
-    if (me != watchers.end() && !me->stale && StateOf(engine, w.db, w.key) == KeyState::kExpired) {
+    if (me != watchers.end() && !me->stale &&
+        StateOf(databases, w.db, w.key) == KeyState::kExpired) {
       return true;
     }
   }
   return false;
 }
 
-void Watches::TouchLocked(Engine& engine, size_t db, std::string_view key) {
+void Watches::TouchLocked(store::Databases& databases, size_t db, std::string_view key) {
   auto d = by_db_.find(db);
   if (d == by_db_.end()) return;
   auto k = d->second.find(std::string(key));
@@ -109,7 +109,7 @@ void Watches::TouchLocked(Engine& engine, size_t db, std::string_view key) {
   for (Watcher& w : k->second) {
     // A key expired when watched and deleted now (its lazy or active expiry): no logical
     // change, and from now on it is a missing key like any other.
-    if (w.stale && StateOf(engine, db, key) == KeyState::kMissing) {
+    if (w.stale && StateOf(databases, db, key) == KeyState::kMissing) {
       w.stale = false;
       continue;
     }
@@ -117,14 +117,15 @@ void Watches::TouchLocked(Engine& engine, size_t db, std::string_view key) {
   }
 }
 
-void Watches::TouchDatabaseLocked(Engine& engine, size_t emptied, int64_t replaced_with) {
+void Watches::TouchDatabaseLocked(store::Databases& databases, size_t emptied,
+                                  int64_t replaced_with) {
   auto d = by_db_.find(emptied);
   if (d == by_db_.end()) return;
   for (auto& [key, watchers] : d->second) {
-    const KeyState before = StateOf(engine, emptied, key);
+    const KeyState before = StateOf(databases, emptied, key);
     const KeyState after = replaced_with < 0
                                ? KeyState::kMissing
-                               : StateOf(engine, static_cast<size_t>(replaced_with), key);
+                               : StateOf(databases, static_cast<size_t>(replaced_with), key);
     if (before == KeyState::kMissing && after == KeyState::kMissing) continue;
     for (Watcher& w : watchers) {
       if (w.stale) {
@@ -144,23 +145,24 @@ void Watches::TouchDatabaseLocked(Engine& engine, size_t emptied, int64_t replac
   }
 }
 
-void Watches::BeforeChange(Engine& engine, size_t db, const persist::Mutation& m) {
+void Watches::BeforeChange(store::Databases& databases, size_t db, const persist::Mutation& m) {
   std::lock_guard lock(mu_);
   if (std::holds_alternative<persist::FlushAll>(m)) {
-    for (size_t i = 0; i < engine.databases().count(); ++i) TouchDatabaseLocked(engine, i, -1);
+    for (size_t i = 0; i < databases.count(); ++i) TouchDatabaseLocked(databases, i, -1);
   } else if (std::holds_alternative<persist::FlushDb>(m)) {
-    TouchDatabaseLocked(engine, db, -1);
+    TouchDatabaseLocked(databases, db, -1);
   } else if (const auto* swap = std::get_if<persist::SwapDb>(&m)) {
     if (swap->a == swap->b) return;
-    TouchDatabaseLocked(engine, swap->a, swap->b);
-    TouchDatabaseLocked(engine, swap->b, swap->a);
+    TouchDatabaseLocked(databases, swap->a, swap->b);
+    TouchDatabaseLocked(databases, swap->b, swap->a);
   }
 }
 
-void Watches::AfterChange(Engine& engine, size_t db, const persist::Mutation& m, bool applied) {
+void Watches::AfterChange(store::Databases& databases, size_t db, const persist::Mutation& m,
+                          bool applied) {
   if (!applied) return;
   std::lock_guard lock(mu_);
-  ForEachKeyOf(m, [&](std::string_view key) { TouchLocked(engine, db, key); });
+  ForEachKeyOf(m, [&](std::string_view key) { TouchLocked(databases, db, key); });
 }
 
 }  // namespace prefixd::commands

@@ -1,13 +1,11 @@
-#include "commands/engine.h"
+#include "engine/engine.h"
 
 #include <xxhash.h>
 
 #include <algorithm>
-#include <condition_variable>
 
-#include "commands/command.h"
-#include "commands/key_access.h"
-#include "common/clock.h"
+#include "common/client_memory.h"
+#include "engine/command.h"
 
 namespace prefixd::commands {
 
@@ -104,6 +102,8 @@ store::VectorStoreStats Engine::VectorStats() const {
   return total;
 }
 
+uint64_t CountedMemory(const Engine& engine) { return engine.UsedMemory() + memory::ClientBytes(); }
+
 uint64_t Engine::UsedMemory() const {
   uint64_t total = 0;
   databases_.ForEach([&](size_t, store::Database& db) { total += DatabaseMemory(db); });
@@ -120,33 +120,6 @@ uint64_t Engine::NotePeakMemory(uint64_t used) {
 int64_t Engine::UptimeSeconds() const {
   using namespace std::chrono;
   return duration_cast<seconds>(system_clock::now() - started_).count();
-}
-
-void Engine::StartActiveExpiry() {
-  active_expiry_ = std::jthread([this](std::stop_token stop) {
-    // Redis's hz 10: a pass every 100 ms; at most 200 keys per shard per pass, so one pass
-    // never holds the io threads' writes back for long.
-    constexpr auto kPeriod = std::chrono::milliseconds(100);
-    constexpr size_t kPerShard = 200;
-    std::mutex mu;
-    std::condition_variable_any wake;
-    while (!stop.stop_requested()) {
-      {
-        // A pass deletes keys: never in the middle of an EXEC.
-        ExecGate::Hold gate(exec_gate_, /*exclusive=*/false);
-        ExpireCycle(*this, CoarseNowMs(), kPerShard);
-        replication_.Tick(settings_.Int(Setting::kReplPingReplicaPeriod));
-      }
-      std::unique_lock lock(mu);
-      wake.wait_for(lock, stop, kPeriod, [] { return false; });
-    }
-  });
-}
-
-void Engine::StopActiveExpiry() {
-  if (!active_expiry_.joinable()) return;
-  active_expiry_.request_stop();
-  active_expiry_.join();
 }
 
 void Engine::RequestShutdown() {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/command_encoding.h"
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
 #include "server/client_state.h"
@@ -23,14 +24,11 @@ class Engine;
 struct CommandSpec;
 struct CommandStats;
 
-// What a write command sends to replicas (commands/replication.h). By default the command as
+// What a write command sends to replicas (engine/replication.h). By default the command as
 // received, once it changed something (Redis's server.dirty moved); a handler whose effect
 // Redis propagates in another form (SET EX -> SET PXAT, GETDEL -> DEL, SPOP -> SREM, ...) names
 // that form with Send, or sends nothing with Nothing. While no replica is attached `wanted()` is
 // false and Send costs one branch.
-// A command as a RESP multibulk, as replicas receive it.
-std::string EncodeCommand(std::span<const std::string_view> argv);
-
 class Propagation {
  public:
   bool wanted() const { return wanted_; }
@@ -38,7 +36,7 @@ class Propagation {
   // encoded at once, so its words (a value among them) are copied once, and only when wanted.
   void Send(std::span<const std::string_view> argv) {
     replaced_ = true;
-    if (wanted_) commands_.push_back(EncodeCommand(argv));
+    if (wanted_) commands_.push_back(protocol::EncodeCommand(argv));
   }
   void Send(std::initializer_list<std::string_view> argv) {
     Send(std::span<const std::string_view>(argv.begin(), argv.size()));

@@ -1,4 +1,4 @@
-#include "commands/registry.h"
+#include "engine/registry.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,21 +10,17 @@
 #include <new>
 #include <optional>
 
-#include "commands/cluster_routing.h"
-#include "commands/errors.h"
-#include "commands/key_access.h"
-#include "commands/mutate.h"
 #include "common/ascii.h"
 #include "common/clock.h"
+#include "engine/cluster_routing.h"
+#include "engine/errors.h"
+#include "engine/keys.h"
+#include "engine/memory_policy.h"
+#include "engine/monitor.h"
+#include "engine/mutate.h"
 
 namespace prefixd::commands {
 namespace {
-
-// Text as C's "%.*s" prints it: up to the first NUL.
-std::string_view CString(std::string_view s) {
-  auto nul = s.find('\0');
-  return nul == std::string_view::npos ? s : s.substr(0, nul);
-}
 
 bool ArityOk(int arity, size_t argc) {
   return arity > 0 ? argc == static_cast<size_t>(arity) : argc >= static_cast<size_t>(-arity);
@@ -37,80 +33,25 @@ bool ProtectedModeRefuses(const Settings& settings, const server::ClientState& c
          !client.local;
 }
 
-std::string MonitorLine(const server::ClientState& client, const protocol::Request& args);
-
-namespace errors {
-
-std::string HelloSyntax(std::string_view option) {
-  return "ERR Syntax error in HELLO option '" + std::string(option) + "'";
+void EndTransaction(Engine& engine, server::ClientState& client) {
+  client.in_multi = false;
+  client.multi_refused = false;
+  client.multi_flags = 0;
+  client.multi_queue.clear();
+  client.multi_queue.shrink_to_fit();
+  client.multi_count.store(-1, std::memory_order_relaxed);
+  client.multi_bytes.store(0, std::memory_order_relaxed);
+  engine.watches().UnwatchAll(client);
 }
-std::string UnrecognizedOption(std::string_view option) {
-  return "ERR Unrecognized option '" + std::string(option) + "'";
-}
-std::string LibField(bool name) {
-  return std::string("ERR ") + (name ? "lib-name" : "lib-ver") +
-         " cannot contain spaces, newlines or special characters.";
-}
-std::string UnknownClientType(std::string_view type) {
-  return "ERR Unknown client type '" + std::string(type) + "'";
-}
-std::string NoSuchUser(std::string_view user) {
-  return "ERR No such user '" + std::string(user) + "'";
-}
-std::string ConfigSetUnknown(std::string_view name) {
-  return "ERR Unknown option or number of arguments for CONFIG SET - '" + std::string(name) + "'";
-}
-std::string ConfigSetFailed(std::string_view name, std::string_view why) {
-  return "ERR CONFIG SET failed (possibly related to argument '" + std::string(name) + "') - " +
-         std::string(why);
-}
-
-std::string WrongArity(std::string_view full_name) {
-  return "ERR wrong number of arguments for '" + std::string(full_name) + "' command";
-}
-
-std::string UnknownCommand(const protocol::Request& request) {
-  std::string args;
-  for (size_t i = 1; i < request.size() && args.size() < 128; ++i) {
-    std::string_view arg = CString(request[i]).substr(0, 128 - args.size());
-    args += '\'';
-    args += arg;
-    args += "' ";
-  }
-  std::string_view name = CString(request[0]).substr(0, 128);
-  return "ERR unknown command '" + std::string(name) + "', with args beginning with: " + args;
-}
-
-std::string UnknownSubcommand(std::string_view subcommand, std::string_view command) {
-  return "ERR unknown subcommand '" + std::string(CString(subcommand).substr(0, 128)) + "'. Try " +
-         AsciiUpper(command) + " HELP.";
-}
-
-}  // namespace errors
 
 namespace {
 std::atomic<uint64_t> next_registry_id{1};
 }  // namespace
 
-Registry::Registry(Engine& engine) : engine_(engine), id_(next_registry_id++) {
+Registry::Registry(Engine& engine, const std::function<void(Registry&)>& add_commands)
+    : engine_(engine), id_(next_registry_id++) {
   engine_.registry = this;
-  RegisterConnectionCommands(*this);
-  RegisterServerCommands(*this);
-  RegisterSsmCommands(*this);
-  RegisterPersistenceCommands(*this);
-  RegisterVstoreCommands(*this);
-  RegisterKvPrefixCommands(*this);
-  RegisterPrefixIndexCommands(*this);
-  RegisterKeyCommands(*this);
-  RegisterStringCommands(*this);
-  RegisterCollectionCommands(*this);
-  RegisterHashCommands(*this);
-  RegisterZsetCommands(*this);
-  RegisterStreamCommands(*this);
-  RegisterClusterCommands(*this);
-  RegisterMigrateCommands(*this);
-  RegisterTransactionCommands(*this);
-  RegisterReplicationCommands(*this);
+  add_commands(*this);
   exec_ = Find("exec");
   for (std::string_view name : {"exec", "discard", "multi", "watch", "quit", "reset"}) {
     run_in_multi_.push_back(Find(name));

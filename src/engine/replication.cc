@@ -1,4 +1,4 @@
-#include "commands/replication.h"
+#include "engine/replication.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common/clock.h"
+#include "protocol/command_encoding.h"
 
 namespace prefixd::commands {
 namespace {
@@ -57,27 +58,9 @@ Replication::OrderHold::~OrderHold() {
   if (owner_ != nullptr) owner_->order_mu_.unlock();
 }
 
-std::string EncodeCommand(std::span<const std::string_view> argv) {
-  size_t size = 16;
-  for (std::string_view a : argv) size += a.size() + 24;
-  std::string out;
-  out.reserve(size);
-  out += '*';
-  out += std::to_string(argv.size());
-  out += "\r\n";
-  for (std::string_view a : argv) {
-    out += '$';
-    out += std::to_string(a.size());
-    out += "\r\n";
-    out.append(a);
-    out += "\r\n";
-  }
-  return out;
-}
-
 void Replication::Feed(int db, std::span<const std::string_view> argv) {
   if (!active()) return;
-  FeedCommand(db, EncodeCommand(argv));
+  FeedCommand(db, protocol::EncodeCommand(argv));
 }
 
 void Replication::FeedCommand(int db, std::string command) {
@@ -96,7 +79,7 @@ void Replication::FeedEncoded(int db, std::string command) {
   std::string select;
   if (db >= 0 && db != stream_db_) {
     const std::string index = std::to_string(db);
-    select = EncodeCommand(std::initializer_list<std::string_view>{"SELECT", index});
+    select = protocol::EncodeCommand(std::initializer_list<std::string_view>{"SELECT", index});
     stream_db_ = db;
   }
   offset_ += select.size() + command.size();
@@ -126,10 +109,11 @@ Replication::Transaction::~Transaction() {
   }
   // One command needs no wrapping (it is atomic by itself); several go in MULTI ... EXEC, the
   // first SELECT before MULTI, as Redis propagates a transaction.
-  replication_.FeedEncoded(commands[0].first,
-                           EncodeCommand(std::initializer_list<std::string_view>{"MULTI"}));
+  replication_.FeedEncoded(
+      commands[0].first, protocol::EncodeCommand(std::initializer_list<std::string_view>{"MULTI"}));
   for (auto& [db, command] : commands) replication_.FeedEncoded(db, std::move(command));
-  replication_.FeedEncoded(-1, EncodeCommand(std::initializer_list<std::string_view>{"EXEC"}));
+  replication_.FeedEncoded(
+      -1, protocol::EncodeCommand(std::initializer_list<std::string_view>{"EXEC"}));
 }
 
 void Replication::Attach(const std::shared_ptr<server::ClientState>& client) {
@@ -168,7 +152,7 @@ void Replication::Tick(int64_t period_s) {
   }
   OrderHold order(*this, true);
   if (order.feeding())
-    FeedEncoded(-1, EncodeCommand(std::initializer_list<std::string_view>{"PING"}));
+    FeedEncoded(-1, protocol::EncodeCommand(std::initializer_list<std::string_view>{"PING"}));
 }
 
 std::vector<Replication::ReplicaView> Replication::Replicas() const {

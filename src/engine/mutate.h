@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
-#include "commands/command.h"
-#include "commands/engine.h"
+#include "engine/command.h"
+#include "engine/engine.h"
 #include "persist/mutation.h"
 
 namespace prefixd::commands {
@@ -158,13 +158,13 @@ inline MutationResult MutateEngine(Engine& engine, size_t db, const persist::Mut
   // WATCH: nobody watches (one atomic load), or the change breaks the watches it touches.
   const bool watched = engine.watches().any();
   const bool whole = flush_all || swap != nullptr || std::holds_alternative<persist::FlushDb>(m);
-  if (watched && whole) engine.watches().BeforeChange(engine, db, m);
+  if (watched && whole) engine.watches().BeforeChange(engine.databases(), db, m);
   persist::Stores stores = StoresOf(engine, database);
   stores.strings_only_over_live_at_ms = strings_only_over_live_at_ms;
   result.outcome = persist::Apply(m, stores, append);
   if (result.outcome->kind == persist::Outcome::Kind::kApplied) ++changes_applied_here;
   if (watched && !whole) {
-    engine.watches().AfterChange(engine, db, m,
+    engine.watches().AfterChange(engine.databases(), db, m,
                                  result.outcome->kind != persist::Outcome::Kind::kUnchanged);
   }
   if (swap != nullptr) engine.databases().Swap(swap->a, swap->b);

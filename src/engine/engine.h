@@ -1,5 +1,7 @@
-// Engine: the state every command handler shares: settings, the stores, the table of connected
-// clients, server statistics and the shutdown hook. Thread-safe; handlers on any io thread use it.
+// Engine: the state every command handler shares: settings, the databases, the durability log,
+// replication, watches, the exec and mutation gates, the key-lock stripes, the table of connected
+// clients and monitors, server statistics, the cluster view, the shutdown hook and the active
+// expiry thread. Thread-safe; handlers on any io thread use it.
 #pragma once
 
 #include <array>
@@ -17,13 +19,13 @@
 #include <vector>
 
 #include "cluster/cluster_state.h"
-#include "commands/command_stats.h"
-#include "commands/exec_gate.h"
-#include "commands/prefix_receipt.h"
-#include "commands/replication.h"
-#include "commands/watches.h"
 #include "common/settings.h"
 #include "common/striped_counter.h"
+#include "engine/command_stats.h"
+#include "engine/exec_gate.h"
+#include "engine/prefix_receipt.h"
+#include "engine/replication.h"
+#include "engine/watches.h"
 #include "persist/durability.h"
 #include "server/client_state.h"
 #include "store/database.h"
@@ -82,7 +84,7 @@ class Engine {
   static constexpr size_t kKeyLockStripes = 1024;
   static size_t KeyLockStripe(std::string_view key);
   std::mutex& key_lock(size_t stripe) { return key_locks_[stripe]; }
-  // Held by every command while it runs, by EXEC exclusively (commands/exec_gate.h).
+  // Held by every command while it runs, by EXEC exclusively (engine/exec_gate.h).
   ExecGate& exec_gate() { return exec_gate_; }
   // WATCH's keys; the mutation path reports changes to it.
   Watches& watches() { return watches_; }
@@ -125,6 +127,7 @@ class Engine {
 
   // Starts active expiry: hz times a second, keys past their expiry are deleted through the
   // mutation path. Call once the durability log (if any) is installed; stopped by the destructor.
+  // Defined beside the expiry cycle (engine/memory_policy.cc).
   void StartActiveExpiry();
   // Stops it and waits for a pass under way; before the durability log is closed.
   void StopActiveExpiry();
@@ -161,6 +164,10 @@ class Engine {
   // Declared last: stopped before anything it deletes through goes away.
   std::jthread active_expiry_;
 };
+
+// What maxmemory is compared with: the stores and the keyspace, plus what clients' buffers hold
+// beyond values they send by reference (common/client_memory.h).
+uint64_t CountedMemory(const Engine& engine);
 
 // The database the command's client has selected.
 struct Context;

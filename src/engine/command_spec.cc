@@ -2,7 +2,7 @@
 // names in Redis's order, effective key specs and the key positions of a request.
 #include <algorithm>
 
-#include "commands/command.h"
+#include "engine/command.h"
 
 namespace prefixd::commands {
 namespace {

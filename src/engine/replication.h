@@ -52,7 +52,7 @@ class Replication {
   void Feed(int db, std::initializer_list<std::string_view> argv) {
     Feed(db, std::span<const std::string_view>(argv.begin(), argv.size()));
   }
-  // The same for a command already encoded (EncodeCommand).
+  // The same for a command already encoded (protocol::EncodeCommand).
   void FeedCommand(int db, std::string command);
 
   // While it lives, what this thread feeds is collected and then fed as one MULTI ... EXEC block

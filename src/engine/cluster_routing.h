@@ -5,10 +5,15 @@
 
 #include <string>
 
-#include "commands/command.h"
-#include "commands/engine.h"
+#include "cluster/topology.h"
+#include "engine/command.h"
+#include "engine/engine.h"
 
 namespace prefixd::commands {
+
+// Whether the cluster serves requests: every slot assigned, unless
+// cluster-require-full-coverage is no (CLUSTER INFO's cluster_state, CLUSTERDOWN).
+bool ClusterOk(const Engine& engine, const cluster::Topology& t);
 
 // The error reply (without '-') that sends `args` elsewhere, or empty to serve it here. A
 // request without keys is always served here. Also asked with only the arguments received before

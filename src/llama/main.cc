@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "prefixd/client.h"
@@ -161,14 +162,16 @@ class WarmProcess {
   WarmProcess(WarmProcess&& o) noexcept : pid_(o.pid_), in_(o.in_), out_(o.out_) {
     o.pid_ = 0, o.in_ = nullptr, o.out_ = nullptr;
   }
-  ~WarmProcess() {
-    if (in_ != nullptr) fclose(in_);
-    if (out_ != nullptr) fclose(out_);
-    if (pid_ > 0) {
-      int status = 0;
-      waitpid(pid_, &status, 0);
+  WarmProcess& operator=(WarmProcess&& o) noexcept {
+    if (this != &o) {
+      Close();
+      pid_ = std::exchange(o.pid_, 0);
+      in_ = std::exchange(o.in_, nullptr);
+      out_ = std::exchange(o.out_, nullptr);
     }
+    return *this;
   }
+  ~WarmProcess() { Close(); }
 
   Result<Json> Ask(const Json& request) {
     const std::string line = request.dump() + "\n";
@@ -186,10 +189,35 @@ class WarmProcess {
   }
 
  private:
+  // Closing its input ends the warm process, which is then reaped.
+  void Close() {
+    if (in_ != nullptr) fclose(in_);
+    if (out_ != nullptr) fclose(out_);
+    if (pid_ > 0) {
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+    pid_ = 0, in_ = nullptr, out_ = nullptr;
+  }
+
   pid_t pid_ = 0;
   FILE* in_ = nullptr;
   FILE* out_ = nullptr;
 };
+
+// This process's engine and the warm process, both with a context of at least `tokens`.
+struct Session {
+  Engine engine;
+  WarmProcess warm;
+};
+
+Result<Session> StartSession(const Common& c, uint64_t tokens) {
+  const auto n_ctx = static_cast<uint32_t>((tokens + 255) / 256 * 256);
+  Session s;
+  PREFIXD_ASSIGN_OR_RETURN(s.engine, OpenEngine(c, n_ctx));
+  PREFIXD_ASSIGN_OR_RETURN(s.warm, WarmProcess::Spawn(c, n_ctx));
+  return s;
+}
 
 int Fail(const Status& st) {
   std::fprintf(stderr, "prefixd-llama: %s\n", st.ToString().c_str());
@@ -355,14 +383,11 @@ int RunChat(const Common& c, const ChatArgs& a) {
   // Sized from the longest prompt a workload can build (multiturn's last).
   const uint64_t longest = a.system_tokens + uint64_t{a.user_tokens + a.reply_tokens} *
                                                  static_cast<uint64_t>(std::max(a.turns, 0));
-  const auto n_ctx =
-      static_cast<uint32_t>((longest + static_cast<uint64_t>(a.agree_tokens) + 255) / 256 * 256);
-  Result<Engine> engine = OpenEngine(c, n_ctx);
-  if (!engine.ok()) return Fail(engine.status());
-  Result<WarmProcess> warm = WarmProcess::Spawn(c, n_ctx);
-  if (!warm.ok()) return Fail(warm.status());
-  Runner& runner = *engine->runner;
-  PromptCache& cache = *engine->cache;
+  Result<Session> session = StartSession(c, longest + static_cast<uint64_t>(a.agree_tokens));
+  if (!session.ok()) return Fail(session.status());
+  Runner& runner = *session->engine.runner;
+  PromptCache& cache = *session->engine.cache;
+  WarmProcess* warm = &session->warm;
   std::fprintf(stderr, "prefixd-llama chat: %s, %d turns of %s, namespace %s\n", c.model.c_str(),
                a.turns, a.workload.c_str(), cache.name().c_str());
 
@@ -474,14 +499,12 @@ struct SweepArgs {
 int RunSweep(const Common& c, const SweepArgs& a) {
   uint64_t longest = 0;
   for (uint64_t l : a.lengths) longest = std::max(longest, l);
-  const auto n_ctx = static_cast<uint32_t>(
-      (longest + a.suffix_tokens + static_cast<uint64_t>(a.agree_tokens) + 255) / 256 * 256);
-  Result<Engine> engine = OpenEngine(c, n_ctx);
-  if (!engine.ok()) return Fail(engine.status());
-  Result<WarmProcess> warm = WarmProcess::Spawn(c, n_ctx);
-  if (!warm.ok()) return Fail(warm.status());
-  Runner& runner = *engine->runner;
-  PromptCache& cache = *engine->cache;
+  Result<Session> session =
+      StartSession(c, longest + a.suffix_tokens + static_cast<uint64_t>(a.agree_tokens));
+  if (!session.ok()) return Fail(session.status());
+  Runner& runner = *session->engine.runner;
+  PromptCache& cache = *session->engine.cache;
+  WarmProcess* warm = &session->warm;
   const std::string slot_file =
       (std::filesystem::temp_directory_path() / ("prefixd-llama-slot-" + std::to_string(getpid())))
           .string();

@@ -20,6 +20,7 @@
 #include "prefixd/llama.h"
 #include "seq_state.h"
 #include "state_buffer.h"
+#include "token_batch.h"
 
 namespace prefixd::llama {
 namespace {
@@ -492,24 +493,11 @@ Status PromptCache::Impl::Prefill(llama_seq_id seq, std::span<const llama_token>
           : std::max<uint64_t>(bs, options_.checkpoint_interval / bs * uint64_t{bs});
   const uint64_t before_last = mode == PromptCache::Mode::kPrompt && n >= n_past + 2 ? n - 1 : 0;
   std::vector<Capture> captures;
-  llama_batch batch = llama_batch_init(static_cast<int32_t>(bs), 0, 1);
-  Status status = Status::Ok();
+  TokenBatch batch(bs);
   for (uint64_t at = n_past; at < n;) {
     uint64_t end = std::min<uint64_t>(n, (at / bs + 1) * bs);
     if (at < before_last) end = std::min(end, before_last);
-    batch.n_tokens = 0;
-    for (uint64_t p = at; p < end; ++p) {
-      const int32_t i = batch.n_tokens++;
-      batch.token[i] = tokens[p];
-      batch.pos[i] = static_cast<llama_pos>(p);
-      batch.n_seq_id[i] = 1;
-      batch.seq_id[i][0] = seq;
-      batch.logits[i] = p + 1 == n;
-    }
-    if (const int32_t rc = llama_decode(ctx_, batch); rc != 0) {
-      status = Status::Internal("llama_decode returned " + std::to_string(rc));
-      break;
-    }
+    PREFIXD_RETURN_IF_ERROR(batch.Decode(ctx_, seq, tokens, at, end, end == n));
     const bool at_interval = interval != 0 && end % interval == 0 && end < n;
     if (store && (at_interval || end == before_last)) {
       // A transformer's checkpoint is the partial block's K/V, which the end state still holds.
@@ -523,8 +511,6 @@ Status PromptCache::Impl::Prefill(llama_seq_id seq, std::span<const llama_token>
     }
     at = end;
   }
-  llama_batch_free(batch);
-  PREFIXD_RETURN_IF_ERROR(status);
   if (!store) return Status::Ok();
   return Save(seq, tokens, std::move(captures), /*prefill=*/before_last != 0, report);
 }

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "ggml-backend.h"
+#include "token_batch.h"
 
 namespace prefixd::llama {
 namespace {
@@ -78,27 +79,13 @@ void Runner::Clear(llama_seq_id seq) {
 
 Status Runner::Decode(llama_seq_id seq, std::span<const llama_token> tokens, uint64_t from,
                       uint64_t to) {
-  llama_batch batch = llama_batch_init(static_cast<int32_t>(params_.n_batch), 0, 1);
-  Status status = Status::Ok();
+  TokenBatch batch(params_.n_batch);
   for (uint64_t at = from; at < to;) {
     const uint64_t end = std::min<uint64_t>(to, at + params_.n_batch);
-    batch.n_tokens = 0;
-    for (uint64_t p = at; p < end; ++p) {
-      const int32_t i = batch.n_tokens++;
-      batch.token[i] = tokens[p];
-      batch.pos[i] = static_cast<llama_pos>(p);
-      batch.n_seq_id[i] = 1;
-      batch.seq_id[i][0] = seq;
-      batch.logits[i] = p + 1 == to;
-    }
-    if (const int32_t rc = llama_decode(ctx_, batch); rc != 0) {
-      status = Status::Internal("llama_decode returned " + std::to_string(rc));
-      break;
-    }
+    PREFIXD_RETURN_IF_ERROR(batch.Decode(ctx_, seq, tokens, at, end, end == to));
     at = end;
   }
-  llama_batch_free(batch);
-  return status;
+  return Status::Ok();
 }
 
 std::span<const float> Runner::Logits() const {

@@ -17,6 +17,9 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from prefixd_server import start_server  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_support import require_numpy  # noqa: E402
+
 
 def run(cmd, timeout=300):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -76,6 +79,7 @@ def check_sweep(llama, model, port, d):
 
 def main():
     llama, make_gguf, arch, what = sys.argv[1:5]
+    require_numpy()  # the models are written with it
     with tempfile.TemporaryDirectory(prefix=f"prefixd-llama-cli-{arch}-") as d:
         model = os.path.join(d, f"{arch}.gguf")
         run(["/usr/bin/python3", make_gguf, "--arch", arch, "--shape", "tiny", "--seed", "1",

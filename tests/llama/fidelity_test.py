@@ -16,6 +16,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_support import require_numpy  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts", "llama")
 MAKE_GGUF = os.path.join(SCRIPTS, "make_gguf.py")
@@ -34,15 +37,6 @@ CASES = {
     "mamba2-groups2": ("mamba2", 14, {"n_groups": 2}),
 }
 
-
-def require_numpy():
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI"):
-            sys.exit("numpy is missing (Debian: python3-numpy) and CI is set: failing")
-        print("numpy is missing: skipped")
-        sys.exit(77)
 
 
 def write_checkpoint(directory, family, seed, overrides):

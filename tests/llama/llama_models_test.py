@@ -16,19 +16,13 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_support import require_numpy  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAKE_GGUF = os.environ.get("PREFIXD_LLAMA_MAKE_GGUF") or os.path.join(
     HERE, "..", "..", "scripts", "llama", "make_gguf.py")
 
-
-def require_numpy():
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI"):
-            sys.exit("numpy is missing (Debian: python3-numpy) and CI is set: failing")
-        print("numpy is missing: skipped")
-        sys.exit(77)
 
 
 def make_gguf(family, seed, out):

@@ -17,6 +17,7 @@
 #include "common/numbers.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
+#include "engine/keys.h"
 #include "engine/mutate.h"
 
 namespace prefixd::commands {
@@ -176,7 +177,8 @@ void Lookup(Context& ctx) {
   ctx.reply.Simple("HIT");
 }
 
-// KV.PREFIX.DROP <ns>...: every namespace is checked before any is dropped.
+// KV.PREFIX.DROP <ns>...: every namespace is checked before any is dropped. A prefix-index
+// namespace (KV.PREFIX.NAMESPACE) goes with its blocks and checkpoints (docs/prefix-index.md).
 void DropPrefixes(Context& ctx) {
   const auto& args = ctx.args;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -184,6 +186,13 @@ void DropPrefixes(Context& ctx) {
   }
   int64_t dropped = 0;
   for (size_t i = 1; i < args.size(); ++i) {
+    const auto info = LookupKey(ctx, args[i], /*touch=*/false);
+    if (info && info->type == store::KeyType::kPrefixIndex) {
+      auto done = Mutate(ctx, persist::PrefixNamespaceDrop{std::string(args[i])});
+      if (!done) return;
+      dropped += done->kind == persist::Outcome::Kind::kApplied ? 1 : 0;
+      continue;
+    }
     auto done = Mutate(ctx, persist::KvDrop{std::string(args[i])});
     if (!done) return;
     const bool removed = done->kind == persist::Outcome::Kind::kApplied;
@@ -399,7 +408,8 @@ void RegisterKvPrefixCommands(Registry& r) {
             "HIT when <ns>_pk and <ns>_pv exist and both hold rows, else MISS; counts the receipt.",
             Lookup));
   r.Add(cmd("kv.prefix.drop", -2, kWrite, "<ns> [ns ...]",
-            "Removes prefixes (registration and both sessions); returns how many existed.",
+            "Removes prefixes (registration and both sessions) or prefix-index namespaces; returns "
+            "how many existed.",
             DropPrefixes, "O(N) in the namespaces", -1));
   r.Add(cmd("kv.prefix.info", 1, kReadonly, "",
             "Describes the registered prefixes, the V-store and its log as k:v lines.", Info,

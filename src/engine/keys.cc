@@ -25,8 +25,10 @@ std::optional<store::KeyType> TypeOfGroup(std::string_view group) {
 
 // SSM state stored under a KV.PREFIX registration's name belongs to that prefix (Pion stores a
 // hybrid model's recurrent state there): SSM and KV.PREFIX commands both work on it.
-bool Compatible(store::KeyType have, store::KeyType wanted) {
+// KV.PREFIX.DROP also removes a prefix-index namespace (docs/prefix-index.md).
+bool Compatible(store::KeyType have, store::KeyType wanted, std::string_view command) {
   if (have == wanted) return true;
+  if (have == store::KeyType::kPrefixIndex && command == "kv.prefix.drop") return true;
   const auto hybrid = [](store::KeyType t) {
     return t == store::KeyType::kSsmPrefix || t == store::KeyType::kKvPrefix;
   };
@@ -231,7 +233,7 @@ bool PrepareTypedKeys(Context& ctx) {
   for (size_t i = static_cast<size_t>(ctx.spec.first_key); i <= last && i < ctx.args.size();
        i += static_cast<size_t>(ctx.spec.key_step)) {
     auto info = LookupKey(ctx, ctx.args[i], /*touch=*/true);
-    if (info && !Compatible(info->type, *wanted)) {
+    if (info && !Compatible(info->type, *wanted, ctx.spec.name)) {
       ctx.reply.Error(errors::kWrongType);
       return false;
     }

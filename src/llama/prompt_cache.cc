@@ -410,6 +410,8 @@ Status PromptCache::Impl::Save(llama_seq_id seq, std::span<const llama_token> to
   const auto start = Clock::now();
   auto failed = [&](std::string_view kind, Status why) -> Status {
     Failed(kind, why);
+    // The namespace may be gone (dropped, or evicted whole): the next Save makes it again.
+    namespace_ready_ = false;
     report.ms = MsSince(start);
     if (out) *out = report;
     return why;

@@ -190,6 +190,25 @@ class PrefixIndexTest(unittest.TestCase):
         self.assertEqual(self.cmd("DEL", self.ns), 1)
         self.assertEqual(self.cmd("EXISTS", self.ns), 0)
 
+    def test_kv_prefix_drop_removes_a_namespace(self):
+        # docs/prefix-index.md: KV.PREFIX.DROP removes a prefix-index namespace with its blocks and
+        # checkpoints (it answered WRONGTYPE before), beside a Pion registration, in one call.
+        tokens = list(range(1, 13))
+        self.assertEqual(self.store_blocks(tokens, 0, 2), 2)
+        self.store_ckpt(tokens, 6)
+        self.assertEqual(self.cmd("KV.PREFIX.REGISTER", "pion", 2, "fp32"), b"OK")
+        self.assertEqual(self.cmd("KV.PREFIX.DROP", self.ns, "pion", "never"), 2)
+        self.assertEqual(self.cmd("EXISTS", self.ns), 0)
+        self.assertEqual(self.cmd("KV.PREFIX.DROP", self.ns), 0)
+        with self.assertRaisesRegex(redis.ResponseError, "no such prefix namespace"):
+            self.cmd("KV.PREFIX.MATCH", self.ns, 0, b"")
+        # Made again from nothing: nothing of the old one is matched.
+        self.assertEqual(self.cmd("KV.PREFIX.NAMESPACE", self.ns, "BLOCK", BS, "ATTN", 1, "KVDIM",
+                                  KVDIM, "RECURRENT", 2, "VQUANT", "fp32"), b"OK")
+        self.assertEqual(self.store_blocks(tokens, 0, 1), 1)
+        self.assertEqual(self.cmd("KV.PREFIX.MATCH", self.ns, 2, b"".join(chain(tokens)[:2]),
+                                  "NOLEASE")[2], 1)
+
     def test_worked_example_and_never_kv_only(self):
         tokens = list(range(1, 13))  # blocks [0,4) [4,8) and part of [8,12)
         self.assertEqual(self.store_blocks(tokens, 0, 2), 2)

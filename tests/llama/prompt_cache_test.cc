@@ -361,6 +361,22 @@ TEST_P(CacheTest, FailuresAreCold) {
     ASSERT_TRUE(raw.Command({"SET", third.name() + ":layout", layout->Encode()}).ok());
   }
 
+  // The namespace dropped (by hand, or evicted whole): a miss, and the next save makes it again.
+  {
+    Client raw = Connect();
+    Result<Reply> dropped = raw.Command({"KV.PREFIX.DROP", cache.name()});
+    ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+    EXPECT_EQ(dropped->integer, 1);
+    ASSERT_TRUE(raw.Command({"DEL", cache.name() + ":layout"}).ok());
+    RestoreReport report;
+    EXPECT_EQ(cache.Restore(0, longer, &report), 0u);
+    runner->Clear(0);
+    EXPECT_FALSE(cache.Prefill(0, tokens, 0).ok());  // its namespace is gone: nothing stored
+    runner->Clear(0);
+    ASSERT_TRUE(cache.Prefill(0, tokens, 0).ok());  // made again
+    EXPECT_EQ(cache.Restore(0, longer, &report), tokens.size() - 1) << report.miss_reason;
+  }
+
   // The server gone: cold, once logged, however often asked.
   logged_.clear();
   ASSERT_TRUE(server_.Stop());

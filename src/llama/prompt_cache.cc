@@ -198,7 +198,13 @@ Result<std::optional<StateLayout>> PromptCache::Impl::ServerLayout() {
 }
 
 Status PromptCache::Impl::EnsureNamespace(const StateLayout& layout) {
-  if (namespace_ready_ && layout_ && *layout_ == layout) return Status::Ok();
+  if (namespace_ready_ && layout_ && *layout_ == layout) {
+    // The layout is a small string key that maxmemory may evict on its own; without it no other
+    // process can restore. Put back (if gone) with every save: one round trip.
+    const std::string encoded = layout.Encode();
+    const std::vector<std::string_view> set{"SET", layout_key_, encoded, "NX"};
+    return client_.Command(set).status();
+  }
   if (layout_ && !(*layout_ == layout)) {
     return Status::InvalidArgument(
         "this context's state has another layout than the namespace's (another flash "

@@ -377,6 +377,18 @@ TEST_P(CacheTest, FailuresAreCold) {
     EXPECT_EQ(cache.Restore(0, longer, &report), tokens.size() - 1) << report.miss_reason;
   }
 
+  // The layout alone gone (a string key maxmemory may evict): the next save puts it back.
+  {
+    Client raw = Connect();
+    ASSERT_TRUE(raw.Command({"DEL", cache.name() + ":layout"}).ok());
+    PromptCache other = Open(*runner);
+    RestoreReport report;
+    EXPECT_EQ(other.Restore(0, longer, &report), 0u);
+    runner->Clear(0);
+    ASSERT_TRUE(cache.Prefill(0, tokens, 0).ok());
+    EXPECT_EQ(other.Restore(0, longer, &report), tokens.size() - 1) << report.miss_reason;
+  }
+
   // The server gone: cold, once logged, however often asked.
   logged_.clear();
   ASSERT_TRUE(server_.Stop());

@@ -37,8 +37,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A stored layout decodes only from exactly its own encoding.
   auto layout = StateLayout::Decode(
       std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  if (layout.ok() && layout->Encode() != std::string_view(reinterpret_cast<const char*>(
-                                              bytes.data()), bytes.size())) {
+  if (layout.ok() &&
+      layout->Encode() !=
+          std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())) {
     std::abort();
   }
   if (n > 0) (void)SequenceState::ParseRecurrent(bytes, static_cast<int32_t>(n - 1));

@@ -40,8 +40,9 @@ int main(int argc, char** argv) {
     input.insert(input.end(), t, t + 4 * tokens.size());
     input.insert(input.end(), state.begin(), state.end());
     const std::string name = out + "/state-" + std::to_string(i - 1);
-    std::ofstream(name, std::ios::binary).write(reinterpret_cast<const char*>(input.data()),
-                                                static_cast<std::streamsize>(input.size()));
+    std::ofstream(name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(input.data()),
+               static_cast<std::streamsize>(input.size()));
     auto parsed = SequenceState::Parse(state, static_cast<MemoryKind>(kind), tokens);
     if (!parsed.ok()) {
       std::fprintf(stderr, "%s: %s\n", o.model_path.c_str(), parsed.status().ToString().c_str());

@@ -3,9 +3,11 @@
 // through Mutate as prefix-index records; the match and its lease are not logged (a lease does
 // not survive a restart, and a client matches again).
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "commands/arg_reader.h"
@@ -31,6 +33,8 @@ constexpr uint64_t kMaxLeaseMs = 600000;  // prefix-lease-ms's maximum too
 constexpr uint64_t kMaxMatchBlocks = uint64_t{1} << 20;
 constexpr uint64_t kMaxCandidates = 1024;
 constexpr uint64_t kMaxStoreBlocks = 65536;
+// A fetch's answer up to this many bytes is built on the stack (KV.PREFIX.BFETCH).
+constexpr size_t kSmallRowsBytes = 2048;
 
 std::string Quoted(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + "'"; }
 
@@ -266,6 +270,29 @@ void ReplyRows(Context& ctx, const PrefixShape& shape, const Bytes& rows, bool n
   ctx.reply.Bulk(out);
 }
 
+// ReplyRows for rows in a caller's buffer of at most kSmallRowsBytes: copied into the reply, and
+// decoded through the stack when they must be.
+void ReplySmallRows(Context& ctx, const PrefixShape& shape, std::span<const uint8_t> rows,
+                    bool native, std::string_view command) {
+  const auto text = [](const void* data, size_t size) {
+    return std::string_view(static_cast<const char*>(data), size);
+  };
+  if (shape.tier == store::Tier::kFp32 || (native && store::StoresValues(shape.tier))) {
+    if (!FitsOutputLimit(ctx, rows.size(), command, "fetch a RANGE at a time")) return;
+    return ctx.reply.Bulk(text(rows.data(), rows.size()));
+  }
+  const uint64_t n = rows.size() / shape.row_bytes();
+  const uint64_t decoded = n * shape.kv_dim * 4;
+  if (!FitsOutputLimit(ctx, decoded, command, "fetch a RANGE at a time")) return;
+  std::array<float, kSmallRowsBytes> out;  // 4x the stored bytes; a larger decode takes the heap
+  if (decoded > sizeof(out)) {
+    Bytes copy = Bytes::CopyOf(text(rows.data(), rows.size()));
+    return ReplyRows(ctx, shape, copy, native, command);
+  }
+  store::DecodeRows(shape.tier, shape.kv_dim, rows.data(), n, out.data());
+  ctx.reply.Bulk(text(out.data(), decoded));
+}
+
 // Before a store of `incoming` bytes into a namespace with a budget: evicts least recently used
 // leaves through the mutation path (one logged drop). False (error queued) when it cannot fit.
 bool MakeNamespaceRoom(Context& ctx, std::string_view ns, const PrefixShape& shape,
@@ -362,12 +389,25 @@ void BFetch(Context& ctx) {
   if (!layer) return;
   auto native = NativeFormat(ctx, 5, args.size());
   if (!native) return;
+  // A small answer is copied out of the index into the stack and framed from there: no
+  // allocation on the common path. A large one is built once and sent by reference.
+  const store::PrefixStore& prefixes = Db(ctx).prefixes;
+  std::array<uint8_t, kSmallRowsBytes> small;  // uninitialised: every byte used is written
   std::optional<Bytes> rows;
-  Db(ctx).prefixes.With(args[1], [&](const PrefixIndex& index) {
-    rows = index.BlockRows(*hashes, static_cast<uint32_t>(*layer));
+  bool found = false;
+  size_t size = 0;
+  prefixes.With(args[1], [&](const PrefixIndex& index) {
+    size = index.BlockRowsSize(hashes->size());
+    if (size <= small.size()) {
+      found = index.CopyBlockRows(*hashes, static_cast<uint32_t>(*layer), small.data());
+    } else {
+      rows = index.BlockRows(*hashes, static_cast<uint32_t>(*layer));
+      found = rows.has_value();
+    }
   });
-  if (!rows) return ctx.reply.Null();
-  ReplyRows(ctx, *shape, *rows, *native, "KV.PREFIX.BFETCH");
+  if (!found) return ctx.reply.Null();
+  if (rows) return ReplyRows(ctx, *shape, *rows, *native, "KV.PREFIX.BFETCH");
+  ReplySmallRows(ctx, *shape, std::span(small.data(), size), *native, "KV.PREFIX.BFETCH");
 }
 
 // --- Checkpoints ---

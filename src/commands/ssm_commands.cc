@@ -11,11 +11,15 @@
 #include "commands/families.h"
 #include "commands/output_limit.h"
 #include "common/ascii.h"
+#include "common/clock.h"
 #include "common/numbers.h"
+#include "common/scratch_array.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
+#include "engine/keys.h"
 #include "engine/memory_policy.h"
 #include "engine/mutate.h"
+#include "store/compact_session.h"
 
 namespace prefixd::commands {
 namespace {
@@ -86,7 +90,68 @@ void MStore(Context& ctx) {
   Put(ctx, args[1], std::move(layers));
 }
 
+// FETCH's and MFETCH's common case, as GET's: a small session in its keyspace entry, read and
+// framed in one lock hold without a copy. Tried only when the arguments are well formed, and
+// before the typed-key check (the spec leaves it to the handler): a compact entry is a live SSM
+// session, so that check would pass. False: nothing was queued; the caller goes the general way,
+// which answers any error in the order it always has.
+std::optional<uint32_t> LayerQuietly(std::string_view text) {
+  auto v = ParseInt64(text);
+  if (!v || *v < 0 || *v > kMaxLayer) return std::nullopt;
+  return static_cast<uint32_t>(*v);
+}
+
+bool SidQuietly(const Context& ctx, std::string_view sid) {
+  return static_cast<int64_t>(sid.size()) <= ctx.engine.settings().Int(Setting::kMaxSidLen);
+}
+
+bool FetchCompact(Context& ctx) {
+  const auto& args = ctx.args;
+  if (args.size() != 3 || !SidQuietly(ctx, args[1])) return false;
+  const auto layer = LayerQuietly(args[2]);
+  if (!layer) return false;
+  const auto read = Db(ctx).keys.ReadCompactSessionLive(
+      args[1], CommandClock::WallMs(), [&](std::string_view session) {
+        const auto bytes = store::compact_session::FindLayer(session, *layer);
+        CountLookup(ctx, bytes.has_value());
+        bytes ? ctx.reply.Bulk(*bytes) : ctx.reply.Null();
+        return true;
+      });
+  return read == store::Keyspace::InlineRead::kCopied;
+}
+
+bool MFetchCompact(Context& ctx) {
+  const auto& args = ctx.args;
+  if (!SidQuietly(ctx, args[1])) return false;
+  ScratchArray<uint32_t, 16> scratch(args.size() - 2);
+  const std::span<uint32_t> layers = scratch.span();
+  for (size_t i = 2; i < args.size(); ++i) {
+    const auto layer = LayerQuietly(args[i]);
+    if (!layer) return false;
+    layers[i - 2] = *layer;
+  }
+  const auto read = Db(ctx).keys.ReadCompactSessionLive(
+      args[1], CommandClock::WallMs(), [&](std::string_view session) {
+        // A reply past the output limit is declined here and refused the general way.
+        uint64_t total = 0;
+        for (const uint32_t layer : layers) {
+          const auto bytes = store::compact_session::FindLayer(session, layer);
+          total += bytes ? bytes->size() + 16 : 5;
+        }
+        if (!FitsOutputLimitQuietly(ctx, total)) return false;
+        ctx.reply.ArrayLen(layers.size());
+        for (const uint32_t layer : layers) {
+          const auto bytes = store::compact_session::FindLayer(session, layer);
+          CountLookup(ctx, bytes.has_value());
+          bytes ? ctx.reply.Bulk(*bytes) : ctx.reply.Null();
+        }
+        return true;
+      });
+  return read == store::Keyspace::InlineRead::kCopied;
+}
+
 void Fetch(Context& ctx) {
+  if (FetchCompact(ctx) || !PrepareTypedKeys(ctx)) return;
   const auto& args = ctx.args;
   if (args.size() != 3 && args.size() != 6) return ctx.reply.Error(errors::kSyntax);
   if (!ValidSid(ctx, args[1])) return;
@@ -111,6 +176,7 @@ void Fetch(Context& ctx) {
 }
 
 void MFetch(Context& ctx) {
+  if (MFetchCompact(ctx) || !PrepareTypedKeys(ctx)) return;
   const auto& args = ctx.args;
   if (!ValidSid(ctx, args[1])) return;
   std::vector<uint32_t> layers;
@@ -191,17 +257,22 @@ void RegisterSsmCommands(Registry& r) {
           "Stores several layers at once: readers see all of them or none.", MStore,
           "O(N) in the number of layers"),
       {sid, BlockArg("data", kArgMultiple, {layer, blob})}));
-  r.Add(WithArgs(
+  // FETCH and MFETCH check their key's type themselves, after the compact read.
+  const auto own_type_check = [](CommandSpec spec) {
+    spec.handler_checks_key_types = true;
+    return spec;
+  };
+  r.Add(own_type_check(WithArgs(
       cmd("ssm.prefix.fetch", -3, kReadonly | kFast, "<sid> <layer> [RANGE <offset> <length>]",
           "Returns a layer's blob (or the slice asked for, clamped at its end), or nil.", Fetch,
           "O(1); the blob is not copied"),
       {sid, layer,
-       BlockArg("range", kArgOptional, {IntArg("offset"), IntArg("length")}, "RANGE")}));
-  r.Add(WithArgs(
+       BlockArg("range", kArgOptional, {IntArg("offset"), IntArg("length")}, "RANGE")})));
+  r.Add(own_type_check(WithArgs(
       cmd("ssm.prefix.mfetch", -3, kReadonly | kFast, "<sid> <layer> [<layer> ...]",
           "Returns several layers' blobs from one consistent snapshot, nil for each absent one.",
           MFetch, "O(N) in the number of layers"),
-      {sid, IntArg("layer", kArgMultiple)}));
+      {sid, IntArg("layer", kArgMultiple)})));
   r.Add(WithArgs(cmd("ssm.prefix.drop", -2, kWrite, "<sid> [<layer>]",
                      "Removes one layer of a session, or every layer when none is given.", Drop,
                      "O(N) in the number of layers removed"),

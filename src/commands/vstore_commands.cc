@@ -402,6 +402,13 @@ void Fetch(Context& ctx) {
     if (!ParseRange(ctx, args[4], args[5], start, end)) return;
     auto native = ParseNative(ctx, 6);
     if (!native) return;
+    if (!vs.HasColdLayers()) {
+      // The common case in one lookup of the store: no disk tier to plan for or promote from.
+      auto read = vs.ReadRange(sid, layer_id, start, end, VectorStore::kReadAll);
+      if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
+      if (!FitsOutput(ctx, ReplyBytes(read->first, end - start, *native))) return;
+      return ReplyRows(ctx, read->first, read->second, *native);
+    }
     auto info = vs.Describe(sid);
     if (!info) return ctx.reply.Error(vstore::kSessionNotFound);
     if (!FitsOutput(ctx, ReplyBytes(*info, end - start, *native))) return;

@@ -211,6 +211,9 @@ struct CommandSpec {
   // Where a key spec is incomplete (MIGRATE's keys after KEYS), the command finds its keys
   // itself, as Redis's getkeys_proc: KeyPositions asks it instead of the specs.
   std::vector<KeyPosition> (*find_keys)(const protocol::Request& args) = nullptr;
+  // The handler checks its keys' types itself (engine/keys.h, PrepareTypedKeys) after a fast
+  // read that finds its key, type and expiry in one lock hold; the registry leaves it to it.
+  bool handler_checks_key_types = false;
 
   // "config|get" for subcommands; set when the table is built.
   std::string full_name;

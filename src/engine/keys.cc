@@ -232,8 +232,18 @@ bool PrepareTypedKeys(Context& ctx) {
   const size_t last = static_cast<size_t>(ctx.spec.last_key);
   for (size_t i = static_cast<size_t>(ctx.spec.first_key); i <= last && i < ctx.args.size();
        i += static_cast<size_t>(ctx.spec.key_step)) {
-    auto info = LookupKey(ctx, ctx.args[i], /*touch=*/true);
-    if (info && !Compatible(info->type, *wanted, ctx.spec.name)) {
+    // The entry's type and expiry are all the check needs (FindLive's, without a KeyInfo).
+    const std::string_view key = ctx.args[i];
+    const int64_t now = CommandClock::WallMs();
+    const auto found = Db(ctx).keys.FindTypeAndTouch(key, now);
+    if (!found) continue;
+    if (found->expire_at_ms != 0 && found->expire_at_ms <= now) {
+      Deleted deleted =
+          ExpireIfDue(ctx.engine, static_cast<size_t>(ctx.client.db.load()), key, now);
+      ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);
+      continue;
+    }
+    if (!Compatible(found->type, *wanted, ctx.spec.name)) {
       ctx.reply.Error(errors::kWrongType);
       return false;
     }

@@ -183,7 +183,7 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) const {
     Replication::OrderHold order(engine_.replication(), (spec.flags & kWrite) != 0);
     ctx.propagate.set_wanted(order.feeding());
     const uint64_t changes_before = changes_applied_here;
-    if (PrepareTypedKeys(ctx)) spec.handler(ctx);
+    if (spec.handler_checks_key_types || PrepareTypedKeys(ctx)) spec.handler(ctx);
     if (order.feeding()) Propagate(ctx, changes_applied_here != changes_before);
   }
   const auto end = std::chrono::steady_clock::now();

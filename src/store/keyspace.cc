@@ -748,6 +748,17 @@ std::optional<KeyInfo> Keyspace::FindAndTouch(std::string_view key, int64_t now_
   return info;
 }
 
+std::optional<Keyspace::TypeAndExpiry> Keyspace::FindTypeAndTouch(std::string_view key,
+                                                                  int64_t now_ms) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return std::nullopt;
+  const TypeAndExpiry found{entry->type(), ExpiryOf(shard, *entry)};
+  if (found.expire_at_ms == 0 || found.expire_at_ms > now_ms) TouchLocked(shard, *entry);
+  return found;
+}
+
 const Keyspace::Entry* Keyspace::InlineStringLocked(Shard& shard, std::string_view key,
                                                     int64_t now_ms, InlineRead& result,
                                                     Touching touch) {

@@ -233,6 +233,13 @@ class Keyspace {
   // `with_value` false: the KeyInfo without its value or place (a write that replaces the value
   // whole needs only the entry's type and expiry; a copy of the old value would be wasted).
   std::optional<KeyInfo> FindAndTouch(std::string_view key, int64_t now_ms, bool with_value = true);
+  // FindAndTouch for a check of the key's type alone (a typed command before it reads its own
+  // store): no KeyInfo is built.
+  struct TypeAndExpiry {
+    KeyType type;
+    int64_t expire_at_ms;  // 0: none
+  };
+  std::optional<TypeAndExpiry> FindTypeAndTouch(std::string_view key, int64_t now_ms);
   // GET's common case in one lock hold and no allocation: a live, hot string whose value sits in
   // its entry is given to `use` (under the shard lock: `use` only copies it, e.g. into a reply)
   // and touched (unless `touch` is kNo: a read-modify-write whose put touches it). kMissing: no
@@ -243,6 +250,12 @@ class Keyspace {
   template <class Use>
   InlineRead ReadInlineString(std::string_view key, int64_t now_ms, Use&& use,
                               Touching touch = Touching::kYes);
+  // ReadInlineString for a compact SSM session (its layers encoded in its entry): `use` reads
+  // the encoding under the shard lock and returns false to decline (the caller then takes the
+  // general way); the entry is touched when it was used. kOther: a session the state store
+  // holds, another type, an expiry due, or declined.
+  template <class Use>
+  InlineRead ReadCompactSessionLive(std::string_view key, int64_t now_ms, Use&& use);
   // Records an access: last access time and the LFU counter (Redis's lookupKey).
   void Touch(std::string_view key);
   // Sets (at_ms > 0) or clears (0) the key's expiry; false when the key does not exist.
@@ -408,6 +421,21 @@ Keyspace::InlineRead Keyspace::ReadInlineString(std::string_view key, int64_t no
     use(entry->Value());
   }
   return result;
+}
+
+template <class Use>
+Keyspace::InlineRead Keyspace::ReadCompactSessionLive(std::string_view key, int64_t now_ms,
+                                                      Use&& use) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return InlineRead::kMissing;
+  if (!IsCompact(*entry) || entry->cold() || ExpiredAt(shard, *entry, now_ms)) {
+    return InlineRead::kOther;
+  }
+  if (!use(entry->Value())) return InlineRead::kOther;
+  TouchLocked(shard, *entry);
+  return InlineRead::kCopied;
 }
 
 }  // namespace prefixd::store

@@ -546,20 +546,26 @@ Bytes PrefixIndex::GatherRows(const LeaseView& view, uint32_t layer, uint64_t st
 }
 
 std::optional<Bytes> PrefixIndex::BlockRows(std::span<const Hash128> hashes, uint32_t layer) const {
-  const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
-  std::vector<uint32_t> found;
   for (const Hash128& h : hashes) {
-    const uint32_t id = FindBlock(h);
-    if (id == kNone) return std::nullopt;
-    found.push_back(id);
+    if (FindBlock(h) == kNone) return std::nullopt;
   }
-  Bytes out = Bytes::Allocate(2 * half * found.size());
-  for (size_t i = 0; i < found.size(); ++i) {
-    const uint8_t* page = pages_.Data(found[i]) + 2 * half * layer;
-    std::memcpy(out.mutable_data() + i * half, page, half);
-    std::memcpy(out.mutable_data() + (found.size() + i) * half, page + half, half);
-  }
+  Bytes out = Bytes::Allocate(BlockRowsSize(hashes.size()));
+  CopyBlockRows(hashes, layer, out.mutable_data());
   return out;
+}
+
+bool PrefixIndex::CopyBlockRows(std::span<const Hash128> hashes, uint32_t layer,
+                                uint8_t* out) const {
+  // Every block's K rows, then every block's V rows.
+  const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    const uint32_t id = FindBlock(hashes[i]);
+    if (id == kNone) return false;
+    const uint8_t* page = pages_.Data(id) + 2 * half * layer;
+    std::memcpy(out + i * half, page, half);
+    std::memcpy(out + (hashes.size() + i) * half, page + half, half);
+  }
+  return true;
 }
 
 void PrefixIndex::PlanEviction(uint64_t target, const Hash128& keep, std::vector<Hash128>* blocks,

@@ -153,6 +153,12 @@ class PrefixIndex {
   // K/V of `layer` for the listed blocks (K rows of all, then V rows), or nullopt when one is
   // missing.
   std::optional<Bytes> BlockRows(std::span<const Hash128> hashes, uint32_t layer) const;
+  // BlockRows into `out`, which holds BlockRowsSize(hashes.size()) bytes; false when a block is
+  // missing (`out` is then partly written).
+  bool CopyBlockRows(std::span<const Hash128> hashes, uint32_t layer, uint8_t* out) const;
+  size_t BlockRowsSize(size_t blocks) const {
+    return 2 * blocks * static_cast<size_t>(shape_.block) * shape_.row_bytes();
+  }
 
   // Victims that bring the payload under `target` bytes: least recently used unpinned leaves
   // (checkpoints, and blocks with no children, which take their checkpoints along), never the

@@ -256,6 +256,9 @@ class VectorStore {
   // Bytes of `sid`'s cold layers on disk, at least 1 per cold layer (0: none, or no such
   // session).
   uint64_t ColdBytes(std::string_view sid) const;
+  // Whether any layer of any session is cold: while none is, a read needs no cold-tier plan
+  // (a layer that turns cold meanwhile is read back from disk whole, still correct).
+  bool HasColdLayers() const { return cold_layers_.load(std::memory_order_relaxed) > 0; }
   // Reads every cold layer of `sid` back into memory. True when it now has no cold layer.
   bool Promote(std::string_view sid);
 

@@ -239,6 +239,54 @@ TEST_F(SsmTest, MissIsNilInResp2AndResp3) {
   EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.LAYERS", "missing"})), "%0\r\n");
 }
 
+// A small session lives in its keyspace entry and FETCH/MFETCH read it there in one lookup,
+// before the registry's type check: the type, expiry, error order and output limit it skips
+// must come out as on the general way.
+TEST_F(SsmTest, ASmallSessionsFastReadKeepsTypeExpiryErrorsAndLimit) {
+  auto c = ConnectRaw();
+  ASSERT_NE(c, nullptr);
+  const std::string wrongtype =
+      "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+  ASSERT_EQ(c->Call(Multibulk({"SET", "str", "v"})), "+OK\r\n");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.FETCH", "str", "0"})), wrongtype);
+  // The type is checked before the layer, as it always was.
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.FETCH", "str", "-1"})), wrongtype);
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.MFETCH", "str", "0", "x"})), wrongtype);
+
+  ASSERT_EQ(c->Call(Multibulk({"SSM.PREFIX.STORE", "small", "0", "abc"})), "+OK\r\n");
+  ASSERT_EQ(c->Call(Multibulk({"SSM.PREFIX.STORE", "small", "1", "de"})), "+OK\r\n");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.FETCH", "small", "0"})), "$3\r\nabc\r\n");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.FETCH", "small", "5"})), "$-1\r\n");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.FETCH", "small", "0", "RANGE", "1", "5"})),
+            "$2\r\nbc\r\n");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.MFETCH", "small", "1", "7", "0"})),
+            "*3\r\n$2\r\nde\r\n$-1\r\n$3\r\nabc\r\n");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.FETCH", "small", "01"})),
+            "-ERR invalid layer '01': must be an integer from 0 to 2147483647\r\n");
+
+  // Past its expiry a small session is gone for both reads, and from the keyspace.
+  ASSERT_EQ(c->Call(Multibulk({"PEXPIRE", "small", "30"})), ":1\r\n");
+  std::this_thread::sleep_for(80ms);
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.MFETCH", "small", "0"})), "*1\r\n$-1\r\n");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.FETCH", "small", "0"})), "$-1\r\n");
+  EXPECT_EQ(c->Call(Multibulk({"EXISTS", "small"})), ":0\r\n");
+
+  // The output limit: each 100-byte layer costs 116; exactly 100 fit under 11600.
+  ASSERT_EQ(c->Call(Multibulk({"SSM.PREFIX.STORE", "limit", "0", std::string(100, 'l')})),
+            "+OK\r\n");
+  ASSERT_EQ(c->Call(Multibulk({"CONFIG", "SET", "client-output-buffer-limit", "11600"})),
+            "+OK\r\n");
+  auto mfetch = [](int n) {
+    std::vector<std::string> args = {"SSM.PREFIX.MFETCH", "limit"};
+    for (int i = 0; i < n; ++i) args.push_back("0");
+    return args;
+  };
+  EXPECT_EQ(c->Call(Multibulk(mfetch(100))).substr(0, 6), "*100\r\n");
+  EXPECT_EQ(c->Call(Multibulk(mfetch(101))),
+            "-ERR SSM.PREFIX.MFETCH: a reply of 11716 bytes would exceed "
+            "client-output-buffer-limit (11600); fetch fewer layers per call\r\n");
+}
+
 // ---------------------------------------------------------------------------------------------
 // FETCH ... RANGE.
 

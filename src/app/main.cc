@@ -137,13 +137,10 @@ int main(int argc, char** argv) {
     durability.placed_while_recovering = [&engine](const persist::Mutation& m, uint16_t db) {
       commands::ColdWhileRecovering(engine, db, m);
     };
-    store::Database& db0 = engine.database(0);
-    auto d = std::make_unique<persist::Durability>(durability, db0.state, &db0.vectors);
-    d->set_keyspace(&db0.keys);
-    d->set_databases(&engine.databases());
-    d->set_prefix_store(&db0.prefixes);
-    if (std::string err = d->Open(); !err.empty()) {
-      spdlog::critical("Can't recover the data in '{}': {}", dir, err);
+    auto d =
+        std::make_unique<persist::Durability>(durability, persist::StoreSet(engine.databases()));
+    if (Status opened = d->Open(); !opened.ok()) {
+      spdlog::critical("Can't recover the data in '{}': {}", dir, opened.message());
       return 1;
     }
     engine.set_durability(std::move(d));

@@ -298,7 +298,7 @@ void Save(Context& ctx) {
   if (d->Stats().bgsave_in_progress) {
     return ctx.reply.Error("ERR Background save already in progress");
   }
-  if (std::string err = d->Save(); !err.empty()) return ctx.reply.Error("ERR " + err);
+  if (Status saved = d->Save(); !saved.ok()) return ctx.reply.Error("ERR " + saved.message());
   ctx.reply.Simple("OK");
 }
 

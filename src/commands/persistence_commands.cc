@@ -19,8 +19,7 @@ void Save(Context& ctx) {
   if (d->Stats().bgsave_in_progress) {
     return ctx.reply.Error(errors::kBgsaveInProgress);
   }
-  std::string err = d->Save();
-  if (!err.empty()) return ctx.reply.Error("ERR " + err);
+  if (Status saved = d->Save(); !saved.ok()) return ctx.reply.Error("ERR " + saved.message());
   ctx.reply.Simple("OK");
 }
 
@@ -28,8 +27,9 @@ void BgSave(Context& ctx) {
   auto* d = ctx.engine.durability();
   if (d == nullptr) return ctx.reply.Error(kDisabled);
   if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
-  std::string err = d->BackgroundSave();
-  if (!err.empty()) return ctx.reply.Error("ERR " + err);
+  if (Status started = d->BackgroundSave(); !started.ok()) {
+    return ctx.reply.Error("ERR " + started.message());
+  }
   ctx.reply.Simple("Background saving started");
 }
 

@@ -5,25 +5,25 @@
 #include <unordered_set>
 
 #include "persist/log_format.h"
+#include "persist/record_layout.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::persist {
 namespace {
 
-// Fixed bytes of an SSM put payload (u32 sid length, u32 count) and of each layer (u32, u64).
-constexpr uint64_t kPutFixedBytes = 8;
-constexpr uint64_t kPutLayerBytes = 12;
+// The SSM put's bytes before its layers when its sid is empty, and each layer's head
+// (record_layout.h).
+const uint64_t kPutFixedBytes = ValueOffset<FieldIndex<SsmPut>("layers")>(SsmPut{});
+constexpr uint64_t kPutLayerBytes = FieldWire<LayerBlobs>::kItemHead;
 // Fixed bytes of the directory (u64 region_end, u32 count), of an entry (u64 record_offset,
 // u32 sid length, u32 layer count) and of a layer (u32 layer, u64 length).
 constexpr uint64_t kDirectoryFixedBytes = 12;
 constexpr uint64_t kEntryFixedBytes = 16;
 constexpr uint64_t kLayerBytes = 12;
 
-// Payload bytes of a create record beyond its sid (u32 sid length, u64 index, u32 dim, u32
-// tier) and of a rows record beyond its sid and rows (u32 sid length, u32 layer, u64 start,
-// u64 rows, u32 dim, u32 tier, u64 rows length).
-constexpr uint64_t kCreateFixedBytes = 20;
-constexpr uint64_t kRowsFixedBytes = 40;
+// Payload bytes of a create record beyond its sid, and of a rows record beyond its sid and rows.
+const uint64_t kCreateFixedBytes = PayloadSize(VCreate{});
+const uint64_t kRowsFixedBytes = ValueOffset<FieldIndex<VStore>("data")>(VStore{});
 // Fixed bytes of a V-store entry (u64 record_offset, u32 sid length, u64 index, u32 dim, u32
 // tier, u32 record count) and of a rows record's listing.
 constexpr uint64_t kVectorEntryFixedBytes = 32;

@@ -1,6 +1,8 @@
-// Durability: the data directory of one server: recovery (snapshot, then log) into the store at
-// start, the mutation log while serving, snapshots (SAVE, BGSAVE, automatic rewrite) and the
-// log compaction they allow. Thread-safe; handlers log through it from any io thread.
+// Durability: the data directory of one server: it opens it (Recovery loads the snapshot and the
+// log into the stores), keeps the mutation log while serving (EXEC's group commit included), and
+// decides when a snapshot is taken (SAVE, BGSAVE's thread, the automatic rewrite) and the log
+// cut it allows (SnapshotWriter writes it). Thread-safe; handlers log through it from any io
+// thread.
 #pragma once
 
 #include <atomic>
@@ -17,37 +19,18 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "persist/durability_options.h"
 #include "persist/env.h"
 #include "persist/log_writer.h"
 #include "persist/mutation.h"
 #include "persist/record_reader.h"
+#include "persist/store_set.h"
+#include "prefixd/status.h"
 #include "store/database.h"
 #include "store/state_store.h"
 #include "store/vector_store.h"
 
 namespace prefixd::persist {
-
-struct DurabilityOptions {
-  std::string dir = "./data";
-  FsyncPolicy policy = FsyncPolicy::kEverySec;
-  uint64_t segment_bytes = uint64_t{256} << 20;
-  // Start even when a record before the log's tail is corrupt, skipping it (and reporting it).
-  bool skip_corrupt = false;
-  // Rewrite (snapshot + cut the log) once the log exceeds both the minimum and the live data
-  // grown by this percentage (0 disables).
-  int64_t auto_rewrite_percentage = 100;
-  uint64_t auto_rewrite_min_size = uint64_t{64} << 20;
-  // Every file operation goes through it (null: the real file system).
-  Env* env = nullptr;
-  // Bytes one replayed change may make the stores take (0: the machine's memory, MemoryBudget).
-  uint64_t memory_budget = 0;
-  // How long a failed log write waits before it is retried.
-  std::chrono::milliseconds log_retry_interval{1000};
-  // Called during recovery after each applied record whose values now have a place in its file
-  // (large strings, an SSM put, V-store rows), with the record's database: the caller may send
-  // them to the disk tier at once, so a restart never holds much more than the memory budget.
-  std::function<void(const Mutation& m, uint16_t db)> placed_while_recovering;
-};
 
 struct PersistStats {
   bool loading = false;
@@ -69,25 +52,15 @@ struct PersistStats {
 
 class Durability {
  public:
-  // `vectors`, when given, is recovered, logged and snapshotted along with `store`.
-  Durability(DurabilityOptions options, store::StateStore& store,
-             store::VectorStore* vectors = nullptr);
+  // `stores`: everything recovered, logged and snapshotted (persist/store_set.h).
+  Durability(DurabilityOptions options, StoreSet stores);
   ~Durability();
   Durability(const Durability&) = delete;
   Durability& operator=(const Durability&) = delete;
 
-  // The keyspace recovered along with the stores (types, expiries); set before Open().
-  void set_keyspace(store::Keyspace* keys) { keys_ = keys; }
-  // The numbered databases, when there are several: each record names its database in its
-  // header, replay applies it there, and a snapshot writes every database in use. Database 0
-  // must hold the stores and keyspace given above. Set before Open().
-  void set_databases(store::Databases* databases) { databases_ = databases; }
-  // The prefix index, recovered, logged and snapshotted along with the stores; before Open().
-  void set_prefix_store(store::PrefixStore* prefixes) { prefixes_ = prefixes; }
-
   // Loads the snapshot and replays the log into the store, then opens the log for appends.
-  // Returns an error text that names the file and offset of any damage it could not pass.
-  std::string Open();
+  // An error names the file and offset of any damage it could not pass.
+  Status Open();
 
   // Appends a record encoded (outside any lock) with EncodeRecord; call it inside the store's
   // under_lock hook so log order matches the order of changes. Returns its lsn.
@@ -137,100 +110,22 @@ class Durability {
   // (inside a Group: also the group's records, once End() queues them).
   void Sync();
 
-  // A snapshot in the calling thread; returns an error text or empty.
-  std::string Save();
-  // Starts a snapshot on a background thread; returns an error text (one already running).
-  std::string BackgroundSave();
+  // A snapshot in the calling thread.
+  Status Save();
+  // Starts a snapshot on a background thread; an error when one is already running.
+  Status BackgroundSave();
   void set_policy(FsyncPolicy p);
 
   PersistStats Stats() const;
 
  private:
-  std::string Recover();
-  std::string LoadSnapshot(const std::string& path, uint64_t& base_lsn);
-  std::string ReplaySegments(uint64_t base_lsn, uint64_t& next_lsn, uint64_t& next_sequence,
-                             std::vector<SegmentInfo>& segments);
-  // Decodes, checks and applies one record; an error text says why it could not be.
-  // `file`: the file being read, where an SSM put's values stay reachable (the disk tier).
-  std::string Replay(const Record& record, Mutation& m,
-                     const std::shared_ptr<store::ColdFile>& file);
-  // A snapshot's cold SSM put: records where its values sit in the database its header names,
-  // reading only its fields.
-  std::string LoadColdPut(RecordReader& reader, const Record& record,
-                          const std::shared_ptr<store::ColdFile>& file);
-  // A snapshot's cold directory: places every cold layer it lists in the database its header
-  // names and moves `reader` past the records it lists (`entries` of them); with no `file`,
-  // checks it and leaves those records to be read whole.
-  std::string LoadColdDirectory(RecordReader& reader, const Record& record,
-                                const std::shared_ptr<store::ColdFile>& file, uint64_t& entries);
-  // A snapshot's cold V-store rows: records where they sit without reading them.
-  std::string LoadColdRows(RecordReader& reader, const Record& record,
-                           const std::shared_ptr<store::ColdFile>& file);
-  // A snapshot's V-store cold directory: creates every listed session and places its rows in
-  // the database its header names, and moves `reader` past their records (`records` of them);
-  // with no `file`, checks it and leaves those records to be read whole.
-  std::string LoadVectorColdDirectory(RecordReader& reader, const Record& record,
-                                      const std::shared_ptr<store::ColdFile>& file,
-                                      uint64_t& records);
-  // The keys of the V-store sessions LoadColdRows placed (and of registrations whose halves
-  // both are) go to the cold index.
-  void KeepColdVectorKeys();
-  std::vector<std::pair<uint16_t, std::string>> cold_vector_sessions_;
-  // `sid` of database `db` is a key of `type` in the disk tier.
-  void KeepColdKey(uint16_t db, const std::string& sid, store::KeyType type);
-  // One V-store session as a snapshot writes it (a create, then rows records per stored run).
-  using VectorSessionWriter =
-      std::function<void(const std::string& sid, const store::VectorSessionInfo& info,
-                         const std::vector<store::LayerRead>& layers)>;
-  void WriteVectorSnapshot(const store::VectorStore& vectors,
-                           const VectorSessionWriter& write_session,
-                           const std::function<void()>& sessions_written,
-                           const std::function<void(const Mutation&)>& write);
-  void WritePrefixSnapshot(const store::PrefixStore& prefixes,
-                           const std::function<void(const Mutation&)>& write);
-  // A snapshot's cold string (its record flagged cold): makes the key a cold string whose value
-  // stays where it sits in the snapshot, reading only the record's fields.
-  std::string LoadColdString(RecordReader& reader, const Record& record,
-                             const std::shared_ptr<store::ColdFile>& file);
-  // One string key as a snapshot writes it (a cold value is copied, its record flagged cold).
-  using StringWriter = std::function<void(const std::string& key, const store::KeyInfo& info)>;
-  // One SSM session as a snapshot writes it: its layers in memory or where they sit on disk.
-  using SessionWriter =
-      std::function<void(const std::string& sid, const std::vector<store::LayerPlace>& layers)>;
-  // Every entry of one database as records: its SSM sessions to `write_session` (a snapshot
-  // copies cold values and records their new places), then `sessions_written` (the cold ones
-  // follow the hot ones), strings to `write_string`, everything else to `write`.
-  void WriteDatabaseSnapshot(const store::StateStore& state, const store::VectorStore* vectors,
-                             const store::Keyspace* keys, const store::PrefixStore* prefixes,
-                             const SessionWriter& write_session,
-                             const std::function<void()>& sessions_written,
-                             const VectorSessionWriter& write_vector_session,
-                             const std::function<void()>& vector_sessions_written,
-                             const StringWriter& write_string,
-                             const std::function<void(const Mutation&)>& write);
-  // An error text when `db` is past the `databases` setting (or not 0 with a single database).
-  std::string CheckDatabase(uint16_t db) const;
-  // The stores of database `db`, which CheckDatabase accepted (created on first use).
-  store::StateStore& StateOf(uint16_t db);
-  store::Keyspace* KeysOf(uint16_t db);
-  // Applies a checked record to the database its header names; an error text when it names one
-  // past the `databases` setting.
-  std::string ApplyToDatabase(const Mutation& m, uint16_t db, Outcome* outcome = nullptr);
-  store::VectorStore* VectorsOf(uint16_t db);
-  // The stored values' bytes over every database, memory and disk tier (automatic rewrite).
-  uint64_t LiveBytes() const;
-  // Truncates `path` to `size` and syncs it.
-  Status CutFile(const std::string& path, uint64_t size);
-  std::string WriteSnapshot();
+  // Takes a snapshot (SnapshotWriter) and cuts the log before it.
+  Status WriteSnapshot();
   void MaintenanceLoop();
 
   DurabilityOptions options_;
   Env* env_;
-  store::StateStore& store_;
-  store::VectorStore* vectors_;
-  store::Keyspace* keys_ = nullptr;
-  store::Databases* databases_ = nullptr;
-  store::PrefixStore* prefixes_ = nullptr;
+  StoreSet stores_;
   std::unique_ptr<LogWriter> log_;
   std::unique_ptr<DirLock> lock_;
 

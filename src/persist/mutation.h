@@ -1,8 +1,10 @@
 // Mutation: every kind of change to the stored state as one typed record: its payload fields in
 // order (the codec, Describe and the golden tests follow them), the checks it must pass before it
 // is logged or replayed, and how it is applied to the stores. The live path and replay apply a
-// record through the same Apply. Adding a kind of change is adding a struct here (and its case
-// in Check and Apply in mutation.cc). Pure data and functions; any thread.
+// record through the same Apply. Adding a kind of change is adding a struct here (its fields'
+// layout follows from it, record_layout.h) and its case in Check and Apply (mutation_apply.cc,
+// whose static_asserts fail until both, and Apply's keyspace step, have one). Pure data and
+// functions; any thread.
 #pragma once
 
 #include <array>
@@ -422,9 +424,7 @@ std::vector<Bytes> EncodePayload(const Mutation& m);
 // tier finds a value in a file from its record's offset.
 std::vector<uint64_t> SsmPutValueOffsets(const SsmPut& put);
 // Where the rows of a V-store rows record with this sid start within its payload.
-inline uint64_t VStoreRowsOffset(std::string_view sid) {
-  return 4 + sid.size() + 4 + 8 + 8 + 4 + 4 + 8;
-}
+uint64_t VStoreRowsOffset(std::string_view sid);
 
 // The values of a string set or multi set of at least `from_size` bytes held in one buffer:
 // each key, its buffer and where the value starts within the record's payload (empty for any

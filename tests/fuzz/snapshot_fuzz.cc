@@ -51,9 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   store::Keyspace keys;
   ssm.KeepSmallSessionsIn(&keys);  // as a database's store does: small sessions in their entries
   store::PrefixStore prefixes;     // prefix-index records (40-44) replay into it
-  Durability durability(options, ssm, &vectors);
-  durability.set_keyspace(&keys);
-  durability.set_prefix_store(&prefixes);
+  Durability durability(options, StoreSet(Stores{ssm, &vectors, 0, &keys, &prefixes}));
   (void)durability.Open();
   return 0;
 }

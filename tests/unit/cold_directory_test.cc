@@ -142,8 +142,8 @@ std::string Load(MemEnv& env, const std::string& snapshot, store::StateStore& st
   options.env = &env;
   options.policy = FsyncPolicy::kNo;
   options.auto_rewrite_percentage = 0;
-  Durability durability(options, state);
-  return durability.Open();
+  Durability durability(options, StoreSet(Stores{state}));
+  return durability.Open().message();
 }
 
 TEST(ColdDirectory, ASnapshotBuiltToTheFormatLoadsItsColdLayersFromTheDirectory) {

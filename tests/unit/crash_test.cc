@@ -183,10 +183,10 @@ class World {
     options.env = env;
     options.log_retry_interval = std::chrono::milliseconds(5);
     ssm_.KeepSmallSessionsIn(&keys_);  // as a database's store does
-    durability_ = std::make_unique<Durability>(options, ssm_, &vectors_);
-    durability_->set_keyspace(&keys_);
+    durability_ =
+        std::make_unique<Durability>(options, StoreSet(Stores{ssm_, &vectors_, 0, &keys_}));
   }
-  std::string Open() { return durability_->Open(); }
+  std::string Open() { return durability_->Open().message(); }
   Durability& durability() { return *durability_; }
   std::string State() const { return Observe(ssm_, vectors_, keys_); }
   const store::Keyspace& keys() const { return keys_; }
@@ -249,7 +249,7 @@ class CrashTest : public ::testing::Test {
     }
     for (const Step& step : Script()) {
       if (step.snapshot()) {
-        std::string err = world.durability().Save();
+        std::string err = world.durability().Save().message();
         if (!err.empty()) {
           EXPECT_TRUE(env.dead()) << err;
           break;
@@ -345,10 +345,10 @@ void RunWithOneFault(const std::string& dir, uint64_t n, FaultEnv::Fault fault,
   env.FailAt(n, fault);
   for (const Step& step : Script()) {
     if (step.snapshot()) {
-      std::string err = world.durability().Save();
+      std::string err = world.durability().Save().message();
       if (!err.empty()) {
         EXPECT_NE(err.find("injected"), std::string::npos) << err;
-        err = world.durability().Save();
+        err = world.durability().Save().message();
       }
       ASSERT_EQ(err, "") << "a retried snapshot failed after a fault at operation " << n;
       continue;
@@ -413,8 +413,8 @@ TEST_F(CrashTest, FaultsInACallersWriteAreRetriedByTheLogThread) {
         env.FailAt(n, fault);
         for (const Step& step : Script()) {
           if (step.snapshot()) {
-            std::string err = world.durability().Save();
-            if (!err.empty()) err = world.durability().Save();
+            std::string err = world.durability().Save().message();
+            if (!err.empty()) err = world.durability().Save().message();
             ASSERT_EQ(err, "") << "a retried snapshot failed";
             continue;
           }

@@ -132,9 +132,9 @@ class LogCapture {
 class Node {
  public:
   explicit Node(const DurabilityOptions& options)
-      : durability_(std::make_unique<Durability>(options, store_)) {}
+      : durability_(std::make_unique<Durability>(options, StoreSet(Stores{store_}))) {}
 
-  std::string Open() { return durability_->Open(); }
+  std::string Open() { return durability_->Open().message(); }
   Durability& durability() { return *durability_; }
   store::StateStore& store() { return store_; }
   Dump Contents() const { return DumpStore(store_); }
@@ -407,7 +407,7 @@ TEST_F(DurabilityTest, SaveThenMoreWritesThenReopen) {
     auto node = OpenNode();
     ASSERT_NE(node, nullptr);
     RandomOps(*node, model, 300, 1);
-    ASSERT_EQ(node->durability().Save(), "");
+    ASSERT_EQ(node->durability().Save().message(), "");
     EXPECT_TRUE(fs::exists(options_.dir + "/snapshot.pds"));
     PersistStats stats = node->durability().Stats();
     EXPECT_EQ(stats.rewrites, 1u);
@@ -424,7 +424,7 @@ TEST_F(DurabilityTest, SaveThenMoreWritesThenReopen) {
     ASSERT_NE(node, nullptr);
     EXPECT_SAME_DUMP(model, node->Contents());
     // A second snapshot replaces the first; nothing logged after it yet.
-    ASSERT_EQ(node->durability().Save(), "");
+    ASSERT_EQ(node->durability().Save().message(), "");
     node->Close();
   }
   auto node = OpenNode();
@@ -436,7 +436,7 @@ TEST_F(DurabilityTest, SaveOfAnEmptyStore) {
   {
     auto node = OpenNode();
     ASSERT_NE(node, nullptr);
-    ASSERT_EQ(node->durability().Save(), "");
+    ASSERT_EQ(node->durability().Save().message(), "");
     node->Put("s", {{1, "v"}});
     node->Close();
   }
@@ -462,11 +462,11 @@ TEST_F(DurabilityTest, CompactionRemovesOldSegments) {
     size_t before = Segments(options_.dir).size();
     EXPECT_GT(before, 30u);
     if (background) {
-      ASSERT_EQ(node->durability().BackgroundSave(), "");
+      ASSERT_EQ(node->durability().BackgroundSave().message(), "");
       ASSERT_TRUE(WaitFor([&] { return !node->durability().Stats().bgsave_in_progress; }, 30s))
           << "BGSAVE never finished";
     } else {
-      ASSERT_EQ(node->durability().Save(), "");
+      ASSERT_EQ(node->durability().Save().message(), "");
     }
     PersistStats stats = node->durability().Stats();
     EXPECT_TRUE(stats.last_bgsave_ok) << stats.last_save_error;
@@ -529,7 +529,7 @@ TEST_F(DurabilityTest, OldSegmentsLeftBehindBySaveAreSkippedOnReplay) {
     auto node = OpenNode();
     ASSERT_NE(node, nullptr);
     EXPECT_SAME_DUMP(model, node->Contents());
-    ASSERT_EQ(node->durability().Save(), "");
+    ASSERT_EQ(node->durability().Save().message(), "");
     node->DropSession("b", &model);
     node->Put("a", {{1, "three"}}, &model);
     node->Close();
@@ -576,9 +576,9 @@ TEST_F(DurabilityTest, SaveDuringConcurrentWritesLosesNothing) {
   for (int i = 0; i < 8; ++i) {
     std::this_thread::sleep_for(20ms);
     if (i % 2 == 0) {
-      EXPECT_EQ(node->durability().Save(), "");
+      EXPECT_EQ(node->durability().Save().message(), "");
     } else {
-      node->durability().BackgroundSave();
+      (void)node->durability().BackgroundSave();
     }
   }
   stop = true;
@@ -633,7 +633,7 @@ TEST_F(DurabilityTest, CallersWriteTheirOwnRecordsUnderConcurrentWritersAndSnaps
       });
     }
     while (waited.load() < kThreads * kRounds / 2) std::this_thread::sleep_for(1ms);
-    EXPECT_EQ(node->durability().Save(), "");
+    EXPECT_EQ(node->durability().Save().message(), "");
     for (auto& w : writers) w.join();
     EXPECT_EQ(late.load(), 0) << "waits that ended before their record was written, or never";
     const LogStats stats = node->durability().Stats().log;
@@ -800,7 +800,7 @@ TEST_F(DurabilityTest, SkipCorruptOpensAndReportsTheSkippedBytes) {
     EXPECT_NE(log.find(expected), std::string::npos) << "expected '" << expected << "' in\n" << log;
     // A snapshot makes the damaged segment unnecessary: later starts need no skipping.
     node->Put("after", {{0, "x"}});
-    ASSERT_EQ(node->durability().Save(), "");
+    ASSERT_EQ(node->durability().Save().message(), "");
     node->Close();
   }
   options_.skip_corrupt = false;
@@ -865,7 +865,7 @@ TEST_F(DurabilityTest, DamagedSnapshotFailsOpen) {
     auto node = OpenNode();
     ASSERT_NE(node, nullptr);
     for (int i = 0; i < 6; ++i) node->Put("s" + std::to_string(i), {{0, RandomBlob(500, i)}});
-    ASSERT_EQ(node->durability().Save(), "");
+    ASSERT_EQ(node->durability().Save().message(), "");
     node->Close();
   }
   std::string snapshot = options_.dir + "/snapshot.pds";
@@ -1141,7 +1141,7 @@ TEST_F(DurabilityTest, ASnapshotTakenDuringAnExecWaitsForItsGroup) {
   std::atomic<bool> saved{false};
   std::string save_error;
   std::thread saver([&] {
-    save_error = node->durability().Save();
+    save_error = node->durability().Save().message();
     saved = true;
   });
   std::this_thread::sleep_for(200ms);

@@ -120,8 +120,8 @@ class StringLogDurabilityTest : public ::testing::Test {
       options.dir = dir;
       options.policy = FsyncPolicy::kAlways;
       options.auto_rewrite_percentage = 0;
-      durability = std::make_unique<Durability>(options, state);
-      durability->set_keyspace(&keys);
+      durability =
+          std::make_unique<Durability>(options, StoreSet(Stores{state, nullptr, 0, &keys}));
     }
     // The live path's steps (engine/mutate.h).
     void Change(const Mutation& m) {
@@ -154,7 +154,7 @@ TEST_F(StringLogDurabilityTest, AMultiSetTornAnywhereIsDroppedWhole) {
   std::map<std::string, std::string> first_state;
   {
     World world(dir_);
-    ASSERT_EQ(world.durability->Open(), "");
+    ASSERT_EQ(world.durability->Open().message(), "");
     world.Change(Set("a", "1"));
     world.Change(StringMultiSet{{Set("b", "2"), Set("a", "3", 4102444800000)}});
     world.Change(StringDel{"b"});
@@ -178,13 +178,13 @@ TEST_F(StringLogDurabilityTest, AMultiSetTornAnywhereIsDroppedWhole) {
     SCOPED_TRACE("log cut to " + std::to_string(cut) + " of " + std::to_string(end) + " bytes");
     RewriteLog(std::string_view(whole).substr(0, cut));
     World world(dir_);
-    ASSERT_EQ(world.durability->Open(), "");
+    ASSERT_EQ(world.durability->Open().message(), "");
     if (cut == end) continue;
     EXPECT_EQ(Contents(world.keys), first_state);
   }
   RewriteLog(whole);
   World world(dir_);
-  ASSERT_EQ(world.durability->Open(), "");
+  ASSERT_EQ(world.durability->Open().message(), "");
   const std::map<std::string, std::string> expected = {{"a", "5 expires 0"},
                                                        {"c", "4 expires 0"},
                                                        {"d", large + " expires 0"},
@@ -201,7 +201,7 @@ TEST_F(StringLogDurabilityTest, CompactRecordsAreSmallAndATornOneIsDroppedWhole)
   std::map<std::string, std::string> first_state;
   {
     World world(dir_);
-    ASSERT_EQ(world.durability->Open(), "");
+    ASSERT_EQ(world.durability->Open().message(), "");
     world.durability->Sync();
     const uint64_t start = std::filesystem::file_size(Segment());
     world.Change(Set("a", "1"));
@@ -227,12 +227,12 @@ TEST_F(StringLogDurabilityTest, CompactRecordsAreSmallAndATornOneIsDroppedWhole)
     SCOPED_TRACE("log cut to " + std::to_string(cut) + " of " + std::to_string(end) + " bytes");
     RewriteLog(std::string_view(whole).substr(0, cut));
     World world(dir_);
-    ASSERT_EQ(world.durability->Open(), "");
+    ASSERT_EQ(world.durability->Open().message(), "");
     EXPECT_EQ(Contents(world.keys), first_state);
   }
   RewriteLog(whole);
   World world(dir_);
-  ASSERT_EQ(world.durability->Open(), "");
+  ASSERT_EQ(world.durability->Open().message(), "");
   const std::map<std::string, std::string> expected = {
       {"a", "5 expires 4102444800001"}, {"b", "6 expires 0"}, {"c", "4 expires 0"}};
   EXPECT_EQ(Contents(world.keys), expected);

@@ -91,9 +91,9 @@ class Node {
     DurabilityOptions options;
     options.dir = dir;
     options.policy = FsyncPolicy::kAlways;
-    durability_ = std::make_unique<Durability>(options, ssm_, &vectors_);
+    durability_ = std::make_unique<Durability>(options, StoreSet(Stores{ssm_, &vectors_}));
   }
-  std::string Open() { return durability_->Open(); }
+  std::string Open() { return durability_->Open().message(); }
   VectorStore& vectors() { return vectors_; }
   Durability& durability() { return *durability_; }
 
@@ -196,7 +196,7 @@ TEST_F(VectorDurabilityTest, LogAndSnapshotRecoverEveryTierByteForByte) {
   node = Reopen();
   EXPECT_TRUE(node->Observe() == before) << "after replaying the log";
 
-  ASSERT_EQ(node->durability().Save(), "");
+  ASSERT_EQ(node->durability().Save().message(), "");
   node->Store("s_int8", 0, 4990, 20, seed++);  // after the snapshot
   node->Drop("s_fp8");
   node->Create("s_fp8", 32, Tier::kInt8);  // the same sid, another shape
@@ -209,7 +209,7 @@ TEST_F(VectorDurabilityTest, LogAndSnapshotRecoverEveryTierByteForByte) {
   EXPECT_TRUE(node->Observe() == after) << "after a snapshot and the log after it";
 
   // A second snapshot with the half dropped: it must stay dropped, the registration kept.
-  ASSERT_EQ(node->durability().Save(), "");
+  ASSERT_EQ(node->durability().Save().message(), "");
   node.reset();
   node = Reopen();
   EXPECT_TRUE(node->Observe() == after) << "from a snapshot alone";
@@ -278,7 +278,7 @@ TEST_F(VectorDurabilityTest, ASparseLayerSnapshotsSmallAndRestoresByteIdentical)
     return out;
   };
   const auto before = observe(node->vectors());
-  ASSERT_EQ(node->durability().Save(), "");
+  ASSERT_EQ(node->durability().Save().message(), "");
   const uint64_t snapshot = std::filesystem::file_size(dir_ + "/snapshot.pds");
   // The wide row (256 KiB) and three narrow chunks' stored rows, not 2^28 wide rows.
   EXPECT_LT(snapshot, uint64_t{1} << 20) << "bytes in the snapshot";
@@ -329,8 +329,8 @@ TEST_F(VectorDurabilityTest, ARecordTooBigForMemoryStopsTheStartByNameInsteadOfA
     options.dir = dir_;
     options.memory_budget = budget;
     options.skip_corrupt = skip_corrupt;
-    Durability durability(options, ssm, &vectors);
-    return durability.Open();
+    Durability durability(options, StoreSet(Stores{ssm, &vectors}));
+    return durability.Open().message();
   };
   {
     store::StateStore ssm;

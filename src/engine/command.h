@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/session.h"
 #include "protocol/command_encoding.h"
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
@@ -60,6 +61,8 @@ struct Context {
   Engine& engine;
   const CommandSpec& spec;
   Propagation propagate{};
+  // The connection's command-level state (MULTI, CLIENT REPLY, ASKING).
+  Session& session = SessionOf(client);
 };
 
 using Handler = void (*)(Context&);

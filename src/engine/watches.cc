@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "common/clock.h"
+#include "engine/session.h"
 
 namespace prefixd::commands {
 namespace {
@@ -53,46 +54,46 @@ void ForEachKeyOf(const persist::Mutation& m, Visit&& visit) {
 
 }  // namespace
 
-void Watches::Watch(server::ClientState& client, size_t db, std::string_view key, bool stale) {
+void Watches::Watch(Session& session, size_t db, std::string_view key, bool stale) {
   std::lock_guard lock(mu_);
-  ClientWatches& mine = by_client_[&client];
+  SessionWatches& mine = by_session_[&session];
   for (const WatchedKey& w : mine.keys) {
     if (w.db == db && w.key == key) return;
   }
   mine.keys.push_back(WatchedKey{db, std::string(key)});
-  by_db_[db][std::string(key)].push_back(Watcher{&client, stale});
-  client.watching = true;
+  by_db_[db][std::string(key)].push_back(Watcher{&session, stale});
+  session.watching = true;
   watched_keys_.fetch_add(1, std::memory_order_release);
 }
 
-void Watches::UnwatchAll(server::ClientState& client) {
-  if (!client.watching) return;
-  client.watching = false;
+void Watches::UnwatchAll(Session& session) {
+  if (!session.watching) return;
+  session.watching = false;
   std::lock_guard lock(mu_);
-  auto it = by_client_.find(&client);
-  if (it == by_client_.end()) return;
+  auto it = by_session_.find(&session);
+  if (it == by_session_.end()) return;
   for (const WatchedKey& w : it->second.keys) {
     KeyWatchers& keys = by_db_[w.db];
     auto k = keys.find(w.key);
     if (k == keys.end()) continue;
-    std::erase_if(k->second, [&](const Watcher& x) { return x.client == &client; });
+    std::erase_if(k->second, [&](const Watcher& x) { return x.session == &session; });
     if (k->second.empty()) keys.erase(k);
     watched_keys_.fetch_sub(1, std::memory_order_release);
   }
-  by_client_.erase(it);
+  by_session_.erase(it);
 }
 
-bool Watches::Broken(store::Databases& databases, const server::ClientState& client) {
-  if (!client.watching) return false;
+bool Watches::Broken(store::Databases& databases, const Session& session) {
+  if (!session.watching) return false;
   std::lock_guard lock(mu_);
-  auto it = by_client_.find(&client);
-  if (it == by_client_.end()) return false;
+  auto it = by_session_.find(&session);
+  if (it == by_session_.end()) return false;
   if (it->second.broken) return true;
   // A key live when watched that has expired since, even if nothing deleted it yet.
   for (const WatchedKey& w : it->second.keys) {
     const std::vector<Watcher>& watchers = by_db_[w.db][w.key];
     auto me = std::find_if(watchers.begin(), watchers.end(),
-                           [&](const Watcher& x) { return x.client == &client; });
+                           [&](const Watcher& x) { return x.session == &session; });
     if (me != watchers.end() && !me->stale &&
         StateOf(databases, w.db, w.key) == KeyState::kExpired) {
       return true;
@@ -113,7 +114,7 @@ void Watches::TouchLocked(store::Databases& databases, size_t db, std::string_vi
       w.stale = false;
       continue;
     }
-    by_client_[w.client].broken = true;
+    by_session_[w.session].broken = true;
   }
 }
 
@@ -140,7 +141,7 @@ void Watches::TouchDatabaseLocked(store::Databases& databases, size_t emptied,
         w.stale = true;
         continue;
       }
-      by_client_[w.client].broken = true;
+      by_session_[w.session].broken = true;
     }
   }
 }

@@ -127,7 +127,7 @@ bool ClearOtherTypeIfAdmitted(Context& ctx, const persist::Mutation& record,
       })) {
     return true;
   }
-  if (std::string why = Refusal(ctx.engine, record); !why.empty()) {
+  if (std::string why = WritePath(ctx.engine).Refusal(record); !why.empty()) {
     ctx.reply.Error(why);
     return false;
   }

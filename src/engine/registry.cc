@@ -17,8 +17,8 @@
 #include "engine/keys.h"
 #include "engine/memory_policy.h"
 #include "engine/monitor.h"
-#include "engine/mutate.h"
 #include "engine/session.h"
+#include "engine/write_path.h"
 
 namespace prefixd::commands {
 namespace {
@@ -185,9 +185,9 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) const {
     // A write runs under the replication order (held already when DispatchTo took it).
     Replication::OrderHold order(engine_.replication(), (spec.flags & kWrite) != 0);
     ctx.propagate.set_wanted(order.feeding());
-    const uint64_t changes_before = changes_applied_here;
+    const uint64_t changes_before = WritePath::ChangesAppliedHere();
     if (PrepareTypedKeys(ctx)) spec.handler(ctx);
-    if (order.feeding()) Propagate(ctx, changes_applied_here != changes_before);
+    if (order.feeding()) Propagate(ctx, WritePath::ChangesAppliedHere() != changes_before);
   }
   const auto end = std::chrono::steady_clock::now();
   CommandClock::EndCommand(end);

@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "common/clock.h"
+#include "engine/change_kinds.h"
 #include "engine/session.h"
 
 namespace prefixd::commands {
@@ -18,38 +19,6 @@ KeyState StateOf(store::Databases& databases, size_t db, std::string_view key) {
   if (!info) return KeyState::kMissing;
   return info->expire_at_ms != 0 && info->expire_at_ms <= NowMs() ? KeyState::kExpired
                                                                   : KeyState::kLive;
-}
-
-// The keys a change names: a KV.PREFIX registration's with its two sessions.
-template <typename Visit>
-void ForEachKeyOf(const persist::Mutation& m, Visit&& visit) {
-  std::visit(
-      [&](const auto& r) {
-        using R = std::decay_t<decltype(r)>;
-        if constexpr (std::is_same_v<R, persist::StringMultiSet>) {
-          for (const persist::StringSet& e : r.entries) visit(e.key);
-        } else if constexpr (std::is_same_v<R, persist::StringSet> ||
-                             std::is_same_v<R, persist::StringDel> ||
-                             std::is_same_v<R, persist::SetValue> ||
-                             std::is_same_v<R, persist::ListValue> ||
-                             std::is_same_v<R, persist::HashValue> ||
-                             std::is_same_v<R, persist::ZsetValue> ||
-                             std::is_same_v<R, persist::StreamValue> ||
-                             std::is_same_v<R, persist::KeyExpire>) {
-          visit(r.key);
-        } else if constexpr (std::is_same_v<R, persist::KvRegister> ||
-                             std::is_same_v<R, persist::KvDrop> ||
-                             std::is_same_v<R, persist::KvPrefix>) {
-          visit(r.ns);
-          visit(r.ns + "_pk");
-          visit(r.ns + "_pv");
-        } else if constexpr (requires { r.sid; }) {
-          visit(r.sid);
-        } else if constexpr (requires { r.ns; }) {
-          visit(r.ns);
-        }
-      },
-      m);
 }
 
 }  // namespace
@@ -148,22 +117,27 @@ void Watches::TouchDatabaseLocked(store::Databases& databases, size_t emptied,
 
 void Watches::BeforeChange(store::Databases& databases, size_t db, const persist::Mutation& m) {
   std::lock_guard lock(mu_);
-  if (std::holds_alternative<persist::FlushAll>(m)) {
-    for (size_t i = 0; i < databases.count(); ++i) TouchDatabaseLocked(databases, i, -1);
-  } else if (std::holds_alternative<persist::FlushDb>(m)) {
-    TouchDatabaseLocked(databases, db, -1);
-  } else if (const auto* swap = std::get_if<persist::SwapDb>(&m)) {
-    if (swap->a == swap->b) return;
-    TouchDatabaseLocked(databases, swap->a, swap->b);
-    TouchDatabaseLocked(databases, swap->b, swap->a);
-  }
+  std::visit(
+      [&](const auto& r) {
+        constexpr Reach reach = kKindOf<decltype(r)>.reach;
+        if constexpr (reach == Reach::kAllDatabases) {
+          for (size_t i = 0; i < databases.count(); ++i) TouchDatabaseLocked(databases, i, -1);
+        } else if constexpr (reach == Reach::kDatabase) {
+          TouchDatabaseLocked(databases, db, -1);
+        } else if constexpr (reach == Reach::kTwoDatabases) {
+          if (r.a == r.b) return;
+          TouchDatabaseLocked(databases, r.a, r.b);
+          TouchDatabaseLocked(databases, r.b, r.a);
+        }
+      },
+      m);
 }
 
 void Watches::AfterChange(store::Databases& databases, size_t db, const persist::Mutation& m,
                           bool applied) {
   if (!applied) return;
   std::lock_guard lock(mu_);
-  ForEachKeyOf(m, [&](std::string_view key) { TouchLocked(databases, db, key); });
+  ForEachNamedKey(m, [&](std::string_view key) { TouchLocked(databases, db, key); });
 }
 
 }  // namespace prefixd::commands

@@ -17,7 +17,7 @@
 #include "protocol/command_encoding.h"
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 
 namespace prefixd::commands {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "protocol/request.h"
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 
 namespace prefixd::commands {
 

@@ -1,5 +1,5 @@
 // Watches: the keys sessions named with WATCH, and which sessions' watches a change has broken
-// (EXEC then answers a null array). Changes are reported by the mutation path (engine/mutate.h)
+// (EXEC then answers a null array). Changes are reported by the write path (engine/write_path.h)
 // from any thread; when nobody watches, that costs one atomic load. Thread-safe.
 #pragma once
 

@@ -16,7 +16,7 @@
 #include "engine/registry.h"
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 
 namespace prefixd::commands {
 namespace {

@@ -1,7 +1,7 @@
 // ClientState: what the command layer may know and change about one connection (identity,
-// protocol version, authentication, names, counters) and the command layer's own state of it.
-// Created by the connection that owns it; fields marked atomic may be read by other threads (CLIENT
-// LIST); the rest only by the owner.
+// protocol version, authentication, names, counters), and the owner of the command layer's own
+// state of it (engine/session.h). Created by the connection that owns it; fields marked atomic
+// may be read by other threads (CLIENT LIST); the rest only by the owner.
 #pragma once
 
 #include <atomic>

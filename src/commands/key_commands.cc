@@ -19,7 +19,7 @@
 #include "engine/errors.h"
 #include "engine/keys.h"
 #include "engine/memory_policy.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "persist/key_records.h"
 
 namespace prefixd::commands {

@@ -21,7 +21,7 @@
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/keys.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "store/stream.h"
 
 namespace prefixd::commands {

@@ -5,6 +5,7 @@
 // line here fails to compile (the static_assert below). Pure data and functions; any thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -102,8 +103,16 @@ static_assert(kEveryKindKnown<persist::Mutation>,
 template <class R>
 inline constexpr ChangeKind kKindOf = KindOf(KindTag<std::remove_cvref_t<R>>{});
 
+// The kinds of a variant's alternatives, in its order: a record's kind is one load.
+template <class V>
+struct KindTable;
+template <class... R>
+struct KindTable<std::variant<R...>> {
+  static constexpr std::array<ChangeKind, sizeof...(R)> kinds = {kKindOf<R>...};
+};
+
 inline ChangeKind KindOf(const persist::Mutation& m) {
-  return std::visit([](const auto& r) { return kKindOf<decltype(r)>; }, m);
+  return KindTable<persist::Mutation>::kinds[m.index()];
 }
 
 // Calls visit(std::string_view) with each key change `m` names (none for whole databases).

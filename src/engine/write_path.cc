@@ -175,8 +175,10 @@ MutationResult WritePath::Apply(size_t db, const persist::Mutation& m,
   std::optional<Logged> logged;
   std::function<void()> append;
   if (durability != nullptr) {
-    logged.emplace(Logged{durability, persist::EncodeRecord(m), PlacedBy(database, m),
-                          static_cast<uint16_t>(db), ChangesIn(m), result.lsn});
+    logged.emplace(Logged{durability, persist::EncodeRecord(m),
+                          kind.placement == Placement::kNone ? nullptr : PlacedBy(database, m),
+                          static_cast<uint16_t>(db),
+                          kind.reach == Reach::kEntries ? ChangesIn(m) : 1, result.lsn});
     append = [log = &*logged] {
       log->lsn = log->durability->Append(std::move(log->record), log->db, std::move(log->placed),
                                          log->changes);

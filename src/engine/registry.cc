@@ -141,7 +141,8 @@ void Registry::OnDisconnect(const std::shared_ptr<server::ClientState>& client) 
   if (client->replica.load(std::memory_order_relaxed)) {
     engine_.replication().Detach(client->id);
   }
-  engine_.watches().UnwatchAll(SessionOf(*client));
+  // A client that never ran a command has no session, and so no watches.
+  if (client->session != nullptr) engine_.watches().UnwatchAll(SessionOf(*client));
   engine_.RemoveClient(*client);
 }
 

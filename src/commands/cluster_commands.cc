@@ -421,19 +421,19 @@ void ClusterNoBus(Context& ctx) {
 
 void Asking(Context& ctx) {
   if (!ClusterOrReply(ctx)) return;
-  ctx.client.asking_next = true;
+  ctx.session.asking_next = true;
   ctx.reply.Simple("OK");
 }
 
 void ReadOnly(Context& ctx) {
   if (!ClusterOrReply(ctx)) return;
-  ctx.client.readonly = true;
+  ctx.session.readonly = true;
   ctx.reply.Simple("OK");
 }
 
 void ReadWrite(Context& ctx) {
   if (!ClusterOrReply(ctx)) return;
-  ctx.client.readonly = false;
+  ctx.session.readonly = false;
   ctx.reply.Simple("OK");
 }
 

@@ -368,13 +368,13 @@ void ClientReply(Context& ctx) {
   ArgReader r(ctx, 2);
   switch (r.OneOf({"ON", "OFF", "SKIP"}).value_or(3)) {
     case 0:
-      ctx.client.reply_off = ctx.client.reply_skip = ctx.client.reply_skip_next = false;
+      ctx.session.reply_off = ctx.session.reply_skip = ctx.session.reply_skip_next = false;
       return ctx.reply.Simple("OK");
     case 1:
-      ctx.client.reply_off = true;
+      ctx.session.reply_off = true;
       return;
     case 2:
-      ctx.client.reply_skip_next = !ctx.client.reply_off;
+      ctx.session.reply_skip_next = !ctx.session.reply_off;
       return;
     default:
       ctx.reply.Error(errors::kSyntax);

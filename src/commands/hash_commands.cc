@@ -23,7 +23,7 @@
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/keys.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "store/members.h"
 
 namespace prefixd::commands {

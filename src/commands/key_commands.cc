@@ -19,7 +19,7 @@
 #include "engine/errors.h"
 #include "engine/keys.h"
 #include "engine/memory_policy.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "persist/key_records.h"
 
 namespace prefixd::commands {
@@ -311,7 +311,7 @@ std::optional<KeyInfo> FindIn(Context& ctx, size_t db, std::string_view key) {
 
 // Logs `m` for database `db`; false (the error queued) when refused.
 bool MutateIn(Context& ctx, size_t db, const persist::Mutation& m) {
-  MutationResult result = MutateEngine(ctx.engine, db, m);
+  MutationResult result = WritePath(ctx.engine).Apply(db, m);
   if (!result.outcome) {
     ctx.reply.Error(result.error);
     return false;

@@ -18,7 +18,7 @@
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/keys.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 
 namespace prefixd::commands {
 namespace {

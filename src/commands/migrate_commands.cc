@@ -21,7 +21,7 @@
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/keys.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "persist/dump_payload.h"
 #include "persist/key_records.h"
 #include "persist/rdb.h"
@@ -95,7 +95,7 @@ std::optional<RestoreOptions> ParseRestoreOptions(Context& ctx) {
 
 // Logs `m`; false (the error queued) when refused.
 bool Apply(Context& ctx, const persist::Mutation& m) {
-  MutationResult result = MutateEngine(ctx.engine, static_cast<size_t>(ctx.client.db.load()), m);
+  MutationResult result = WritePath(ctx.engine).Apply(static_cast<size_t>(ctx.client.db.load()), m);
   if (!result.outcome) return ctx.reply.Error(result.error), false;
   ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, result.lsn);
   if (result.outcome->kind == persist::Outcome::Kind::kLimit) {
@@ -164,7 +164,7 @@ void Restore(Context& ctx) {
       return ctx.reply.Error(kBusyKey);
     }
   }
-  const persist::Limits limits = LiveLimits(ctx.engine);
+  const persist::Limits limits = WritePath(ctx.engine).Limits();
   for (const persist::Mutation& m : dump.records) {
     const persist::Verdict verdict = persist::Check(m, limits);
     if (!verdict.ok) {
@@ -174,7 +174,7 @@ void Restore(Context& ctx) {
     }
   }
 
-  const uint64_t changes_before = changes_applied_here;
+  const uint64_t changes_before = WritePath::ChangesAppliedHere();
   if (options->replace && !DeleteAll(ctx, dump.keys)) return;
   int64_t at = 0;
   if (*ttl != 0) {
@@ -184,7 +184,7 @@ void Restore(Context& ctx) {
                                 ? std::numeric_limits<int64_t>::max()
                                 : *ttl + now);
     if (at <= now) {  // already expired: nothing to create; a replaced key is deleted
-      if (changes_applied_here != changes_before) ctx.propagate.Send({"DEL", key});
+      if (WritePath::ChangesAppliedHere() != changes_before) ctx.propagate.Send({"DEL", key});
       return ctx.reply.Simple("OK");
     }
   }

@@ -18,7 +18,7 @@
 #include "common/numbers.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "persist/prefix_records.h"
 
 namespace prefixd::commands {

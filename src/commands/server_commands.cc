@@ -21,7 +21,7 @@
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/keys.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "store/members.h"
 #include "store/stream.h"
 
@@ -414,7 +414,7 @@ void Flush(Context& ctx) {
 // MONITOR: from now on the client receives every command run (engine/monitor.h writes the lines).
 void Monitor(Context& ctx) {
   // Run by EXEC: a client whose replies come as one array cannot turn into a stream of lines.
-  if (ctx.client.in_multi) {
+  if (ctx.session.in_multi) {
     return ctx.reply.Error("ERR MONITOR isn't allowed for DENY BLOCKING client");
   }
   ctx.engine.AddMonitor(ctx.client.id);

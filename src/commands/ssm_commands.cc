@@ -18,7 +18,7 @@
 #include "engine/errors.h"
 #include "engine/keys.h"
 #include "engine/memory_policy.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "store/compact_session.h"
 
 namespace prefixd::commands {

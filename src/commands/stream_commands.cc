@@ -21,7 +21,7 @@
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/keys.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "store/stream.h"
 
 namespace prefixd::commands {
@@ -108,9 +108,11 @@ bool ReplyThenLogGroups(
   release();
   for (const auto& [key, groups] : changes) {
     persist::Blob blob{{store::EncodeStreamGroups(*groups)}};
-    MutationResult result = MutateEngine(
-        ctx.engine, static_cast<size_t>(ctx.client.db.load()),
-        persist::StreamValue{std::string(key), persist::StreamValue::kGroups, 0, std::move(blob)});
+    MutationResult result =
+        WritePath(ctx.engine)
+            .Apply(static_cast<size_t>(ctx.client.db.load()),
+                   persist::StreamValue{std::string(key), persist::StreamValue::kGroups, 0,
+                                        std::move(blob)});
     if (!result.outcome) {
       ctx.reply.RewindTo(mark);
       ctx.reply.Error(result.error);

@@ -30,7 +30,7 @@
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/keys.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 
 namespace prefixd::commands {
 namespace {
@@ -127,7 +127,7 @@ bool ClearOtherTypeIfAdmitted(Context& ctx, const persist::Mutation& record,
       })) {
     return true;
   }
-  if (std::string why = Refusal(ctx.engine, record); !why.empty()) {
+  if (std::string why = WritePath(ctx.engine).Refusal(record); !why.empty()) {
     ctx.reply.Error(why);
     return false;
   }

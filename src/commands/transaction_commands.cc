@@ -13,17 +13,18 @@ namespace prefixd::commands {
 namespace {
 
 void Multi(Context& ctx) {
-  if (ctx.client.in_multi) return ctx.reply.Error("ERR MULTI calls can not be nested");
-  ctx.client.in_multi = true;
+  if (ctx.session.in_multi) return ctx.reply.Error("ERR MULTI calls can not be nested");
+  ctx.session.in_multi = true;
   ctx.client.multi_count.store(0, std::memory_order_relaxed);
   ctx.reply.Simple("OK");
 }
 
 void Exec(Context& ctx) {
   server::ClientState& client = ctx.client;
-  if (!client.in_multi) return ctx.reply.Error("ERR EXEC without MULTI");
-  const bool refused = client.multi_refused;
-  const bool broken = !refused && ctx.engine.watches().Broken(ctx.engine.databases(), client);
+  Session& session = ctx.session;
+  if (!session.in_multi) return ctx.reply.Error("ERR EXEC without MULTI");
+  const bool refused = session.multi_refused;
+  const bool broken = !refused && ctx.engine.watches().Broken(ctx.engine.databases(), session);
   if (refused || broken) {
     EndTransaction(ctx.engine, client);
     if (refused) {
@@ -33,8 +34,8 @@ void Exec(Context& ctx) {
   }
   // As Redis: the watches go first; the client is still in MULTI (CLIENT INFO says so) while
   // its queue runs.
-  ctx.engine.watches().UnwatchAll(client);
-  std::vector<protocol::Request> queue = std::move(client.multi_queue);
+  ctx.engine.watches().UnwatchAll(session);
+  std::vector<protocol::Request> queue = std::move(session.multi_queue);
   // However the queue ends (an exception leaves through here too), the transaction is over.
   struct End {
     Context& ctx;
@@ -56,25 +57,25 @@ void Exec(Context& ctx) {
 }
 
 void Discard(Context& ctx) {
-  if (!ctx.client.in_multi) return ctx.reply.Error("ERR DISCARD without MULTI");
+  if (!ctx.session.in_multi) return ctx.reply.Error("ERR DISCARD without MULTI");
   EndTransaction(ctx.engine, ctx.client);
   ctx.reply.Simple("OK");
 }
 
 void Watch(Context& ctx) {
-  if (ctx.client.in_multi) return ctx.reply.Error("ERR WATCH inside MULTI is not allowed");
+  if (ctx.session.in_multi) return ctx.reply.Error("ERR WATCH inside MULTI is not allowed");
   const size_t db = static_cast<size_t>(ctx.client.db.load());
   const int64_t now = NowMs();
   for (size_t i = 1; i < ctx.args.size(); ++i) {
     auto info = Db(ctx).keys.Find(ctx.args[i]);
     const bool stale = info && info->expire_at_ms != 0 && info->expire_at_ms <= now;
-    ctx.engine.watches().Watch(ctx.client, db, ctx.args[i], stale);
+    ctx.engine.watches().Watch(ctx.session, db, ctx.args[i], stale);
   }
   ctx.reply.Simple("OK");
 }
 
 void Unwatch(Context& ctx) {
-  ctx.engine.watches().UnwatchAll(ctx.client);
+  ctx.engine.watches().UnwatchAll(ctx.session);
   ctx.reply.Simple("OK");
 }
 

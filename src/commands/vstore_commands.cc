@@ -19,7 +19,7 @@
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/memory_policy.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 
 namespace prefixd::commands {
 namespace {

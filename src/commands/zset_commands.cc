@@ -24,7 +24,7 @@
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/keys.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 #include "store/members.h"
 #include "store/sorted_set.h"
 

@@ -8,6 +8,7 @@
 #include "cluster/cluster_state.h"
 #include "common/key_slot.h"
 #include "engine/errors.h"
+#include "engine/session.h"
 
 namespace prefixd::commands {
 namespace {
@@ -63,7 +64,7 @@ std::string ClusterRedirect(Engine& engine, const server::ClientState& client,
     if (existing > 0) return std::string(errors::kTryAgain);
     return Redirect("ASK", s, t.nodes[t.migrating_to[s]]);
   }
-  if (importing && (client.asking || (spec.flags & kAsking))) {
+  if (importing && (SessionOf(client).asking || (spec.flags & kAsking))) {
     if (multiple_keys && missing > 0) return std::string(errors::kTryAgain);
     return {};
   }

@@ -13,10 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include "engine/session.h"
 #include "protocol/command_encoding.h"
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 
 namespace prefixd::commands {
 
@@ -60,6 +61,8 @@ struct Context {
   Engine& engine;
   const CommandSpec& spec;
   Propagation propagate{};
+  // The connection's command-level state (MULTI, CLIENT REPLY, ASKING).
+  Session& session = SessionOf(client);
 };
 
 using Handler = void (*)(Context&);

@@ -1,7 +1,7 @@
 // Engine: the state every command handler shares: settings, the databases, the durability log,
 // replication, watches, the exec and mutation gates, the key-lock stripes, the table of connected
-// clients and monitors, server statistics, the cluster view, the shutdown hook and the active
-// expiry thread. Thread-safe; handlers on any io thread use it.
+// clients and monitors, server statistics and the value receipt, the cluster view, the registry,
+// the shutdown hook and the active expiry thread. Thread-safe; handlers on any io thread use it.
 #pragma once
 
 #include <array>
@@ -27,7 +27,7 @@
 #include "engine/replication.h"
 #include "engine/watches.h"
 #include "persist/durability.h"
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 #include "store/database.h"
 #include "store/keyspace.h"
 #include "store/prefix_index.h"

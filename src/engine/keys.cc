@@ -10,7 +10,7 @@
 #include "common/clock.h"
 #include "common/scratch_array.h"
 #include "engine/errors.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 
 namespace prefixd::commands {
 namespace {
@@ -75,7 +75,7 @@ Deleted DeleteKey(Engine& engine, size_t db, std::string_view key, store::KeyTyp
   }
   Deleted out;
   for (const persist::Mutation& m : records) {
-    MutationResult r = MutateEngine(engine, db, m);
+    MutationResult r = WritePath(engine).Apply(db, m);
     if (!r.outcome) {
       out.error = r.error;
       return out;

@@ -1,7 +1,7 @@
 // Keys as every command finds and holds them: lookups with lazy expiry (an expired key is deleted
-// through the mutation path and reads as missing), access stamps, a cold string's bytes read back
-// from disk, the type check before a typed command (-WRONGTYPE), the key-lock stripes and whole-key
-// deletion. Called on io threads and the expiry thread.
+// through the write path, engine/write_path.h, and reads as missing), access stamps, a cold
+// string's bytes read back from disk, the type check before a typed command (-WRONGTYPE), the
+// key-lock stripes and whole-key deletion. Called on io threads and the expiry thread.
 #pragma once
 
 #include <cstdint>

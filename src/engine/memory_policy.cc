@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "engine/change_kinds.h"
 #include "engine/keys.h"
-#include "engine/mutate.h"
+#include "engine/write_path.h"
 
 namespace prefixd::commands {
 
@@ -284,14 +285,7 @@ void ColdWhileRecovering(Engine& engine, size_t db, const persist::Mutation& m) 
   engine.NotePeakMemory(used);
   if (used <= static_cast<uint64_t>(limit)) return;
   store::Database& database = engine.database(db);
-  std::vector<std::string> keys;
-  if (const auto* put = std::get_if<persist::SsmPut>(&m)) keys.push_back(put->sid);
-  if (const auto* rows = std::get_if<persist::VStore>(&m)) keys.push_back(rows->sid);
-  for (const persist::StringValueAt& w :
-       persist::StringValueOffsets(m, store::KeyEntry::kInlineValueBelow)) {
-    keys.emplace_back(w.key);
-  }
-  for (const std::string& key : keys) {
+  for (const std::string& key : KeysPlacedBy(m)) {
     auto info = database.keys.Find(key);
     // A V-store half of a KV.PREFIX registration has no key of its own: ColdAfterRecovery
     // takes the registration whole at the end.

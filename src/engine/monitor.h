@@ -6,7 +6,7 @@
 #include <string>
 
 #include "protocol/request.h"
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 
 namespace prefixd::commands {
 

@@ -17,7 +17,8 @@
 #include "engine/keys.h"
 #include "engine/memory_policy.h"
 #include "engine/monitor.h"
-#include "engine/mutate.h"
+#include "engine/session.h"
+#include "engine/write_path.h"
 
 namespace prefixd::commands {
 namespace {
@@ -34,14 +35,15 @@ bool ProtectedModeRefuses(const Settings& settings, const server::ClientState& c
 }
 
 void EndTransaction(Engine& engine, server::ClientState& client) {
-  client.in_multi = false;
-  client.multi_refused = false;
-  client.multi_flags = 0;
-  client.multi_queue.clear();
-  client.multi_queue.shrink_to_fit();
+  Session& session = SessionOf(client);
+  session.in_multi = false;
+  session.multi_refused = false;
+  session.multi_flags = 0;
+  session.multi_queue.clear();
+  session.multi_queue.shrink_to_fit();
   client.multi_count.store(-1, std::memory_order_relaxed);
   client.multi_bytes.store(0, std::memory_order_relaxed);
-  engine.watches().UnwatchAll(client);
+  engine.watches().UnwatchAll(session);
 }
 
 namespace {
@@ -139,7 +141,8 @@ void Registry::OnDisconnect(const std::shared_ptr<server::ClientState>& client) 
   if (client->replica.load(std::memory_order_relaxed)) {
     engine_.replication().Detach(client->id);
   }
-  engine_.watches().UnwatchAll(*client);
+  // A client that never ran a command has no session, and so no watches.
+  if (client->session != nullptr) engine_.watches().UnwatchAll(SessionOf(*client));
   engine_.RemoveClient(*client);
 }
 
@@ -153,14 +156,15 @@ void Registry::Reject(const CommandSpec* spec, protocol::ReplyWriter& reply,
 
 void Registry::RejectInTransaction(server::ClientState& client, const CommandSpec* spec,
                                    protocol::ReplyWriter& reply, std::string_view message) const {
-  if (!client.in_multi) return Reject(spec, reply, message);
+  Session& session = SessionOf(client);
+  if (!session.in_multi) return Reject(spec, reply, message);
   if (spec == exec_) {
     EndTransaction(engine_, client);
     return Reject(spec, reply,
                   "EXECABORT Transaction discarded because of: " +
                       std::string(message.substr(message.starts_with('-'))));
   }
-  client.multi_refused = true;
+  session.multi_refused = true;
   Reject(spec, reply, message);
 }
 
@@ -182,9 +186,9 @@ void Registry::Run(const CommandSpec& spec, Context& ctx) const {
     // A write runs under the replication order (held already when DispatchTo took it).
     Replication::OrderHold order(engine_.replication(), (spec.flags & kWrite) != 0);
     ctx.propagate.set_wanted(order.feeding());
-    const uint64_t changes_before = changes_applied_here;
+    const uint64_t changes_before = WritePath::ChangesAppliedHere();
     if (spec.handler_checks_key_types || PrepareTypedKeys(ctx)) spec.handler(ctx);
-    if (order.feeding()) Propagate(ctx, changes_applied_here != changes_before);
+    if (order.feeding()) Propagate(ctx, WritePath::ChangesAppliedHere() != changes_before);
   }
   const auto end = std::chrono::steady_clock::now();
   CommandClock::EndCommand(end);
@@ -224,24 +228,25 @@ void Registry::Propagate(Context& ctx, bool changed) const {
 template <class AnswerFn>
 void Registry::Answer(server::ClientState& client, protocol::ReplyWriter& reply,
                       const AnswerFn& answer) {
-  if (!client.reply_off && !client.reply_skip) {
+  Session& session = SessionOf(client);
+  if (!session.reply_off && !session.reply_skip) {
     answer(reply);
   } else {
     // CLIENT REPLY OFF/SKIP: the command runs against a scratch writer whose bytes are kept only
     // when the command itself turned replies back on (CLIENT REPLY ON).
     protocol::ReplyWriter scratch(reply.protocol());
     answer(scratch);
-    if (!client.reply_off && !client.reply_skip) {
+    if (!session.reply_off && !session.reply_skip) {
       for (auto piece : scratch.Buffers()) {
         reply.Raw({reinterpret_cast<const char*>(piece.data()), piece.size()});
       }
     }
   }
   // CLIENT REPLY SKIP covers the command after it; so does ASKING.
-  client.reply_skip = client.reply_skip_next;
-  client.reply_skip_next = false;
-  client.asking = client.asking_next;
-  client.asking_next = false;
+  session.reply_skip = session.reply_skip_next;
+  session.reply_skip_next = false;
+  session.asking = session.asking_next;
+  session.asking_next = false;
 }
 
 void Registry::Dispatch(server::ClientState& client, protocol::Request& request,
@@ -322,13 +327,14 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
     return RejectInTransaction(client, spec, reply, errors::kNoAuth);
   }
   // Inside MULTI every command but these few is queued; EXEC is checked as the sum of its queue.
-  const bool queue = client.in_multi && std::find(run_in_multi_.begin(), run_in_multi_.end(),
-                                                  spec) == run_in_multi_.end();
-  const bool exec = client.in_multi && spec == exec_;
+  Session& session = SessionOf(client);
+  const bool queue = session.in_multi && std::find(run_in_multi_.begin(), run_in_multi_.end(),
+                                                   spec) == run_in_multi_.end();
+  const bool exec = session.in_multi && spec == exec_;
   if (queue && (spec->flags & kNoMulti)) {
     return RejectInTransaction(client, spec, reply, "ERR Command not allowed inside a transaction");
   }
-  const uint32_t flags = exec ? client.multi_flags : spec->flags;
+  const uint32_t flags = exec ? session.multi_flags : spec->flags;
   // Taken before any key lock: EXEC runs its queue holding the whole gate, then key locks.
   ExecGate::Hold gate(engine_.exec_gate(), exec || (spec->flags & kWholeGate));
   // A write holds the replication order from here (before a migration's key locks and the
@@ -375,12 +381,13 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
 void Registry::Queue(server::ClientState& client, const CommandSpec& spec,
                      const protocol::Request& request, protocol::ReplyWriter& reply) const {
   // A transaction already refused runs nothing: its requests are not kept.
-  if (!client.multi_refused) {
-    client.multi_queue.push_back(request);
-    client.multi_flags |= spec.flags;
-    client.multi_count.store(static_cast<int>(client.multi_queue.size()),
+  Session& session = SessionOf(client);
+  if (!session.multi_refused) {
+    session.multi_queue.push_back(request);
+    session.multi_flags |= spec.flags;
+    client.multi_count.store(static_cast<int>(session.multi_queue.size()),
                              std::memory_order_relaxed);
-    client.multi_bytes.fetch_add(client.multi_queue.back().allocated_bytes() + sizeof(request),
+    client.multi_bytes.fetch_add(session.multi_queue.back().allocated_bytes() + sizeof(request),
                                  std::memory_order_relaxed);
   }
   reply.Simple("QUEUED");
@@ -390,11 +397,12 @@ std::string Registry::TransactionRedirect(const server::ClientState& client) con
   // As Redis's getNodeByQuery for EXEC: the keys of every queued command, as if one command
   // named them all.
   CommandSpec all_keys;
-  all_keys.name = "exec", all_keys.flags = client.multi_flags & (kWrite | kReadonly);
+  const Session& session = SessionOf(client);
+  all_keys.name = "exec", all_keys.flags = session.multi_flags & (kWrite | kReadonly);
   all_keys.first_key = 1, all_keys.last_key = -1, all_keys.key_step = 1;
   protocol::Request keys;
   keys.AddSmall("exec");
-  for (const protocol::Request& queued : client.multi_queue) {
+  for (const protocol::Request& queued : session.multi_queue) {
     const CommandSpec* spec = Resolve(queued);
     if (spec == nullptr) continue;
     for (const KeyPosition& k : KeyPositions(*spec, queued)) keys.AddSmall(queued[k.index]);

@@ -1,6 +1,8 @@
 // Registry: the command table and the dispatcher the network layer calls. It looks a request's
-// command up, checks arity, authentication and memory, runs the handler and keeps statistics.
-// Built once at start-up, then read-only; Dispatch runs on any io thread.
+// command up, checks arity, authentication, cluster routing and memory, queues it inside MULTI,
+// runs the handler under CLIENT REPLY's switches (the connection's Session), feeds MONITOR and
+// replicas and keeps statistics. Built once at start-up, then read-only; Dispatch runs on the
+// io thread of the calling connection.
 #pragma once
 
 #include <functional>
@@ -14,7 +16,7 @@
 #include "engine/command.h"
 #include "engine/engine.h"
 #include "engine/keys.h"
-#include "server/dispatcher.h"
+#include "server_api/dispatcher.h"
 
 namespace prefixd::commands {
 

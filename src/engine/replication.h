@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 
 namespace prefixd::commands {
 

@@ -5,6 +5,8 @@
 #include <variant>
 
 #include "common/clock.h"
+#include "engine/change_kinds.h"
+#include "engine/session.h"
 
 namespace prefixd::commands {
 namespace {
@@ -19,80 +21,48 @@ KeyState StateOf(store::Databases& databases, size_t db, std::string_view key) {
                                                                   : KeyState::kLive;
 }
 
-// The keys a change names: a KV.PREFIX registration's with its two sessions.
-template <typename Visit>
-void ForEachKeyOf(const persist::Mutation& m, Visit&& visit) {
-  std::visit(
-      [&](const auto& r) {
-        using R = std::decay_t<decltype(r)>;
-        if constexpr (std::is_same_v<R, persist::StringMultiSet>) {
-          for (const persist::StringSet& e : r.entries) visit(e.key);
-        } else if constexpr (std::is_same_v<R, persist::StringSet> ||
-                             std::is_same_v<R, persist::StringDel> ||
-                             std::is_same_v<R, persist::SetValue> ||
-                             std::is_same_v<R, persist::ListValue> ||
-                             std::is_same_v<R, persist::HashValue> ||
-                             std::is_same_v<R, persist::ZsetValue> ||
-                             std::is_same_v<R, persist::StreamValue> ||
-                             std::is_same_v<R, persist::KeyExpire>) {
-          visit(r.key);
-        } else if constexpr (std::is_same_v<R, persist::KvRegister> ||
-                             std::is_same_v<R, persist::KvDrop> ||
-                             std::is_same_v<R, persist::KvPrefix>) {
-          visit(r.ns);
-          visit(r.ns + "_pk");
-          visit(r.ns + "_pv");
-        } else if constexpr (requires { r.sid; }) {
-          visit(r.sid);
-        } else if constexpr (requires { r.ns; }) {
-          visit(r.ns);
-        }
-      },
-      m);
-}
-
 }  // namespace
 
-void Watches::Watch(server::ClientState& client, size_t db, std::string_view key, bool stale) {
+void Watches::Watch(Session& session, size_t db, std::string_view key, bool stale) {
   std::lock_guard lock(mu_);
-  ClientWatches& mine = by_client_[&client];
+  SessionWatches& mine = by_session_[&session];
   for (const WatchedKey& w : mine.keys) {
     if (w.db == db && w.key == key) return;
   }
   mine.keys.push_back(WatchedKey{db, std::string(key)});
-  by_db_[db][std::string(key)].push_back(Watcher{&client, stale});
-  client.watching = true;
+  by_db_[db][std::string(key)].push_back(Watcher{&session, stale});
+  session.watching = true;
   watched_keys_.fetch_add(1, std::memory_order_release);
 }
 
-void Watches::UnwatchAll(server::ClientState& client) {
-  if (!client.watching) return;
-  client.watching = false;
+void Watches::UnwatchAll(Session& session) {
+  if (!session.watching) return;
+  session.watching = false;
   std::lock_guard lock(mu_);
-  auto it = by_client_.find(&client);
-  if (it == by_client_.end()) return;
+  auto it = by_session_.find(&session);
+  if (it == by_session_.end()) return;
   for (const WatchedKey& w : it->second.keys) {
     KeyWatchers& keys = by_db_[w.db];
     auto k = keys.find(w.key);
     if (k == keys.end()) continue;
-    std::erase_if(k->second, [&](const Watcher& x) { return x.client == &client; });
+    std::erase_if(k->second, [&](const Watcher& x) { return x.session == &session; });
     if (k->second.empty()) keys.erase(k);
     watched_keys_.fetch_sub(1, std::memory_order_release);
   }
-  by_client_.erase(it);
+  by_session_.erase(it);
 }
 
-bool Watches::Broken(store::Databases& databases, const server::ClientState& client) {
-  if (!client.watching) return false;
+bool Watches::Broken(store::Databases& databases, const Session& session) {
+  if (!session.watching) return false;
   std::lock_guard lock(mu_);
-  auto it = by_client_.find(&client);
-  if (it == by_client_.end()) return false;
+  auto it = by_session_.find(&session);
+  if (it == by_session_.end()) return false;
   if (it->second.broken) return true;
   // A key live when watched that has expired since, even if nothing deleted it yet.
   for (const WatchedKey& w : it->second.keys) {
     const std::vector<Watcher>& watchers = by_db_[w.db][w.key];
     auto me = std::find_if(watchers.begin(), watchers.end(),
-                           [&](const Watcher& x) { return x.client == &client; });
+                           [&](const Watcher& x) { return x.session == &session; });
     if (me != watchers.end() && !me->stale &&
         StateOf(databases, w.db, w.key) == KeyState::kExpired) {
       return true;
@@ -113,7 +83,7 @@ void Watches::TouchLocked(store::Databases& databases, size_t db, std::string_vi
       w.stale = false;
       continue;
     }
-    by_client_[w.client].broken = true;
+    by_session_[w.session].broken = true;
   }
 }
 
@@ -140,29 +110,34 @@ void Watches::TouchDatabaseLocked(store::Databases& databases, size_t emptied,
         w.stale = true;
         continue;
       }
-      by_client_[w.client].broken = true;
+      by_session_[w.session].broken = true;
     }
   }
 }
 
 void Watches::BeforeChange(store::Databases& databases, size_t db, const persist::Mutation& m) {
   std::lock_guard lock(mu_);
-  if (std::holds_alternative<persist::FlushAll>(m)) {
-    for (size_t i = 0; i < databases.count(); ++i) TouchDatabaseLocked(databases, i, -1);
-  } else if (std::holds_alternative<persist::FlushDb>(m)) {
-    TouchDatabaseLocked(databases, db, -1);
-  } else if (const auto* swap = std::get_if<persist::SwapDb>(&m)) {
-    if (swap->a == swap->b) return;
-    TouchDatabaseLocked(databases, swap->a, swap->b);
-    TouchDatabaseLocked(databases, swap->b, swap->a);
-  }
+  std::visit(
+      [&](const auto& r) {
+        constexpr Reach reach = kKindOf<decltype(r)>.reach;
+        if constexpr (reach == Reach::kAllDatabases) {
+          for (size_t i = 0; i < databases.count(); ++i) TouchDatabaseLocked(databases, i, -1);
+        } else if constexpr (reach == Reach::kDatabase) {
+          TouchDatabaseLocked(databases, db, -1);
+        } else if constexpr (reach == Reach::kTwoDatabases) {
+          if (r.a == r.b) return;
+          TouchDatabaseLocked(databases, r.a, r.b);
+          TouchDatabaseLocked(databases, r.b, r.a);
+        }
+      },
+      m);
 }
 
 void Watches::AfterChange(store::Databases& databases, size_t db, const persist::Mutation& m,
                           bool applied) {
   if (!applied) return;
   std::lock_guard lock(mu_);
-  ForEachKeyOf(m, [&](std::string_view key) { TouchLocked(databases, db, key); });
+  ForEachNamedKey(m, [&](std::string_view key) { TouchLocked(databases, db, key); });
 }
 
 }  // namespace prefixd::commands

@@ -1,5 +1,5 @@
-// Watches: the keys clients named with WATCH, and which clients' watches a change has broken
-// (EXEC then answers a null array). Changes are reported by the mutation path (engine/mutate.h)
+// Watches: the keys sessions named with WATCH, and which sessions' watches a change has broken
+// (EXEC then answers a null array). Changes are reported by the write path (engine/write_path.h)
 // from any thread; when nobody watches, that costs one atomic load. Thread-safe.
 #pragma once
 
@@ -13,24 +13,25 @@
 #include <vector>
 
 #include "persist/mutation.h"
-#include "server/client_state.h"
 #include "store/database.h"
 
 namespace prefixd::commands {
+
+struct Session;  // engine/session.h
 
 class Watches {
  public:
   // Whether any key is watched: the mutation path's test before it reports a change.
   bool any() const { return watched_keys_.load(std::memory_order_acquire) != 0; }
 
-  // WATCH `key` of database `db` for `client`. A key that exists but has expired (stale) is
+  // WATCH `key` of database `db` for `session`. A key that exists but has expired (stale) is
   // watched as such: its deletion is then no change, as in Redis.
-  void Watch(server::ClientState& client, size_t db, std::string_view key, bool stale);
-  // UNWATCH, EXEC, DISCARD, RESET, disconnect: drops every watch of `client`.
-  void UnwatchAll(server::ClientState& client);
-  // At EXEC: whether a key `client` watches was changed since, or has expired since (it was
+  void Watch(Session& session, size_t db, std::string_view key, bool stale);
+  // UNWATCH, EXEC, DISCARD, RESET, disconnect: drops every watch of `session`.
+  void UnwatchAll(Session& session);
+  // At EXEC: whether a key `session` watches was changed since, or has expired since (it was
   // live when watched). `databases` are the engine's, looked in for the keys' states.
-  bool Broken(store::Databases& databases, const server::ClientState& client);
+  bool Broken(store::Databases& databases, const Session& session);
 
   // Reports change `m` to database `db`. Key changes are reported after they are applied
   // (`applied`: false when the change found nothing to do); FLUSHALL, FLUSHDB and SWAPDB before,
@@ -41,14 +42,14 @@ class Watches {
 
  private:
   struct Watcher {
-    const server::ClientState* client;
+    const Session* session;
     bool stale;
   };
   struct WatchedKey {
     size_t db;
     std::string key;
   };
-  struct ClientWatches {
+  struct SessionWatches {
     bool broken = false;
     std::vector<WatchedKey> keys;
   };
@@ -63,7 +64,7 @@ class Watches {
 
   std::mutex mu_;
   std::unordered_map<size_t, KeyWatchers> by_db_;
-  std::unordered_map<const server::ClientState*, ClientWatches> by_client_;
+  std::unordered_map<const Session*, SessionWatches> by_session_;
   std::atomic<size_t> watched_keys_{0};
 };
 

@@ -3,8 +3,9 @@
 // is logged or replayed, and how it is applied to the stores. The live path and replay apply a
 // record through the same Apply. Adding a kind of change is adding a struct here (its fields'
 // layout follows from it, record_layout.h) and its case in Check and Apply (mutation_apply.cc,
-// whose static_asserts fail until both, and Apply's keyspace step, have one). Pure data and
-// functions; any thread.
+// whose static_asserts fail until both, and Apply's keyspace step, have one), and above this
+// floor its line in engine/change_kinds.h (what it reaches; a static_assert there too). Pure
+// data and functions; any thread.
 #pragma once
 
 #include <array>

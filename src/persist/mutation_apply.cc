@@ -302,7 +302,7 @@ struct Applier {
     return Applied(stores.state.DropSession(r.sid, hook) > 0);
   }
   Outcome operator()(const FlushDb&) { return (*this)(FlushAll{}); }
-  // The exchange itself needs every database: the caller (MutateEngine, replay) makes it.
+  // The exchange itself needs every database: the caller (WritePath::Apply, replay) makes it.
   Outcome operator()(const SwapDb&) {
     if (hook) hook();
     return Applied(true);

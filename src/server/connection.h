@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "server/dispatcher.h"
+#include "server_api/dispatcher.h"
 
 namespace prefixd::server {
 

@@ -11,7 +11,7 @@
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
 #include "protocol/resp_parser.h"
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 
 namespace prefixd::server {
 

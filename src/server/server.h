@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/dispatcher.h"
+#include "server_api/dispatcher.h"
 #include "server/tls.h"
 
 namespace prefixd::server {

@@ -198,7 +198,7 @@ class World {
     for (const Mutation& m : step.group) EXPECT_EQ(Change(m), 0u) << "appended outside its group";
     return group.End();
   }
-  // The live path's steps (engine/mutate.h); returns the record's lsn.
+  // The live path's steps (engine/write_path.cc); returns the record's lsn.
   uint64_t Change(const Mutation& m) {
     EXPECT_TRUE(Check(m, Limits::Hard()).ok) << Describe(m);
     EncodedRecord record = EncodeRecord(m);

@@ -1,5 +1,5 @@
 // Tests for persist::Durability over a real StateStore in a temporary data directory: changes
-// logged the way src/engine/mutate.h logs them come back identical after a reopen, with and
+// logged the way src/engine/write_path.cc logs them come back identical after a reopen, with and
 // without snapshots (SAVE, BGSAVE, under concurrent writers); compaction removes old segments;
 // a torn tail is cut and logged while a corrupt record before it stops Open() (or is skipped and
 // reported with skip_corrupt); a write that fails part-way (RLIMIT_FSIZE standing in for a full
@@ -172,7 +172,7 @@ class Node {
   }
 
  private:
-  // The live path's steps (engine/mutate.h) without the gate: encode, then apply through
+  // The live path's steps (engine/write_path.cc) without the gate: encode, then apply through
   // persist::Apply with the append as its hook.
   uint64_t Apply(const Mutation& m) {
     std::vector<Bytes> payload = EncodePayload(m);

@@ -8,15 +8,17 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands/families.h"
 #include "common/settings.h"
 #include "engine/engine.h"
 #include "engine/registry.h"
+#include "engine/session.h"
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 
 namespace prefixd::commands {
 namespace {
@@ -145,6 +147,34 @@ TEST_F(RegistryTest, TheKeyspaceTypeCheckRunsBeforeTheHandler) {
   EXPECT_EQ(Call({"del", "t"}), ":1\r\n");
   EXPECT_EQ(Call({"ssm.prefix.store", "t", "0", "x"}), "+OK\r\n");
   EXPECT_EQ(Call({"type", "t"}), "+ssm-prefix\r\n");
+}
+
+// A connection's MULTI queue and CLIENT REPLY switches are its Session's, made when first needed;
+// CLIENT LIST's count of queued commands stays in ClientState for other threads.
+TEST_F(RegistryTest, ATransactionAndTheReplySwitchesLiveInTheConnectionsSession) {
+  server::ClientState client;
+  client.authenticated = true;
+  EXPECT_EQ(client.session, nullptr);
+  EXPECT_FALSE(SessionOf(std::as_const(client)).in_multi);
+  EXPECT_EQ(Call({"MULTI"}, &client), "+OK\r\n");
+  ASSERT_NE(client.session, nullptr);
+  const Session& session = SessionOf(std::as_const(client));
+  EXPECT_EQ(Call({"SET", "k", "v"}, &client), "+QUEUED\r\n");
+  EXPECT_TRUE(session.in_multi);
+  EXPECT_EQ(session.multi_queue.size(), 1u);
+  EXPECT_EQ(client.multi_count.load(), 1);
+  EXPECT_EQ(Call({"EXEC"}, &client), "*1\r\n+OK\r\n");
+  EXPECT_FALSE(session.in_multi);
+  EXPECT_TRUE(session.multi_queue.empty());
+  EXPECT_EQ(client.multi_count.load(), -1);
+
+  EXPECT_EQ(Call({"CLIENT", "REPLY", "OFF"}, &client), "");
+  EXPECT_TRUE(session.reply_off);
+  EXPECT_EQ(Call({"PING"}, &client), "");
+  EXPECT_EQ(Call({"CLIENT", "REPLY", "ON"}, &client), "+OK\r\n");
+  EXPECT_FALSE(session.reply_off);
+  // Another connection's session is its own.
+  EXPECT_EQ(Call({"PING"}), "+PONG\r\n");
 }
 
 }  // namespace

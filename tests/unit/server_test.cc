@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "server/dispatcher.h"
+#include "server_api/dispatcher.h"
 #include "server/server.h"
 
 namespace prefixd::server {

@@ -123,7 +123,7 @@ class StringLogDurabilityTest : public ::testing::Test {
       durability =
           std::make_unique<Durability>(options, StoreSet(Stores{state, nullptr, 0, &keys}));
     }
-    // The live path's steps (engine/mutate.h).
+    // The live path's steps (engine/write_path.cc).
     void Change(const Mutation& m) {
       ASSERT_TRUE(Check(m, Limits::Hard()).ok) << Describe(m);
       EncodedRecord record = EncodeRecord(m);

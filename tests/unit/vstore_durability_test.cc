@@ -97,7 +97,7 @@ class Node {
   VectorStore& vectors() { return vectors_; }
   Durability& durability() { return *durability_; }
 
-  // As the live path does (engine/mutate.h): encode, apply through persist::Apply, append in
+  // As the live path does (engine/write_path.cc): encode, apply through persist::Apply, append in
   // its hook.
   Outcome Log(const Mutation& m) {
     std::vector<Bytes> payload = EncodePayload(m);

@@ -1,19 +1,23 @@
 // ClientState: what the command layer may know and change about one connection (identity,
-// protocol version, authentication, names, counters). Created by the connection that owns it;
-// fields marked atomic may be read by other threads (CLIENT LIST); the rest only by the owner.
+// protocol version, authentication, names, counters), and the owner of the command layer's own
+// state of it (engine/session.h). Created by the connection that owns it; fields marked atomic
+// may be read by other threads (CLIENT LIST); the rest only by the owner.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
-
-#include "protocol/request.h"
 
 namespace prefixd::server {
+
+// What the command layer keeps per connection: opaque here, owned with the connection's state.
+struct CommandSession {
+  virtual ~CommandSession() = default;
+};
 
 struct ClientState {
   uint64_t id = 0;
@@ -30,27 +34,12 @@ struct ClientState {
   // Owner thread only.
   bool authenticated = false;
   bool close_after_reply = false;  // QUIT: reply, then close
-  // CLIENT REPLY: OFF drops every reply; SKIP drops the next command's (and its own).
-  bool reply_off = false;
-  bool reply_skip = false;       // the command being run gets no reply
-  bool reply_skip_next = false;  // set by CLIENT REPLY SKIP: the next command gets none
   // The highest log sequence number this client's queued replies depend on: they are sent only
   // once it is durable (0: nothing to wait for).
   uint64_t reply_needs_lsn = 0;
-  // Cluster mode: ASKING lets the next command reach a slot being imported (asking_next is set
-  // by ASKING, asking covers the command after it); READONLY is kept for clients that send it
-  // (every node is a master, so it changes no routing).
-  bool asking = false;
-  bool asking_next = false;
-  bool readonly = false;
-  // MULTI: the requests queued for EXEC, the union of their commands' flags (EXEC is refused
-  // under OOM or MISCONF as they would be), and whether one was refused while queueing (EXEC
-  // then answers EXECABORT). `watching`: WATCH named keys (commands::Watches holds them).
-  bool in_multi = false;
-  bool multi_refused = false;
-  uint32_t multi_flags = 0;
-  std::vector<protocol::Request> multi_queue;
-  bool watching = false;
+  // The command layer's state of this connection (MULTI, CLIENT REPLY, ASKING: engine/session.h),
+  // made by the command layer when it first needs it; owner thread only.
+  std::unique_ptr<CommandSession> session;
 
   // Read by CLIENT LIST/INFO on any thread; written by the owner thread.
   std::atomic<int> resp{2};

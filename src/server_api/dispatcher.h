@@ -11,7 +11,7 @@
 #include "protocol/limits.h"
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
-#include "server/client_state.h"
+#include "server_api/client_state.h"
 
 namespace prefixd::server {
 

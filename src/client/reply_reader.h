@@ -1,6 +1,8 @@
 // Reply reading for the client: the socket's unread bytes (Inbox) and the typed reads of one
 // RESP2 reply (ReplyReader): a status, an integer, an array header, a bulk into a new or a
 // caller's buffer, or any reply through hiredis. Owned by one connection (one thread at a time).
+// Unlike protocol::ReplyParser (the server's, which builds a tree from bytes pushed to it), it
+// pulls exactly what the command expects, so a bulk lands in its destination without a copy.
 //
 // A server error reply at the top level gives kServerError and leaves the stream in step. Any
 // other failure (I/O, timeout, malformed or unexpected reply) leaves it out of step: the reader

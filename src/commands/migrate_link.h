@@ -40,7 +40,7 @@ class MigrateLink {
 
   int fd_;
   std::chrono::milliseconds timeout_;
-  protocol::ReplyReader reader_;
+  protocol::ReplyParser reader_;
   std::string unread_;  // bytes received past the last reply
 };
 

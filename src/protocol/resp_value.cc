@@ -293,7 +293,7 @@ std::string ToDebugString(const RespValue& value) {
   return out;
 }
 
-ReadResult ReplyReader::Feed(std::string_view input) {
+ReadResult ReplyParser::Feed(std::string_view input) {
   size_t pos = 0;
   while (!complete_ && error_.empty() && pos < input.size()) {
     switch (state_) {
@@ -334,14 +334,14 @@ ReadResult ReplyReader::Feed(std::string_view input) {
   return {ReadStatus::kNeedMore, pos};
 }
 
-RespValue ReplyReader::TakeValue() {
+RespValue ReplyParser::TakeValue() {
   RespValue v = std::move(result_);
   result_ = RespValue();
   complete_ = false;
   return v;
 }
 
-bool ReplyReader::TakeLine(std::string_view input, size_t& pos) {
+bool ReplyParser::TakeLine(std::string_view input, size_t& pos) {
   if (saw_cr_) {
     if (input[pos] != '\n') {
       Fail("expected LF after CR");
@@ -370,7 +370,7 @@ bool ReplyReader::TakeLine(std::string_view input, size_t& pos) {
   return false;  // the LF is checked on the next pass, which may be in the next Feed
 }
 
-void ReplyReader::OnLine() {
+void ReplyParser::OnLine() {
   state_ = State::kType;
   std::string_view line = line_;
   if (streaming_string_) {
@@ -429,7 +429,7 @@ void ReplyReader::OnLine() {
   }
 }
 
-void ReplyReader::OnLength(RespType type, std::string_view digits) {
+void ReplyParser::OnLength(RespType type, std::string_view digits) {
   auto n = ParseInt64(digits);
   if (!n) return Fail("invalid length");
   if (streaming_string_) {
@@ -454,7 +454,7 @@ void ReplyReader::OnLength(RespType type, std::string_view digits) {
   state_ = *n > 0 ? State::kPayload : State::kPayloadEnd;
 }
 
-void ReplyReader::OnPayload() {
+void ReplyParser::OnPayload() {
   state_ = State::kType;
   if (streaming_string_) return;  // the next chunk follows
   if (scalar_.type == RespType::kVerbatim) {
@@ -465,7 +465,7 @@ void ReplyReader::OnPayload() {
   Emit(std::move(scalar_));
 }
 
-void ReplyReader::OnAggregate(RespType type, std::string_view digits) {
+void ReplyParser::OnAggregate(RespType type, std::string_view digits) {
   int64_t count = -1;  // streamed
   if (digits == "?") {
     if (type == RespType::kAttribute) return Fail("streamed attribute");
@@ -489,7 +489,7 @@ void ReplyReader::OnAggregate(RespType type, std::string_view digits) {
   stack_.push_back(Frame{std::move(node), count});
 }
 
-void ReplyReader::OnStreamEnd() {
+void ReplyParser::OnStreamEnd() {
   if (!line_.empty()) return Fail("end marker with a payload");
   if (stack_.empty() || stack_.back().remaining >= 0) return Fail("end marker outside a stream");
   RespValue node = std::move(stack_.back().node);
@@ -500,7 +500,7 @@ void ReplyReader::OnStreamEnd() {
   Emit(std::move(node));
 }
 
-void ReplyReader::Emit(RespValue value) {
+void ReplyParser::Emit(RespValue value) {
   while (!stack_.empty()) {
     Frame& top = stack_.back();
     top.node.children.push_back(std::move(value));
@@ -518,6 +518,6 @@ void ReplyReader::Emit(RespValue value) {
   complete_ = true;
 }
 
-void ReplyReader::Fail(std::string message) { error_ = std::move(message); }
+void ReplyParser::Fail(std::string message) { error_ = std::move(message); }
 
 }  // namespace prefixd::protocol

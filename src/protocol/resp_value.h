@@ -1,6 +1,9 @@
-// RespValue and ReplyReader: a RESP2/RESP3 reply as a tree, and the incremental reader that builds
-// it from any split of the server's bytes. Used by the client library, tests and fuzz targets.
-// Plain values; one ReplyReader per stream, used by one thread at a time.
+// RespValue and ReplyParser: a RESP2/RESP3 reply as a tree, and the incremental parser that
+// builds it from any split of a server's bytes, fed as they arrive (RequestParser's counterpart).
+// Used by MIGRATE's link to the target server, tests and fuzz targets; the client library reads
+// its replies its own way (client/reply_reader.h: typed reads pulled from a blocking socket,
+// bulks straight into the caller's buffers, which a tree would copy). Plain values; one
+// ReplyParser per stream, used by one thread at a time.
 #pragma once
 
 #include <cstddef>
@@ -81,9 +84,9 @@ struct ReadResult {
   size_t consumed;  // bytes of the input taken; all of it unless a value completed or failed
 };
 
-class ReplyReader {
+class ReplyParser {
  public:
-  explicit ReplyReader(ReaderLimits limits = {}) : limits_(limits) {}
+  explicit ReplyParser(ReaderLimits limits = {}) : limits_(limits) {}
 
   // Consumes `input` until one top-level reply is complete, the input is malformed, or the input
   // runs out. Bytes after a complete reply are left for the next call, after TakeValue().

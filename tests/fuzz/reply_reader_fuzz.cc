@@ -1,4 +1,4 @@
-// libFuzzer target for ReplyReader and ReplyWriter. First it reads the input as replies, whole and
+// libFuzzer target for ReplyParser and ReplyWriter. First it reads the input as replies, whole and
 // in chunks, and aborts if the two readings differ or a reply breaks the reader's limits. Then it
 // builds a reply tree from the same bytes, writes it with ReplyWriter in RESP2 or RESP3, and
 // checks that the reader gets back exactly what the writer meant, after Redis's RESP2 downgrades.
@@ -28,7 +28,7 @@ using prefixd::FormatDouble;
 using prefixd::protocol::ReaderLimits;
 using prefixd::protocol::ReadResult;
 using prefixd::protocol::ReadStatus;
-using prefixd::protocol::ReplyReader;
+using prefixd::protocol::ReplyParser;
 using prefixd::protocol::ReplyWriter;
 using prefixd::protocol::RespType;
 using prefixd::protocol::RespValue;
@@ -89,7 +89,7 @@ void CheckShape(const RespValue& v, const ReaderLimits& limits) {
 }
 
 // Takes a finished value, checking what the reader promised about it.
-void Collect(ReplyReader& reader, const ReaderLimits& limits, ReadOutcome& out) {
+void Collect(ReplyParser& reader, const ReaderLimits& limits, ReadOutcome& out) {
   Check(reader.has_value(), "kComplete without a value");
   RespValue v = reader.TakeValue();
   Check(!reader.has_value(), "a value is still ready after TakeValue");
@@ -99,13 +99,13 @@ void Collect(ReplyReader& reader, const ReaderLimits& limits, ReadOutcome& out) 
   out.values.push_back(std::move(v));
 }
 
-void CheckResult(const ReplyReader& reader, ReadResult r, size_t offered) {
+void CheckResult(const ReplyParser& reader, ReadResult r, size_t offered) {
   Check(r.consumed <= offered, "consumed more than offered");
   if (r.status == ReadStatus::kNeedMore) Check(r.consumed == offered, "need-more left input");
   Check((r.status == ReadStatus::kMalformed) == reader.failed(), "status disagrees with failed()");
 }
 
-void RecordError(ReplyReader& reader, ReadOutcome& out) {
+void RecordError(ReplyParser& reader, ReadOutcome& out) {
   out.error = reader.error();
   Check(!out.error.empty(), "malformed without an error");
   ReadResult again = reader.Feed("+OK\r\n");
@@ -113,7 +113,7 @@ void RecordError(ReplyReader& reader, ReadOutcome& out) {
 }
 
 ReadOutcome ReadWhole(std::string_view data, const ReaderLimits& limits) {
-  ReplyReader reader(limits);
+  ReplyParser reader(limits);
   ReadOutcome out;
   size_t pos = 0;
   while (pos < data.size()) {
@@ -133,7 +133,7 @@ ReadOutcome ReadWhole(std::string_view data, const ReaderLimits& limits) {
 
 ReadOutcome ReadChunked(std::string_view data, const ReaderLimits& limits, size_t max_chunk,
                         uint64_t seed) {
-  ReplyReader reader(limits);
+  ReplyParser reader(limits);
   ReadOutcome out;
   std::string pending;
   size_t pos = 0;

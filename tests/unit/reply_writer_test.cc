@@ -1,4 +1,4 @@
-// Tests of ReplyWriter's exact bytes in RESP2 and RESP3, of ReplyReader on its own, and of
+// Tests of ReplyWriter's exact bytes in RESP2 and RESP3, of ReplyParser on its own, and of
 // writer -> reader round trips for nested replies.
 
 #include "protocol/reply_writer.h"
@@ -43,7 +43,7 @@ std::string Written(int protocol, F write) {
 
 // Reads every reply in `bytes`, feeding it in chunks of `chunk` bytes (0: all at once).
 std::vector<RespValue> ReadAll(std::string_view bytes, size_t chunk = 0, ReaderLimits limits = {}) {
-  ReplyReader reader(limits);
+  ReplyParser reader(limits);
   std::vector<RespValue> out;
   std::string pending;
   size_t pos = 0;
@@ -71,7 +71,7 @@ std::vector<RespValue> ReadAll(std::string_view bytes, size_t chunk = 0, ReaderL
 
 // Reads exactly one reply that fills `bytes`.
 RespValue ReadOne(std::string_view bytes) {
-  ReplyReader reader;
+  ReplyParser reader;
   ReadResult r = reader.Feed(bytes);
   EXPECT_EQ(r.status, ReadStatus::kComplete) << reader.error();
   EXPECT_EQ(r.consumed, bytes.size());
@@ -80,7 +80,7 @@ RespValue ReadOne(std::string_view bytes) {
 
 // The error the reader reports for `bytes`, or "" when it does not fail.
 std::string MalformedError(std::string_view bytes, ReaderLimits limits = {}) {
-  ReplyReader reader(limits);
+  ReplyParser reader(limits);
   ReadResult r = reader.Feed(bytes);
   if (r.status != ReadStatus::kMalformed) return "";
   EXPECT_TRUE(reader.failed());
@@ -395,7 +395,7 @@ TEST(ReplyWriterTest, ConsecutiveLargeValuesStaySeparate) {
   EXPECT_EQ(values[0], RespValue::Array({RespValue::Bulk(a.view()), RespValue::Bulk(b.view())}));
 }
 
-// ---- ReplyReader on its own --------------------------------------------------------------------
+// ---- ReplyParser on its own --------------------------------------------------------------------
 
 TEST(ReplyReaderTest, ReadsEveryType) {
   EXPECT_EQ(ReadOne("+OK\r\n"), RespValue::Simple("OK"));
@@ -497,14 +497,14 @@ TEST(ReplyReaderTest, BoundsDepthAndDeclaredLengths) {
   EXPECT_EQ(MalformedError("+abcde", limits), "line too long");
 
   // Huge declared lengths are accepted without allocating for them.
-  ReplyReader reader;
+  ReplyParser reader;
   EXPECT_EQ(reader.Feed("$536870912\r\nabc").status, ReadStatus::kNeedMore);
-  ReplyReader array_reader;
+  ReplyParser array_reader;
   EXPECT_EQ(array_reader.Feed("*2000000000\r\n:1\r\n").status, ReadStatus::kNeedMore);
 }
 
 TEST(ReplyReaderTest, StopsAfterEachReplyAndAfterAnError) {
-  ReplyReader reader;
+  ReplyParser reader;
   std::string_view input = "+a\r\n:1\r\n";
   ReadResult r = reader.Feed(input);
   EXPECT_EQ(r.status, ReadStatus::kComplete);
@@ -531,7 +531,7 @@ TEST(ReplyReaderTest, EverySplitGivesTheSameValues) {
   ASSERT_EQ(whole.size(), 9u);
   std::string_view in = input;
   for (size_t cut = 0; cut <= input.size(); ++cut) {
-    ReplyReader reader;
+    ReplyParser reader;
     std::vector<RespValue> got;
     std::string pending;
     for (std::string_view chunk : {in.substr(0, cut), in.substr(cut)}) {

@@ -1,3 +1,7 @@
+// Keyspace's methods. Over 900 lines by choice: each one takes its shard's lock and works through
+// the same private entry helpers (an entry's cost, its tier, its place in the expiry heap and the
+// string and compact-session counts); split by theme, those would move into a shared private
+// header that every part could break the others' invariants through.
 #include "store/keyspace.h"
 
 #include <algorithm>

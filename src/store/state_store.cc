@@ -1,3 +1,7 @@
+// StateStore's methods. Over 900 lines by choice: the session table, its compact sessions in the
+// keyspace, the disk tier and the by-reference reads share one shard lock discipline and the
+// private slot helpers (a slot's cost, file and place); split, they would share them through a
+// private header.
 #include "store/state_store.h"
 
 #include <xxhash.h>

@@ -1,3 +1,6 @@
+// VectorStore's methods. Over 900 lines by choice: rows, chunks, the disk tier and recovery of
+// cold rows share the session lock and the private layer helpers (a layer's rows, chunks, places
+// and cold accounting); split, they would share them through a private header.
 #include "store/vector_store.h"
 
 #include <xxhash.h>

@@ -27,11 +27,6 @@ namespace {
 using store::KeyType;
 using store::SetEncoding;
 
-constexpr std::string_view kNotPositive = "ERR value is out of range, must be positive";
-constexpr std::string_view kOutOfRange = "ERR value is out of range";
-constexpr std::string_view kCountOutOfRange =
-    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
-
 // A set or list key as a command reads it: `exists` false for a missing key (no members).
 struct Loaded {
   bool exists = false;
@@ -104,7 +99,7 @@ std::optional<int64_t> IntArgument(Context& ctx, std::string_view text) {
 std::optional<int64_t> PositiveCount(Context& ctx, std::string_view text) {
   auto n = ParseInt64(text);
   if (!n || *n < 0) {
-    ctx.reply.Error(kNotPositive);
+    ctx.reply.Error(errors::kNotPositive);
     return std::nullopt;
   }
   return n;
@@ -219,7 +214,7 @@ void SRandMember(Context& ctx) {
   if (ctx.args.size() == 3) {
     count = IntArgument(ctx, ctx.args[2]);
     if (!count) return;
-    if (*count == INT64_MIN) return ctx.reply.Error(kCountOutOfRange);
+    if (*count == INT64_MIN) return ctx.reply.Error(errors::kCountOutOfRange);
   }
   Loaded set;
   if (!Load(ctx, ctx.args[1], KeyType::kSet, true, set)) return;
@@ -234,7 +229,7 @@ void SRandMember(Context& ctx) {
     // fit client-output-buffer-limit (6 bytes an element at least) is refused up front.
     const auto most =
         static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kClientOutputBufferLimit) / 6);
-    if (n > most) return ctx.reply.Error(kOutOfRange);
+    if (n > most) return ctx.reply.Error(errors::kOutOfRange);
     ctx.reply.ArrayLen(n);
     for (uint64_t i = 0; i < n; ++i) ctx.reply.Bulk(set.members[Rng()() % set.members.size()]);
     return;
@@ -403,11 +398,11 @@ void LSet(Context& ctx) {
   KeyLocks lock(ctx.engine, key);
   Loaded list;
   if (!Load(ctx, key, KeyType::kList, false, list)) return;
-  if (!list.exists) return ctx.reply.Error("ERR no such key");  // before the index, as Redis
+  if (!list.exists) return ctx.reply.Error(errors::kNoSuchKey);  // before the index, as Redis
   auto index = IntArgument(ctx, ctx.args[2]);
   if (!index) return;
   auto at = Position(*index, list.members.size());
-  if (!at) return ctx.reply.Error("ERR index out of range");
+  if (!at) return ctx.reply.Error(errors::kIndexOutOfRange);
   list.members[*at] = std::string(ctx.args[3]);
   if (Store(ctx, key, KeyType::kList, list)) ctx.reply.Simple("OK");
 }

@@ -30,10 +30,6 @@
 namespace prefixd::commands {
 namespace {
 
-constexpr std::string_view kBadPayload = "ERR DUMP payload version or checksum are wrong";
-constexpr std::string_view kBadFormat = "ERR Bad data format";
-constexpr std::string_view kBusyKey = "BUSYKEY Target key name already exists.";
-
 // The DUMP payload of `key` (whose entry is `info`) as pieces; nullopt when it vanished.
 std::optional<std::vector<Bytes>> DumpOf(store::Database& db, const std::string& key,
                                          const store::KeyInfo& info) {
@@ -77,13 +73,13 @@ std::optional<RestoreOptions> ParseRestoreOptions(Context& ctx) {
     } else if (EqualsIgnoreCase(arg, "idletime") && more >= 1 && o.freq == -1) {
       auto v = ParseInt64(ctx.args[++j]);
       if (!v) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
-      if (*v < 0) return ctx.reply.Error("ERR Invalid IDLETIME value, must be >= 0"), std::nullopt;
+      if (*v < 0) return ctx.reply.Error(errors::kIdleTimeNegative), std::nullopt;
       o.idle = *v;
     } else if (EqualsIgnoreCase(arg, "freq") && more >= 1 && o.idle == -1) {
       auto v = ParseInt64(ctx.args[++j]);
       if (!v) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
       if (*v < 0 || *v > 255) {
-        return ctx.reply.Error("ERR Invalid FREQ value, must be >= 0 and <= 255"), std::nullopt;
+        return ctx.reply.Error(errors::kFreqOutOfRange), std::nullopt;
       }
       o.freq = *v;
     } else {
@@ -143,11 +139,11 @@ void Restore(Context& ctx) {
   const std::string key(ctx.args[1]);
   KeyLocks lock(ctx.engine, key);
   if (!options->replace && LookupKey(ctx, key, /*touch=*/false)) {
-    return ctx.reply.Error(kBusyKey);
+    return ctx.reply.Error(errors::kBusyKey);
   }
   auto ttl = ParseInt64(ctx.args[2]);
   if (!ttl) return ctx.reply.Error(errors::kNotInteger);
-  if (*ttl < 0) return ctx.reply.Error("ERR Invalid TTL value, must be >= 0");
+  if (*ttl < 0) return ctx.reply.Error(errors::kTtlNegative);
 
   // Decoded and checked whole before anything changes: a bad payload changes nothing.
   persist::DecodedDump dump;
@@ -155,22 +151,20 @@ void Restore(Context& ctx) {
     case persist::DumpStatus::kOk:
       break;
     case persist::DumpStatus::kBadFooter:
-      return ctx.reply.Error(kBadPayload);
+      return ctx.reply.Error(errors::kBadDumpPayload);
     case persist::DumpStatus::kBadFormat:
-      return ctx.reply.Error(kBadFormat);
+      return ctx.reply.Error(errors::kBadDataFormat);
   }
   for (size_t i = 1; i < dump.keys.size(); ++i) {  // a registration's sessions
     if (!options->replace && LookupKey(ctx, dump.keys[i], /*touch=*/false)) {
-      return ctx.reply.Error(kBusyKey);
+      return ctx.reply.Error(errors::kBusyKey);
     }
   }
   const persist::Limits limits = LiveLimits(ctx.engine);
   for (const persist::Mutation& m : dump.records) {
     const persist::Verdict verdict = persist::Check(m, limits);
     if (!verdict.ok) {
-      return ctx.reply.Error(
-          (verdict.out_of_memory ? "OOM RESTORE refused: " : "ERR RESTORE refused: ") +
-          verdict.why);
+      return ctx.reply.Error(errors::Refused(verdict.out_of_memory, "RESTORE", verdict.why));
     }
   }
 
@@ -239,9 +233,7 @@ std::optional<MigrateArgs> ParseMigrateArgs(Context& ctx) {
       a.password = std::string(ctx.args[++j]);
     } else if (EqualsIgnoreCase(arg, "keys")) {
       if (!ctx.args[3].empty()) {
-        ctx.reply.Error(
-            "ERR When using MIGRATE KEYS option, the key argument must be set to the empty "
-            "string");
+        ctx.reply.Error(errors::kMigrateKeysNeedsEmptyKey);
         return std::nullopt;
       }
       a.first_key = j + 1;
@@ -333,11 +325,10 @@ void Migrate(Context& ctx) {
   std::string why;
   auto link = MigrateLink::Connect(std::string(ctx.args[1]), std::string(ctx.args[2]),
                                    std::chrono::milliseconds(args->timeout_ms), why);
-  if (!link) return ctx.reply.Error("IOERR error or timeout connecting to the client");
+  if (!link) return ctx.reply.Error(errors::kMigrateConnecting);
   if (!link->Send(request)) {
-    return ctx.reply.Error("IOERR error or timeout writing to target instance");
+    return ctx.reply.Error(errors::kMigrateWriting);
   }
-  constexpr std::string_view kReading = "IOERR error or timeout reading to target instance";
   std::optional<std::string> target_error;  // the first error the target replied
   const auto take = [&](const protocol::RespValue& reply) {
     if (reply.type == protocol::RespType::kError && !target_error) target_error = reply.str;
@@ -345,7 +336,7 @@ void Migrate(Context& ctx) {
   };
   for (int preamble = args->password ? 2 : 1; preamble > 0; --preamble) {
     auto reply = link->Read();
-    if (!reply) return ctx.reply.Error(kReading);
+    if (!reply) return ctx.reply.Error(errors::kMigrateReading);
     take(*reply);
   }
   const bool preamble_failed = target_error.has_value();
@@ -374,9 +365,8 @@ void Migrate(Context& ctx) {
   if (moved.size() > 1)
     ctx.propagate.Send(std::vector<std::string_view>(moved.begin(), moved.end()));
   if (ctx.reply.error_count() > errors_before) return;
-  if (target_error)
-    return ctx.reply.Error("ERR Target instance replied with error: " + *target_error);
-  if (socket_error) return ctx.reply.Error(kReading);
+  if (target_error) return ctx.reply.Error(errors::TargetReplied(*target_error));
+  if (socket_error) return ctx.reply.Error(errors::kMigrateReading);
   ctx.reply.Simple("OK");
 }
 

@@ -9,20 +9,19 @@
 
 #include "engine/command.h"
 #include "engine/engine.h"
+#include "engine/errors.h"
 
 namespace prefixd::commands {
 
-// True when `reply_bytes` more fit; otherwise queues "ERR <command>: a reply of N bytes would
-// exceed client-output-buffer-limit (L); <advice>" and returns false.
+// True when `reply_bytes` more fit; otherwise queues errors::OutputLimit (the reply would exceed
+// client-output-buffer-limit; `advice` says what to do instead) and returns false.
 inline bool FitsOutputLimit(Context& ctx, uint64_t reply_bytes, std::string_view command,
                             std::string_view advice) {
   const auto limit =
       static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kClientOutputBufferLimit));
   const uint64_t queued = ctx.reply.held_bytes();
   if (reply_bytes <= limit && queued <= limit - reply_bytes) return true;
-  ctx.reply.Error("ERR " + std::string(command) + ": a reply of " + std::to_string(reply_bytes) +
-                  " bytes would exceed client-output-buffer-limit (" + std::to_string(limit) +
-                  "); " + std::string(advice));
+  ctx.reply.Error(errors::OutputLimit(command, reply_bytes, limit, advice));
   return false;
 }
 

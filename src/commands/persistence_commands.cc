@@ -10,26 +10,23 @@
 namespace prefixd::commands {
 namespace {
 
-constexpr std::string_view kDisabled =
-    "ERR persistence is off (appendonly no): there is nothing to save to";
-
 void Save(Context& ctx) {
   auto* d = ctx.engine.durability();
-  if (d == nullptr) return ctx.reply.Error(kDisabled);
+  if (d == nullptr) return ctx.reply.Error(errors::kPersistenceOff);
   if (d->Stats().bgsave_in_progress) {
     return ctx.reply.Error(errors::kBgsaveInProgress);
   }
   std::string err = d->Save();
-  if (!err.empty()) return ctx.reply.Error("ERR " + err);
+  if (!err.empty()) return ctx.reply.Error(errors::SaveFailed(err));
   ctx.reply.Simple("OK");
 }
 
 void BgSave(Context& ctx) {
   auto* d = ctx.engine.durability();
-  if (d == nullptr) return ctx.reply.Error(kDisabled);
+  if (d == nullptr) return ctx.reply.Error(errors::kPersistenceOff);
   if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
   std::string err = d->BackgroundSave();
-  if (!err.empty()) return ctx.reply.Error("ERR " + err);
+  if (!err.empty()) return ctx.reply.Error(errors::SaveFailed(err));
   ctx.reply.Simple("Background saving started");
 }
 

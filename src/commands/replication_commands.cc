@@ -62,13 +62,13 @@ std::shared_ptr<server::ClientState> SharedClient(Engine& engine, uint64_t id) {
 void FullResync(Context& ctx, bool psync) {
   if (ctx.client.replica.load(std::memory_order_relaxed)) return;  // as Redis: ignored
   if (!ctx.reply.empty()) {
-    return ctx.reply.Error("ERR SYNC and PSYNC are invalid with pending output");
+    return ctx.reply.Error(errors::kSyncWithPendingOutput);
   }
   if (psync) {
     if (!ParseInt64(ctx.args[2])) return ctx.reply.Error(errors::kNotInteger);
   }
   auto client = SharedClient(ctx.engine, ctx.client.id);
-  if (client == nullptr) return ctx.reply.Error("ERR the connection is closing");
+  if (client == nullptr) return ctx.reply.Error(errors::kConnectionClosing);
   Replication& replication = ctx.engine.replication();
   const uint64_t offset = replication.offset();
   const std::string rdb = SnapshotRdb(ctx.engine, replication);
@@ -97,9 +97,7 @@ void ReplConf(Context& ctx) {
     } else if (EqualsIgnoreCase(option, "ip-address")) {
       // NET_HOST_STR_LEN (256) as Redis.
       if (value.size() >= 256) {
-        return ctx.reply.Error(
-            "ERR REPLCONF ip-address provided by replica instance is too long: " +
-            std::to_string(value.size()) + " bytes");
+        return ctx.reply.Error(errors::ReplconfIpTooLong(value.size()));
       }
       std::lock_guard lock(ctx.client.names_mu);
       ctx.client.replica_ip = std::string(value);
@@ -122,7 +120,7 @@ void ReplConf(Context& ctx) {
       auto flag = ParseInt64(value);
       if (!flag || (*flag != 0 && *flag != 1)) return ctx.reply.Error(errors::kNotInteger);
     } else {
-      return ctx.reply.Error("ERR Unrecognized REPLCONF option: " + std::string(option));
+      return ctx.reply.Error(errors::UnrecognizedReplconf(option));
     }
   }
   ctx.reply.Simple("OK");
@@ -147,14 +145,12 @@ void Role(Context& ctx) {
 // does (docs/compatibility.md).
 void ReplicaOf(Context& ctx) {
   if (ctx.engine.cluster != nullptr) {
-    return ctx.reply.Error("ERR REPLICAOF not allowed in cluster mode.");
+    return ctx.reply.Error(errors::kReplicaOfInCluster);
   }
   if (EqualsIgnoreCase(ctx.args[1], "no") && EqualsIgnoreCase(ctx.args[2], "one")) {
     return ctx.reply.Simple("OK");
   }
-  ctx.reply.Error(
-      "ERR prefixd does not replicate from another server: it is a primary only (REPLICAOF NO "
-      "ONE is accepted; see docs/replication.md)");
+  ctx.reply.Error(errors::kPrimaryOnly);
 }
 
 }  // namespace

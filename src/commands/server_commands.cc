@@ -415,7 +415,7 @@ void Flush(Context& ctx) {
 void Monitor(Context& ctx) {
   // Run by EXEC: a client whose replies come as one array cannot turn into a stream of lines.
   if (ctx.client.in_multi) {
-    return ctx.reply.Error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+    return ctx.reply.Error(errors::kMonitorDenyBlocking);
   }
   ctx.engine.AddMonitor(ctx.client.id);
   ctx.reply.Simple("OK");
@@ -519,8 +519,7 @@ void Debug(Context& ctx) {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     return ctx.reply.Simple("OK");
   }
-  ctx.reply.Error("ERR unknown subcommand or wrong number of arguments for '" +
-                  std::string(args[1].substr(0, 128)) + "'. Try DEBUG HELP.");
+  ctx.reply.Error(errors::DebugUnknownSubcommand(args[1]));
 }
 
 // FLUSHALL's and FLUSHDB's optional [ASYNC|SYNC], as Redis's JSON has it.

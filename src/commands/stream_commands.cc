@@ -28,12 +28,6 @@
 namespace prefixd::commands::stream {
 namespace {
 
-constexpr std::string_view kIdTooSmall =
-    "ERR The ID specified in XADD is equal or smaller than the target stream top item";
-constexpr std::string_view kIdZero = "ERR The ID specified in XADD must be greater than 0-0";
-constexpr std::string_view kIdExhausted =
-    "ERR The stream has exhausted the last possible ID, unable to add more items";
-
 // ---- trimming (XADD's options and XTRIM) ----------------------------------------------------
 
 struct Trim {
@@ -97,9 +91,7 @@ std::optional<size_t> ParseTrim(Context& ctx, size_t from, bool xadd, Trim& trim
     } else if ((EqualsIgnoreCase(a, "MAXLEN") || EqualsIgnoreCase(a, "MINID")) && more) {
       const bool maxlen = EqualsIgnoreCase(a, "MAXLEN");
       if (trim.kind != Trim::kNone && trim.kind != (maxlen ? Trim::kMaxLen : Trim::kMinId)) {
-        ctx.reply.Error(
-            "ERR syntax error, MAXLEN and MINID options at the same time are not "
-            "compatible");
+        ctx.reply.Error(errors::kMaxLenAndMinId);
         return std::nullopt;
       }
       std::string_view next = args[i + 1];
@@ -113,7 +105,7 @@ std::optional<size_t> ParseTrim(Context& ctx, size_t from, bool xadd, Trim& trim
       if (maxlen) {
         auto n = ParseInt64(next);
         if (!n) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
-        if (*n < 0) return ctx.reply.Error("ERR The MAXLEN argument must be >= 0."), std::nullopt;
+        if (*n < 0) return ctx.reply.Error(errors::kMaxLenNegative), std::nullopt;
         trim.kind = Trim::kMaxLen, trim.maxlen = static_cast<uint64_t>(*n);
       } else {
         auto id = StrictId(ctx, next);
@@ -123,7 +115,7 @@ std::optional<size_t> ParseTrim(Context& ctx, size_t from, bool xadd, Trim& trim
     } else if (EqualsIgnoreCase(a, "LIMIT") && more) {
       auto n = ParseInt64(args[i + 1]);
       if (!n) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
-      if (*n < 0) return ctx.reply.Error("ERR The LIMIT argument must be >= 0."), std::nullopt;
+      if (*n < 0) return ctx.reply.Error(errors::kLimitNegative), std::nullopt;
       trim.limit = *n, limit_given = true;
       ++i;
     } else if (xadd) {
@@ -133,7 +125,7 @@ std::optional<size_t> ParseTrim(Context& ctx, size_t from, bool xadd, Trim& trim
     }
   }
   if (limit_given && !trim.approx) {
-    ctx.reply.Error("ERR syntax error, LIMIT cannot be used without the special ~ option");
+    ctx.reply.Error(errors::kLimitWithoutApprox);
     return std::nullopt;
   }
   return i;
@@ -197,14 +189,14 @@ void XAdd(Context& ctx) {
     std::string_view t = id_text;
     if (t.size() > 2 && t.substr(t.size() - 2) == "-*") {
       auto ms = ParseUint64(t.substr(0, t.size() - 2));
-      if (!ms) return ctx.reply.Error(kInvalidId);
+      if (!ms) return ctx.reply.Error(errors::kInvalidStreamId);
       given = {*ms, 0}, auto_seq = true;
     } else {
       auto id = StrictId(ctx, t);
       if (!id) return;
       given = *id;
     }
-    if (!auto_seq && given == StreamId{}) return ctx.reply.Error(kIdZero);
+    if (!auto_seq && given == StreamId{}) return ctx.reply.Error(errors::kXAddIdZero);
   }
   KeyLocks lock(ctx.engine, key);
   // Only the header is read (and the entries for MINID), and the value's handle is let go before
@@ -215,7 +207,8 @@ void XAdd(Context& ctx) {
   const Bytes empty = store::EmptyStream();
   if (!s.exists) s.meta = store::StreamReader::Open(empty.view())->meta();
   const StreamId last = s.meta.last;
-  if (last == StreamId::Max()) return ctx.reply.Error(kIdExhausted);  // whatever the id
+  if (last == StreamId::Max())
+    return ctx.reply.Error(errors::kStreamIdExhausted);  // whatever the id
   StreamId id;
   if (auto_id) {
     const StreamId now{static_cast<uint64_t>(NowMs()), 0};
@@ -225,15 +218,15 @@ void XAdd(Context& ctx) {
       id = *Next(last);
     }
   } else if (auto_seq) {
-    if (given.ms < last.ms) return ctx.reply.Error(kIdTooSmall);
+    if (given.ms < last.ms) return ctx.reply.Error(errors::kXAddIdTooSmall);
     if (given.ms == last.ms) {
-      if (last.seq == UINT64_MAX) return ctx.reply.Error(kIdTooSmall);
+      if (last.seq == UINT64_MAX) return ctx.reply.Error(errors::kXAddIdTooSmall);
       id = {given.ms, last.seq + 1};
     } else {
       id = given;
     }
   } else {
-    if (given <= last) return ctx.reply.Error(kIdTooSmall);
+    if (given <= last) return ctx.reply.Error(errors::kXAddIdTooSmall);
     id = given;
   }
   std::vector<std::string_view> fields;
@@ -274,12 +267,12 @@ void Range(Context& ctx, bool reverse) {
   if (!high) return;
   if (low_ex) {
     auto n = Next(*low);
-    if (!n) return ctx.reply.Error("ERR invalid start ID for the interval");
+    if (!n) return ctx.reply.Error(errors::kInvalidStartId);
     low = n;
   }
   if (high_ex) {
     auto p = Prev(*high);
-    if (!p) return ctx.reply.Error("ERR invalid end ID for the interval");
+    if (!p) return ctx.reply.Error(errors::kInvalidEndId);
     high = p;
   }
   int64_t count = -1;
@@ -355,14 +348,13 @@ void XSetId(Context& ctx) {
     if (EqualsIgnoreCase(ctx.args[i], "ENTRIESADDED") && more) {
       auto n = ParseInt64(ctx.args[++i]);
       if (!n) return ctx.reply.Error(errors::kNotInteger);
-      if (*n < 0) return ctx.reply.Error("ERR entries_added must be positive");
+      if (*n < 0) return ctx.reply.Error(errors::kEntriesAddedNegative);
       entries_added = *n;
     } else if (EqualsIgnoreCase(ctx.args[i], "MAXDELETEDID") && more) {
       auto m = StrictId(ctx, ctx.args[++i]);
       if (!m) return;
       if (*id < *m) {
-        return ctx.reply.Error(
-            "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id");
+        return ctx.reply.Error(errors::kXSetIdBelowMaxDeleted);
       }
       max_deleted = *m;
     } else {
@@ -372,15 +364,13 @@ void XSetId(Context& ctx) {
   KeyLocks lock(ctx.engine, key);
   Loaded s;
   if (!Load(ctx, key, false, s)) return;
-  if (!s.exists) return ctx.reply.Error("ERR no such key");
+  if (!s.exists) return ctx.reply.Error(errors::kNoSuchKey);
   const auto& meta = s.r().meta();
   if (entries_added && static_cast<uint64_t>(*entries_added) < meta.length) {
-    return ctx.reply.Error(
-        "ERR The entries_added specified in XSETID is smaller than the target stream length");
+    return ctx.reply.Error(errors::kXSetIdBelowLength);
   }
   if (meta.length > 0 && *id < s.r().entries().back().id) {
-    return ctx.reply.Error(
-        "ERR The ID specified in XSETID is smaller than the target stream top item");
+    return ctx.reply.Error(errors::kXSetIdBelowTop);
   }
   if (!Log(ctx, key, persist::StreamValue::kMeta, 0,
            store::EncodeStreamMetaChange(
@@ -400,9 +390,7 @@ void XRead(Context& ctx) {
   std::vector<bool> last(a->keys.size(), false);
   for (size_t k = 0; k < a->keys.size(); ++k) {
     if (a->ids[k] == ">") {
-      return ctx.reply.Error(
-          "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> "
-          "<consumer> option.");
+      return ctx.reply.Error(errors::kXReadGreaterId);
     }
     if (a->ids[k] == "$") {
       last[k] = true;
@@ -427,7 +415,7 @@ void XRead(Context& ctx) {
     if (end > begin) ++with_data;
   }
   if (with_data == 0) {
-    if (a->block) return ctx.reply.Error(kBlockUnsupported);
+    if (a->block) return ctx.reply.Error(errors::kBlockUnsupported);
     return ctx.reply.NullArray();
   }
   StreamsReplyLen(ctx, with_data);

@@ -26,10 +26,6 @@
 namespace prefixd::commands::stream {
 namespace {
 
-constexpr std::string_view kNeedsKey =
-    "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to "
-    "use the MKSTREAM option to create an empty stream automatically.";
-
 // Lets go of the command's handle on the value first (`s`), so that the groups can be written
 // into the buffer's room (Keyspace::EditValue); nothing may read `s` after.
 bool LogGroups(Context& ctx, std::string_view key, const StreamGroups& groups, Loaded& s) {
@@ -96,11 +92,6 @@ void ReplyEntriesRead(Context& ctx, const StreamGroup& g) {
 
 // ---- XGROUP ------------------------------------------------------------------------------------
 
-std::string NoGroup(std::string_view key, std::string_view group) {
-  return "NOGROUP No such consumer group '" + std::string(group) + "' for key name '" +
-         std::string(key) + "'";
-}
-
 // CREATE and SETID: `id` or `$`, then [MKSTREAM] (CREATE) [ENTRIESREAD n].
 void GroupSet(Context& ctx, bool create) {
   const std::string_view key = ctx.args[2], name = ctx.args[3], id_text = ctx.args[4];
@@ -113,7 +104,7 @@ void GroupSet(Context& ctx, bool create) {
       auto n = ParseInt64(ctx.args[++i]);
       if (!n) return ctx.reply.Error(errors::kNotInteger);
       if (*n < 0 && *n != store::kEntriesReadUnknown) {
-        return ctx.reply.Error("ERR value for ENTRIESREAD must be positive or -1");
+        return ctx.reply.Error(errors::kEntriesReadNegative);
       }
       entries_read = *n;
     } else {
@@ -123,7 +114,7 @@ void GroupSet(Context& ctx, bool create) {
   KeyLocks lock(ctx.engine, key);
   Loaded s;
   if (!Load(ctx, key, false, s)) return;
-  if (!s.exists && !(create && mkstream)) return ctx.reply.Error(kNeedsKey);
+  if (!s.exists && !(create && mkstream)) return ctx.reply.Error(errors::kXGroupNeedsKey);
   const Bytes empty = store::EmptyStream();
   const StreamReader r = s.exists ? s.r() : *StreamReader::Open(empty.view());
   StreamId id;
@@ -137,13 +128,13 @@ void GroupSet(Context& ctx, bool create) {
   StreamGroups groups = r.Groups();
   if (create) {
     if (groups.count(std::string(name)) > 0) {
-      return ctx.reply.Error("BUSYGROUP Consumer Group name already exists");
+      return ctx.reply.Error(errors::kBusyGroup);
     }
     StreamGroup& g = groups[std::string(name)];
     g.last_delivered = id, g.entries_read = entries_read;
   } else {
     auto it = groups.find(std::string(name));
-    if (it == groups.end()) return ctx.reply.Error(NoGroup(key, name));
+    if (it == groups.end()) return ctx.reply.Error(errors::NoGroup(key, name));
     it->second.last_delivered = id, it->second.entries_read = entries_read;
   }
   if (!s.exists) {
@@ -163,7 +154,7 @@ void XGroupSetId(Context& ctx) { GroupSet(ctx, false); }
 bool LoadGroups(Context& ctx, std::string_view key, Loaded& s, StreamGroups& groups) {
   if (!Load(ctx, key, false, s)) return false;
   if (!s.exists) {
-    ctx.reply.Error(kNeedsKey);
+    ctx.reply.Error(errors::kXGroupNeedsKey);
     return false;
   }
   groups = s.r().Groups();
@@ -187,7 +178,7 @@ void XGroupCreateConsumer(Context& ctx) {
   StreamGroups groups;
   if (!LoadGroups(ctx, key, s, groups)) return;
   auto it = groups.find(std::string(group));
-  if (it == groups.end()) return ctx.reply.Error(NoGroup(key, group));
+  if (it == groups.end()) return ctx.reply.Error(errors::NoGroup(key, group));
   auto [c, created] = it->second.consumers.try_emplace(std::string(ctx.args[4]));
   if (!created) return ctx.reply.Integer(0);
   c->second.seen_ms = static_cast<uint64_t>(CommandClock::WallMs());
@@ -202,7 +193,7 @@ void XGroupDelConsumer(Context& ctx) {
   StreamGroups groups;
   if (!LoadGroups(ctx, key, s, groups)) return;
   auto it = groups.find(std::string(group));
-  if (it == groups.end()) return ctx.reply.Error(NoGroup(key, group));
+  if (it == groups.end()) return ctx.reply.Error(errors::NoGroup(key, group));
   StreamGroup& g = it->second;
   if (g.consumers.erase(consumer) == 0) return ctx.reply.Integer(0);
   int64_t pending = 0;
@@ -223,10 +214,7 @@ void XReadGroup(Context& ctx) {
   if (!a) return;
   for (std::string_view id : a->ids) {
     if (id == "$") {
-      return ctx.reply.Error(
-          "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history "
-          "of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ "
-          "ID would just return an empty result set.");
+      return ctx.reply.Error(errors::kXReadGroupDollarId);
     }
   }
   std::vector<std::optional<StreamId>> history(a->keys.size());  // nullopt: `>`
@@ -244,9 +232,7 @@ void XReadGroup(Context& ctx) {
     if (!Load(ctx, a->keys[k], false, loaded[k])) return;
     if (loaded[k].exists) groups[k] = loaded[k].r().Groups();
     if (!loaded[k].exists || groups[k].count(std::string(a->group)) == 0) {
-      return ctx.reply.Error("NOGROUP No such key '" + std::string(a->keys[k]) +
-                             "' or consumer group '" + std::string(a->group) +
-                             "' in XREADGROUP with GROUP option");
+      return ctx.reply.Error(errors::NoKeyOrGroupInXReadGroup(a->keys[k], a->group));
     }
   }
   const uint64_t now = static_cast<uint64_t>(CommandClock::WallMs());
@@ -299,7 +285,7 @@ void XReadGroup(Context& ctx) {
   for (size_t k = 0; k < a->keys.size(); ++k) changes.emplace_back(a->keys[k], &groups[k]);
   const auto reply = [&] {
     if (answering == 0) {
-      if (a->block) return ctx.reply.Error(kBlockUnsupported);
+      if (a->block) return ctx.reply.Error(errors::kBlockUnsupported);
       return ctx.reply.NullArray();
     }
     StreamsReplyLen(ctx, answering);
@@ -365,11 +351,11 @@ void XPending(Context& ctx) {
     if (!end) return;
     if (start_ex) {
       start = Next(*start);
-      if (!start) return ctx.reply.Error("ERR invalid start ID for the interval");
+      if (!start) return ctx.reply.Error(errors::kInvalidStartId);
     }
     if (end_ex) {
       end = Prev(*end);
-      if (!end) return ctx.reply.Error("ERR invalid end ID for the interval");
+      if (!end) return ctx.reply.Error(errors::kInvalidEndId);
     }
     auto n = ParseInt64(args[i + 2]);
     if (!n) return ctx.reply.Error(errors::kNotInteger);
@@ -382,8 +368,7 @@ void XPending(Context& ctx) {
   if (s.exists) groups = s.r().Groups();
   auto it = groups.find(std::string(group));
   if (!s.exists || it == groups.end()) {
-    return ctx.reply.Error("NOGROUP No such key '" + std::string(key) + "' or consumer group '" +
-                           std::string(group) + "'");
+    return ctx.reply.Error(errors::NoKeyOrGroup(key, group));
   }
   const StreamGroup& g = it->second;
   if (!extended) {
@@ -437,8 +422,7 @@ bool LoadClaim(Context& ctx, Loaded& s, StreamGroups& groups, StreamGroup*& grou
   if (s.exists) groups = s.r().Groups();
   auto it = groups.find(std::string(name));
   if (!s.exists || it == groups.end()) {
-    ctx.reply.Error("NOGROUP No such key '" + std::string(key) + "' or consumer group '" +
-                    std::string(name) + "'");
+    ctx.reply.Error(errors::NoKeyOrGroup(key, name));
     return false;
   }
   group = &it->second;
@@ -448,7 +432,7 @@ bool LoadClaim(Context& ctx, Loaded& s, StreamGroups& groups, StreamGroup*& grou
 std::optional<int64_t> MinIdle(Context& ctx, std::string_view command) {
   auto n = ParseInt64(ctx.args[4]);
   if (!n) {
-    ctx.reply.Error("ERR Invalid min-idle-time argument for " + std::string(command));
+    ctx.reply.Error(errors::InvalidMinIdle(command));
     return std::nullopt;
   }
   return std::max<int64_t>(*n, 0);
@@ -487,7 +471,7 @@ void XClaim(Context& ctx) {
     const bool more = i + 1 < ctx.args.size();
     const auto number = [&](std::string_view what) -> std::optional<int64_t> {
       auto n = ParseInt64(ctx.args[++i]);
-      if (!n) ctx.reply.Error("ERR Invalid " + std::string(what) + " option argument for XCLAIM");
+      if (!n) ctx.reply.Error(errors::InvalidXClaimArgument(what));
       return n;
     };
     if (EqualsIgnoreCase(t, "FORCE")) {
@@ -510,7 +494,7 @@ void XClaim(Context& ctx) {
       last_id = StrictId(ctx, ctx.args[++i]);
       if (!last_id) return;
     } else {
-      return ctx.reply.Error("ERR Unrecognized XCLAIM option '" + std::string(t) + "'");
+      return ctx.reply.Error(errors::UnrecognizedXClaimOption(t));
     }
   }
   if (delivery < 0 || delivery > now) delivery = now;
@@ -573,7 +557,7 @@ void XAutoClaim(Context& ctx) {
     } else if (EqualsIgnoreCase(ctx.args[i], "COUNT") && i + 1 < ctx.args.size()) {
       auto n = ParseInt64(ctx.args[++i]);
       // Redis's bound: ten attempts per claim must not overflow.
-      if (!n || *n < 1 || *n > INT64_MAX / 16) return ctx.reply.Error("ERR COUNT must be > 0");
+      if (!n || *n < 1 || *n > INT64_MAX / 16) return ctx.reply.Error(errors::kXAutoClaimCount);
       count = *n;
     } else {
       return ctx.reply.Error(errors::kSyntax);
@@ -639,7 +623,7 @@ int64_t RadixKeys(uint64_t length) {
 
 bool LoadExisting(Context& ctx, std::string_view key, Loaded& s) {
   if (!Load(ctx, key, true, s)) return false;
-  if (!s.exists) ctx.reply.Error("ERR no such key");
+  if (!s.exists) ctx.reply.Error(errors::kNoSuchKey);
   return s.exists;
 }
 
@@ -777,7 +761,7 @@ void XInfoConsumers(Context& ctx) {
   if (!LoadExisting(ctx, key, s)) return;
   const StreamGroups groups = s.r().Groups();
   auto it = groups.find(std::string(group));
-  if (it == groups.end()) return ctx.reply.Error(NoGroup(key, group));
+  if (it == groups.end()) return ctx.reply.Error(errors::NoGroup(key, group));
   const int64_t now = CommandClock::WallMs();
   ctx.reply.ArrayLen(it->second.consumers.size());
   for (const auto& [cname, c] : it->second.consumers) {

@@ -74,12 +74,12 @@ std::optional<StreamId> ParseId(std::string_view text, uint64_t missing_seq, boo
 }
 std::optional<StreamId> IdArgument(Context& ctx, std::string_view text, uint64_t missing_seq) {
   auto id = ParseId(text, missing_seq);
-  if (!id) ctx.reply.Error(kInvalidId);
+  if (!id) ctx.reply.Error(errors::kInvalidStreamId);
   return id;
 }
 std::optional<StreamId> StrictId(Context& ctx, std::string_view text, uint64_t missing_seq) {
   if (text == "-" || text == "+") {
-    ctx.reply.Error(kInvalidId);
+    ctx.reply.Error(errors::kInvalidStreamId);
     return std::nullopt;
   }
   return IdArgument(ctx, text, missing_seq);
@@ -131,8 +131,8 @@ std::optional<ReadArgs> ParseRead(Context& ctx, bool with_group) {
     const size_t left = args.size() - i - 1;
     if (EqualsIgnoreCase(t, "BLOCK") && left >= 1) {
       auto n = ParseInt64(args[++i]);
-      if (!n) return ctx.reply.Error("ERR timeout is not an integer or out of range"), std::nullopt;
-      if (*n < 0) return ctx.reply.Error("ERR timeout is negative"), std::nullopt;
+      if (!n) return ctx.reply.Error(errors::kTimeoutNotInteger), std::nullopt;
+      if (*n < 0) return ctx.reply.Error(errors::kTimeoutNegative), std::nullopt;
       a.block = true;
     } else if (EqualsIgnoreCase(t, "COUNT") && left >= 1) {
       auto n = ParseInt64(args[++i]);
@@ -152,13 +152,11 @@ std::optional<ReadArgs> ParseRead(Context& ctx, bool with_group) {
   }
   const size_t rest = args.size() - i;
   if (i >= args.size() || rest % 2 != 0) {
-    const std::string name = with_group ? "xreadgroup" : "xread";
-    ctx.reply.Error("ERR Unbalanced '" + name +
-                    "' list of streams: for each stream key an ID or '$' must be specified.");
+    ctx.reply.Error(errors::UnbalancedStreams(with_group ? "xreadgroup" : "xread"));
     return std::nullopt;
   }
   if (with_group && a.group.empty()) {
-    ctx.reply.Error("ERR Missing GROUP option for XREADGROUP");
+    ctx.reply.Error(errors::kMissingGroup);
     return std::nullopt;
   }
   for (size_t k = 0; k < rest / 2; ++k) {

@@ -23,11 +23,6 @@ using store::StreamGroups;
 using store::StreamId;
 using store::StreamReader;
 
-inline constexpr std::string_view kInvalidId =
-    "ERR Invalid stream ID specified as stream command argument";
-inline constexpr std::string_view kBlockUnsupported =
-    "ERR BLOCK is not supported by this server: it answers at once when data is there and "
-    "refuses to wait for new entries";
 // Redis's stream-node-max-entries: the entries one of its nodes takes, which approximate (~)
 // trimming removes whole (TrimCount) and XINFO STREAM counts as radix-tree keys.
 inline constexpr uint64_t kNodeEntries = 100;

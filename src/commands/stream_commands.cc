@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "commands/stream_shared.h"
 #include "common/ascii.h"
@@ -80,55 +81,41 @@ uint64_t TrimCount(const store::StreamMeta& m, const StreamReader* r, const Trim
 // with the error queued.
 std::optional<size_t> ParseTrim(Context& ctx, size_t from, bool xadd, Trim& trim,
                                 bool& nomkstream) {
-  const auto& args = ctx.args;
-  size_t i = from;
+  ArgReader r(ctx, from);
   bool limit_given = false;
-  for (; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    const bool more = i + 1 < args.size();
-    if (xadd && EqualsIgnoreCase(a, "NOMKSTREAM")) {
+  while (r.more()) {
+    if (xadd && r.Keyword("NOMKSTREAM")) {
       nomkstream = true;
-    } else if ((EqualsIgnoreCase(a, "MAXLEN") || EqualsIgnoreCase(a, "MINID")) && more) {
-      const bool maxlen = EqualsIgnoreCase(a, "MAXLEN");
+    } else if (auto strategy = r.OneOf({"MAXLEN", "MINID"}, 1)) {
+      const bool maxlen = *strategy == 0;
       if (trim.kind != Trim::kNone && trim.kind != (maxlen ? Trim::kMaxLen : Trim::kMinId)) {
-        ctx.reply.Error(errors::kMaxLenAndMinId);
-        return std::nullopt;
+        return r.Fail(errors::kMaxLenAndMinId), std::nullopt;
       }
-      std::string_view next = args[i + 1];
       trim.approx = false;
-      if ((next == "~" || next == "=") && i + 2 < args.size()) {
-        trim.approx = next == "~";
-        ++i;
-        next = args[i + 1];
-      }
-      ++i;
+      if ((r.Peek() == "~" || r.Peek() == "=") && r.remaining() >= 2) trim.approx = r.Next() == "~";
       if (maxlen) {
-        auto n = ParseInt64(next);
-        if (!n) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
-        if (*n < 0) return ctx.reply.Error(errors::kMaxLenNegative), std::nullopt;
+        auto n = r.Integer();
+        if (!n) return std::nullopt;
+        if (*n < 0) return r.Fail(errors::kMaxLenNegative), std::nullopt;
         trim.kind = Trim::kMaxLen, trim.maxlen = static_cast<uint64_t>(*n);
       } else {
-        auto id = StrictId(ctx, next);
+        auto id = StrictId(ctx, r.Next());
         if (!id) return std::nullopt;
         trim.kind = Trim::kMinId, trim.minid = *id;
       }
-    } else if (EqualsIgnoreCase(a, "LIMIT") && more) {
-      auto n = ParseInt64(args[i + 1]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
-      if (*n < 0) return ctx.reply.Error(errors::kLimitNegative), std::nullopt;
+    } else if (r.Keyword("LIMIT", 1)) {
+      auto n = r.Integer();
+      if (!n) return std::nullopt;
+      if (*n < 0) return r.Fail(errors::kLimitNegative), std::nullopt;
       trim.limit = *n, limit_given = true;
-      ++i;
     } else if (xadd) {
       break;  // the id
     } else {
-      return ctx.reply.Error(errors::kSyntax), std::nullopt;
+      return r.Fail(errors::kSyntax), std::nullopt;
     }
   }
-  if (limit_given && !trim.approx) {
-    ctx.reply.Error(errors::kLimitWithoutApprox);
-    return std::nullopt;
-  }
-  return i;
+  if (limit_given && !trim.approx) return r.Fail(errors::kLimitWithoutApprox), std::nullopt;
+  return r.position();
 }
 
 // ---- XADD, XLEN, XRANGE, XDEL, XTRIM, XSETID -------------------------------------------------
@@ -276,14 +263,11 @@ void Range(Context& ctx, bool reverse) {
     high = p;
   }
   int64_t count = -1;
-  for (size_t i = 4; i < ctx.args.size(); ++i) {
-    if (EqualsIgnoreCase(ctx.args[i], "COUNT") && i + 1 < ctx.args.size()) {
-      auto n = ParseInt64(ctx.args[++i]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger);
-      count = std::max<int64_t>(*n, 0);
-    } else {
-      return ctx.reply.Error(errors::kSyntax);
-    }
+  for (ArgReader r(ctx, 4); r.more();) {
+    if (!r.Keyword("COUNT", 1)) return ctx.reply.Error(errors::kSyntax);
+    auto n = r.Integer();
+    if (!n) return;
+    count = std::max<int64_t>(*n, 0);
   }
   Loaded s;
   if (!Load(ctx, ctx.args[1], true, s, /*index=*/false)) return;
@@ -343,19 +327,16 @@ void XSetId(Context& ctx) {
   if (!id) return;
   std::optional<int64_t> entries_added;
   std::optional<StreamId> max_deleted;
-  for (size_t i = 3; i < ctx.args.size(); ++i) {
-    const bool more = i + 1 < ctx.args.size();
-    if (EqualsIgnoreCase(ctx.args[i], "ENTRIESADDED") && more) {
-      auto n = ParseInt64(ctx.args[++i]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger);
+  for (ArgReader r(ctx, 3); r.more();) {
+    if (r.Keyword("ENTRIESADDED", 1)) {
+      auto n = r.Integer();
+      if (!n) return;
       if (*n < 0) return ctx.reply.Error(errors::kEntriesAddedNegative);
       entries_added = *n;
-    } else if (EqualsIgnoreCase(ctx.args[i], "MAXDELETEDID") && more) {
-      auto m = StrictId(ctx, ctx.args[++i]);
+    } else if (r.Keyword("MAXDELETEDID", 1)) {
+      auto m = StrictId(ctx, r.Next());
       if (!m) return;
-      if (*id < *m) {
-        return ctx.reply.Error(errors::kXSetIdBelowMaxDeleted);
-      }
+      if (*id < *m) return ctx.reply.Error(errors::kXSetIdBelowMaxDeleted);
       max_deleted = *m;
     } else {
       return ctx.reply.Error(errors::kSyntax);

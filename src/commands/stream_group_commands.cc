@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "commands/stream_shared.h"
 #include "common/ascii.h"
@@ -97,12 +98,12 @@ void GroupSet(Context& ctx, bool create) {
   const std::string_view key = ctx.args[2], name = ctx.args[3], id_text = ctx.args[4];
   bool mkstream = false;
   int64_t entries_read = store::kEntriesReadUnknown;
-  for (size_t i = 5; i < ctx.args.size(); ++i) {
-    if (create && EqualsIgnoreCase(ctx.args[i], "MKSTREAM")) {
+  for (ArgReader r(ctx, 5); r.more();) {
+    if (create && r.Keyword("MKSTREAM")) {
       mkstream = true;
-    } else if (EqualsIgnoreCase(ctx.args[i], "ENTRIESREAD") && i + 1 < ctx.args.size()) {
-      auto n = ParseInt64(ctx.args[++i]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger);
+    } else if (r.Keyword("ENTRIESREAD", 1)) {
+      auto n = r.Integer();
+      if (!n) return;
       if (*n < 0 && *n != store::kEntriesReadUnknown) {
         return ctx.reply.Error(errors::kEntriesReadNegative);
       }
@@ -333,21 +334,22 @@ void XPending(Context& ctx) {
   const auto& args = ctx.args;
   const bool extended = args.size() > 3;
   int64_t min_idle = 0;
-  size_t i = 3;
   std::optional<StreamId> start, end;
   int64_t count = 0;
   std::optional<std::string_view> consumer;
   if (extended) {
-    if (args.size() >= 6 && EqualsIgnoreCase(args[3], "IDLE")) {
-      auto n = ParseInt64(args[4]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger);
-      min_idle = *n, i = 5;
+    ArgReader r(ctx, 3);
+    if (r.Keyword("IDLE", 2)) {
+      auto n = r.Integer();
+      if (!n) return;
+      min_idle = *n;
     }
-    if (args.size() - i != 3 && args.size() - i != 4) return ctx.reply.Error(errors::kSyntax);
-    const bool start_ex = args[i].starts_with('('), end_ex = args[i + 1].starts_with('(');
-    start = IdArgument(ctx, start_ex ? args[i].substr(1) : args[i], 0);
+    if (r.remaining() != 3 && r.remaining() != 4) return ctx.reply.Error(errors::kSyntax);
+    const std::string_view start_text = r.Next(), end_text = r.Next();
+    const bool start_ex = start_text.starts_with('('), end_ex = end_text.starts_with('(');
+    start = IdArgument(ctx, start_ex ? start_text.substr(1) : start_text, 0);
     if (!start) return;
-    end = IdArgument(ctx, end_ex ? args[i + 1].substr(1) : args[i + 1], UINT64_MAX);
+    end = IdArgument(ctx, end_ex ? end_text.substr(1) : end_text, UINT64_MAX);
     if (!end) return;
     if (start_ex) {
       start = Next(*start);
@@ -357,10 +359,10 @@ void XPending(Context& ctx) {
       end = Prev(*end);
       if (!end) return ctx.reply.Error(errors::kInvalidEndId);
     }
-    auto n = ParseInt64(args[i + 2]);
-    if (!n) return ctx.reply.Error(errors::kNotInteger);
+    auto n = r.Integer();
+    if (!n) return;
     count = std::max<int64_t>(*n, 0);
-    if (args.size() - i == 4) consumer = args[i + 3];
+    if (r.more()) consumer = r.Next();
   }
   Loaded s;
   if (!Load(ctx, key, true, s)) return;
@@ -430,11 +432,8 @@ bool LoadClaim(Context& ctx, Loaded& s, StreamGroups& groups, StreamGroup*& grou
 }
 
 std::optional<int64_t> MinIdle(Context& ctx, std::string_view command) {
-  auto n = ParseInt64(ctx.args[4]);
-  if (!n) {
-    ctx.reply.Error(errors::InvalidMinIdle(command));
-    return std::nullopt;
-  }
+  auto n = ArgReader(ctx, 4).Integer(INT64_MIN, INT64_MAX, errors::InvalidMinIdle(command));
+  if (!n) return std::nullopt;
   return std::max<int64_t>(*n, 0);
 }
 
@@ -453,11 +452,10 @@ void XClaim(Context& ctx) {
   auto min_idle = MinIdle(ctx, "XCLAIM");
   if (!min_idle) return;
   std::vector<StreamId> ids;
-  size_t i = 5;
-  for (; i < ctx.args.size(); ++i) {
-    const std::string_view t = ctx.args[i];
-    if (t == "-" || t == "+") break;
-    auto id = ParseId(t, 0);
+  ArgReader args(ctx, 5);
+  for (; args.more(); args.Next()) {
+    if (args.Peek() == "-" || args.Peek() == "+") break;
+    auto id = ParseId(args.Peek(), 0);
     if (!id) break;
     ids.push_back(*id);
   }
@@ -466,35 +464,31 @@ void XClaim(Context& ctx) {
   int64_t retry = -1;
   bool force = false, justid = false;
   std::optional<StreamId> last_id;
-  for (; i < ctx.args.size(); ++i) {
-    const std::string_view t = ctx.args[i];
-    const bool more = i + 1 < ctx.args.size();
-    const auto number = [&](std::string_view what) -> std::optional<int64_t> {
-      auto n = ParseInt64(ctx.args[++i]);
-      if (!n) ctx.reply.Error(errors::InvalidXClaimArgument(what));
-      return n;
-    };
-    if (EqualsIgnoreCase(t, "FORCE")) {
+  const auto number = [&](std::string_view what) {
+    return args.Integer(INT64_MIN, INT64_MAX, errors::InvalidXClaimArgument(what));
+  };
+  while (args.more()) {
+    if (args.Keyword("FORCE")) {
       force = true;
-    } else if (EqualsIgnoreCase(t, "JUSTID")) {
+    } else if (args.Keyword("JUSTID")) {
       justid = true;
-    } else if (EqualsIgnoreCase(t, "IDLE") && more) {
+    } else if (args.Keyword("IDLE", 1)) {
       auto n = number("IDLE");
       if (!n) return;
       delivery = now - *n;
-    } else if (EqualsIgnoreCase(t, "TIME") && more) {
+    } else if (args.Keyword("TIME", 1)) {
       auto n = number("TIME");
       if (!n) return;
       delivery = *n;
-    } else if (EqualsIgnoreCase(t, "RETRYCOUNT") && more) {
+    } else if (args.Keyword("RETRYCOUNT", 1)) {
       auto n = number("RETRYCOUNT");
       if (!n) return;
       retry = *n;
-    } else if (EqualsIgnoreCase(t, "LASTID") && more) {
-      last_id = StrictId(ctx, ctx.args[++i]);
+    } else if (args.Keyword("LASTID", 1)) {
+      last_id = StrictId(ctx, args.Next());
       if (!last_id) return;
     } else {
-      return ctx.reply.Error(errors::UnrecognizedXClaimOption(t));
+      return ctx.reply.Error(errors::UnrecognizedXClaimOption(args.Peek()));
     }
   }
   if (delivery < 0 || delivery > now) delivery = now;
@@ -551,13 +545,13 @@ void XAutoClaim(Context& ctx) {
   if (!start) return;
   int64_t count = 100;
   bool justid = false;
-  for (size_t i = 6; i < ctx.args.size(); ++i) {
-    if (EqualsIgnoreCase(ctx.args[i], "JUSTID")) {
+  for (ArgReader r(ctx, 6); r.more();) {
+    if (r.Keyword("JUSTID")) {
       justid = true;
-    } else if (EqualsIgnoreCase(ctx.args[i], "COUNT") && i + 1 < ctx.args.size()) {
-      auto n = ParseInt64(ctx.args[++i]);
+    } else if (r.Keyword("COUNT", 1)) {
       // Redis's bound: ten attempts per claim must not overflow.
-      if (!n || *n < 1 || *n > INT64_MAX / 16) return ctx.reply.Error(errors::kXAutoClaimCount);
+      auto n = r.Integer(1, INT64_MAX / 16, errors::kXAutoClaimCount);
+      if (!n) return;
       count = *n;
     } else {
       return ctx.reply.Error(errors::kSyntax);
@@ -632,13 +626,14 @@ void XInfoStream(Context& ctx) {
   bool full = false;
   int64_t count = 10;
   if (ctx.args.size() > 3) {
-    if (!EqualsIgnoreCase(ctx.args[3], "FULL")) return ctx.reply.Error(errors::kSyntax);
+    ArgReader r(ctx, 3);
+    if (!r.Keyword("FULL")) return ctx.reply.Error(errors::kSyntax);
     full = true;
-    if (ctx.args.size() == 6 && EqualsIgnoreCase(ctx.args[4], "COUNT")) {
-      auto n = ParseInt64(ctx.args[5]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger);
+    if (r.remaining() == 2 && r.Keyword("COUNT")) {
+      auto n = r.Integer();
+      if (!n) return;
       count = std::max<int64_t>(*n, 0);
-    } else if (ctx.args.size() != 4) {
+    } else if (r.more()) {
       return ctx.reply.Error(errors::kSyntax);
     }
   }

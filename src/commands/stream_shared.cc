@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "common/ascii.h"
 #include "common/numbers.h"
 #include "engine/engine.h"
@@ -125,31 +126,28 @@ void StreamsReplyLen(Context& ctx, size_t n) {
 std::optional<ReadArgs> ParseRead(Context& ctx, bool with_group) {
   ReadArgs a;
   const auto& args = ctx.args;
-  size_t i = 1;
-  for (; i < args.size(); ++i) {
-    const std::string_view t = args[i];
-    const size_t left = args.size() - i - 1;
-    if (EqualsIgnoreCase(t, "BLOCK") && left >= 1) {
-      auto n = ParseInt64(args[++i]);
-      if (!n) return ctx.reply.Error(errors::kTimeoutNotInteger), std::nullopt;
-      if (*n < 0) return ctx.reply.Error(errors::kTimeoutNegative), std::nullopt;
+  ArgReader r(ctx, 1);
+  while (r.more()) {
+    if (r.Keyword("BLOCK", 1)) {
+      auto n = r.Integer(INT64_MIN, INT64_MAX, errors::kTimeoutNotInteger);
+      if (!n) return std::nullopt;
+      if (*n < 0) return r.Fail(errors::kTimeoutNegative), std::nullopt;
       a.block = true;
-    } else if (EqualsIgnoreCase(t, "COUNT") && left >= 1) {
-      auto n = ParseInt64(args[++i]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
+    } else if (r.Keyword("COUNT", 1)) {
+      auto n = r.Integer();
+      if (!n) return std::nullopt;
       a.count = std::max<int64_t>(*n, 0);
-    } else if (EqualsIgnoreCase(t, "STREAMS") && left >= 1) {
-      ++i;
+    } else if (r.Keyword("STREAMS", 1)) {
       break;
-    } else if (EqualsIgnoreCase(t, "GROUP") && left >= 2 && with_group) {
-      a.group = args[i + 1], a.consumer = args[i + 2];
-      i += 2;
-    } else if (EqualsIgnoreCase(t, "NOACK") && with_group) {
+    } else if (with_group && r.Keyword("GROUP", 2)) {
+      a.group = r.Next(), a.consumer = r.Next();
+    } else if (with_group && r.Keyword("NOACK")) {
       a.noack = true;
     } else {
-      return ctx.reply.Error(errors::kSyntax), std::nullopt;
+      return r.Fail(errors::kSyntax), std::nullopt;
     }
   }
+  const size_t i = r.position();
   const size_t rest = args.size() - i;
   if (i >= args.size() || rest % 2 != 0) {
     ctx.reply.Error(errors::UnbalancedStreams(with_group ? "xreadgroup" : "xread"));

@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "common/numbers.h"
 #include "engine/engine.h"
@@ -88,28 +89,21 @@ std::mt19937_64& Rng() {
 }
 
 // An integer argument as Redis's getLongFromObjectOrReply; nullopt with the error queued.
-std::optional<int64_t> IntArgument(Context& ctx, std::string_view text) {
-  auto n = ParseInt64(text);
-  if (!n) ctx.reply.Error(errors::kNotInteger);
-  return n;
+std::optional<int64_t> IntArgument(Context& ctx, size_t index) {
+  return ArgReader(ctx, index).Integer();
 }
 
 // A count as Redis's getPositiveLongFromObjectOrReply (SPOP, LPOP, RPOP): one error for a
 // negative count and for one that is no integer.
-std::optional<int64_t> PositiveCount(Context& ctx, std::string_view text) {
-  auto n = ParseInt64(text);
-  if (!n || *n < 0) {
-    ctx.reply.Error(errors::kNotPositive);
-    return std::nullopt;
-  }
-  return n;
+std::optional<int64_t> PositiveCount(Context& ctx, size_t index) {
+  return ArgReader(ctx, index).Integer(0, INT64_MAX, errors::kNotPositive);
 }
 
 // SPOP and LPOP/RPOP: the optional count after the key (Redis's third argument). False when the
 // error reply was queued; `count` stays empty without one.
 bool OptionalCount(Context& ctx, std::optional<int64_t>& count) {
   if (ctx.args.size() < 3) return true;
-  count = PositiveCount(ctx, ctx.args[2]);
+  count = PositiveCount(ctx, 2);
   return count.has_value();
 }
 
@@ -212,7 +206,7 @@ void SRandMember(Context& ctx) {
   if (ctx.args.size() > 3) return ctx.reply.Error(errors::kSyntax);
   std::optional<int64_t> count;
   if (ctx.args.size() == 3) {
-    count = IntArgument(ctx, ctx.args[2]);
+    count = IntArgument(ctx, 2);
     if (!count) return;
     if (*count == INT64_MIN) return ctx.reply.Error(errors::kCountOutOfRange);
   }
@@ -362,9 +356,9 @@ std::optional<std::pair<size_t, size_t>> Range(int64_t start, int64_t stop, size
 }
 
 void LRange(Context& ctx) {
-  auto start = IntArgument(ctx, ctx.args[2]);
+  auto start = IntArgument(ctx, 2);
   if (!start) return;
-  auto stop = IntArgument(ctx, ctx.args[3]);
+  auto stop = IntArgument(ctx, 3);
   if (!stop) return;
   Loaded list;
   if (!Load(ctx, ctx.args[1], KeyType::kList, true, list)) return;
@@ -386,7 +380,7 @@ void LIndex(Context& ctx) {
   Loaded list;
   if (!Load(ctx, ctx.args[1], KeyType::kList, true, list)) return;
   if (!list.exists) return ctx.reply.Null();
-  auto index = IntArgument(ctx, ctx.args[2]);
+  auto index = IntArgument(ctx, 2);
   if (!index) return;
   auto at = Position(*index, list.members.size());
   if (!at) return ctx.reply.Null();
@@ -399,7 +393,7 @@ void LSet(Context& ctx) {
   Loaded list;
   if (!Load(ctx, key, KeyType::kList, false, list)) return;
   if (!list.exists) return ctx.reply.Error(errors::kNoSuchKey);  // before the index, as Redis
-  auto index = IntArgument(ctx, ctx.args[2]);
+  auto index = IntArgument(ctx, 2);
   if (!index) return;
   auto at = Position(*index, list.members.size());
   if (!at) return ctx.reply.Error(errors::kIndexOutOfRange);
@@ -408,7 +402,7 @@ void LSet(Context& ctx) {
 }
 
 void LRem(Context& ctx) {
-  auto count = IntArgument(ctx, ctx.args[2]);
+  auto count = IntArgument(ctx, 2);
   if (!count) return;
   const std::string_view key = ctx.args[1], element = ctx.args[3];
   KeyLocks lock(ctx.engine, key);
@@ -437,9 +431,9 @@ void LRem(Context& ctx) {
 }
 
 void LTrim(Context& ctx) {
-  auto start = IntArgument(ctx, ctx.args[2]);
+  auto start = IntArgument(ctx, 2);
   if (!start) return;
-  auto stop = IntArgument(ctx, ctx.args[3]);
+  auto stop = IntArgument(ctx, 3);
   if (!stop) return;
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);

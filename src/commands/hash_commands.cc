@@ -201,8 +201,8 @@ void HKeys(Context& ctx) { ReplyAll(ctx, true, false); }
 void HVals(Context& ctx) { ReplyAll(ctx, false, true); }
 
 void HIncrBy(Context& ctx) {
-  const auto increment = ParseInt64(ctx.args[3]);
-  if (!increment) return ctx.reply.Error(errors::kNotInteger);
+  const auto increment = ArgReader(ctx, 3).Integer();
+  if (!increment) return;
   int64_t result = 0;
   const std::string_view key = ctx.args[1], field = ctx.args[2];
   KeyLocks lock(ctx.engine, key);
@@ -273,13 +273,14 @@ void HRandField(Context& ctx) {
     const std::vector<std::string> pairs = Pairs(hash);
     return ctx.reply.Bulk(pairs[2 * (Rng()() % (pairs.size() / 2))]);
   }
-  const auto count = ParseInt64(ctx.args[2]);
-  if (!count) return ctx.reply.Error(errors::kNotInteger);
+  ArgReader r(ctx, 2);
+  const auto count = r.Integer();
+  if (!count) return;
   if (*count == INT64_MIN) {
     return ctx.reply.Error(errors::kCountOutOfRange);
   }
   const bool with_values = ctx.args.size() == 4;
-  if (ctx.args.size() > 4 || (with_values && !EqualsIgnoreCase(ctx.args[3], "WITHVALUES"))) {
+  if (ctx.args.size() > 4 || (with_values && !r.Keyword("WITHVALUES"))) {
     return ctx.reply.Error(errors::kSyntax);
   }
   if (with_values && (*count < -INT64_MAX / 2 || *count > INT64_MAX / 2)) {

@@ -404,11 +404,11 @@ void Copy(Context& ctx) {
   const size_t db = SelectedDb(ctx);
   size_t to_db = db;
   bool replace = false;
-  for (size_t i = 3; i < ctx.args.size(); ++i) {
-    if (EqualsIgnoreCase(ctx.args[i], "REPLACE")) {
+  for (ArgReader r(ctx, 3); r.more();) {
+    if (r.Keyword("REPLACE")) {
       replace = true;
-    } else if (EqualsIgnoreCase(ctx.args[i], "DB") && i + 1 < ctx.args.size()) {
-      auto chosen = DbArg(ctx, ctx.args[++i]);
+    } else if (r.Keyword("DB", 1)) {
+      auto chosen = DbArg(ctx, r.Next());
       if (!chosen) return;
       to_db = *chosen;
     } else {
@@ -447,8 +447,8 @@ void SwapDb(Context& ctx) {
   std::optional<size_t> index[2];
   const std::string_view names[2] = {errors::kInvalidFirstDb, errors::kInvalidSecondDb};
   for (size_t i = 0; i < 2; ++i) {
-    auto n = ParseInt64(ctx.args[i + 1]);
-    if (!n || *n < INT32_MIN || *n > INT32_MAX) return ctx.reply.Error(names[i]);
+    auto n = ArgReader(ctx, i + 1).Integer(INT32_MIN, INT32_MAX, names[i]);
+    if (!n) return;
     if (*n < 0 || static_cast<uint64_t>(*n) >= ctx.engine.databases().count()) {
       return ctx.reply.Error(errors::kDbIndexOutOfRange);
     }

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/cold_reply.h"
 #include "commands/families.h"
 #include "common/ascii.h"
@@ -397,9 +398,11 @@ void StrLen(Context& ctx) {
 }
 
 void GetRange(Context& ctx) {
-  auto start = ParseInt64(ctx.args[2]);
-  auto end = ParseInt64(ctx.args[3]);
-  if (!start || !end) return ctx.reply.Error(errors::kNotInteger);
+  ArgReader r(ctx, 2);
+  auto start = r.Integer();
+  if (!start) return;
+  auto end = r.Integer();
+  if (!end) return;
   auto info = ReadKeyPlace(ctx, ctx.args[1]);
   if (!info) return ctx.reply.Bulk("");
   if (!StringOrMissing(ctx, info)) return;
@@ -426,8 +429,8 @@ void GetRange(Context& ctx) {
 }
 
 void SetRange(Context& ctx) {
-  auto offset = ParseInt64(ctx.args[2]);
-  if (!offset) return ctx.reply.Error(errors::kNotInteger);
+  auto offset = ArgReader(ctx, 2).Integer();
+  if (!offset) return;
   if (*offset < 0) return ctx.reply.Error(errors::kOffsetOutOfRange);
   const std::string_view key = ctx.args[1];
   const std::string_view patch = ctx.args[3];
@@ -537,14 +540,14 @@ void Incr(Context& ctx) { IncrBy(ctx, 1); }
 void Decr(Context& ctx) { IncrBy(ctx, -1); }
 
 void IncrByArg(Context& ctx) {
-  auto increment = ParseInt64(ctx.args[2]);
-  if (!increment) return ctx.reply.Error(errors::kNotInteger);
+  auto increment = ArgReader(ctx, 2).Integer();
+  if (!increment) return;
   IncrBy(ctx, *increment);
 }
 
 void DecrByArg(Context& ctx) {
-  auto decrement = ParseInt64(ctx.args[2]);
-  if (!decrement) return ctx.reply.Error(errors::kNotInteger);
+  auto decrement = ArgReader(ctx, 2).Integer();
+  if (!decrement) return;
   // Negating LLONG_MIN overflows.
   if (*decrement == std::numeric_limits<int64_t>::min()) {
     return ctx.reply.Error(errors::kDecrOverflow);
@@ -591,10 +594,8 @@ uint8_t BitMask(uint64_t offset) { return static_cast<uint8_t>(1u << (7 - (offse
 void SetBit(Context& ctx) {
   const auto offset = BitOffset(ctx, ctx.args[2]);
   if (!offset) return;
-  const auto on = ParseInt64(ctx.args[3]);
-  if (!on || (*on & ~int64_t{1}) != 0) {
-    return ctx.reply.Error(errors::kBitValue);
-  }
+  const auto on = ArgReader(ctx, 3).Integer(0, 1, errors::kBitValue);
+  if (!on) return;
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
   auto info = WriteKey(ctx, key);
@@ -635,17 +636,16 @@ void Lcs(Context& ctx) {
   const std::string_view b = second ? second->value.view() : std::string_view();
   bool want_len = false, want_idx = false, with_match_len = false;
   int64_t min_match_len = 0;
-  for (size_t i = 3; i < ctx.args.size(); ++i) {
-    const std::string_view option = ctx.args[i];
-    if (EqualsIgnoreCase(option, "IDX")) {
+  for (ArgReader r(ctx, 3); r.more();) {
+    if (r.Keyword("IDX")) {
       want_idx = true;
-    } else if (EqualsIgnoreCase(option, "LEN")) {
+    } else if (r.Keyword("LEN")) {
       want_len = true;
-    } else if (EqualsIgnoreCase(option, "WITHMATCHLEN")) {
+    } else if (r.Keyword("WITHMATCHLEN")) {
       with_match_len = true;
-    } else if (EqualsIgnoreCase(option, "MINMATCHLEN") && i + 1 < ctx.args.size()) {
-      auto n = ParseInt64(ctx.args[++i]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger);
+    } else if (r.Keyword("MINMATCHLEN", 1)) {
+      auto n = r.Integer();
+      if (!n) return;
       min_match_len = std::max<int64_t>(*n, 0);
     } else {
       return ctx.reply.Error(errors::kSyntax);

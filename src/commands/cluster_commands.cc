@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cluster/cluster_state.h"
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "common/ascii.h"
 #include "common/key_slot.h"
@@ -33,12 +34,9 @@ std::shared_ptr<const Topology> SnapshotOrReply(Context& ctx) {
 }
 
 // Redis's getSlotOrReply.
-std::optional<uint16_t> SlotOrReply(Context& ctx, std::string_view text) {
-  auto n = ParseInt64(text);
-  if (!n || *n < 0 || *n >= kClusterSlots) {
-    ctx.reply.Error(errors::kInvalidSlot);
-    return std::nullopt;
-  }
+std::optional<uint16_t> SlotOrReply(Context& ctx, size_t index) {
+  auto n = ArgReader(ctx, index).Integer(0, kClusterSlots - 1, errors::kInvalidSlot);
+  if (!n) return std::nullopt;
   return static_cast<uint16_t>(*n);
 }
 
@@ -140,8 +138,8 @@ void ClusterKeySlot(Context& ctx) {
 
 void ClusterCountKeysInSlot(Context& ctx) {
   if (!ClusterOrReply(ctx)) return;
-  auto slot = ParseInt64(ctx.args[2]);
-  if (!slot) return ctx.reply.Error(errors::kNotInteger);
+  auto slot = ArgReader(ctx, 2).Integer();
+  if (!slot) return;
   if (*slot < 0 || *slot >= kClusterSlots) return ctx.reply.Error(errors::kInvalidSlotShort);
   ctx.reply.Integer(
       static_cast<int64_t>(ctx.engine.database(0).keys.CountInSlot(static_cast<uint16_t>(*slot))));
@@ -149,9 +147,11 @@ void ClusterCountKeysInSlot(Context& ctx) {
 
 void ClusterGetKeysInSlot(Context& ctx) {
   if (!ClusterOrReply(ctx)) return;
-  auto slot = ParseInt64(ctx.args[2]);
-  auto count = ParseInt64(ctx.args[3]);
-  if (!slot || !count) return ctx.reply.Error(errors::kNotInteger);
+  ArgReader r(ctx, 2);
+  auto slot = r.Integer();
+  if (!slot) return;
+  auto count = r.Integer();
+  if (!count) return;
   if (*count < 0 || *slot < 0 || *slot >= kClusterSlots) {
     return ctx.reply.Error(errors::kInvalidSlotOrCount);
   }
@@ -171,9 +171,9 @@ std::optional<std::vector<uint16_t>> SlotsOrReply(Context& ctx, bool ranges) {
     return std::nullopt;
   }
   for (size_t i = 2; i < argc; i += ranges ? 2 : 1) {
-    auto first = SlotOrReply(ctx, ctx.args[i]);
+    auto first = SlotOrReply(ctx, i);
     if (!first) return std::nullopt;
-    auto last = ranges ? SlotOrReply(ctx, ctx.args[i + 1]) : first;
+    auto last = ranges ? SlotOrReply(ctx, i + 1) : first;
     if (!last) return std::nullopt;
     if (*first > *last) {
       ctx.reply.Error(errors::StartSlotAfterEnd(*first, *last));
@@ -242,7 +242,7 @@ bool BumpConfigEpoch(Topology& t) {
 void ClusterSetSlot(Context& ctx) {
   cluster::ClusterState* state = ClusterOrReply(ctx);
   if (state == nullptr) return;
-  auto slot = SlotOrReply(ctx, ctx.args[2]);
+  auto slot = SlotOrReply(ctx, 2);
   if (!slot) return;
   const std::string action = AsciiLower(ctx.args[3]);
   const size_t argc = ctx.args.size();
@@ -300,8 +300,8 @@ void ClusterBumpEpoch(Context& ctx) {
 void ClusterSetConfigEpoch(Context& ctx) {
   cluster::ClusterState* state = ClusterOrReply(ctx);
   if (state == nullptr) return;
-  auto epoch = ParseInt64(ctx.args[2]);
-  if (!epoch) return ctx.reply.Error(errors::kNotInteger);
+  auto epoch = ArgReader(ctx, 2).Integer();
+  if (!epoch) return;
   if (*epoch < 0) {
     return ctx.reply.Error(errors::InvalidConfigEpoch(*epoch));
   }

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "commands/migrate_link.h"
 #include "commands/vstore_shared.h"
@@ -62,28 +63,23 @@ struct RestoreOptions {
 // Redis's option loop: IDLETIME and FREQ exclude each other (the second one is a syntax error).
 std::optional<RestoreOptions> ParseRestoreOptions(Context& ctx) {
   RestoreOptions o;
-  const size_t n = ctx.args.size();
-  for (size_t j = 4; j < n; ++j) {
-    const std::string_view arg = ctx.args[j];
-    const size_t more = n - j - 1;
-    if (EqualsIgnoreCase(arg, "replace")) {
+  for (ArgReader r(ctx, 4); r.more();) {
+    if (r.Keyword("replace")) {
       o.replace = true;
-    } else if (EqualsIgnoreCase(arg, "absttl")) {
+    } else if (r.Keyword("absttl")) {
       o.absttl = true;
-    } else if (EqualsIgnoreCase(arg, "idletime") && more >= 1 && o.freq == -1) {
-      auto v = ParseInt64(ctx.args[++j]);
-      if (!v) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
-      if (*v < 0) return ctx.reply.Error(errors::kIdleTimeNegative), std::nullopt;
+    } else if (o.freq == -1 && r.Keyword("idletime", 1)) {
+      auto v = r.Integer();
+      if (!v) return std::nullopt;
+      if (*v < 0) return r.Fail(errors::kIdleTimeNegative), std::nullopt;
       o.idle = *v;
-    } else if (EqualsIgnoreCase(arg, "freq") && more >= 1 && o.idle == -1) {
-      auto v = ParseInt64(ctx.args[++j]);
-      if (!v) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
-      if (*v < 0 || *v > 255) {
-        return ctx.reply.Error(errors::kFreqOutOfRange), std::nullopt;
-      }
+    } else if (o.idle == -1 && r.Keyword("freq", 1)) {
+      auto v = r.Integer();
+      if (!v) return std::nullopt;
+      if (*v < 0 || *v > 255) return r.Fail(errors::kFreqOutOfRange), std::nullopt;
       o.freq = *v;
     } else {
-      return ctx.reply.Error(errors::kSyntax), std::nullopt;
+      return r.Fail(errors::kSyntax), std::nullopt;
     }
   }
   return o;
@@ -141,8 +137,8 @@ void Restore(Context& ctx) {
   if (!options->replace && LookupKey(ctx, key, /*touch=*/false)) {
     return ctx.reply.Error(errors::kBusyKey);
   }
-  auto ttl = ParseInt64(ctx.args[2]);
-  if (!ttl) return ctx.reply.Error(errors::kNotInteger);
+  auto ttl = ArgReader(ctx, 2).Integer();
+  if (!ttl) return;
   if (*ttl < 0) return ctx.reply.Error(errors::kTtlNegative);
 
   // Decoded and checked whole before anything changes: a bad payload changes nothing.
@@ -216,36 +212,32 @@ struct MigrateArgs {
 
 std::optional<MigrateArgs> ParseMigrateArgs(Context& ctx) {
   MigrateArgs a;
-  const size_t n = ctx.args.size();
-  for (size_t j = 6; j < n; ++j) {
-    const std::string_view arg = ctx.args[j];
-    const size_t more = n - 1 - j;
-    if (EqualsIgnoreCase(arg, "copy")) {
+  for (ArgReader r(ctx, 6); r.more();) {
+    if (r.Keyword("copy")) {
       a.copy = true;
-    } else if (EqualsIgnoreCase(arg, "replace")) {
+    } else if (r.Keyword("replace")) {
       a.replace = true;
-    } else if (EqualsIgnoreCase(arg, "auth")) {
-      if (more < 1) return ctx.reply.Error(errors::kSyntax), std::nullopt;
-      a.password = std::string(ctx.args[++j]);
-    } else if (EqualsIgnoreCase(arg, "auth2")) {
-      if (more < 2) return ctx.reply.Error(errors::kSyntax), std::nullopt;
-      a.user = std::string(ctx.args[++j]);
-      a.password = std::string(ctx.args[++j]);
-    } else if (EqualsIgnoreCase(arg, "keys")) {
-      if (!ctx.args[3].empty()) {
-        ctx.reply.Error(errors::kMigrateKeysNeedsEmptyKey);
-        return std::nullopt;
-      }
-      a.first_key = j + 1;
-      a.num_keys = n - j - 1;
+    } else if (r.Keyword("auth")) {
+      if (r.remaining() < 1) return r.Fail(errors::kSyntax), std::nullopt;
+      a.password = std::string(r.Next());
+    } else if (r.Keyword("auth2")) {
+      if (r.remaining() < 2) return r.Fail(errors::kSyntax), std::nullopt;
+      a.user = std::string(r.Next());
+      a.password = std::string(r.Next());
+    } else if (r.Keyword("keys")) {
+      if (!ctx.args[3].empty()) return r.Fail(errors::kMigrateKeysNeedsEmptyKey), std::nullopt;
+      a.first_key = r.position();
+      a.num_keys = r.remaining();
       break;
     } else {
-      return ctx.reply.Error(errors::kSyntax), std::nullopt;
+      return r.Fail(errors::kSyntax), std::nullopt;
     }
   }
-  auto timeout = ParseInt64(ctx.args[5]);
-  auto db = ParseInt64(ctx.args[4]);
-  if (!timeout || !db) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
+  ArgReader numbers(ctx, 4);
+  auto db = numbers.Integer();
+  if (!db) return std::nullopt;
+  auto timeout = numbers.Integer();
+  if (!timeout) return std::nullopt;
   a.timeout_ms =
       *timeout <= 0 ? 1000 : std::min<int64_t>(*timeout, std::numeric_limits<int>::max());
   a.db = *db;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
@@ -83,27 +84,26 @@ void Register(Context& ctx) {
   record.ns = ns;
   record.kv_dim = static_cast<uint32_t>(*dim);
   record.tier = static_cast<uint32_t>(*tier);
-  for (size_t i = 4; i < args.size();) {
-    if (EqualsIgnoreCase(args[i], "BLOCKS") && i + 3 < args.size()) {
-      auto bs = vstore::ParseCount(args[i + 1]);
-      auto n = vstore::ParseCount(args[i + 2]);
+  for (ArgReader r(ctx, 4); r.more();) {
+    if (r.Keyword("BLOCKS", 3)) {
+      auto bs = vstore::ParseCount(r.Next());
+      auto n = vstore::ParseCount(r.Next());
       if (!bs || *bs < 1 || *bs > kMaxBlockSize || !n || *n > kMaxBlocks) {
         return ctx.reply.Error(errors::KvInvalidBlocks(kMaxBlockSize, kMaxBlocks));
       }
-      if (args[i + 3].size() != *n * 8) {
+      const size_t blob = r.position();
+      if (r.Next().size() != *n * 8) {
         return ctx.reply.Error(
-            errors::KvBlobSize("KV.PREFIX.REGISTER: BLOCKS", args[i + 3].size(), *n));
+            errors::KvBlobSize("KV.PREFIX.REGISTER: BLOCKS", args[blob].size(), *n));
       }
       record.block_size = static_cast<uint32_t>(*bs);
-      record.block_hashes.pieces = {args.TakeBytes(i + 3)};
-      i += 4;
-    } else if (EqualsIgnoreCase(args[i], "PREFILL_MS") && i + 1 < args.size()) {
-      auto prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.REGISTER", args[i + 1]);
+      record.block_hashes.pieces = {args.TakeBytes(blob)};
+    } else if (r.Keyword("PREFILL_MS", 1)) {
+      auto prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.REGISTER", r.Next());
       if (!prefill_us) return;
       record.prefill_us = *prefill_us;
-      i += 2;
     } else {
-      return ctx.reply.Error(errors::KvUnknownOption("KV.PREFIX.REGISTER", args[i].substr(0, 64),
+      return ctx.reply.Error(errors::KvUnknownOption("KV.PREFIX.REGISTER", r.Peek().substr(0, 64),
                                                      "BLOCKS <bs> <n> <blob> or PREFILL_MS <ms>"));
     }
   }
@@ -124,18 +124,17 @@ void Lookup(Context& ctx) {
   const std::string_view ns = args[1];
   if (!ValidNamespace(ctx, ns)) return;
   std::optional<uint64_t> tokens, prefill_us;
-  for (size_t i = 2; i < args.size(); i += 2) {
-    if (i + 1 >= args.size()) return ctx.reply.Error(errors::kSyntax);
-    if (EqualsIgnoreCase(args[i], "TOKENS")) {
-      tokens = vstore::ParseCount(args[i + 1]);
-      if (!tokens) {
-        return ctx.reply.Error(errors::KvInvalidTokens(args[i + 1].substr(0, 64)));
-      }
-    } else if (EqualsIgnoreCase(args[i], "PREFILL_MS")) {
-      prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.LOOKUP", args[i + 1]);
+  for (ArgReader r(ctx, 2); r.more();) {
+    if (r.remaining() < 2) return ctx.reply.Error(errors::kSyntax);
+    if (r.Keyword("TOKENS")) {
+      const std::string_view text = r.Next();
+      tokens = vstore::ParseCount(text);
+      if (!tokens) return ctx.reply.Error(errors::KvInvalidTokens(text.substr(0, 64)));
+    } else if (r.Keyword("PREFILL_MS")) {
+      prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.LOOKUP", r.Next());
       if (!prefill_us) return;
     } else {
-      return ctx.reply.Error(errors::KvUnknownOption("KV.PREFIX.LOOKUP", args[i].substr(0, 64),
+      return ctx.reply.Error(errors::KvUnknownOption("KV.PREFIX.LOOKUP", r.Peek().substr(0, 64),
                                                      "TOKENS <n> or PREFILL_MS <ms>"));
     }
   }

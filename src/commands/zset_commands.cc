@@ -474,8 +474,8 @@ void Pop(Context& ctx, bool max) {
   if (ctx.args.size() > 3) return ctx.reply.Error(errors::kSyntax);
   int64_t count = 1;
   if (ctx.args.size() == 3) {
-    auto n = ParseInt64(ctx.args[2]);
-    if (!n || *n < 0) return ctx.reply.Error(errors::kNotPositive);
+    auto n = ArgReader(ctx, 2).Integer(0, INT64_MAX, errors::kNotPositive);
+    if (!n) return;
     count = *n;
   }
   const std::string_view key = ctx.args[1];
@@ -497,8 +497,8 @@ void Pop(Context& ctx, bool max) {
 // ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first of the keys that holds
 // members; [key, [[member, score], ...]], or a null array when none does (Redis 7.0).
 void ZMPop(Context& ctx) {
-  const auto numkeys = ParseInt64(ctx.args[1]);
-  if (!numkeys || *numkeys < 1) return ctx.reply.Error(errors::kNumKeysNotPositive);
+  const auto numkeys = ArgReader(ctx, 1).Integer(1, INT64_MAX, errors::kNumKeysNotPositive);
+  if (!numkeys) return;
   const uint64_t where_at = 2 + static_cast<uint64_t>(*numkeys);
   if (where_at >= ctx.args.size()) return ctx.reply.Error(errors::kSyntax);
   ArgReader r(ctx, where_at);

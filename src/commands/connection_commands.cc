@@ -131,8 +131,8 @@ void Reset(Context& ctx) {
 }
 
 void Select(Context& ctx) {
-  auto db = ParseInt64(ctx.args[1]);
-  if (!db) return ctx.reply.Error(errors::kNotInteger);
+  auto db = ArgReader(ctx, 1).Integer();
+  if (!db) return;
   if (*db < INT32_MIN || *db > INT32_MAX) return ctx.reply.Error(errors::kDbIndexNotInt32);
   if (ctx.engine.cluster != nullptr && *db != 0) return ctx.reply.Error(errors::kSelectInCluster);
   if (*db < 0 || static_cast<uint64_t>(*db) >= ctx.engine.databases().count()) {

@@ -228,13 +228,6 @@ inline constexpr std::string_view kForgetMyself = "ERR I tried hard but I can't 
 inline constexpr std::string_view kResetWithKeys =
     "ERR CLUSTER RESET can't be called with master nodes containing keys";
 
-// ---- prefixd's own commands and limits ----------------------------------------------------------
-inline constexpr std::string_view kBlockUnsupported =
-    "ERR BLOCK is not supported by this server: it answers at once when data is there and "
-    "refuses to wait for new entries";
-inline constexpr std::string_view kPersistenceOff =
-    "ERR persistence is off (appendonly no): there is nothing to save to";
-
 std::string HelloSyntax(std::string_view option);
 std::string UnrecognizedOption(std::string_view option);
 std::string LibField(bool name);  // CLIENT SETINFO's text for a bad lib-name / lib-ver
@@ -282,7 +275,14 @@ std::string InvalidConfigEpoch(int64_t epoch);
 std::string ClusterConfigSave(std::string_view why);
 std::string ClusterUnsupported(std::string_view subcommand_upper);
 
-// Persistence, SAVE's and the log's (a lower layer's reason after "ERR ").
+// ---- prefixd's own commands and limits ----------------------------------------------------------
+// XREAD's and XREADGROUP's BLOCK when it would wait.
+inline constexpr std::string_view kBlockUnsupported =
+    "ERR BLOCK is not supported by this server: it answers at once when data is there and "
+    "refuses to wait for new entries";
+// Persistence: SAVE and BGSAVE without a log, and a lower layer's reason after "ERR ".
+inline constexpr std::string_view kPersistenceOff =
+    "ERR persistence is off (appendonly no): there is nothing to save to";
 std::string SaveFailed(std::string_view why);
 // V.* and KV.PREFIX.* (commands/vstore_shared.h, vstore_commands.cc, kvprefix_commands.cc).
 inline constexpr std::string_view kSessionNotFound = "ERR session not found";

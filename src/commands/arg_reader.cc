@@ -5,14 +5,15 @@
 
 namespace prefixd::commands {
 
-bool ArgReader::Keyword(std::string_view keyword) {
-  if (!more() || !EqualsIgnoreCase(Peek(), keyword)) return false;
+bool ArgReader::Keyword(std::string_view keyword, size_t values) {
+  if (remaining() <= values || !EqualsIgnoreCase(Peek(), keyword)) return false;
   ++next_;
   return true;
 }
 
-std::optional<size_t> ArgReader::OneOf(std::initializer_list<std::string_view> keywords) {
-  if (!more()) return std::nullopt;
+std::optional<size_t> ArgReader::OneOf(std::initializer_list<std::string_view> keywords,
+                                       size_t values) {
+  if (remaining() <= values) return std::nullopt;
   size_t index = 0;
   for (std::string_view k : keywords) {
     if (EqualsIgnoreCase(Peek(), k)) {

@@ -1,7 +1,7 @@
-// ArgReader: how a handler reads its arguments, left to right: keywords matched in any case,
-// integers parsed strictly within a range, and on a bad argument Redis's error text queued on the
-// reply (the texts live in errors.h), and the SCAN family's options. Made per handler call on the
-// calling io thread.
+// ArgReader: how a handler reads its arguments, left to right: keywords matched in any case (an
+// option's name only when its values follow), integers parsed strictly within a range, and on a
+// bad argument Redis's error text queued on the reply (the texts live in errors.h), and the SCAN
+// family's options. Made per handler call on the calling io thread.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +22,18 @@ class ArgReader {
 
   bool more() const { return next_ < ctx_.args.size(); }
   size_t remaining() const { return more() ? ctx_.args.size() - next_ : 0; }
+  // The index in ctx.args of the next argument.
+  size_t position() const { return next_; }
   std::string_view Peek() const { return ctx_.args[next_]; }
   // The next argument, consumed. Call only while more().
   std::string_view Next() { return ctx_.args[next_++]; }
 
-  // Consumes the next argument when it is `keyword` in any case.
-  bool Keyword(std::string_view keyword);
-  // Consumes the next argument when it is one of `keywords` in any case; returns its index.
-  std::optional<size_t> OneOf(std::initializer_list<std::string_view> keywords);
+  // Consumes the next argument when it is `keyword` in any case and at least `values` arguments
+  // follow it (an option's values, as Redis's parsers check them before the option's name).
+  bool Keyword(std::string_view keyword, size_t values = 0);
+  // Consumes the next argument when it is one of `keywords` in any case and at least `values`
+  // arguments follow it; returns its index in `keywords`.
+  std::optional<size_t> OneOf(std::initializer_list<std::string_view> keywords, size_t values = 0);
 
   // Consumes the next argument as an integer within [min, max]; otherwise queues `error` and
   // returns nullopt.

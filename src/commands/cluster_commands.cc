@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cluster/cluster_state.h"
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "common/ascii.h"
 #include "common/key_slot.h"
@@ -33,12 +34,9 @@ std::shared_ptr<const Topology> SnapshotOrReply(Context& ctx) {
 }
 
 // Redis's getSlotOrReply.
-std::optional<uint16_t> SlotOrReply(Context& ctx, std::string_view text) {
-  auto n = ParseInt64(text);
-  if (!n || *n < 0 || *n >= kClusterSlots) {
-    ctx.reply.Error(errors::kInvalidSlot);
-    return std::nullopt;
-  }
+std::optional<uint16_t> SlotOrReply(Context& ctx, size_t index) {
+  auto n = ArgReader(ctx, index).Integer(0, kClusterSlots - 1, errors::kInvalidSlot);
+  if (!n) return std::nullopt;
   return static_cast<uint16_t>(*n);
 }
 
@@ -140,20 +138,22 @@ void ClusterKeySlot(Context& ctx) {
 
 void ClusterCountKeysInSlot(Context& ctx) {
   if (!ClusterOrReply(ctx)) return;
-  auto slot = ParseInt64(ctx.args[2]);
-  if (!slot) return ctx.reply.Error(errors::kNotInteger);
-  if (*slot < 0 || *slot >= kClusterSlots) return ctx.reply.Error("ERR Invalid slot");
+  auto slot = ArgReader(ctx, 2).Integer();
+  if (!slot) return;
+  if (*slot < 0 || *slot >= kClusterSlots) return ctx.reply.Error(errors::kInvalidSlotShort);
   ctx.reply.Integer(
       static_cast<int64_t>(ctx.engine.database(0).keys.CountInSlot(static_cast<uint16_t>(*slot))));
 }
 
 void ClusterGetKeysInSlot(Context& ctx) {
   if (!ClusterOrReply(ctx)) return;
-  auto slot = ParseInt64(ctx.args[2]);
-  auto count = ParseInt64(ctx.args[3]);
-  if (!slot || !count) return ctx.reply.Error(errors::kNotInteger);
+  ArgReader r(ctx, 2);
+  auto slot = r.Integer();
+  if (!slot) return;
+  auto count = r.Integer();
+  if (!count) return;
   if (*count < 0 || *slot < 0 || *slot >= kClusterSlots) {
-    return ctx.reply.Error("ERR Invalid slot or number of keys");
+    return ctx.reply.Error(errors::kInvalidSlotOrCount);
   }
   std::vector<std::string> keys = ctx.engine.database(0).keys.KeysInSlot(
       static_cast<uint16_t>(*slot), static_cast<size_t>(*count));
@@ -171,13 +171,12 @@ std::optional<std::vector<uint16_t>> SlotsOrReply(Context& ctx, bool ranges) {
     return std::nullopt;
   }
   for (size_t i = 2; i < argc; i += ranges ? 2 : 1) {
-    auto first = SlotOrReply(ctx, ctx.args[i]);
+    auto first = SlotOrReply(ctx, i);
     if (!first) return std::nullopt;
-    auto last = ranges ? SlotOrReply(ctx, ctx.args[i + 1]) : first;
+    auto last = ranges ? SlotOrReply(ctx, i + 1) : first;
     if (!last) return std::nullopt;
     if (*first > *last) {
-      ctx.reply.Error("ERR start slot number " + std::to_string(*first) +
-                      " is greater than end slot number " + std::to_string(*last));
+      ctx.reply.Error(errors::StartSlotAfterEnd(*first, *last));
       return std::nullopt;
     }
     for (uint32_t s = *first; s <= *last; ++s) slots.push_back(static_cast<uint16_t>(s));
@@ -193,11 +192,11 @@ void ChangeSlots(Context& ctx, bool add, bool ranges) {
   ReplyToChange(ctx, state->Change([&](Topology& t) -> std::string {
     std::vector<bool> seen(kClusterSlots, false);
     for (uint16_t s : *slots) {
-      if (add && t.owner[s] != kNoNode) return "ERR Slot " + std::to_string(s) + " is already busy";
+      if (add && t.owner[s] != kNoNode) return errors::SlotBusy(s);
       if (!add && t.owner[s] == kNoNode) {
-        return "ERR Slot " + std::to_string(s) + " is already unassigned";
+        return errors::SlotUnassigned(s);
       }
-      if (seen[s]) return "ERR Slot " + std::to_string(s) + " specified multiple times";
+      if (seen[s]) return errors::SlotRepeated(s);
       seen[s] = true;
     }
     for (uint16_t s : *slots) {
@@ -218,7 +217,7 @@ void ClusterFlushSlots(Context& ctx) {
   cluster::ClusterState* state = ClusterOrReply(ctx);
   if (state == nullptr) return;
   if (ctx.engine.database(0).keys.size() != 0) {
-    return ctx.reply.Error("ERR DB must be empty to perform CLUSTER FLUSHSLOTS.");
+    return ctx.reply.Error(errors::kFlushSlotsNotEmpty);
   }
   ReplyToChange(ctx, state->Change([](Topology& t) -> std::string {
     for (int16_t& owner : t.owner) {
@@ -243,7 +242,7 @@ bool BumpConfigEpoch(Topology& t) {
 void ClusterSetSlot(Context& ctx) {
   cluster::ClusterState* state = ClusterOrReply(ctx);
   if (state == nullptr) return;
-  auto slot = SlotOrReply(ctx, ctx.args[2]);
+  auto slot = SlotOrReply(ctx, 2);
   if (!slot) return;
   const std::string action = AsciiLower(ctx.args[3]);
   const size_t argc = ctx.args.size();
@@ -258,21 +257,20 @@ void ClusterSetSlot(Context& ctx) {
     const auto self = static_cast<int16_t>(t.myself);
     const int16_t node = with_node ? t.Find(node_id) : kNoNode;
     if (action == "migrating") {
-      if (t.owner[s] != self) return "ERR I'm not the owner of hash slot " + std::to_string(s);
-      if (node == kNoNode) return "ERR I don't know about node " + node_id;
+      if (t.owner[s] != self) return errors::NotSlotOwner(s);
+      if (node == kNoNode) return errors::DontKnowNode(node_id);
       t.migrating_to[s] = node;
     } else if (action == "importing") {
-      if (t.owner[s] == self) return "ERR I'm already the owner of hash slot " + std::to_string(s);
-      if (node == kNoNode) return "ERR I don't know about node " + node_id;
+      if (t.owner[s] == self) return errors::AlreadySlotOwner(s);
+      if (node == kNoNode) return errors::DontKnowNode(node_id);
       t.importing_from[s] = node;
     } else if (action == "stable") {
       t.migrating_to[s] = t.importing_from[s] = kNoNode;
     } else {
-      if (node == kNoNode) return "ERR Unknown node " + node_id;
+      if (node == kNoNode) return errors::UnknownNode(node_id);
       // Keys may not be left behind on a node that no longer serves their slot.
       if (t.owner[s] == self && node != self && keys_in_slot != 0) {
-        return "ERR Can't assign hashslot " + std::to_string(s) +
-               " to a different node while I still hold keys for this hash slot.";
+        return errors::SlotHasKeys(s);
       }
       if (keys_in_slot == 0) t.migrating_to[s] = kNoNode;
       if (node == self && t.importing_from[s] != kNoNode) {
@@ -302,17 +300,16 @@ void ClusterBumpEpoch(Context& ctx) {
 void ClusterSetConfigEpoch(Context& ctx) {
   cluster::ClusterState* state = ClusterOrReply(ctx);
   if (state == nullptr) return;
-  auto epoch = ParseInt64(ctx.args[2]);
-  if (!epoch) return ctx.reply.Error(errors::kNotInteger);
+  auto epoch = ArgReader(ctx, 2).Integer();
+  if (!epoch) return;
   if (*epoch < 0) {
-    return ctx.reply.Error("ERR Invalid config epoch specified: " + std::to_string(*epoch));
+    return ctx.reply.Error(errors::InvalidConfigEpoch(*epoch));
   }
   ReplyToChange(ctx, state->Change([&](Topology& t) -> std::string {
     if (t.nodes.size() > 1) {
-      return "ERR The user can assign a config epoch only when the node does not know any other "
-             "node.";
+      return std::string(errors::kEpochWithOtherNodes);
     }
-    if (t.Myself().config_epoch != 0) return "ERR Node config epoch is already non-zero";
+    if (t.Myself().config_epoch != 0) return std::string(errors::kEpochAlreadySet);
     t.nodes[t.myself].config_epoch = static_cast<uint64_t>(*epoch);
     t.current_epoch = std::max(t.current_epoch, static_cast<uint64_t>(*epoch));
     return {};
@@ -341,9 +338,9 @@ void ClusterForget(Context& ctx) {
   const std::string id(ctx.args[2]);
   ReplyToChange(ctx, state->Change([&](Topology& t) -> std::string {
     const int16_t node = t.Find(id);
-    if (node == kNoNode) return "ERR Unknown node " + id;
+    if (node == kNoNode) return errors::UnknownNode(id);
     if (node == static_cast<int16_t>(t.myself)) {
-      return "ERR I tried hard but I can't forget myself...";
+      return std::string(errors::kForgetMyself);
     }
     RemoveNode(t, node);
     return {};
@@ -362,7 +359,7 @@ void ClusterReset(Context& ctx) {
     return ctx.reply.Error(errors::kSyntax);
   }
   if (ctx.engine.database(0).keys.size() != 0) {
-    return ctx.reply.Error("ERR CLUSTER RESET can't be called with master nodes containing keys");
+    return ctx.reply.Error(errors::kResetWithKeys);
   }
   ReplyToChange(ctx, state->Change([&](Topology& t) -> std::string {
     cluster::Node self = t.Myself();
@@ -385,7 +382,7 @@ bool NamedNodeOrReply(Context& ctx) {
   auto t = SnapshotOrReply(ctx);
   if (!t) return false;
   if (t->Find(ctx.args[2]) != kNoNode) return true;
-  ctx.reply.Error("ERR Unknown node " + std::string(ctx.args[2]));
+  ctx.reply.Error(errors::UnknownNode(ctx.args[2]));
   return false;
 }
 
@@ -407,16 +404,14 @@ void ClusterSaveConfig(Context& ctx) {
   cluster::ClusterState* state = ClusterOrReply(ctx);
   if (state == nullptr) return;
   std::string error = state->Save();
-  if (!error.empty()) return ctx.reply.Error("ERR error saving the cluster node config: " + error);
+  if (!error.empty()) return ctx.reply.Error(errors::ClusterConfigSave(error));
   ctx.reply.Simple("OK");
 }
 
 // No cluster bus: the topology is written by whoever manages the cluster (docs/cluster.md).
 void ClusterNoBus(Context& ctx) {
   if (!ClusterOrReply(ctx)) return;
-  ctx.reply.Error("ERR CLUSTER " + AsciiUpper(ctx.args[1]) +
-                  " is not supported: prefixd nodes have no cluster bus and no replicas; list "
-                  "every node in each node's nodes.conf (docs/cluster.md)");
+  ctx.reply.Error(errors::ClusterUnsupported(AsciiUpper(ctx.args[1])));
 }
 
 void Asking(Context& ctx) {

@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "common/numbers.h"
 #include "engine/engine.h"
@@ -26,11 +27,6 @@ namespace {
 
 using store::KeyType;
 using store::SetEncoding;
-
-constexpr std::string_view kNotPositive = "ERR value is out of range, must be positive";
-constexpr std::string_view kOutOfRange = "ERR value is out of range";
-constexpr std::string_view kCountOutOfRange =
-    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 
 // A set or list key as a command reads it: `exists` false for a missing key (no members).
 struct Loaded {
@@ -93,28 +89,21 @@ std::mt19937_64& Rng() {
 }
 
 // An integer argument as Redis's getLongFromObjectOrReply; nullopt with the error queued.
-std::optional<int64_t> IntArgument(Context& ctx, std::string_view text) {
-  auto n = ParseInt64(text);
-  if (!n) ctx.reply.Error(errors::kNotInteger);
-  return n;
+std::optional<int64_t> IntArgument(Context& ctx, size_t index) {
+  return ArgReader(ctx, index).Integer();
 }
 
 // A count as Redis's getPositiveLongFromObjectOrReply (SPOP, LPOP, RPOP): one error for a
 // negative count and for one that is no integer.
-std::optional<int64_t> PositiveCount(Context& ctx, std::string_view text) {
-  auto n = ParseInt64(text);
-  if (!n || *n < 0) {
-    ctx.reply.Error(kNotPositive);
-    return std::nullopt;
-  }
-  return n;
+std::optional<int64_t> PositiveCount(Context& ctx, size_t index) {
+  return ArgReader(ctx, index).Integer(0, INT64_MAX, errors::kNotPositive);
 }
 
 // SPOP and LPOP/RPOP: the optional count after the key (Redis's third argument). False when the
 // error reply was queued; `count` stays empty without one.
 bool OptionalCount(Context& ctx, std::optional<int64_t>& count) {
   if (ctx.args.size() < 3) return true;
-  count = PositiveCount(ctx, ctx.args[2]);
+  count = PositiveCount(ctx, 2);
   return count.has_value();
 }
 
@@ -217,9 +206,9 @@ void SRandMember(Context& ctx) {
   if (ctx.args.size() > 3) return ctx.reply.Error(errors::kSyntax);
   std::optional<int64_t> count;
   if (ctx.args.size() == 3) {
-    count = IntArgument(ctx, ctx.args[2]);
+    count = IntArgument(ctx, 2);
     if (!count) return;
-    if (*count == INT64_MIN) return ctx.reply.Error(kCountOutOfRange);
+    if (*count == INT64_MIN) return ctx.reply.Error(errors::kCountOutOfRange);
   }
   Loaded set;
   if (!Load(ctx, ctx.args[1], KeyType::kSet, true, set)) return;
@@ -234,7 +223,7 @@ void SRandMember(Context& ctx) {
     // fit client-output-buffer-limit (6 bytes an element at least) is refused up front.
     const auto most =
         static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kClientOutputBufferLimit) / 6);
-    if (n > most) return ctx.reply.Error(kOutOfRange);
+    if (n > most) return ctx.reply.Error(errors::kOutOfRange);
     ctx.reply.ArrayLen(n);
     for (uint64_t i = 0; i < n; ++i) ctx.reply.Bulk(set.members[Rng()() % set.members.size()]);
     return;
@@ -367,9 +356,9 @@ std::optional<std::pair<size_t, size_t>> Range(int64_t start, int64_t stop, size
 }
 
 void LRange(Context& ctx) {
-  auto start = IntArgument(ctx, ctx.args[2]);
+  auto start = IntArgument(ctx, 2);
   if (!start) return;
-  auto stop = IntArgument(ctx, ctx.args[3]);
+  auto stop = IntArgument(ctx, 3);
   if (!stop) return;
   Loaded list;
   if (!Load(ctx, ctx.args[1], KeyType::kList, true, list)) return;
@@ -391,7 +380,7 @@ void LIndex(Context& ctx) {
   Loaded list;
   if (!Load(ctx, ctx.args[1], KeyType::kList, true, list)) return;
   if (!list.exists) return ctx.reply.Null();
-  auto index = IntArgument(ctx, ctx.args[2]);
+  auto index = IntArgument(ctx, 2);
   if (!index) return;
   auto at = Position(*index, list.members.size());
   if (!at) return ctx.reply.Null();
@@ -403,17 +392,17 @@ void LSet(Context& ctx) {
   KeyLocks lock(ctx.engine, key);
   Loaded list;
   if (!Load(ctx, key, KeyType::kList, false, list)) return;
-  if (!list.exists) return ctx.reply.Error("ERR no such key");  // before the index, as Redis
-  auto index = IntArgument(ctx, ctx.args[2]);
+  if (!list.exists) return ctx.reply.Error(errors::kNoSuchKey);  // before the index, as Redis
+  auto index = IntArgument(ctx, 2);
   if (!index) return;
   auto at = Position(*index, list.members.size());
-  if (!at) return ctx.reply.Error("ERR index out of range");
+  if (!at) return ctx.reply.Error(errors::kIndexOutOfRange);
   list.members[*at] = std::string(ctx.args[3]);
   if (Store(ctx, key, KeyType::kList, list)) ctx.reply.Simple("OK");
 }
 
 void LRem(Context& ctx) {
-  auto count = IntArgument(ctx, ctx.args[2]);
+  auto count = IntArgument(ctx, 2);
   if (!count) return;
   const std::string_view key = ctx.args[1], element = ctx.args[3];
   KeyLocks lock(ctx.engine, key);
@@ -442,9 +431,9 @@ void LRem(Context& ctx) {
 }
 
 void LTrim(Context& ctx) {
-  auto start = IntArgument(ctx, ctx.args[2]);
+  auto start = IntArgument(ctx, 2);
   if (!start) return;
-  auto stop = IntArgument(ctx, ctx.args[3]);
+  auto stop = IntArgument(ctx, 3);
   if (!stop) return;
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);

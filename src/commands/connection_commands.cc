@@ -71,15 +71,11 @@ void Hello(Context& ctx) {
     ctx.client.authenticated = true;
   }
   if (!ctx.client.authenticated) {
-    return ctx.reply.Error(
-        "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO "
-        "AUTH <user> <pass> option can be used to authenticate the client and select the RESP "
-        "protocol version at the same time");
+    return ctx.reply.Error(errors::kHelloNoAuth);
   }
   if (has_name) {
     if (!ValidClientName(name)) {
-      return ctx.reply.Error(
-          "ERR Client names cannot contain spaces, newlines or special characters.");
+      return ctx.reply.Error(errors::kClientName);
     }
     std::lock_guard lock(ctx.client.names_mu);
     ctx.client.name = name;
@@ -105,9 +101,7 @@ void Auth(Context& ctx) {
   std::string_view user = "default", password;
   if (args.size() == 2) {
     if (ctx.engine.settings().String(Setting::kRequirePass).empty()) {
-      return ctx.reply.Error(
-          "ERR AUTH <password> called without any password configured for the default user. Are "
-          "you sure your configuration is correct?");
+      return ctx.reply.Error(errors::kAuthWithoutPassword);
     }
     password = args[1];
   } else {
@@ -137,8 +131,8 @@ void Reset(Context& ctx) {
 }
 
 void Select(Context& ctx) {
-  auto db = ParseInt64(ctx.args[1]);
-  if (!db) return ctx.reply.Error(errors::kNotInteger);
+  auto db = ArgReader(ctx, 1).Integer();
+  if (!db) return;
   if (*db < INT32_MIN || *db > INT32_MAX) return ctx.reply.Error(errors::kDbIndexNotInt32);
   if (ctx.engine.cluster != nullptr && *db != 0) return ctx.reply.Error(errors::kSelectInCluster);
   if (*db < 0 || static_cast<uint64_t>(*db) >= ctx.engine.databases().count()) {

@@ -16,6 +16,7 @@ void AddCommands(Registry& registry) {
   RegisterHashCommands(registry);
   RegisterZsetCommands(registry);
   RegisterStreamCommands(registry);
+  RegisterStreamGroupCommands(registry);
   RegisterClusterCommands(registry);
   RegisterMigrateCommands(registry);
   RegisterTransactionCommands(registry);

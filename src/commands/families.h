@@ -64,6 +64,7 @@ void RegisterCollectionCommands(Registry& registry);
 void RegisterHashCommands(Registry& registry);
 void RegisterZsetCommands(Registry& registry);
 void RegisterStreamCommands(Registry& registry);
+void RegisterStreamGroupCommands(Registry& registry);
 void RegisterClusterCommands(Registry& registry);
 void RegisterMigrateCommands(Registry& registry);
 void RegisterTransactionCommands(Registry& registry);

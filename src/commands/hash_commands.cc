@@ -201,8 +201,8 @@ void HKeys(Context& ctx) { ReplyAll(ctx, true, false); }
 void HVals(Context& ctx) { ReplyAll(ctx, false, true); }
 
 void HIncrBy(Context& ctx) {
-  const auto increment = ParseInt64(ctx.args[3]);
-  if (!increment) return ctx.reply.Error(errors::kNotInteger);
+  const auto increment = ArgReader(ctx, 3).Integer();
+  if (!increment) return;
   int64_t result = 0;
   const std::string_view key = ctx.args[1], field = ctx.args[2];
   KeyLocks lock(ctx.engine, key);
@@ -211,11 +211,11 @@ void HIncrBy(Context& ctx) {
   int64_t value = 0;
   if (auto old = store::FieldValue(hash.value.view(), field)) {
     auto parsed = ParseInt64(*old);
-    if (!parsed) return ctx.reply.Error("ERR hash value is not an integer");
+    if (!parsed) return ctx.reply.Error(errors::kHashNotInteger);
     value = *parsed;
   }
   if (__builtin_add_overflow(value, *increment, &result)) {
-    return ctx.reply.Error("ERR increment or decrement would overflow");
+    return ctx.reply.Error(errors::kIncrOverflow);
   }
   if (SetPairs(ctx, key, hash, {std::string(field), std::to_string(result)})) {
     ctx.reply.Integer(result);
@@ -226,7 +226,7 @@ void HIncrByFloat(Context& ctx) {
   const auto increment = ParseLongDouble(ctx.args[3]);
   if (!increment) return ctx.reply.Error(errors::kNotFloat);
   if (std::isnan(*increment) || std::isinf(*increment)) {
-    return ctx.reply.Error("ERR value is NaN or Infinity");
+    return ctx.reply.Error(errors::kNaNOrInfinity);
   }
   const std::string_view key = ctx.args[1], field = ctx.args[2];
   KeyLocks lock(ctx.engine, key);
@@ -236,12 +236,12 @@ void HIncrByFloat(Context& ctx) {
   if (auto old = store::FieldValue(hash.value.view(), field)) {
     // Redis reads a stored value with its length (string2ld): a NUL inside is no float.
     auto parsed = ParseLongDouble(*old);
-    if (!parsed) return ctx.reply.Error("ERR hash value is not a float");
+    if (!parsed) return ctx.reply.Error(errors::kHashNotFloat);
     value = *parsed;
   }
   value += *increment;
   if (std::isnan(value) || std::isinf(value)) {
-    return ctx.reply.Error("ERR increment would produce NaN or Infinity");
+    return ctx.reply.Error(errors::kIncrNaN);
   }
   const std::string text = HumanLongDouble(value);
   if (SetPairs(ctx, key, hash, {std::string(field), text})) ctx.reply.Bulk(text);
@@ -273,19 +273,18 @@ void HRandField(Context& ctx) {
     const std::vector<std::string> pairs = Pairs(hash);
     return ctx.reply.Bulk(pairs[2 * (Rng()() % (pairs.size() / 2))]);
   }
-  const auto count = ParseInt64(ctx.args[2]);
-  if (!count) return ctx.reply.Error(errors::kNotInteger);
+  ArgReader r(ctx, 2);
+  const auto count = r.Integer();
+  if (!count) return;
   if (*count == INT64_MIN) {
-    return ctx.reply.Error(
-        "ERR value is out of range, value must between -9223372036854775807 and "
-        "9223372036854775807");
+    return ctx.reply.Error(errors::kCountOutOfRange);
   }
   const bool with_values = ctx.args.size() == 4;
-  if (ctx.args.size() > 4 || (with_values && !EqualsIgnoreCase(ctx.args[3], "WITHVALUES"))) {
+  if (ctx.args.size() > 4 || (with_values && !r.Keyword("WITHVALUES"))) {
     return ctx.reply.Error(errors::kSyntax);
   }
   if (with_values && (*count < -INT64_MAX / 2 || *count > INT64_MAX / 2)) {
-    return ctx.reply.Error("ERR value is out of range");
+    return ctx.reply.Error(errors::kOutOfRange);
   }
   Found hash;
   if (!Find(ctx, ctx.args[1], true, hash)) return;
@@ -299,7 +298,7 @@ void HRandField(Context& ctx) {
     // element at least) is refused up front instead of built.
     const auto most =
         static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kClientOutputBufferLimit) / 6);
-    if (n > most) return ctx.reply.Error("ERR value is out of range");
+    if (n > most) return ctx.reply.Error(errors::kOutOfRange);
     picked.reserve(n);
     for (uint64_t i = 0; i < n; ++i) picked.push_back(Rng()() % size);
     return ReplyPicked(ctx, pairs, picked, with_values);

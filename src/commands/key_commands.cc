@@ -357,15 +357,12 @@ bool CopyValue(Context& ctx, size_t from_db, std::string_view from, const KeyInf
     for (size_t i = 0; i < ids.size(); ++i) {
       if (values[i]) layers.emplace_back(ids[i], *values[i]);
     }
-    if (layers.empty()) return ctx.reply.Error("ERR no such key"), false;
+    if (layers.empty()) return ctx.reply.Error(errors::kNoSuchKey), false;
     if (!MutateIn(ctx, to_db, persist::SsmPut{std::string(to), std::move(layers)})) return false;
     return at == 0 || MutateIn(ctx, to_db, persist::KeyExpire{std::string(to), at});
   }
-  ctx.reply.Error(
-      "ERR " + AsciiUpper(ctx.spec.full_name) + " of a " +
-      std::string(store::KeyTypeName(info.type)) +
-      " key is not supported (strings, sets, lists, hashes, sorted sets, streams and ssm-prefix "
-      "sessions are)");
+  ctx.reply.Error(errors::MigrateUnsupportedType(AsciiUpper(ctx.spec.full_name),
+                                                 store::KeyTypeName(info.type)));
   return false;
 }
 
@@ -374,7 +371,7 @@ void RenameWith(Context& ctx, bool only_new) {
   const std::string_view keys[] = {from, to};
   KeyLocks lock(ctx.engine, keys);
   auto info = LookupKey(ctx, from, /*touch=*/true);
-  if (!info) return ctx.reply.Error("ERR no such key");
+  if (!info) return ctx.reply.Error(errors::kNoSuchKey);
   if (from == to) return only_new ? ctx.reply.Integer(0) : ctx.reply.Simple("OK");
   const size_t db = SelectedDb(ctx);
   auto existing = LookupKey(ctx, to, /*touch=*/false);
@@ -407,11 +404,11 @@ void Copy(Context& ctx) {
   const size_t db = SelectedDb(ctx);
   size_t to_db = db;
   bool replace = false;
-  for (size_t i = 3; i < ctx.args.size(); ++i) {
-    if (EqualsIgnoreCase(ctx.args[i], "REPLACE")) {
+  for (ArgReader r(ctx, 3); r.more();) {
+    if (r.Keyword("REPLACE")) {
       replace = true;
-    } else if (EqualsIgnoreCase(ctx.args[i], "DB") && i + 1 < ctx.args.size()) {
-      auto chosen = DbArg(ctx, ctx.args[++i]);
+    } else if (r.Keyword("DB", 1)) {
+      auto chosen = DbArg(ctx, r.Next());
       if (!chosen) return;
       to_db = *chosen;
     } else {
@@ -419,7 +416,7 @@ void Copy(Context& ctx) {
     }
   }
   if (from == to && db == to_db) {
-    return ctx.reply.Error("ERR source and destination objects are the same");
+    return ctx.reply.Error(errors::kSameObject);
   }
   const std::string_view keys[] = {from, to};
   KeyLocks lock(ctx.engine, keys);
@@ -436,7 +433,7 @@ void Move(Context& ctx) {
   auto to_db = DbArg(ctx, ctx.args[2]);
   if (!to_db) return;
   const size_t db = SelectedDb(ctx);
-  if (*to_db == db) return ctx.reply.Error("ERR source and destination objects are the same");
+  if (*to_db == db) return ctx.reply.Error(errors::kSameObject);
   KeyLocks lock(ctx.engine, key);
   auto info = LookupKey(ctx, key, /*touch=*/true);
   if (!info) return ctx.reply.Integer(0);
@@ -448,10 +445,10 @@ void Move(Context& ctx) {
 
 void SwapDb(Context& ctx) {
   std::optional<size_t> index[2];
-  const char* names[2] = {"ERR invalid first DB index", "ERR invalid second DB index"};
+  const std::string_view names[2] = {errors::kInvalidFirstDb, errors::kInvalidSecondDb};
   for (size_t i = 0; i < 2; ++i) {
-    auto n = ParseInt64(ctx.args[i + 1]);
-    if (!n || *n < INT32_MIN || *n > INT32_MAX) return ctx.reply.Error(names[i]);
+    auto n = ArgReader(ctx, i + 1).Integer(INT32_MIN, INT32_MAX, names[i]);
+    if (!n) return;
     if (*n < 0 || static_cast<uint64_t>(*n) >= ctx.engine.databases().count()) {
       return ctx.reply.Error(errors::kDbIndexOutOfRange);
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
@@ -50,8 +51,7 @@ std::optional<uint64_t> ParsePrefillMs(Context& ctx, std::string_view command,
   const double ms = std::strtod(s.c_str(), &end);
   if (s.empty() || end != s.c_str() + s.size() || errno != 0 || !(ms >= 0.0) ||
       ms > kMaxPrefillMs) {
-    ctx.reply.Error("ERR " + std::string(command) + ": invalid PREFILL_MS '" + s +
-                    "' (milliseconds, 0 to 86400000)");
+    ctx.reply.Error(errors::InvalidPrefillMs(command, s));
     return std::nullopt;
   }
   return static_cast<uint64_t>(std::llround(ms * 1000.0));
@@ -66,54 +66,45 @@ void Register(Context& ctx) {
   // guarantees their slots agree.
   if (ctx.engine.cluster != nullptr && (KeySlot(std::string(ns) + "_pk") != KeySlot(ns) ||
                                         KeySlot(std::string(ns) + "_pv") != KeySlot(ns))) {
-    return ctx.reply.Error(
-        "ERR KV.PREFIX.REGISTER: in cluster mode the namespace needs a hash tag, e.g. '{" +
-        std::string(ns) + "}', so that its _pk and _pv sessions live on its node");
+    return ctx.reply.Error(errors::KvNamespaceNeedsHashTag(ns));
   }
   const vstore::Limits limits = vstore::LimitsOf(ctx.engine);
   auto dim = vstore::ParseCount(args[2]);
   if (!dim || *dim < 1 || *dim > limits.max_dim) {
-    return ctx.reply.Error("ERR KV.PREFIX.REGISTER: invalid kv_dim (must be 1-" +
-                           std::to_string(limits.max_dim) + ")");
+    return ctx.reply.Error(errors::KvInvalidKvDim(limits.max_dim));
   }
   auto tier = store::ParseTier(args[3]);
   if (!tier) {
     return ctx.reply.Error(vstore::UnknownTierError("KV.PREFIX.REGISTER", "vquant", args[3]));
   }
   if (std::string why = store::CheckDim(*tier, static_cast<uint32_t>(*dim)); !why.empty()) {
-    return ctx.reply.Error("ERR KV.PREFIX.REGISTER: " + why);
+    return ctx.reply.Error(errors::CommandFailed("KV.PREFIX.REGISTER", why));
   }
   persist::KvRegister record;
   record.ns = ns;
   record.kv_dim = static_cast<uint32_t>(*dim);
   record.tier = static_cast<uint32_t>(*tier);
-  for (size_t i = 4; i < args.size();) {
-    if (EqualsIgnoreCase(args[i], "BLOCKS") && i + 3 < args.size()) {
-      auto bs = vstore::ParseCount(args[i + 1]);
-      auto n = vstore::ParseCount(args[i + 2]);
+  for (ArgReader r(ctx, 4); r.more();) {
+    if (r.Keyword("BLOCKS", 3)) {
+      auto bs = vstore::ParseCount(r.Next());
+      auto n = vstore::ParseCount(r.Next());
       if (!bs || *bs < 1 || *bs > kMaxBlockSize || !n || *n > kMaxBlocks) {
-        return ctx.reply.Error("ERR KV.PREFIX.REGISTER: invalid BLOCKS (block size 1-" +
-                               std::to_string(kMaxBlockSize) + ", count 0-" +
-                               std::to_string(kMaxBlocks) + ")");
+        return ctx.reply.Error(errors::KvInvalidBlocks(kMaxBlockSize, kMaxBlocks));
       }
-      if (args[i + 3].size() != *n * 8) {
-        return ctx.reply.Error("ERR KV.PREFIX.REGISTER: BLOCKS blob size " +
-                               std::to_string(args[i + 3].size()) + " != expected " +
-                               std::to_string(*n * 8) + " (" + std::to_string(*n) +
-                               " x u64 little-endian)");
+      const size_t blob = r.position();
+      if (r.Next().size() != *n * 8) {
+        return ctx.reply.Error(
+            errors::KvBlobSize("KV.PREFIX.REGISTER: BLOCKS", args[blob].size(), *n));
       }
       record.block_size = static_cast<uint32_t>(*bs);
-      record.block_hashes.pieces = {args.TakeBytes(i + 3)};
-      i += 4;
-    } else if (EqualsIgnoreCase(args[i], "PREFILL_MS") && i + 1 < args.size()) {
-      auto prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.REGISTER", args[i + 1]);
+      record.block_hashes.pieces = {args.TakeBytes(blob)};
+    } else if (r.Keyword("PREFILL_MS", 1)) {
+      auto prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.REGISTER", r.Next());
       if (!prefill_us) return;
       record.prefill_us = *prefill_us;
-      i += 2;
     } else {
-      return ctx.reply.Error("ERR KV.PREFIX.REGISTER: unknown option '" +
-                             std::string(args[i].substr(0, 64)) +
-                             "' (expected BLOCKS <bs> <n> <blob> or PREFILL_MS <ms>)");
+      return ctx.reply.Error(errors::KvUnknownOption("KV.PREFIX.REGISTER", r.Peek().substr(0, 64),
+                                                     "BLOCKS <bs> <n> <blob> or PREFILL_MS <ms>"));
     }
   }
   VectorStore& vs = Db(ctx).vectors;
@@ -133,21 +124,18 @@ void Lookup(Context& ctx) {
   const std::string_view ns = args[1];
   if (!ValidNamespace(ctx, ns)) return;
   std::optional<uint64_t> tokens, prefill_us;
-  for (size_t i = 2; i < args.size(); i += 2) {
-    if (i + 1 >= args.size()) return ctx.reply.Error(errors::kSyntax);
-    if (EqualsIgnoreCase(args[i], "TOKENS")) {
-      tokens = vstore::ParseCount(args[i + 1]);
-      if (!tokens) {
-        return ctx.reply.Error("ERR KV.PREFIX.LOOKUP: invalid TOKENS '" +
-                               std::string(args[i + 1].substr(0, 64)) + "'");
-      }
-    } else if (EqualsIgnoreCase(args[i], "PREFILL_MS")) {
-      prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.LOOKUP", args[i + 1]);
+  for (ArgReader r(ctx, 2); r.more();) {
+    if (r.remaining() < 2) return ctx.reply.Error(errors::kSyntax);
+    if (r.Keyword("TOKENS")) {
+      const std::string_view text = r.Next();
+      tokens = vstore::ParseCount(text);
+      if (!tokens) return ctx.reply.Error(errors::KvInvalidTokens(text.substr(0, 64)));
+    } else if (r.Keyword("PREFILL_MS")) {
+      prefill_us = ParsePrefillMs(ctx, "KV.PREFIX.LOOKUP", r.Next());
       if (!prefill_us) return;
     } else {
-      return ctx.reply.Error("ERR KV.PREFIX.LOOKUP: unknown option '" +
-                             std::string(args[i].substr(0, 64)) +
-                             "' (expected TOKENS <n> or PREFILL_MS <ms>)");
+      return ctx.reply.Error(errors::KvUnknownOption("KV.PREFIX.LOOKUP", r.Peek().substr(0, 64),
+                                                     "TOKENS <n> or PREFILL_MS <ms>"));
     }
   }
   const store::PrefixView view = Db(ctx).vectors.ViewPrefix(ns);
@@ -257,13 +245,10 @@ void Membership(Context& ctx) {
   if (!ValidNamespace(ctx, ns)) return;
   auto n = vstore::ParseCount(args[2]);
   if (!n || *n > kMaxBlocks) {
-    return ctx.reply.Error("ERR KV.PREFIX.MEMBERSHIP: invalid probe count (0-" +
-                           std::to_string(kMaxBlocks) + ")");
+    return ctx.reply.Error(errors::KvInvalidProbeCount(kMaxBlocks));
   }
   if (args[3].size() != *n * 8) {
-    return ctx.reply.Error("ERR KV.PREFIX.MEMBERSHIP: blob size " + std::to_string(args[3].size()) +
-                           " != expected " + std::to_string(*n * 8) + " (" + std::to_string(*n) +
-                           " x u64 little-endian)");
+    return ctx.reply.Error(errors::KvBlobSize("KV.PREFIX.MEMBERSHIP:", args[3].size(), *n));
   }
   std::vector<uint64_t> probes(*n);
   if (*n > 0) std::memcpy(probes.data(), args[3].data(), *n * 8);
@@ -288,17 +273,16 @@ void Owner(Context& ctx) {
 void Save(Context& ctx) {
   persist::Durability* d = ctx.engine.durability();
   if (ctx.args.size() > 1) {
-    return ctx.reply.Error(
-        "ERR KV.PREFIX.SAVE: prefixd snapshots into its data directory (dir); a path is not "
-        "accepted");
+    return ctx.reply.Error(errors::kKvSaveNoPath);
   }
   if (d == nullptr) {
-    return ctx.reply.Error("ERR KV.PREFIX.SAVE: persistence is off (appendonly no)");
+    return ctx.reply.Error(errors::kKvSavePersistenceOff);
   }
   if (d->Stats().bgsave_in_progress) {
-    return ctx.reply.Error("ERR Background save already in progress");
+    return ctx.reply.Error(errors::kBgsaveInProgress);
   }
-  if (Status saved = d->Save(); !saved.ok()) return ctx.reply.Error("ERR " + saved.message());
+  if (Status saved = d->Save(); !saved.ok())
+    return ctx.reply.Error(errors::SaveFailed(saved.message()));
   ctx.reply.Simple("OK");
 }
 
@@ -307,18 +291,16 @@ void Save(Context& ctx) {
 void Commit(Context& ctx) {
   persist::Durability* d = ctx.engine.durability();
   if (d == nullptr) {
-    return ctx.reply.Error(
-        "ERR KV.PREFIX.COMMIT: persistence is off (appendonly no): nothing can be made durable");
+    return ctx.reply.Error(errors::kKvCommitPersistenceOff);
   }
   d->Sync();
-  if (!d->healthy()) return ctx.reply.Error("ERR KV.PREFIX.COMMIT: " + d->last_error());
+  if (!d->healthy())
+    return ctx.reply.Error(errors::CommandFailed("KV.PREFIX.COMMIT", d->last_error()));
   ctx.reply.Simple("OK");
 }
 
 void NeedsMetal(Context& ctx) {
-  ctx.reply.Error("ERR " + AsciiUpper(ctx.spec.full_name) +
-                  " needs Pion's Metal attention engine, which prefixd does not have: fetch the "
-                  "K/V with V.FETCH <sid> <layer> RANGE <start> <end> and attend on the client");
+  ctx.reply.Error(errors::NeedsAttentionEngine(AsciiUpper(ctx.spec.full_name)));
 }
 
 std::string SecondsText(uint64_t us) {

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "commands/migrate_link.h"
 #include "commands/vstore_shared.h"
@@ -29,10 +30,6 @@
 
 namespace prefixd::commands {
 namespace {
-
-constexpr std::string_view kBadPayload = "ERR DUMP payload version or checksum are wrong";
-constexpr std::string_view kBadFormat = "ERR Bad data format";
-constexpr std::string_view kBusyKey = "BUSYKEY Target key name already exists.";
 
 // The DUMP payload of `key` (whose entry is `info`) as pieces; nullopt when it vanished.
 std::optional<std::vector<Bytes>> DumpOf(store::Database& db, const std::string& key,
@@ -66,28 +63,23 @@ struct RestoreOptions {
 // Redis's option loop: IDLETIME and FREQ exclude each other (the second one is a syntax error).
 std::optional<RestoreOptions> ParseRestoreOptions(Context& ctx) {
   RestoreOptions o;
-  const size_t n = ctx.args.size();
-  for (size_t j = 4; j < n; ++j) {
-    const std::string_view arg = ctx.args[j];
-    const size_t more = n - j - 1;
-    if (EqualsIgnoreCase(arg, "replace")) {
+  for (ArgReader r(ctx, 4); r.more();) {
+    if (r.Keyword("replace")) {
       o.replace = true;
-    } else if (EqualsIgnoreCase(arg, "absttl")) {
+    } else if (r.Keyword("absttl")) {
       o.absttl = true;
-    } else if (EqualsIgnoreCase(arg, "idletime") && more >= 1 && o.freq == -1) {
-      auto v = ParseInt64(ctx.args[++j]);
-      if (!v) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
-      if (*v < 0) return ctx.reply.Error("ERR Invalid IDLETIME value, must be >= 0"), std::nullopt;
+    } else if (o.freq == -1 && r.Keyword("idletime", 1)) {
+      auto v = r.Integer();
+      if (!v) return std::nullopt;
+      if (*v < 0) return r.Fail(errors::kIdleTimeNegative), std::nullopt;
       o.idle = *v;
-    } else if (EqualsIgnoreCase(arg, "freq") && more >= 1 && o.idle == -1) {
-      auto v = ParseInt64(ctx.args[++j]);
-      if (!v) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
-      if (*v < 0 || *v > 255) {
-        return ctx.reply.Error("ERR Invalid FREQ value, must be >= 0 and <= 255"), std::nullopt;
-      }
+    } else if (o.idle == -1 && r.Keyword("freq", 1)) {
+      auto v = r.Integer();
+      if (!v) return std::nullopt;
+      if (*v < 0 || *v > 255) return r.Fail(errors::kFreqOutOfRange), std::nullopt;
       o.freq = *v;
     } else {
-      return ctx.reply.Error(errors::kSyntax), std::nullopt;
+      return r.Fail(errors::kSyntax), std::nullopt;
     }
   }
   return o;
@@ -143,11 +135,11 @@ void Restore(Context& ctx) {
   const std::string key(ctx.args[1]);
   KeyLocks lock(ctx.engine, key);
   if (!options->replace && LookupKey(ctx, key, /*touch=*/false)) {
-    return ctx.reply.Error(kBusyKey);
+    return ctx.reply.Error(errors::kBusyKey);
   }
-  auto ttl = ParseInt64(ctx.args[2]);
-  if (!ttl) return ctx.reply.Error(errors::kNotInteger);
-  if (*ttl < 0) return ctx.reply.Error("ERR Invalid TTL value, must be >= 0");
+  auto ttl = ArgReader(ctx, 2).Integer();
+  if (!ttl) return;
+  if (*ttl < 0) return ctx.reply.Error(errors::kTtlNegative);
 
   // Decoded and checked whole before anything changes: a bad payload changes nothing.
   persist::DecodedDump dump;
@@ -155,22 +147,20 @@ void Restore(Context& ctx) {
     case persist::DumpStatus::kOk:
       break;
     case persist::DumpStatus::kBadFooter:
-      return ctx.reply.Error(kBadPayload);
+      return ctx.reply.Error(errors::kBadDumpPayload);
     case persist::DumpStatus::kBadFormat:
-      return ctx.reply.Error(kBadFormat);
+      return ctx.reply.Error(errors::kBadDataFormat);
   }
   for (size_t i = 1; i < dump.keys.size(); ++i) {  // a registration's sessions
     if (!options->replace && LookupKey(ctx, dump.keys[i], /*touch=*/false)) {
-      return ctx.reply.Error(kBusyKey);
+      return ctx.reply.Error(errors::kBusyKey);
     }
   }
   const persist::Limits limits = WritePath(ctx.engine).Limits();
   for (const persist::Mutation& m : dump.records) {
     const persist::Verdict verdict = persist::Check(m, limits);
     if (!verdict.ok) {
-      return ctx.reply.Error(
-          (verdict.out_of_memory ? "OOM RESTORE refused: " : "ERR RESTORE refused: ") +
-          verdict.why);
+      return ctx.reply.Error(errors::Refused(verdict.out_of_memory, "RESTORE", verdict.why));
     }
   }
 
@@ -222,38 +212,32 @@ struct MigrateArgs {
 
 std::optional<MigrateArgs> ParseMigrateArgs(Context& ctx) {
   MigrateArgs a;
-  const size_t n = ctx.args.size();
-  for (size_t j = 6; j < n; ++j) {
-    const std::string_view arg = ctx.args[j];
-    const size_t more = n - 1 - j;
-    if (EqualsIgnoreCase(arg, "copy")) {
+  for (ArgReader r(ctx, 6); r.more();) {
+    if (r.Keyword("copy")) {
       a.copy = true;
-    } else if (EqualsIgnoreCase(arg, "replace")) {
+    } else if (r.Keyword("replace")) {
       a.replace = true;
-    } else if (EqualsIgnoreCase(arg, "auth")) {
-      if (more < 1) return ctx.reply.Error(errors::kSyntax), std::nullopt;
-      a.password = std::string(ctx.args[++j]);
-    } else if (EqualsIgnoreCase(arg, "auth2")) {
-      if (more < 2) return ctx.reply.Error(errors::kSyntax), std::nullopt;
-      a.user = std::string(ctx.args[++j]);
-      a.password = std::string(ctx.args[++j]);
-    } else if (EqualsIgnoreCase(arg, "keys")) {
-      if (!ctx.args[3].empty()) {
-        ctx.reply.Error(
-            "ERR When using MIGRATE KEYS option, the key argument must be set to the empty "
-            "string");
-        return std::nullopt;
-      }
-      a.first_key = j + 1;
-      a.num_keys = n - j - 1;
+    } else if (r.Keyword("auth")) {
+      if (r.remaining() < 1) return r.Fail(errors::kSyntax), std::nullopt;
+      a.password = std::string(r.Next());
+    } else if (r.Keyword("auth2")) {
+      if (r.remaining() < 2) return r.Fail(errors::kSyntax), std::nullopt;
+      a.user = std::string(r.Next());
+      a.password = std::string(r.Next());
+    } else if (r.Keyword("keys")) {
+      if (!ctx.args[3].empty()) return r.Fail(errors::kMigrateKeysNeedsEmptyKey), std::nullopt;
+      a.first_key = r.position();
+      a.num_keys = r.remaining();
       break;
     } else {
-      return ctx.reply.Error(errors::kSyntax), std::nullopt;
+      return r.Fail(errors::kSyntax), std::nullopt;
     }
   }
-  auto timeout = ParseInt64(ctx.args[5]);
-  auto db = ParseInt64(ctx.args[4]);
-  if (!timeout || !db) return ctx.reply.Error(errors::kNotInteger), std::nullopt;
+  ArgReader numbers(ctx, 4);
+  auto db = numbers.Integer();
+  if (!db) return std::nullopt;
+  auto timeout = numbers.Integer();
+  if (!timeout) return std::nullopt;
   a.timeout_ms =
       *timeout <= 0 ? 1000 : std::min<int64_t>(*timeout, std::numeric_limits<int>::max());
   a.db = *db;
@@ -333,11 +317,10 @@ void Migrate(Context& ctx) {
   std::string why;
   auto link = MigrateLink::Connect(std::string(ctx.args[1]), std::string(ctx.args[2]),
                                    std::chrono::milliseconds(args->timeout_ms), why);
-  if (!link) return ctx.reply.Error("IOERR error or timeout connecting to the client");
+  if (!link) return ctx.reply.Error(errors::kMigrateConnecting);
   if (!link->Send(request)) {
-    return ctx.reply.Error("IOERR error or timeout writing to target instance");
+    return ctx.reply.Error(errors::kMigrateWriting);
   }
-  constexpr std::string_view kReading = "IOERR error or timeout reading to target instance";
   std::optional<std::string> target_error;  // the first error the target replied
   const auto take = [&](const protocol::RespValue& reply) {
     if (reply.type == protocol::RespType::kError && !target_error) target_error = reply.str;
@@ -345,7 +328,7 @@ void Migrate(Context& ctx) {
   };
   for (int preamble = args->password ? 2 : 1; preamble > 0; --preamble) {
     auto reply = link->Read();
-    if (!reply) return ctx.reply.Error(kReading);
+    if (!reply) return ctx.reply.Error(errors::kMigrateReading);
     take(*reply);
   }
   const bool preamble_failed = target_error.has_value();
@@ -374,9 +357,8 @@ void Migrate(Context& ctx) {
   if (moved.size() > 1)
     ctx.propagate.Send(std::vector<std::string_view>(moved.begin(), moved.end()));
   if (ctx.reply.error_count() > errors_before) return;
-  if (target_error)
-    return ctx.reply.Error("ERR Target instance replied with error: " + *target_error);
-  if (socket_error) return ctx.reply.Error(kReading);
+  if (target_error) return ctx.reply.Error(errors::TargetReplied(*target_error));
+  if (socket_error) return ctx.reply.Error(errors::kMigrateReading);
   ctx.reply.Simple("OK");
 }
 

@@ -9,6 +9,7 @@
 
 #include "engine/command.h"
 #include "engine/engine.h"
+#include "engine/errors.h"
 
 namespace prefixd::commands {
 
@@ -20,16 +21,14 @@ inline bool FitsOutputLimitQuietly(const Context& ctx, uint64_t reply_bytes) {
   return reply_bytes <= limit && queued <= limit - reply_bytes;
 }
 
-// True when `reply_bytes` more fit; otherwise queues "ERR <command>: a reply of N bytes would
-// exceed client-output-buffer-limit (L); <advice>" and returns false.
+// True when `reply_bytes` more fit; otherwise queues errors::OutputLimit (the reply would exceed
+// client-output-buffer-limit; `advice` says what to do instead) and returns false.
 inline bool FitsOutputLimit(Context& ctx, uint64_t reply_bytes, std::string_view command,
                             std::string_view advice) {
   if (FitsOutputLimitQuietly(ctx, reply_bytes)) return true;
   const auto limit =
       static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kClientOutputBufferLimit));
-  ctx.reply.Error("ERR " + std::string(command) + ": a reply of " + std::to_string(reply_bytes) +
-                  " bytes would exceed client-output-buffer-limit (" + std::to_string(limit) +
-                  "); " + std::string(advice));
+  ctx.reply.Error(errors::OutputLimit(command, reply_bytes, limit, advice));
   return false;
 }
 

@@ -10,25 +10,23 @@
 namespace prefixd::commands {
 namespace {
 
-constexpr std::string_view kDisabled =
-    "ERR persistence is off (appendonly no): there is nothing to save to";
-
 void Save(Context& ctx) {
   auto* d = ctx.engine.durability();
-  if (d == nullptr) return ctx.reply.Error(kDisabled);
+  if (d == nullptr) return ctx.reply.Error(errors::kPersistenceOff);
   if (d->Stats().bgsave_in_progress) {
     return ctx.reply.Error(errors::kBgsaveInProgress);
   }
-  if (Status saved = d->Save(); !saved.ok()) return ctx.reply.Error("ERR " + saved.message());
+  if (Status saved = d->Save(); !saved.ok())
+    return ctx.reply.Error(errors::SaveFailed(saved.message()));
   ctx.reply.Simple("OK");
 }
 
 void BgSave(Context& ctx) {
   auto* d = ctx.engine.durability();
-  if (d == nullptr) return ctx.reply.Error(kDisabled);
+  if (d == nullptr) return ctx.reply.Error(errors::kPersistenceOff);
   if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
   if (Status started = d->BackgroundSave(); !started.ok()) {
-    return ctx.reply.Error("ERR " + started.message());
+    return ctx.reply.Error(errors::SaveFailed(started.message()));
   }
   ctx.reply.Simple("Background saving started");
 }

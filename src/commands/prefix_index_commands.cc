@@ -38,14 +38,12 @@ constexpr size_t kSmallRowsBytes = 2048;
 
 std::string Quoted(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + "'"; }
 
-// An integer in [min, max]; on failure queues "-ERR invalid <what> ..." and returns nullopt.
+// An integer in [min, max]; on failure queues errors::NotInRange and returns nullopt.
 std::optional<uint64_t> ParseBounded(Context& ctx, std::string_view what, std::string_view text,
                                      uint64_t min, uint64_t max) {
   auto v = ParseInt64(text);
   if (!v || *v < 0 || static_cast<uint64_t>(*v) < min || static_cast<uint64_t>(*v) > max) {
-    ctx.reply.Error("ERR invalid " + std::string(what) + " " + Quoted(text) +
-                    ": must be an integer from " + std::to_string(min) + " to " +
-                    std::to_string(max));
+    ctx.reply.Error(errors::NotInRange(what, Quoted(text), min, max));
     return std::nullopt;
   }
   return static_cast<uint64_t>(*v);
@@ -55,8 +53,7 @@ std::optional<uint64_t> ParseBounded(Context& ctx, std::string_view what, std::s
 std::optional<uint64_t> ParseLayer(Context& ctx, std::string_view what, std::string_view text,
                                    uint32_t count) {
   if (count == 0) {
-    ctx.reply.Error("ERR invalid " + std::string(what) + " " + Quoted(text) +
-                    ": the namespace has no such layers");
+    ctx.reply.Error(errors::NoSuchLayers(what, Quoted(text)));
     return std::nullopt;
   }
   return ParseBounded(ctx, what, text, 0, count - 1);
@@ -66,8 +63,7 @@ std::optional<uint64_t> ParseLayer(Context& ctx, std::string_view what, std::str
 std::optional<std::vector<Hash128>> ParseHashes(Context& ctx, std::string_view what,
                                                 std::string_view raw, uint64_t n) {
   if (raw.size() != n * kHashBytes) {
-    ctx.reply.Error("ERR " + std::string(what) + " must be " + std::to_string(n) + " x 16 = " +
-                    std::to_string(n * kHashBytes) + " bytes, got " + std::to_string(raw.size()));
+    ctx.reply.Error(errors::HashesSize(what, n, n * kHashBytes, raw.size()));
     return std::nullopt;
   }
   return store::ReadHashes(raw);
@@ -79,10 +75,10 @@ std::optional<Hash128> ParseHash(Context& ctx, std::string_view what, std::strin
   return h->front();
 }
 
-// The namespace's shape, or nullopt with "-ERR no such prefix namespace" queued.
+// The namespace's shape, or nullopt with errors::NoSuchNamespace queued.
 std::optional<PrefixShape> ShapeOf(Context& ctx, std::string_view ns) {
   auto shape = Db(ctx).prefixes.Shape(ns);
-  if (!shape) ctx.reply.Error("ERR no such prefix namespace " + Quoted(ns));
+  if (!shape) ctx.reply.Error(errors::NoSuchNamespace(Quoted(ns)));
   return shape;
 }
 
@@ -90,7 +86,7 @@ std::optional<PrefixShape> ShapeOf(Context& ctx, std::string_view ns) {
 bool Refused(Context& ctx, const persist::Outcome& out) {
   if (out.kind == persist::Outcome::Kind::kChanged ||
       out.kind == persist::Outcome::Kind::kNoSession) {
-    ctx.reply.Error("ERR " + out.why);
+    ctx.reply.Error(errors::Because(out.why));
     return true;
   }
   return false;
@@ -124,8 +120,7 @@ void Namespace(Context& ctx) {
         break;
       case 4:
         if (!(tier = store::ParseTier(value))) {
-          return ctx.reply.Error("ERR invalid VQUANT " + Quoted(value) + ": expected " +
-                                 std::string(store::kTierNames));
+          return ctx.reply.Error(errors::InvalidVquant(Quoted(value), store::kTierNames));
         }
         break;
       default: {
@@ -136,12 +131,12 @@ void Namespace(Context& ctx) {
     }
   }
   if (!block || !attn || !kv_dim || !recurrent) {
-    return ctx.reply.Error("ERR KV.PREFIX.NAMESPACE needs BLOCK, ATTN, KVDIM and RECURRENT");
+    return ctx.reply.Error(errors::kNamespaceNeedsShape);
   }
-  if (*attn == 0 && *recurrent == 0) return ctx.reply.Error("ERR ATTN and RECURRENT are both 0");
+  if (*attn == 0 && *recurrent == 0) return ctx.reply.Error(errors::kNoLayers);
   if (!tier) tier = store::Tier::kFp32;
   if (std::string why = store::CheckDim(*tier, static_cast<uint32_t>(*kv_dim)); !why.empty()) {
-    return ctx.reply.Error("ERR " + why);
+    return ctx.reply.Error(errors::Because(why));
   }
   persist::PrefixNamespace record{std::string(args[1]),
                                   static_cast<uint32_t>(*block),
@@ -202,8 +197,7 @@ std::optional<store::InputFormat> TrailingFormat(Context& ctx, size_t& end) {
   if (args.size() >= 2 && EqualsIgnoreCase(args[args.size() - 2], "FMT")) {
     auto format = store::ParseInputFormat(args[args.size() - 1]);
     if (!format) {
-      ctx.reply.Error("ERR invalid FMT " + Quoted(args[args.size() - 1]) +
-                      ": expected F32, F16 or BF16");
+      ctx.reply.Error(errors::InvalidFmt(Quoted(args[args.size() - 1])));
       return std::nullopt;
     }
     end -= 2;
@@ -220,10 +214,8 @@ std::optional<Bytes> EncodeLayerRows(Context& ctx, const PrefixShape& shape,
   const std::string_view input = ctx.args[arg];
   const uint64_t want = rows * shape.kv_dim * store::InputElementBytes(format);
   if (input.size() != want) {
-    ctx.reply.Error(
-        "ERR layer " + std::to_string(layer) + " rows: expected " + std::to_string(want) +
-        " bytes (" + std::to_string(rows) + " rows of " + std::to_string(shape.kv_dim) + " " +
-        std::string(store::InputFormatName(format)) + "), got " + std::to_string(input.size()));
+    ctx.reply.Error(errors::LayerRowsSize(layer, want, rows, shape.kv_dim,
+                                          store::InputFormatName(format), input.size()));
     return std::nullopt;
   }
   // Rows already in the stored form are kept as they arrived from the socket (as V.STOREBATCH
@@ -237,7 +229,7 @@ std::optional<Bytes> EncodeLayerRows(Context& ctx, const PrefixShape& shape,
       store::EncodeRows(shape.tier, shape.kv_dim, format,
                         reinterpret_cast<const uint8_t*>(input.data()), rows, out.mutable_data());
   if (!why.empty()) {
-    ctx.reply.Error("ERR layer " + std::to_string(layer) + ": " + why);
+    ctx.reply.Error(errors::LayerFailed(layer, why));
     return std::nullopt;
   }
   return out;
@@ -299,9 +291,7 @@ bool MakeNamespaceRoom(Context& ctx, std::string_view ns, const PrefixShape& sha
                        uint64_t incoming, const Hash128& keep) {
   if (shape.max_bytes == 0) return true;
   if (incoming > shape.max_bytes) {
-    ctx.reply.Error("OOM the write of " + std::to_string(incoming) +
-                    " bytes is larger than the namespace's MAXMEMORY " +
-                    std::to_string(shape.max_bytes));
+    ctx.reply.Error(errors::NamespaceMaxMemory(incoming, shape.max_bytes));
     return false;
   }
   persist::PrefixDrop drop{std::string(ns), {}, {}, 1};
@@ -338,7 +328,7 @@ void BStore(Context& ctx) {
   auto block_hashes = ParseHashes(ctx, "hashes", args[4], *n);
   if (!block_hashes) return;
   for (const Hash128& h : *block_hashes) {
-    if (h.IsRoot()) return ctx.reply.Error("ERR a block hash of 16 zero bytes is the root's");
+    if (h.IsRoot()) return ctx.reply.Error(errors::kRootHash);
   }
   persist::PrefixBlocks record{std::string(args[1]), parent->Raw(), {}, {}};
   record.hashes.pieces.push_back(args.TakeBytes(4));
@@ -352,8 +342,8 @@ void BStore(Context& ctx) {
     record.layers.emplace_back(static_cast<uint32_t>(*layer), std::move(*rows));
   }
   if (record.layers.size() != shape->attn) {
-    return ctx.reply.Error("ERR blocks need all " + std::to_string(shape->attn) +
-                           " attention layers, got " + std::to_string(record.layers.size()));
+    return ctx.reply.Error(
+        errors::LayersMissing("blocks need", shape->attn, "attention", record.layers.size()));
   }
   if (!MakeNamespaceRoom(ctx, args[1], *shape, incoming, *parent)) return;
   auto out = Mutate(ctx, record);
@@ -430,18 +420,17 @@ void StoreCheckpoints(Context& ctx, const PrefixShape& shape, persist::PrefixChe
     record.states.emplace_back(static_cast<uint32_t>(*layer), args.TakeBytes(i + 1));
   }
   if (record.states.size() != shape.recurrent) {
-    return ctx.reply.Error("ERR a checkpoint needs all " + std::to_string(shape.recurrent) +
-                           " recurrent layers, got " + std::to_string(record.states.size()));
+    return ctx.reply.Error(errors::LayersMissing("a checkpoint needs", shape.recurrent, "recurrent",
+                                                 record.states.size()));
   }
   const uint64_t depth = record.first_length / shape.block;
   if ((record.first_length + k - 1) / shape.block != depth) {
-    return ctx.reply.Error(
-        "ERR the window crosses a block boundary (store the block first and split the window)");
+    return ctx.reply.Error(errors::kWindowCrossesBlock);
   }
   const uint64_t tail_rows = record.first_length + k - 1 - depth * shape.block;
   if (i < end) {
     if (tail_rows == 0) {
-      return ctx.reply.Error("ERR TAIL at a block boundary: the position has no partial block");
+      return ctx.reply.Error(errors::kTailAtBoundary);
     }
     for (++i; i < end; i += 2) {
       if (i + 1 >= end) return ctx.reply.Error(errors::kSyntax);
@@ -454,12 +443,12 @@ void StoreCheckpoints(Context& ctx, const PrefixShape& shape, persist::PrefixChe
     }
   }
   if (tail_rows > 0 && record.tails.size() != shape.attn) {
-    return ctx.reply.Error("ERR the tail needs all " + std::to_string(shape.attn) +
-                           " attention layers, got " + std::to_string(record.tails.size()));
+    return ctx.reply.Error(
+        errors::LayersMissing("the tail needs", shape.attn, "attention", record.tails.size()));
   }
   store::CheckpointBatch batch;
   if (std::string why = persist::ToBatch(shape, record, &batch); !why.empty()) {
-    return ctx.reply.Error("ERR " + why);
+    return ctx.reply.Error(errors::Because(why));
   }
   if (!MakeNamespaceRoom(ctx, args[1], shape, incoming, batch.anchor)) return;
   auto out = Mutate(ctx, record);
@@ -480,7 +469,7 @@ void CkptStore(Context& ctx) {
   auto pos = ParseHash(ctx, "position", args[4]);
   if (!pos) return;
   if (*length % shape->block == 0 && !(*pos == *anchor)) {
-    return ctx.reply.Error("ERR at a block boundary the position is the anchor's hash");
+    return ctx.reply.Error(errors::kBoundaryIsAnchor);
   }
   persist::PrefixCheckpoints record{std::string(args[1]), anchor->Raw(), *length, {}, {}, {}};
   record.positions.pieces.push_back(args.TakeBytes(4));
@@ -555,9 +544,7 @@ void Match(Context& ctx) {
       if (!k) return;
       const std::string_view lengths = r.Next();
       if (lengths.size() != *k * 8) {
-        return ctx.reply.Error("ERR AT positions must be " + std::to_string(*k) +
-                               " x 8 = " + std::to_string(*k * 8) + " bytes, got " +
-                               std::to_string(lengths.size()));
+        return ctx.reply.Error(errors::PositionsSize(*k, lengths.size()));
       }
       auto hashes = ParseHashes(ctx, "AT position hashes", r.Next(), *k);
       if (!hashes) return;
@@ -581,8 +568,8 @@ void Match(Context& ctx) {
   const bool found = Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) {
     result = index.Match(*chain, candidates, lease_ms, CoarseNowMs(), max_leases);
   });
-  if (!found) return ctx.reply.Error("ERR no such prefix namespace " + Quoted(args[1]));
-  if (!result) return ctx.reply.Error("BUSY too many prefix leases, release some or retry");
+  if (!found) return ctx.reply.Error(errors::NoSuchNamespace(Quoted(args[1])));
+  if (!result) return ctx.reply.Error(errors::kTooManyLeases);
   (result->length > 0 ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses)
       .Add();
   // RESP2: the six values in order; RESP3: a map naming them, in the same order.
@@ -605,8 +592,6 @@ void Match(Context& ctx) {
   field("kv_bytes", result->kv_bytes);
   field("state_bytes", result->state_bytes);
 }
-
-constexpr std::string_view kNoLease = "ERR unknown or expired prefix lease";
 
 // KV.PREFIX.LFETCH <ns> <lease> ATTN <layer> [RANGE <s> <e>] [FMT NATIVE] [RELEASE]
 // KV.PREFIX.LFETCH <ns> <lease> STATE [LAYERS <layer> ...] [RELEASE]
@@ -658,14 +643,13 @@ void LFetch(Context& ctx) {
   Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) {
     const store::LeaseView* view = index.Lease(*lease, CoarseNowMs());
     if (view == nullptr) {
-      error = kNoLease;
+      error = errors::kNoLease;
       return;
     }
     if (attn) {
       if (stop == std::numeric_limits<uint64_t>::max()) stop = view->length;
       if (start > stop || stop > view->length) {
-        error = "ERR RANGE [" + std::to_string(start) + ", " + std::to_string(stop) +
-                ") is outside the lease's [0, " + std::to_string(view->length) + ")";
+        error = errors::LeaseRange(start, stop, view->length);
         return;
       }
       rows = index.GatherRows(*view, static_cast<uint32_t>(layer), start, stop);

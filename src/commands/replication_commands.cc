@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "common/ascii.h"
 #include "common/clock.h"
@@ -62,13 +63,11 @@ std::shared_ptr<server::ClientState> SharedClient(Engine& engine, uint64_t id) {
 void FullResync(Context& ctx, bool psync) {
   if (ctx.client.replica.load(std::memory_order_relaxed)) return;  // as Redis: ignored
   if (!ctx.reply.empty()) {
-    return ctx.reply.Error("ERR SYNC and PSYNC are invalid with pending output");
+    return ctx.reply.Error(errors::kSyncWithPendingOutput);
   }
-  if (psync) {
-    if (!ParseInt64(ctx.args[2])) return ctx.reply.Error(errors::kNotInteger);
-  }
+  if (psync && !ArgReader(ctx, 2).Integer()) return;
   auto client = SharedClient(ctx.engine, ctx.client.id);
-  if (client == nullptr) return ctx.reply.Error("ERR the connection is closing");
+  if (client == nullptr) return ctx.reply.Error(errors::kConnectionClosing);
   Replication& replication = ctx.engine.replication();
   const uint64_t offset = replication.offset();
   const std::string rdb = SnapshotRdb(ctx.engine, replication);
@@ -88,41 +87,40 @@ void PSync(Context& ctx) { FullResync(ctx, true); }
 void ReplConf(Context& ctx) {
   const auto& args = ctx.args;
   if (args.size() % 2 == 0) return ctx.reply.Error(errors::kSyntax);
-  for (size_t j = 1; j < args.size(); j += 2) {
-    const std::string_view option = args[j], value = args[j + 1];
-    if (EqualsIgnoreCase(option, "listening-port")) {
-      auto port = ParseInt64(value);
-      if (!port) return ctx.reply.Error(errors::kNotInteger);
+  for (ArgReader r(ctx, 1); r.more();) {
+    const std::string_view option = r.Peek();
+    if (r.Keyword("listening-port")) {
+      auto port = r.Integer();
+      if (!port) return;
       ctx.client.replica_listening_port.store(static_cast<int>(*port), std::memory_order_relaxed);
-    } else if (EqualsIgnoreCase(option, "ip-address")) {
+    } else if (r.Keyword("ip-address")) {
+      const std::string_view value = r.Next();
       // NET_HOST_STR_LEN (256) as Redis.
       if (value.size() >= 256) {
-        return ctx.reply.Error(
-            "ERR REPLCONF ip-address provided by replica instance is too long: " +
-            std::to_string(value.size()) + " bytes");
+        return ctx.reply.Error(errors::ReplconfIpTooLong(value.size()));
       }
       std::lock_guard lock(ctx.client.names_mu);
       ctx.client.replica_ip = std::string(value);
-    } else if (EqualsIgnoreCase(option, "capa")) {
+    } else if (r.Keyword("capa")) {
       // eof and psync2 are what replicas announce; the answer does not depend on them here (a
       // full resync with a length-prefixed RDB is what every replica understands).
-    } else if (EqualsIgnoreCase(option, "ack") || EqualsIgnoreCase(option, "fack")) {
-      // From a replica: its processed offset; never answered.
+      r.Next();
+    } else if (auto ack = r.OneOf({"ack", "fack"})) {
+      // From a replica: its processed offset; never answered (a bad one is ignored).
       if (!ctx.client.replica.load(std::memory_order_relaxed)) return;
-      if (EqualsIgnoreCase(option, "ack")) {
-        if (auto offset = ParseInt64(value); offset && *offset >= 0) {
+      if (*ack == 0) {
+        if (auto offset = ParseInt64(r.Next()); offset && *offset >= 0) {
           ctx.engine.replication().Ack(ctx.client.id, static_cast<uint64_t>(*offset));
         }
       }
       return;
-    } else if (EqualsIgnoreCase(option, "getack")) {
+    } else if (r.Keyword("getack")) {
       // Asked of a replica by its primary; a primary has nothing to acknowledge.
       return;
-    } else if (EqualsIgnoreCase(option, "rdb-only")) {
-      auto flag = ParseInt64(value);
-      if (!flag || (*flag != 0 && *flag != 1)) return ctx.reply.Error(errors::kNotInteger);
+    } else if (r.Keyword("rdb-only")) {
+      if (!r.Integer(0, 1)) return;
     } else {
-      return ctx.reply.Error("ERR Unrecognized REPLCONF option: " + std::string(option));
+      return ctx.reply.Error(errors::UnrecognizedReplconf(option));
     }
   }
   ctx.reply.Simple("OK");
@@ -147,14 +145,12 @@ void Role(Context& ctx) {
 // does (docs/compatibility.md).
 void ReplicaOf(Context& ctx) {
   if (ctx.engine.cluster != nullptr) {
-    return ctx.reply.Error("ERR REPLICAOF not allowed in cluster mode.");
+    return ctx.reply.Error(errors::kReplicaOfInCluster);
   }
   if (EqualsIgnoreCase(ctx.args[1], "no") && EqualsIgnoreCase(ctx.args[2], "one")) {
     return ctx.reply.Simple("OK");
   }
-  ctx.reply.Error(
-      "ERR prefixd does not replicate from another server: it is a primary only (REPLICAOF NO "
-      "ONE is accepted; see docs/replication.md)");
+  ctx.reply.Error(errors::kPrimaryOnly);
 }
 
 }  // namespace

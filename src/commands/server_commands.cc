@@ -216,19 +216,21 @@ void CommandList(Context& ctx) {
   const auto& args = ctx.args;
   std::string_view pattern;
   std::optional<uint32_t> category;
-  if (args.size() == 5 && EqualsIgnoreCase(args[2], "FILTERBY")) {
-    if (EqualsIgnoreCase(args[3], "PATTERN")) {
-      pattern = args[4];
-    } else if (EqualsIgnoreCase(args[3], "ACLCAT")) {
+  ArgReader r(ctx, 2);
+  if (args.size() == 5 && r.Keyword("FILTERBY")) {
+    const auto filter = r.OneOf({"PATTERN", "ACLCAT", "MODULE"});
+    if (!filter) return ctx.reply.Error(errors::kSyntax);
+    const std::string_view value = r.Next();
+    if (*filter == 0) {
+      pattern = value;
+    } else if (*filter == 1) {
       const auto& names = AclCategoryNames();
       auto it = std::find_if(names.begin(), names.end(),
-                             [&](std::string_view n) { return EqualsIgnoreCase(n, args[4]); });
+                             [&](std::string_view n) { return EqualsIgnoreCase(n, value); });
       // As Redis: an unknown category matches nothing.
       category = it == names.end() ? 0u : 1u << (it - names.begin());
-    } else if (EqualsIgnoreCase(args[3], "MODULE")) {
-      return ctx.reply.ArrayLen(0);
     } else {
-      return ctx.reply.Error(errors::kSyntax);
+      return ctx.reply.ArrayLen(0);
     }
   } else if (args.size() != 2) {
     return ctx.reply.Error(errors::kSyntax);
@@ -415,7 +417,7 @@ void Flush(Context& ctx) {
 void Monitor(Context& ctx) {
   // Run by EXEC: a client whose replies come as one array cannot turn into a stream of lines.
   if (ctx.session.in_multi) {
-    return ctx.reply.Error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+    return ctx.reply.Error(errors::kMonitorDenyBlocking);
   }
   ctx.engine.AddMonitor(ctx.client.id);
   ctx.reply.Simple("OK");
@@ -519,8 +521,7 @@ void Debug(Context& ctx) {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     return ctx.reply.Simple("OK");
   }
-  ctx.reply.Error("ERR unknown subcommand or wrong number of arguments for '" +
-                  std::string(args[1].substr(0, 128)) + "'. Try DEBUG HELP.");
+  ctx.reply.Error(errors::DebugUnknownSubcommand(args[1]));
 }
 
 // FLUSHALL's and FLUSHDB's optional [ASYNC|SYNC], as Redis's JSON has it.

@@ -32,8 +32,7 @@ std::string Quoted(std::string_view s) { return "'" + std::string(s.substr(0, 64
 bool ValidSid(Context& ctx, std::string_view sid) {
   int64_t limit = ctx.engine.settings().Int(Setting::kMaxSidLen);
   if (static_cast<int64_t>(sid.size()) > limit) {
-    ctx.reply.Error("ERR invalid sid: " + std::to_string(sid.size()) +
-                    " bytes is longer than max-sid-len (" + std::to_string(limit) + ")");
+    ctx.reply.Error(errors::SidTooLong(sid.size(), limit));
     return false;
   }
   return true;
@@ -42,8 +41,7 @@ bool ValidSid(Context& ctx, std::string_view sid) {
 std::optional<uint32_t> ParseLayer(Context& ctx, std::string_view text) {
   auto v = ParseInt64(text);
   if (!v || *v < 0 || *v > kMaxLayer) {
-    ctx.reply.Error("ERR invalid layer " + Quoted(text) + ": must be an integer from 0 to " +
-                    std::to_string(kMaxLayer));
+    ctx.reply.Error(errors::InvalidLayer(Quoted(text), kMaxLayer));
     return std::nullopt;
   }
   return static_cast<uint32_t>(*v);
@@ -52,8 +50,7 @@ std::optional<uint32_t> ParseLayer(Context& ctx, std::string_view text) {
 std::optional<uint64_t> ParseOffset(Context& ctx, std::string_view what, std::string_view text) {
   auto v = ParseInt64(text);
   if (!v || *v < 0) {
-    ctx.reply.Error("ERR invalid " + std::string(what) + " " + Quoted(text) +
-                    ": must be a non-negative integer");
+    ctx.reply.Error(errors::NotNonNegative(what, Quoted(text)));
     return std::nullopt;
   }
   return static_cast<uint64_t>(*v);

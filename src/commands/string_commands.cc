@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/cold_reply.h"
 #include "commands/families.h"
 #include "common/ascii.h"
@@ -40,9 +41,6 @@ using store::KeyInfo;
 using store::KeyType;
 using store::StringEncoding;
 
-constexpr std::string_view kNotFloat = "ERR value is not a valid float";
-constexpr std::string_view kTooLong =
-    "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 // Values from this size are kept as the request's own buffer (read straight from the socket, no
 // copy) and replied by reference; smaller ones get one compact allocation.
 constexpr size_t kSharedValueFrom = size_t{32} << 10;
@@ -169,7 +167,7 @@ bool WithinMaxSize(Context& ctx, uint64_t size) {
   if (size <= static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kProtoMaxBulkLen))) {
     return true;
   }
-  ctx.reply.Error(kTooLong);
+  ctx.reply.Error(errors::kStringTooLong);
   return false;
 }
 
@@ -400,9 +398,11 @@ void StrLen(Context& ctx) {
 }
 
 void GetRange(Context& ctx) {
-  auto start = ParseInt64(ctx.args[2]);
-  auto end = ParseInt64(ctx.args[3]);
-  if (!start || !end) return ctx.reply.Error(errors::kNotInteger);
+  ArgReader r(ctx, 2);
+  auto start = r.Integer();
+  if (!start) return;
+  auto end = r.Integer();
+  if (!end) return;
   auto info = ReadKeyPlace(ctx, ctx.args[1]);
   if (!info) return ctx.reply.Bulk("");
   if (!StringOrMissing(ctx, info)) return;
@@ -429,9 +429,9 @@ void GetRange(Context& ctx) {
 }
 
 void SetRange(Context& ctx) {
-  auto offset = ParseInt64(ctx.args[2]);
-  if (!offset) return ctx.reply.Error(errors::kNotInteger);
-  if (*offset < 0) return ctx.reply.Error("ERR offset is out of range");
+  auto offset = ArgReader(ctx, 2).Integer();
+  if (!offset) return;
+  if (*offset < 0) return ctx.reply.Error(errors::kOffsetOutOfRange);
   const std::string_view key = ctx.args[1];
   const std::string_view patch = ctx.args[3];
   KeyLocks lock(ctx.engine, key);
@@ -481,7 +481,7 @@ void Append(Context& ctx) {
 std::optional<int64_t> Sum(Context& ctx, int64_t value, int64_t increment) {
   if ((increment < 0 && value < 0 && increment < std::numeric_limits<int64_t>::min() - value) ||
       (increment > 0 && value > 0 && increment > std::numeric_limits<int64_t>::max() - value)) {
-    ctx.reply.Error("ERR increment or decrement would overflow");
+    ctx.reply.Error(errors::kIncrOverflow);
     return std::nullopt;
   }
   return value + increment;
@@ -540,17 +540,17 @@ void Incr(Context& ctx) { IncrBy(ctx, 1); }
 void Decr(Context& ctx) { IncrBy(ctx, -1); }
 
 void IncrByArg(Context& ctx) {
-  auto increment = ParseInt64(ctx.args[2]);
-  if (!increment) return ctx.reply.Error(errors::kNotInteger);
+  auto increment = ArgReader(ctx, 2).Integer();
+  if (!increment) return;
   IncrBy(ctx, *increment);
 }
 
 void DecrByArg(Context& ctx) {
-  auto decrement = ParseInt64(ctx.args[2]);
-  if (!decrement) return ctx.reply.Error(errors::kNotInteger);
+  auto decrement = ArgReader(ctx, 2).Integer();
+  if (!decrement) return;
   // Negating LLONG_MIN overflows.
   if (*decrement == std::numeric_limits<int64_t>::min()) {
-    return ctx.reply.Error("ERR decrement would overflow");
+    return ctx.reply.Error(errors::kDecrOverflow);
   }
   IncrBy(ctx, -*decrement);
 }
@@ -563,10 +563,10 @@ void IncrByFloat(Context& ctx) {
   std::optional<long double> value = 0.0L;
   if (info) value = ParseLongDouble(info->value.view());
   const auto increment = ParseLongDouble(ctx.args[2]);
-  if (!value || !increment) return ctx.reply.Error(kNotFloat);
+  if (!value || !increment) return ctx.reply.Error(errors::kNotFloat);
   const long double sum = *value + *increment;
   if (std::isnan(sum) || std::isinf(sum)) {
-    return ctx.reply.Error("ERR increment would produce NaN or Infinity");
+    return ctx.reply.Error(errors::kIncrNaN);
   }
   const std::string text = HumanLongDouble(sum);
   const Write how{text.size() <= 44 ? StringEncoding::kEmbstr : StringEncoding::kRaw,
@@ -583,7 +583,7 @@ std::optional<uint64_t> BitOffset(Context& ctx, std::string_view text) {
   const auto max_bytes =
       static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kProtoMaxBulkLen));
   if (!offset || *offset < 0 || (static_cast<uint64_t>(*offset) >> 3) >= max_bytes) {
-    ctx.reply.Error("ERR bit offset is not an integer or out of range");
+    ctx.reply.Error(errors::kBitOffset);
     return std::nullopt;
   }
   return static_cast<uint64_t>(*offset);
@@ -594,10 +594,8 @@ uint8_t BitMask(uint64_t offset) { return static_cast<uint8_t>(1u << (7 - (offse
 void SetBit(Context& ctx) {
   const auto offset = BitOffset(ctx, ctx.args[2]);
   if (!offset) return;
-  const auto on = ParseInt64(ctx.args[3]);
-  if (!on || (*on & ~int64_t{1}) != 0) {
-    return ctx.reply.Error("ERR bit is not an integer or out of range");
-  }
+  const auto on = ArgReader(ctx, 3).Integer(0, 1, errors::kBitValue);
+  if (!on) return;
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
   auto info = WriteKey(ctx, key);
@@ -632,39 +630,37 @@ void Lcs(Context& ctx) {
   auto first = ReadKey(ctx, ctx.args[1]);
   auto second = ReadKey(ctx, ctx.args[2]);
   if ((first && first->type != KeyType::kString) || (second && second->type != KeyType::kString)) {
-    return ctx.reply.Error("ERR The specified keys must contain string values");
+    return ctx.reply.Error(errors::kLcsNotStrings);
   }
   const std::string_view a = first ? first->value.view() : std::string_view();
   const std::string_view b = second ? second->value.view() : std::string_view();
   bool want_len = false, want_idx = false, with_match_len = false;
   int64_t min_match_len = 0;
-  for (size_t i = 3; i < ctx.args.size(); ++i) {
-    const std::string_view option = ctx.args[i];
-    if (EqualsIgnoreCase(option, "IDX")) {
+  for (ArgReader r(ctx, 3); r.more();) {
+    if (r.Keyword("IDX")) {
       want_idx = true;
-    } else if (EqualsIgnoreCase(option, "LEN")) {
+    } else if (r.Keyword("LEN")) {
       want_len = true;
-    } else if (EqualsIgnoreCase(option, "WITHMATCHLEN")) {
+    } else if (r.Keyword("WITHMATCHLEN")) {
       with_match_len = true;
-    } else if (EqualsIgnoreCase(option, "MINMATCHLEN") && i + 1 < ctx.args.size()) {
-      auto n = ParseInt64(ctx.args[++i]);
-      if (!n) return ctx.reply.Error(errors::kNotInteger);
+    } else if (r.Keyword("MINMATCHLEN", 1)) {
+      auto n = r.Integer();
+      if (!n) return;
       min_match_len = std::max<int64_t>(*n, 0);
     } else {
       return ctx.reply.Error(errors::kSyntax);
     }
   }
   if (want_idx && want_len) {
-    return ctx.reply.Error("ERR If you want both the length and indexes, please just use IDX.");
+    return ctx.reply.Error(errors::kLcsLenAndIdx);
   }
   if (a.size() >= UINT32_MAX - 1 || b.size() >= UINT32_MAX - 1) {
-    return ctx.reply.Error("ERR String too long for LCS");
+    return ctx.reply.Error(errors::kLcsTooLong);
   }
   const uint64_t cells = (uint64_t{a.size()} + 1) * (uint64_t{b.size()} + 1);
   if (cells * sizeof(uint32_t) >
       static_cast<uint64_t>(ctx.engine.settings().Int(Setting::kProtoMaxBulkLen))) {
-    return ctx.reply.Error(
-        "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+    return ctx.reply.Error(errors::kLcsTooMuchMemory);
   }
   const size_t width = b.size() + 1;
   std::vector<uint32_t> table(cells, 0);

@@ -13,7 +13,7 @@ namespace prefixd::commands {
 namespace {
 
 void Multi(Context& ctx) {
-  if (ctx.session.in_multi) return ctx.reply.Error("ERR MULTI calls can not be nested");
+  if (ctx.session.in_multi) return ctx.reply.Error(errors::kNestedMulti);
   ctx.session.in_multi = true;
   ctx.client.multi_count.store(0, std::memory_order_relaxed);
   ctx.reply.Simple("OK");
@@ -22,13 +22,13 @@ void Multi(Context& ctx) {
 void Exec(Context& ctx) {
   server::ClientState& client = ctx.client;
   Session& session = ctx.session;
-  if (!session.in_multi) return ctx.reply.Error("ERR EXEC without MULTI");
+  if (!session.in_multi) return ctx.reply.Error(errors::kExecWithoutMulti);
   const bool refused = session.multi_refused;
   const bool broken = !refused && ctx.engine.watches().Broken(ctx.engine.databases(), session);
   if (refused || broken) {
     EndTransaction(ctx.engine, client);
     if (refused) {
-      return ctx.reply.Error("EXECABORT Transaction discarded because of previous errors.");
+      return ctx.reply.Error(errors::kExecAbort);
     }
     return ctx.reply.NullArray();
   }
@@ -57,13 +57,13 @@ void Exec(Context& ctx) {
 }
 
 void Discard(Context& ctx) {
-  if (!ctx.session.in_multi) return ctx.reply.Error("ERR DISCARD without MULTI");
+  if (!ctx.session.in_multi) return ctx.reply.Error(errors::kDiscardWithoutMulti);
   EndTransaction(ctx.engine, ctx.client);
   ctx.reply.Simple("OK");
 }
 
 void Watch(Context& ctx) {
-  if (ctx.session.in_multi) return ctx.reply.Error("ERR WATCH inside MULTI is not allowed");
+  if (ctx.session.in_multi) return ctx.reply.Error(errors::kWatchInMulti);
   const size_t db = static_cast<size_t>(ctx.client.db.load());
   const int64_t now = NowMs();
   for (size_t i = 1; i < ctx.args.size(); ++i) {

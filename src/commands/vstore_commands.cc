@@ -29,7 +29,6 @@ using store::VectorStore;
 
 constexpr size_t kMaxFetchIds = 1024;  // Pion's bound on V.FETCH <id>...
 constexpr uint64_t kMaxLayerId = 0x7fffffff;
-constexpr std::string_view kBadRange = "ERR invalid RANGE: end must exceed start (>=0)";
 
 void Line(std::string& out, std::string_view key, std::string_view value) {
   out.append(key).append(":").append(value).append("\r\n");
@@ -45,16 +44,13 @@ void Create(Context& ctx) {
   if (!vstore::ValidSid(ctx, sid)) return;
   for (size_t i = 2; i < args.size(); ++i) {
     if (EqualsIgnoreCase(args[i], "SCHEMA")) {
-      return ctx.reply.Error(
-          "ERR V.CREATE: SCHEMA (per-layer formats) is not supported by prefixd; create one "
-          "session per format");
+      return ctx.reply.Error(errors::kVCreateSchema);
     }
   }
   const vstore::Limits limits = vstore::LimitsOf(ctx.engine);
   auto dim = vstore::ParseCount(args[2]);
   if (!dim || *dim < 1 || *dim > limits.max_dim) {
-    return ctx.reply.Error("ERR invalid value_dim (must be 1-" + std::to_string(limits.max_dim) +
-                           ")");
+    return ctx.reply.Error(errors::InvalidValueDim(limits.max_dim));
   }
   auto tier = store::ParseTier(ctx.engine.settings().String(Setting::kVstoreDefaultVquant));
   if (args.size() == 5 && EqualsIgnoreCase(args[3], "VQUANT")) {
@@ -66,7 +62,7 @@ void Create(Context& ctx) {
     return ctx.reply.Error(errors::kSyntax);
   }
   if (std::string why = store::CheckDim(*tier, static_cast<uint32_t>(*dim)); !why.empty()) {
-    return ctx.reply.Error("ERR V.CREATE: " + why);
+    return ctx.reply.Error(errors::CommandFailed("V.CREATE", why));
   }
   const persist::VCreate record{std::string(sid), Db(ctx).vectors.ReserveIndex(),
                                 static_cast<uint32_t>(*dim), static_cast<uint32_t>(*tier)};
@@ -84,9 +80,7 @@ std::optional<uint64_t> ParseStoreField(Context& ctx, std::string_view name, std
                                         uint64_t min, uint64_t max) {
   auto v = vstore::ParseCount(text);
   if (!v || *v < min || *v > max) {
-    ctx.reply.Error("ERR invalid layer_id/start_id/count: " + std::string(name) + " '" +
-                    std::string(text.substr(0, 64)) + "' must be an integer from " +
-                    std::to_string(min) + " to " + std::to_string(max));
+    ctx.reply.Error(errors::InvalidVInteger(name, text.substr(0, 64), min, max));
     return std::nullopt;
   }
   return v;
@@ -106,36 +100,29 @@ void StoreBatch(Context& ctx) {
   auto count = ParseStoreField(ctx, "count", args[4], 1, kBig);
   if (!count) return;
   if (*layer >= limits.max_layers) {
-    return ctx.reply.Error("ERR V.STOREBATCH: layer_id " + std::to_string(*layer) +
-                           " exceeds vstore-max-layers (" + std::to_string(limits.max_layers) +
-                           ": ids 0-" + std::to_string(limits.max_layers - 1) + ")");
+    return ctx.reply.Error(errors::LayerOverMax(*layer, limits.max_layers));
   }
   const uint64_t end = *start + *count;
   if (end > limits.max_tokens) {
-    return ctx.reply.Error("ERR V.STOREBATCH: end " + std::to_string(end) +
-                           " (start + count) exceeds vstore-max-tokens (" +
-                           std::to_string(limits.max_tokens) + ")");
+    return ctx.reply.Error(errors::EndOverMaxTokens(end, limits.max_tokens));
   }
   auto format = store::InputFormat::kF32;
   if (args.size() == 8 && EqualsIgnoreCase(args[6], "FMT") && store::ParseInputFormat(args[7])) {
     format = *store::ParseInputFormat(args[7]);
   } else if (args.size() != 6) {
-    return ctx.reply.Error("ERR V.STOREBATCH: unknown option (expected FMT F16|BF16|F32)");
+    return ctx.reply.Error(errors::kVStoreBatchOption);
   }
   VectorStore& vs = Db(ctx).vectors;
   auto info = vs.Describe(sid);
-  if (!info) return ctx.reply.Error(vstore::kSessionNotFound);
+  if (!info) return ctx.reply.Error(errors::kSessionNotFound);
   // A write to a cold session reads it back whole first (outside the session lock; the store
   // still reads a layer that is cold when written, under it).
   PromoteVectorSession(ctx.engine, Db(ctx), sid, /*always=*/true);
   const size_t element = store::InputElementBytes(format);
   const uint64_t expected = *count * info->dim * element;
   if (args[5].size() != expected) {
-    return ctx.reply.Error("ERR V.STOREBATCH: blob size " + std::to_string(args[5].size()) +
-                           " != expected " + std::to_string(expected) + " (count " +
-                           std::to_string(*count) + " x dim " + std::to_string(info->dim) + " x " +
-                           std::to_string(element) + " bytes " +
-                           std::string(store::InputFormatName(format)) + ")");
+    return ctx.reply.Error(errors::VBlobSize(args[5].size(), expected, *count, info->dim, element,
+                                             store::InputFormatName(format)));
   }
   const Tier tier = info->tier;
   // Input already in the stored form is kept as it arrived from the socket.
@@ -147,7 +134,7 @@ void StoreBatch(Context& ctx) {
     Bytes encoded = Bytes::Allocate(*count * info->row_bytes);
     std::string err =
         store::EncodeRows(tier, info->dim, format, rows.data(), *count, encoded.mutable_data());
-    if (!err.empty()) return ctx.reply.Error("ERR V.STOREBATCH: " + err);
+    if (!err.empty()) return ctx.reply.Error(errors::CommandFailed("V.STOREBATCH", err));
     rows = std::move(encoded);
   }
   persist::VStore record{std::string(sid),
@@ -160,12 +147,10 @@ void StoreBatch(Context& ctx) {
   auto done = Mutate(ctx, record);
   if (!done) return;
   if (done->kind == persist::Outcome::Kind::kNoSession) {
-    return ctx.reply.Error(vstore::kSessionNotFound);
+    return ctx.reply.Error(errors::kSessionNotFound);
   }
   if (done->kind == persist::Outcome::Kind::kChanged) {
-    return ctx.reply.Error(
-        "ERR V.STOREBATCH: the session was dropped and created again with another shape while "
-        "this batch was being stored; send it again");
+    return ctx.reply.Error(errors::kVStoreBatchReshaped);
   }
   ctx.reply.Simple("OK");
 }
@@ -304,8 +289,7 @@ std::optional<bool> ParseNative(Context& ctx, size_t from) {
       EqualsIgnoreCase(args[from + 1], "NATIVE")) {
     return true;
   }
-  ctx.reply.Error("ERR V.FETCH: unknown option '" + std::string(args[from].substr(0, 64)) +
-                  "' (expected FMT NATIVE)");
+  ctx.reply.Error(errors::VFetchUnknownOption(args[from].substr(0, 64)));
   return std::nullopt;
 }
 
@@ -315,13 +299,12 @@ bool ParseRange(Context& ctx, std::string_view start_text, std::string_view end_
   auto s = vstore::ParseCount(start_text);
   auto e = vstore::ParseCount(end_text);
   if (!s || !e || *e <= *s) {
-    ctx.reply.Error(kBadRange);
+    ctx.reply.Error(errors::kBadVRange);
     return false;
   }
   const uint64_t max_tokens = vstore::LimitsOf(ctx.engine).max_tokens;
   if (*e > max_tokens) {
-    ctx.reply.Error("ERR invalid RANGE: end " + std::to_string(*e) +
-                    " exceeds vstore-max-tokens (" + std::to_string(max_tokens) + ")");
+    ctx.reply.Error(errors::RangeOverMaxTokens(*e, max_tokens));
     return false;
   }
   start = *s, end = *e;
@@ -355,9 +338,7 @@ void FetchBatch(Context& ctx) {
   if (next < args.size() && !EqualsIgnoreCase(args[next], "FMT")) {
     auto n = vstore::ParseCount(args[next]);
     if (!n || *n < 1 || *n > max_layers) {
-      return ctx.reply.Error("ERR V.FETCH BATCH: invalid layer count '" +
-                             std::string(args[next].substr(0, 64)) + "' (must be 1-" +
-                             std::to_string(max_layers) + ")");
+      return ctx.reply.Error(errors::VFetchBatchLayerCount(args[next].substr(0, 64), max_layers));
     }
     layers = static_cast<uint32_t>(*n);
     ++next;
@@ -366,12 +347,12 @@ void FetchBatch(Context& ctx) {
   if (!native) return;
   VectorStore& vs = Db(ctx).vectors;
   auto described = vs.Describe(args[1]);
-  if (!described) return ctx.reply.Error(vstore::kSessionNotFound);
+  if (!described) return ctx.reply.Error(errors::kSessionNotFound);
   if (start == 0) PromoteIfWhole(ctx, args[1], end, std::nullopt);
   auto read = vs.ReadBatch(args[1], start, end, layers, StreamColdFrom(*described, *native));
-  if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
+  if (!read) return ctx.reply.Error(errors::kSessionNotFound);
   auto& [info, per_layer] = *read;
-  if (per_layer.empty()) return ctx.reply.Error("ERR V.FETCH BATCH: session has no stored layers");
+  if (per_layer.empty()) return ctx.reply.Error(errors::kVFetchBatchEmpty);
   uint64_t total = 0;
   for (const auto& layer : per_layer) {
     if (layer.length > 0) total += ReplyBytes(info, layer.rows.rows, *native);
@@ -391,8 +372,7 @@ void Fetch(Context& ctx) {
   if (EqualsIgnoreCase(args[2], "BATCH")) return FetchBatch(ctx);
   auto layer = vstore::ParseCount(args[2]);
   if (!layer || *layer > kMaxLayerId) {
-    return ctx.reply.Error("ERR invalid layer_id '" + std::string(args[2].substr(0, 64)) +
-                           "': must be an integer from 0 to " + std::to_string(kMaxLayerId));
+    return ctx.reply.Error(errors::InvalidLayerId(args[2].substr(0, 64), kMaxLayerId));
   }
   const auto layer_id = static_cast<uint32_t>(*layer);
   VectorStore& vs = Db(ctx).vectors;
@@ -405,16 +385,16 @@ void Fetch(Context& ctx) {
     if (!vs.HasColdLayers()) {
       // The common case in one lookup of the store: no disk tier to plan for or promote from.
       auto read = vs.ReadRange(sid, layer_id, start, end, VectorStore::kReadAll);
-      if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
+      if (!read) return ctx.reply.Error(errors::kSessionNotFound);
       if (!FitsOutput(ctx, ReplyBytes(read->first, end - start, *native))) return;
       return ReplyRows(ctx, read->first, read->second, *native);
     }
     auto info = vs.Describe(sid);
-    if (!info) return ctx.reply.Error(vstore::kSessionNotFound);
+    if (!info) return ctx.reply.Error(errors::kSessionNotFound);
     if (!FitsOutput(ctx, ReplyBytes(*info, end - start, *native))) return;
     if (start == 0) PromoteIfWhole(ctx, sid, end, layer_id);
     auto read = vs.ReadRange(sid, layer_id, start, end, StreamColdFrom(*info, *native));
-    if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
+    if (!read) return ctx.reply.Error(errors::kSessionNotFound);
     const auto cold = PlanCold(ctx, read->first, std::span(&read->second, 1), *native);
     size_t next_cold = 0;
     return ReplyRows(ctx, read->first, read->second, *native, cold, &next_cold);
@@ -423,22 +403,19 @@ void Fetch(Context& ctx) {
   ids.reserve(args.size() - 3);
   for (size_t i = 3; i < args.size(); ++i) {
     if (EqualsIgnoreCase(args[i], "FMT")) {
-      return ctx.reply.Error(
-          "ERR V.FETCH: FMT NATIVE applies to RANGE and BATCH only (rows by id are always fp32)");
+      return ctx.reply.Error(errors::kVFetchNativeById);
     }
     auto id = vstore::ParseCount(args[i]);
     if (!id) {
-      return ctx.reply.Error("ERR V.FETCH: invalid token id '" +
-                             std::string(args[i].substr(0, 64)) + "'");
+      return ctx.reply.Error(errors::VFetchInvalidTokenId(args[i].substr(0, 64)));
     }
     ids.push_back(*id);
   }
   if (ids.size() > kMaxFetchIds) {
-    return ctx.reply.Error("ERR V.FETCH: at most " + std::to_string(kMaxFetchIds) +
-                           " ids per call (got " + std::to_string(ids.size()) + ")");
+    return ctx.reply.Error(errors::VFetchTooManyIds(kMaxFetchIds, ids.size()));
   }
   auto read = vs.ReadIds(sid, layer_id, ids);
-  if (!read) return ctx.reply.Error(vstore::kSessionNotFound);
+  if (!read) return ctx.reply.Error(errors::kSessionNotFound);
   ReplyRows(ctx, read->first, read->second, /*native=*/false);
 }
 
@@ -467,7 +444,7 @@ void Info(Context& ctx) {
   }
   if (!vstore::ValidSid(ctx, args[1])) return;
   auto detail = vs.Detail(args[1]);
-  if (!detail) return ctx.reply.Error(vstore::kSessionNotFound);
+  if (!detail) return ctx.reply.Error(errors::kSessionNotFound);
   uint64_t total = 0;
   for (const auto& [layer, length] : detail->layer_lengths) total += length;
   Line(out, "session_idx", detail->info.index);

@@ -12,11 +12,10 @@
 #include "common/numbers.h"
 #include "engine/command.h"
 #include "engine/engine.h"
+#include "engine/errors.h"
 #include "store/vector_codec.h"
 
 namespace prefixd::commands::vstore {
-
-inline constexpr std::string_view kSessionNotFound = "ERR session not found";
 
 struct Limits {
   uint64_t max_sessions;
@@ -47,18 +46,14 @@ inline bool ValidSid(Context& ctx, std::string_view sid, std::string_view what =
   const auto limit = static_cast<size_t>(ctx.engine.settings().Int(Setting::kMaxSidLen));
   const size_t most = limit > suffix ? limit - suffix : 0;
   if (sid.empty() || sid.size() > most) {
-    ctx.reply.Error("ERR invalid " + std::string(what) + ": must be 1 to " + std::to_string(most) +
-                    " bytes (max-sid-len " + std::to_string(limit) + "), got " +
-                    std::to_string(sid.size()));
+    ctx.reply.Error(errors::InvalidSid(what, most, limit, sid.size()));
     return false;
   }
   return true;
 }
 
 inline std::string SessionLimitError(std::string_view command, uint64_t limit) {
-  return "ERR " + std::string(command) + ": session limit reached (vstore-max-sessions " +
-         std::to_string(limit) +
-         "); drop sessions with V.DROP or KV.PREFIX.DROP, or raise the limit with CONFIG SET";
+  return errors::SessionLimit(command, limit);
 }
 
 // The reply for an unknown tier name, e.g. UnknownTierError("V.CREATE", "VQUANT format", x);
@@ -67,13 +62,8 @@ inline std::string UnknownTierError(std::string_view command, std::string_view w
                                     std::string_view name) {
   const std::string shown(name.substr(0, 64));
   const std::string lower = AsciiLower(shown);
-  const std::string want = " (want " + std::string(store::kTierNames) + ")";
-  if (lower.starts_with("turbo") || lower == "bf16_rope_fp8_body") {
-    return "ERR " + std::string(command) + ": " + std::string(what) + " '" + shown +
-           "' is a Pion codec prefixd does not implement" + want;
-  }
-  return "ERR " + std::string(command) + ": unknown " + std::string(what) + " '" + shown + "'" +
-         want;
+  const bool pion_codec = lower.starts_with("turbo") || lower == "bf16_rope_fp8_body";
+  return errors::UnknownTier(command, what, shown, pion_codec, store::kTierNames);
 }
 
 }  // namespace prefixd::commands::vstore

@@ -35,11 +35,6 @@ using store::KeyType;
 using store::ScoredView;
 using store::ZsetEncoding;
 
-constexpr std::string_view kNotFloatRange = "ERR min or max is not a float";
-constexpr std::string_view kNotLexRange = "ERR min or max not valid string range item";
-constexpr std::string_view kNaNScore = "ERR resulting score is not a number (NaN)";
-constexpr std::string_view kNotPositive = "ERR value is out of range, must be positive";
-
 // A sorted-set key as a command reads it: `exists` false for a missing key (no members).
 struct Zset {
   bool exists = false;
@@ -123,13 +118,13 @@ void AddGeneric(Context& ctx, bool incr_command) {
   const size_t items = ctx.args.size() - at;
   if (items == 0 || items % 2 != 0) return ctx.reply.Error(errors::kSyntax);
   if (f.incr && items > 2) {
-    return ctx.reply.Error("ERR INCR option supports a single increment-element pair");
+    return ctx.reply.Error(errors::kZaddIncrPairs);
   }
   if (f.nx && f.xx) {
-    return ctx.reply.Error("ERR XX and NX options at the same time are not compatible");
+    return ctx.reply.Error(errors::kXxAndNx);
   }
   if ((f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt)) {
-    return ctx.reply.Error("ERR GT, LT, and/or NX options at the same time are not compatible");
+    return ctx.reply.Error(errors::kGtLtNx);
   }
   std::vector<double> scores;
   for (size_t i = at; i < ctx.args.size(); i += 2) {
@@ -179,7 +174,7 @@ void AddGeneric(Context& ctx, bool incr_command) {
       if (f.nx) continue;
       if (f.incr) {
         score += *now;
-        if (std::isnan(score)) return ctx.reply.Error(kNaNScore);
+        if (std::isnan(score)) return ctx.reply.Error(errors::kNaNScore);
       }
       if ((f.lt && score >= *now) || (f.gt && score <= *now)) continue;
       ++processed, last_score = score;
@@ -292,12 +287,12 @@ bool ParseRange(Context& ctx, RangeKind kind, std::string_view min_text, std::st
   }
   if (kind == RangeKind::kScore) {
     auto min = store::ParseScoreBound(min_text), max = store::ParseScoreBound(max_text);
-    if (!min || !max) return Fail(ctx, kNotFloatRange);
+    if (!min || !max) return Fail(ctx, errors::kNotFloatRange);
     range.min_score = *min, range.max_score = *max;
     return true;
   }
   auto min = store::ParseLexBound(min_text), max = store::ParseLexBound(max_text);
-  if (!min || !max) return Fail(ctx, kNotLexRange);
+  if (!min || !max) return Fail(ctx, errors::kNotLexRange);
   range.min_lex = std::move(*min), range.max_lex = std::move(*max);
   return true;
 }
@@ -385,11 +380,10 @@ void RangeGeneric(Context& ctx, RangeKind kind, Direction direction) {
   if (kind == RangeKind::kAuto) kind = RangeKind::kRank;
   // Redis tells an explicit LIMIT by its count: "LIMIT 0 -1" passes as no limit at all.
   if (limit != -1 && kind == RangeKind::kRank) {
-    return ctx.reply.Error(
-        "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
+    return ctx.reply.Error(errors::kLimitNeedsByScoreOrLex);
   }
   if (withscores && kind == RangeKind::kLex) {
-    return ctx.reply.Error("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+    return ctx.reply.Error(errors::kWithScoresByLex);
   }
   const bool reverse = direction == Direction::kReverse;
   // Score and lex ranges are given as max, min when reversed.
@@ -480,8 +474,8 @@ void Pop(Context& ctx, bool max) {
   if (ctx.args.size() > 3) return ctx.reply.Error(errors::kSyntax);
   int64_t count = 1;
   if (ctx.args.size() == 3) {
-    auto n = ParseInt64(ctx.args[2]);
-    if (!n || *n < 0) return ctx.reply.Error(kNotPositive);
+    auto n = ArgReader(ctx, 2).Integer(0, INT64_MAX, errors::kNotPositive);
+    if (!n) return;
     count = *n;
   }
   const std::string_view key = ctx.args[1];
@@ -503,8 +497,8 @@ void Pop(Context& ctx, bool max) {
 // ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first of the keys that holds
 // members; [key, [[member, score], ...]], or a null array when none does (Redis 7.0).
 void ZMPop(Context& ctx) {
-  const auto numkeys = ParseInt64(ctx.args[1]);
-  if (!numkeys || *numkeys < 1) return ctx.reply.Error("ERR numkeys should be greater than 0");
+  const auto numkeys = ArgReader(ctx, 1).Integer(1, INT64_MAX, errors::kNumKeysNotPositive);
+  if (!numkeys) return;
   const uint64_t where_at = 2 + static_cast<uint64_t>(*numkeys);
   if (where_at >= ctx.args.size()) return ctx.reply.Error(errors::kSyntax);
   ArgReader r(ctx, where_at);
@@ -513,7 +507,7 @@ void ZMPop(Context& ctx) {
   std::optional<int64_t> count;
   while (r.more()) {
     if (count || r.remaining() < 2 || !r.Keyword("COUNT")) return ctx.reply.Error(errors::kSyntax);
-    count = r.Integer(1, std::numeric_limits<int64_t>::max(), "ERR count should be greater than 0");
+    count = r.Integer(1, std::numeric_limits<int64_t>::max(), errors::kCountNotPositive);
     if (!count) return;
   }
   std::vector<std::string_view> keys;

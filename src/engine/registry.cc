@@ -127,7 +127,7 @@ std::string Registry::OnConnect(const std::shared_ptr<server::ClientState>& clie
   client->authenticated = engine_.settings().String(Setting::kRequirePass).empty();
   if (engine_.ClientCount() >= static_cast<size_t>(engine_.settings().Int(Setting::kMaxClients))) {
     engine_.stats().rejected_connections += 1;
-    return "ERR max number of clients reached";
+    return std::string(errors::kMaxClients);
   }
   if (ProtectedModeRefuses(engine_.settings(), *client)) {
     engine_.stats().rejected_connections += 1;
@@ -160,9 +160,7 @@ void Registry::RejectInTransaction(server::ClientState& client, const CommandSpe
   if (!session.in_multi) return Reject(spec, reply, message);
   if (spec == exec_) {
     EndTransaction(engine_, client);
-    return Reject(spec, reply,
-                  "EXECABORT Transaction discarded because of: " +
-                      std::string(message.substr(message.starts_with('-'))));
+    return Reject(spec, reply, errors::ExecAbortBecause(message.substr(message.starts_with('-'))));
   }
   session.multi_refused = true;
   Reject(spec, reply, message);
@@ -297,9 +295,9 @@ void Registry::RunQueued(server::ClientState& client, const protocol::Request& r
     spdlog::warn("Client id={} addr={}: '{}' in EXEC failed: {}", client.id, client.addr,
                  spec->full_name, e.what());
     if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
-      reply.Error("OOM not enough memory to run '" + spec->full_name + "'");
+      reply.Error(errors::NotEnoughMemoryToRun(spec->full_name));
     } else {
-      reply.Error("ERR internal error running '" + spec->full_name + "': " + e.what());
+      reply.Error(errors::InternalError(spec->full_name, e.what()));
     }
   }
 }
@@ -332,7 +330,7 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
                                                    spec) == run_in_multi_.end();
   const bool exec = session.in_multi && spec == exec_;
   if (queue && (spec->flags & kNoMulti)) {
-    return RejectInTransaction(client, spec, reply, "ERR Command not allowed inside a transaction");
+    return RejectInTransaction(client, spec, reply, errors::kNotAllowedInMulti);
   }
   const uint32_t flags = exec ? session.multi_flags : spec->flags;
   // Taken before any key lock: EXEC runs its queue holding the whole gate, then key locks.
@@ -363,9 +361,8 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
     }
   }
   if ((flags & kWrite) && engine_.durability() && !engine_.durability()->healthy()) {
-    return RejectInTransaction(
-        client, spec, reply,
-        "MISCONF Errors writing to the AOF file: " + engine_.durability()->last_error());
+    return RejectInTransaction(client, spec, reply,
+                               errors::AofWriteFailed(engine_.durability()->last_error()));
   }
   // Queueing may take memory without end: under OOM, MULTI queues nothing.
   if ((flags & kDenyOom) || queue) {

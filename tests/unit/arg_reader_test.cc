@@ -41,6 +41,28 @@ TEST(ArgReader, KeywordsAndOneOfMatchInAnyCase) {
   EXPECT_EQ(f.Replies(), "");
 }
 
+// An option's name matches only when its values follow (Redis's moreargs): otherwise it stays
+// unread, for whatever the caller makes of it next (an id, a syntax error).
+TEST(ArgReader, AnOptionMatchesOnlyWithItsValues) {
+  Fixture f({"cmd", "LIMIT", "5", "group", "g"});
+  ArgReader r(f.ctx, 1);
+  EXPECT_EQ(r.position(), 1u);
+  EXPECT_FALSE(r.Keyword("LIMIT", 5));
+  EXPECT_TRUE(r.Keyword("limit", 1));
+  EXPECT_EQ(r.Integer(), 5);
+  EXPECT_EQ(r.position(), 3u);
+  EXPECT_FALSE(r.Keyword("GROUP", 2));  // only one value follows
+  EXPECT_TRUE(r.Keyword("GROUP", 1));
+  EXPECT_EQ(r.Next(), "g");
+  EXPECT_EQ(r.position(), 5u);
+  Fixture last({"cmd", "maxlen"});
+  ArgReader l(last.ctx, 1);
+  EXPECT_EQ(l.OneOf({"MINID", "MAXLEN"}, 1), std::nullopt);  // no value after it
+  EXPECT_EQ(l.OneOf({"MINID", "MAXLEN"}), 1u);
+  EXPECT_FALSE(l.more());
+  EXPECT_EQ(f.Replies(), "");
+}
+
 TEST(ArgReader, IntegersAtAndPastTheirLimits) {
   Fixture f({"cmd", "0", "10", "11", "-1", "9223372036854775807", "9223372036854775808", "1x"});
   ArgReader r(f.ctx, 1);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/change_kinds.h"
+#include "engine/errors.h"
 #include "store/key_entry.h"
 
 namespace prefixd::commands {
@@ -142,7 +143,7 @@ std::string WritePath::Refusal(const persist::Mutation& m) const {
   const persist::Verdict verdict = persist::Check(m, Limits());
   if (verdict.ok) return {};
   std::string name(std::visit([](const auto& r) { return std::string(r.kName); }, m));
-  return (verdict.out_of_memory ? "OOM " : "ERR ") + name + " refused: " + verdict.why;
+  return errors::Refused(verdict.out_of_memory, name, verdict.why);
 }
 
 uint64_t WritePath::ChangesAppliedHere() { return changes_applied_here; }

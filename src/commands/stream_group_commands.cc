@@ -852,6 +852,13 @@ void RegisterStreamGroupCommands(Registry& r) {
   const Arg id_or_last = OneOfArg("id_or_last", 0, {id, TokenArg("new_id", "$")});
   const Arg entries_read = Tokened(IntArg("entries_read", kArgOptional), "ENTRIESREAD", "7.0.0");
   CommandSpec xgroup = container("xgroup", "Manages consumer groups.");
+  // A container's HELP (Handler is a plain function, so each container passes its own).
+  const auto help = [&](std::string_view container, Handler handler) {
+    return AsRedis(
+        MakeSpec("stream", 0, "help", 2, kLoading | kStale, "",
+                 "Lists the " + std::string(container) + " subcommands.", handler, "O(1)"),
+        "5.0.0", acl);
+  };
   xgroup.subcommands = {
       sub("create", -5, kWrite | kDenyOom, "<key> <group> <id|$> [MKSTREAM] [ENTRIESREAD n]",
           "Creates a consumer group.", XGroupCreate, "5.0.0", kKeyRW | kKeyInsert,
@@ -867,11 +874,7 @@ void RegisterStreamGroupCommands(Registry& r) {
       sub("delconsumer", 5, kWrite, "<key> <group> <consumer>",
           "Deletes a consumer; the number of its pending entries.", XGroupDelConsumer, "5.0.0",
           kKeyRW | kKeyDelete, {key, group, consumer}),
-      AsRedis(
-          MakeSpec(
-              "stream", 0, "help", 2, kLoading | kStale, "", "Lists the XGROUP subcommands.",
-              [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("xgroup")); }, "O(1)"),
-          "5.0.0", acl),
+      help("XGROUP", [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("xgroup")); }),
   };
   r.Add(std::move(xgroup));
   CommandSpec xinfo = container("xinfo", "Reports on streams, their groups and consumers.");
@@ -887,11 +890,7 @@ void RegisterStreamGroupCommands(Registry& r) {
       WithTips(sub("consumers", 4, kReadonly, "<key> <group>", "A group's consumers.",
                    XInfoConsumers, "5.0.0", kKeyRO | kKeyAccess, {key, group}),
                {"nondeterministic_output"}),
-      AsRedis(
-          MakeSpec(
-              "stream", 0, "help", 2, kLoading | kStale, "", "Lists the XINFO subcommands.",
-              [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("xinfo")); }, "O(1)"),
-          "5.0.0", acl),
+      help("XINFO", [](Context& ctx) { HelpReply(ctx, *ctx.engine.registry->Find("xinfo")); }),
   };
   r.Add(std::move(xinfo));
 }

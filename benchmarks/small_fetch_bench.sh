@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Small reads of prefix state against GET of the same bytes, on one prefixd-server in one run:
+# SSM.PREFIX.FETCH of a 3-byte layer and MFETCH of one and of two against GET and MGET of 3-byte
+# strings, V.FETCH RANGE of one 4-byte row against GET of 4 bytes, KV.PREFIX.BFETCH of one block
+# (8 bytes) against GET of 8 bytes. Each row is redis-benchmark -P 16 -c 50 -n N; the rows of a
+# pair run back to back, every pair --reps times (default 5) in turn, and the table shows the
+# median requests per second and the state read's ratio to its GET. Issue 34 asks for >= 1.00x.
+#
+#   benchmarks/small_fetch_bench.sh [--server BIN] [--requests N] [--reps N]
+#
+# BIN defaults to build/release/prefixd-server (scripts/build-release.sh builds it). Loopback only;
+# the server runs with --appendonly no and one io thread, as the wire table's small rows do.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+server=$repo/build/release/prefixd-server
+requests=300000
+reps=5
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --server) server=$2; shift 2 ;;
+    --requests) requests=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[[ -x $server ]] || { echo "no server binary at $server" >&2; exit 2; }
+command -v redis-benchmark >/dev/null || { echo "redis-benchmark is not installed" >&2; exit 2; }
+source "$repo/benchmarks/bench_lib.sh" small-fetch
+
+port=$(free_port)
+"$server" --port "$port" --dir "$work" --appendonly no --io-threads 1 --loglevel warning \
+  >"$work/server.log" 2>&1 &
+pids+=($!)
+wait_ready "$port" prefixd-server
+
+cli() { redis-cli -p "$port" "$@" >/dev/null; }
+# The values: strings of 3, 4 and 8 bytes; a two-layer session of 3-byte layers (small: it lives
+# in its keyspace entry); a V-store row of one fp32 value; a prefix-index block of one token with
+# KVDIM 1 (its K and V rows, 8 bytes as fp32). Hashes are 16 bytes without a NUL, as
+# redis-benchmark passes arguments as C strings.
+cli SET s3 abc
+cli SET s3b abc
+cli SET s4 abcd
+cli SET s8 abcdefgh
+cli SSM.PREFIX.MSTORE sess 0 abc 1 abc
+cli V.CREATE rows 1 VQUANT fp32
+printf 'abcd' | redis-cli -p "$port" -x V.STOREBATCH rows 0 0 1 >/dev/null
+cli KV.PREFIX.NAMESPACE ns BLOCK 1 ATTN 1 KVDIM 1 RECURRENT 1 VQUANT fp32
+# The parent of a first block is h_0, 16 NUL bytes, which no command-line argument can hold.
+/usr/bin/python3 - "$port" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+args = [b"KV.PREFIX.BSTORE", b"ns", b"\0" * 16, b"1", b"abcdefghijklmnop", b"0", b"abcdefgh"]
+s.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+reply = s.recv(64)
+if reply != b":1\r\n":
+    sys.exit("BSTORE answered %r" % reply)
+EOF
+[[ $(redis-cli -p "$port" KV.PREFIX.BFETCH ns 1 abcdefghijklmnop 0) == abcdefgh ]] ||
+  { echo "BFETCH does not return the stored rows" >&2; exit 1; }
+
+rps() {  # command words...
+  redis-benchmark -p "$port" -P 16 -c 50 -n "$requests" -q "$@" 2>&1 | tr '\r' '\n' |
+    awk '/requests per second/ { for (i = 2; i <= NF; i++) if ($i == "requests") v = $(i - 1) } END { print v }'
+}
+rows=(
+  "SSM.PREFIX.FETCH sess 0|GET s3"
+  "SSM.PREFIX.MFETCH sess 0|GET s3"
+  "SSM.PREFIX.MFETCH sess 0 1|MGET s3 s3b"
+  "V.FETCH rows 0 RANGE 0 1|GET s4"
+  "KV.PREFIX.BFETCH ns 1 abcdefghijklmnop 0|GET s8"
+)
+results=$work/results
+for rep in $(seq 1 "$reps"); do
+  for row in "${rows[@]}"; do
+    state=${row%%|*} string=${row#*|}
+    # shellcheck disable=SC2086 # the words of a command
+    printf '%s\t%s\t%s\n' "$row" state "$(rps $state)" >>"$results"
+    # shellcheck disable=SC2086
+    printf '%s\t%s\t%s\n' "$row" string "$(rps $string)" >>"$results"
+  done
+done
+median() {  # row side
+  awk -F'\t' -v r="$1" -v s="$2" '$1 == r && $2 == s { print $3 }' "$results" | sort -g |
+    awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+echo "| state read | requests/s | string read | requests/s | ratio |"
+echo "|---|---:|---|---:|---:|"
+for row in "${rows[@]}"; do
+  a=$(median "$row" state) b=$(median "$row" string)
+  printf '| `%s` | %.0f | `%s` | %.0f | %s |\n' "${row%%|*}" "$a" "${row#*|}" "$b" \
+    "$(bench_ratio "$a" "$b")"
+done
+echo
+echo "$reps runs of each row, median; redis-benchmark -P 16 -c 50 -n $requests; $(bench_machine)"

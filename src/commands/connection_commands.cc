@@ -209,11 +209,11 @@ void ClientGetName(Context& ctx) {
 }
 
 void ClientSetInfo(Context& ctx) {
-  std::string_view attribute = ctx.args[2], value = ctx.args[3];
-  bool is_name = EqualsIgnoreCase(attribute, "LIB-NAME");
-  if (!is_name && !EqualsIgnoreCase(attribute, "LIB-VER")) {
-    return ctx.reply.Error(errors::UnrecognizedOption(attribute));
-  }
+  ArgReader r(ctx, 2);
+  const auto attribute = r.OneOf({"LIB-VER", "LIB-NAME"});
+  if (!attribute) return ctx.reply.Error(errors::UnrecognizedOption(r.Peek()));
+  const bool is_name = *attribute == 1;
+  const std::string_view value = r.Next();
   if (!ValidClientName(value)) {
     return ctx.reply.Error(errors::LibField(is_name));
   }

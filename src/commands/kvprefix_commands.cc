@@ -313,11 +313,12 @@ std::string SecondsText(uint64_t us) {
 // PION.STATS [RESET]: Pion's 16 fields, in its order.
 void PionStats(Context& ctx) {
   PrefixReceipt& r = ctx.engine.receipt();
-  if (ctx.args.size() == 2 && EqualsIgnoreCase(ctx.args[1], "RESET")) {
+  ArgReader options(ctx, 1);
+  if (options.remaining() == 1 && options.Keyword("RESET")) {
     r.Reset();
     return ctx.reply.Simple("OK");
   }
-  if (ctx.args.size() != 1) return ctx.reply.Error(errors::kSyntax);
+  if (options.more()) return ctx.reply.Error(errors::kSyntax);
   auto& w = ctx.reply;
   w.MapLen(16);
   auto integer = [&](std::string_view key, uint64_t value) {

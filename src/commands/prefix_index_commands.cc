@@ -503,12 +503,10 @@ void CkptFetch(Context& ctx) {
   auto pos = ParseHash(ctx, "position", args[2]);
   if (!pos) return;
   std::vector<uint32_t> layers;
-  if (args.size() > 3) {
-    if (!EqualsIgnoreCase(args[3], "LAYERS") || args.size() == 4) {
-      return ctx.reply.Error(errors::kSyntax);
-    }
-    for (size_t i = 4; i < args.size(); ++i) {
-      auto layer = ParseLayer(ctx, "layer", args[i], shape->recurrent);
+  if (ArgReader r(ctx, 3); r.more()) {
+    if (!r.Keyword("LAYERS", 1)) return ctx.reply.Error(errors::kSyntax);
+    while (r.more()) {
+      auto layer = ParseLayer(ctx, "layer", r.Next(), shape->recurrent);
       if (!layer) return;
       layers.push_back(static_cast<uint32_t>(*layer));
     }

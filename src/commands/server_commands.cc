@@ -286,13 +286,12 @@ void GetKeys(Context& ctx, bool with_flags) {
 }
 
 void ConfigGet(Context& ctx) {
-  const auto& args = ctx.args;
   // (setting index, by its alias) -> the name to answer with. Like Redis, a name given without
   // wildcards is echoed as the client wrote it, and an alias (hash-max-ziplist-entries) answers
   // under its own name beside the setting's.
   std::map<std::pair<size_t, bool>, std::string> matched;
-  for (size_t i = 2; i < args.size(); ++i) {
-    std::string pattern(args[i]);
+  for (ArgReader r(ctx, 2); r.more();) {
+    std::string pattern(r.Next());
     if (pattern.find_first_of("*?[") == std::string::npos) {
       if (auto id = Settings::Find(pattern)) {
         const bool alias = Settings::Alias(*id) == AsciiLower(pattern);
@@ -328,32 +327,33 @@ void ConfigSet(Context& ctx) {
   // scratch copy, so that a bad pair changes nothing.
   Settings scratch;
   std::vector<std::pair<Setting, std::string_view>> changes;
-  for (size_t i = 2; i < args.size(); i += 2) {
-    auto id = Settings::Find(args[i]);
+  for (ArgReader r(ctx, 2); r.more();) {
+    const std::string_view name = r.Next(), value = r.Next();
+    auto id = Settings::Find(name);
     if (!id) {
-      return ctx.reply.Error(errors::ConfigSetUnknown(args[i]));
+      return ctx.reply.Error(errors::ConfigSetUnknown(name));
     }
     const SettingSpec& spec = Settings::Specs()[static_cast<size_t>(*id)];
     if (!spec.runtime_mutable) {
       // prefixd reads more settings at start only than Redis does (bind, port, appendonly):
       // setting one to the value it has changes nothing, so it is allowed, and a client that
       // writes back what CONFIG GET * returned works.
-      if (args[i + 1] == settings.Get(*id)) continue;
-      return failed(args[i], "can't set immutable config");
+      if (value == settings.Get(*id)) continue;
+      return failed(name, "can't set immutable config");
     }
     // Setting a path to what it already is only reloads it (TLS certificates): always allowed.
-    if (spec.is_protected && args[i + 1] != settings.Get(*id) &&
+    if (spec.is_protected && value != settings.Get(*id) &&
         !ProtectedActionAllowed(settings.String(Setting::kEnableProtectedConfigs),
                                 ctx.client.local)) {
-      return failed(args[i], "can't set protected config");
+      return failed(name, "can't set protected config");
     }
-    for (const auto& [seen, value] : changes) {
-      if (seen == *id) return failed(args[i], "duplicate parameter");
+    for (const auto& change : changes) {
+      if (change.first == *id) return failed(name, "duplicate parameter");
     }
-    if (std::string err = scratch.Set(*id, args[i + 1], /*at_startup=*/false); !err.empty()) {
-      return failed(args[i], err);
+    if (std::string err = scratch.Set(*id, value, /*at_startup=*/false); !err.empty()) {
+      return failed(name, err);
     }
-    changes.emplace_back(*id, args[i + 1]);
+    changes.emplace_back(*id, value);
   }
   if (changes.empty()) return ctx.reply.Simple("OK");
   std::vector<std::string> previous;
@@ -491,35 +491,38 @@ void Debug(Context& ctx) {
                               ctx.client.local)) {
     return ctx.reply.Error(errors::kDebugNotAllowed);
   }
-  if (EqualsIgnoreCase(args[1], "HELP") && args.size() == 2) {
-    static constexpr std::string_view kLines[] = {
-        "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "SLEEP <seconds>",
-        "    Stop the server for <seconds>. Decimals allowed.",
-        "DIGEST-VALUE <key> [<key> ...]",
-        "    Output a hex signature of the values of all the specified keys.",
-        "HELP",
-        "    Print this help."};
-    ctx.reply.ArrayLen(std::size(kLines));
-    for (auto line : kLines) ctx.reply.Simple(line);
-    return;
-  }
-  if (EqualsIgnoreCase(args[1], "DIGEST-VALUE")) {
-    ctx.reply.ArrayLen(args.size() - 2);
-    for (size_t i = 2; i < args.size(); ++i) {
-      ctx.reply.Simple(DigestValue(LookupKey(ctx, args[i], /*touch=*/false)));
+  // A subcommand given the wrong number of arguments is answered as an unknown one, as Redis.
+  ArgReader r(ctx, 1);
+  switch (r.OneOf({"HELP", "DIGEST-VALUE", "SLEEP"}).value_or(3)) {
+    case 0: {
+      if (r.more()) break;
+      static constexpr std::string_view kLines[] = {
+          "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+          "SLEEP <seconds>",
+          "    Stop the server for <seconds>. Decimals allowed.",
+          "DIGEST-VALUE <key> [<key> ...]",
+          "    Output a hex signature of the values of all the specified keys.",
+          "HELP",
+          "    Print this help."};
+      ctx.reply.ArrayLen(std::size(kLines));
+      for (auto line : kLines) ctx.reply.Simple(line);
+      return;
     }
-    return;
-  }
-  if (EqualsIgnoreCase(args[1], "SLEEP") && args.size() == 3) {
-    std::string text(args[2]);
-    char* end = nullptr;
-    double seconds = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6) {
-      return ctx.reply.Error(errors::kNotFloat);
+    case 1:
+      ctx.reply.ArrayLen(r.remaining());
+      while (r.more()) ctx.reply.Simple(DigestValue(LookupKey(ctx, r.Next(), /*touch=*/false)));
+      return;
+    case 2: {
+      if (r.remaining() != 1) break;
+      std::string text(r.Next());
+      char* end = nullptr;
+      double seconds = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6) {
+        return ctx.reply.Error(errors::kNotFloat);
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+      return ctx.reply.Simple("OK");
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    return ctx.reply.Simple("OK");
   }
   ctx.reply.Error(errors::DebugUnknownSubcommand(args[1]));
 }

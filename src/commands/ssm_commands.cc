@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
+#include "commands/arg_reader.h"
 #include "commands/cold_reply.h"
 #include "commands/families.h"
 #include "commands/output_limit.h"
-#include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
 #include "common/scratch_array.h"
@@ -155,11 +155,11 @@ void Fetch(Context& ctx) {
   auto layer = ParseLayer(ctx, args[2]);
   if (!layer) return;
   uint64_t offset = 0, length = std::numeric_limits<uint64_t>::max();
-  if (args.size() == 6) {
-    if (!EqualsIgnoreCase(args[3], "RANGE")) return ctx.reply.Error(errors::kSyntax);
-    auto o = ParseOffset(ctx, "offset", args[4]);
+  if (ArgReader r(ctx, 3); r.more()) {
+    if (!r.Keyword("RANGE")) return ctx.reply.Error(errors::kSyntax);
+    auto o = ParseOffset(ctx, "offset", r.Next());
     if (!o) return;
-    auto l = ParseOffset(ctx, "length", args[5]);
+    auto l = ParseOffset(ctx, "length", r.Next());
     if (!l) return;
     offset = *o, length = *l;
   }
@@ -178,8 +178,8 @@ void MFetch(Context& ctx) {
   if (!ValidSid(ctx, args[1])) return;
   std::vector<uint32_t> layers;
   layers.reserve(args.size() - 2);
-  for (size_t i = 2; i < args.size(); ++i) {
-    auto layer = ParseLayer(ctx, args[i]);
+  for (ArgReader r(ctx, 2); r.more();) {
+    auto layer = ParseLayer(ctx, r.Next());
     if (!layer) return;
     layers.push_back(*layer);
   }
@@ -211,16 +211,17 @@ void MFetch(Context& ctx) {
 }
 
 void Drop(Context& ctx) {
-  const auto& args = ctx.args;
-  if (args.size() > 3) return ctx.reply.Error(errors::kSyntax);
-  if (!ValidSid(ctx, args[1])) return;
+  const std::string_view sid = ctx.args[1];
+  ArgReader r(ctx, 2);  // [layer]
+  if (r.remaining() > 1) return ctx.reply.Error(errors::kSyntax);
+  if (!ValidSid(ctx, sid)) return;
   std::optional<persist::Outcome> done;
-  if (args.size() == 3) {
-    auto layer = ParseLayer(ctx, args[2]);
+  if (r.more()) {
+    auto layer = ParseLayer(ctx, r.Next());
     if (!layer) return;
-    done = Mutate(ctx, persist::SsmDropLayer{std::string(args[1]), *layer});
+    done = Mutate(ctx, persist::SsmDropLayer{std::string(sid), *layer});
   } else {
-    done = Mutate(ctx, persist::SsmDropSession{std::string(args[1])});
+    done = Mutate(ctx, persist::SsmDropSession{std::string(sid)});
   }
   if (!done) return;
   ctx.reply.Simple("OK");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "commands/arg_reader.h"
 #include "commands/cold_reply.h"
 #include "commands/families.h"
 #include "commands/output_limit.h"
@@ -53,12 +54,12 @@ void Create(Context& ctx) {
     return ctx.reply.Error(errors::InvalidValueDim(limits.max_dim));
   }
   auto tier = store::ParseTier(ctx.engine.settings().String(Setting::kVstoreDefaultVquant));
-  if (args.size() == 5 && EqualsIgnoreCase(args[3], "VQUANT")) {
-    tier = store::ParseTier(args[4]);
-    if (!tier) {
-      return ctx.reply.Error(vstore::UnknownTierError("V.CREATE", "VQUANT format", args[4]));
-    }
-  } else if (args.size() != 3) {
+  ArgReader r(ctx, 3);  // [VQUANT <fmt>], alone
+  if (r.remaining() == 2 && r.Keyword("VQUANT")) {
+    const std::string_view name = r.Next();
+    tier = store::ParseTier(name);
+    if (!tier) return ctx.reply.Error(vstore::UnknownTierError("V.CREATE", "VQUANT format", name));
+  } else if (r.more()) {
     return ctx.reply.Error(errors::kSyntax);
   }
   if (std::string why = store::CheckDim(*tier, static_cast<uint32_t>(*dim)); !why.empty()) {
@@ -107,10 +108,11 @@ void StoreBatch(Context& ctx) {
     return ctx.reply.Error(errors::EndOverMaxTokens(end, limits.max_tokens));
   }
   auto format = store::InputFormat::kF32;
-  if (args.size() == 8 && EqualsIgnoreCase(args[6], "FMT") && store::ParseInputFormat(args[7])) {
-    format = *store::ParseInputFormat(args[7]);
-  } else if (args.size() != 6) {
-    return ctx.reply.Error(errors::kVStoreBatchOption);
+  if (ArgReader r(ctx, 6); r.more()) {  // [FMT <format>], alone
+    auto given =
+        r.remaining() == 2 && r.Keyword("FMT") ? store::ParseInputFormat(r.Next()) : std::nullopt;
+    if (!given) return ctx.reply.Error(errors::kVStoreBatchOption);
+    format = *given;
   }
   VectorStore& vs = Db(ctx).vectors;
   auto info = vs.Describe(sid);
@@ -332,18 +334,18 @@ void FetchBatch(Context& ctx) {
   if (args.size() < 5) return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
   uint64_t start = 0, end = 0;
   if (!ParseRange(ctx, args[3], args[4], start, end)) return;
-  size_t next = 5;
+  ArgReader r(ctx, 5);  // [L] [FMT NATIVE]
   std::optional<uint32_t> layers;
   const uint64_t max_layers = vstore::LimitsOf(ctx.engine).max_layers;
-  if (next < args.size() && !EqualsIgnoreCase(args[next], "FMT")) {
-    auto n = vstore::ParseCount(args[next]);
+  if (r.more() && !EqualsIgnoreCase(r.Peek(), "FMT")) {
+    const std::string_view text = r.Next();
+    auto n = vstore::ParseCount(text);
     if (!n || *n < 1 || *n > max_layers) {
-      return ctx.reply.Error(errors::VFetchBatchLayerCount(args[next].substr(0, 64), max_layers));
+      return ctx.reply.Error(errors::VFetchBatchLayerCount(text.substr(0, 64), max_layers));
     }
     layers = static_cast<uint32_t>(*n);
-    ++next;
   }
-  auto native = ParseNative(ctx, next);
+  auto native = ParseNative(ctx, r.position());
   if (!native) return;
   VectorStore& vs = Db(ctx).vectors;
   auto described = vs.Describe(args[1]);
@@ -401,14 +403,11 @@ void Fetch(Context& ctx) {
   }
   std::vector<uint64_t> ids;
   ids.reserve(args.size() - 3);
-  for (size_t i = 3; i < args.size(); ++i) {
-    if (EqualsIgnoreCase(args[i], "FMT")) {
-      return ctx.reply.Error(errors::kVFetchNativeById);
-    }
-    auto id = vstore::ParseCount(args[i]);
-    if (!id) {
-      return ctx.reply.Error(errors::VFetchInvalidTokenId(args[i].substr(0, 64)));
-    }
+  for (ArgReader r(ctx, 3); r.more();) {
+    if (r.Keyword("FMT")) return ctx.reply.Error(errors::kVFetchNativeById);
+    const std::string_view text = r.Next();
+    auto id = vstore::ParseCount(text);
+    if (!id) return ctx.reply.Error(errors::VFetchInvalidTokenId(text.substr(0, 64)));
     ids.push_back(*id);
   }
   if (ids.size() > kMaxFetchIds) {

@@ -107,14 +107,10 @@ struct AddFlags {
 void AddGeneric(Context& ctx, bool incr_command) {
   AddFlags f;
   f.incr = incr_command;
-  size_t at = 2;
-  for (; at < ctx.args.size(); ++at) {
-    ArgReader r(ctx, at);
-    auto option = r.OneOf({"NX", "XX", "CH", "INCR", "GT", "LT"});
-    if (!option) break;
-    bool* const flags[] = {&f.nx, &f.xx, &f.ch, &f.incr, &f.gt, &f.lt};
-    *flags[*option] = true;
-  }
+  bool* const flags[] = {&f.nx, &f.xx, &f.ch, &f.incr, &f.gt, &f.lt};
+  ArgReader r(ctx, 2);
+  while (auto option = r.OneOf({"NX", "XX", "CH", "INCR", "GT", "LT"})) *flags[*option] = true;
+  const size_t at = r.position();
   const size_t items = ctx.args.size() - at;
   if (items == 0 || items % 2 != 0) return ctx.reply.Error(errors::kSyntax);
   if (f.incr && items > 2) {
@@ -355,17 +351,15 @@ void ReplyRange(Context& ctx, const Zset& zset, const std::vector<size_t>& picke
 void RangeGeneric(Context& ctx, RangeKind kind, Direction direction) {
   bool withscores = false;
   int64_t offset = 0, limit = -1;
-  for (size_t j = 4; j < ctx.args.size(); ++j) {
-    ArgReader r(ctx, j);
-    const size_t left = ctx.args.size() - j - 1;
+  for (ArgReader r(ctx, 4); r.more();) {
     if (r.Keyword("WITHSCORES")) {
       withscores = true;
-    } else if (left >= 2 && r.Keyword("LIMIT")) {
+    } else if (r.Keyword("LIMIT", 2)) {
       auto o = r.Integer();
       if (!o) return;
       auto l = r.Integer();
       if (!l) return;
-      offset = *o, limit = *l, j += 2;
+      offset = *o, limit = *l;
     } else if (direction == Direction::kAuto && r.Keyword("REV")) {
       direction = Direction::kReverse;
     } else if (kind == RangeKind::kAuto && r.Keyword("BYLEX")) {

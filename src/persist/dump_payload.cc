@@ -207,9 +207,12 @@ DumpStatus DecodeDump(const Bytes& payload, std::string_view key, DecodedDump& o
     }
     if (h.payload_length > body - at) return fail(DumpStatus::kBadFormat, "a cut record");
     Mutation m;
-    std::string err = DecodePayload(h.type, payload.Slice(at, h.payload_length), m);
-    if (!err.empty()) return fail(DumpStatus::kBadFormat, err);
+    if (Status decoded = DecodePayload(h.type, payload.Slice(at, h.payload_length), m);
+        !decoded.ok()) {
+      return fail(DumpStatus::kBadFormat, decoded.message());
+    }
     at += h.payload_length;
+    std::string err;
     const bool named = WithNameOf(m, [&](auto& name) {
       const std::string original{std::string_view(name)};
       err = shape.Add(m, original);

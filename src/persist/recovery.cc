@@ -117,8 +117,8 @@ Status Recovery::Run() {
 
 Status Recovery::Replay(const Record& record, Mutation& m,
                         const std::shared_ptr<store::ColdFile>& file) {
-  if (std::string err = DecodePayload(record.header.type, record.payload, m); !err.empty()) {
-    return Status::Corruption("its payload does not decode: " + err);
+  if (Status decoded = DecodePayload(record.header.type, record.payload, m); !decoded.ok()) {
+    return Status::Corruption("its payload does not decode: " + decoded.message());
   }
   // Checked again as the live path checked it: a record that would exhaust memory or break an
   // invariant of the stores is reported, never applied.
@@ -391,8 +391,8 @@ Status Recovery::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
           (status == ReadStatus::kBad ? reader.problem() : "records after its end"));
     }
     if (record.header.type == RecordType::kSnapshotEnd) {
-      if (std::string err = DecodePayload(record.header.type, record.payload, m); !err.empty()) {
-        loaded = Status::Corruption(err);
+      if (Status decoded = DecodePayload(record.header.type, record.payload, m); !decoded.ok()) {
+        loaded = decoded;
       } else if (std::get<SnapshotEnd>(m).count != progress.records()) {
         loaded = Status::Corruption(
             "it ends the snapshot after " + std::to_string(progress.records()) +

@@ -39,7 +39,7 @@ std::string Reencoded(RecordType type, const Mutation& m) {
 
 void DecodeAndCheck(RecordType type, const Bytes& payload) {
   Mutation m;
-  if (!DecodePayload(type, payload, m).empty()) return;
+  if (!DecodePayload(type, payload, m).ok()) return;
   const std::string again = Reencoded(type, m);
   if (again != payload.view()) {
     std::fprintf(stderr, "a decoded %s encodes to other bytes\n", Describe(m).c_str());

@@ -154,24 +154,23 @@ std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
   return std::make_shared<EnvColdFile>(std::move(file).value(), path, direct_fd, send_fd);
 }
 
-std::string LogWriter::Start() {
+Status LogWriter::Start() {
   {
     std::lock_guard lock(file_mu_);
-    std::string err = OpenSegment(next_lsn_);
-    if (!err.empty()) return err;
+    PREFIXD_RETURN_IF_ERROR(OpenSegment(next_lsn_));
   }
   writer_ = std::thread([this] { WriterLoop(); });
   syncer_ = std::thread([this] { SyncerLoop(); });
   return {};
 }
 
-std::string LogWriter::OpenSegment(uint64_t first_lsn) {
+Status LogWriter::OpenSegment(uint64_t first_lsn) {
   char name[64];
   std::snprintf(name, sizeof name, "log-%020llu.seg",
                 static_cast<unsigned long long>(next_sequence_));
   std::string path = dir_ + "/" + name;
   auto file = env_->Open(path, OpenMode::kCreateTruncate);
-  if (!file.ok()) return "can't create " + path + ": " + file.status().message();
+  if (!file.ok()) return Status::IoError("can't create " + path + ": " + file.status().message());
   const FileHeader h = NewFileHeader(kLogFileMagic, next_sequence_, first_lsn);
   uint8_t header[kFileHeaderSize];
   EncodeFileHeader(h, header);
@@ -181,7 +180,7 @@ std::string LogWriter::OpenSegment(uint64_t first_lsn) {
   if (!status.ok()) {
     file->reset();
     (void)env_->Remove(path);  // best effort: recovery removes a segment cut short anyway
-    return "can't start segment " + path + ": " + status.message();
+    return Status::IoError("can't start segment " + path + ": " + status.message());
   }
   file_ = std::move(file).value();
   std::string reader_error;
@@ -467,9 +466,8 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
       if (!flush()) return written_records;
       std::lock_guard lock(file_mu_);
       CloseSegment();
-      std::string err = OpenSegment(p.lsn != 0 ? p.lsn : p.rotate_base);
-      if (!err.empty()) {
-        RecordError(err);
+      if (Status opened = OpenSegment(p.lsn != 0 ? p.lsn : p.rotate_base); !opened.ok()) {
+        RecordError(opened.message());
         return written_records;
       }
       planned = current_offset_;

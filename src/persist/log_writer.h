@@ -74,8 +74,8 @@ class LogWriter {
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
 
-  // Opens the first segment; returns an error text or empty.
-  std::string Start();
+  // Opens the first segment; an IoError when it cannot be created.
+  Status Start();
 
   // Queues a record and returns its lsn. Cheap: no I/O on the caller's thread, no allocation
   // beyond the queue's. `db`: the database the record changes (its header's bytes 14-15).
@@ -161,7 +161,7 @@ class LogWriter {
   size_t WriteBatch(std::vector<Pending>& batch);
   // Writes the record's header, checksum included, into the room before its payload.
   void Seal(Pending& p) const;
-  std::string OpenSegment(uint64_t first_lsn);
+  Status OpenSegment(uint64_t first_lsn);
   // Syncs and closes the current segment. Caller holds file_mu_.
   void CloseSegment();
   // fdatasync of the current segment if it holds unsynced records; false on failure.

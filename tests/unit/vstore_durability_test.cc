@@ -312,7 +312,7 @@ TEST_F(VectorDurabilityTest, ARecordTooBigForMemoryStopsTheStartByNameInsteadOfA
   uint64_t offset = kFileHeaderSize;  // of the record of 8 rows
   {
     LogWriter writer(dir_, FsyncPolicy::kAlways, uint64_t{1} << 30, 1, 1, {});
-    ASSERT_EQ(writer.Start(), "");
+    ASSERT_EQ(writer.Start().ToString(), "OK");
     for (size_t i = 0; i < records.size(); ++i) {
       std::vector<Bytes> payload = EncodePayload(records[i]);
       if (i < 2) {

@@ -8,24 +8,28 @@ namespace prefixd::persist {
 
 RecordReader::~RecordReader() = default;
 
-std::string RecordReader::Open(const std::string& path, const char (&magic)[8], Env* env) {
+Status RecordReader::Open(const std::string& path, const char (&magic)[8], Env* env) {
   path_ = path;
   auto file = env->Open(path, OpenMode::kRead);
-  if (!file.ok()) return "can't open " + path + ": " + file.status().message();
+  if (!file.ok()) return Status::IoError("can't open " + path + ": " + file.status().message());
   file_ = std::move(file).value();
   auto size = file_->Size();
-  if (!size.ok()) return "can't stat " + path + ": " + size.status().message();
+  if (!size.ok()) return Status::IoError("can't stat " + path + ": " + size.status().message());
   file_size_ = *size;
   uint8_t header[kFileHeaderSize];
   if (file_size_ < kFileHeaderSize || !file_->ReadAt(0, header, kFileHeaderSize).ok()) {
-    return path + ": file header is missing or short (" + std::to_string(file_size_) + " bytes)";
+    return Status::Corruption(path + ": file header is missing or short (" +
+                              std::to_string(file_size_) + " bytes)");
   }
   file_header_ = DecodeFileHeader(header);
-  if (std::memcmp(file_header_.magic, magic, 8) != 0) return path + ": not a prefixd file";
+  if (std::memcmp(file_header_.magic, magic, 8) != 0) {
+    return Status::Corruption(path + ": not a prefixd file");
+  }
   if (file_header_.version < kOldestReadableVersion || file_header_.version > kFormatVersion) {
-    return path + ": format version " + std::to_string(file_header_.version) +
-           " is not supported (this build reads versions " +
-           std::to_string(kOldestReadableVersion) + " to " + std::to_string(kFormatVersion) + ")";
+    return Status::Corruption(path + ": format version " + std::to_string(file_header_.version) +
+                              " is not supported (this build reads versions " +
+                              std::to_string(kOldestReadableVersion) + " to " +
+                              std::to_string(kFormatVersion) + ")");
   }
   seed_ = FileSeed(file_header_);
   is_log_ = std::memcmp(magic, kLogFileMagic, 8) == 0;
@@ -131,13 +135,13 @@ uint64_t RecordReader::NextValidRecord(uint64_t offset) {
   return 0;
 }
 
-std::string RecordReader::ReadAt(uint64_t offset, uint64_t length, Bytes& out) {
+Status RecordReader::ReadAt(uint64_t offset, uint64_t length, Bytes& out) {
   if (offset > file_size_ || length > file_size_ - offset) {
-    return "range past the end of " + path_;
+    return Status::Corruption("range past the end of " + path_);
   }
   out = Bytes::Allocate(length);
   if (Status read = file_->ReadAt(offset, out.mutable_data(), length); !read.ok()) {
-    return "read error in " + path_ + ": " + read.message();
+    return Status::IoError("read error in " + path_ + ": " + read.message());
   }
   return {};
 }

@@ -59,18 +59,13 @@ Status ReadColdHead(RecordReader& reader, const Record& record, ColdHead<R>& out
   if (length < FieldWire<std::string>::kHead) {
     return Status::Corruption("its fields run past its payload");
   }
-  if (std::string err = reader.ReadAt(at, FieldWire<std::string>::kHead, name_length);
-      !err.empty()) {
-    return Status::IoError(err);
-  }
+  PREFIXD_RETURN_IF_ERROR(reader.ReadAt(at, FieldWire<std::string>::kHead, name_length));
   const uint32_t name_bytes = GetU32(name_length.data());
   if (name_bytes > Limits::Hard().max_sid_len) return Status::Corruption("its name is too long");
   const uint64_t head_bytes = HeadBytes<R>(name_bytes);
   if (head_bytes > length) return Status::Corruption("its fields run past its payload");
   Bytes head;
-  if (std::string err = reader.ReadAt(at, head_bytes, head); !err.empty()) {
-    return Status::IoError(err);
-  }
+  PREFIXD_RETURN_IF_ERROR(reader.ReadAt(at, head_bytes, head));
   Mutation m;
   PREFIXD_RETURN_IF_ERROR(DecodeHead(R::kType, head, m, out.values_head));
   out.fields = std::move(std::get<R>(m));
@@ -202,9 +197,7 @@ Status Recovery::LoadColdPut(RecordReader& reader, const Record& record,
       return Status::Corruption("its fields run past its payload");
     }
     Bytes item;
-    if (std::string err = reader.ReadAt(at, kItemHead, item); !err.empty()) {
-      return Status::IoError(err);
-    }
+    PREFIXD_RETURN_IF_ERROR(reader.ReadAt(at, kItemHead, item));
     at += kItemHead;
     const LayerHead layer = DecodeLayerHead(item.data());
     if (layer.length > head.values_end - at) {
@@ -367,8 +360,8 @@ Status Recovery::LoadColdDirectory(RecordReader& reader, const Record& record,
 
 Status Recovery::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
   RecordReader reader;
-  if (std::string err = reader.Open(path, kSnapshotFileMagic, env_); !err.empty()) {
-    return Status::Corruption("snapshot: " + err);
+  if (Status opened = reader.Open(path, kSnapshotFileMagic, env_); !opened.ok()) {
+    return Status::Corruption("snapshot: " + opened.message());
   }
   base_lsn = reader.file_header().base_lsn;
   std::string cold_error;
@@ -452,8 +445,7 @@ Status Recovery::ReplaySegments(uint64_t base_lsn) {
     bool is_last = i + 1 == files.size();
     next_sequence = sequence + 1;
     RecordReader reader;
-    std::string err = reader.Open(path, kLogFileMagic, env_);
-    if (!err.empty()) {
+    if (Status opened = reader.Open(path, kLogFileMagic, env_); !opened.ok()) {
       // A crash right after creating the newest segment can leave it without a whole header.
       if (is_last && reader.file_size() < kFileHeaderSize) {
         spdlog::warn("Removing log segment {} cut short at creation ({} bytes)", path,
@@ -463,7 +455,7 @@ Status Recovery::ReplaySegments(uint64_t base_lsn) {
         }
         continue;
       }
-      return Status::Corruption("log: " + err);
+      return Status::Corruption("log: " + opened.message());
     }
     SegmentInfo info{sequence, path, reader.file_header().base_lsn, 0, reader.file_size()};
     std::string cold_error;

@@ -66,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   MemEnv env;
   env.Put("/d/file", rest);
   RecordReader reader;
-  if (!reader.Open("/d/file", (mode & 2) ? kLogFileMagic : kSnapshotFileMagic, &env).empty()) {
+  if (!reader.Open("/d/file", (mode & 2) ? kLogFileMagic : kSnapshotFileMagic, &env).ok()) {
     return 0;
   }
   Record record;

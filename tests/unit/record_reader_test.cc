@@ -179,7 +179,7 @@ struct Scan {
 Scan ScanFile(const std::string& path, bool resume = false) {
   Scan s;
   RecordReader reader;
-  s.open_error = reader.Open(path, kLogFileMagic);
+  s.open_error = reader.Open(path, kLogFileMagic).message();
   if (!s.open_error.empty()) return s;
   Record r;
   while (true) {
@@ -294,7 +294,7 @@ TEST_F(RecordReaderTest, ChecksumCoversHeaderTailAndPayloadWhateverThePieces) {
 TEST_F(RecordReaderTest, LogWriterWritesTheDocumentedBytes) {
   {
     LogWriter writer(dir_, FsyncPolicy::kAlways, uint64_t{1} << 20, 1, 1, {});
-    ASSERT_EQ(writer.Start(), "");
+    ASSERT_EQ(writer.Start().ToString(), "OK");
     for (const Mutation& m : mutations_) writer.Append(TypeOf(m), EncodePayload(m));
     writer.Sync();
     LogStats stats = writer.Stats();
@@ -534,24 +534,24 @@ TEST_F(RecordReaderTest, FileHeaderChecks) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(path_, image_.bytes));
   {
     RecordReader reader;
-    EXPECT_NE(reader.Open(path_, kSnapshotFileMagic), "") << "a log opened as a snapshot";
+    EXPECT_FALSE(reader.Open(path_, kSnapshotFileMagic).ok()) << "a log opened as a snapshot";
   }
   {
     RecordReader reader;
-    EXPECT_NE(reader.Open(dir_ + "/missing.seg", kLogFileMagic), "");
+    EXPECT_FALSE(reader.Open(dir_ + "/missing.seg", kLogFileMagic).ok());
   }
   for (uint32_t version : {0u, kFormatVersion + 1}) {
     std::string other =
         FileHeaderBytes(kLogFileMagic, 1, 1, version) + image_.bytes.substr(kFileHeaderSize);
     ASSERT_NO_FATAL_FAILURE(WriteFile(path_, other));
     RecordReader reader;
-    std::string err = reader.Open(path_, kLogFileMagic);
+    const std::string err = reader.Open(path_, kLogFileMagic).message();
     EXPECT_NE(err.find("version " + std::to_string(version)), std::string::npos) << err;
   }
   ASSERT_NO_FATAL_FAILURE(WriteFile(path_, image_.bytes.substr(0, kFileHeaderSize)));
   {
     RecordReader reader;
-    ASSERT_EQ(reader.Open(path_, kLogFileMagic), "");
+    ASSERT_EQ(reader.Open(path_, kLogFileMagic).ToString(), "OK");
     EXPECT_EQ(reader.file_header().sequence, 1u);
     EXPECT_EQ(reader.file_header().base_lsn, 1u);
     Record r;
@@ -563,13 +563,13 @@ TEST_F(RecordReaderTest, FileHeaderChecks) {
 TEST_F(RecordReaderTest, ReadAtReturnsStoredBytesAndRefusesRangesPastTheEnd) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(path_, image_.bytes));
   RecordReader reader;
-  ASSERT_EQ(reader.Open(path_, kLogFileMagic), "");
+  ASSERT_EQ(reader.Open(path_, kLogFileMagic).ToString(), "OK");
   Bytes out;
-  ASSERT_EQ(reader.ReadAt(image_.starts[3], 100, out), "");
+  ASSERT_EQ(reader.ReadAt(image_.starts[3], 100, out).ToString(), "OK");
   EXPECT_EQ(out.view(), std::string_view(image_.bytes).substr(image_.starts[3], 100));
-  EXPECT_NE(reader.ReadAt(image_.bytes.size() - 10, 11, out), "");
-  EXPECT_NE(reader.ReadAt(image_.bytes.size() + 1, 0, out), "");
-  EXPECT_NE(reader.ReadAt(10, std::numeric_limits<uint64_t>::max(), out), "");
+  EXPECT_FALSE(reader.ReadAt(image_.bytes.size() - 10, 11, out).ok());
+  EXPECT_FALSE(reader.ReadAt(image_.bytes.size() + 1, 0, out).ok());
+  EXPECT_FALSE(reader.ReadAt(10, std::numeric_limits<uint64_t>::max(), out).ok());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -284,10 +284,12 @@ Status Recovery::LoadVectorColdDirectory(RecordReader& reader, const Record& rec
   PREFIXD_RETURN_IF_ERROR(stores_.CheckDatabase(record.header.db));
   VectorColdDirectory directory;
   const uint64_t region_start = record.offset + kRecordHeaderSize + record.header.payload_length;
-  const std::string err =
-      DecodeVectorColdDirectory(record.payload, region_start, reader.file_size(),
-                                Limits::Hard().max_sid_len, Limits::Hard().max_dim, directory);
-  if (!err.empty()) return Status::Corruption("its V-store cold directory is damaged: " + err);
+  if (Status decoded =
+          DecodeVectorColdDirectory(record.payload, region_start, reader.file_size(),
+                                    Limits::Hard().max_sid_len, Limits::Hard().max_dim, directory);
+      !decoded.ok()) {
+    return Status::Corruption("its V-store cold directory is damaged: " + decoded.message());
+  }
   // Without a file to serve them from, the records that follow are read and loaded whole.
   if (file == nullptr) return {};
   store::VectorStore* vectors = stores_.Of(record.header.db).vectors;
@@ -340,9 +342,11 @@ Status Recovery::LoadColdDirectory(RecordReader& reader, const Record& record,
   PREFIXD_RETURN_IF_ERROR(stores_.CheckDatabase(record.header.db));
   ColdDirectory directory;
   const uint64_t region_start = record.offset + kRecordHeaderSize + record.header.payload_length;
-  const std::string err = DecodeColdDirectory(record.payload, region_start, reader.file_size(),
-                                              Limits::Hard().max_sid_len, directory);
-  if (!err.empty()) return Status::Corruption("its cold directory is damaged: " + err);
+  if (Status decoded = DecodeColdDirectory(record.payload, region_start, reader.file_size(),
+                                           Limits::Hard().max_sid_len, directory);
+      !decoded.ok()) {
+    return Status::Corruption("its cold directory is damaged: " + decoded.message());
+  }
   // Without a file to serve them from, the cold records that follow are read and loaded whole.
   if (file == nullptr) return {};
   store::StateStore& state = stores_.Of(record.header.db).state;

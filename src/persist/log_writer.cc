@@ -139,19 +139,16 @@ class EnvColdFile : public store::ColdFile {
 
 }  // namespace
 
-std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
-                                              std::string* error) {
+Result<std::shared_ptr<store::ColdFile>> OpenColdFile(Env* env, const std::string& path) {
   auto file = env->Open(path, OpenMode::kRead);
-  if (!file.ok()) {
-    *error = "can't open " + path + ": " + file.status().message();
-    return nullptr;
-  }
+  if (!file.ok()) return Status::IoError("can't open " + path + ": " + file.status().message());
   // O_DIRECT and sendfile bypass the Env, so only for the real file system (tests
   // inject faults through it).
   const bool posix = env == Env::Posix();
   const int direct_fd = posix ? ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
   const int send_fd = posix ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
-  return std::make_shared<EnvColdFile>(std::move(file).value(), path, direct_fd, send_fd);
+  return std::shared_ptr<store::ColdFile>(
+      std::make_shared<EnvColdFile>(std::move(file).value(), path, direct_fd, send_fd));
 }
 
 Status LogWriter::Start() {
@@ -183,10 +180,10 @@ Status LogWriter::OpenSegment(uint64_t first_lsn) {
     return Status::IoError("can't start segment " + path + ": " + status.message());
   }
   file_ = std::move(file).value();
-  std::string reader_error;
-  reader_ = OpenColdFile(env_, path, &reader_error);
-  if (reader_ == nullptr) {
-    spdlog::warn("Values in {} cannot go to the disk tier: {}", path, reader_error);
+  Result<std::shared_ptr<store::ColdFile>> reader = OpenColdFile(env_, path);
+  reader_ = reader.ok() ? std::move(reader).value() : nullptr;
+  if (!reader.ok()) {
+    spdlog::warn("Values in {} cannot go to the disk tier: {}", path, reader.status().message());
   }
   seed_ = FileSeed(h);
   current_offset_ = kFileHeaderSize;

@@ -53,9 +53,8 @@ struct LogStats {
 };
 
 // A log segment or snapshot opened for the disk tier's reads (store::ColdFile over an Env
-// file), or null with `error` set.
-std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
-                                              std::string* error);
+// file), or an IoError when it cannot be opened.
+Result<std::shared_ptr<store::ColdFile>> OpenColdFile(Env* env, const std::string& path);
 
 // Told, on the thread that wrote the record (the log thread, or a caller of WhenDurable), where
 // its payload was written once it is in the file (its bytes are durable once

@@ -368,8 +368,8 @@ Status Recovery::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
     return Status::Corruption("snapshot: " + opened.message());
   }
   base_lsn = reader.file_header().base_lsn;
-  std::string cold_error;
-  std::shared_ptr<store::ColdFile> cold = OpenColdFile(env_, path, &cold_error);
+  Result<std::shared_ptr<store::ColdFile>> opened_cold = OpenColdFile(env_, path);
+  std::shared_ptr<store::ColdFile> cold = opened_cold.ok() ? *opened_cold : nullptr;
   if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
   reader.set_skip_cold(cold != nullptr);
   Progress progress("Loading snapshot " + path);
@@ -462,8 +462,8 @@ Status Recovery::ReplaySegments(uint64_t base_lsn) {
       return Status::Corruption("log: " + opened.message());
     }
     SegmentInfo info{sequence, path, reader.file_header().base_lsn, 0, reader.file_size()};
-    std::string cold_error;
-    std::shared_ptr<store::ColdFile> cold = OpenColdFile(env_, path, &cold_error);
+    Result<std::shared_ptr<store::ColdFile>> opened_cold = OpenColdFile(env_, path);
+    std::shared_ptr<store::ColdFile> cold = opened_cold.ok() ? *opened_cold : nullptr;
     // What survived a restart is on disk (a torn tail is cut before anything points past it).
     if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
     Record record;

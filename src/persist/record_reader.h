@@ -67,8 +67,9 @@ class RecordReader {
  private:
   enum class LsnRule { kExact, kAtLeast };
   ReadStatus Bad(uint64_t offset, std::string problem);
-  // Checks the record at `offset` without consuming it; fills `out` when valid.
-  bool ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std::string& problem);
+  // Checks the record at `offset` without consuming it; fills `out` when valid, else a Corruption
+  // (or an IoError for a failed read) says what is wrong with it.
+  Status ReadRecordAt(uint64_t offset, LsnRule rule, Record& out);
 
   std::unique_ptr<File> file_;
   std::string path_;

@@ -447,8 +447,8 @@ void StoreCheckpoints(Context& ctx, const PrefixShape& shape, persist::PrefixChe
         errors::LayersMissing("the tail needs", shape.attn, "attention", record.tails.size()));
   }
   store::CheckpointBatch batch;
-  if (std::string why = persist::ToBatch(shape, record, &batch); !why.empty()) {
-    return ctx.reply.Error(errors::Because(why));
+  if (Status fits = persist::ToBatch(shape, record, &batch); !fits.ok()) {
+    return ctx.reply.Error(errors::Because(fits.message()));
   }
   if (!MakeNamespaceRoom(ctx, args[1], shape, incoming, batch.anchor)) return;
   auto out = Mutate(ctx, record);

@@ -48,18 +48,20 @@ class Reader {
 };
 
 // The region the listed records tile lies inside the file, after the directory.
-std::string CheckRegion(uint64_t region_end, uint64_t region_start, uint64_t file_size) {
+Status CheckRegion(uint64_t region_end, uint64_t region_start, uint64_t file_size) {
   if (region_end <= file_size && region_end >= region_start) return {};
-  return "its cold records' end " + std::to_string(region_end) + " is outside [" +
-         std::to_string(region_start) + ", " + std::to_string(file_size) + "]";
+  return Status::Corruption("its cold records' end " + std::to_string(region_end) +
+                            " is outside [" + std::to_string(region_start) + ", " +
+                            std::to_string(file_size) + "]");
 }
 
 // The payload is consumed and the records end exactly at the region's end.
-std::string CheckEnd(const Reader& in, uint64_t at, uint64_t region_end) {
-  if (in.left() != 0) return std::to_string(in.left()) + " unexpected trailing bytes";
+Status CheckEnd(const Reader& in, uint64_t at, uint64_t region_end) {
+  if (in.left() != 0)
+    return Status::Corruption(std::to_string(in.left()) + " unexpected trailing bytes");
   if (at == region_end) return {};
-  return "its records end at " + std::to_string(at) + ", not at its cold records' end " +
-         std::to_string(region_end);
+  return Status::Corruption("its records end at " + std::to_string(at) +
+                            ", not at its cold records' end " + std::to_string(region_end));
 }
 
 // Both directories open with u64 region_end, u32 count, and each entry with u64
@@ -114,17 +116,17 @@ Bytes EncodeColdDirectory(const ColdDirectory& directory) {
   return out;
 }
 
-std::string DecodeColdDirectory(const Bytes& payload, uint64_t region_start, uint64_t file_size,
-                                uint64_t max_sid_len, ColdDirectory& out) {
+Status DecodeColdDirectory(const Bytes& payload, uint64_t region_start, uint64_t file_size,
+                           uint64_t max_sid_len, ColdDirectory& out) {
   out = ColdDirectory{};
   Reader in(payload);
-  if (!in.Has(kDirectoryFixedBytes)) return "it is shorter than its fixed fields";
+  if (!in.Has(kDirectoryFixedBytes))
+    return Status::Corruption("it is shorter than its fixed fields");
   out.region_end = in.U64();
   const uint32_t count = in.U32();
-  if (count > in.left() / kEntryFixedBytes) return "its entry count runs past its payload";
-  if (std::string err = CheckRegion(out.region_end, region_start, file_size); !err.empty()) {
-    return err;
-  }
+  if (count > in.left() / kEntryFixedBytes)
+    return Status::Corruption("its entry count runs past its payload");
+  PREFIXD_RETURN_IF_ERROR(CheckRegion(out.region_end, region_start, file_size));
   out.entries.reserve(count);
   std::unordered_set<std::string_view> sids;
   // Each record starts where the one before it ends.
@@ -132,22 +134,26 @@ std::string DecodeColdDirectory(const Bytes& payload, uint64_t region_start, uin
   for (uint32_t i = 0; i < count; ++i) {
     ColdEntry& e = out.entries.emplace_back();
     const std::string where = "entry " + std::to_string(i) + " ";
-    if (!in.Has(kEntryFixedBytes - 4)) return where + "runs past its payload";
+    if (!in.Has(kEntryFixedBytes - 4)) return Status::Corruption(where + "runs past its payload");
     e.record_offset = in.U64();
     const uint32_t sid_length = in.U32();
-    if (sid_length > max_sid_len) return where + "has a sid longer than max-sid-len";
-    if (!in.Has(uint64_t{sid_length} + 4)) return where + "runs past its payload";
+    if (sid_length > max_sid_len)
+      return Status::Corruption(where + "has a sid longer than max-sid-len");
+    if (!in.Has(uint64_t{sid_length} + 4))
+      return Status::Corruption(where + "runs past its payload");
     e.sid = in.Take(sid_length);
     const uint32_t layers = in.U32();
-    if (layers > in.left() / kLayerBytes) return where + "has a layer count past its payload";
+    if (layers > in.left() / kLayerBytes)
+      return Status::Corruption(where + "has a layer count past its payload");
     e.layers.reserve(layers);
     for (uint32_t k = 0; k < layers; ++k) {
       const uint32_t layer = in.U32();
       e.layers.emplace_back(layer, in.U64());
     }
     if (e.record_offset != at) {
-      return where + "starts at " + std::to_string(e.record_offset) + ", not where the record " +
-             "before it ends (" + std::to_string(at) + ")";
+      return Status::Corruption(where + "starts at " + std::to_string(e.record_offset) +
+                                ", not where the record " + "before it ends (" +
+                                std::to_string(at) + ")");
     }
     uint64_t end = at;  // stays within [region_start, region_end], so no sum overflows
     const auto grow = [&](uint64_t n) {
@@ -158,9 +164,12 @@ std::string DecodeColdDirectory(const Bytes& payload, uint64_t region_start, uin
     bool fits = grow(kRecordHeaderSize + kPutFixedBytes) && grow(sid_length);
     for (const auto& [layer, length] : e.layers)
       fits = fits && grow(kPutLayerBytes) && grow(length);
-    if (!fits) return where + "runs past the cold records' end " + std::to_string(out.region_end);
+    if (!fits)
+      return Status::Corruption(where + "runs past the cold records' end " +
+                                std::to_string(out.region_end));
     at = end;
-    if (!sids.insert(e.sid).second) return where + "names a session already listed";
+    if (!sids.insert(e.sid).second)
+      return Status::Corruption(where + "names a session already listed");
   }
   return CheckEnd(in, at, out.region_end);
 }
@@ -212,39 +221,42 @@ Bytes EncodeVectorColdDirectory(const VectorColdDirectory& directory) {
   return out;
 }
 
-std::string DecodeVectorColdDirectory(const Bytes& payload, uint64_t region_start,
-                                      uint64_t file_size, uint64_t max_sid_len, uint64_t max_dim,
-                                      VectorColdDirectory& out) {
+Status DecodeVectorColdDirectory(const Bytes& payload, uint64_t region_start, uint64_t file_size,
+                                 uint64_t max_sid_len, uint64_t max_dim, VectorColdDirectory& out) {
   out = VectorColdDirectory{};
   Reader in(payload);
-  if (!in.Has(kDirectoryFixedBytes)) return "it is shorter than its fixed fields";
+  if (!in.Has(kDirectoryFixedBytes))
+    return Status::Corruption("it is shorter than its fixed fields");
   out.region_end = in.U64();
   const uint32_t count = in.U32();
-  if (count > in.left() / kVectorEntryFixedBytes) return "its entry count runs past its payload";
-  if (std::string err = CheckRegion(out.region_end, region_start, file_size); !err.empty()) {
-    return err;
-  }
+  if (count > in.left() / kVectorEntryFixedBytes)
+    return Status::Corruption("its entry count runs past its payload");
+  PREFIXD_RETURN_IF_ERROR(CheckRegion(out.region_end, region_start, file_size));
   out.entries.reserve(count);
   std::unordered_set<std::string_view> sids;
   uint64_t at = region_start;  // each entry's records start where the ones before end
   for (uint32_t i = 0; i < count; ++i) {
     VectorColdEntry& e = out.entries.emplace_back();
     const std::string where = "entry " + std::to_string(i) + " ";
-    if (!in.Has(12)) return where + "runs past its payload";
+    if (!in.Has(12)) return Status::Corruption(where + "runs past its payload");
     e.record_offset = in.U64();
     const uint32_t sid_length = in.U32();
-    if (sid_length > max_sid_len) return where + "has a sid longer than max-sid-len";
-    if (!in.Has(uint64_t{sid_length} + 20)) return where + "runs past its payload";
+    if (sid_length > max_sid_len)
+      return Status::Corruption(where + "has a sid longer than max-sid-len");
+    if (!in.Has(uint64_t{sid_length} + 20))
+      return Status::Corruption(where + "runs past its payload");
     e.sid = in.Take(sid_length);
     e.index = in.U64();
     e.dim = in.U32();
     e.tier = in.U32();
     const uint32_t records = in.U32();
-    if (records > in.left() / kRecordBytes) return where + "has a record count past its payload";
+    if (records > in.left() / kRecordBytes)
+      return Status::Corruption(where + "has a record count past its payload");
     const auto tier = store::TierFromCode(e.tier);
-    if (!tier) return where + "has an unknown tier " + std::to_string(e.tier);
+    if (!tier) return Status::Corruption(where + "has an unknown tier " + std::to_string(e.tier));
     if (e.dim < 1 || e.dim > max_dim || !store::CheckDim(*tier, e.dim).empty()) {
-      return where + "has a dim " + std::to_string(e.dim) + " its tier does not take";
+      return Status::Corruption(where + "has a dim " + std::to_string(e.dim) +
+                                " its tier does not take");
     }
     const uint64_t row_bytes = store::RowBytes(*tier, e.dim);
     e.records.reserve(records);
@@ -254,13 +266,14 @@ std::string DecodeVectorColdDirectory(const Bytes& payload, uint64_t region_star
       r.start = in.U64();
       r.rows = in.U64();
       if (r.rows == 0 || r.rows > ~uint64_t{0} - r.start) {
-        return where + "has a rows record of " + std::to_string(r.rows) + " rows from " +
-               std::to_string(r.start);
+        return Status::Corruption(where + "has a rows record of " + std::to_string(r.rows) +
+                                  " rows from " + std::to_string(r.start));
       }
     }
     if (e.record_offset != at) {
-      return where + "starts at " + std::to_string(e.record_offset) + ", not where the record " +
-             "before it ends (" + std::to_string(at) + ")";
+      return Status::Corruption(where + "starts at " + std::to_string(e.record_offset) +
+                                ", not where the record " + "before it ends (" +
+                                std::to_string(at) + ")");
     }
     uint64_t end = at;  // stays within [region_start, region_end], so no sum overflows
     const auto grow = [&](uint64_t n) {
@@ -273,9 +286,12 @@ std::string DecodeVectorColdDirectory(const Bytes& payload, uint64_t region_star
       fits = fits && grow(kRecordHeaderSize + kRowsFixedBytes) && grow(sid_length) &&
              r.rows <= (out.region_end - end) / row_bytes && grow(r.rows * row_bytes);
     }
-    if (!fits) return where + "runs past the cold records' end " + std::to_string(out.region_end);
+    if (!fits)
+      return Status::Corruption(where + "runs past the cold records' end " +
+                                std::to_string(out.region_end));
     at = end;
-    if (!sids.insert(e.sid).second) return where + "names a session already listed";
+    if (!sids.insert(e.sid).second)
+      return Status::Corruption(where + "names a session already listed");
   }
   return CheckEnd(in, at, out.region_end);
 }

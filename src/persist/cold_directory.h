@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "prefixd/status.h"
 
 namespace prefixd::persist {
 
@@ -36,10 +37,10 @@ std::vector<uint64_t> ColdValueOffsets(const ColdEntry& entry);
 Bytes EncodeColdDirectory(const ColdDirectory& directory);
 // Decodes `payload` and checks that its entries are SSM put records one after another from
 // `region_start` (the end of the directory record) to its region_end, inside a file of
-// `file_size` bytes, with sids of at most `max_sid_len` bytes, each named once. An error text
-// or empty.
-std::string DecodeColdDirectory(const Bytes& payload, uint64_t region_start, uint64_t file_size,
-                                uint64_t max_sid_len, ColdDirectory& out);
+// `file_size` bytes, with sids of at most `max_sid_len` bytes, each named once. A Corruption says
+// what is wrong.
+Status DecodeColdDirectory(const Bytes& payload, uint64_t region_start, uint64_t file_size,
+                           uint64_t max_sid_len, ColdDirectory& out);
 
 // The V-store cold directory (type 17).
 struct VectorColdRows {
@@ -75,10 +76,9 @@ Bytes EncodeVectorColdDirectory(const VectorColdDirectory& directory);
 // Decodes `payload` and checks that its entries' records follow one another from
 // `region_start` (the end of the directory record) to its region_end, inside a file of
 // `file_size` bytes; sids of at most `max_sid_len` bytes, each named once; known tiers; dims
-// from 1 to `max_dim` that the tier accepts; rows records of at least one row. An error text or
-// empty.
-std::string DecodeVectorColdDirectory(const Bytes& payload, uint64_t region_start,
-                                      uint64_t file_size, uint64_t max_sid_len, uint64_t max_dim,
-                                      VectorColdDirectory& out);
+// from 1 to `max_dim` that the tier accepts; rows records of at least one row. A Corruption says
+// what is wrong.
+Status DecodeVectorColdDirectory(const Bytes& payload, uint64_t region_start, uint64_t file_size,
+                                 uint64_t max_sid_len, uint64_t max_dim, VectorColdDirectory& out);
 
 }  // namespace prefixd::persist

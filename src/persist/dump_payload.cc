@@ -61,17 +61,18 @@ std::optional<store::KeyType> TypeOpening(const Mutation& m) {
   return std::nullopt;
 }
 
-// Checks that the records recreate one key the way KeyRecords writes it; the reason, or empty.
+// Checks that the records recreate one key the way KeyRecords writes it; a Corruption says why
+// not.
 class ShapeCheck {
  public:
-  std::string Add(const Mutation& m, const std::string& name) {
+  Status Add(const Mutation& m, const std::string& name) {
     if (count_++ == 0) {
       auto type = TypeOpening(m);
-      if (!type) return "it does not open with a key's first record";
+      if (!type) return Status::Corruption("it does not open with a key's first record");
       type_ = *type, key_ = name;
       if (const auto* v = std::get_if<VCreate>(&m)) sessions_.push_back(Session{name, *v});
       if (const auto* s = std::get_if<StringSet>(&m); s && (s->flags & StringSet::kKeepTtl)) {
-        return "a string record that keeps an expiry";
+        return Status::Corruption("a string record that keeps an expiry");
       }
       const auto* set = std::get_if<SetValue>(&m);
       const auto* list = std::get_if<ListValue>(&m);
@@ -81,12 +82,13 @@ class ShapeCheck {
       if ((set && set->op != SetValue::kWhole) || (list && list->op != ListValue::kWhole) ||
           (hash && hash->op != HashValue::kWhole) || (zset && zset->op != ZsetValue::kWhole) ||
           (stream && stream->op != StreamValue::kWhole)) {
-        return "a set, list, hash, zset or stream change that is not a whole value";
+        return Status::Corruption(
+            "a set, list, hash, zset or stream change that is not a whole value");
       }
       if ((set && set->members.size() == 0) || (list && list->elements.size() == 0) ||
           (hash && hash->fields.size() == 0) || (zset && zset->members.size() == 0) ||
           (stream && stream->value.size() == 0)) {
-        return "a set, list, hash, zset or stream without its value";
+        return Status::Corruption("a set, list, hash, zset or stream without its value");
       }
       return {};
     }
@@ -98,7 +100,8 @@ class ShapeCheck {
       case store::KeyType::kZset:
       case store::KeyType::kStream:
       case store::KeyType::kSsmPrefix:
-        return "more than one record for a " + std::string(store::KeyTypeName(type_)) + " key";
+        return Status::Corruption("more than one record for a " +
+                                  std::string(store::KeyTypeName(type_)) + " key");
       case store::KeyType::kVstore:
         return Rows(m, name);
       case store::KeyType::kKvPrefix:
@@ -106,10 +109,10 @@ class ShapeCheck {
         if (const auto* v = std::get_if<VCreate>(&m)) {
           if (name != store::VectorStore::KeySid(key_) &&
               name != store::VectorStore::ValueSid(key_)) {
-            return "a session that is not the registration's";
+            return Status::Corruption("a session that is not the registration's");
           }
           for (const Session& s : sessions_) {
-            if (s.sid == name) return "a session created twice";
+            if (s.sid == name) return Status::Corruption("a session created twice");
           }
           sessions_.push_back(Session{name, *v});
           return {};
@@ -121,9 +124,9 @@ class ShapeCheck {
             name == key_) {
           return {};
         }
-        return "a record that is not the namespace's";
+        return Status::Corruption("a record that is not the namespace's");
     }
-    return "an unknown key type";
+    return Status::Corruption("an unknown key type");
   }
   store::KeyType type() const { return type_; }
   const std::string& key() const { return key_; }
@@ -135,17 +138,17 @@ class ShapeCheck {
     VCreate created;
   };
   // V-store rows of a session created earlier in the payload, with its shape.
-  std::string Rows(const Mutation& m, const std::string& name) const {
+  Status Rows(const Mutation& m, const std::string& name) const {
     const auto* rows = std::get_if<VStore>(&m);
-    if (rows == nullptr) return "a record that is not the session's rows";
+    if (rows == nullptr) return Status::Corruption("a record that is not the session's rows");
     for (const Session& s : sessions_) {
       if (s.sid != name) continue;
       if (rows->dim != s.created.dim || rows->tier != s.created.tier) {
-        return "rows of another dim or tier than their session";
+        return Status::Corruption("rows of another dim or tier than their session");
       }
       return {};
     }
-    return "rows of a session the payload does not create";
+    return Status::Corruption("rows of a session the payload does not create");
   }
 
   uint64_t count_ = 0;
@@ -207,17 +210,20 @@ DumpStatus DecodeDump(const Bytes& payload, std::string_view key, DecodedDump& o
     }
     if (h.payload_length > body - at) return fail(DumpStatus::kBadFormat, "a cut record");
     Mutation m;
-    std::string err = DecodePayload(h.type, payload.Slice(at, h.payload_length), m);
-    if (!err.empty()) return fail(DumpStatus::kBadFormat, err);
+    if (Status decoded = DecodePayload(h.type, payload.Slice(at, h.payload_length), m);
+        !decoded.ok()) {
+      return fail(DumpStatus::kBadFormat, decoded.message());
+    }
     at += h.payload_length;
+    Status shaped;
     const bool named = WithNameOf(m, [&](auto& name) {
       const std::string original{std::string_view(name)};
-      err = shape.Add(m, original);
+      shaped = shape.Add(m, original);
       // Renamed: the key, or a registration's session `<key>_pk` / `<key>_pv`.
-      if (err.empty()) name = std::string(key) + original.substr(shape.key().size());
+      if (shaped.ok()) name = std::string(key) + original.substr(shape.key().size());
     });
     if (!named) return fail(DumpStatus::kBadFormat, "a record that names no key");
-    if (!err.empty()) return fail(DumpStatus::kBadFormat, err);
+    if (!shaped.ok()) return fail(DumpStatus::kBadFormat, shaped.message());
     out.records.push_back(std::move(m));
   }
   if (shape.empty()) return fail(DumpStatus::kBadFormat, "no record");

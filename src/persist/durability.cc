@@ -64,7 +64,7 @@ Status Durability::Open() {
                                      recovery.next_lsn(), recovery.next_sequence(),
                                      std::move(recovery.segments()), env_);
   log_->set_retry_interval(options_.log_retry_interval);
-  if (std::string err = log_->Start(); !err.empty()) return Status::IoError(err);
+  PREFIXD_RETURN_IF_ERROR(log_->Start());
   log_base_bytes_ = log_->Stats().bytes;
   maintenance_thread_ = std::thread([this] { MaintenanceLoop(); });
   return {};

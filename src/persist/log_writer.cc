@@ -139,39 +139,35 @@ class EnvColdFile : public store::ColdFile {
 
 }  // namespace
 
-std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
-                                              std::string* error) {
+Result<std::shared_ptr<store::ColdFile>> OpenColdFile(Env* env, const std::string& path) {
   auto file = env->Open(path, OpenMode::kRead);
-  if (!file.ok()) {
-    *error = "can't open " + path + ": " + file.status().message();
-    return nullptr;
-  }
+  if (!file.ok()) return Status::IoError("can't open " + path + ": " + file.status().message());
   // O_DIRECT and sendfile bypass the Env, so only for the real file system (tests
   // inject faults through it).
   const bool posix = env == Env::Posix();
   const int direct_fd = posix ? ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
   const int send_fd = posix ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
-  return std::make_shared<EnvColdFile>(std::move(file).value(), path, direct_fd, send_fd);
+  return std::shared_ptr<store::ColdFile>(
+      std::make_shared<EnvColdFile>(std::move(file).value(), path, direct_fd, send_fd));
 }
 
-std::string LogWriter::Start() {
+Status LogWriter::Start() {
   {
     std::lock_guard lock(file_mu_);
-    std::string err = OpenSegment(next_lsn_);
-    if (!err.empty()) return err;
+    PREFIXD_RETURN_IF_ERROR(OpenSegment(next_lsn_));
   }
   writer_ = std::thread([this] { WriterLoop(); });
   syncer_ = std::thread([this] { SyncerLoop(); });
   return {};
 }
 
-std::string LogWriter::OpenSegment(uint64_t first_lsn) {
+Status LogWriter::OpenSegment(uint64_t first_lsn) {
   char name[64];
   std::snprintf(name, sizeof name, "log-%020llu.seg",
                 static_cast<unsigned long long>(next_sequence_));
   std::string path = dir_ + "/" + name;
   auto file = env_->Open(path, OpenMode::kCreateTruncate);
-  if (!file.ok()) return "can't create " + path + ": " + file.status().message();
+  if (!file.ok()) return Status::IoError("can't create " + path + ": " + file.status().message());
   const FileHeader h = NewFileHeader(kLogFileMagic, next_sequence_, first_lsn);
   uint8_t header[kFileHeaderSize];
   EncodeFileHeader(h, header);
@@ -181,13 +177,13 @@ std::string LogWriter::OpenSegment(uint64_t first_lsn) {
   if (!status.ok()) {
     file->reset();
     (void)env_->Remove(path);  // best effort: recovery removes a segment cut short anyway
-    return "can't start segment " + path + ": " + status.message();
+    return Status::IoError("can't start segment " + path + ": " + status.message());
   }
   file_ = std::move(file).value();
-  std::string reader_error;
-  reader_ = OpenColdFile(env_, path, &reader_error);
-  if (reader_ == nullptr) {
-    spdlog::warn("Values in {} cannot go to the disk tier: {}", path, reader_error);
+  Result<std::shared_ptr<store::ColdFile>> reader = OpenColdFile(env_, path);
+  reader_ = reader.ok() ? std::move(reader).value() : nullptr;
+  if (!reader.ok()) {
+    spdlog::warn("Values in {} cannot go to the disk tier: {}", path, reader.status().message());
   }
   seed_ = FileSeed(h);
   current_offset_ = kFileHeaderSize;
@@ -467,9 +463,8 @@ size_t LogWriter::WriteBatch(std::vector<Pending>& batch) {
       if (!flush()) return written_records;
       std::lock_guard lock(file_mu_);
       CloseSegment();
-      std::string err = OpenSegment(p.lsn != 0 ? p.lsn : p.rotate_base);
-      if (!err.empty()) {
-        RecordError(err);
+      if (Status opened = OpenSegment(p.lsn != 0 ? p.lsn : p.rotate_base); !opened.ok()) {
+        RecordError(opened.message());
         return written_records;
       }
       planned = current_offset_;

@@ -53,9 +53,8 @@ struct LogStats {
 };
 
 // A log segment or snapshot opened for the disk tier's reads (store::ColdFile over an Env
-// file), or null with `error` set.
-std::shared_ptr<store::ColdFile> OpenColdFile(Env* env, const std::string& path,
-                                              std::string* error);
+// file), or an IoError when it cannot be opened.
+Result<std::shared_ptr<store::ColdFile>> OpenColdFile(Env* env, const std::string& path);
 
 // Told, on the thread that wrote the record (the log thread, or a caller of WhenDurable), where
 // its payload was written once it is in the file (its bytes are durable once
@@ -74,8 +73,8 @@ class LogWriter {
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
 
-  // Opens the first segment; returns an error text or empty.
-  std::string Start();
+  // Opens the first segment; an IoError when it cannot be created.
+  Status Start();
 
   // Queues a record and returns its lsn. Cheap: no I/O on the caller's thread, no allocation
   // beyond the queue's. `db`: the database the record changes (its header's bytes 14-15).
@@ -161,7 +160,7 @@ class LogWriter {
   size_t WriteBatch(std::vector<Pending>& batch);
   // Writes the record's header, checksum included, into the room before its payload.
   void Seal(Pending& p) const;
-  std::string OpenSegment(uint64_t first_lsn);
+  Status OpenSegment(uint64_t first_lsn);
   // Syncs and closes the current segment. Caller holds file_mu_.
   void CloseSegment();
   // fdatasync of the current segment if it holds unsynced records; false on failure.

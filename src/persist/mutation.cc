@@ -498,18 +498,18 @@ Status DecodeHead(RecordType type, const Bytes& head, Mutation& out, uint64_t& v
   return {};
 }
 
-std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out) {
+Status DecodePayload(RecordType type, const Bytes& payload, Mutation& out) {
   Decoder decoder(payload);
   if (type == RecordType::kStringSetCompact || type == RecordType::kStringMultiSetCompact) {
     DecodeCompact(type, decoder, out);
   } else if (Emplace(type, out)) {
     std::visit([&](auto& r) { ForEachField(r, decoder); }, out);
   } else {
-    return "unknown record type " + std::to_string(static_cast<int>(type));
+    return Status::Corruption("unknown record type " + std::to_string(static_cast<int>(type)));
   }
-  if (!decoder.ok()) return decoder.error();
+  if (!decoder.ok()) return Status::Corruption(decoder.error());
   if (decoder.Remaining() != 0) {
-    return std::to_string(decoder.Remaining()) + " unexpected trailing bytes";
+    return Status::Corruption(std::to_string(decoder.Remaining()) + " unexpected trailing bytes");
   }
   return {};
 }

@@ -21,6 +21,7 @@
 #include "common/byte_pieces.h"
 #include "common/bytes.h"
 #include "persist/log_format.h"
+#include "prefixd/status.h"
 #include "store/keyspace.h"
 #include "store/prefix_index.h"
 #include "store/state_store.h"
@@ -437,9 +438,9 @@ struct StringValueAt {
 };
 std::vector<StringValueAt> StringValueOffsets(const Mutation& m, uint64_t from_size);
 
-// Decodes a record payload. Blobs are slices of `payload` (no copy). Returns an error text, or
-// empty on success. The payload must be consumed exactly.
-std::string DecodePayload(RecordType type, const Bytes& payload, Mutation& out);
+// Decodes a record payload. Blobs are slices of `payload` (no copy). The payload must be
+// consumed exactly; a Corruption status says what is wrong with it.
+Status DecodePayload(RecordType type, const Bytes& payload, Mutation& out);
 
 // What a record holds, for messages: its name and fields, strings cut at 64 bytes and blobs by
 // size, e.g. `V-store rows (sid 't', layer 0, start 5, rows 1, dim 8, tier 8, data 32 bytes)`.

@@ -251,7 +251,7 @@ struct Checker {
   template <typename R>
   void PrefixRecord(const R& r) {
     if (!Sid(r.ns, "namespace", 1)) return;
-    if (std::string why = CheckPrefixRecord(r); !why.empty()) Fail(why);
+    if (Status checked = CheckPrefixRecord(r); !checked.ok()) Fail(checked.message());
   }
   void operator()(const PrefixNamespace& r) { PrefixRecord(r); }
   void operator()(const PrefixBlocks& r) {

@@ -24,36 +24,39 @@ Outcome Counted(uint64_t count) {
 std::string NoNamespace(const std::string& ns) { return "no such prefix namespace '" + ns + "'"; }
 
 // Layer blobs that name every layer of [0, count) once, each `bytes` long; sorted into `out`.
-std::string EveryLayerOnce(const LayerBlobs& layers, uint32_t count, uint64_t bytes,
-                           std::string_view what, std::vector<Bytes>* out) {
+Status EveryLayerOnce(const LayerBlobs& layers, uint32_t count, uint64_t bytes,
+                      std::string_view what, std::vector<Bytes>* out) {
   if (layers.size() != count) {
-    return "needs all " + std::to_string(count) + " " + std::string(what) + " layers, got " +
-           std::to_string(layers.size());
+    return Status::InvalidArgument("needs all " + std::to_string(count) + " " + std::string(what) +
+                                   " layers, got " + std::to_string(layers.size()));
   }
   out->assign(count, Bytes());
   std::vector<bool> seen(count, false);
   for (const auto& [layer, blob] : layers) {
     if (layer >= count) {
-      return std::string(what) + " layer " + std::to_string(layer) + " is not below " +
-             std::to_string(count);
+      return Status::InvalidArgument(std::string(what) + " layer " + std::to_string(layer) +
+                                     " is not below " + std::to_string(count));
     }
-    if (seen[layer]) return std::string(what) + " layer " + std::to_string(layer) + " twice";
+    if (seen[layer])
+      return Status::InvalidArgument(std::string(what) + " layer " + std::to_string(layer) +
+                                     " twice");
     seen[layer] = true;
     if (bytes != 0 && blob.size() != bytes) {
-      return std::string(what) + " layer " + std::to_string(layer) + " has " +
-             std::to_string(blob.size()) + " bytes where " + std::to_string(bytes) + " fit";
+      return Status::InvalidArgument(std::string(what) + " layer " + std::to_string(layer) +
+                                     " has " + std::to_string(blob.size()) + " bytes where " +
+                                     std::to_string(bytes) + " fit");
     }
     (*out)[layer] = blob;
   }
   return {};
 }
 
-std::string CheckHashes(const Blob& hashes, std::string_view what, bool allow_empty) {
+Status CheckHashes(const Blob& hashes, std::string_view what, bool allow_empty) {
   if (hashes.size() % store::kHashBytes != 0) {
-    return std::string(what) + " of " + std::to_string(hashes.size()) +
-           " bytes: not whole 16-byte hashes";
+    return Status::InvalidArgument(std::string(what) + " of " + std::to_string(hashes.size()) +
+                                   " bytes: not whole 16-byte hashes");
   }
-  if (!allow_empty && hashes.size() == 0) return "no " + std::string(what);
+  if (!allow_empty && hashes.size() == 0) return Status::InvalidArgument("no " + std::string(what));
   return {};
 }
 
@@ -70,8 +73,7 @@ store::PrefixShape ShapeOf(const PrefixNamespace& r) {
   return shape;
 }
 
-std::string ToBatch(const store::PrefixShape& shape, const PrefixBlocks& r,
-                    store::BlockBatch* out) {
+Status ToBatch(const store::PrefixShape& shape, const PrefixBlocks& r, store::BlockBatch* out) {
   out->parent = store::Hash128::Read(reinterpret_cast<const uint8_t*>(r.parent.data()));
   const Bytes hashes = r.hashes.Joined();
   out->hashes = store::ReadHashes(hashes.view());
@@ -79,8 +81,8 @@ std::string ToBatch(const store::PrefixShape& shape, const PrefixBlocks& r,
   return EveryLayerOnce(r.layers, shape.attn, bytes, "attention", &out->layers);
 }
 
-std::string ToBatch(const store::PrefixShape& shape, const PrefixCheckpoints& r,
-                    store::CheckpointBatch* out) {
+Status ToBatch(const store::PrefixShape& shape, const PrefixCheckpoints& r,
+               store::CheckpointBatch* out) {
   out->anchor = store::Hash128::Read(reinterpret_cast<const uint8_t*>(r.anchor.data()));
   out->first_length = r.first_length;
   const Bytes positions = r.positions.Joined();
@@ -88,22 +90,21 @@ std::string ToBatch(const store::PrefixShape& shape, const PrefixCheckpoints& r,
   const uint64_t k = out->positions.size();
   const uint64_t depth = r.first_length / shape.block;
   if ((r.first_length + k - 1) / shape.block != depth) {
-    return "the window crosses a block boundary (store the block first and split the window)";
+    return Status::InvalidArgument(
+        "the window crosses a block boundary (store the block first and split the window)");
   }
-  if (std::string why = EveryLayerOnce(r.states, shape.recurrent, 0, "recurrent", &out->states);
-      !why.empty()) {
-    return why;
-  }
+  PREFIXD_RETURN_IF_ERROR(EveryLayerOnce(r.states, shape.recurrent, 0, "recurrent", &out->states));
   for (size_t i = 0; i < out->states.size(); ++i) {
     if (out->states[i].size() % k != 0) {
-      return "recurrent layer " + std::to_string(i) + "'s " +
-             std::to_string(out->states[i].size()) + " bytes do not split into " +
-             std::to_string(k) + " equal states";
+      return Status::InvalidArgument(
+          "recurrent layer " + std::to_string(i) + "'s " + std::to_string(out->states[i].size()) +
+          " bytes do not split into " + std::to_string(k) + " equal states");
     }
   }
   const uint64_t rows = out->TailRows(shape.block);
   if (rows == 0) {
-    if (!r.tails.empty()) return "TAIL given at a block boundary (there is no partial block)";
+    if (!r.tails.empty())
+      return Status::InvalidArgument("TAIL given at a block boundary (there is no partial block)");
     out->tails.clear();
     return {};
   }
@@ -130,8 +131,8 @@ Outcome ApplyPrefix(const PrefixBlocks& r, store::PrefixStore& s,
   Outcome out = Refused(Kind::kNoSession, NoNamespace(r.ns));
   s.With(r.ns, [&](store::PrefixIndex& index) {
     store::BlockBatch batch;
-    if (std::string why = ToBatch(index.shape(), r, &batch); !why.empty()) {
-      out = Refused(Kind::kChanged, why);
+    if (Status fits = ToBatch(index.shape(), r, &batch); !fits.ok()) {
+      out = Refused(Kind::kChanged, fits.message());
       return;
     }
     if (!batch.parent.IsRoot() && !index.HasBlock(batch.parent)) {
@@ -152,8 +153,8 @@ Outcome ApplyPrefix(const PrefixCheckpoints& r, store::PrefixStore& s,
   Outcome out = Refused(Kind::kNoSession, NoNamespace(r.ns));
   s.With(r.ns, [&](store::PrefixIndex& index) {
     store::CheckpointBatch batch;
-    if (std::string why = ToBatch(index.shape(), r, &batch); !why.empty()) {
-      out = Refused(Kind::kChanged, why);
+    if (Status fits = ToBatch(index.shape(), r, &batch); !fits.ok()) {
+      out = Refused(Kind::kChanged, fits.message());
       return;
     }
     const uint64_t depth = batch.first_length / index.shape().block;
@@ -190,38 +191,48 @@ Outcome ApplyPrefix(const PrefixNamespaceDrop& r, store::PrefixStore& s,
   return Counted(s.Drop(r.ns, hook) ? 1 : 0);
 }
 
-std::string CheckPrefixRecord(const PrefixNamespace& r) {
+Status CheckPrefixRecord(const PrefixNamespace& r) {
   if (r.block < 1 || r.block > 4096)
-    return "BLOCK " + std::to_string(r.block) + " is outside 1 to 4096";
-  if (r.attn > 4096) return "ATTN " + std::to_string(r.attn) + " is outside 0 to 4096";
+    return Status::InvalidArgument("BLOCK " + std::to_string(r.block) + " is outside 1 to 4096");
+  if (r.attn > 4096)
+    return Status::InvalidArgument("ATTN " + std::to_string(r.attn) + " is outside 0 to 4096");
   if (r.recurrent > 4096)
-    return "RECURRENT " + std::to_string(r.recurrent) + " is outside 0 to 4096";
-  if (r.attn == 0 && r.recurrent == 0) return "ATTN and RECURRENT are both 0";
+    return Status::InvalidArgument("RECURRENT " + std::to_string(r.recurrent) +
+                                   " is outside 0 to 4096");
+  if (r.attn == 0 && r.recurrent == 0)
+    return Status::InvalidArgument("ATTN and RECURRENT are both 0");
   if (r.kv_dim < 1 || r.kv_dim > 65536)
-    return "KVDIM " + std::to_string(r.kv_dim) + " is outside 1 to 65536";
+    return Status::InvalidArgument("KVDIM " + std::to_string(r.kv_dim) + " is outside 1 to 65536");
   auto tier = store::TierFromCode(r.tier);
-  if (!tier) return "unknown tier code " + std::to_string(r.tier);
-  return store::CheckDim(*tier, r.kv_dim);
-}
-
-std::string CheckPrefixRecord(const PrefixBlocks& r) {
-  if (r.parent.size() != store::kHashBytes) return "the parent hash is not 16 bytes";
-  if (std::string why = CheckHashes(r.hashes, "block hashes", false); !why.empty()) return why;
-  if (r.hashes.size() / store::kHashBytes > 65536) return "more than 65536 blocks";
+  if (!tier) return Status::InvalidArgument("unknown tier code " + std::to_string(r.tier));
+  if (std::string why = store::CheckDim(*tier, r.kv_dim); !why.empty()) {
+    return Status::InvalidArgument(why);
+  }
   return {};
 }
 
-std::string CheckPrefixRecord(const PrefixCheckpoints& r) {
-  if (r.anchor.size() != store::kHashBytes) return "the anchor hash is not 16 bytes";
-  if (std::string why = CheckHashes(r.positions, "positions", false); !why.empty()) return why;
-  if (r.positions.size() / store::kHashBytes > 65536) return "more than 65536 positions";
-  if (r.first_length == 0) return "a checkpoint at position 0";
-  if (r.first_length > (uint64_t{1} << 40)) return "position past 2^40";
+Status CheckPrefixRecord(const PrefixBlocks& r) {
+  if (r.parent.size() != store::kHashBytes)
+    return Status::InvalidArgument("the parent hash is not 16 bytes");
+  PREFIXD_RETURN_IF_ERROR(CheckHashes(r.hashes, "block hashes", false));
+  if (r.hashes.size() / store::kHashBytes > 65536)
+    return Status::InvalidArgument("more than 65536 blocks");
   return {};
 }
 
-std::string CheckPrefixRecord(const PrefixDrop& r) {
-  if (std::string why = CheckHashes(r.blocks, "block hashes", true); !why.empty()) return why;
+Status CheckPrefixRecord(const PrefixCheckpoints& r) {
+  if (r.anchor.size() != store::kHashBytes)
+    return Status::InvalidArgument("the anchor hash is not 16 bytes");
+  PREFIXD_RETURN_IF_ERROR(CheckHashes(r.positions, "positions", false));
+  if (r.positions.size() / store::kHashBytes > 65536)
+    return Status::InvalidArgument("more than 65536 positions");
+  if (r.first_length == 0) return Status::InvalidArgument("a checkpoint at position 0");
+  if (r.first_length > (uint64_t{1} << 40)) return Status::InvalidArgument("position past 2^40");
+  return {};
+}
+
+Status CheckPrefixRecord(const PrefixDrop& r) {
+  PREFIXD_RETURN_IF_ERROR(CheckHashes(r.blocks, "block hashes", true));
   return CheckHashes(r.checkpoints, "positions", true);
 }
 

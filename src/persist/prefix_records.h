@@ -7,14 +7,15 @@
 #include <string>
 
 #include "persist/mutation.h"
+#include "prefixd/status.h"
 #include "store/prefix_index.h"
 
 namespace prefixd::persist {
 
-// The record as a store batch; an error text when it does not fit `shape` (empty on success).
-std::string ToBatch(const store::PrefixShape& shape, const PrefixBlocks& r, store::BlockBatch* out);
-std::string ToBatch(const store::PrefixShape& shape, const PrefixCheckpoints& r,
-                    store::CheckpointBatch* out);
+// The record as a store batch; an InvalidArgument saying why when it does not fit `shape`.
+Status ToBatch(const store::PrefixShape& shape, const PrefixBlocks& r, store::BlockBatch* out);
+Status ToBatch(const store::PrefixShape& shape, const PrefixCheckpoints& r,
+               store::CheckpointBatch* out);
 store::PrefixShape ShapeOf(const PrefixNamespace& r);
 
 // `why` receives the reason a change did not happen (no namespace, another shape, a missing
@@ -29,10 +30,11 @@ Outcome ApplyPrefix(const PrefixDrop& r, store::PrefixStore& s, const std::funct
 Outcome ApplyPrefix(const PrefixNamespaceDrop& r, store::PrefixStore& s,
                     const std::function<void()>& hook);
 
-// Stateless checks for Check(): sizes of hashes, layer ids, ranges.
-std::string CheckPrefixRecord(const PrefixNamespace& r);
-std::string CheckPrefixRecord(const PrefixBlocks& r);
-std::string CheckPrefixRecord(const PrefixCheckpoints& r);
-std::string CheckPrefixRecord(const PrefixDrop& r);
+// Stateless checks for Check(): sizes of hashes, layer ids, ranges; an InvalidArgument says what
+// is wrong.
+Status CheckPrefixRecord(const PrefixNamespace& r);
+Status CheckPrefixRecord(const PrefixBlocks& r);
+Status CheckPrefixRecord(const PrefixCheckpoints& r);
+Status CheckPrefixRecord(const PrefixDrop& r);
 
 }  // namespace prefixd::persist

@@ -8,24 +8,28 @@ namespace prefixd::persist {
 
 RecordReader::~RecordReader() = default;
 
-std::string RecordReader::Open(const std::string& path, const char (&magic)[8], Env* env) {
+Status RecordReader::Open(const std::string& path, const char (&magic)[8], Env* env) {
   path_ = path;
   auto file = env->Open(path, OpenMode::kRead);
-  if (!file.ok()) return "can't open " + path + ": " + file.status().message();
+  if (!file.ok()) return Status::IoError("can't open " + path + ": " + file.status().message());
   file_ = std::move(file).value();
   auto size = file_->Size();
-  if (!size.ok()) return "can't stat " + path + ": " + size.status().message();
+  if (!size.ok()) return Status::IoError("can't stat " + path + ": " + size.status().message());
   file_size_ = *size;
   uint8_t header[kFileHeaderSize];
   if (file_size_ < kFileHeaderSize || !file_->ReadAt(0, header, kFileHeaderSize).ok()) {
-    return path + ": file header is missing or short (" + std::to_string(file_size_) + " bytes)";
+    return Status::Corruption(path + ": file header is missing or short (" +
+                              std::to_string(file_size_) + " bytes)");
   }
   file_header_ = DecodeFileHeader(header);
-  if (std::memcmp(file_header_.magic, magic, 8) != 0) return path + ": not a prefixd file";
+  if (std::memcmp(file_header_.magic, magic, 8) != 0) {
+    return Status::Corruption(path + ": not a prefixd file");
+  }
   if (file_header_.version < kOldestReadableVersion || file_header_.version > kFormatVersion) {
-    return path + ": format version " + std::to_string(file_header_.version) +
-           " is not supported (this build reads versions " +
-           std::to_string(kOldestReadableVersion) + " to " + std::to_string(kFormatVersion) + ")";
+    return Status::Corruption(path + ": format version " + std::to_string(file_header_.version) +
+                              " is not supported (this build reads versions " +
+                              std::to_string(kOldestReadableVersion) + " to " +
+                              std::to_string(kFormatVersion) + ")");
   }
   seed_ = FileSeed(file_header_);
   is_log_ = std::memcmp(magic, kLogFileMagic, 8) == 0;
@@ -40,67 +44,62 @@ ReadStatus RecordReader::Bad(uint64_t offset, std::string problem) {
   return ReadStatus::kBad;
 }
 
-bool RecordReader::ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std::string& problem) {
+Status RecordReader::ReadRecordAt(uint64_t offset, LsnRule rule, Record& out) {
   if (file_size_ - offset < kRecordHeaderSize) {
-    problem = "record header cut short (" + std::to_string(file_size_ - offset) + " bytes left)";
-    return false;
+    return Status::Corruption("record header cut short (" + std::to_string(file_size_ - offset) +
+                              " bytes left)");
   }
   uint8_t header[kRecordHeaderSize];
   if (Status read = file_->ReadAt(offset, header, kRecordHeaderSize); !read.ok()) {
-    problem = "read error: " + read.message();
-    return false;
+    return Status::IoError("read error: " + read.message());
   }
   RecordHeader h = DecodeRecordHeader(header);
   if (h.magic != kRecordMagic) {
-    problem = "no record magic";
-    return false;
+    return Status::Corruption("no record magic");
   }
   uint64_t left = file_size_ - offset - kRecordHeaderSize;
   if (h.payload_length > left) {
-    problem = "payload length " + std::to_string(h.payload_length) + " runs past the end (" +
-              std::to_string(left) + " bytes left)";
-    return false;
+    return Status::Corruption("payload length " + std::to_string(h.payload_length) +
+                              " runs past the end (" + std::to_string(left) + " bytes left)");
   }
   if (skip_cold_ && !is_log_ && (h.flags & kRecordFlagCold) != 0 && h.lsn == 0) {
     out.header = h;
     out.payload = Bytes();
     out.offset = offset;
     out.payload_skipped = true;
-    return true;
+    return {};
   }
   Bytes payload = Bytes::Allocate(h.payload_length);
   if (Status read =
           file_->ReadAt(offset + kRecordHeaderSize, payload.mutable_data(), h.payload_length);
       !read.ok()) {
-    problem = "read error: " + read.message();
-    return false;
+    return Status::IoError("read error: " + read.message());
   }
   std::array<std::string_view, 1> pieces{payload.view()};
   if (RecordChecksum(seed_, header, pieces) != h.checksum) {
-    problem = "checksum mismatch";
-    return false;
+    return Status::Corruption("checksum mismatch");
   }
   // Only now is the lsn the writer's: a log's records continue its sequence, one by one.
   const bool lsn_ok = !is_log_                  ? h.lsn == 0
                       : rule == LsnRule::kExact ? h.lsn == expected_lsn_
                                                 : h.lsn >= expected_lsn_;
   if (!lsn_ok) {
-    problem = "lsn " + std::to_string(h.lsn) + " does not continue the sequence (expected " +
-              (is_log_ ? std::to_string(expected_lsn_) : std::string("0 in a snapshot")) + ")";
-    return false;
+    return Status::Corruption(
+        "lsn " + std::to_string(h.lsn) + " does not continue the sequence (expected " +
+        (is_log_ ? std::to_string(expected_lsn_) : std::string("0 in a snapshot")) + ")");
   }
   out.header = h;
   out.payload = std::move(payload);
   out.offset = offset;
   out.payload_skipped = false;
-  return true;
+  return {};
 }
 
 ReadStatus RecordReader::Next(Record& out) {
   if (position_ == file_size_) return ReadStatus::kEnd;
-  std::string problem;
-  if (!ReadRecordAt(position_, resync_ ? LsnRule::kAtLeast : LsnRule::kExact, out, problem)) {
-    return Bad(position_, problem);
+  if (Status read = ReadRecordAt(position_, resync_ ? LsnRule::kAtLeast : LsnRule::kExact, out);
+      !read.ok()) {
+    return Bad(position_, read.message());
   }
   resync_ = false;
   position_ += kRecordHeaderSize + out.header.payload_length;
@@ -124,20 +123,19 @@ uint64_t RecordReader::NextValidRecord(uint64_t offset) {
       // A record of this file (its seed) that continues the sequence: a copy of an earlier
       // record, or of another file's, stored inside a value, is neither.
       Record r;
-      std::string ignored;
-      if (ReadRecordAt(candidate - 8, LsnRule::kAtLeast, r, ignored)) return candidate - 8;
+      if (ReadRecordAt(candidate - 8, LsnRule::kAtLeast, r).ok()) return candidate - 8;
     }
   }
   return 0;
 }
 
-std::string RecordReader::ReadAt(uint64_t offset, uint64_t length, Bytes& out) {
+Status RecordReader::ReadAt(uint64_t offset, uint64_t length, Bytes& out) {
   if (offset > file_size_ || length > file_size_ - offset) {
-    return "range past the end of " + path_;
+    return Status::Corruption("range past the end of " + path_);
   }
   out = Bytes::Allocate(length);
   if (Status read = file_->ReadAt(offset, out.mutable_data(), length); !read.ok()) {
-    return "read error in " + path_ + ": " + read.message();
+    return Status::IoError("read error in " + path_ + ": " + read.message());
   }
   return {};
 }

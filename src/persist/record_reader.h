@@ -36,8 +36,9 @@ class RecordReader {
   RecordReader(const RecordReader&) = delete;
   RecordReader& operator=(const RecordReader&) = delete;
 
-  // Opens `path` and checks its file header against `magic`. Returns an error text or empty.
-  std::string Open(const std::string& path, const char (&magic)[8], Env* env = Env::Posix());
+  // Opens `path` and checks its file header against `magic`: an IoError when it cannot be read,
+  // a Corruption when its header is short, of another kind or of an unsupported version.
+  Status Open(const std::string& path, const char (&magic)[8], Env* env = Env::Posix());
 
   const FileHeader& file_header() const { return file_header_; }
   uint64_t file_size() const { return file_size_; }
@@ -59,14 +60,16 @@ class RecordReader {
   // resumes from the lsn found there.
   void Seek(uint64_t offset) { position_ = offset, resync_ = true; }
 
-  // Reads `length` bytes at `offset` (a stored value located by segment and offset).
-  std::string ReadAt(uint64_t offset, uint64_t length, Bytes& out);
+  // Reads `length` bytes at `offset` (a stored value located by segment and offset): a
+  // Corruption when the range runs past the file, an IoError when the read fails.
+  Status ReadAt(uint64_t offset, uint64_t length, Bytes& out);
 
  private:
   enum class LsnRule { kExact, kAtLeast };
   ReadStatus Bad(uint64_t offset, std::string problem);
-  // Checks the record at `offset` without consuming it; fills `out` when valid.
-  bool ReadRecordAt(uint64_t offset, LsnRule rule, Record& out, std::string& problem);
+  // Checks the record at `offset` without consuming it; fills `out` when valid, else a Corruption
+  // (or an IoError for a failed read) says what is wrong with it.
+  Status ReadRecordAt(uint64_t offset, LsnRule rule, Record& out);
 
   std::unique_ptr<File> file_;
   std::string path_;

@@ -59,18 +59,13 @@ Status ReadColdHead(RecordReader& reader, const Record& record, ColdHead<R>& out
   if (length < FieldWire<std::string>::kHead) {
     return Status::Corruption("its fields run past its payload");
   }
-  if (std::string err = reader.ReadAt(at, FieldWire<std::string>::kHead, name_length);
-      !err.empty()) {
-    return Status::IoError(err);
-  }
+  PREFIXD_RETURN_IF_ERROR(reader.ReadAt(at, FieldWire<std::string>::kHead, name_length));
   const uint32_t name_bytes = GetU32(name_length.data());
   if (name_bytes > Limits::Hard().max_sid_len) return Status::Corruption("its name is too long");
   const uint64_t head_bytes = HeadBytes<R>(name_bytes);
   if (head_bytes > length) return Status::Corruption("its fields run past its payload");
   Bytes head;
-  if (std::string err = reader.ReadAt(at, head_bytes, head); !err.empty()) {
-    return Status::IoError(err);
-  }
+  PREFIXD_RETURN_IF_ERROR(reader.ReadAt(at, head_bytes, head));
   Mutation m;
   PREFIXD_RETURN_IF_ERROR(DecodeHead(R::kType, head, m, out.values_head));
   out.fields = std::move(std::get<R>(m));
@@ -117,8 +112,8 @@ Status Recovery::Run() {
 
 Status Recovery::Replay(const Record& record, Mutation& m,
                         const std::shared_ptr<store::ColdFile>& file) {
-  if (std::string err = DecodePayload(record.header.type, record.payload, m); !err.empty()) {
-    return Status::Corruption("its payload does not decode: " + err);
+  if (Status decoded = DecodePayload(record.header.type, record.payload, m); !decoded.ok()) {
+    return Status::Corruption("its payload does not decode: " + decoded.message());
   }
   // Checked again as the live path checked it: a record that would exhaust memory or break an
   // invariant of the stores is reported, never applied.
@@ -202,9 +197,7 @@ Status Recovery::LoadColdPut(RecordReader& reader, const Record& record,
       return Status::Corruption("its fields run past its payload");
     }
     Bytes item;
-    if (std::string err = reader.ReadAt(at, kItemHead, item); !err.empty()) {
-      return Status::IoError(err);
-    }
+    PREFIXD_RETURN_IF_ERROR(reader.ReadAt(at, kItemHead, item));
     at += kItemHead;
     const LayerHead layer = DecodeLayerHead(item.data());
     if (layer.length > head.values_end - at) {
@@ -291,10 +284,12 @@ Status Recovery::LoadVectorColdDirectory(RecordReader& reader, const Record& rec
   PREFIXD_RETURN_IF_ERROR(stores_.CheckDatabase(record.header.db));
   VectorColdDirectory directory;
   const uint64_t region_start = record.offset + kRecordHeaderSize + record.header.payload_length;
-  const std::string err =
-      DecodeVectorColdDirectory(record.payload, region_start, reader.file_size(),
-                                Limits::Hard().max_sid_len, Limits::Hard().max_dim, directory);
-  if (!err.empty()) return Status::Corruption("its V-store cold directory is damaged: " + err);
+  if (Status decoded =
+          DecodeVectorColdDirectory(record.payload, region_start, reader.file_size(),
+                                    Limits::Hard().max_sid_len, Limits::Hard().max_dim, directory);
+      !decoded.ok()) {
+    return Status::Corruption("its V-store cold directory is damaged: " + decoded.message());
+  }
   // Without a file to serve them from, the records that follow are read and loaded whole.
   if (file == nullptr) return {};
   store::VectorStore* vectors = stores_.Of(record.header.db).vectors;
@@ -347,9 +342,11 @@ Status Recovery::LoadColdDirectory(RecordReader& reader, const Record& record,
   PREFIXD_RETURN_IF_ERROR(stores_.CheckDatabase(record.header.db));
   ColdDirectory directory;
   const uint64_t region_start = record.offset + kRecordHeaderSize + record.header.payload_length;
-  const std::string err = DecodeColdDirectory(record.payload, region_start, reader.file_size(),
-                                              Limits::Hard().max_sid_len, directory);
-  if (!err.empty()) return Status::Corruption("its cold directory is damaged: " + err);
+  if (Status decoded = DecodeColdDirectory(record.payload, region_start, reader.file_size(),
+                                           Limits::Hard().max_sid_len, directory);
+      !decoded.ok()) {
+    return Status::Corruption("its cold directory is damaged: " + decoded.message());
+  }
   // Without a file to serve them from, the cold records that follow are read and loaded whole.
   if (file == nullptr) return {};
   store::StateStore& state = stores_.Of(record.header.db).state;
@@ -367,12 +364,12 @@ Status Recovery::LoadColdDirectory(RecordReader& reader, const Record& record,
 
 Status Recovery::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
   RecordReader reader;
-  if (std::string err = reader.Open(path, kSnapshotFileMagic, env_); !err.empty()) {
-    return Status::Corruption("snapshot: " + err);
+  if (Status opened = reader.Open(path, kSnapshotFileMagic, env_); !opened.ok()) {
+    return Status::Corruption("snapshot: " + opened.message());
   }
   base_lsn = reader.file_header().base_lsn;
-  std::string cold_error;
-  std::shared_ptr<store::ColdFile> cold = OpenColdFile(env_, path, &cold_error);
+  Result<std::shared_ptr<store::ColdFile>> opened_cold = OpenColdFile(env_, path);
+  std::shared_ptr<store::ColdFile> cold = opened_cold.ok() ? *opened_cold : nullptr;
   if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
   reader.set_skip_cold(cold != nullptr);
   Progress progress("Loading snapshot " + path);
@@ -391,8 +388,8 @@ Status Recovery::LoadSnapshot(const std::string& path, uint64_t& base_lsn) {
           (status == ReadStatus::kBad ? reader.problem() : "records after its end"));
     }
     if (record.header.type == RecordType::kSnapshotEnd) {
-      if (std::string err = DecodePayload(record.header.type, record.payload, m); !err.empty()) {
-        loaded = Status::Corruption(err);
+      if (Status decoded = DecodePayload(record.header.type, record.payload, m); !decoded.ok()) {
+        loaded = decoded;
       } else if (std::get<SnapshotEnd>(m).count != progress.records()) {
         loaded = Status::Corruption(
             "it ends the snapshot after " + std::to_string(progress.records()) +
@@ -452,8 +449,7 @@ Status Recovery::ReplaySegments(uint64_t base_lsn) {
     bool is_last = i + 1 == files.size();
     next_sequence = sequence + 1;
     RecordReader reader;
-    std::string err = reader.Open(path, kLogFileMagic, env_);
-    if (!err.empty()) {
+    if (Status opened = reader.Open(path, kLogFileMagic, env_); !opened.ok()) {
       // A crash right after creating the newest segment can leave it without a whole header.
       if (is_last && reader.file_size() < kFileHeaderSize) {
         spdlog::warn("Removing log segment {} cut short at creation ({} bytes)", path,
@@ -463,11 +459,11 @@ Status Recovery::ReplaySegments(uint64_t base_lsn) {
         }
         continue;
       }
-      return Status::Corruption("log: " + err);
+      return Status::Corruption("log: " + opened.message());
     }
     SegmentInfo info{sequence, path, reader.file_header().base_lsn, 0, reader.file_size()};
-    std::string cold_error;
-    std::shared_ptr<store::ColdFile> cold = OpenColdFile(env_, path, &cold_error);
+    Result<std::shared_ptr<store::ColdFile>> opened_cold = OpenColdFile(env_, path);
+    std::shared_ptr<store::ColdFile> cold = opened_cold.ok() ? *opened_cold : nullptr;
     // What survived a restart is on disk (a torn tail is cut before anything points past it).
     if (cold != nullptr) cold->MarkDurable(store::ColdFile::kAllDurable);
     Record record;

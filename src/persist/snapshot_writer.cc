@@ -316,19 +316,18 @@ Status SnapshotWriter::Finish(const std::function<Status()>& before_rename) {
   file_.reset();
   if (status.ok()) status = before_rename();
   const std::string final_path = dir_ + "/" + kSnapshotName;
-  std::string cold_error;
-  std::shared_ptr<store::ColdFile> cold =
-      status.ok() ? OpenColdFile(env_, temp_path_, &cold_error) : nullptr;
+  Result<std::shared_ptr<store::ColdFile>> cold =
+      status.ok() ? OpenColdFile(env_, temp_path_) : Status::Aborted("the snapshot failed");
   if (status.ok()) status = env_->Rename(temp_path_, final_path);
   if (status.ok()) status = env_->SyncDir(dir_);
   if (!status.ok()) {
     (void)env_->Remove(temp_path_);  // best effort: the next start removes it anyway
     return Status(status.code(), "snapshot failed: " + status.message());
   }
-  if (cold != nullptr) {
-    TakeUpNewPlaces(cold);
+  if (cold.ok()) {
+    TakeUpNewPlaces(*cold);
   } else {
-    spdlog::warn("Snapshot values cannot serve the disk tier: {}", cold_error);
+    spdlog::warn("Snapshot values cannot serve the disk tier: {}", cold.status().message());
   }
   moved_.clear();
   moved_rows_.clear();

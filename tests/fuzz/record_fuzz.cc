@@ -39,7 +39,7 @@ std::string Reencoded(RecordType type, const Mutation& m) {
 
 void DecodeAndCheck(RecordType type, const Bytes& payload) {
   Mutation m;
-  if (!DecodePayload(type, payload, m).empty()) return;
+  if (!DecodePayload(type, payload, m).ok()) return;
   const std::string again = Reencoded(type, m);
   if (again != payload.view()) {
     std::fprintf(stderr, "a decoded %s encodes to other bytes\n", Describe(m).c_str());
@@ -66,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   MemEnv env;
   env.Put("/d/file", rest);
   RecordReader reader;
-  if (!reader.Open("/d/file", (mode & 2) ? kLogFileMagic : kSnapshotFileMagic, &env).empty()) {
+  if (!reader.Open("/d/file", (mode & 2) ? kLogFileMagic : kSnapshotFileMagic, &env).ok()) {
     return 0;
   }
   Record record;

@@ -38,7 +38,7 @@ ColdDirectory TwoSessions() {
 }
 
 std::string Decode(const Bytes& payload, ColdDirectory& out, uint64_t file_size = kFileSize) {
-  return DecodeColdDirectory(payload, kStart, file_size, kMaxSid, out);
+  return DecodeColdDirectory(payload, kStart, file_size, kMaxSid, out).message();
 }
 
 TEST(ColdDirectory, RoundTripsWithTheOffsetsOfThePutsItLists) {

@@ -375,7 +375,7 @@ TEST_F(DurabilityTest, WhenDurableFiresOnceTheRecordIsSynced) {
 // turns a hang into a failure.
 TEST_F(DurabilityTest, SyncNeverMissesTheWritersWakeUp) {
   LogWriter writer(root_, FsyncPolicy::kNo, uint64_t{1} << 24, 1, 1, {});
-  ASSERT_EQ(writer.Start(), "");
+  ASSERT_EQ(writer.Start().ToString(), "OK");
   constexpr int kRounds = 10000;
   std::atomic<int> rounds{0};
   std::thread appender([&] {
@@ -1086,7 +1086,7 @@ TEST_F(DurabilityTest, AnExecGroupNeverSpansSegmentsAndEachRecordIsPlaced) {
   {
     LogWriter log(options_.dir, FsyncPolicy::kAlways, options_.segment_bytes, 1, 1, {});
     fs::create_directories(options_.dir);
-    ASSERT_EQ(log.Start(), "");
+    ASSERT_EQ(log.Start().ToString(), "OK");
     for (int g = 0; g < 12; ++g) {
       std::vector<LogWriter::GroupMember> members;
       for (int r = 0; r < 3; ++r) {

@@ -179,7 +179,7 @@ struct Scan {
 Scan ScanFile(const std::string& path, bool resume = false) {
   Scan s;
   RecordReader reader;
-  s.open_error = reader.Open(path, kLogFileMagic);
+  s.open_error = reader.Open(path, kLogFileMagic).message();
   if (!s.open_error.empty()) return s;
   Record r;
   while (true) {
@@ -227,7 +227,8 @@ class RecordReaderTest : public ::testing::Test {
       EXPECT_EQ(r.header.lsn, k + 1) << "record " << k;
       EXPECT_EQ(r.header.type, TypeOf(mutations_[k])) << "record " << k;
       Mutation decoded;
-      ASSERT_EQ(DecodePayload(r.header.type, r.payload, decoded), "") << "record " << k;
+      ASSERT_EQ(DecodePayload(r.header.type, r.payload, decoded).ToString(), "OK")
+          << "record " << k;
       ExpectSameMutation(mutations_[k], decoded);
     }
   }
@@ -293,7 +294,7 @@ TEST_F(RecordReaderTest, ChecksumCoversHeaderTailAndPayloadWhateverThePieces) {
 TEST_F(RecordReaderTest, LogWriterWritesTheDocumentedBytes) {
   {
     LogWriter writer(dir_, FsyncPolicy::kAlways, uint64_t{1} << 20, 1, 1, {});
-    ASSERT_EQ(writer.Start(), "");
+    ASSERT_EQ(writer.Start().ToString(), "OK");
     for (const Mutation& m : mutations_) writer.Append(TypeOf(m), EncodePayload(m));
     writer.Sync();
     LogStats stats = writer.Stats();
@@ -533,24 +534,24 @@ TEST_F(RecordReaderTest, FileHeaderChecks) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(path_, image_.bytes));
   {
     RecordReader reader;
-    EXPECT_NE(reader.Open(path_, kSnapshotFileMagic), "") << "a log opened as a snapshot";
+    EXPECT_FALSE(reader.Open(path_, kSnapshotFileMagic).ok()) << "a log opened as a snapshot";
   }
   {
     RecordReader reader;
-    EXPECT_NE(reader.Open(dir_ + "/missing.seg", kLogFileMagic), "");
+    EXPECT_FALSE(reader.Open(dir_ + "/missing.seg", kLogFileMagic).ok());
   }
   for (uint32_t version : {0u, kFormatVersion + 1}) {
     std::string other =
         FileHeaderBytes(kLogFileMagic, 1, 1, version) + image_.bytes.substr(kFileHeaderSize);
     ASSERT_NO_FATAL_FAILURE(WriteFile(path_, other));
     RecordReader reader;
-    std::string err = reader.Open(path_, kLogFileMagic);
+    const std::string err = reader.Open(path_, kLogFileMagic).message();
     EXPECT_NE(err.find("version " + std::to_string(version)), std::string::npos) << err;
   }
   ASSERT_NO_FATAL_FAILURE(WriteFile(path_, image_.bytes.substr(0, kFileHeaderSize)));
   {
     RecordReader reader;
-    ASSERT_EQ(reader.Open(path_, kLogFileMagic), "");
+    ASSERT_EQ(reader.Open(path_, kLogFileMagic).ToString(), "OK");
     EXPECT_EQ(reader.file_header().sequence, 1u);
     EXPECT_EQ(reader.file_header().base_lsn, 1u);
     Record r;
@@ -562,13 +563,13 @@ TEST_F(RecordReaderTest, FileHeaderChecks) {
 TEST_F(RecordReaderTest, ReadAtReturnsStoredBytesAndRefusesRangesPastTheEnd) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(path_, image_.bytes));
   RecordReader reader;
-  ASSERT_EQ(reader.Open(path_, kLogFileMagic), "");
+  ASSERT_EQ(reader.Open(path_, kLogFileMagic).ToString(), "OK");
   Bytes out;
-  ASSERT_EQ(reader.ReadAt(image_.starts[3], 100, out), "");
+  ASSERT_EQ(reader.ReadAt(image_.starts[3], 100, out).ToString(), "OK");
   EXPECT_EQ(out.view(), std::string_view(image_.bytes).substr(image_.starts[3], 100));
-  EXPECT_NE(reader.ReadAt(image_.bytes.size() - 10, 11, out), "");
-  EXPECT_NE(reader.ReadAt(image_.bytes.size() + 1, 0, out), "");
-  EXPECT_NE(reader.ReadAt(10, std::numeric_limits<uint64_t>::max(), out), "");
+  EXPECT_FALSE(reader.ReadAt(image_.bytes.size() - 10, 11, out).ok());
+  EXPECT_FALSE(reader.ReadAt(image_.bytes.size() + 1, 0, out).ok());
+  EXPECT_FALSE(reader.ReadAt(10, std::numeric_limits<uint64_t>::max(), out).ok());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -604,7 +605,7 @@ TEST(MutationCodecTest, RoundTripsEveryRecordType) {
     SCOPED_TRACE(Describe(m));
     Bytes payload = Encoded(m);
     Mutation back;
-    ASSERT_EQ(DecodePayload(TypeOf(m), payload, back), "");
+    ASSERT_EQ(DecodePayload(TypeOf(m), payload, back).ToString(), "OK");
     ExpectSameMutation(m, back);
   }
 }
@@ -618,7 +619,7 @@ TEST(MutationCodecTest, LargeBlobRoundTripsAsASliceWithoutACopy) {
   EXPECT_TRUE(found) << "the 3 MB blob was copied into the payload pieces";
   Bytes payload = Bytes::CopyOf(Concat(pieces));
   Mutation back;
-  ASSERT_EQ(DecodePayload(TypeOf(m), payload, back), "");
+  ASSERT_EQ(DecodePayload(TypeOf(m), payload, back).ToString(), "OK");
   ExpectSameMutation(m, back);
   const uint8_t* blob = std::get<SsmPut>(back).layers[0].second.data();
   EXPECT_TRUE(blob >= payload.data() && blob < payload.data() + payload.size())
@@ -639,8 +640,9 @@ TEST(MutationCodecTest, SmallRecordsAreOneBufferAndLargeBlobsAreReferenced) {
   EXPECT_EQ(record.payload_length(), record.head.size() - kRecordHeaderSize);
   Mutation back;
   ASSERT_EQ(DecodePayload(record.type,
-                          record.head.Slice(kRecordHeaderSize, record.payload_length()), back),
-            "");
+                          record.head.Slice(kRecordHeaderSize, record.payload_length()), back)
+                .ToString(),
+            "OK");
   ExpectSameMutation(small, back);
 
   const Bytes large = Bytes::CopyOf(RandomBytes(512, 9));
@@ -663,7 +665,7 @@ TEST(MutationCodecTest, MultiSetCountsAndEntriesAreChecked) {
   PutU32(reinterpret_cast<uint8_t*>(payload.data()), 0xFFFFFFFF);
   payload += std::string(40, '\0');
   Mutation back;
-  EXPECT_NE(DecodePayload(RecordType::kStringMultiSet, Bytes::CopyOf(payload), back), "");
+  EXPECT_FALSE(DecodePayload(RecordType::kStringMultiSet, Bytes::CopyOf(payload), back).ok());
   const Limits limits = Limits::Hard();
   EXPECT_FALSE(Check(StringMultiSet{}, limits).ok) << "a multi set of no keys";
   EXPECT_FALSE(Check(StringMultiSet{{StringSet{"a", 3 << 1, 0, Blob{}}}}, limits).ok)
@@ -686,7 +688,7 @@ TEST(MutationCodecTest, RejectsEveryTruncation) {
     for (size_t length = 0; length < full.size(); ++length) {
       Bytes cut = Bytes::CopyOf(std::string_view(full).substr(0, length));
       Mutation back;
-      EXPECT_NE(DecodePayload(TypeOf(m), cut, back), "")
+      EXPECT_FALSE(DecodePayload(TypeOf(m), cut, back).ok())
           << "accepted a payload cut to " << length << " of " << full.size() << " bytes";
     }
   }
@@ -697,15 +699,15 @@ TEST(MutationCodecTest, RejectsTrailingBytes) {
     SCOPED_TRACE(Describe(m));
     Bytes longer = Bytes::CopyOf(Concat(EncodePayload(m)) + "Z");
     Mutation back;
-    std::string err = DecodePayload(TypeOf(m), longer, back);
+    const std::string err = DecodePayload(TypeOf(m), longer, back).message();
     EXPECT_NE(err.find("trailing"), std::string::npos) << err;
   }
 }
 
 TEST(MutationCodecTest, RejectsUnknownTypesAndAbsurdLayerCounts) {
   Mutation back;
-  EXPECT_NE(DecodePayload(static_cast<RecordType>(0), Bytes(), back), "");
-  EXPECT_NE(DecodePayload(static_cast<RecordType>(99), Bytes::CopyOf("abc"), back), "");
+  EXPECT_FALSE(DecodePayload(static_cast<RecordType>(0), Bytes(), back).ok());
+  EXPECT_FALSE(DecodePayload(static_cast<RecordType>(99), Bytes::CopyOf("abc"), back).ok());
   // sid "s", then a layer count of 2^32-1 with almost nothing behind it: rejected before any
   // allocation sized by the count.
   std::string payload;
@@ -716,11 +718,11 @@ TEST(MutationCodecTest, RejectsUnknownTypesAndAbsurdLayerCounts) {
   PutU32(b, 0xFFFFFFFF);
   payload.append(reinterpret_cast<char*>(b), 4);
   payload += std::string(24, '\0');
-  EXPECT_NE(DecodePayload(RecordType::kSsmPut, Bytes::CopyOf(payload), back), "");
+  EXPECT_FALSE(DecodePayload(RecordType::kSsmPut, Bytes::CopyOf(payload), back).ok());
   // A blob length far past the payload.
   std::string put = Concat(EncodePayload(Put("s", {{1, "abcd"}})));
   PutU64(reinterpret_cast<uint8_t*>(put.data()) + 4 + 1 + 4 + 4, uint64_t{1} << 62);
-  EXPECT_NE(DecodePayload(RecordType::kSsmPut, Bytes::CopyOf(put), back), "");
+  EXPECT_FALSE(DecodePayload(RecordType::kSsmPut, Bytes::CopyOf(put), back).ok());
 }
 
 // Replay checks against limits no setting can pass: a record accepted live under any value the
@@ -841,7 +843,7 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
     seen[static_cast<size_t>(TypeOf(m))] = true;
     EXPECT_TRUE(Concat(EncodePayload(m)) == golden) << "the encoder disagrees with the document";
     Mutation back;
-    ASSERT_EQ(DecodePayload(TypeOf(m), Bytes::CopyOf(golden), back), "");
+    ASSERT_EQ(DecodePayload(TypeOf(m), Bytes::CopyOf(golden), back).ToString(), "OK");
     EXPECT_TRUE(Concat(EncodePayload(back)) == golden);
   }
   // The log's compact string records (types 20 and 21): `varint key length, key, varint flags,
@@ -864,13 +866,14 @@ TEST(GoldenBytesTest, EveryPayloadLayoutIsTheDocumentedOne) {
     EXPECT_TRUE(record.head.view().substr(kRecordHeaderSize) == golden)
         << "the encoder disagrees with the document";
     Mutation back;
-    ASSERT_EQ(DecodePayload(type, Bytes::CopyOf(golden), back), "");
+    ASSERT_EQ(DecodePayload(type, Bytes::CopyOf(golden), back).ToString(), "OK");
     ExpectSameMutation(m, back);
   }
   // Every record type the decoder knows has a golden case.
   for (size_t type = 0; type < 64; ++type) {
     Mutation m;
-    if (DecodePayload(static_cast<RecordType>(type), Bytes(), m).starts_with("unknown")) continue;
+    if (DecodePayload(static_cast<RecordType>(type), Bytes(), m).message().starts_with("unknown"))
+      continue;
     EXPECT_TRUE(seen[type]) << "no golden bytes for record type " << type;
   }
 }
@@ -890,7 +893,7 @@ TEST(GoldenBytesTest, ABorrowedKeyEncodesAsAnOwnedOneAndADecodedKeyIsASlice) {
 
   const Bytes payload = Bytes::CopyOf(golden);
   Mutation back;
-  ASSERT_EQ(DecodePayload(RecordType::kStringSet, payload, back), "");
+  ASSERT_EQ(DecodePayload(RecordType::kStringSet, payload, back).ToString(), "OK");
   const RecordKey& key = std::get<StringSet>(back).key;
   EXPECT_EQ(key, request_arg);
   const auto* start = reinterpret_cast<const char*>(payload.data());
@@ -898,8 +901,9 @@ TEST(GoldenBytesTest, ABorrowedKeyEncodesAsAnOwnedOneAndADecodedKeyIsASlice) {
       << "the decoded key is not a slice of its payload";
   // One past a key's length: the decoder fails, naming the field, as for any string.
   const std::string cut = golden.substr(0, 4 + request_arg.size() - 1);
-  EXPECT_NE(DecodePayload(RecordType::kStringSet, Bytes::CopyOf(cut), back).find("string"),
-            std::string::npos);
+  EXPECT_NE(
+      DecodePayload(RecordType::kStringSet, Bytes::CopyOf(cut), back).message().find("string"),
+      std::string::npos);
 }
 
 // A string record is staged in one pass while its value is copied in (below 512 bytes) and by the
@@ -953,21 +957,22 @@ TEST(MutationCodecTest, CompactStringRecordsRoundTripAndRefuseMalformedPayloads)
                 record.type == RecordType::kStringMultiSetCompact);
     const std::string full = payload_of(record);
     Mutation back;
-    ASSERT_EQ(DecodePayload(record.type, Bytes::CopyOf(full), back), "");
+    ASSERT_EQ(DecodePayload(record.type, Bytes::CopyOf(full), back).ToString(), "OK");
     ExpectSameMutation(m, back);
     for (size_t length = 0; length < full.size(); ++length) {
-      EXPECT_NE(DecodePayload(record.type, Bytes::CopyOf(full.substr(0, length)), back), "")
+      EXPECT_FALSE(DecodePayload(record.type, Bytes::CopyOf(full.substr(0, length)), back).ok())
           << "accepted a payload cut to " << length << " of " << full.size() << " bytes";
     }
-    EXPECT_NE(DecodePayload(record.type, Bytes::CopyOf(full + "Z"), back).find("trailing"),
-              std::string::npos);
+    EXPECT_NE(
+        DecodePayload(record.type, Bytes::CopyOf(full + "Z"), back).message().find("trailing"),
+        std::string::npos);
   }
   EXPECT_EQ(EncodeRecord(StringSet{"k", 0, 0, Blob{{Bytes::CopyOf(RandomBytes(512, 3))}}}).type,
             RecordType::kStringSet);
 
   Mutation back;
   const auto refused = [&](RecordType type, const std::string& payload) {
-    return DecodePayload(type, Bytes::CopyOf(payload), back);
+    return DecodePayload(type, Bytes::CopyOf(payload), back).message();
   };
   constexpr RecordType kOne = RecordType::kStringSetCompact;
   EXPECT_NE(refused(kOne, Hex("8000 00 00 00")), "") << "a key length not in its shortest form";

@@ -78,7 +78,8 @@ persist::Mutation ThroughCodec(const persist::Mutation& m) {
   std::string payload;
   for (const Bytes& piece : persist::EncodePayload(m)) payload.append(piece.view());
   persist::Mutation decoded;
-  EXPECT_EQ(persist::DecodePayload(persist::TypeOf(m), Bytes::CopyOf(payload), decoded), "");
+  EXPECT_EQ(persist::DecodePayload(persist::TypeOf(m), Bytes::CopyOf(payload), decoded).ToString(),
+            "OK");
   return decoded;
 }
 

@@ -23,7 +23,8 @@ persist::Mutation RoundTrip(const persist::Mutation& m) {
   std::string joined;
   for (const Bytes& piece : persist::EncodePayload(m)) joined.append(piece.view());
   persist::Mutation out;
-  EXPECT_EQ(persist::DecodePayload(persist::TypeOf(m), Bytes::CopyOf(joined), out), "");
+  EXPECT_EQ(persist::DecodePayload(persist::TypeOf(m), Bytes::CopyOf(joined), out).ToString(),
+            "OK");
   return out;
 }
 

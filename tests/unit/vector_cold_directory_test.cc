@@ -33,14 +33,15 @@ VectorColdDirectory Sample() {
 
 std::string Decode(const Bytes& payload, uint64_t file_size = 1 << 20) {
   VectorColdDirectory out;
-  return DecodeVectorColdDirectory(payload, kStart, file_size, 64, 65536, out);
+  return DecodeVectorColdDirectory(payload, kStart, file_size, 64, 65536, out).message();
 }
 
 TEST(VectorColdDirectoryTest, RoundTripsAndPlacesRows) {
   const VectorColdDirectory d = Sample();
   VectorColdDirectory out;
-  ASSERT_EQ(
-      DecodeVectorColdDirectory(EncodeVectorColdDirectory(d), kStart, 1 << 20, 64, 65536, out), "");
+  ASSERT_EQ(DecodeVectorColdDirectory(EncodeVectorColdDirectory(d), kStart, 1 << 20, 64, 65536, out)
+                .ToString(),
+            "OK");
   ASSERT_EQ(out.entries.size(), 2u);
   EXPECT_EQ(out.entries[1].sid, "b");
   EXPECT_EQ(out.entries[1].records[0].start, 100u);

@@ -62,7 +62,7 @@ TEST(VectorRecordCodecTest, EveryTypeRoundTrips) {
     std::string payload;
     for (const Bytes& piece : EncodePayload(m)) payload.append(piece.view());
     Mutation back;
-    ASSERT_EQ(DecodePayload(TypeOf(m), Bytes::CopyOf(payload), back), "");
+    ASSERT_EQ(DecodePayload(TypeOf(m), Bytes::CopyOf(payload), back).ToString(), "OK");
     EXPECT_EQ(Describe(back), Describe(m));
     std::string again;
     for (const Bytes& piece : EncodePayload(back)) again.append(piece.view());
@@ -78,9 +78,10 @@ TEST(VectorRecordCodecTest, EveryTypeRoundTrips) {
     }
     // Cut anywhere, or with a byte too many, the payload is refused.
     for (size_t cut = 0; cut < payload.size(); cut += 3) {
-      EXPECT_NE(DecodePayload(TypeOf(m), Bytes::CopyOf(payload.substr(0, cut)), back), "") << cut;
+      EXPECT_FALSE(DecodePayload(TypeOf(m), Bytes::CopyOf(payload.substr(0, cut)), back).ok())
+          << cut;
     }
-    EXPECT_NE(DecodePayload(TypeOf(m), Bytes::CopyOf(payload + "x"), back), "");
+    EXPECT_FALSE(DecodePayload(TypeOf(m), Bytes::CopyOf(payload + "x"), back).ok());
   }
 }
 
@@ -311,7 +312,7 @@ TEST_F(VectorDurabilityTest, ARecordTooBigForMemoryStopsTheStartByNameInsteadOfA
   uint64_t offset = kFileHeaderSize;  // of the record of 8 rows
   {
     LogWriter writer(dir_, FsyncPolicy::kAlways, uint64_t{1} << 30, 1, 1, {});
-    ASSERT_EQ(writer.Start(), "");
+    ASSERT_EQ(writer.Start().ToString(), "OK");
     for (size_t i = 0; i < records.size(); ++i) {
       std::vector<Bytes> payload = EncodePayload(records[i]);
       if (i < 2) {

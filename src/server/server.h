@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "server_api/dispatcher.h"
 #include "server/tls.h"
+#include "server_api/dispatcher.h"
 
 namespace prefixd::server {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "server_api/dispatcher.h"
 #include "server/server.h"
+#include "server_api/dispatcher.h"
 
 namespace prefixd::server {
 namespace {

@@ -246,43 +246,36 @@ std::optional<bool> NativeFormat(Context& ctx, size_t from, size_t to) {
   return std::nullopt;
 }
 
-// Stored rows as the client asked: as stored (fp32, or NATIVE for a tier that stores values),
-// else decoded to fp32.
-void ReplyRows(Context& ctx, const PrefixShape& shape, const Bytes& rows, bool native,
-               std::string_view command) {
+// Rows as stored are sent as they are (by reference when `stored` owns them, copied from a
+// caller's buffer otherwise); other tiers are decoded to fp32, through the stack when the result
+// is small.
+void ReplyRows(Context& ctx, const PrefixShape& shape, std::span<const uint8_t> rows,
+               const Bytes* stored, bool native, std::string_view command) {
   if (shape.tier == store::Tier::kFp32 || (native && store::StoresValues(shape.tier))) {
     if (!FitsOutputLimit(ctx, rows.size(), command, "fetch a RANGE at a time")) return;
-    return ctx.reply.Bulk(rows);
+    if (stored != nullptr) return ctx.reply.Bulk(*stored);
+    return ctx.reply.Bulk(
+        std::string_view(reinterpret_cast<const char*>(rows.data()), rows.size()));
   }
   const uint64_t n = rows.size() / shape.row_bytes();
-  if (!FitsOutputLimit(ctx, n * shape.kv_dim * 4, command, "fetch a RANGE at a time")) return;
-  Bytes out = Bytes::Allocate(n * shape.kv_dim * 4);
+  const uint64_t decoded = n * shape.kv_dim * 4;
+  if (!FitsOutputLimit(ctx, decoded, command, "fetch a RANGE at a time")) return;
+  // Room for 4x the stored bytes (an 8-bit tier decoded); uninitialised: every value used is
+  // written.
+  std::array<float, kSmallRowsBytes> small;
+  if (decoded <= sizeof(small)) {
+    store::DecodeRows(shape.tier, shape.kv_dim, rows.data(), n, small.data());
+    return ctx.reply.Bulk(std::string_view(reinterpret_cast<const char*>(small.data()), decoded));
+  }
+  Bytes out = Bytes::Allocate(decoded);
   store::DecodeRows(shape.tier, shape.kv_dim, rows.data(), n,
                     reinterpret_cast<float*>(out.mutable_data()));
   ctx.reply.Bulk(out);
 }
 
-// ReplyRows for rows in a caller's buffer of at most kSmallRowsBytes: copied into the reply, and
-// decoded through the stack when they must be.
-void ReplySmallRows(Context& ctx, const PrefixShape& shape, std::span<const uint8_t> rows,
-                    bool native, std::string_view command) {
-  const auto text = [](const void* data, size_t size) {
-    return std::string_view(static_cast<const char*>(data), size);
-  };
-  if (shape.tier == store::Tier::kFp32 || (native && store::StoresValues(shape.tier))) {
-    if (!FitsOutputLimit(ctx, rows.size(), command, "fetch a RANGE at a time")) return;
-    return ctx.reply.Bulk(text(rows.data(), rows.size()));
-  }
-  const uint64_t n = rows.size() / shape.row_bytes();
-  const uint64_t decoded = n * shape.kv_dim * 4;
-  if (!FitsOutputLimit(ctx, decoded, command, "fetch a RANGE at a time")) return;
-  std::array<float, kSmallRowsBytes> out;  // 4x the stored bytes; a larger decode takes the heap
-  if (decoded > sizeof(out)) {
-    Bytes copy = Bytes::CopyOf(text(rows.data(), rows.size()));
-    return ReplyRows(ctx, shape, copy, native, command);
-  }
-  store::DecodeRows(shape.tier, shape.kv_dim, rows.data(), n, out.data());
-  ctx.reply.Bulk(text(out.data(), decoded));
+void ReplyRows(Context& ctx, const PrefixShape& shape, const Bytes& rows, bool native,
+               std::string_view command) {
+  ReplyRows(ctx, shape, std::span(rows.data(), rows.size()), &rows, native, command);
 }
 
 // Before a store of `incoming` bytes into a namespace with a budget: evicts least recently used
@@ -397,7 +390,7 @@ void BFetch(Context& ctx) {
   });
   if (!found) return ctx.reply.Null();
   if (rows) return ReplyRows(ctx, *shape, *rows, *native, "KV.PREFIX.BFETCH");
-  ReplySmallRows(ctx, *shape, std::span(small.data(), size), *native, "KV.PREFIX.BFETCH");
+  ReplyRows(ctx, *shape, std::span(small.data(), size), nullptr, *native, "KV.PREFIX.BFETCH");
 }
 
 // --- Checkpoints ---

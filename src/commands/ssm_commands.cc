@@ -28,23 +28,28 @@ constexpr int64_t kMaxLayer = std::numeric_limits<int32_t>::max();
 
 std::string Quoted(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + "'"; }
 
+// The argument checks, quiet (the compact read tries them without replying) and reporting.
+bool SidQuietly(const Context& ctx, std::string_view sid) {
+  return static_cast<int64_t>(sid.size()) <= ctx.engine.settings().Int(Setting::kMaxSidLen);
+}
+
+std::optional<uint32_t> LayerQuietly(std::string_view text) {
+  auto v = ParseInt64(text);
+  if (!v || *v < 0 || *v > kMaxLayer) return std::nullopt;
+  return static_cast<uint32_t>(*v);
+}
+
 // Checks the session id; on failure queues the error and returns false.
 bool ValidSid(Context& ctx, std::string_view sid) {
-  int64_t limit = ctx.engine.settings().Int(Setting::kMaxSidLen);
-  if (static_cast<int64_t>(sid.size()) > limit) {
-    ctx.reply.Error(errors::SidTooLong(sid.size(), limit));
-    return false;
-  }
-  return true;
+  if (SidQuietly(ctx, sid)) return true;
+  ctx.reply.Error(errors::SidTooLong(sid.size(), ctx.engine.settings().Int(Setting::kMaxSidLen)));
+  return false;
 }
 
 std::optional<uint32_t> ParseLayer(Context& ctx, std::string_view text) {
-  auto v = ParseInt64(text);
-  if (!v || *v < 0 || *v > kMaxLayer) {
-    ctx.reply.Error(errors::InvalidLayer(Quoted(text), kMaxLayer));
-    return std::nullopt;
-  }
-  return static_cast<uint32_t>(*v);
+  auto layer = LayerQuietly(text);
+  if (!layer) ctx.reply.Error(errors::InvalidLayer(Quoted(text), kMaxLayer));
+  return layer;
 }
 
 std::optional<uint64_t> ParseOffset(Context& ctx, std::string_view what, std::string_view text) {
@@ -92,16 +97,6 @@ void MStore(Context& ctx) {
 // before the typed-key check (the spec leaves it to the handler): a compact entry is a live SSM
 // session, so that check would pass. False: nothing was queued; the caller goes the general way,
 // which answers any error in the order it always has.
-std::optional<uint32_t> LayerQuietly(std::string_view text) {
-  auto v = ParseInt64(text);
-  if (!v || *v < 0 || *v > kMaxLayer) return std::nullopt;
-  return static_cast<uint32_t>(*v);
-}
-
-bool SidQuietly(const Context& ctx, std::string_view sid) {
-  return static_cast<int64_t>(sid.size()) <= ctx.engine.settings().Int(Setting::kMaxSidLen);
-}
-
 bool FetchCompact(Context& ctx) {
   const auto& args = ctx.args;
   if (args.size() != 3 || !SidQuietly(ctx, args[1])) return false;
@@ -129,16 +124,17 @@ bool MFetchCompact(Context& ctx) {
   }
   const auto read = Db(ctx).keys.ReadCompactSessionLive(
       args[1], CommandClock::WallMs(), [&](std::string_view session) {
-        // A reply past the output limit is declined here and refused the general way.
+        // Each layer is found once; a reply past the output limit is declined here and refused
+        // the general way.
+        ScratchArray<std::optional<std::string_view>, 16> found(layers.size());
         uint64_t total = 0;
-        for (const uint32_t layer : layers) {
-          const auto bytes = store::compact_session::FindLayer(session, layer);
-          total += bytes ? bytes->size() + 16 : 5;
+        for (size_t i = 0; i < layers.size(); ++i) {
+          found[i] = store::compact_session::FindLayer(session, layers[i]);
+          total += found[i] ? found[i]->size() + 16 : 5;
         }
         if (!FitsOutputLimitQuietly(ctx, total)) return false;
         ctx.reply.ArrayLen(layers.size());
-        for (const uint32_t layer : layers) {
-          const auto bytes = store::compact_session::FindLayer(session, layer);
+        for (const auto& bytes : found.span()) {
           CountLookup(ctx, bytes.has_value());
           bytes ? ctx.reply.Bulk(*bytes) : ctx.reply.Null();
         }

@@ -150,6 +150,15 @@ enum class ValueWanted { kValue, kValueOrPlace, kNone };
 std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool touch,
                                        ValueWanted wanted);
 
+// A lookup's lazy expiry: true when the entry found is due at `now` (it is then deleted, and the
+// reply waits for the deletion's record); false when it is live.
+bool ExpiredOnLookup(Context& ctx, std::string_view key, int64_t expire_at_ms, int64_t now) {
+  if (expire_at_ms == 0 || expire_at_ms > now) return false;
+  Deleted deleted = ExpireIfDue(ctx.engine, static_cast<size_t>(ctx.client.db.load()), key, now);
+  ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);
+  return true;
+}
+
 }  // namespace
 
 void LoadColdString(Engine& engine, store::Database& database, std::string_view key,
@@ -190,12 +199,7 @@ std::optional<store::KeyInfo> FindLive(Context& ctx, std::string_view key, bool 
   store::Keyspace& keys = Db(ctx).keys;
   const int64_t now = CommandClock::WallMs();
   auto info = touch ? keys.FindAndTouch(key, now, wanted != ValueWanted::kNone) : keys.Find(key);
-  if (!info) return std::nullopt;
-  if (info->expire_at_ms != 0 && info->expire_at_ms <= now) {
-    Deleted deleted = ExpireIfDue(ctx.engine, static_cast<size_t>(ctx.client.db.load()), key, now);
-    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);
-    return std::nullopt;
-  }
+  if (!info || ExpiredOnLookup(ctx, key, info->expire_at_ms, now)) return std::nullopt;
   // A string command reads a cold string's bytes from disk; the generic commands (EXISTS, TYPE,
   // TTL, ...) need only its entry.
   if (wanted == ValueWanted::kValue && info->type == store::KeyType::kString && info->cold &&
@@ -236,13 +240,7 @@ bool PrepareTypedKeys(Context& ctx) {
     const std::string_view key = ctx.args[i];
     const int64_t now = CommandClock::WallMs();
     const auto found = Db(ctx).keys.FindTypeAndTouch(key, now);
-    if (!found) continue;
-    if (found->expire_at_ms != 0 && found->expire_at_ms <= now) {
-      Deleted deleted =
-          ExpireIfDue(ctx.engine, static_cast<size_t>(ctx.client.db.load()), key, now);
-      ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, deleted.lsn);
-      continue;
-    }
+    if (!found || ExpiredOnLookup(ctx, key, found->expire_at_ms, now)) continue;
     if (!Compatible(found->type, *wanted, ctx.spec.name)) {
       ctx.reply.Error(errors::kWrongType);
       return false;

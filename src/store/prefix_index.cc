@@ -5,6 +5,8 @@
 #include <new>
 #include <tuple>
 
+#include "common/scratch_array.h"
+
 namespace prefixd::store {
 namespace {
 
@@ -546,26 +548,37 @@ Bytes PrefixIndex::GatherRows(const LeaseView& view, uint32_t layer, uint64_t st
 }
 
 std::optional<Bytes> PrefixIndex::BlockRows(std::span<const Hash128> hashes, uint32_t layer) const {
-  for (const Hash128& h : hashes) {
-    if (FindBlock(h) == kNone) return std::nullopt;
-  }
+  ScratchArray<uint32_t, 64> ids(hashes.size());
+  if (!FindBlocks(hashes, ids.span())) return std::nullopt;
   Bytes out = Bytes::Allocate(BlockRowsSize(hashes.size()));
-  CopyBlockRows(hashes, layer, out.mutable_data());
+  CopyRows(ids.span(), layer, out.mutable_data());
   return out;
 }
 
 bool PrefixIndex::CopyBlockRows(std::span<const Hash128> hashes, uint32_t layer,
                                 uint8_t* out) const {
-  // Every block's K rows, then every block's V rows.
-  const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
+  ScratchArray<uint32_t, 64> ids(hashes.size());
+  if (!FindBlocks(hashes, ids.span())) return false;
+  CopyRows(ids.span(), layer, out);
+  return true;
+}
+
+bool PrefixIndex::FindBlocks(std::span<const Hash128> hashes, std::span<uint32_t> ids) const {
   for (size_t i = 0; i < hashes.size(); ++i) {
-    const uint32_t id = FindBlock(hashes[i]);
-    if (id == kNone) return false;
-    const uint8_t* page = pages_.Data(id) + 2 * half * layer;
-    std::memcpy(out + i * half, page, half);
-    std::memcpy(out + (hashes.size() + i) * half, page + half, half);
+    ids[i] = FindBlock(hashes[i]);
+    if (ids[i] == kNone) return false;
   }
   return true;
+}
+
+void PrefixIndex::CopyRows(std::span<const uint32_t> ids, uint32_t layer, uint8_t* out) const {
+  // Every block's K rows, then every block's V rows.
+  const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint8_t* page = pages_.Data(ids[i]) + 2 * half * layer;
+    std::memcpy(out + i * half, page, half);
+    std::memcpy(out + (ids.size() + i) * half, page + half, half);
+  }
 }
 
 void PrefixIndex::PlanEviction(uint64_t target, const Hash128& keep, std::vector<Hash128>* blocks,

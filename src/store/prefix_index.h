@@ -214,6 +214,10 @@ class PrefixIndex {
 
   Block& Rec(uint32_t id) { return *reinterpret_cast<Block*>(records_.Mutable(id)); }
   const Block& Rec(uint32_t id) const { return *reinterpret_cast<const Block*>(records_.Data(id)); }
+  // The ids of `hashes`' blocks into `ids`; false at the first one not stored.
+  bool FindBlocks(std::span<const Hash128> hashes, std::span<uint32_t> ids) const;
+  // Layer `layer`'s K rows of blocks `ids`, then their V rows, into `out`.
+  void CopyRows(std::span<const uint32_t> ids, uint32_t layer, uint8_t* out) const;
   uint32_t FindBlock(const Hash128& h) const;
   uint32_t FindCheckpoint(const Hash128& h) const;
   uint32_t Tick();

@@ -16,6 +16,7 @@
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "common/scratch_array.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
 #include "engine/write_path.h"
@@ -59,13 +60,17 @@ std::optional<uint64_t> ParseLayer(Context& ctx, std::string_view what, std::str
   return ParseBounded(ctx, what, text, 0, count - 1);
 }
 
+// Whether `raw` holds `n` 16-byte hashes; queues the error otherwise.
+bool HashesSized(Context& ctx, std::string_view what, std::string_view raw, uint64_t n) {
+  if (raw.size() == n * kHashBytes) return true;
+  ctx.reply.Error(errors::HashesSize(what, n, n * kHashBytes, raw.size()));
+  return false;
+}
+
 // `n` raw 16-byte hashes; queues the error otherwise.
 std::optional<std::vector<Hash128>> ParseHashes(Context& ctx, std::string_view what,
                                                 std::string_view raw, uint64_t n) {
-  if (raw.size() != n * kHashBytes) {
-    ctx.reply.Error(errors::HashesSize(what, n, n * kHashBytes, raw.size()));
-    return std::nullopt;
-  }
+  if (!HashesSized(ctx, what, raw, n)) return std::nullopt;
   return store::ReadHashes(raw);
 }
 
@@ -362,35 +367,43 @@ void BDrop(Context& ctx) { DropEntries(ctx, true); }
 // KV.PREFIX.BFETCH <ns> <n> <hashes> <layer> [FMT NATIVE]
 void BFetch(Context& ctx) {
   const auto& args = ctx.args;
-  auto shape = ShapeOf(ctx, args[1]);
-  if (!shape) return;
-  auto n = ParseBounded(ctx, "count", args[2], 1, kMaxMatchBlocks);
-  if (!n) return;
-  auto hashes = ParseHashes(ctx, "hashes", args[3], *n);
-  if (!hashes) return;
-  auto layer = ParseLayer(ctx, "layer", args[4], shape->attn);
-  if (!layer) return;
-  auto native = NativeFormat(ctx, 5, args.size());
-  if (!native) return;
-  // A small answer is copied out of the index into the stack and framed from there: no
-  // allocation on the common path. A large one is built once and sent by reference.
-  const store::PrefixStore& prefixes = Db(ctx).prefixes;
+  // The namespace is found once: the arguments are checked against its shape under its lock
+  // (the namespace's error first, as always), and a small answer is copied out of the index into
+  // the stack and framed from there, with no allocation. A large one is built once and sent by
+  // reference.
+  std::optional<PrefixShape> shape;
+  bool native = false;
   std::array<uint8_t, kSmallRowsBytes> small;  // uninitialised: every byte used is written
   std::optional<Bytes> rows;
   bool found = false;
   size_t size = 0;
-  prefixes.With(args[1], [&](const PrefixIndex& index) {
-    size = index.BlockRowsSize(hashes->size());
+  const bool known = Db(ctx).prefixes.Read(args[1], [&](const PrefixIndex& index) {
+    auto n = ParseBounded(ctx, "count", args[2], 1, kMaxMatchBlocks);
+    if (!n) return;
+    if (!HashesSized(ctx, "hashes", args[3], *n)) return;
+    auto layer = ParseLayer(ctx, "layer", args[4], index.shape().attn);
+    if (!layer) return;
+    auto format = NativeFormat(ctx, 5, args.size());
+    if (!format) return;
+    shape = index.shape();
+    native = *format;
+    ScratchArray<Hash128, 8> hashes(*n);
+    for (size_t i = 0; i < *n; ++i) {
+      hashes[i] = Hash128::Read(reinterpret_cast<const uint8_t*>(args[3].data()) + i * kHashBytes);
+    }
+    size = index.BlockRowsSize(*n);
     if (size <= small.size()) {
-      found = index.CopyBlockRows(*hashes, static_cast<uint32_t>(*layer), small.data());
+      found = index.CopyBlockRows(hashes.span(), static_cast<uint32_t>(*layer), small.data());
     } else {
-      rows = index.BlockRows(*hashes, static_cast<uint32_t>(*layer));
+      rows = index.BlockRows(hashes.span(), static_cast<uint32_t>(*layer));
       found = rows.has_value();
     }
   });
+  if (!known) return ctx.reply.Error(errors::NoSuchNamespace(Quoted(args[1])));
+  if (!shape) return;  // an argument's error is queued
   if (!found) return ctx.reply.Null();
-  if (rows) return ReplyRows(ctx, *shape, *rows, *native, "KV.PREFIX.BFETCH");
-  ReplyRows(ctx, *shape, std::span(small.data(), size), nullptr, *native, "KV.PREFIX.BFETCH");
+  if (rows) return ReplyRows(ctx, *shape, *rows, native, "KV.PREFIX.BFETCH");
+  ReplyRows(ctx, *shape, std::span(small.data(), size), nullptr, native, "KV.PREFIX.BFETCH");
 }
 
 // --- Checkpoints ---

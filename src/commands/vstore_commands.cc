@@ -29,6 +29,9 @@ using store::Tier;
 using store::VectorStore;
 
 constexpr size_t kMaxFetchIds = 1024;  // Pion's bound on V.FETCH <id>...
+// A V.FETCH RANGE answer up to this many bytes is copied into the reply while the rows are read
+// (larger ones are sent from the stored buffers by reference).
+constexpr size_t kInPlaceReplyBytes = 4096;
 constexpr uint64_t kMaxLayerId = 0x7fffffff;
 
 void Line(std::string& out, std::string_view key, std::string_view value) {
@@ -386,6 +389,25 @@ void Fetch(Context& ctx) {
     if (!native) return;
     if (!vs.HasColdLayers()) {
       // The common case in one lookup of the store: no disk tier to plan for or promote from.
+      // Small rows sent as stored are copied into the reply under the session lock, as GET
+      // copies a small string under its shard lock.
+      const auto in_place = vs.ReadRowsInPlace(
+          sid, layer_id, start, end,
+          [&](const store::VectorSessionInfo& info, std::string_view rows) {
+            if (rows.size() > kInPlaceReplyBytes || !SentAsStored(info, *native) ||
+                !FitsOutputLimitQuietly(ctx, rows.size())) {
+              return false;
+            }
+            PrefixReceipt& receipt = ctx.engine.receipt();
+            receipt.fetches.Add();
+            receipt.fetch_bytes.Add(rows.size());
+            ctx.reply.Bulk(rows);
+            return true;
+          });
+      if (in_place == VectorStore::InPlaceRead::kCopied) return;
+      if (in_place == VectorStore::InPlaceRead::kMissing) {
+        return ctx.reply.Error(errors::kSessionNotFound);
+      }
       auto read = vs.ReadRange(sid, layer_id, start, end, VectorStore::kReadAll);
       if (!read) return ctx.reply.Error(errors::kSessionNotFound);
       if (!FitsOutput(ctx, ReplyBytes(read->first, end - start, *native))) return;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
 #include "server_api/client_state.h"
+#include "store/key_entry.h"
 
 namespace prefixd::commands {
 
@@ -220,6 +222,9 @@ struct CommandSpec {
 
   // "config|get" for subcommands; set when the table is built.
   std::string full_name;
+  // The type a typed family's keys must have (engine/keys.h, KeyTypeOfFamily); nullopt for the
+  // families that take any key. Set when the table is built, so no request compares names.
+  std::optional<store::KeyType> key_type;
   // INFO commandstats/latencystats figures; made when the table is built.
   std::shared_ptr<CommandStats> stats;
 };

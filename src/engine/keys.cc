@@ -15,14 +15,6 @@
 namespace prefixd::commands {
 namespace {
 
-std::optional<store::KeyType> TypeOfGroup(std::string_view group) {
-  if (group == "ssm") return store::KeyType::kSsmPrefix;
-  if (group == "vstore") return store::KeyType::kVstore;
-  if (group == "kvprefix") return store::KeyType::kKvPrefix;
-  if (group == "prefixindex") return store::KeyType::kPrefixIndex;
-  return std::nullopt;
-}
-
 // SSM state stored under a KV.PREFIX registration's name belongs to that prefix (Pion stores a
 // hybrid model's recurrent state there): SSM and KV.PREFIX commands both work on it.
 // KV.PREFIX.DROP also removes a prefix-index namespace (docs/prefix-index.md).
@@ -230,8 +222,16 @@ Deleted ExpireIfDue(Engine& engine, size_t db, std::string_view key, int64_t now
   return deleted;
 }
 
+std::optional<store::KeyType> KeyTypeOfFamily(std::string_view group) {
+  if (group == "ssm") return store::KeyType::kSsmPrefix;
+  if (group == "vstore") return store::KeyType::kVstore;
+  if (group == "kvprefix") return store::KeyType::kKvPrefix;
+  if (group == "prefixindex") return store::KeyType::kPrefixIndex;
+  return std::nullopt;
+}
+
 bool PrepareTypedKeys(Context& ctx) {
-  const auto wanted = TypeOfGroup(ctx.spec.group);
+  const auto wanted = ctx.spec.key_type;
   if (!wanted || ctx.spec.first_key <= 0) return true;
   const size_t last = static_cast<size_t>(ctx.spec.last_key);
   for (size_t i = static_cast<size_t>(ctx.spec.first_key); i <= last && i < ctx.args.size();

@@ -79,7 +79,11 @@ std::optional<store::KeyInfo> LookupKeyPlace(Context& ctx, std::string_view key)
 // the entry's type and expiry only, no value copied and nothing read from disk.
 std::optional<store::KeyInfo> LookupKeyToReplace(Context& ctx, std::string_view key);
 
-// Before a typed command (group ssm, vstore, kvprefix): its keys expire lazily, are touched, and
+// The type the keys of a typed family (group ssm, vstore, kvprefix, prefixindex) must have;
+// nullopt for the families that take keys of any type.
+std::optional<store::KeyType> KeyTypeOfFamily(std::string_view group);
+
+// Before a typed command (CommandSpec::key_type set): its keys expire lazily, are touched, and
 // one of another type answers -WRONGTYPE. False when the error reply was queued.
 bool PrepareTypedKeys(Context& ctx);
 

@@ -64,11 +64,13 @@ void Registry::Add(CommandSpec spec) {
   spec.name = AsciiLower(spec.name);
   spec.full_name = spec.name;
   spec.stats = std::make_shared<CommandStats>();
+  spec.key_type = KeyTypeOfFamily(spec.group);
   for (CommandSpec& sub : spec.subcommands) {
     sub.name = AsciiLower(sub.name);
     sub.full_name = spec.name + "|" + sub.name;
     sub.group = spec.group;
     sub.stats = std::make_shared<CommandStats>();
+    sub.key_type = spec.key_type;
   }
   std::string key = spec.name;
   table_.emplace(std::move(key), std::move(spec));

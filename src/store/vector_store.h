@@ -179,6 +179,15 @@ class VectorStore {
   std::optional<std::pair<VectorSessionInfo, LayerRead>> ReadRange(
       std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
       uint64_t stream_from = kReadAll) const;
+  // ReadRange's common small case in one lookup and no allocation: rows [start, end) of a hot
+  // layer that lie within the stored rows of one chunk are given to `use(info, bytes)` under the
+  // session lock (`use` only copies them, e.g. into a reply, and returns false to decline).
+  // kMissing: no such session. kOther: anything else (a cold or empty layer, rows past its
+  // length, across chunks or in a gap, or declined), which the caller reads with ReadRange.
+  enum class InPlaceRead { kCopied, kMissing, kOther };
+  template <class Use>
+  InPlaceRead ReadRowsInPlace(std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
+                              Use&& use) const;
   // One row per id (zero rows past the length); nullopt without the session.
   std::optional<std::pair<VectorSessionInfo, LayerRead>> ReadIds(
       std::string_view sid, uint32_t layer, std::span<const uint64_t> ids) const;
@@ -367,5 +376,34 @@ class VectorStore {
   mutable std::atomic<uint64_t> cold_bytes_read_{0};
   std::atomic<uint64_t> promotions_{0};
 };
+
+template <class Use>
+VectorStore::InPlaceRead VectorStore::ReadRowsInPlace(std::string_view sid, uint32_t layer,
+                                                      uint64_t start, uint64_t end,
+                                                      Use&& use) const {
+  Shard& shard = shards_[ShardIndex(sid)];
+  std::unique_lock shard_lock(shard.mu);
+  auto found = shard.sessions.find(sid);
+  if (found == shard.sessions.end()) return InPlaceRead::kMissing;
+  const Session& s = *found->second;
+  // Hand over hand, in the lock order: a Drop waits for the session lock before it retires the
+  // session, so the session outlives this read without a reference taken on it.
+  std::lock_guard session_lock(s.mu);
+  shard_lock.unlock();
+  auto it = s.layers.find(layer);
+  if (it == s.layers.end() || it->second.cold || it->second.length < end || start >= end) {
+    return InPlaceRead::kOther;
+  }
+  const uint64_t r = s.chunk_rows;
+  const uint64_t base = start / r * r;
+  if (end - base > r) return InPlaceRead::kOther;  // across chunks
+  auto chunk = it->second.chunks.find(start / r);
+  if (chunk == it->second.chunks.end()) return InPlaceRead::kOther;
+  const size_t row_bytes = s.info.row_bytes;
+  if ((end - base) * row_bytes > chunk->second.size()) return InPlaceRead::kOther;  // a gap
+  const std::string_view rows =
+      chunk->second.view().substr((start - base) * row_bytes, (end - start) * row_bytes);
+  return use(s.info, rows) ? InPlaceRead::kCopied : InPlaceRead::kOther;
+}
 
 }  // namespace prefixd::store

@@ -166,6 +166,23 @@ class PrefixIndexTest(unittest.TestCase):
         with self.assertRaisesRegex(redis.ResponseError, "anchor block is not stored"):
             self.store_ckpt(tokens, 6)
         self.assertEqual(self.store_blocks(tokens, 0, 2), 2)
+        # BFETCH: the rows of one and of two blocks (K rows, then V rows), nil for a block not
+        # stored, and its errors in their order: the namespace, the count, the hashes, the
+        # layer, the format.
+        hs = chain(tokens)
+        k, v = kv_rows(tokens, 0, 4)
+        self.assertEqual(self.cmd("KV.PREFIX.BFETCH", self.ns, 1, hs[0], 0), pack(k + v))
+        k, v = kv_rows(tokens, 0, 8)
+        self.assertEqual(self.cmd("KV.PREFIX.BFETCH", self.ns, 2, hs[0] + hs[1], 0, "FMT",
+                                  "NATIVE"), pack(k + v))
+        self.assertIsNone(self.cmd("KV.PREFIX.BFETCH", self.ns, 1, hs[2], 0))
+        for args, error in [(("missing", 0, b"", 9), "no such prefix namespace"),
+                            ((self.ns, 0, b"", 9), "count '0'"),
+                            ((self.ns, 1, b"short", 9), "hashes must be 1 x 16 = 16 bytes"),
+                            ((self.ns, 1, hs[0], 1), "layer '1'"),
+                            ((self.ns, 1, hs[0], 0, "FMT"), "syntax error")]:
+            with self.assertRaisesRegex(redis.ResponseError, error):
+                self.cmd("KV.PREFIX.BFETCH", *args)
         with self.assertRaisesRegex(redis.ResponseError,
                                     "a checkpoint needs all 2 recurrent layers, got 1"):
             self.cmd("SSM.PREFIX.CKPT.STORE", self.ns, chain(tokens)[0], 4, chain(tokens)[0], 0,

@@ -7,18 +7,24 @@
 # median requests per second and server CPU per request of each, and the state read's ratios to
 # its GET (issue 34 asks for requests/s >= 1.00x; CPU per request is the steadier figure).
 #
-#   benchmarks/small_fetch_bench.sh [--server BIN] [--requests N] [--reps N]
+#   benchmarks/small_fetch_bench.sh [--server BIN] [--requests N] [--reps N] [--instructions]
 #
 # BIN defaults to build/release/prefixd-server (scripts/build-release.sh builds it). Loopback only;
 # the server runs with --appendonly no and one io thread, as the wire table's small rows do.
+# --instructions: instead, the server runs under valgrind's callgrind, counting the user-space
+# instructions of its connection coroutine (as benchmarks/instructions_per_request.sh counts
+# them) for one run of each row (default 50,000 requests): the steadiest figure, which hardly
+# moves between runs. Needs valgrind.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 server=$repo/build/release/prefixd-server
 requests=300000
 reps=5
+instructions=0
 while [[ $# -gt 0 ]]; do
   case $1 in
+    --instructions) instructions=1; shift ;;
     --server) server=$2; shift 2 ;;
     --requests) requests=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
@@ -28,11 +34,18 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -x $server ]] || { echo "no server binary at $server" >&2; exit 2; }
 command -v redis-benchmark >/dev/null || { echo "redis-benchmark is not installed" >&2; exit 2; }
+if [[ $instructions == 1 ]]; then
+  command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2; }
+  [[ $requests == 300000 ]] && requests=50000
+fi
 source "$repo/benchmarks/bench_lib.sh" small-fetch
 
 port=$(free_port)
-"$server" --port "$port" --dir "$work" --appendonly no --io-threads 1 --loglevel warning \
-  >"$work/server.log" 2>&1 &
+under=()
+[[ $instructions == 1 ]] && under=(valgrind --tool=callgrind --callgrind-out-file="$work/callgrind"
+  --collect-atstart=no --toggle-collect='*Connection*::Process*')
+"${under[@]}" "$server" --port "$port" --dir "$work" --appendonly no --io-threads 1 \
+  --loglevel warning >"$work/server.log" 2>&1 &
 pids+=($!)
 wait_ready "$port" prefixd-server
 
@@ -81,6 +94,31 @@ rows=(
   "V.FETCH rows 0 RANGE 0 1|GET s4"
   "KV.PREFIX.BFETCH ns 1 abcdefghijklmnop 0|GET s8"
 )
+
+if [[ $instructions == 1 ]]; then
+  # Instructions per request of one run: the counters zeroed before it and dumped after it.
+  count() {  # command words...
+    local dump
+    callgrind_control -z "$server_pid" >/dev/null 2>&1
+    redis-benchmark -p "$port" -P 16 -c 50 -n "$requests" -q "$@" >/dev/null 2>&1
+    callgrind_control -d "$server_pid" >/dev/null 2>&1
+    dump=$(ls -t "$work"/callgrind.* | head -1)
+    callgrind_annotate "$dump" 2>/dev/null |
+      awk -v n="$requests" '/PROGRAM TOTALS/ { gsub(",", "", $1); printf "%.0f", $1 / n }'
+    rm -f "$dump"
+  }
+  echo "| state read | instructions/request | string read | instructions/request | ratio |"
+  echo "|---|---:|---|---:|---:|"
+  for row in "${rows[@]}"; do
+    state=${row%%|*} string=${row#*|}
+    # shellcheck disable=SC2086 # the words of a command
+    a=$(count $state) b=$(count $string)
+    printf '| `%s` | %s | `%s` | %s | %s |\n' "$state" "$a" "$string" "$b" "$(bench_ratio "$a" "$b")"
+  done
+  echo
+  echo "callgrind, connection coroutine, one run of each row; redis-benchmark -P 16 -c 50 -n $requests"
+  exit 0
+fi
 results=$work/results
 for rep in $(seq 1 "$reps"); do
   for row in "${rows[@]}"; do

@@ -225,10 +225,6 @@ std::string VFetchBatchLayerCount(std::string_view shown, uint64_t max_layers) {
   return "ERR V.FETCH BATCH: invalid layer count '" + std::string(shown) + "' (must be 1-" +
          std::to_string(max_layers) + ")";
 }
-std::string InvalidLayerId(std::string_view shown, uint64_t max_layer_id) {
-  return "ERR invalid layer_id '" + std::string(shown) + "': must be an integer from 0 to " +
-         std::to_string(max_layer_id);
-}
 std::string VFetchInvalidTokenId(std::string_view shown) {
   return "ERR V.FETCH: invalid token id '" + std::string(shown) + "'";
 }
@@ -272,30 +268,29 @@ std::string NeedsAttentionEngine(std::string_view command_upper) {
          "V.FETCH <sid> <layer> RANGE <start> <end> and attend on the client";
 }
 
+std::string Quoted(std::string_view shown) { return "'" + std::string(shown.substr(0, 64)) + "'"; }
+std::string NotInRange(std::string_view what, std::string_view quoted, uint64_t min, uint64_t max) {
+  return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
+         ": must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
+}
+
 std::string SidTooLong(size_t bytes, int64_t limit) {
   return "ERR invalid sid: " + std::to_string(bytes) + " bytes is longer than max-sid-len (" +
          std::to_string(limit) + ")";
-}
-std::string InvalidLayer(std::string_view quoted, int64_t max_layer) {
-  return "ERR invalid layer " + std::string(quoted) + ": must be an integer from 0 to " +
-         std::to_string(max_layer);
 }
 std::string NotNonNegative(std::string_view what, std::string_view quoted) {
   return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
          ": must be a non-negative integer";
 }
 
-std::string NotInRange(std::string_view what, std::string_view quoted, uint64_t min, uint64_t max) {
-  return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
-         ": must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
-}
 std::string NoSuchLayers(std::string_view what, std::string_view quoted) {
   return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
          ": the namespace has no such layers";
 }
-std::string HashesSize(std::string_view what, uint64_t n, uint64_t bytes, size_t got) {
-  return "ERR " + std::string(what) + " must be " + std::to_string(n) +
-         " x 16 = " + std::to_string(bytes) + " bytes, got " + std::to_string(got);
+std::string ListSize(std::string_view what, uint64_t n, uint64_t item_bytes, size_t got) {
+  return "ERR " + std::string(what) + " must be " + std::to_string(n) + " x " +
+         std::to_string(item_bytes) + " = " + std::to_string(n * item_bytes) + " bytes, got " +
+         std::to_string(got);
 }
 std::string NoSuchNamespace(std::string_view quoted) {
   return "ERR no such prefix namespace " + std::string(quoted);
@@ -324,10 +319,6 @@ std::string LayersMissing(std::string_view what_needs, uint64_t want, std::strin
                           size_t got) {
   return "ERR " + std::string(what_needs) + " all " + std::to_string(want) + " " +
          std::string(kind) + " layers, got " + std::to_string(got);
-}
-std::string PositionsSize(uint64_t k, size_t got) {
-  return "ERR AT positions must be " + std::to_string(k) + " x 8 = " + std::to_string(k * 8) +
-         " bytes, got " + std::to_string(got);
 }
 std::string LeaseRange(uint64_t start, uint64_t stop, uint64_t length) {
   return "ERR RANGE [" + std::to_string(start) + ", " + std::to_string(stop) +

@@ -180,6 +180,9 @@ class PrefixIndexTest(unittest.TestCase):
             self.cmd("KV.PREFIX.MATCH", self.ns, 0, b"", "LEASE", 600001)
         with self.assertRaisesRegex(redis.ResponseError, "hashes must be 2 x 16 = 32 bytes"):
             self.cmd("KV.PREFIX.MATCH", self.ns, 2, b"short")
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "AT positions must be 2 x 8 = 16 bytes, got 5$"):
+            self.cmd("KV.PREFIX.MATCH", self.ns, 0, b"", "AT", 2, b"short", b"\7" * 16 * 2)
         with self.assertRaisesRegex(redis.ResponseError, "WRONGTYPE"):
             self.cmd("SSM.PREFIX.FETCH", self.ns, 0)
         self.cmd("SSM.PREFIX.STORE", "plain", 0, b"x")

@@ -40,6 +40,7 @@ std::string ConfigSetFailed(std::string_view name, std::string_view why) {
          std::string(why);
 }
 
+std::string Because(std::string_view why) { return "ERR " + std::string(why); }
 std::string WrongArity(std::string_view full_name) {
   return "ERR wrong number of arguments for '" + std::string(full_name) + "' command";
 }
@@ -160,8 +161,6 @@ std::string ClusterUnsupported(std::string_view subcommand_upper) {
          " is not supported: prefixd nodes have no cluster bus and no replicas; list every node in "
          "each node's nodes.conf (docs/cluster.md)";
 }
-
-std::string SaveFailed(std::string_view why) { return "ERR " + std::string(why); }
 
 std::string InvalidSid(std::string_view what, size_t most, size_t limit, size_t got) {
   return "ERR invalid " + std::string(what) + ": must be 1 to " + std::to_string(most) +
@@ -295,7 +294,6 @@ std::string ListSize(std::string_view what, uint64_t n, uint64_t item_bytes, siz
 std::string NoSuchNamespace(std::string_view quoted) {
   return "ERR no such prefix namespace " + std::string(quoted);
 }
-std::string Because(std::string_view why) { return "ERR " + std::string(why); }
 std::string InvalidVquant(std::string_view quoted, std::string_view tier_names) {
   return "ERR invalid VQUANT " + std::string(quoted) + ": expected " + std::string(tier_names);
 }

@@ -236,6 +236,8 @@ std::string NoSuchUser(std::string_view user);
 std::string ConfigSetUnknown(std::string_view name);
 std::string ConfigSetFailed(std::string_view name, std::string_view why);
 
+// "ERR <why>", `why` a lower layer's reason (a failed save, a refused record, a shape check).
+std::string Because(std::string_view why);
 std::string WrongArity(std::string_view full_name);
 std::string UnknownCommand(const protocol::Request& request);
 std::string UnknownSubcommand(std::string_view subcommand, std::string_view command);
@@ -280,10 +282,9 @@ std::string ClusterUnsupported(std::string_view subcommand_upper);
 inline constexpr std::string_view kBlockUnsupported =
     "ERR BLOCK is not supported by this server: it answers at once when data is there and "
     "refuses to wait for new entries";
-// Persistence: SAVE and BGSAVE without a log, and a lower layer's reason after "ERR ".
+// Persistence: SAVE and BGSAVE without a log (a failed save is Because's).
 inline constexpr std::string_view kPersistenceOff =
     "ERR persistence is off (appendonly no): there is nothing to save to";
-std::string SaveFailed(std::string_view why);
 // V.* and KV.PREFIX.* (commands/vstore_shared.h, vstore_commands.cc, kvprefix_commands.cc).
 inline constexpr std::string_view kSessionNotFound = "ERR session not found";
 inline constexpr std::string_view kBadVRange = "ERR invalid RANGE: end must exceed start (>=0)";
@@ -364,8 +365,6 @@ std::string NoSuchLayers(std::string_view what, std::string_view quoted);
 // (16 bytes each) or of AT positions (8).
 std::string ListSize(std::string_view what, uint64_t n, uint64_t item_bytes, size_t got);
 std::string NoSuchNamespace(std::string_view quoted);
-// "ERR <why>", `why` a lower layer's reason (a refused record, a shape check).
-std::string Because(std::string_view why);
 std::string InvalidVquant(std::string_view quoted, std::string_view tier_names);
 std::string InvalidFmt(std::string_view quoted);
 std::string LayerRowsSize(uint64_t layer, uint64_t want, uint64_t rows, uint64_t kv_dim,

@@ -14,6 +14,11 @@ std::string_view CString(std::string_view s) {
   return nul == std::string_view::npos ? s : s.substr(0, nul);
 }
 
+// prefixd's texts for an argument it quotes: "ERR invalid <what> <quoted>: <why>".
+std::string InvalidQuoted(std::string_view what, std::string_view quoted, std::string_view why) {
+  return "ERR invalid " + std::string(what) + " " + std::string(quoted) + ": " + std::string(why);
+}
+
 }  // namespace
 
 std::string HelloSyntax(std::string_view option) {
@@ -269,8 +274,9 @@ std::string NeedsAttentionEngine(std::string_view command_upper) {
 
 std::string Quoted(std::string_view shown) { return "'" + std::string(shown.substr(0, 64)) + "'"; }
 std::string NotInRange(std::string_view what, std::string_view quoted, uint64_t min, uint64_t max) {
-  return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
-         ": must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  return InvalidQuoted(
+      what, quoted,
+      "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
 }
 
 std::string SidTooLong(size_t bytes, int64_t limit) {
@@ -278,13 +284,11 @@ std::string SidTooLong(size_t bytes, int64_t limit) {
          std::to_string(limit) + ")";
 }
 std::string NotNonNegative(std::string_view what, std::string_view quoted) {
-  return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
-         ": must be a non-negative integer";
+  return InvalidQuoted(what, quoted, "must be a non-negative integer");
 }
 
 std::string NoSuchLayers(std::string_view what, std::string_view quoted) {
-  return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
-         ": the namespace has no such layers";
+  return InvalidQuoted(what, quoted, "the namespace has no such layers");
 }
 std::string ListSize(std::string_view what, uint64_t n, uint64_t item_bytes, size_t got) {
   return "ERR " + std::string(what) + " must be " + std::to_string(n) + " x " +
@@ -295,10 +299,10 @@ std::string NoSuchNamespace(std::string_view quoted) {
   return "ERR no such prefix namespace " + std::string(quoted);
 }
 std::string InvalidVquant(std::string_view quoted, std::string_view tier_names) {
-  return "ERR invalid VQUANT " + std::string(quoted) + ": expected " + std::string(tier_names);
+  return InvalidQuoted("VQUANT", quoted, "expected " + std::string(tier_names));
 }
 std::string InvalidFmt(std::string_view quoted) {
-  return "ERR invalid FMT " + std::string(quoted) + ": expected F32, F16 or BF16";
+  return InvalidQuoted("FMT", quoted, "expected F32, F16 or BF16");
 }
 std::string LayerRowsSize(uint64_t layer, uint64_t want, uint64_t rows, uint64_t kv_dim,
                           std::string_view format, size_t got) {

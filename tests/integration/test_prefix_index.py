@@ -148,6 +148,15 @@ class PrefixIndexTest(unittest.TestCase):
         with self.assertRaisesRegex(redis.ResponseError, "BLOCK '4097'"):
             self.cmd("KV.PREFIX.NAMESPACE", "x", "BLOCK", 4097, "ATTN", 1, "KVDIM", 2,
                      "RECURRENT", 1)
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    r"invalid VQUANT 'q9': expected "
+                                    r"fp32\|fp16\|bf16\|int8\|fp8\|mlx4g32$"):
+            self.cmd("KV.PREFIX.NAMESPACE", "x", "BLOCK", 4, "ATTN", 1, "KVDIM", 2,
+                     "RECURRENT", 1, "VQUANT", "q9")
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "invalid FMT 'F64': expected F32, F16 or BF16$"):
+            self.cmd("KV.PREFIX.BSTORE", self.ns, b"\0" * 16, 1, b"\7" * 16, 0, b"xx", "FMT",
+                     "F64")
         self.assertEqual(self.cmd("KV.PREFIX.NAMESPACE", "x", "BLOCK", 4096, "ATTN", 1, "KVDIM",
                                   2, "RECURRENT", 1), b"OK")
         self.assertEqual(self.cmd("TYPE", self.ns), b"prefix-index")

@@ -282,7 +282,7 @@ void Save(Context& ctx) {
     return ctx.reply.Error(errors::kBgsaveInProgress);
   }
   if (Status saved = d->Save(); !saved.ok())
-    return ctx.reply.Error(errors::SaveFailed(saved.message()));
+    return ctx.reply.Error(errors::Because(saved.message()));
   ctx.reply.Simple("OK");
 }
 

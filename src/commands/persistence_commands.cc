@@ -17,7 +17,7 @@ void Save(Context& ctx) {
     return ctx.reply.Error(errors::kBgsaveInProgress);
   }
   if (Status saved = d->Save(); !saved.ok())
-    return ctx.reply.Error(errors::SaveFailed(saved.message()));
+    return ctx.reply.Error(errors::Because(saved.message()));
   ctx.reply.Simple("OK");
 }
 
@@ -26,7 +26,7 @@ void BgSave(Context& ctx) {
   if (d == nullptr) return ctx.reply.Error(errors::kPersistenceOff);
   if (ctx.args.size() > 2) return ctx.reply.Error(errors::kSyntax);
   if (Status started = d->BackgroundSave(); !started.ok()) {
-    return ctx.reply.Error(errors::SaveFailed(started.message()));
+    return ctx.reply.Error(errors::Because(started.message()));
   }
   ctx.reply.Simple("Background saving started");
 }

@@ -25,6 +25,7 @@
 namespace prefixd::commands {
 namespace {
 
+using errors::Quoted;
 using store::Hash128;
 using store::kHashBytes;
 using store::PrefixIndex;
@@ -36,8 +37,6 @@ constexpr uint64_t kMaxCandidates = 1024;
 constexpr uint64_t kMaxStoreBlocks = 65536;
 // A fetch's answer up to this many bytes is built on the stack (KV.PREFIX.BFETCH).
 constexpr size_t kSmallRowsBytes = 2048;
-
-std::string Quoted(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + "'"; }
 
 // An integer in [min, max]; on failure queues errors::NotInRange and returns nullopt.
 std::optional<uint64_t> ParseBounded(Context& ctx, std::string_view what, std::string_view text,
@@ -63,7 +62,7 @@ std::optional<uint64_t> ParseLayer(Context& ctx, std::string_view what, std::str
 // Whether `raw` holds `n` 16-byte hashes; queues the error otherwise.
 bool HashesSized(Context& ctx, std::string_view what, std::string_view raw, uint64_t n) {
   if (raw.size() == n * kHashBytes) return true;
-  ctx.reply.Error(errors::HashesSize(what, n, n * kHashBytes, raw.size()));
+  ctx.reply.Error(errors::ListSize(what, n, kHashBytes, raw.size()));
   return false;
 }
 
@@ -548,7 +547,7 @@ void Match(Context& ctx) {
       if (!k) return;
       const std::string_view lengths = r.Next();
       if (lengths.size() != *k * 8) {
-        return ctx.reply.Error(errors::PositionsSize(*k, lengths.size()));
+        return ctx.reply.Error(errors::ListSize("AT positions", *k, 8, lengths.size()));
       }
       auto hashes = ParseHashes(ctx, "AT position hashes", r.Next(), *k);
       if (!hashes) return;

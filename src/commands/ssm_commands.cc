@@ -24,9 +24,9 @@
 namespace prefixd::commands {
 namespace {
 
-constexpr int64_t kMaxLayer = std::numeric_limits<int32_t>::max();
+using errors::Quoted;
 
-std::string Quoted(std::string_view s) { return "'" + std::string(s.substr(0, 64)) + "'"; }
+constexpr int64_t kMaxLayer = std::numeric_limits<int32_t>::max();
 
 // The argument checks, quiet (the compact read tries them without replying) and reporting.
 bool SidQuietly(const Context& ctx, std::string_view sid) {
@@ -48,7 +48,7 @@ bool ValidSid(Context& ctx, std::string_view sid) {
 
 std::optional<uint32_t> ParseLayer(Context& ctx, std::string_view text) {
   auto layer = LayerQuietly(text);
-  if (!layer) ctx.reply.Error(errors::InvalidLayer(Quoted(text), kMaxLayer));
+  if (!layer) ctx.reply.Error(errors::NotInRange("layer", Quoted(text), 0, kMaxLayer));
   return layer;
 }
 

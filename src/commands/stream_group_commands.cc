@@ -95,6 +95,17 @@ void ReplyEntriesRead(Context& ctx, const StreamGroup& g) {
 
 // ---- XGROUP ------------------------------------------------------------------------------------
 
+// The group `name` among `key`'s `groups`, or nullptr with NOGROUP queued.
+StreamGroup* FindGroup(Context& ctx, StreamGroups& groups, std::string_view key,
+                       std::string_view name) {
+  auto it = groups.find(std::string(name));
+  if (it == groups.end()) {
+    ctx.reply.Error(errors::NoGroup(key, name));
+    return nullptr;
+  }
+  return &it->second;
+}
+
 // CREATE and SETID: `id` or `$`, then [MKSTREAM] (CREATE) [ENTRIESREAD n].
 void GroupSet(Context& ctx, bool create) {
   const std::string_view key = ctx.args[2], name = ctx.args[3], id_text = ctx.args[4];
@@ -136,9 +147,9 @@ void GroupSet(Context& ctx, bool create) {
     StreamGroup& g = groups[std::string(name)];
     g.last_delivered = id, g.entries_read = entries_read;
   } else {
-    auto it = groups.find(std::string(name));
-    if (it == groups.end()) return ctx.reply.Error(errors::NoGroup(key, name));
-    it->second.last_delivered = id, it->second.entries_read = entries_read;
+    StreamGroup* g = FindGroup(ctx, groups, key, name);
+    if (g == nullptr) return;
+    g->last_delivered = id, g->entries_read = entries_read;
   }
   if (!s.exists) {
     // MKSTREAM: the empty stream and its group in one record.
@@ -180,9 +191,9 @@ void XGroupCreateConsumer(Context& ctx) {
   Loaded s;
   StreamGroups groups;
   if (!LoadGroups(ctx, key, s, groups)) return;
-  auto it = groups.find(std::string(group));
-  if (it == groups.end()) return ctx.reply.Error(errors::NoGroup(key, group));
-  auto [c, created] = it->second.consumers.try_emplace(std::string(ctx.args[4]));
+  StreamGroup* g = FindGroup(ctx, groups, key, group);
+  if (g == nullptr) return;
+  auto [c, created] = g->consumers.try_emplace(std::string(ctx.args[4]));
   if (!created) return ctx.reply.Integer(0);
   c->second.seen_ms = static_cast<uint64_t>(CommandClock::WallMs());
   if (LogGroups(ctx, key, groups, s)) ctx.reply.Integer(1);
@@ -195,14 +206,13 @@ void XGroupDelConsumer(Context& ctx) {
   Loaded s;
   StreamGroups groups;
   if (!LoadGroups(ctx, key, s, groups)) return;
-  auto it = groups.find(std::string(group));
-  if (it == groups.end()) return ctx.reply.Error(errors::NoGroup(key, group));
-  StreamGroup& g = it->second;
-  if (g.consumers.erase(consumer) == 0) return ctx.reply.Integer(0);
+  StreamGroup* g = FindGroup(ctx, groups, key, group);
+  if (g == nullptr) return;
+  if (g->consumers.erase(consumer) == 0) return ctx.reply.Integer(0);
   int64_t pending = 0;
-  for (auto p = g.pending.begin(); p != g.pending.end();) {
+  for (auto p = g->pending.begin(); p != g->pending.end();) {
     if (p->second.consumer == consumer) {
-      p = g.pending.erase(p), ++pending;
+      p = g->pending.erase(p), ++pending;
     } else {
       ++p;
     }
@@ -756,14 +766,14 @@ void XInfoConsumers(Context& ctx) {
   const std::string_view key = ctx.args[2], group = ctx.args[3];
   Loaded s;
   if (!LoadExisting(ctx, key, s)) return;
-  const StreamGroups groups = s.r().Groups();
-  auto it = groups.find(std::string(group));
-  if (it == groups.end()) return ctx.reply.Error(errors::NoGroup(key, group));
+  StreamGroups groups = s.r().Groups();
+  const StreamGroup* g = FindGroup(ctx, groups, key, group);
+  if (g == nullptr) return;
   const int64_t now = CommandClock::WallMs();
-  ctx.reply.ArrayLen(it->second.consumers.size());
-  for (const auto& [cname, c] : it->second.consumers) {
+  ctx.reply.ArrayLen(g->consumers.size());
+  for (const auto& [cname, c] : g->consumers) {
     int64_t pending = 0;
-    for (const auto& [id, p] : it->second.pending) pending += p.consumer == cname ? 1 : 0;
+    for (const auto& [id, p] : g->pending) pending += p.consumer == cname ? 1 : 0;
     ctx.reply.MapLen(3);
     ctx.reply.Bulk("name");
     ctx.reply.Bulk(cname);

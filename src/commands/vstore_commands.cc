@@ -377,7 +377,7 @@ void Fetch(Context& ctx) {
   if (EqualsIgnoreCase(args[2], "BATCH")) return FetchBatch(ctx);
   auto layer = vstore::ParseCount(args[2]);
   if (!layer || *layer > kMaxLayerId) {
-    return ctx.reply.Error(errors::InvalidLayerId(args[2].substr(0, 64), kMaxLayerId));
+    return ctx.reply.Error(errors::NotInRange("layer_id", errors::Quoted(args[2]), 0, kMaxLayerId));
   }
   const auto layer_id = static_cast<uint32_t>(*layer);
   VectorStore& vs = Db(ctx).vectors;

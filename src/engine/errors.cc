@@ -14,6 +14,11 @@ std::string_view CString(std::string_view s) {
   return nul == std::string_view::npos ? s : s.substr(0, nul);
 }
 
+// prefixd's texts for an argument it quotes: "ERR invalid <what> <quoted>: <why>".
+std::string InvalidQuoted(std::string_view what, std::string_view quoted, std::string_view why) {
+  return "ERR invalid " + std::string(what) + " " + std::string(quoted) + ": " + std::string(why);
+}
+
 }  // namespace
 
 std::string HelloSyntax(std::string_view option) {
@@ -40,6 +45,7 @@ std::string ConfigSetFailed(std::string_view name, std::string_view why) {
          std::string(why);
 }
 
+std::string Because(std::string_view why) { return "ERR " + std::string(why); }
 std::string WrongArity(std::string_view full_name) {
   return "ERR wrong number of arguments for '" + std::string(full_name) + "' command";
 }
@@ -161,8 +167,6 @@ std::string ClusterUnsupported(std::string_view subcommand_upper) {
          "each node's nodes.conf (docs/cluster.md)";
 }
 
-std::string SaveFailed(std::string_view why) { return "ERR " + std::string(why); }
-
 std::string InvalidSid(std::string_view what, size_t most, size_t limit, size_t got) {
   return "ERR invalid " + std::string(what) + ": must be 1 to " + std::to_string(most) +
          " bytes (max-sid-len " + std::to_string(limit) + "), got " + std::to_string(got);
@@ -225,10 +229,6 @@ std::string VFetchBatchLayerCount(std::string_view shown, uint64_t max_layers) {
   return "ERR V.FETCH BATCH: invalid layer count '" + std::string(shown) + "' (must be 1-" +
          std::to_string(max_layers) + ")";
 }
-std::string InvalidLayerId(std::string_view shown, uint64_t max_layer_id) {
-  return "ERR invalid layer_id '" + std::string(shown) + "': must be an integer from 0 to " +
-         std::to_string(max_layer_id);
-}
 std::string VFetchInvalidTokenId(std::string_view shown) {
   return "ERR V.FETCH: invalid token id '" + std::string(shown) + "'";
 }
@@ -272,40 +272,37 @@ std::string NeedsAttentionEngine(std::string_view command_upper) {
          "V.FETCH <sid> <layer> RANGE <start> <end> and attend on the client";
 }
 
+std::string Quoted(std::string_view shown) { return "'" + std::string(shown.substr(0, 64)) + "'"; }
+std::string NotInRange(std::string_view what, std::string_view quoted, uint64_t min, uint64_t max) {
+  return InvalidQuoted(
+      what, quoted,
+      "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+}
+
 std::string SidTooLong(size_t bytes, int64_t limit) {
   return "ERR invalid sid: " + std::to_string(bytes) + " bytes is longer than max-sid-len (" +
          std::to_string(limit) + ")";
 }
-std::string InvalidLayer(std::string_view quoted, int64_t max_layer) {
-  return "ERR invalid layer " + std::string(quoted) + ": must be an integer from 0 to " +
-         std::to_string(max_layer);
-}
 std::string NotNonNegative(std::string_view what, std::string_view quoted) {
-  return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
-         ": must be a non-negative integer";
+  return InvalidQuoted(what, quoted, "must be a non-negative integer");
 }
 
-std::string NotInRange(std::string_view what, std::string_view quoted, uint64_t min, uint64_t max) {
-  return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
-         ": must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
-}
 std::string NoSuchLayers(std::string_view what, std::string_view quoted) {
-  return "ERR invalid " + std::string(what) + " " + std::string(quoted) +
-         ": the namespace has no such layers";
+  return InvalidQuoted(what, quoted, "the namespace has no such layers");
 }
-std::string HashesSize(std::string_view what, uint64_t n, uint64_t bytes, size_t got) {
-  return "ERR " + std::string(what) + " must be " + std::to_string(n) +
-         " x 16 = " + std::to_string(bytes) + " bytes, got " + std::to_string(got);
+std::string ListSize(std::string_view what, uint64_t n, uint64_t item_bytes, size_t got) {
+  return "ERR " + std::string(what) + " must be " + std::to_string(n) + " x " +
+         std::to_string(item_bytes) + " = " + std::to_string(n * item_bytes) + " bytes, got " +
+         std::to_string(got);
 }
 std::string NoSuchNamespace(std::string_view quoted) {
   return "ERR no such prefix namespace " + std::string(quoted);
 }
-std::string Because(std::string_view why) { return "ERR " + std::string(why); }
 std::string InvalidVquant(std::string_view quoted, std::string_view tier_names) {
-  return "ERR invalid VQUANT " + std::string(quoted) + ": expected " + std::string(tier_names);
+  return InvalidQuoted("VQUANT", quoted, "expected " + std::string(tier_names));
 }
 std::string InvalidFmt(std::string_view quoted) {
-  return "ERR invalid FMT " + std::string(quoted) + ": expected F32, F16 or BF16";
+  return InvalidQuoted("FMT", quoted, "expected F32, F16 or BF16");
 }
 std::string LayerRowsSize(uint64_t layer, uint64_t want, uint64_t rows, uint64_t kv_dim,
                           std::string_view format, size_t got) {
@@ -324,10 +321,6 @@ std::string LayersMissing(std::string_view what_needs, uint64_t want, std::strin
                           size_t got) {
   return "ERR " + std::string(what_needs) + " all " + std::to_string(want) + " " +
          std::string(kind) + " layers, got " + std::to_string(got);
-}
-std::string PositionsSize(uint64_t k, size_t got) {
-  return "ERR AT positions must be " + std::to_string(k) + " x 8 = " + std::to_string(k * 8) +
-         " bytes, got " + std::to_string(got);
 }
 std::string LeaseRange(uint64_t start, uint64_t stop, uint64_t length) {
   return "ERR RANGE [" + std::to_string(start) + ", " + std::to_string(stop) +

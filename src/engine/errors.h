@@ -236,6 +236,8 @@ std::string NoSuchUser(std::string_view user);
 std::string ConfigSetUnknown(std::string_view name);
 std::string ConfigSetFailed(std::string_view name, std::string_view why);
 
+// "ERR <why>", `why` a lower layer's reason (a failed save, a refused record, a shape check).
+std::string Because(std::string_view why);
 std::string WrongArity(std::string_view full_name);
 std::string UnknownCommand(const protocol::Request& request);
 std::string UnknownSubcommand(std::string_view subcommand, std::string_view command);
@@ -280,10 +282,9 @@ std::string ClusterUnsupported(std::string_view subcommand_upper);
 inline constexpr std::string_view kBlockUnsupported =
     "ERR BLOCK is not supported by this server: it answers at once when data is there and "
     "refuses to wait for new entries";
-// Persistence: SAVE and BGSAVE without a log, and a lower layer's reason after "ERR ".
+// Persistence: SAVE and BGSAVE without a log (a failed save is Because's).
 inline constexpr std::string_view kPersistenceOff =
     "ERR persistence is off (appendonly no): there is nothing to save to";
-std::string SaveFailed(std::string_view why);
 // V.* and KV.PREFIX.* (commands/vstore_shared.h, vstore_commands.cc, kvprefix_commands.cc).
 inline constexpr std::string_view kSessionNotFound = "ERR session not found";
 inline constexpr std::string_view kBadVRange = "ERR invalid RANGE: end must exceed start (>=0)";
@@ -324,7 +325,6 @@ std::string VBlobSize(size_t got, uint64_t expected, uint64_t count, uint64_t di
 std::string VFetchUnknownOption(std::string_view shown);
 std::string RangeOverMaxTokens(uint64_t end, uint64_t max_tokens);
 std::string VFetchBatchLayerCount(std::string_view shown, uint64_t max_layers);
-std::string InvalidLayerId(std::string_view shown, uint64_t max_layer_id);
 std::string VFetchInvalidTokenId(std::string_view shown);
 std::string VFetchTooManyIds(size_t most, size_t got);
 std::string InvalidPrefillMs(std::string_view command, std::string_view shown);
@@ -338,11 +338,15 @@ std::string KvUnknownOption(std::string_view command, std::string_view shown,
 std::string KvInvalidTokens(std::string_view shown);
 std::string KvInvalidProbeCount(uint64_t max_blocks);
 std::string NeedsAttentionEngine(std::string_view command_upper);
+// An argument as the texts below quote it (`quoted`): its first 64 bytes in single quotes.
+std::string Quoted(std::string_view shown);
+// "ERR invalid <what> <quoted>: must be an integer from <min> to <max>" (an SSM layer, a V.FETCH
+// layer_id, a KV.PREFIX count).
+std::string NotInRange(std::string_view what, std::string_view quoted, uint64_t min, uint64_t max);
 // SSM.PREFIX.* (ssm_commands.cc).
 std::string SidTooLong(size_t bytes, int64_t limit);
-std::string InvalidLayer(std::string_view quoted, int64_t max_layer);
 std::string NotNonNegative(std::string_view what, std::string_view quoted);
-// The prefix index's KV.PREFIX.* (prefix_index_commands.cc); `quoted` as its Quoted() shows it.
+// The prefix index's KV.PREFIX.* (prefix_index_commands.cc).
 inline constexpr std::string_view kNamespaceNeedsShape =
     "ERR KV.PREFIX.NAMESPACE needs BLOCK, ATTN, KVDIM and RECURRENT";
 inline constexpr std::string_view kNoLayers = "ERR ATTN and RECURRENT are both 0";
@@ -356,12 +360,11 @@ inline constexpr std::string_view kBoundaryIsAnchor =
 inline constexpr std::string_view kTooManyLeases =
     "BUSY too many prefix leases, release some or retry";
 inline constexpr std::string_view kNoLease = "ERR unknown or expired prefix lease";
-std::string NotInRange(std::string_view what, std::string_view quoted, uint64_t min, uint64_t max);
 std::string NoSuchLayers(std::string_view what, std::string_view quoted);
-std::string HashesSize(std::string_view what, uint64_t n, uint64_t bytes, size_t got);
+// "ERR <what> must be <n> x <item_bytes> = <n * item_bytes> bytes, got <got>": a list of hashes
+// (16 bytes each) or of AT positions (8).
+std::string ListSize(std::string_view what, uint64_t n, uint64_t item_bytes, size_t got);
 std::string NoSuchNamespace(std::string_view quoted);
-// "ERR <why>", `why` a lower layer's reason (a refused record, a shape check).
-std::string Because(std::string_view why);
 std::string InvalidVquant(std::string_view quoted, std::string_view tier_names);
 std::string InvalidFmt(std::string_view quoted);
 std::string LayerRowsSize(uint64_t layer, uint64_t want, uint64_t rows, uint64_t kv_dim,
@@ -371,7 +374,6 @@ std::string NamespaceMaxMemory(uint64_t incoming, uint64_t max_bytes);
 // `what_needs`: "blocks need", "a checkpoint needs", ...; `kind`: "attention" or "recurrent".
 std::string LayersMissing(std::string_view what_needs, uint64_t want, std::string_view kind,
                           size_t got);
-std::string PositionsSize(uint64_t k, size_t got);
 std::string LeaseRange(uint64_t start, uint64_t stop, uint64_t length);
 
 }  // namespace prefixd::commands::errors

@@ -60,6 +60,20 @@ Status CheckHashes(const Blob& hashes, std::string_view what, bool allow_empty) 
   return {};
 }
 
+// A record's one 16-byte hash it hangs from (`from`, its `from_name` hash) and its list of 1 to
+// 65536 whole hashes (`what`; `count_name` in the error when there are more).
+Status CheckChain(const std::string& from, std::string_view from_name, const Blob& hashes,
+                  std::string_view what, std::string_view count_name) {
+  if (from.size() != store::kHashBytes) {
+    return Status::InvalidArgument("the " + std::string(from_name) + " hash is not 16 bytes");
+  }
+  PREFIXD_RETURN_IF_ERROR(CheckHashes(hashes, what, false));
+  if (hashes.size() / store::kHashBytes > 65536) {
+    return Status::InvalidArgument("more than 65536 " + std::string(count_name));
+  }
+  return {};
+}
+
 }  // namespace
 
 store::PrefixShape ShapeOf(const PrefixNamespace& r) {
@@ -212,20 +226,11 @@ Status CheckPrefixRecord(const PrefixNamespace& r) {
 }
 
 Status CheckPrefixRecord(const PrefixBlocks& r) {
-  if (r.parent.size() != store::kHashBytes)
-    return Status::InvalidArgument("the parent hash is not 16 bytes");
-  PREFIXD_RETURN_IF_ERROR(CheckHashes(r.hashes, "block hashes", false));
-  if (r.hashes.size() / store::kHashBytes > 65536)
-    return Status::InvalidArgument("more than 65536 blocks");
-  return {};
+  return CheckChain(r.parent, "parent", r.hashes, "block hashes", "blocks");
 }
 
 Status CheckPrefixRecord(const PrefixCheckpoints& r) {
-  if (r.anchor.size() != store::kHashBytes)
-    return Status::InvalidArgument("the anchor hash is not 16 bytes");
-  PREFIXD_RETURN_IF_ERROR(CheckHashes(r.positions, "positions", false));
-  if (r.positions.size() / store::kHashBytes > 65536)
-    return Status::InvalidArgument("more than 65536 positions");
+  PREFIXD_RETURN_IF_ERROR(CheckChain(r.anchor, "anchor", r.positions, "positions", "positions"));
   if (r.first_length == 0) return Status::InvalidArgument("a checkpoint at position 0");
   if (r.first_length > (uint64_t{1} << 40)) return Status::InvalidArgument("position past 2^40");
   return {};

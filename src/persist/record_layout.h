@@ -32,25 +32,19 @@ template <>
 struct FieldWire<uint64_t> {
   static constexpr uint64_t kHead = 8;
 };
+// The other heads are the lengths and counts above: each takes its integer's wire.
 template <>
-struct FieldWire<std::string> {
-  static constexpr uint64_t kHead = 4;
-};
+struct FieldWire<std::string> : FieldWire<uint32_t> {};
 template <>
 struct FieldWire<RecordKey> : FieldWire<std::string> {};
 template <>
-struct FieldWire<Blob> {
-  static constexpr uint64_t kHead = 8;
+struct FieldWire<Blob> : FieldWire<uint64_t> {};
+template <>
+struct FieldWire<LayerBlobs> : FieldWire<uint32_t> {
+  static constexpr uint64_t kItemHead = FieldWire<uint32_t>::kHead + FieldWire<uint64_t>::kHead;
 };
 template <>
-struct FieldWire<LayerBlobs> {
-  static constexpr uint64_t kHead = 4;
-  static constexpr uint64_t kItemHead = 12;
-};
-template <>
-struct FieldWire<std::vector<StringSet>> {
-  static constexpr uint64_t kHead = 4;
-};
+struct FieldWire<std::vector<StringSet>> : FieldWire<uint32_t> {};
 
 // The type of field `I` of record `R`.
 template <typename R, size_t I>

@@ -73,6 +73,16 @@ Status ReadColdHead(RecordReader& reader, const Record& record, ColdHead<R>& out
   return {};
 }
 
+// ReadColdHead for a record whose one value (a string's bytes, a run of V-store rows) is all of
+// its payload after the head; `unfilled` is the corruption reported when it is not.
+template <typename R>
+Status ReadColdBlobHead(RecordReader& reader, const Record& record, ColdHead<R>& out,
+                        const char* unfilled) {
+  PREFIXD_RETURN_IF_ERROR(ReadColdHead(reader, record, out));
+  if (out.values_head != out.values_end - out.values_at) return Status::Corruption(unfilled);
+  return {};
+}
+
 }  // namespace
 
 Status Recovery::Run() {
@@ -219,15 +229,13 @@ Status Recovery::LoadColdString(RecordReader& reader, const Record& record,
   store::Keyspace* keys = stores_.Of(record.header.db).keys;
   if (keys == nullptr) return Status::Corruption("a string without a keyspace");
   ColdHead<StringSet> head;
-  PREFIXD_RETURN_IF_ERROR(ReadColdHead(reader, record, head));
+  PREFIXD_RETURN_IF_ERROR(
+      ReadColdBlobHead(reader, record, head, "its value does not fill its payload"));
   const StringSet& r = head.fields;
   const uint64_t length = head.values_head;
   const uint32_t encoding = (r.flags >> StringSet::kEncodingShift) & 3;
   if ((r.flags & StringSet::kKeepTtl) != 0 || encoding > 2) {
     return Status::Corruption("its flags " + std::to_string(r.flags) + " are not a snapshot's");
-  }
-  if (length != head.values_end - head.values_at) {
-    return Status::Corruption("its value does not fill its payload");
   }
   if (length < store::KeyEntry::kInlineValueBelow) {
     return Status::Corruption("a cold value below the inline size");
@@ -247,14 +255,12 @@ Status Recovery::LoadColdRows(RecordReader& reader, const Record& record,
   store::VectorStore* vectors = stores_.Of(record.header.db).vectors;
   if (vectors == nullptr) return Status::Corruption("V-store rows without a V-store");
   ColdHead<VStore> head;
-  PREFIXD_RETURN_IF_ERROR(ReadColdHead(reader, record, head));
+  PREFIXD_RETURN_IF_ERROR(
+      ReadColdBlobHead(reader, record, head, "its rows do not fill its payload"));
   const VStore& r = head.fields;
   const uint64_t length = head.values_head;
   const auto tier = store::TierFromCode(r.tier);
   if (!tier) return Status::Corruption("its tier " + std::to_string(r.tier) + " is unknown");
-  if (length != head.values_end - head.values_at) {
-    return Status::Corruption("its rows do not fill its payload");
-  }
   if (r.rows == 0 || r.rows > (~uint64_t{0} - r.start) ||
       length / r.rows != store::RowBytes(*tier, r.dim) || length % r.rows != 0) {
     return Status::Corruption("its " + std::to_string(r.rows) + " rows do not match its " +

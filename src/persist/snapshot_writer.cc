@@ -32,6 +32,13 @@ Status WriteSealed(File& file, uint64_t& offset, uint64_t seed, RecordType type,
   return status;
 }
 
+// What WriteColdRegion needs of each kind of cold directory: its payload, and the bytes the
+// records one of its entries lists take.
+Bytes Encoded(const ColdDirectory& directory) { return EncodeColdDirectory(directory); }
+Bytes Encoded(const VectorColdDirectory& directory) { return EncodeVectorColdDirectory(directory); }
+uint64_t RecordsBytes(const ColdEntry& e) { return kRecordHeaderSize + SsmPutPayloadLength(e); }
+uint64_t RecordsBytes(const VectorColdEntry& e) { return VectorColdEntryBytes(e); }
+
 }  // namespace
 
 Status SnapshotWriter::Write(uint64_t base_lsn, const std::function<Status()>& before_rename) {
@@ -165,30 +172,39 @@ void SnapshotWriter::WriteColdSessions() {
       e.layers.emplace_back(p.layer, p.cold ? p.length : p.value.size());
     }
   }
+  // A cold session stays cold across a restart: recovery will not read its values.
+  WriteColdRegion(RecordType::kColdDirectory, directory, "cold record", "cold records",
+                  [&](size_t i) {
+                    WritePut(cold_sessions_[i].first, cold_sessions_[i].second, kRecordFlagCold);
+                  });
+  cold_sessions_.clear();
+}
+
+template <typename Directory>
+void SnapshotWriter::WriteColdRegion(RecordType type, Directory& directory, std::string_view entry,
+                                     std::string_view region,
+                                     const std::function<void(size_t)>& write_entry) {
   // Offsets are fixed-width: the directory's size does not depend on them.
-  uint64_t at = bytes_ + kRecordHeaderSize + EncodeColdDirectory(directory).size();
-  for (ColdEntry& e : directory.entries) {
+  uint64_t at = bytes_ + kRecordHeaderSize + Encoded(directory).size();
+  for (auto& e : directory.entries) {
     e.record_offset = at;
-    at += kRecordHeaderSize + SsmPutPayloadLength(e);
+    at += RecordsBytes(e);
   }
   directory.region_end = at;
-  status_ = WriteSealed(*file_, bytes_, seed_, RecordType::kColdDirectory,
-                        {EncodeColdDirectory(directory)}, db_);
-  // A cold session stays cold across a restart: recovery will not read its values.
-  for (size_t i = 0; i < cold_sessions_.size() && status_.ok(); ++i) {
+  status_ = WriteSealed(*file_, bytes_, seed_, type, {Encoded(directory)}, db_);
+  for (size_t i = 0; i < directory.entries.size() && status_.ok(); ++i) {
     if (bytes_ != directory.entries[i].record_offset) {
-      status_ = Status::Internal("cold record " + std::to_string(i) + " written at " +
+      status_ = Status::Internal(std::string(entry) + " " + std::to_string(i) + " written at " +
                                  std::to_string(bytes_) + ", its directory says " +
                                  std::to_string(directory.entries[i].record_offset));
-      break;
+      return;
     }
-    WritePut(cold_sessions_[i].first, cold_sessions_[i].second, kRecordFlagCold);
+    write_entry(i);
   }
   if (status_.ok() && bytes_ != directory.region_end) {
-    status_ = Status::Internal("cold records end at " + std::to_string(bytes_) +
+    status_ = Status::Internal(std::string(region) + " end at " + std::to_string(bytes_) +
                                ", their directory says " + std::to_string(directory.region_end));
   }
-  cold_sessions_.clear();
 }
 
 void SnapshotWriter::WriteVectorSession(const std::string& sid,
@@ -261,29 +277,11 @@ void SnapshotWriter::WriteColdVectors() {
       for (const RowsOut& r : RowsRecordsOf(layer)) e.records.push_back({r.layer, r.start, r.rows});
     }
   }
-  // Offsets are fixed-width: the directory's size does not depend on them.
-  uint64_t at = bytes_ + kRecordHeaderSize + EncodeVectorColdDirectory(directory).size();
-  for (VectorColdEntry& e : directory.entries) {
-    e.record_offset = at;
-    at += VectorColdEntryBytes(e);
-  }
-  directory.region_end = at;
-  status_ = WriteSealed(*file_, bytes_, seed_, RecordType::kVectorColdDirectory,
-                        {EncodeVectorColdDirectory(directory)}, db_);
-  for (size_t i = 0; i < cold_vectors_.size() && status_.ok(); ++i) {
-    if (bytes_ != directory.entries[i].record_offset) {
-      status_ = Status::Internal("cold V-store session " + std::to_string(i) + " written at " +
-                                 std::to_string(bytes_) + ", its directory says " +
-                                 std::to_string(directory.entries[i].record_offset));
-      break;
-    }
-    const ColdVector& v = cold_vectors_[i];
-    WriteVectorRows(v.sid, v.info, v.layers, kRecordFlagCold);
-  }
-  if (status_.ok() && bytes_ != directory.region_end) {
-    status_ = Status::Internal("cold V-store records end at " + std::to_string(bytes_) +
-                               ", their directory says " + std::to_string(directory.region_end));
-  }
+  WriteColdRegion(RecordType::kVectorColdDirectory, directory, "cold V-store session",
+                  "cold V-store records", [&](size_t i) {
+                    const ColdVector& v = cold_vectors_[i];
+                    WriteVectorRows(v.sid, v.info, v.layers, kRecordFlagCold);
+                  });
   cold_vectors_.clear();
 }
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,12 @@ class SnapshotWriter {
   void WriteVectorRows(const std::string& sid, const store::VectorSessionInfo& info,
                        const std::vector<store::LayerRead>& layers, uint8_t flags);
   void WriteColdVectors();
+  // A cold directory (a record of `type`), its entries' record offsets laid out first, then the
+  // records it lists, `write_entry(i)` writing the i-th; one not where the directory says fails
+  // the snapshot, its error naming an entry's records `entry` and all of them `region`.
+  template <typename Directory>
+  void WriteColdRegion(RecordType type, Directory& directory, std::string_view entry,
+                       std::string_view region, const std::function<void(size_t)>& write_entry);
   // A hot layer's rows records are its stored runs; a cold one's, its extents, then a zero row
   // at the end of the layer when no extent reaches it (as StoredRuns does).
   static std::vector<RowsOut> RowsRecordsOf(const store::LayerRead& layer);

@@ -56,6 +56,17 @@ std::string ProcessIdAt(int port) {
   return at == std::string::npos ? reply : reply.substr(at, reply.find('\r', at) - at);
 }
 
+// Starts `redis` told to try `taken` first: it must start on another port, having tried the two,
+// and be the process that answers there.
+void StartPast(RedisServer& redis, int taken) {
+  RedisServer::Options options;
+  options.ports = {taken};
+  ASSERT_TRUE(redis.Start(options));
+  EXPECT_NE(redis.port(), taken);
+  EXPECT_EQ(redis.ports_tried(), (std::vector<int>{taken, redis.port()}));
+  EXPECT_EQ(ProcessIdAt(redis.port()), "process_id:" + std::to_string(redis.pid()));
+}
+
 // The one use of PREFIXD_START_REFERENCE_REDIS here: with PREFIXD_REDIS_SERVER naming a missing
 // file, tests/CMakeLists.txt expects it skipped, and failed under CI=true.
 TEST(ReferenceRedisTest, SkipsOnlyWhenNotInstalled) {
@@ -71,12 +82,7 @@ TEST(ReferenceRedisTest, TriesAnotherPortWhenItsPortIsTaken) {
   HeldPort held;
   ASSERT_GT(held.port(), 0);
   RedisServer redis;
-  RedisServer::Options options;
-  options.ports = {held.port()};
-  ASSERT_TRUE(redis.Start(options));
-  EXPECT_NE(redis.port(), held.port());
-  EXPECT_EQ(redis.ports_tried(), (std::vector<int>{held.port(), redis.port()}));
-  EXPECT_EQ(ProcessIdAt(redis.port()), "process_id:" + std::to_string(redis.pid()));
+  ASSERT_NO_FATAL_FAILURE(StartPast(redis, held.port()));
 }
 
 // The port it tries first is another redis-server's, which answers PING as any Redis would:
@@ -86,12 +92,7 @@ TEST(ReferenceRedisTest, DoesNotTakeAnotherServerOnItsPortForItself) {
   RedisServer other;
   ASSERT_TRUE(other.Start());
   RedisServer redis;
-  RedisServer::Options options;
-  options.ports = {other.port()};
-  ASSERT_TRUE(redis.Start(options));
-  EXPECT_NE(redis.port(), other.port());
-  EXPECT_EQ(redis.ports_tried(), (std::vector<int>{other.port(), redis.port()}));
-  EXPECT_EQ(ProcessIdAt(redis.port()), "process_id:" + std::to_string(redis.pid()));
+  ASSERT_NO_FATAL_FAILURE(StartPast(redis, other.port()));
   EXPECT_EQ(ProcessIdAt(other.port()), "process_id:" + std::to_string(other.pid()));
 }
 

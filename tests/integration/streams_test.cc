@@ -119,6 +119,8 @@ TEST_F(StreamsTest, RepliesAsRedisDoes) {
       {"XGROUP", "CREATECONSUMER", "g", "one", "dave"},
       {"XGROUP", "DELCONSUMER", "g", "one", "alice"},
       {"XGROUP", "DELCONSUMER", "g", "one", "nobody"},
+      {"XGROUP", "CREATECONSUMER", "g", "nogroup", "dave"},
+      {"XGROUP", "DELCONSUMER", "g", "nogroup", "alice"},
       {"XGROUP", "DESTROY", "g", "three"},
       {"XGROUP", "DESTROY", "g", "three"},
       {"XINFO", "GROUPS", "g"},

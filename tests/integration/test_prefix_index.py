@@ -148,6 +148,15 @@ class PrefixIndexTest(unittest.TestCase):
         with self.assertRaisesRegex(redis.ResponseError, "BLOCK '4097'"):
             self.cmd("KV.PREFIX.NAMESPACE", "x", "BLOCK", 4097, "ATTN", 1, "KVDIM", 2,
                      "RECURRENT", 1)
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    r"invalid VQUANT 'q9': expected "
+                                    r"fp32\|fp16\|bf16\|int8\|fp8\|mlx4g32$"):
+            self.cmd("KV.PREFIX.NAMESPACE", "x", "BLOCK", 4, "ATTN", 1, "KVDIM", 2,
+                     "RECURRENT", 1, "VQUANT", "q9")
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "invalid FMT 'F64': expected F32, F16 or BF16$"):
+            self.cmd("KV.PREFIX.BSTORE", self.ns, b"\0" * 16, 1, b"\7" * 16, 0, b"xx", "FMT",
+                     "F64")
         self.assertEqual(self.cmd("KV.PREFIX.NAMESPACE", "x", "BLOCK", 4096, "ATTN", 1, "KVDIM",
                                   2, "RECURRENT", 1), b"OK")
         self.assertEqual(self.cmd("TYPE", self.ns), b"prefix-index")
@@ -197,6 +206,9 @@ class PrefixIndexTest(unittest.TestCase):
             self.cmd("KV.PREFIX.MATCH", self.ns, 0, b"", "LEASE", 600001)
         with self.assertRaisesRegex(redis.ResponseError, "hashes must be 2 x 16 = 32 bytes"):
             self.cmd("KV.PREFIX.MATCH", self.ns, 2, b"short")
+        with self.assertRaisesRegex(redis.ResponseError,
+                                    "AT positions must be 2 x 8 = 16 bytes, got 5$"):
+            self.cmd("KV.PREFIX.MATCH", self.ns, 0, b"", "AT", 2, b"short", b"\7" * 16 * 2)
         with self.assertRaisesRegex(redis.ResponseError, "WRONGTYPE"):
             self.cmd("SSM.PREFIX.FETCH", self.ns, 0)
         self.cmd("SSM.PREFIX.STORE", "plain", 0, b"x")

@@ -268,7 +268,8 @@ TEST_F(VstoreTest, RangeIsHalfOpenZeroFilledAndNilWhenEmpty) {
   ExpectError({"V.FETCH", "nope", "0", "RANGE", "0", "1"}, "ERR session not found");
   ExpectError({"V.FETCH", "s", "0", "RANGE", "0", "1", "FMT", "F16"},
               "ERR V.FETCH: unknown option 'FMT' (expected FMT NATIVE)");
-  ExpectErrorPrefix({"V.FETCH", "s", "x", "RANGE", "0", "1"}, "ERR invalid layer_id 'x'");
+  ExpectError({"V.FETCH", "s", "x", "RANGE", "0", "1"},
+              "ERR invalid layer_id 'x': must be an integer from 0 to 2147483647");
   // RESP3 nil.
   auto raw = RawConnection::Tcp(server_.port());
   ASSERT_NE(raw, nullptr);

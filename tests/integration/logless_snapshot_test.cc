@@ -218,6 +218,18 @@ TEST_F(LoglessSnapshotTest, ShutdownSavesOnlyWhenAskedTo) {
   }
 }
 
+// `save ""` is what clients (and Redis's own tests) set: prefixd has no save points, so it is the
+// one value taken.
+TEST_F(LoglessSnapshotTest, SaveTakesOnlyNoSavePoints) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Persistence("no")));
+  ASSERT_NO_FATAL_FAILURE(Connect());
+  EXPECT_EQ(Call({"CONFIG", "GET", "save"}), "*2\r\n$4\r\nsave\r\n$0\r\n\r\n");
+  EXPECT_EQ(Call({"CONFIG", "SET", "save", ""}), "+OK\r\n");
+  EXPECT_EQ(Call({"CONFIG", "SET", "save", "3600 1"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'save') - only \"\" is accepted "
+            "(prefixd has no save points)\r\n");
+}
+
 // A server with the log owns its directory: one without it neither loads it while it runs nor
 // writes a snapshot into it.
 TEST_F(LoglessSnapshotTest, ADirectoryInUseByAServerWithTheLogIsRefused) {

@@ -7,10 +7,10 @@
 Starts build/dev/prefixd-server (--appendonly no) and Debian's redis-server (--save '') in one
 run, both with a TLS port (certificates from tests/integration/tls/make_certs.sh,
 tls-auth-clients no, OpenSSL's defaults), then times, per rep and server (the order alternating
-each rep): redis-py with ssl (Debian's python3-redis, 4.3.4 here; one connection, `--requests` SETs of one value, then as many
-GETs, each checked), and redis-cli --tls (`-x SET` of the value read from a file, `--requests`
-times in one process with -r). Prints the median GB/s of each as a markdown table; writes
-nothing else. The machine and load are the caller's to report.
+each rep): redis-py with ssl (Debian's python3-redis, 4.3.4 here; one connection, `--requests`
+SETs of one value, then as many GETs, each checked), and redis-cli --tls (`-x SET` of the value
+read from a file, `--requests` times in one process with -r). Prints the median GB/s of each as a
+markdown table; writes nothing else. The machine and load are the caller's to report.
 """
 import argparse
 import os

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -216,6 +217,61 @@ TEST_F(LoglessSnapshotTest, ShutdownSavesOnlyWhenAskedTo) {
     ASSERT_NO_FATAL_FAILURE(Connect());
     EXPECT_EQ(Call({"GET", "kept"}), "$1\r\n1\r\n") << shutdown.size();
   }
+}
+
+// Without the log nothing completes a snapshot later, so each must be one point in time: taken
+// while EXECs run, the last one holds both counters of every transaction or neither.
+TEST_F(LoglessSnapshotTest, BgsaveWhileTransactionsRunIsOnePointInTime) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(Persistence("no")));
+  ASSERT_NO_FATAL_FAILURE(Connect());
+  // Many keys, so that a snapshot reading the stores while writes go on would read `a` and `b`
+  // far apart, with transactions between.
+  for (int batch = 0; batch < 20; ++batch) {
+    std::string sets;
+    for (int i = 0; i < 1000; ++i) {
+      sets += Multibulk({"SET", "fill" + std::to_string(batch * 1000 + i), std::string(64, 'f')});
+    }
+    ASSERT_TRUE(conn_->Send(sets));
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(conn_->ReadReply(), "+OK\r\n");
+  }
+  std::atomic<bool> stop{false};
+  std::vector<std::string> failures(3);
+  std::vector<std::thread> writers;
+  for (size_t t = 0; t < failures.size(); ++t) {
+    writers.emplace_back([&, t] {
+      auto c = RawConnection::Tcp(server_.port());
+      if (c == nullptr) return void(failures[t] = "no connection");
+      const std::string exec =
+          Multibulk({"MULTI"}) + Multibulk({"INCR", "a"}) +
+          Multibulk({"SET", "pad" + std::to_string(t), std::string(512, 'p')}) +
+          Multibulk({"INCR", "b"}) + Multibulk({"EXEC"});
+      while (!stop.load()) {
+        if (!c->Send(exec)) return void(failures[t] = "send failed");
+        for (int i = 0; i < 5; ++i) {
+          if (!c->ReadReply()) return void(failures[t] = "no reply");
+        }
+      }
+    });
+  }
+  int started = 0;
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(20ms);
+    if (Call({"BGSAVE"}) == "+Background saving started\r\n") ++started;
+  }
+  ASSERT_TRUE(WaitBgsaveDone(*conn_));
+  ASSERT_EQ(Call({"BGSAVE"}), "+Background saving started\r\n");
+  ASSERT_TRUE(WaitBgsaveDone(*conn_));
+  EXPECT_EQ(InfoField(*conn_, "rdb_last_bgsave_status"), "ok");
+  // A crash while the writers go on: only the snapshot is left.
+  ASSERT_TRUE(server_.Kill());
+  stop = true;
+  for (auto& w : writers) w.join();
+  EXPECT_GE(started, 2);
+  ASSERT_TRUE(server_.Restart(Persistence("no")));
+  ASSERT_NO_FATAL_FAILURE(Connect());
+  const std::string a = Call({"GET", "a"});
+  EXPECT_NE(a, "$-1\r\n");
+  EXPECT_EQ(a, Call({"GET", "b"}));
 }
 
 // `save ""` is what clients (and Redis's own tests) set: prefixd has no save points, so it is the

@@ -150,7 +150,21 @@ int main(int argc, char** argv) {
       spdlog::info("{} sessions past maxmemory went to the disk tier after recovery", moved);
     }
   } else {
-    spdlog::warn("appendonly is off: stored state lives in memory only and is lost at exit");
+    // What the directory holds is loaded; from here on only SAVE and BGSAVE write to it.
+    persist::DurabilityOptions snapshots;
+    snapshots.dir = dir;
+    snapshots.skip_corrupt = settings.String(Setting::kLogSkipCorrupt) == "yes";
+    auto s = std::make_unique<persist::LoglessSnapshots>(snapshots,
+                                                         persist::StoreSet(engine.databases()));
+    if (Status opened = s->Open(); !opened.ok()) {
+      spdlog::critical("Can't load the data in '{}': {}", dir, opened.message());
+      return 1;
+    }
+    engine.set_logless_snapshots(std::move(s));
+    engine.NotePeakMemory(engine.UsedMemory());
+    spdlog::warn(
+        "appendonly is off: what is stored after start is kept only by SAVE or BGSAVE, and lost "
+        "at exit otherwise");
   }
 
   if (settings.Bool(Setting::kClusterEnabled)) {

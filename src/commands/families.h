@@ -49,6 +49,9 @@ void InfoCommand(Context& ctx);
 void ReplicationInfo(Engine& engine, std::string& out);
 void PionInfoSection(Engine& e, std::string& out);
 void VstoreInfoSection(Engine& e, std::string& out);
+// A snapshot now, on the calling thread, with the log or without it (persistence_commands.cc):
+// SAVE's, and SHUTDOWN SAVE's (server_commands.cc).
+Status SaveNow(Engine& engine);
 
 // Each command family adds its commands to the table.
 void RegisterConnectionCommands(Registry& registry);

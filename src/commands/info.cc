@@ -104,11 +104,12 @@ void MemorySection(Engine& e, std::string& out) {
 
 void PersistenceSection(Engine& e, std::string& out) {
   persist::Durability* d = e.durability();
+  persist::LoglessSnapshots* logless = e.logless_snapshots();
   Field(out, "loading", uint64_t{0});
   Field(out, "aof_enabled", uint64_t{d != nullptr});
-  if (d == nullptr) return;
-  persist::PersistStats s = d->Stats();
-  Field(out, "appendfsync", e.settings().String(Setting::kAppendFsync));
+  if (d == nullptr && logless == nullptr) return;
+  const persist::PersistStats s = d != nullptr ? d->Stats() : logless->Stats();
+  if (d != nullptr) Field(out, "appendfsync", e.settings().String(Setting::kAppendFsync));
   Field(out, "rdb_changes_since_last_save", s.changes_since_last_save);
   Field(out, "rdb_bgsave_in_progress", uint64_t{s.bgsave_in_progress});
   Field(out, "rdb_last_save_time", static_cast<uint64_t>(s.last_save_time));
@@ -116,6 +117,13 @@ void PersistenceSection(Engine& e, std::string& out) {
   Field(out, "rdb_last_bgsave_time_sec", std::to_string(s.last_bgsave_seconds));
   Field(out, "rdb_saves", s.rewrites);
   Field(out, "snapshot_bytes", s.snapshot_bytes);
+  if (d == nullptr) {
+    Field(out, "aof_rewrite_in_progress", uint64_t{0});
+    Field(out, "recovered_records", s.recovered_records);
+    Field(out, "recovered_bytes", s.recovered_bytes);
+    Field(out, "recovery_seconds", FormatDouble(s.recovery_seconds));
+    return;
+  }
   Field(out, "aof_rewrite_in_progress", uint64_t{s.bgsave_in_progress});
   Field(out, "aof_last_write_status", s.log.write_ok ? "ok" : "err");
   Field(out, "aof_last_write_error", s.log.last_error);

@@ -147,6 +147,15 @@ void KeyspaceGroup(Engine& e, Writer& w) {
 void PersistenceGroup(Engine& e, Writer& w) {
   persist::Durability* d = e.durability();
   w.One("prefixd_persistence_enabled", "gauge", "1 when appendonly is on.", d != nullptr);
+  if (persist::LoglessSnapshots* logless = e.logless_snapshots(); logless != nullptr) {
+    // Without the log only SAVE and BGSAVE keep anything: how much they have not kept yet.
+    const persist::PersistStats s = logless->Stats();
+    w.One("prefixd_changes_since_last_save", "gauge", "Writes since the last snapshot.",
+          static_cast<double>(s.changes_since_last_save));
+    w.One("prefixd_last_save_timestamp_seconds", "gauge",
+          "Unix time of the last snapshot (the start before one is written here, as LASTSAVE).",
+          static_cast<double>(s.last_save_time));
+  }
   if (d == nullptr) return;
   persist::PersistStats s = d->Stats();
   w.One("prefixd_log_written_lsn", "gauge", "Last log record written to the file.",

@@ -431,12 +431,24 @@ void Time(Context& ctx) {
   ctx.reply.Bulk(std::to_string(us % 1000000));
 }
 
+// SHUTDOWN SAVE writes a snapshot first; plain SHUTDOWN writes none, as Redis with no save points
+// (prefixd has none: with the log on, the log keeps everything anyway).
 void Shutdown(Context& ctx) {
   ArgReader r(ctx, 1);
+  bool save = false, nosave = false, force = false;
   while (r.more()) {
     auto option = r.OneOf({"ABORT", "NOSAVE", "SAVE", "NOW", "FORCE"});
     if (!option) return ctx.reply.Error(errors::kSyntax);
     if (*option == 0) return ctx.reply.Error(errors::kNoShutdownInProgress);
+    save |= *option == 2, nosave |= *option == 1, force |= *option == 4;
+  }
+  if (save && nosave) return ctx.reply.Error(errors::kSyntax);
+  if (save && (ctx.engine.durability() != nullptr || ctx.engine.logless_snapshots() != nullptr)) {
+    if (Status saved = SaveNow(ctx.engine); !saved.ok()) {
+      spdlog::warn("Error trying to save the data before shutdown: {}{}", saved.message(),
+                   force ? "; exiting anyway (FORCE)" : ", can't exit");
+      if (!force) return ctx.reply.Error(errors::kShutdownFailed);
+    }
   }
   spdlog::warn("User requested shutdown (client id={})", ctx.client.id);
   // Like Redis, a successful SHUTDOWN closes the connection without a reply.

@@ -513,6 +513,9 @@ void ZMPop(Context& ctx) {
     if (!zset.exists) continue;
     auto picked = PopEnd(ctx, key, zset, *where == 1, static_cast<uint64_t>(count.value_or(1)));
     if (!picked) return;
+    // Replicas get the pop of the key it took from, as Redis 7.0 sends it: with the count taken.
+    const std::string taken = std::to_string(picked->size());
+    ctx.propagate.Send({*where == 1 ? std::string_view("ZPOPMAX") : "ZPOPMIN", key, taken});
     ctx.reply.ArrayLen(2);
     ctx.reply.Bulk(key);
     ctx.reply.ArrayLen(picked->size());

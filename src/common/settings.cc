@@ -63,7 +63,13 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Budget for the disk tier's cold values: past it, cold keys are deleted by "
      "maxmemory-policy (0: no limit)"},
     {"appendonly", T::kBool, false, "yes", 0, 0, "",
-     "Keep every write in the data directory's log and snapshot (no: memory only)"},
+     "Keep every write in the data directory's log and snapshot (no: in memory, kept only by "
+     "SAVE and BGSAVE)"},
+    // Redis's RDB save points: prefixd takes none, so `save ""` (what clients and Redis's own
+    // tests set) is the one value, and the truth.
+    {"save", T::kEnum, true, "", 0, 0, "",
+     "Redis's automatic save points: none here, only \"\" is accepted (SAVE, BGSAVE and "
+     "SHUTDOWN SAVE write a snapshot when asked)"},
     {"appendfsync", T::kEnum, true, "everysec", 0, 0, "always|everysec|no",
      "When the log is fsynced: before each reply, once a second, or when the OS decides"},
     {"auto-aof-rewrite-percentage", T::kInteger, false, "100", 0, kIntMax, "",
@@ -153,6 +159,13 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Most members a sorted set holds as a listpack (OBJECT ENCODING) before a skiplist"},
     {"zset-max-listpack-value", T::kMemory, true, "64", 0, kMax, "",
      "Longest member, in bytes, a listpack sorted set holds before it becomes a skiplist"},
+    // Redis 7.0's quicklist tuning: a list here is one buffer, never split into nodes nor
+    // compressed, and OBJECT ENCODING says quicklist either way, as Redis 7.0's does; taken and
+    // shown so that clients and Redis's own tests may set them.
+    {"list-max-listpack-size", T::kInteger, true, "-2", std::numeric_limits<int32_t>::min(),
+     kIntMax, "", "Redis's quicklist node size: accepted, no effect (a list is one buffer)"},
+    {"list-compress-depth", T::kInteger, true, "0", 0, kIntMax, "",
+     "Redis's quicklist compression depth: accepted, no effect (lists are not compressed)"},
 }};
 
 // latency-tracking-info-percentiles: numbers from 0 to 100 separated by spaces, rewritten as
@@ -248,6 +261,8 @@ std::string_view Settings::Alias(Setting id) {
       return "zset-max-ziplist-entries";
     case Setting::kZsetMaxListpackValue:
       return "zset-max-ziplist-value";
+    case Setting::kListMaxListpackSize:
+      return "list-max-ziplist-size";
     default:
       return {};
   }
@@ -317,6 +332,7 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
         }
         pos = bar + 1;
       }
+      if (choices.empty()) return "only \"\" is accepted (prefixd has no save points)";
       std::string allowed;
       for (char c : choices) allowed += c == '|' ? std::string(", ") : std::string(1, c);
       return "argument(s) must be one of the following: " + allowed;

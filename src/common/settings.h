@@ -44,6 +44,7 @@ enum class Setting : size_t {
   kMaxMemoryPolicy,
   kMaxDisk,
   kAppendOnly,
+  kSave,
   kAppendFsync,
   kAutoRewritePercentage,
   kAutoRewriteMinSize,
@@ -92,6 +93,8 @@ enum class Setting : size_t {
   kHashMaxListpackValue,
   kZsetMaxListpackEntries,
   kZsetMaxListpackValue,
+  kListMaxListpackSize,
+  kListCompressDepth,
   kCount,
 };
 

@@ -27,6 +27,7 @@
 #include "engine/replication.h"
 #include "engine/watches.h"
 #include "persist/durability.h"
+#include "persist/logless_snapshots.h"
 #include "server_api/client_state.h"
 #include "store/database.h"
 #include "store/keyspace.h"
@@ -93,6 +94,11 @@ class Engine {
   // Null when appendonly is off.
   persist::Durability* durability() { return durability_.get(); }
   void set_durability(std::unique_ptr<persist::Durability> d) { durability_ = std::move(d); }
+  // Null unless appendonly is off: then SAVE and BGSAVE write snapshots through it.
+  persist::LoglessSnapshots* logless_snapshots() { return logless_snapshots_.get(); }
+  void set_logless_snapshots(std::unique_ptr<persist::LoglessSnapshots> s) {
+    logless_snapshots_ = std::move(s);
+  }
 
   // Client table. AddClient assigns the id.
   void AddClient(const std::shared_ptr<server::ClientState>& client);
@@ -161,6 +167,7 @@ class Engine {
   // Declared after the stores: destroyed first, syncing the log while the store it logs is still
   // alive.
   std::unique_ptr<persist::Durability> durability_;
+  std::unique_ptr<persist::LoglessSnapshots> logless_snapshots_;
   // Declared last: stopped before anything it deletes through goes away.
   std::jthread active_expiry_;
 };

@@ -56,6 +56,7 @@ inline constexpr std::string_view kInvalidClientId = "ERR Invalid client ID";
 inline constexpr std::string_view kNoSuchClient = "ERR No such client";
 inline constexpr std::string_view kClientIdNotPositive = "ERR client-id should be greater than 0";
 inline constexpr std::string_view kNoShutdownInProgress = "ERR No shutdown in progress.";
+inline constexpr std::string_view kShutdownFailed = "ERR Errors trying to SHUTDOWN. Check logs.";
 inline constexpr std::string_view kBgsaveInProgress = "ERR Background save already in progress";
 // Key commands.
 inline constexpr std::string_view kWrongType =

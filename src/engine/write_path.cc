@@ -191,7 +191,13 @@ MutationResult WritePath::Apply(size_t db, const persist::Mutation& m,
   persist::Stores stores = StoresOf(engine_, database);
   stores.strings_only_over_live_at_ms = strings_only_over_live_at_ms;
   result.outcome = persist::Apply(m, stores, append);
-  if (result.outcome->kind == persist::Outcome::Kind::kApplied) ++changes_applied_here;
+  if (result.outcome->kind == persist::Outcome::Kind::kApplied) {
+    ++changes_applied_here;
+    // Without the log, SAVE's rdb_changes_since_last_save is counted here, as Append counts it.
+    if (persist::LoglessSnapshots* snapshots = engine_.logless_snapshots(); snapshots != nullptr) {
+      snapshots->CountChanges(kind.reach == Reach::kEntries ? ChangesIn(m) : 1);
+    }
+  }
   if (watched && !whole) {
     engine_.watches().AfterChange(engine_.databases(), db, m,
                                   result.outcome->kind != persist::Outcome::Kind::kUnchanged);

@@ -266,6 +266,14 @@ TEST_F(ReplicationTest, StreamCarriesWritesInTheFormsRedisPropagates) {
   EXPECT_STREAM(stream, "SADD", "s", "a", "b");
   Call({"SPOP", "s", "5"});
   EXPECT_STREAM(stream, "DEL", "s");
+  // ZMPOP: a pop of the key it took from, with the count taken; nothing when none held any.
+  Call({"ZADD", "z", "1", "a", "2", "b", "3", "c"});
+  EXPECT_STREAM(stream, "ZADD", "z", "1", "a", "2", "b", "3", "c");
+  Call({"ZMPOP", "2", "nokey", "z", "MIN"});
+  EXPECT_STREAM(stream, "ZPOPMIN", "z", "1");
+  Call({"ZMPOP", "1", "nokey", "MAX"});
+  Call({"ZMPOP", "1", "z", "MAX", "COUNT", "5"});
+  EXPECT_STREAM(stream, "ZPOPMAX", "z", "2");
   // XADD: an explicit id as received; a generated one (`*`, `ms-*`) as the id made; an
   // approximate trim as an exact one to the length it left, LIMIT dropped.
   Call({"XADD", "x", "5-1", "f", "v"});

@@ -87,12 +87,13 @@ class DefaultConfigTest(unittest.TestCase):
         server, plain = Server(CONF), Server()
         try:
             settings = server.client.config_get("*")
-            # CONFIG GET * also answers Redis 7.0's older names of four settings, as Redis does;
+            # CONFIG GET * also answers Redis 7.0's older names of five settings, as Redis does;
             # the file lists each setting once, under its own name.
             aliases = {"hash-max-ziplist-entries": "hash-max-listpack-entries",
                        "hash-max-ziplist-value": "hash-max-listpack-value",
                        "zset-max-ziplist-entries": "zset-max-listpack-entries",
-                       "zset-max-ziplist-value": "zset-max-listpack-value"}
+                       "zset-max-ziplist-value": "zset-max-listpack-value",
+                       "list-max-ziplist-size": "list-max-listpack-size"}
             for alias, name in aliases.items():
                 self.assertEqual(settings.pop(alias), settings[name], alias)
             self.assertEqual(sorted(conf), sorted(settings), "etc/prefixd.conf and CONFIG GET *")

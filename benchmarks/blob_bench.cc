@@ -7,6 +7,8 @@
 //   prefixd-blob-bench --mode prefixd|strings --port P --size 16m --clients 4 --requests 48
 //   prefixd-blob-bench --mode lmcache --port P --size 4m --clients 12 --requests 600 --seconds 20
 //   prefixd-blob-bench --mode loopback --size 1m --requests 4096
+//   prefixd-blob-bench --mode strings --transport unix --socket /tmp/p.sock --size 16m
+//   prefixd-blob-bench --mode memcpy --size 16m --requests 48
 //
 // prefixd mode uses SSM.PREFIX.STORE/FETCH; strings mode (also spelled redis) uses SET/GET, which
 // both servers speak.
@@ -17,6 +19,8 @@
 // so checking costs no time), or on every fetch with --verify all (inline, and timed).
 // With --tls-cacert (and --tls-cert/--tls-key for a client certificate) every connection speaks
 // TLS through OpenSSL (SSL_write straight from the blob, SSL_read straight into the reply buffer).
+// --transport unix (with --socket PATH) speaks over a unix socket instead of TCP; memcpy mode is
+// the same-host reference: one thread copying blobs of the same size inside this process.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,6 +28,7 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,7 +53,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Mode { kPrefixd, kStrings, kLmcache, kLoopback };
+enum class Mode { kPrefixd, kStrings, kLmcache, kLoopback, kMemcpy };
 
 const char* ModeName(Mode mode) {
   switch (mode) {
@@ -60,8 +65,16 @@ const char* ModeName(Mode mode) {
       return "lmcache";
     case Mode::kLoopback:
       return "loopback";
+    case Mode::kMemcpy:
+      return "memcpy";
   }
   return "?";
+}
+
+enum class Transport { kTcp, kUnix };
+
+const char* TransportName(Transport transport) {
+  return transport == Transport::kUnix ? "unix" : "tcp";
 }
 
 enum class Verify { kFirstLast, kAll, kNone };
@@ -69,6 +82,8 @@ enum class Verify { kFirstLast, kAll, kNone };
 struct Options {
   std::string host = "127.0.0.1";
   int port = 0;
+  Transport transport = Transport::kTcp;
+  std::string socket_path;  // --transport unix
   Mode mode = Mode::kPrefixd;
   size_t size = 1 << 20;
   int clients = 1;
@@ -106,8 +121,9 @@ std::optional<size_t> ParseSize(std::string_view text) {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: prefixd-blob-bench --mode prefixd|strings|lmcache|loopback [--host H]\n"
-               "         [--port P] [--size BYTES[k|m|g]] [--clients N] [--requests N]\n"
+               "usage: prefixd-blob-bench --mode prefixd|strings|lmcache|loopback|memcpy\n"
+               "         [--transport tcp|unix] [--host H] [--port P] [--socket PATH]\n"
+               "         [--size BYTES[k|m|g]] [--clients N] [--requests N]\n"
                "         [--seconds S] [--warmup N] [--verify first-last|all|none] [--key PREFIX]\n"
                "         [--chunks N] [--timeout S] [--tls-cacert F [--tls-cert F --tls-key F]]\n"
                "  prefixd: SSM.PREFIX.STORE/FETCH <key>:<client> 0; strings (or redis): SET/GET\n"
@@ -119,7 +135,9 @@ void Usage() {
                "  SET <key>metadata <28 B>, EXISTS <key>metadata, GET <key>metadata,\n"
                "  GET <key>kv_bytes; --requests cycles in total. loopback: one thread sends\n"
                "  size*requests bytes over 127.0.0.1 in size-byte send() calls, another\n"
-               "  receives them (the copy-path ceiling).\n");
+               "  receives them (the copy-path ceiling). memcpy: one thread copies a size-byte\n"
+               "  blob --requests times into another buffer in this process (the same-host\n"
+               "  reference; no server). --transport unix connects to --socket PATH.\n");
 }
 
 Options ParseOptions(int argc, char** argv) {
@@ -140,6 +158,16 @@ Options ParseOptions(int argc, char** argv) {
     };
     if (flag == "--host") {
       o.host = value;
+    } else if (flag == "--transport") {
+      if (value == "tcp") {
+        o.transport = Transport::kTcp;
+      } else if (value == "unix") {
+        o.transport = Transport::kUnix;
+      } else {
+        Die("unknown transport '" + std::string(value) + "'");
+      }
+    } else if (flag == "--socket") {
+      o.socket_path = value;
     } else if (flag == "--port") {
       o.port = static_cast<int>(integer());
     } else if (flag == "--mode") {
@@ -151,6 +179,8 @@ Options ParseOptions(int argc, char** argv) {
         o.mode = Mode::kLmcache;
       } else if (value == "loopback") {
         o.mode = Mode::kLoopback;
+      } else if (value == "memcpy") {
+        o.mode = Mode::kMemcpy;
       } else {
         Die("unknown mode '" + std::string(value) + "'");
       }
@@ -194,13 +224,39 @@ Options ParseOptions(int argc, char** argv) {
       Die("unknown flag " + std::string(flag));
     }
   }
-  if (o.mode != Mode::kLoopback && o.port == 0) Die("--port is required");
+  const bool served = o.mode != Mode::kLoopback && o.mode != Mode::kMemcpy;
+  if (served && o.transport == Transport::kTcp && o.port == 0) Die("--port is required");
+  if (served && o.transport != Transport::kTcp && o.socket_path.empty()) {
+    Die("--transport " + std::string(TransportName(o.transport)) + " needs --socket PATH");
+  }
+  if (o.transport != Transport::kTcp && !o.tls_cacert.empty()) Die("TLS is over TCP only");
   if (o.mode == Mode::kLmcache && !key_given) o.key = "meta-llama/Llama-3.1-8B-Instruct";
   if (o.requests < o.clients) o.requests = o.clients;
   return o;
 }
 
+void SetTimeouts(int fd, const Options& o) {
+  timeval tv{o.timeout_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+int ConnectUnix(const Options& o) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) DieErrno("socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (o.socket_path.size() >= sizeof addr.sun_path) Die("socket path too long");
+  std::memcpy(addr.sun_path, o.socket_path.data(), o.socket_path.size());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    DieErrno("connect " + o.socket_path);
+  }
+  SetTimeouts(fd, o);
+  return fd;
+}
+
 int Connect(const Options& o) {
+  if (o.transport == Transport::kUnix) return ConnectUnix(o);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) DieErrno("socket");
   sockaddr_in addr{};
@@ -212,9 +268,7 @@ int Connect(const Options& o) {
   }
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  timeval tv{o.timeout_s, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  SetTimeouts(fd, o);
   return fd;
 }
 
@@ -476,11 +530,13 @@ void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& resu
                                                  : "first-last";
   double p50 = Percentile(all, 0.50), p99 = Percentile(all, 0.99);
   std::printf(
-      "{\"mode\":\"%s\",\"op\":\"%s\",\"size\":%zu,\"clients\":%d,\"requests\":%zu,"
+      "{\"mode\":\"%s\",\"transport\":\"%s\",\"op\":\"%s\",\"size\":%zu,\"clients\":%d,"
+      "\"requests\":%zu,"
       "\"seconds\":%.4f,\"ops_per_s\":%.1f,\"gb_per_s\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
       "\"verify\":\"%s\",\"verified\":%s}\n",
-      mode, op, o.size, o.clients, all.size(), seconds, ops / seconds,
-      ops * bytes_per_op / seconds / 1e9, p50, p99, check, verified ? "true" : "false");
+      mode, o.mode == Mode::kMemcpy ? "none" : TransportName(o.transport), op, o.size, o.clients,
+      all.size(), seconds, ops / seconds, ops * bytes_per_op / seconds / 1e9, p50, p99, check,
+      verified ? "true" : "false");
   std::fflush(stdout);
 }
 
@@ -700,6 +756,7 @@ int RunLoopback(const Options& o) {
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   Options to = o;
   to.port = ntohs(addr.sin_port);
+  to.transport = Transport::kTcp;
 
   struct Pair {
     int sender = -1, receiver = -1;
@@ -758,6 +815,30 @@ int RunLoopback(const Options& o) {
   return 0;
 }
 
+// The same-host reference: one thread copying a size-byte blob --requests times into a private
+// buffer of this process, both pre-faulted, as a client would copy a value it can read in place.
+// Prints one "copy" phase; checks the last copy byte for byte.
+int RunMemcpy(const Options& o) {
+  std::vector<char> source = MakeBlob(o.size, 0);
+  std::vector<char> target(o.size, 1);  // pre-faulted
+  std::vector<PhaseResult> copies(1);
+  PhaseResult& r = copies[0];
+  for (int i = 0; i < o.warmup; ++i) std::memcpy(target.data(), source.data(), o.size);
+  r.latencies_ms.reserve(static_cast<size_t>(o.requests));
+  r.start = Clock::now();
+  const auto deadline = PhaseDeadline(o, r.start);
+  for (int64_t i = 0; i < o.requests && Clock::now() < deadline; ++i) {
+    auto t0 = Clock::now();
+    Stamp(source, static_cast<uint64_t>(i));  // each copy reads a value it has not read before
+    std::memcpy(target.data(), source.data(), o.size);
+    r.latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  r.end = Clock::now();
+  r.verified = o.verify == Verify::kNone || source == target;
+  PrintPhase(o, "copy", copies, static_cast<double>(o.size));
+  return r.verified ? 0 : 2;
+}
+
 }  // namespace
 }  // namespace prefixd::bench
 
@@ -765,5 +846,6 @@ int main(int argc, char** argv) {
   auto options = prefixd::bench::ParseOptions(argc, argv);
   if (options.mode == prefixd::bench::Mode::kLoopback) return prefixd::bench::RunLoopback(options);
   if (options.mode == prefixd::bench::Mode::kLmcache) return prefixd::bench::RunLmcache(options);
+  if (options.mode == prefixd::bench::Mode::kMemcpy) return prefixd::bench::RunMemcpy(options);
   return prefixd::bench::RunBlobs(options);
 }

@@ -48,6 +48,8 @@
 #include <thread>
 #include <vector>
 
+#include "prefixd/shm.h"
+
 namespace prefixd::bench {
 namespace {
 
@@ -71,10 +73,19 @@ const char* ModeName(Mode mode) {
   return "?";
 }
 
-enum class Transport { kTcp, kUnix };
+// shm: stores go over the unix socket; fetches are SHM.GET through the shared arenas.
+enum class Transport { kTcp, kUnix, kShm };
 
 const char* TransportName(Transport transport) {
-  return transport == Transport::kUnix ? "unix" : "tcp";
+  switch (transport) {
+    case Transport::kTcp:
+      return "tcp";
+    case Transport::kUnix:
+      return "unix";
+    case Transport::kShm:
+      return "shm";
+  }
+  return "?";
 }
 
 enum class Verify { kFirstLast, kAll, kNone };
@@ -122,7 +133,7 @@ std::optional<size_t> ParseSize(std::string_view text) {
 void Usage() {
   std::fprintf(stderr,
                "usage: prefixd-blob-bench --mode prefixd|strings|lmcache|loopback|memcpy\n"
-               "         [--transport tcp|unix] [--host H] [--port P] [--socket PATH]\n"
+               "         [--transport tcp|unix|shm] [--host H] [--port P] [--socket PATH]\n"
                "         [--size BYTES[k|m|g]] [--clients N] [--requests N]\n"
                "         [--seconds S] [--warmup N] [--verify first-last|all|none] [--key PREFIX]\n"
                "         [--chunks N] [--timeout S] [--tls-cacert F [--tls-cert F --tls-key F]]\n"
@@ -137,7 +148,10 @@ void Usage() {
                "  size*requests bytes over 127.0.0.1 in size-byte send() calls, another\n"
                "  receives them (the copy-path ceiling). memcpy: one thread copies a size-byte\n"
                "  blob --requests times into another buffer in this process (the same-host\n"
-               "  reference; no server). --transport unix connects to --socket PATH.\n");
+               "  reference; no server). --transport unix connects to --socket PATH; shm\n"
+               "  (strings mode, a server with --shm-arenas yes) stores over it and fetches\n"
+               "  with SHM.GET: phase \"view\" times SHM.GET to a usable pointer, \"copy\" that\n"
+               "  plus a memcpy into a private buffer (SHM.RELEASE after each, untimed).\n");
 }
 
 Options ParseOptions(int argc, char** argv) {
@@ -163,6 +177,8 @@ Options ParseOptions(int argc, char** argv) {
         o.transport = Transport::kTcp;
       } else if (value == "unix") {
         o.transport = Transport::kUnix;
+      } else if (value == "shm") {
+        o.transport = Transport::kShm;
       } else {
         Die("unknown transport '" + std::string(value) + "'");
       }
@@ -230,6 +246,9 @@ Options ParseOptions(int argc, char** argv) {
     Die("--transport " + std::string(TransportName(o.transport)) + " needs --socket PATH");
   }
   if (o.transport != Transport::kTcp && !o.tls_cacert.empty()) Die("TLS is over TCP only");
+  if (o.transport == Transport::kShm && o.mode != Mode::kStrings) {
+    Die("--transport shm reads strings (SHM.GET): use --mode strings");
+  }
   if (o.mode == Mode::kLmcache && !key_given) o.key = "meta-llama/Llama-3.1-8B-Instruct";
   if (o.requests < o.clients) o.requests = o.clients;
   return o;
@@ -256,7 +275,7 @@ int ConnectUnix(const Options& o) {
 }
 
 int Connect(const Options& o) {
-  if (o.transport == Transport::kUnix) return ConnectUnix(o);
+  if (o.transport != Transport::kTcp) return ConnectUnix(o);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) DieErrno("socket");
   sockaddr_in addr{};
@@ -459,6 +478,10 @@ class Client {
     }
     blob_ = MakeBlob(o.size, id);
     for (auto& r : reply_) r.assign(o.size + 4096, 0);  // room for the header or an error line
+    if (o.transport == Transport::kShm) {
+      key_ = key;
+      if (Status st = shm_.Connect(o.socket_path); !st.ok()) Die("SHM: " + st.ToString());
+    }
   }
   ~Client() { CloseLink(link_); }
   Client(const Client&) = delete;
@@ -483,6 +506,24 @@ class Client {
     return BulkOf(ReadReply(link_, reply_[slot]), o_.size, "FETCH");
   }
 
+  // SHM.GET into a view (`view_ms`: the time until it was usable), then a copy of it into reply
+  // buffer `slot` (`copy_ms`: the time until the copy was complete, from the same start); the
+  // lease is released after, untimed. Returns the copy.
+  std::string_view ShmFetch(int slot, double& view_ms, double& copy_ms) {
+    auto t0 = Clock::now();
+    ShmView view;
+    if (Status st = shm_.Get(key_, view); !st.ok()) Die("SHM.GET: " + st.ToString());
+    auto t1 = Clock::now();
+    if (view.size != o_.size) Die("SHM.GET returned " + std::to_string(view.size) + " bytes");
+    std::memcpy(reply_[slot].data(), view.data, view.size);
+    auto t2 = Clock::now();
+    view_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    copy_ms = std::chrono::duration<double, std::milli>(t2 - t0).count();
+    if (view.lease == 0) Die("SHM.GET answered bytes, not a place: is --shm-arenas yes?");
+    if (Status st = shm_.Release(view); !st.ok()) Die("SHM.RELEASE: " + st.ToString());
+    return {reply_[slot].data(), o_.size};
+  }
+
   bool Matches(std::string_view fetched) const {
     return fetched.size() == blob_.size() &&
            std::memcmp(fetched.data(), blob_.data(), blob_.size()) == 0;
@@ -491,6 +532,8 @@ class Client {
  private:
   const Options& o_;
   Link link_;
+  ShmClient shm_;
+  std::string key_;
   std::string store_header_;
   std::string fetch_;
   std::vector<char> blob_;
@@ -501,6 +544,9 @@ struct PhaseResult {
   std::vector<double> latencies_ms;
   Clock::time_point start, end;
   bool verified = true;
+  // The phase's time is the sum of its latencies, not start to end (the shm phases, whose
+  // operations are interleaved with untimed releases).
+  bool timed_by_latencies = false;
 };
 
 double Percentile(std::vector<double>& v, double p) {
@@ -516,13 +562,19 @@ void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& resu
   std::vector<double> all;
   auto start = results[0].start, end = results[0].end;
   bool verified = true;
+  double busy_ms = 0;  // the busiest client's sum of latencies
   for (auto& r : results) {
     all.insert(all.end(), r.latencies_ms.begin(), r.latencies_ms.end());
     start = std::min(start, r.start);
     end = std::max(end, r.end);
     verified = verified && r.verified;
+    double sum = 0;
+    for (double ms : r.latencies_ms) sum += ms;
+    busy_ms = std::max(busy_ms, sum);
   }
-  double seconds = std::chrono::duration<double>(end - start).count();
+  double seconds = results[0].timed_by_latencies
+                       ? busy_ms / 1000
+                       : std::chrono::duration<double>(end - start).count();
   double ops = static_cast<double>(all.size());
   const char* mode = ModeName(o.mode);
   const char* check = o.verify == Verify::kNone  ? "none"
@@ -565,6 +617,8 @@ int RunBlobs(const Options& o) {
   for (int i = 0; i < o.clients; ++i) clients.push_back(std::make_unique<Client>(o, i));
   std::vector<PhaseResult> stores(static_cast<size_t>(o.clients));
   std::vector<PhaseResult> fetches(static_cast<size_t>(o.clients));
+  std::vector<PhaseResult> views(static_cast<size_t>(o.clients));
+  const bool shm = o.transport == Transport::kShm;
   std::barrier sync(o.clients);
   std::atomic<bool> failed{false};
 
@@ -572,7 +626,11 @@ int RunBlobs(const Options& o) {
     Client& c = *clients[static_cast<size_t>(id)];
     const int64_t share = ShareOf(o, id);
     uint64_t round = 0;
-    for (int i = 0; i < o.warmup; ++i) c.Store(++round), c.Fetch(0);
+    double view_ms = 0, copy_ms = 0;
+    for (int i = 0; i < o.warmup; ++i) {
+      c.Store(++round);
+      shm ? c.ShmFetch(0, view_ms, copy_ms) : c.Fetch(0);
+    }
     auto deadline = [&](Clock::time_point start) { return PhaseDeadline(o, start); };
 
     PhaseResult& s = stores[static_cast<size_t>(id)];
@@ -588,26 +646,41 @@ int RunBlobs(const Options& o) {
     s.end = Clock::now();
 
     PhaseResult& f = fetches[static_cast<size_t>(id)];
+    PhaseResult& v = views[static_cast<size_t>(id)];
     f.latencies_ms.reserve(static_cast<size_t>(share));
+    v.latencies_ms.reserve(static_cast<size_t>(share));
+    f.timed_by_latencies = v.timed_by_latencies = shm;
     sync.arrive_and_wait();
-    f.start = Clock::now();
+    f.start = v.start = Clock::now();
     std::string_view first, last;
     for (int64_t i = 0; i < share && Clock::now() < deadline(f.start); ++i) {
-      auto t0 = Clock::now();
-      last = c.Fetch(i == 0 ? 1 : 0);
-      f.latencies_ms.push_back(
-          std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (shm) {
+        last = c.ShmFetch(i == 0 ? 1 : 0, view_ms, copy_ms);
+        v.latencies_ms.push_back(view_ms);
+        f.latencies_ms.push_back(copy_ms);
+      } else {
+        auto t0 = Clock::now();
+        last = c.Fetch(i == 0 ? 1 : 0);
+        f.latencies_ms.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      }
       if (i == 0) first = last;
       if (o.verify == Verify::kAll) f.verified = f.verified && c.Matches(last);
     }
-    f.end = Clock::now();
+    f.end = v.end = Clock::now();
     if (o.verify == Verify::kFirstLast) f.verified = c.Matches(first) && c.Matches(last);
+    v.verified = f.verified;
     if (!f.verified) failed = true;
   };
 
   RunThreads(o.clients, worker);
   PrintPhase(o, "store", stores, static_cast<double>(o.size));
-  PrintPhase(o, "fetch", fetches, static_cast<double>(o.size));
+  if (shm) {
+    PrintPhase(o, "view", views, static_cast<double>(o.size));
+    PrintPhase(o, "copy", fetches, static_cast<double>(o.size));
+  } else {
+    PrintPhase(o, "fetch", fetches, static_cast<double>(o.size));
+  }
   if (failed) {
     std::fprintf(stderr, "prefixd-blob-bench: fetched bytes differ from the stored blob\n");
     return 2;

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Same-host fetch: one client on the machine that holds the value reads it over loopback TCP, over
-# the unix socket and (where the build has it) through the shared arena, against one thread's
+# the unix socket and (where the build has it) through the shared arenas, against one thread's
 # memcpy of the same sizes in the same run (issue 33's reference).
 #
 #   benchmarks/same_host_bench.sh [--build-dir DIR] [--server BIN] [--quick] [--reps N] [--no-write]
 #
-# One prefixd-server (--appendonly no, so the disk is not measured) listens on a loopback port and
-# a unix socket. For each size (1, 16, 64 MiB) prefixd-blob-bench SETs a value and GETs it back
-# --requests times with one client; each phase's GB/s (10^9 bytes) is kept, and the median over
-# --reps runs is shown. memcpy is prefixd-blob-bench --mode memcpy: one thread copying a blob of the
+# Two prefixd-servers (--appendonly no, so the disk is not measured), each on a loopback port and a
+# unix socket: "off" as by default, "arenas" with --shm-arenas yes. For each size (1, 16, 64 MiB)
+# prefixd-blob-bench SETs a value and reads it back --requests times with one client: GET over
+# TCP and the unix socket (off), GET over the unix socket (arenas), and SHM.GET (arenas): "shm
+# view" is the time until the client holds a usable pointer, "shm copy" until it also has a
+# private copy (SHM.RELEASE after each read, untimed). The store rows are SET over the unix socket
+# to each server: what the arenas cost a write. Each phase's GB/s (10^9 bytes) is kept, and the
+# median over --reps runs is shown. memcpy is prefixd-blob-bench --mode memcpy: one thread copying a blob of the
 # same size into a private, pre-faulted buffer. The table goes to stdout and, unless --no-write,
 # into docs/benchmarks.md as the section "<date>: same-host transport, fetch against memcpy"
 # (a rerun on the same day replaces it). The binaries are those of --build-dir (default build/dev).
@@ -31,13 +35,25 @@ transports=(tcp unix)
 # The shared path needs a build whose blob bench knows --transport shm.
 if "$bench_bin" --help 2>&1 | grep -q 'tcp|unix|shm'; then transports+=(shm); fi
 
-port=$(free_port)
-sock=$work/prefixd.sock
-mkdir -p "$work/data"
-"$server_bin" --port "$port" --unixsocket "$sock" --dir "$work/data" --appendonly no \
-  >"$work/server.log" 2>&1 &
-pids+=($!)
-wait_ready "$port" prefixd-server
+declare -A port sock
+start_server() {  # name flags...
+  local name=$1
+  shift
+  port[$name]=$(free_port)
+  sock[$name]=$work/$name.sock
+  mkdir -p "$work/$name"
+  "$server_bin" --port "${port[$name]}" --unixsocket "${sock[$name]}" --dir "$work/$name" \
+    --appendonly no "$@" >"$work/$name.log" 2>&1 &
+  pids+=($!)
+  wait_ready "${port[$name]}" "prefixd-server ($name)"
+}
+start_server off
+# Runs: server, transport, the label its rows get.
+runs=("off tcp tcp" "off unix unix")
+if [[ " ${transports[*]} " == *" shm "* ]]; then
+  start_server arenas --shm-arenas yes
+  runs+=("arenas unix unix/arenas" "arenas shm shm")
+fi
 
 results=$work/results.tsv  # kind  row  server  rep  value  p50  p99
 : >"$results"
@@ -52,14 +68,15 @@ for rep in $(seq 1 "$reps"); do
         if .verified != true then error("memcpy copied wrong bytes") else . end |
         ["fetch", "\(.size / 1048576)", "memcpy", $rep, .gb_per_s, .p50_ms, .p99_ms] | @tsv' \
       >>"$results"
-    for transport in "${transports[@]}"; do
-      timeout 120 "$bench_bin" --mode strings --transport "$transport" --port "$port" \
-        --socket "$sock" --size "${mb}m" --requests "${requests[$mb]}" --seconds 30 |
-        jq -r --arg rep "$rep" '
-          if .verified != true then error("\(.transport) returned wrong bytes") else . end |
-          select(.op != "store") |
-          ["fetch", "\(.size / 1048576)", "\(.transport) \(.op)", $rep, .gb_per_s, .p50_ms,
-           .p99_ms] | @tsv' >>"$results"
+    for run in "${runs[@]}"; do
+      read -r server transport label <<<"$run"
+      timeout 120 "$bench_bin" --mode strings --transport "$transport" --port "${port[$server]}" \
+        --socket "${sock[$server]}" --size "${mb}m" --requests "${requests[$mb]}" --seconds 30 |
+        jq -r --arg rep "$rep" --arg row "$label" '
+          if .verified != true then error("\($row) returned wrong bytes") else . end |
+          ["fetch", "\(.size / 1048576)",
+           "\($row) \(if .op == "store" then "store" elif .op == "fetch" then "fetch" else .op end)",
+           $rep, .gb_per_s, .p50_ms, .p99_ms] | @tsv' >>"$results"
     done
   done
   echo "rep $rep done ($(elapsed))" >&2
@@ -67,7 +84,11 @@ done
 
 median() { bench_median "$results" "$@"; }
 columns=(memcpy "tcp fetch" "unix fetch")
-if [[ " ${transports[*]} " == *" shm "* ]]; then columns+=("shm view" "shm copy"); fi
+stores=("unix store")
+if [[ " ${transports[*]} " == *" shm "* ]]; then
+  columns+=("unix/arenas fetch" "shm view" "shm copy")
+  stores+=("unix/arenas store")
+fi
 table=$work/table.md
 title="$(date -u +%F): same-host transport, fetch against memcpy"
 {
@@ -79,20 +100,39 @@ title="$(date -u +%F): same-host transport, fetch against memcpy"
   echo
   echo "memcpy copies the same source every time: at 1 MiB both buffers stay in the CPU's cache, so"
   echo "that row is an upper bound; from 16 MiB it is a copy through memory, as a fetch is."
+  if [[ " ${transports[*]} " == *" shm "* ]]; then
+    echo "shm view: SHM.GET until the client holds a pointer it may read (one round trip, no bytes"
+    echo "moved); shm copy: that plus a memcpy into a private, pre-faulted buffer. The SHM.RELEASE"
+    echo "after each read is not timed. unix/arenas: plain GET from the server that keeps its values"
+    echo "in arenas, beside GET from the one that does not (the socket path is the same)."
+  fi
   echo
   header="| size |"
   rule="|---:|"
   for c in "${columns[@]}"; do header+=" $c GB/s |"; rule+="---:|"; done
-  for c in "${columns[@]:1}"; do header+=" $c / memcpy |"; rule+="---:|"; done
+  # A view moves no bytes: its GB/s only says how little the size matters (latencies below).
+  ratios=()
+  for c in "${columns[@]:1}"; do [[ $c == "shm view" ]] || ratios+=("$c"); done
+  for c in "${ratios[@]}"; do header+=" $c / memcpy |"; rule+="---:|"; done
   echo "$header"
   echo "$rule"
   for mb in "${sizes[@]}"; do
     row="| $mb MiB |"
     base=$(median fetch "$mb" memcpy 5)
     for c in "${columns[@]}"; do row+=" $(bench_fmt "$(median fetch "$mb" "$c" 5)" %.2f) |"; done
-    for c in "${columns[@]:1}"; do
+    for c in "${ratios[@]}"; do
       row+=" $(bench_ratio "$(median fetch "$mb" "$c" 5)" "$base") |"
     done
+    echo "$row"
+  done
+  echo
+  echo "Stores (SET over the unix socket) GB/s, to the server without and with arenas:"
+  echo
+  echo "| size |$(printf ' %s |' "${stores[@]}")"
+  echo "|---:|$(printf -- '---:|%.0s' "${stores[@]}")"
+  for mb in "${sizes[@]}"; do
+    row="| $mb MiB |"
+    for c in "${stores[@]}"; do row+=" $(bench_fmt "$(median fetch "$mb" "$c" 5)" %.2f) |"; done
     echo "$row"
   done
   echo

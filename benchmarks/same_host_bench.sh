@@ -99,7 +99,9 @@ title="$(date -u +%F): same-host transport, fetch against memcpy"
   echo "Command: \`$command_line\`."
   echo
   echo "memcpy copies the same source every time: at 1 MiB both buffers stay in the CPU's cache, so"
-  echo "that row is an upper bound; from 16 MiB it is a copy through memory, as a fetch is."
+  echo "that row is an upper bound; from 16 MiB it is a copy through memory, as a fetch is. GB/s is"
+  echo "each phase's mean (bytes over time); the ratios to memcpy compare p50 latencies (memcpy's p50"
+  echo "over the path's), which preemption on a shared machine disturbs far less than a mean."
   if [[ " ${transports[*]} " == *" shm "* ]]; then
     echo "shm view: SHM.GET until the client holds a pointer it may read (one round trip, no bytes"
     echo "moved); shm copy: that plus a memcpy into a private, pre-faulted buffer. The SHM.RELEASE"
@@ -113,15 +115,17 @@ title="$(date -u +%F): same-host transport, fetch against memcpy"
   # A view moves no bytes: its GB/s only says how little the size matters (latencies below).
   ratios=()
   for c in "${columns[@]:1}"; do [[ $c == "shm view" ]] || ratios+=("$c"); done
-  for c in "${ratios[@]}"; do header+=" $c / memcpy |"; rule+="---:|"; done
+  for c in "${ratios[@]}"; do header+=" $c / memcpy (p50) |"; rule+="---:|"; done
   echo "$header"
   echo "$rule"
   for mb in "${sizes[@]}"; do
     row="| $mb MiB |"
-    base=$(median fetch "$mb" memcpy 5)
+    base_p50=$(median fetch "$mb" memcpy 6)
     for c in "${columns[@]}"; do row+=" $(bench_fmt "$(median fetch "$mb" "$c" 5)" %.2f) |"; done
+    # Against memcpy by p50 latency (memcpy's p50 over the path's): on a shared, loaded machine
+    # a phase's mean takes in whatever preempted it, the median of its requests far less.
     for c in "${ratios[@]}"; do
-      row+=" $(bench_ratio "$(median fetch "$mb" "$c" 5)" "$base") |"
+      row+=" $(bench_ratio "$base_p50" "$(median fetch "$mb" "$c" 6)") |"
     done
     echo "$row"
   done

@@ -52,6 +52,11 @@ class ShmClient {
   // SHM.GET: a view of `key`'s value under a lease. kNotFound when the key does not exist;
   // `checksum` asks the server for the value's XXH3-64 (it then reads every byte).
   Status Get(std::string_view key, ShmView& view, bool checksum = false);
+  // SSM.PREFIX.SHMFETCH: a view of each of `layers` of session `sid`, from one consistent
+  // snapshot, in order; an absent layer's view is empty (data null, size 0, no lease). All
+  // leases or none: past the connection's cap nothing is leased (kServerError).
+  Status FetchLayers(std::string_view sid, std::span<const uint32_t> layers,
+                     std::vector<ShmView>& views);
   // Whether the server's generation of the view's bytes is still the view's: false once the
   // region was freed or reused (after a release or an expired lease). Always true for a copy.
   bool Valid(const ShmView& view) const;
@@ -75,6 +80,8 @@ class ShmClient {
   };
 
   Status Hello();
+  // Fills `view` from one value's answer (a place array or the bytes).
+  Status ViewOf(Reply& answer, ShmView& view);
   Status SendAll(std::string_view bytes);
   // Reads one reply; descriptors that arrive meanwhile join `received_fds_`.
   Result<Reply> ReadReply();

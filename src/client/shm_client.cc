@@ -95,8 +95,30 @@ Status ShmClient::Get(std::string_view key, ShmView& view, bool checksum) {
   view = ShmView{};
   auto reply = checksum ? Command({"SHM.GET", key, "CHECKSUM"}) : Command({"SHM.GET", key});
   if (!reply.ok()) return reply.status();
+  if (reply.value().is_nil()) return Status::NotFound("no such key");
+  return ViewOf(reply.value(), view);
+}
+
+Status ShmClient::FetchLayers(std::string_view sid, std::span<const uint32_t> layers,
+                              std::vector<ShmView>& views) {
+  views.assign(layers.size(), ShmView{});
+  std::vector<std::string> words{"SSM.PREFIX.SHMFETCH", std::string(sid)};
+  for (uint32_t layer : layers) words.push_back(std::to_string(layer));
+  std::vector<std::string_view> args(words.begin(), words.end());
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
   Reply& r = reply.value();
-  if (r.is_nil()) return Status::NotFound("no such key");
+  if (r.type != Reply::Type::kArray || r.elements.size() != layers.size()) {
+    return Status::ProtocolError("unexpected SSM.PREFIX.SHMFETCH reply");
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (r.elements[i].is_nil()) continue;
+    if (Status st = ViewOf(r.elements[i], views[i]); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+Status ShmClient::ViewOf(Reply& r, ShmView& view) {
   if (r.type == Reply::Type::kString) {
     view.copy.assign(r.str.begin(), r.str.end());
     view.data = view.copy.data();
@@ -104,7 +126,7 @@ Status ShmClient::Get(std::string_view key, ShmView& view, bool checksum) {
     return Status::Ok();
   }
   if (r.type != Reply::Type::kArray || r.elements.size() != 6) {
-    return Status::ProtocolError("unexpected SHM.GET reply");
+    return Status::ProtocolError("unexpected place in a SHM reply");
   }
   view.arena = static_cast<uint32_t>(r.elements[0].integer);
   view.offset = static_cast<uint64_t>(r.elements[1].integer);
@@ -119,7 +141,7 @@ Status ShmClient::Get(std::string_view key, ShmView& view, bool checksum) {
   }
   const Arena& a = arenas_[view.arena];
   if (view.offset > a.size || view.size > a.size - view.offset) {
-    return Status::ProtocolError("SHM.GET place outside its arena");
+    return Status::ProtocolError("a SHM place outside its arena");
   }
   view.data = a.base + view.offset;
   return Status::Ok();

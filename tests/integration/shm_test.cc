@@ -191,6 +191,58 @@ TEST_F(ShmTest, LeaseKeepsOldBytesThroughOverwriteDelAndFlushall) {
   EXPECT_TRUE(LeasesBecome(0));
 }
 
+TEST_F(ShmTest, SsmLayersThroughTheArenas) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "4"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const std::string conv = Pattern(96 << 10, 20), ssm = Pattern((2 << 20) + 12, 21);
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.MSTORE", "s", "0", conv, "1", ssm}).ok());
+  const std::vector<uint32_t> layers = {1, 7, 0};
+  std::vector<ShmView> views;
+  Status st = client.FetchLayers("s", layers, views);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(views.size(), 3u);
+  EXPECT_NE(views[0].lease, 0u);
+  EXPECT_TRUE(AsString(views[0]) == ssm);
+  EXPECT_EQ(views[1].data, nullptr) << "layer 7 was never stored";
+  EXPECT_NE(views[2].lease, 0u);
+  EXPECT_TRUE(AsString(views[2]) == conv);
+
+  // A new store and a DROP leave the leased layers as they were.
+  const std::string ssm2 = Pattern((2 << 20) + 12, 22);
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "s", "1", ssm2}).ok());
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.DROP", "s"}).ok());
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "t", "1", Pattern((2 << 20) + 12, 23)}).ok());
+  EXPECT_TRUE(AsString(views[0]) == ssm);
+  EXPECT_TRUE(AsString(views[2]) == conv);
+  EXPECT_TRUE(client.Valid(views[0]));
+
+  // Past the cap (4; two held) nothing of the call is leased.
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.MSTORE", "u", "0", conv, "1", ssm, "2", ssm2}).ok());
+  std::vector<ShmView> refused;
+  const std::vector<uint32_t> three = {0, 1, 2};
+  st = client.FetchLayers("u", three, refused);
+  EXPECT_EQ(st.code(), StatusCode::kServerError);
+  EXPECT_NE(st.message().find("shm-max-leases"), std::string::npos) << st.ToString();
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u);
+
+  // A small session lives outside the arenas: its layers come back as bytes, without leases.
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "small", "3", "abc"}).ok());
+  const std::vector<uint32_t> three_only = {3, 4};
+  ASSERT_TRUE(client.FetchLayers("small", three_only, views).ok());
+  EXPECT_EQ(views[0].lease, 0u);
+  EXPECT_EQ(AsString(views[0]), "abc");
+  EXPECT_EQ(views[1].data, nullptr);
+  // Another type is -WRONGTYPE, a missing session all nils.
+  ASSERT_NO_FATAL_FAILURE(Set(client, "str", "x"));
+  EXPECT_NE(client.FetchLayers("str", three_only, views).message().find("WRONGTYPE"),
+            std::string::npos);
+  ASSERT_TRUE(client.FetchLayers("nobody", three_only, views).ok());
+  EXPECT_EQ(views[0].data, nullptr);
+  EXPECT_EQ(client.Command({"SSM.PREFIX.SHMFETCH", "s", "-1"}).status().message(),
+            client.Command({"SSM.PREFIX.FETCH", "s", "-1"}).status().message());
+}
+
 TEST_F(ShmTest, LeaseCapGivesAClearErrorAndReleaseMakesRoom) {
   ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "3"}));
   ShmClient client;
@@ -345,6 +397,7 @@ TEST_F(ShmTest, TcpPortRefusesShmCommands) {
   EXPECT_EQ(tcp->Call(Multibulk({"SHM.HELLO"})), refused);
   EXPECT_EQ(tcp->Call(Multibulk({"SHM.GET", "k"})), refused);
   EXPECT_EQ(tcp->Call(Multibulk({"SHM.RELEASE", "1"})), refused);
+  EXPECT_EQ(tcp->Call(Multibulk({"SSM.PREFIX.SHMFETCH", "s", "0"})), refused);
 }
 
 TEST_F(ShmTest, ArenasOffIsAClearError) {

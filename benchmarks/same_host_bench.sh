@@ -6,7 +6,7 @@
 #   benchmarks/same_host_bench.sh [--build-dir DIR] [--server BIN] [--quick] [--reps N] [--no-write]
 #
 # Two prefixd-servers (--appendonly no, so the disk is not measured), each on a loopback port and a
-# unix socket: "off" as by default, "arenas" with --shm-arenas yes. For each size (1, 16, 64 MiB)
+# unix socket: "off" as by default, "arenas" with --shm-arenas yes. For each size (1, 16, 64, 256 MiB)
 # prefixd-blob-bench SETs a value and reads it back --requests times with one client: GET over
 # TCP and the unix socket (off), GET over the unix socket (arenas), and SHM.GET (arenas): "shm
 # view" is the time until the client holds a usable pointer, "shm copy" until it also has a
@@ -25,12 +25,12 @@ bench_parse_options build/dev "$@"
 
 declare -A requests
 if ((quick)); then
-  requests=([1]=256 [16]=24 [64]=8)
+  requests=([1]=256 [16]=24 [64]=8 [256]=4)
   ((reps > 1)) && reps=1
 else
-  requests=([1]=1024 [16]=96 [64]=32)
+  requests=([1]=1024 [16]=96 [64]=32 [256]=8)
 fi
-sizes=(1 16 64)
+sizes=(1 16 64 256)
 transports=(tcp unix)
 # The shared path needs a build whose blob bench knows --transport shm.
 if "$bench_bin" --help 2>&1 | grep -q 'tcp|unix|shm'; then transports+=(shm); fi

@@ -16,7 +16,8 @@
 // clients finish storing) its share of the fetches, on its own key. Every phase prints one JSON
 // line: ops/s, payload GB/s (10^9 bytes), p50/p99 latency in ms. Fetched bytes are checked
 // against the last stored blob on the first and last fetch of each client (after the timed phase,
-// so checking costs no time), or on every fetch with --verify all (inline, and timed).
+// so checking costs no time), or on every fetch with --verify all (inline, and timed). The fetch
+// line also gives server_cpu_ms: the server's CPU time (INFO cpu) over the fetch phase.
 // With --tls-cacert (and --tls-cert/--tls-key for a client certificate) every connection speaks
 // TLS through OpenSSL (SSL_write straight from the blob, SSL_read straight into the reply buffer).
 // --transport unix (with --socket PATH) speaks over a unix socket instead of TCP; memcpy mode is
@@ -540,6 +541,27 @@ class Client {
   std::vector<char> reply_[2];  // [1] keeps a phase's first fetch for checking afterwards
 };
 
+// The server's CPU time so far (INFO cpu: used_cpu_sys + used_cpu_user, every thread), over a
+// connection of its own; a negative value when the reply has no such fields.
+double ServerCpuSeconds(const Options& o) {
+  Link link = ConnectLink(o);
+  const std::string request = "*2\r\n$4\r\nINFO\r\n$3\r\ncpu\r\n";
+  iovec iov[1] = {{const_cast<char*>(request.data()), request.size()}};
+  SendAll(link, iov, 1);
+  std::vector<char> buffer(64 * 1024);
+  const std::string reply(ReadReply(link, buffer));
+  CloseLink(link);
+  double total = 0;
+  int found = 0;
+  for (const char* field : {"used_cpu_sys:", "used_cpu_user:"}) {
+    const size_t at = reply.find(field);
+    if (at == std::string::npos) return -1;
+    total += std::atof(reply.c_str() + at + std::strlen(field));
+    ++found;
+  }
+  return found == 2 ? total : -1;
+}
+
 struct PhaseResult {
   std::vector<double> latencies_ms;
   Clock::time_point start, end;
@@ -557,8 +579,10 @@ double Percentile(std::vector<double>& v, double p) {
 }
 
 // `bytes_per_op`: payload bytes one operation moves (GB/s counts 10^9 of them per second).
+// `server_cpu_s`: the server's CPU time over the phase, printed as server_cpu_ms when not
+// negative.
 void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& results,
-                double bytes_per_op) {
+                double bytes_per_op, double server_cpu_s = -1) {
   std::vector<double> all;
   auto start = results[0].start, end = results[0].end;
   bool verified = true;
@@ -581,14 +605,16 @@ void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& resu
                       : o.verify == Verify::kAll ? "all"
                                                  : "first-last";
   double p50 = Percentile(all, 0.50), p99 = Percentile(all, 0.99);
+  const std::string cpu =
+      server_cpu_s < 0 ? "" : ",\"server_cpu_ms\":" + std::to_string(server_cpu_s * 1e3);
   std::printf(
       "{\"mode\":\"%s\",\"transport\":\"%s\",\"op\":\"%s\",\"size\":%zu,\"clients\":%d,"
       "\"requests\":%zu,"
       "\"seconds\":%.4f,\"ops_per_s\":%.1f,\"gb_per_s\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
-      "\"verify\":\"%s\",\"verified\":%s}\n",
+      "\"verify\":\"%s\",\"verified\":%s%s}\n",
       mode, o.mode == Mode::kMemcpy ? "none" : TransportName(o.transport), op, o.size, o.clients,
       all.size(), seconds, ops / seconds, ops * bytes_per_op / seconds / 1e9, p50, p99, check,
-      verified ? "true" : "false");
+      verified ? "true" : "false", cpu.c_str());
   std::fflush(stdout);
 }
 
@@ -619,7 +645,16 @@ int RunBlobs(const Options& o) {
   std::vector<PhaseResult> fetches(static_cast<size_t>(o.clients));
   std::vector<PhaseResult> views(static_cast<size_t>(o.clients));
   const bool shm = o.transport == Transport::kShm;
-  std::barrier sync(o.clients);
+  // The server's CPU time is read as the fetch phase starts and once every client has finished
+  // it (the barrier's completion runs while all clients wait).
+  int phases_begun = 0;
+  double cpu_before = -1, cpu_after = -1;
+  auto on_phase = [&]() noexcept {
+    ++phases_begun;
+    if (phases_begun == 2) cpu_before = ServerCpuSeconds(o);
+    if (phases_begun == 3) cpu_after = ServerCpuSeconds(o);
+  };
+  std::barrier sync(o.clients, on_phase);
   std::atomic<bool> failed{false};
 
   auto worker = [&](int id) {
@@ -668,6 +703,7 @@ int RunBlobs(const Options& o) {
       if (o.verify == Verify::kAll) f.verified = f.verified && c.Matches(last);
     }
     f.end = v.end = Clock::now();
+    sync.arrive_and_wait();
     if (o.verify == Verify::kFirstLast) f.verified = c.Matches(first) && c.Matches(last);
     v.verified = f.verified;
     if (!f.verified) failed = true;
@@ -675,11 +711,12 @@ int RunBlobs(const Options& o) {
 
   RunThreads(o.clients, worker);
   PrintPhase(o, "store", stores, static_cast<double>(o.size));
+  const double fetch_cpu = cpu_before < 0 || cpu_after < 0 ? -1 : cpu_after - cpu_before;
   if (shm) {
-    PrintPhase(o, "view", views, static_cast<double>(o.size));
-    PrintPhase(o, "copy", fetches, static_cast<double>(o.size));
+    PrintPhase(o, "view", views, static_cast<double>(o.size), fetch_cpu);
+    PrintPhase(o, "copy", fetches, static_cast<double>(o.size), fetch_cpu);
   } else {
-    PrintPhase(o, "fetch", fetches, static_cast<double>(o.size));
+    PrintPhase(o, "fetch", fetches, static_cast<double>(o.size), fetch_cpu);
   }
   if (failed) {
     std::fprintf(stderr, "prefixd-blob-bench: fetched bytes differ from the stored blob\n");

@@ -11,8 +11,8 @@
 # TCP and the unix socket (off), GET over the unix socket (arenas), and SHM.GET (arenas): "shm
 # view" is the time until the client holds a usable pointer, "shm copy" until it also has a
 # private copy (SHM.RELEASE after each read, untimed). The store rows are SET over the unix socket
-# to each server: what the arenas cost a write. Each phase's GB/s (10^9 bytes) is kept, and the
-# median over --reps runs is shown. memcpy is prefixd-blob-bench --mode memcpy: one thread copying a blob of the
+# to each server: what the arenas cost a write. Each phase's GB/s (10^9 bytes) is kept, with the
+# server's CPU time over the fetch phase (INFO cpu), and the median over --reps runs is shown. memcpy is prefixd-blob-bench --mode memcpy: one thread copying a blob of the
 # same size into a private, pre-faulted buffer. The table goes to stdout and, unless --no-write,
 # into docs/benchmarks.md as the section "<date>: same-host transport, fetch against memcpy"
 # (a rerun on the same day replaces it). The binaries are those of --build-dir (default build/dev).
@@ -74,9 +74,10 @@ for rep in $(seq 1 "$reps"); do
         --socket "${sock[$server]}" --size "${mb}m" --requests "${requests[$mb]}" --seconds 30 |
         jq -r --arg rep "$rep" --arg row "$label" '
           if .verified != true then error("\($row) returned wrong bytes") else . end |
-          ["fetch", "\(.size / 1048576)",
-           "\($row) \(if .op == "store" then "store" elif .op == "fetch" then "fetch" else .op end)",
-           $rep, .gb_per_s, .p50_ms, .p99_ms] | @tsv' >>"$results"
+          (["fetch", "\(.size / 1048576)", "\($row) \(.op)", $rep, .gb_per_s, .p50_ms, .p99_ms]),
+          (select(.server_cpu_ms != null and .op != "view") |
+           ["cpu", "\(.size / 1048576)", $row, $rep,
+            .server_cpu_ms / (.requests * .size / 1e9), 0, 0]) | @tsv' >>"$results"
     done
   done
   echo "rep $rep done ($(elapsed))" >&2
@@ -137,6 +138,18 @@ title="$(date -u +%F): same-host transport, fetch against memcpy"
   for mb in "${sizes[@]}"; do
     row="| $mb MiB |"
     for c in "${stores[@]}"; do row+=" $(bench_fmt "$(median fetch "$mb" "$c" 5)" %.2f) |"; done
+    echo "$row"
+  done
+  echo
+  echo "Server CPU per fetched GB (ms; INFO cpu over the fetch phase, every server thread):"
+  echo
+  cpu_rows=()
+  for run in "${runs[@]}"; do read -r _ _ label <<<"$run"; cpu_rows+=("$label"); done
+  echo "| size |$(printf ' %s |' "${cpu_rows[@]}")"
+  echo "|---:|$(printf -- '---:|%.0s' "${cpu_rows[@]}")"
+  for mb in "${sizes[@]}"; do
+    row="| $mb MiB |"
+    for c in "${cpu_rows[@]}"; do row+=" $(bench_fmt "$(median cpu "$mb" "$c" 5)" %.1f) |"; done
     echo "$row"
   done
   echo

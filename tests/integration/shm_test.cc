@@ -396,6 +396,22 @@ TEST_F(ShmTest, UidNotAllowedIsRefused) {
   EXPECT_TRUE(allowed.Connect(server_.unix_socket_path()).ok());
 }
 
+TEST_F(ShmTest, OnlyAfterAuthentication) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--requirepass", "s3cret"}));
+  auto raw = RawConnection::Unix(server_.unix_socket_path());
+  ASSERT_NE(raw, nullptr);
+  std::string reply;
+  std::vector<int> fds = RawHello(raw->fd(), &reply);
+  EXPECT_TRUE(fds.empty()) << "an unauthenticated client got descriptors";
+  EXPECT_EQ(reply, "-NOAUTH Authentication required.\r\n");
+  ShmClient without;
+  EXPECT_EQ(without.Connect(server_.unix_socket_path()).code(), StatusCode::kServerError);
+  ShmClient with;
+  Status st = with.Connect(server_.unix_socket_path(), "s3cret");
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GE(with.arena_count(), 1u);
+}
+
 TEST_F(ShmTest, TcpPortRefusesShmCommands) {
   ASSERT_NO_FATAL_FAILURE(Start());
   auto tcp = RawConnection::Tcp(server_.port());

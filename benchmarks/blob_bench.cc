@@ -7,6 +7,8 @@
 //   prefixd-blob-bench --mode prefixd|strings --port P --size 16m --clients 4 --requests 48
 //   prefixd-blob-bench --mode lmcache --port P --size 4m --clients 12 --requests 600 --seconds 20
 //   prefixd-blob-bench --mode loopback --size 1m --requests 4096
+//   prefixd-blob-bench --mode strings --transport unix --socket /tmp/p.sock --size 16m
+//   prefixd-blob-bench --mode memcpy --size 16m --requests 48
 //
 // prefixd mode uses SSM.PREFIX.STORE/FETCH; strings mode (also spelled redis) uses SET/GET, which
 // both servers speak.
@@ -14,9 +16,12 @@
 // clients finish storing) its share of the fetches, on its own key. Every phase prints one JSON
 // line: ops/s, payload GB/s (10^9 bytes), p50/p99 latency in ms. Fetched bytes are checked
 // against the last stored blob on the first and last fetch of each client (after the timed phase,
-// so checking costs no time), or on every fetch with --verify all (inline, and timed).
+// so checking costs no time), or on every fetch with --verify all (inline, and timed). The fetch
+// line also gives server_cpu_ms: the server's CPU time (INFO cpu) over the fetch phase.
 // With --tls-cacert (and --tls-cert/--tls-key for a client certificate) every connection speaks
 // TLS through OpenSSL (SSL_write straight from the blob, SSL_read straight into the reply buffer).
+// --transport unix (with --socket PATH) speaks over a unix socket instead of TCP; memcpy mode is
+// the same-host reference: one thread copying blobs of the same size inside this process.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,6 +29,7 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,12 +49,14 @@
 #include <thread>
 #include <vector>
 
+#include "prefixd/shm.h"
+
 namespace prefixd::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Mode { kPrefixd, kStrings, kLmcache, kLoopback };
+enum class Mode { kPrefixd, kStrings, kLmcache, kLoopback, kMemcpy };
 
 const char* ModeName(Mode mode) {
   switch (mode) {
@@ -60,6 +68,23 @@ const char* ModeName(Mode mode) {
       return "lmcache";
     case Mode::kLoopback:
       return "loopback";
+    case Mode::kMemcpy:
+      return "memcpy";
+  }
+  return "?";
+}
+
+// shm: stores go over the unix socket; fetches are SHM.GET through the shared arenas.
+enum class Transport { kTcp, kUnix, kShm };
+
+const char* TransportName(Transport transport) {
+  switch (transport) {
+    case Transport::kTcp:
+      return "tcp";
+    case Transport::kUnix:
+      return "unix";
+    case Transport::kShm:
+      return "shm";
   }
   return "?";
 }
@@ -69,6 +94,8 @@ enum class Verify { kFirstLast, kAll, kNone };
 struct Options {
   std::string host = "127.0.0.1";
   int port = 0;
+  Transport transport = Transport::kTcp;
+  std::string socket_path;  // --transport unix
   Mode mode = Mode::kPrefixd;
   size_t size = 1 << 20;
   int clients = 1;
@@ -106,8 +133,9 @@ std::optional<size_t> ParseSize(std::string_view text) {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: prefixd-blob-bench --mode prefixd|strings|lmcache|loopback [--host H]\n"
-               "         [--port P] [--size BYTES[k|m|g]] [--clients N] [--requests N]\n"
+               "usage: prefixd-blob-bench --mode prefixd|strings|lmcache|loopback|memcpy\n"
+               "         [--transport tcp|unix|shm] [--host H] [--port P] [--socket PATH]\n"
+               "         [--size BYTES[k|m|g]] [--clients N] [--requests N]\n"
                "         [--seconds S] [--warmup N] [--verify first-last|all|none] [--key PREFIX]\n"
                "         [--chunks N] [--timeout S] [--tls-cacert F [--tls-cert F --tls-key F]]\n"
                "  prefixd: SSM.PREFIX.STORE/FETCH <key>:<client> 0; strings (or redis): SET/GET\n"
@@ -119,7 +147,12 @@ void Usage() {
                "  SET <key>metadata <28 B>, EXISTS <key>metadata, GET <key>metadata,\n"
                "  GET <key>kv_bytes; --requests cycles in total. loopback: one thread sends\n"
                "  size*requests bytes over 127.0.0.1 in size-byte send() calls, another\n"
-               "  receives them (the copy-path ceiling).\n");
+               "  receives them (the copy-path ceiling). memcpy: one thread copies a size-byte\n"
+               "  blob --requests times into another buffer in this process (the same-host\n"
+               "  reference; no server). --transport unix connects to --socket PATH; shm\n"
+               "  (strings mode, a server with --shm-arenas yes) stores over it and fetches\n"
+               "  with SHM.GET: phase \"view\" times SHM.GET to a usable pointer, \"copy\" that\n"
+               "  plus a memcpy into a private buffer (SHM.RELEASE after each, untimed).\n");
 }
 
 Options ParseOptions(int argc, char** argv) {
@@ -140,6 +173,18 @@ Options ParseOptions(int argc, char** argv) {
     };
     if (flag == "--host") {
       o.host = value;
+    } else if (flag == "--transport") {
+      if (value == "tcp") {
+        o.transport = Transport::kTcp;
+      } else if (value == "unix") {
+        o.transport = Transport::kUnix;
+      } else if (value == "shm") {
+        o.transport = Transport::kShm;
+      } else {
+        Die("unknown transport '" + std::string(value) + "'");
+      }
+    } else if (flag == "--socket") {
+      o.socket_path = value;
     } else if (flag == "--port") {
       o.port = static_cast<int>(integer());
     } else if (flag == "--mode") {
@@ -151,6 +196,8 @@ Options ParseOptions(int argc, char** argv) {
         o.mode = Mode::kLmcache;
       } else if (value == "loopback") {
         o.mode = Mode::kLoopback;
+      } else if (value == "memcpy") {
+        o.mode = Mode::kMemcpy;
       } else {
         Die("unknown mode '" + std::string(value) + "'");
       }
@@ -194,13 +241,42 @@ Options ParseOptions(int argc, char** argv) {
       Die("unknown flag " + std::string(flag));
     }
   }
-  if (o.mode != Mode::kLoopback && o.port == 0) Die("--port is required");
+  const bool served = o.mode != Mode::kLoopback && o.mode != Mode::kMemcpy;
+  if (served && o.transport == Transport::kTcp && o.port == 0) Die("--port is required");
+  if (served && o.transport != Transport::kTcp && o.socket_path.empty()) {
+    Die("--transport " + std::string(TransportName(o.transport)) + " needs --socket PATH");
+  }
+  if (o.transport != Transport::kTcp && !o.tls_cacert.empty()) Die("TLS is over TCP only");
+  if (o.transport == Transport::kShm && o.mode != Mode::kStrings) {
+    Die("--transport shm reads strings (SHM.GET): use --mode strings");
+  }
   if (o.mode == Mode::kLmcache && !key_given) o.key = "meta-llama/Llama-3.1-8B-Instruct";
   if (o.requests < o.clients) o.requests = o.clients;
   return o;
 }
 
+void SetTimeouts(int fd, const Options& o) {
+  timeval tv{o.timeout_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+int ConnectUnix(const Options& o) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) DieErrno("socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (o.socket_path.size() >= sizeof addr.sun_path) Die("socket path too long");
+  std::memcpy(addr.sun_path, o.socket_path.data(), o.socket_path.size());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    DieErrno("connect " + o.socket_path);
+  }
+  SetTimeouts(fd, o);
+  return fd;
+}
+
 int Connect(const Options& o) {
+  if (o.transport != Transport::kTcp) return ConnectUnix(o);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) DieErrno("socket");
   sockaddr_in addr{};
@@ -212,9 +288,7 @@ int Connect(const Options& o) {
   }
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  timeval tv{o.timeout_s, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  SetTimeouts(fd, o);
   return fd;
 }
 
@@ -405,6 +479,10 @@ class Client {
     }
     blob_ = MakeBlob(o.size, id);
     for (auto& r : reply_) r.assign(o.size + 4096, 0);  // room for the header or an error line
+    if (o.transport == Transport::kShm) {
+      key_ = key;
+      if (Status st = shm_.Connect(o.socket_path); !st.ok()) Die("SHM: " + st.ToString());
+    }
   }
   ~Client() { CloseLink(link_); }
   Client(const Client&) = delete;
@@ -429,6 +507,24 @@ class Client {
     return BulkOf(ReadReply(link_, reply_[slot]), o_.size, "FETCH");
   }
 
+  // SHM.GET into a view (`view_ms`: the time until it was usable), then a copy of it into reply
+  // buffer `slot` (`copy_ms`: the time until the copy was complete, from the same start); the
+  // lease is released after, untimed. Returns the copy.
+  std::string_view ShmFetch(int slot, double& view_ms, double& copy_ms) {
+    auto t0 = Clock::now();
+    ShmView view;
+    if (Status st = shm_.Get(key_, view); !st.ok()) Die("SHM.GET: " + st.ToString());
+    auto t1 = Clock::now();
+    if (view.size != o_.size) Die("SHM.GET returned " + std::to_string(view.size) + " bytes");
+    std::memcpy(reply_[slot].data(), view.data, view.size);
+    auto t2 = Clock::now();
+    view_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    copy_ms = std::chrono::duration<double, std::milli>(t2 - t0).count();
+    if (view.lease == 0) Die("SHM.GET answered bytes, not a place: is --shm-arenas yes?");
+    if (Status st = shm_.Release(view); !st.ok()) Die("SHM.RELEASE: " + st.ToString());
+    return {reply_[slot].data(), o_.size};
+  }
+
   bool Matches(std::string_view fetched) const {
     return fetched.size() == blob_.size() &&
            std::memcmp(fetched.data(), blob_.data(), blob_.size()) == 0;
@@ -437,16 +533,42 @@ class Client {
  private:
   const Options& o_;
   Link link_;
+  ShmClient shm_;
+  std::string key_;
   std::string store_header_;
   std::string fetch_;
   std::vector<char> blob_;
   std::vector<char> reply_[2];  // [1] keeps a phase's first fetch for checking afterwards
 };
 
+// The server's CPU time so far (INFO cpu: used_cpu_sys + used_cpu_user, every thread), over a
+// connection of its own; a negative value when the reply has no such fields.
+double ServerCpuSeconds(const Options& o) {
+  Link link = ConnectLink(o);
+  const std::string request = "*2\r\n$4\r\nINFO\r\n$3\r\ncpu\r\n";
+  iovec iov[1] = {{const_cast<char*>(request.data()), request.size()}};
+  SendAll(link, iov, 1);
+  std::vector<char> buffer(64 * 1024);
+  const std::string reply(ReadReply(link, buffer));
+  CloseLink(link);
+  double total = 0;
+  int found = 0;
+  for (const char* field : {"used_cpu_sys:", "used_cpu_user:"}) {
+    const size_t at = reply.find(field);
+    if (at == std::string::npos) return -1;
+    total += std::atof(reply.c_str() + at + std::strlen(field));
+    ++found;
+  }
+  return found == 2 ? total : -1;
+}
+
 struct PhaseResult {
   std::vector<double> latencies_ms;
   Clock::time_point start, end;
   bool verified = true;
+  // The phase's time is the sum of its latencies, not start to end (the shm phases, whose
+  // operations are interleaved with untimed releases).
+  bool timed_by_latencies = false;
 };
 
 double Percentile(std::vector<double>& v, double p) {
@@ -457,30 +579,42 @@ double Percentile(std::vector<double>& v, double p) {
 }
 
 // `bytes_per_op`: payload bytes one operation moves (GB/s counts 10^9 of them per second).
+// `server_cpu_s`: the server's CPU time over the phase, printed as server_cpu_ms when not
+// negative.
 void PrintPhase(const Options& o, const char* op, std::vector<PhaseResult>& results,
-                double bytes_per_op) {
+                double bytes_per_op, double server_cpu_s = -1) {
   std::vector<double> all;
   auto start = results[0].start, end = results[0].end;
   bool verified = true;
+  double busy_ms = 0;  // the busiest client's sum of latencies
   for (auto& r : results) {
     all.insert(all.end(), r.latencies_ms.begin(), r.latencies_ms.end());
     start = std::min(start, r.start);
     end = std::max(end, r.end);
     verified = verified && r.verified;
+    double sum = 0;
+    for (double ms : r.latencies_ms) sum += ms;
+    busy_ms = std::max(busy_ms, sum);
   }
-  double seconds = std::chrono::duration<double>(end - start).count();
+  double seconds = results[0].timed_by_latencies
+                       ? busy_ms / 1000
+                       : std::chrono::duration<double>(end - start).count();
   double ops = static_cast<double>(all.size());
   const char* mode = ModeName(o.mode);
   const char* check = o.verify == Verify::kNone  ? "none"
                       : o.verify == Verify::kAll ? "all"
                                                  : "first-last";
   double p50 = Percentile(all, 0.50), p99 = Percentile(all, 0.99);
+  const std::string cpu =
+      server_cpu_s < 0 ? "" : ",\"server_cpu_ms\":" + std::to_string(server_cpu_s * 1e3);
   std::printf(
-      "{\"mode\":\"%s\",\"op\":\"%s\",\"size\":%zu,\"clients\":%d,\"requests\":%zu,"
+      "{\"mode\":\"%s\",\"transport\":\"%s\",\"op\":\"%s\",\"size\":%zu,\"clients\":%d,"
+      "\"requests\":%zu,"
       "\"seconds\":%.4f,\"ops_per_s\":%.1f,\"gb_per_s\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
-      "\"verify\":\"%s\",\"verified\":%s}\n",
-      mode, op, o.size, o.clients, all.size(), seconds, ops / seconds,
-      ops * bytes_per_op / seconds / 1e9, p50, p99, check, verified ? "true" : "false");
+      "\"verify\":\"%s\",\"verified\":%s%s}\n",
+      mode, o.mode == Mode::kMemcpy ? "none" : TransportName(o.transport), op, o.size, o.clients,
+      all.size(), seconds, ops / seconds, ops * bytes_per_op / seconds / 1e9, p50, p99, check,
+      verified ? "true" : "false", cpu.c_str());
   std::fflush(stdout);
 }
 
@@ -509,14 +643,29 @@ int RunBlobs(const Options& o) {
   for (int i = 0; i < o.clients; ++i) clients.push_back(std::make_unique<Client>(o, i));
   std::vector<PhaseResult> stores(static_cast<size_t>(o.clients));
   std::vector<PhaseResult> fetches(static_cast<size_t>(o.clients));
-  std::barrier sync(o.clients);
+  std::vector<PhaseResult> views(static_cast<size_t>(o.clients));
+  const bool shm = o.transport == Transport::kShm;
+  // The server's CPU time is read as the fetch phase starts and once every client has finished
+  // it (the barrier's completion runs while all clients wait).
+  int phases_begun = 0;
+  double cpu_before = -1, cpu_after = -1;
+  auto on_phase = [&]() noexcept {
+    ++phases_begun;
+    if (phases_begun == 2) cpu_before = ServerCpuSeconds(o);
+    if (phases_begun == 3) cpu_after = ServerCpuSeconds(o);
+  };
+  std::barrier sync(o.clients, on_phase);
   std::atomic<bool> failed{false};
 
   auto worker = [&](int id) {
     Client& c = *clients[static_cast<size_t>(id)];
     const int64_t share = ShareOf(o, id);
     uint64_t round = 0;
-    for (int i = 0; i < o.warmup; ++i) c.Store(++round), c.Fetch(0);
+    double view_ms = 0, copy_ms = 0;
+    for (int i = 0; i < o.warmup; ++i) {
+      c.Store(++round);
+      shm ? c.ShmFetch(0, view_ms, copy_ms) : c.Fetch(0);
+    }
     auto deadline = [&](Clock::time_point start) { return PhaseDeadline(o, start); };
 
     PhaseResult& s = stores[static_cast<size_t>(id)];
@@ -532,26 +681,43 @@ int RunBlobs(const Options& o) {
     s.end = Clock::now();
 
     PhaseResult& f = fetches[static_cast<size_t>(id)];
+    PhaseResult& v = views[static_cast<size_t>(id)];
     f.latencies_ms.reserve(static_cast<size_t>(share));
+    v.latencies_ms.reserve(static_cast<size_t>(share));
+    f.timed_by_latencies = v.timed_by_latencies = shm;
     sync.arrive_and_wait();
-    f.start = Clock::now();
+    f.start = v.start = Clock::now();
     std::string_view first, last;
     for (int64_t i = 0; i < share && Clock::now() < deadline(f.start); ++i) {
-      auto t0 = Clock::now();
-      last = c.Fetch(i == 0 ? 1 : 0);
-      f.latencies_ms.push_back(
-          std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (shm) {
+        last = c.ShmFetch(i == 0 ? 1 : 0, view_ms, copy_ms);
+        v.latencies_ms.push_back(view_ms);
+        f.latencies_ms.push_back(copy_ms);
+      } else {
+        auto t0 = Clock::now();
+        last = c.Fetch(i == 0 ? 1 : 0);
+        f.latencies_ms.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      }
       if (i == 0) first = last;
       if (o.verify == Verify::kAll) f.verified = f.verified && c.Matches(last);
     }
-    f.end = Clock::now();
+    f.end = v.end = Clock::now();
+    sync.arrive_and_wait();
     if (o.verify == Verify::kFirstLast) f.verified = c.Matches(first) && c.Matches(last);
+    v.verified = f.verified;
     if (!f.verified) failed = true;
   };
 
   RunThreads(o.clients, worker);
   PrintPhase(o, "store", stores, static_cast<double>(o.size));
-  PrintPhase(o, "fetch", fetches, static_cast<double>(o.size));
+  const double fetch_cpu = cpu_before < 0 || cpu_after < 0 ? -1 : cpu_after - cpu_before;
+  if (shm) {
+    PrintPhase(o, "view", views, static_cast<double>(o.size), fetch_cpu);
+    PrintPhase(o, "copy", fetches, static_cast<double>(o.size), fetch_cpu);
+  } else {
+    PrintPhase(o, "fetch", fetches, static_cast<double>(o.size), fetch_cpu);
+  }
   if (failed) {
     std::fprintf(stderr, "prefixd-blob-bench: fetched bytes differ from the stored blob\n");
     return 2;
@@ -700,6 +866,7 @@ int RunLoopback(const Options& o) {
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   Options to = o;
   to.port = ntohs(addr.sin_port);
+  to.transport = Transport::kTcp;
 
   struct Pair {
     int sender = -1, receiver = -1;
@@ -758,6 +925,30 @@ int RunLoopback(const Options& o) {
   return 0;
 }
 
+// The same-host reference: one thread copying a size-byte blob --requests times into a private
+// buffer of this process, both pre-faulted, as a client would copy a value it can read in place.
+// Prints one "copy" phase; checks the last copy byte for byte.
+int RunMemcpy(const Options& o) {
+  std::vector<char> source = MakeBlob(o.size, 0);
+  std::vector<char> target(o.size, 1);  // pre-faulted
+  std::vector<PhaseResult> copies(1);
+  PhaseResult& r = copies[0];
+  for (int i = 0; i < o.warmup; ++i) std::memcpy(target.data(), source.data(), o.size);
+  r.latencies_ms.reserve(static_cast<size_t>(o.requests));
+  r.start = Clock::now();
+  const auto deadline = PhaseDeadline(o, r.start);
+  for (int64_t i = 0; i < o.requests && Clock::now() < deadline; ++i) {
+    auto t0 = Clock::now();
+    Stamp(source, static_cast<uint64_t>(i));  // each copy reads a value it has not read before
+    std::memcpy(target.data(), source.data(), o.size);
+    r.latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  r.end = Clock::now();
+  r.verified = o.verify == Verify::kNone || source == target;
+  PrintPhase(o, "copy", copies, static_cast<double>(o.size));
+  return r.verified ? 0 : 2;
+}
+
 }  // namespace
 }  // namespace prefixd::bench
 
@@ -765,5 +956,6 @@ int main(int argc, char** argv) {
   auto options = prefixd::bench::ParseOptions(argc, argv);
   if (options.mode == prefixd::bench::Mode::kLoopback) return prefixd::bench::RunLoopback(options);
   if (options.mode == prefixd::bench::Mode::kLmcache) return prefixd::bench::RunLmcache(options);
+  if (options.mode == prefixd::bench::Mode::kMemcpy) return prefixd::bench::RunMemcpy(options);
   return prefixd::bench::RunBlobs(options);
 }

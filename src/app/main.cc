@@ -17,6 +17,7 @@
 #include "commands/families.h"
 #include "commands/metrics.h"
 #include "common/bytes.h"
+#include "common/shm_arena.h"
 #include "engine/engine.h"
 #include "engine/memory_policy.h"
 #include "engine/registry.h"
@@ -117,6 +118,14 @@ int main(int argc, char** argv) {
   // requests 15-40 % faster than two (docs/benchmarks.md); on many cores the rest scale out.
   if (threads == 0) {
     threads = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1);
+  }
+
+  // Before the engine loads a value: every pooled value of this run lies in a shared arena.
+  if (settings.Bool(Setting::kShmArenas)) {
+    if (std::string err = shm::EnableArenas(); !err.empty()) {
+      spdlog::critical("shm-arenas yes: {}", err);
+      return 1;
+    }
   }
 
   commands::Engine engine(settings);

@@ -70,6 +70,7 @@ std::string CommandsMarkdown(const Registry& registry) {
       {"vstore", "V-store: attention-layer rows"},
       {"kvprefix", "KV.PREFIX: attention-layer prefixes"},
       {"prefixindex", "Prefix index: blocks, checkpoints, the match (docs/prefix-index.md)"},
+      {"shm", "SHM: same-host transport (docs/shm-transport.md)"},
       {"transactions", "Transactions"}};
   for (const auto& [group, specs] : groups) {
     auto title = kTitles.count(group) ? kTitles.at(group) : group;

@@ -21,6 +21,7 @@ void AddCommands(Registry& registry) {
   RegisterMigrateCommands(registry);
   RegisterTransactionCommands(registry);
   RegisterReplicationCommands(registry);
+  RegisterShmCommands(registry);
 }
 
 }  // namespace prefixd::commands

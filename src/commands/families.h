@@ -72,5 +72,6 @@ void RegisterClusterCommands(Registry& registry);
 void RegisterMigrateCommands(Registry& registry);
 void RegisterTransactionCommands(Registry& registry);
 void RegisterReplicationCommands(Registry& registry);
+void RegisterShmCommands(Registry& registry);
 
 }  // namespace prefixd::commands

@@ -15,7 +15,9 @@
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
+#include "common/shm_arena.h"
 #include "engine/engine.h"
+#include "engine/shm_leases.h"
 
 namespace prefixd::commands {
 namespace {
@@ -93,6 +95,11 @@ void MemorySection(Engine& e, std::string& out) {
   Field(out, "maxmemory_policy", e.settings().String(Setting::kMaxMemoryPolicy));
   Field(out, "mem_not_counted_for_evict", used - std::min(used, CountedMemory(e)));
   Field(out, "buffer_pool_free_bytes", PooledFreeBytes());
+  // Same-host transport: arenas made, and what leases hold (a leased value whose key is gone
+  // is no longer in used_memory but still in memory).
+  Field(out, "shm_arenas", uint64_t{shm::ArenaCount()});
+  Field(out, "shm_leases", uint64_t{ShmLeaseCount()});
+  Field(out, "shm_leased_bytes", ShmLeasedBytes());
   Field(out, "payload_bytes", s.payload_bytes);
   Field(out, "overhead_bytes", s.overhead_bytes);
   Field(out, "ssm_sessions", s.sessions);

@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/memory_reclaimer.h"
+#include "common/shm_arena.h"
 
 namespace prefixd {
 namespace {
@@ -53,6 +54,16 @@ class LargeBufferPool {
   // Null when the kernel refuses a new mapping (out of memory, or vm.max_map_count reached).
   uint8_t* Take(size_t size, bool huge) {
     uint8_t* p = Reuse(size);
+    if (p == nullptr && shm::ArenasEnabled()) {
+      p = shm::TakeRegion(size);
+      if (p == nullptr) return nullptr;
+    }
+    if (p != nullptr && shm::InArena(p)) {
+      // An arena region: its huge-page advice is the arena's, and a client's lease on its last
+      // value must fail from here on (docs/shm-transport.md, "Generations").
+      shm::StampNewGeneration(p, size);
+      return p;
+    }
     if (p == nullptr) {
       // Each small value is a mapping of its own: past kMaxSmallMappings they come from malloc,
       // leaving the rest of vm.max_map_count (65530 by default) to thread stacks and files.
@@ -75,6 +86,7 @@ class LargeBufferPool {
   }
 
   void Give(uint8_t* p, size_t size) {
+    if (shm::InArena(p)) shm::ClearGeneration(p, size);
     bool kept = false;
     {
       std::lock_guard lock(mu_);
@@ -155,6 +167,11 @@ class LargeBufferPool {
   size_t Unmap(const std::vector<std::pair<uint8_t*, size_t>>& regions) {
     size_t bytes = 0;
     for (auto [p, size] : regions) {
+      if (shm::InArena(p)) {
+        shm::ReleaseRegion(p, size);
+        bytes += size;
+        continue;
+      }
       ::munmap(p, size);
       if (size < kPagedBelow) small_mappings_ -= 1;
       bytes += size;
@@ -195,8 +212,9 @@ Bytes Bytes::Allocate(size_t size) { return AllocateWith(size, /*huge=*/true); }
 Bytes Bytes::AllocateForFill(size_t size) { return AllocateWith(size, /*huge=*/false); }
 
 void Bytes::AdviseHugePages(size_t offset, size_t length) const {
-  // Only buffers of this size always lie in mappings of their own (the pool's).
-  if (size_ < kPagedBelow) return;
+  // Only buffers of this size always lie in mappings of their own (the pool's); an arena's
+  // advice is set once for the whole arena.
+  if (size_ < kPagedBelow || shm::InArena(data_)) return;
   auto begin = reinterpret_cast<uintptr_t>(data_) + std::min(offset, size_);
   auto end = reinterpret_cast<uintptr_t>(data_) + std::min(size_, offset + length);
   begin = RoundUp(begin, kHugePage);

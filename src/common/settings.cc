@@ -166,7 +166,35 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      kIntMax, "", "Redis's quicklist node size: accepted, no effect (a list is one buffer)"},
     {"list-compress-depth", T::kInteger, true, "0", 0, kIntMax, "",
      "Redis's quicklist compression depth: accepted, no effect (lists are not compressed)"},
+    {"shm-arenas", T::kBool, false, "no", 0, 0, "",
+     "Keep values of 32 KiB and more in memfd arenas that same-host clients can map read-only "
+     "(SHM.HELLO, SHM.GET over the unix socket)"},
+    {"shm-allow-uids", T::kString, true, "self", 0, 0, "",
+     "Uids of unix-socket peers SHM.HELLO hands the arenas to, separated by spaces or commas "
+     "('self': the server's own uid; empty: nobody)"},
+    {"shm-max-leases", T::kInteger, true, "1024", 0, 1 << 20, "",
+     "Most SHM.GET leases one connection may hold at once"},
+    {"shm-lease-timeout", T::kInteger, true, "30000", 1, kIntMax, "",
+     "Milliseconds a SHM.GET lease lives before the server ends it"},
 }};
+
+// shm-allow-uids' tokens, each "self" or a uid; nullopt when one is neither.
+std::optional<std::vector<std::string_view>> UidTokens(std::string_view list) {
+  std::vector<std::string_view> tokens;
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = list.find_first_of(" ,", at);
+    const std::string_view token = list.substr(at, end == std::string_view::npos ? end : end - at);
+    if (!token.empty()) {
+      auto uid = ParseInt64(token);
+      if (token != "self" && (!uid || *uid < 0 || *uid > kUintMax)) return std::nullopt;
+      tokens.push_back(token);
+    }
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  return tokens;
+}
 
 // latency-tracking-info-percentiles: numbers from 0 to 100 separated by spaces, rewritten as
 // Redis shows them ("50 99 99.9"). Returns Redis's error text, or empty.
@@ -351,6 +379,9 @@ std::string Settings::Set(Setting id, std::string_view value, bool at_startup) {
         std::string err = NormalizePercentiles(text);
         if (!err.empty()) return err;
       }
+      if (id == Setting::kShmAllowUids && !UidTokens(text)) {
+        return "argument must be uids or 'self', separated by spaces or commas";
+      }
       std::lock_guard lock(strings_mu_);
       strings_[index] = std::move(text);
       return {};
@@ -409,6 +440,17 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
 
 bool ProtectedActionAllowed(std::string_view setting_value, bool local_client) {
   return setting_value == "yes" || (setting_value == "local" && local_client);
+}
+
+bool UidAllowed(std::string_view list, uint32_t uid, uint32_t self_uid) {
+  auto tokens = UidTokens(list);
+  if (!tokens) return false;
+  for (std::string_view token : *tokens) {
+    if (token == "self" ? uid == self_uid : ParseInt64(token) == static_cast<int64_t>(uid)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace prefixd

@@ -95,6 +95,11 @@ enum class Setting : size_t {
   kZsetMaxListpackValue,
   kListMaxListpackSize,
   kListCompressDepth,
+  // Same-host transport (docs/shm-transport.md).
+  kShmArenas,
+  kShmAllowUids,
+  kShmMaxLeases,
+  kShmLeaseTimeout,
   kCount,
 };
 
@@ -168,6 +173,10 @@ std::optional<int64_t> ParseMemory(std::string_view text);
 // Settings arithmetic never wraps: a product or sum past int64's range is clamped to it.
 int64_t SaturatingMul(int64_t a, int64_t b);
 int64_t SaturatingAdd(int64_t a, int64_t b);
+
+// shm-allow-uids: whether `uid` is in `list` (uids and the word "self", for `self_uid`, separated
+// by spaces or commas). False for a list that does not parse.
+bool UidAllowed(std::string_view list, uint32_t uid, uint32_t self_uid);
 
 // Redis's enable-protected-configs / enable-debug-command values: "yes", "no" or "local"
 // (allowed only from a loopback or unix-socket client).

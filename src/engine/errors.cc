@@ -327,4 +327,13 @@ std::string LeaseRange(uint64_t start, uint64_t stop, uint64_t length) {
          ") is outside the lease's [0, " + std::to_string(length) + ")";
 }
 
+std::string ShmUidRefused(uint32_t uid) {
+  return "ERR uid " + std::to_string(uid) + " may not map the shared arenas (shm-allow-uids)";
+}
+
+std::string ShmTooManyLeases(int64_t cap) {
+  return "ERR this connection holds " + std::to_string(cap) +
+         " SHM leases (shm-max-leases): SHM.RELEASE some first";
+}
+
 }  // namespace prefixd::commands::errors

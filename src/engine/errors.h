@@ -377,4 +377,17 @@ std::string LayersMissing(std::string_view what_needs, uint64_t want, std::strin
                           size_t got);
 std::string LeaseRange(uint64_t start, uint64_t stop, uint64_t length);
 
+// Same-host transport (commands/shm_commands.cc).
+inline constexpr std::string_view kShmUnixOnly =
+    "ERR SHM commands are served on the unix socket only";
+inline constexpr std::string_view kShmArenasOff =
+    "ERR shared arenas are off (start the server with --shm-arenas yes)";
+inline constexpr std::string_view kShmHelloFirst = "ERR send SHM.HELLO first";
+inline constexpr std::string_view kShmNoPeerCredentials =
+    "ERR cannot read the peer's credentials (SO_PEERCRED)";
+inline constexpr std::string_view kShmNoDescriptors =
+    "ERR cannot duplicate an arena descriptor (open-files limit?)";
+std::string ShmUidRefused(uint32_t uid);
+std::string ShmTooManyLeases(int64_t cap);
+
 }  // namespace prefixd::commands::errors

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "engine/change_kinds.h"
 #include "engine/keys.h"
+#include "engine/shm_leases.h"
 #include "engine/write_path.h"
 
 namespace prefixd::commands {
@@ -367,6 +368,7 @@ void Engine::StartActiveExpiry() {
         ExpireCycle(*this, CoarseNowMs(), kPerShard);
         replication_.Tick(settings_.Int(Setting::kReplPingReplicaPeriod));
       }
+      SweepShmLeases(CoarseNowMs());
       std::unique_lock lock(mu);
       wake.wait_for(lock, stop, kPeriod, [] { return false; });
     }

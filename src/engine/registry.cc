@@ -18,6 +18,7 @@
 #include "engine/memory_policy.h"
 #include "engine/monitor.h"
 #include "engine/session.h"
+#include "engine/shm_leases.h"
 #include "engine/write_path.h"
 
 namespace prefixd::commands {
@@ -145,6 +146,10 @@ void Registry::OnDisconnect(const std::shared_ptr<server::ClientState>& client) 
   }
   // A client that never ran a command has no session, and so no watches.
   if (client->session != nullptr) engine_.watches().UnwatchAll(SessionOf(*client));
+  // Its leases end now, not when the last reference to its state goes.
+  if (client->session != nullptr && SessionOf(*client).shm_leases != nullptr) {
+    SessionOf(*client).shm_leases->Clear();
+  }
   engine_.RemoveClient(*client);
 }
 

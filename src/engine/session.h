@@ -13,6 +13,8 @@
 
 namespace prefixd::commands {
 
+class ShmLeaseTable;
+
 struct Session final : server::CommandSession {
   // MULTI: the requests queued for EXEC, the union of their commands' flags (EXEC is refused
   // under OOM or MISCONF as they would be), and whether one was refused while queueing (EXEC
@@ -34,6 +36,12 @@ struct Session final : server::CommandSession {
   bool asking = false;
   bool asking_next = false;
   bool readonly = false;
+
+  // Same-host transport (engine/shm_leases.h): the arenas SHM.HELLO has passed (ids below this),
+  // and the values this connection holds leases on, made by its first SHM.GET.
+  uint32_t shm_arenas_sent = 0;
+  bool shm_hello = false;
+  std::shared_ptr<ShmLeaseTable> shm_leases;
 };
 
 // The session of `client`, made the first time it is asked for.

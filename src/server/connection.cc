@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -164,6 +166,8 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       connection.Close();
       connection.client_->SetKillHook(nullptr);
       connection.client_->SetPushHook(nullptr);
+      for (int fd : connection.client_->fds_to_send) ::close(fd);
+      connection.client_->fds_to_send.clear();
       if (registered) connection.dispatcher_.OnDisconnect(connection.client_);
       NoteConnectionClosed(*connection.client_);
     }
@@ -481,6 +485,9 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       }
       buffers_.clear();
       for (auto p : pieces_) buffers_.emplace_back(p.data(), p.size());
+      if constexpr (std::is_same_v<Stream, UnixSocket>) {
+        if (!client_->fds_to_send.empty()) co_await SendDescriptors();
+      }
       size_t n = co_await WriteAll(stream_, buffers_);
       client_->net_output_bytes.fetch_add(n, std::memory_order_relaxed);
     }
@@ -515,6 +522,43 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
             (n == 0 ? std::string("the file ended early") : std::string(std::strerror(errno))));
       }
     }
+  }
+
+  // Sends the descriptors a command queued (SHM.HELLO's arenas) with SCM_RIGHTS, attached to the
+  // first byte of `buffers_`, which is then left out of them: a client that reads with recvmsg
+  // has the descriptors by the time it has read that byte.
+  asio::awaitable<void> SendDescriptors() {
+    auto first = std::find_if(buffers_.begin(), buffers_.end(),
+                              [](const asio::const_buffer& b) { return b.size() != 0; });
+    if (first == buffers_.end()) co_return;
+    std::vector<int>& fds = client_->fds_to_send;
+    std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()), 0);
+    iovec one{const_cast<void*>(first->data()), 1};
+    msghdr message{};
+    message.msg_iov = &one;
+    message.msg_iovlen = 1;
+    message.msg_control = control.data();
+    message.msg_controllen = control.size();
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+    auto& socket = Socket();
+    socket.native_non_blocking(true);
+    while (true) {
+      const ssize_t n = ::sendmsg(socket.native_handle(), &message, MSG_NOSIGNAL);
+      if (n == 1) break;
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        co_await socket.async_wait(UnixSocket::wait_write, asio::use_awaitable);
+        continue;
+      }
+      throw std::system_error(n < 0 ? errno : EIO, std::generic_category());
+    }
+    for (int fd : fds) ::close(fd);
+    fds.clear();
+    *first += 1;
+    client_->net_output_bytes.fetch_add(1, std::memory_order_relaxed);
   }
 
   void Count(size_t n) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace prefixd::server {
 
@@ -37,6 +38,9 @@ struct ClientState {
   // The highest log sequence number this client's queued replies depend on: they are sent only
   // once it is durable (0: nothing to wait for).
   uint64_t reply_needs_lsn = 0;
+  // Descriptors to pass to the client (SCM_RIGHTS, unix socket only) with the next bytes written:
+  // owned here until the connection sends them with its next write, or closes them unsent.
+  std::vector<int> fds_to_send;
   // The command layer's state of this connection (MULTI, CLIENT REPLY, ASKING: engine/session.h),
   // made by the command layer when it first needs it; owner thread only.
   std::unique_ptr<CommandSession> session;

@@ -238,7 +238,7 @@ class CommandTableTest(ParityBase):
         reply = self.px.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "*.*")
         names = [n for n in reply.split(b"\r\n")[2::2] if n]
         keyless = {b"kv.prefix.info", b"kv.prefix.save", b"kv.prefix.commit", b"kv.prefix.warm",
-                   b"pion.stats", b"v.info"}
+                   b"pion.stats", b"v.info", b"shm.hello", b"shm.release"}
         keyed = [n for n in names if n not in keyless and not n.startswith(b"attend.")]
         self.assertIn(b"ssm.prefix.store", keyed)
         self.assertIn(b"v.storebatch", keyed)

@@ -1,0 +1,98 @@
+// prefixd::ShmClient: reads values in place from a prefixd-server on the same machine, through
+// the arenas it shares read-only over its unix socket (docs/shm-transport.md). One connection;
+// use it from one thread at a time. A view's bytes stay valid and unchanged until the view is
+// released (or its lease runs out on the server: shm-lease-timeout), whatever writes the key
+// meanwhile.
+//
+// It speaks RESP2 itself over the socket (recvmsg, so the arena descriptors SHM.HELLO passes
+// arrive with the reply); Command() is there for anything else on the same connection.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "prefixd/client.h"
+#include "prefixd/status.h"
+
+namespace prefixd {
+
+// A value read through the arenas: `data` points into a read-only mapping of the server's
+// memory (or, for a value the server keeps outside the arenas, into `copy`, and `lease` is 0).
+struct ShmView {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  uint64_t lease = 0;  // 0: nothing to release
+  uint32_t arena = 0;
+  uint64_t offset = 0;
+  uint64_t generation = 0;
+  std::string checksum;       // XXH3-64 as 16 hex digits, when asked for
+  std::vector<uint8_t> copy;  // the bytes, for a value outside the arenas
+
+  std::span<const uint8_t> bytes() const { return {data, size}; }
+};
+
+class ShmClient {
+ public:
+  ShmClient() = default;
+  ~ShmClient();
+  ShmClient(const ShmClient&) = delete;
+  ShmClient& operator=(const ShmClient&) = delete;
+
+  // Connects to the unix socket at `path`, authenticates when `password` is not empty, and sends
+  // SHM.HELLO, mapping the arenas it passes.
+  Status Connect(const std::string& path, std::string_view password = {},
+                 std::chrono::milliseconds io_timeout = std::chrono::milliseconds(30000));
+
+  // SHM.GET: a view of `key`'s value under a lease. kNotFound when the key does not exist;
+  // `checksum` asks the server for the value's XXH3-64 (it then reads every byte).
+  Status Get(std::string_view key, ShmView& view, bool checksum = false);
+  // SSM.PREFIX.SHMFETCH: a view of each of `layers` of session `sid`, from one consistent
+  // snapshot, in order; an absent layer's view is empty (data null, size 0, no lease). All
+  // leases or none: past the connection's cap nothing is leased (kServerError).
+  Status FetchLayers(std::string_view sid, std::span<const uint32_t> layers,
+                     std::vector<ShmView>& views);
+  // Whether the server's generation of the view's bytes is still the view's: false once the
+  // region was freed or reused (after a release or an expired lease). Always true for a copy.
+  bool Valid(const ShmView& view) const;
+  // SHM.RELEASE of the view's lease (nothing for a copy); the view is emptied.
+  Status Release(ShmView& view);
+  Status Release(std::span<const uint64_t> leases);
+
+  // Any command on this connection; a server error comes back as kServerError.
+  Result<Reply> Command(std::span<const std::string_view> args);
+  Result<Reply> Command(std::initializer_list<std::string_view> args) {
+    return Command(std::span<const std::string_view>(args.begin(), args.size()));
+  }
+
+  // The arenas mapped so far.
+  size_t arena_count() const { return arenas_.size(); }
+
+ private:
+  struct Arena {
+    const uint8_t* base = nullptr;
+    uint64_t size = 0;
+  };
+
+  Status Hello();
+  // Fills `view` from one value's answer (a place array or the bytes).
+  Status ViewOf(Reply& answer, ShmView& view);
+  Status SendAll(std::string_view bytes);
+  // Reads one reply; descriptors that arrive meanwhile join `received_fds_`.
+  Result<Reply> ReadReply();
+  Status Fill();  // one recvmsg into in_
+  Result<std::string> Line();
+
+  int fd_ = -1;
+  std::string in_;
+  size_t in_at_ = 0;
+  std::vector<int> received_fds_;
+  std::vector<Arena> arenas_;
+};
+
+}  // namespace prefixd

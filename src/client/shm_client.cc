@@ -1,0 +1,284 @@
+// ShmClient (include/prefixd/shm.h): a RESP2 connection over a unix socket that reads with
+// recvmsg, so the arena descriptors SHM.HELLO passes (SCM_RIGHTS) are kept, and maps each arena
+// once, read-only.
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "prefixd/shm.h"
+
+namespace prefixd {
+namespace {
+
+std::string Errno(std::string_view what) { return std::string(what) + ": " + std::strerror(errno); }
+
+std::string Encode(std::span<const std::string_view> args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (std::string_view a : args) {
+    out += "$" + std::to_string(a.size()) + "\r\n";
+    out.append(a);
+    out += "\r\n";
+  }
+  return out;
+}
+
+// The generation table's word for the page at `offset` (docs/shm-transport.md, "Generations").
+constexpr uint64_t kPageBytes = 4096;
+
+}  // namespace
+
+ShmClient::~ShmClient() {
+  for (const Arena& a : arenas_) ::munmap(const_cast<uint8_t*>(a.base), a.size);
+  for (int fd : received_fds_) ::close(fd);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status ShmClient::Connect(const std::string& path, std::string_view password,
+                          std::chrono::milliseconds io_timeout) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return Status::InvalidArgument("socket path too long");
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return Status::IoError(Errno("socket"));
+  if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return Status::Unavailable(Errno("connect " + path));
+  }
+  if (io_timeout.count() > 0) {
+    timeval tv{static_cast<time_t>(io_timeout.count() / 1000),
+               static_cast<suseconds_t>(io_timeout.count() % 1000 * 1000)};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  if (!password.empty()) {
+    auto auth = Command({"AUTH", password});
+    if (!auth.ok()) return auth.status();
+  }
+  return Hello();
+}
+
+Status ShmClient::Hello() {
+  auto reply = Command({"SHM.HELLO"});
+  if (!reply.ok()) return reply.status();
+  const auto& arenas = reply.value().elements;
+  // The descriptors came with the reply's first byte, one per arena, in order.
+  if (received_fds_.size() < arenas.size()) {
+    return Status::ProtocolError("SHM.HELLO named " + std::to_string(arenas.size()) +
+                                 " arenas but passed " + std::to_string(received_fds_.size()) +
+                                 " descriptors");
+  }
+  for (size_t i = 0; i < arenas.size(); ++i) {
+    const Reply& entry = arenas[i];
+    if (entry.elements.size() != 2) return Status::ProtocolError("bad SHM.HELLO entry");
+    const auto id = static_cast<uint64_t>(entry.elements[0].integer);
+    const auto size = static_cast<uint64_t>(entry.elements[1].integer);
+    if (id != arenas_.size()) return Status::ProtocolError("SHM.HELLO skipped an arena");
+    const int fd = received_fds_[i];
+    void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (mapped == MAP_FAILED) return Status::IoError(Errno("mmap of an arena"));
+    arenas_.push_back({static_cast<const uint8_t*>(mapped), size});
+  }
+  // A mapping outlives its descriptor.
+  for (int fd : received_fds_) ::close(fd);
+  received_fds_.clear();
+  return Status::Ok();
+}
+
+Status ShmClient::Get(std::string_view key, ShmView& view, bool checksum) {
+  view = ShmView{};
+  auto reply = checksum ? Command({"SHM.GET", key, "CHECKSUM"}) : Command({"SHM.GET", key});
+  if (!reply.ok()) return reply.status();
+  if (reply.value().is_nil()) return Status::NotFound("no such key");
+  return ViewOf(reply.value(), view);
+}
+
+Status ShmClient::FetchLayers(std::string_view sid, std::span<const uint32_t> layers,
+                              std::vector<ShmView>& views) {
+  views.assign(layers.size(), ShmView{});
+  std::vector<std::string> words{"SSM.PREFIX.SHMFETCH", std::string(sid)};
+  for (uint32_t layer : layers) words.push_back(std::to_string(layer));
+  std::vector<std::string_view> args(words.begin(), words.end());
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
+  Reply& r = reply.value();
+  if (r.type != Reply::Type::kArray || r.elements.size() != layers.size()) {
+    return Status::ProtocolError("unexpected SSM.PREFIX.SHMFETCH reply");
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (r.elements[i].is_nil()) continue;
+    if (Status st = ViewOf(r.elements[i], views[i]); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+Status ShmClient::ViewOf(Reply& r, ShmView& view) {
+  if (r.type == Reply::Type::kString) {
+    view.copy.assign(r.str.begin(), r.str.end());
+    view.data = view.copy.data();
+    view.size = view.copy.size();
+    return Status::Ok();
+  }
+  if (r.type != Reply::Type::kArray || r.elements.size() != 6) {
+    return Status::ProtocolError("unexpected place in a SHM reply");
+  }
+  view.arena = static_cast<uint32_t>(r.elements[0].integer);
+  view.offset = static_cast<uint64_t>(r.elements[1].integer);
+  view.size = static_cast<size_t>(r.elements[2].integer);
+  view.generation = static_cast<uint64_t>(r.elements[3].integer);
+  view.checksum = r.elements[4].str;
+  view.lease = static_cast<uint64_t>(r.elements[5].integer);
+  // An arena made since the last SHM.HELLO: ask for it.
+  if (view.arena >= arenas_.size()) {
+    if (Status st = Hello(); !st.ok()) return st;
+    if (view.arena >= arenas_.size()) return Status::ProtocolError("arena not passed");
+  }
+  const Arena& a = arenas_[view.arena];
+  if (view.offset > a.size || view.size > a.size - view.offset) {
+    return Status::ProtocolError("a SHM place outside its arena");
+  }
+  view.data = a.base + view.offset;
+  return Status::Ok();
+}
+
+bool ShmClient::Valid(const ShmView& view) const {
+  if (view.lease == 0) return view.data != nullptr;
+  if (view.arena >= arenas_.size()) return false;
+  const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(arenas_[view.arena].base);
+  return words[view.offset / kPageBytes].load(std::memory_order_acquire) == view.generation;
+}
+
+Status ShmClient::Release(ShmView& view) {
+  const uint64_t lease = view.lease;
+  view = ShmView{};
+  if (lease == 0) return Status::Ok();
+  return Release(std::span(&lease, 1));
+}
+
+Status ShmClient::Release(std::span<const uint64_t> leases) {
+  std::vector<std::string> ids{"SHM.RELEASE"};
+  for (uint64_t id : leases) ids.push_back(std::to_string(id));
+  std::vector<std::string_view> args(ids.begin(), ids.end());
+  auto reply = Command(args);
+  return reply.ok() ? Status::Ok() : reply.status();
+}
+
+Result<Reply> ShmClient::Command(std::span<const std::string_view> args) {
+  if (fd_ < 0) return Status::Unavailable("not connected");
+  if (Status st = SendAll(Encode(args)); !st.ok()) return st;
+  auto reply = ReadReply();
+  if (!reply.ok()) return reply;
+  if (reply.value().type == Reply::Type::kError) {
+    return Status::ServerError(reply.value().str);
+  }
+  return reply;
+}
+
+Status ShmClient::SendAll(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IoError(Errno("send"));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+
+Status ShmClient::Fill() {
+  if (in_at_ == in_.size()) in_.clear(), in_at_ = 0;
+  char buffer[64 * 1024];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 253)];
+  iovec iov{buffer, sizeof buffer};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(fd_, &message, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    return errno == EAGAIN ? Status::Timeout("recv timed out") : Status::IoError(Errno("recv"));
+  }
+  if (n == 0) return Status::Unavailable("the server closed the connection");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      received_fds_.push_back(fd);
+    }
+  }
+  if (message.msg_flags & MSG_CTRUNC) return Status::ProtocolError("descriptors truncated");
+  in_.append(buffer, static_cast<size_t>(n));
+  return Status::Ok();
+}
+
+Result<std::string> ShmClient::Line() {
+  while (true) {
+    const size_t end = in_.find("\r\n", in_at_);
+    if (end != std::string::npos) {
+      std::string line = in_.substr(in_at_, end - in_at_);
+      in_at_ = end + 2;
+      return line;
+    }
+    if (Status st = Fill(); !st.ok()) return st;
+  }
+}
+
+Result<Reply> ShmClient::ReadReply() {
+  auto line = Line();
+  if (!line.ok()) return line.status();
+  const std::string& text = line.value();
+  if (text.empty()) return Status::ProtocolError("empty reply line");
+  Reply r;
+  int64_t number = 0;
+  const char* first = text.data() + 1;
+  const char* last = text.data() + text.size();
+  const bool numeric = text.size() > 1 && std::from_chars(first, last, number).ptr == last;
+  switch (text[0]) {
+    case '+':
+      r.type = Reply::Type::kStatus, r.str = text.substr(1);
+      return r;
+    case '-':
+      r.type = Reply::Type::kError, r.str = text.substr(1);
+      return r;
+    case ':':
+      if (!numeric) return Status::ProtocolError("bad integer reply");
+      r.type = Reply::Type::kInteger, r.integer = number;
+      return r;
+    case '$': {
+      if (!numeric) return Status::ProtocolError("bad bulk header");
+      if (number < 0) return r;  // nil
+      const auto length = static_cast<size_t>(number);
+      while (in_.size() - in_at_ < length + 2) {
+        if (Status st = Fill(); !st.ok()) return st;
+      }
+      r.type = Reply::Type::kString, r.str = in_.substr(in_at_, length);
+      in_at_ += length + 2;
+      return r;
+    }
+    case '*': {
+      if (!numeric) return Status::ProtocolError("bad array header");
+      if (number < 0) return r;  // nil
+      r.type = Reply::Type::kArray;
+      for (int64_t i = 0; i < number; ++i) {
+        auto element = ReadReply();
+        if (!element.ok()) return element.status();
+        r.elements.push_back(std::move(element).value());
+      }
+      return r;
+    }
+  }
+  return Status::ProtocolError("unknown reply type '" + text.substr(0, 1) + "'");
+}
+
+}  // namespace prefixd

@@ -1,0 +1,255 @@
+// Same-host transport (docs/shm-transport.md): SHM.HELLO hands a unix-socket client read-only
+// descriptors of the arenas values live in, SHM.GET (strings) and SSM.PREFIX.SHMFETCH (recurrent
+// state layers) answer where the bytes lie under a lease instead of the bytes, SHM.RELEASE ends
+// leases. Served only on the unix socket, only to a
+// peer whose uid shm-allow-uids names.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands/families.h"
+#include "common/ascii.h"
+#include "common/clock.h"
+#include "common/numbers.h"
+#include "common/shm_arena.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/keys.h"
+#include "engine/memory_policy.h"
+#include "engine/shm_leases.h"
+#include "store/compact_session.h"
+
+namespace prefixd::commands {
+namespace {
+
+// SCM_RIGHTS carries at most this many descriptors in one message (the kernel's SCM_MAX_FD);
+// SHM.HELLO passes no more at once, and a client asks again for the rest.
+constexpr uint32_t kFdsPerHello = 253;
+
+void CountLookup(Context& ctx, bool hit) {
+  (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
+}
+
+// Whether the connection may use SHM.* at all; the error queued when not.
+bool Served(Context& ctx) {
+  if (!ctx.client.unix_socket) {
+    ctx.reply.Error(errors::kShmUnixOnly);
+    return false;
+  }
+  if (!shm::ArenasEnabled()) {
+    ctx.reply.Error(errors::kShmArenasOff);
+    return false;
+  }
+  return true;
+}
+
+// Served, and SHM.HELLO has passed this connection's credentials.
+bool Greeted(Context& ctx) {
+  if (!Served(ctx)) return false;
+  if (!ctx.session.shm_hello) {
+    ctx.reply.Error(errors::kShmHelloFirst);
+    return false;
+  }
+  return true;
+}
+
+void Hello(Context& ctx) {
+  if (!Served(ctx)) return;
+  ucred peer{};
+  socklen_t length = sizeof peer;
+  if (::getsockopt(ctx.client.fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) {
+    return ctx.reply.Error(errors::kShmNoPeerCredentials);
+  }
+  const std::string allowed = ctx.engine.settings().String(Setting::kShmAllowUids);
+  if (!UidAllowed(allowed, peer.uid, static_cast<uint32_t>(::geteuid()))) {
+    return ctx.reply.Error(errors::ShmUidRefused(peer.uid));
+  }
+  ctx.session.shm_hello = true;
+  const uint32_t first = ctx.session.shm_arenas_sent;
+  const uint32_t end = std::min(shm::ArenaCount(), first + kFdsPerHello);
+  // Duplicates: the connection closes its copies once sent; the arenas keep theirs.
+  std::vector<int> fds;
+  for (uint32_t id = first; id < end; ++id) {
+    const int fd = ::fcntl(shm::ReadOnlyFd(id), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      for (int opened : fds) ::close(opened);
+      return ctx.reply.Error(errors::kShmNoDescriptors);
+    }
+    fds.push_back(fd);
+  }
+  ctx.client.fds_to_send.insert(ctx.client.fds_to_send.end(), fds.begin(), fds.end());
+  ctx.session.shm_arenas_sent = end;
+  ctx.reply.ArrayLen(end - first);
+  for (uint32_t id = first; id < end; ++id) {
+    ctx.reply.ArrayLen(2);
+    ctx.reply.Integer(id);
+    ctx.reply.Integer(static_cast<int64_t>(shm::ArenaSize(id)));
+  }
+}
+
+// A value's answer: where it lies under a new lease (`place` set, `lease` its id, 0 when the cap
+// refused it), or its bytes (`place` empty: not in an arena).
+struct Lent {
+  std::optional<shm::Place> place;
+  uint64_t lease = 0;
+};
+
+Lent Lend(Context& ctx, const Bytes& value) {
+  Lent lent;
+  if (!value.empty()) lent.place = shm::Locate(value.data(), value.size());
+  if (!lent.place) return lent;
+  auto& table = ctx.session.shm_leases;
+  if (table == nullptr) table = NewShmLeaseTable();
+  const int64_t cap = ctx.engine.settings().Int(Setting::kShmMaxLeases);
+  const int64_t expires = CoarseNowMs() + ctx.engine.settings().Int(Setting::kShmLeaseTimeout);
+  lent.lease = table->Add(value, expires, static_cast<size_t>(cap));
+  return lent;
+}
+
+void ReplyLent(Context& ctx, const Bytes& value, const Lent& lent, bool checksum) {
+  if (!lent.place) return ctx.reply.Bulk(value);
+  ctx.reply.ArrayLen(6);
+  ctx.reply.Integer(lent.place->arena);
+  ctx.reply.Integer(static_cast<int64_t>(lent.place->offset));
+  ctx.reply.Integer(static_cast<int64_t>(value.size()));
+  ctx.reply.Integer(static_cast<int64_t>(lent.place->generation));
+  if (checksum) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(XXH3_64bits(value.data(), value.size())));
+    ctx.reply.Bulk(std::string_view(hex, 16));
+  } else {
+    ctx.reply.Null();
+  }
+  ctx.reply.Integer(static_cast<int64_t>(lent.lease));
+}
+
+void Get(Context& ctx) {
+  if (!Greeted(ctx)) return;
+  bool checksum = false;
+  if (ctx.args.size() == 3) {
+    if (!EqualsIgnoreCase(ctx.args[2], "checksum")) return ctx.reply.Error(errors::kSyntax);
+    checksum = true;
+  }
+  const std::string_view key = ctx.args[1];
+  auto info = LookupKeyPlace(ctx, key);
+  CountLookup(ctx, info.has_value());
+  if (!info) return ctx.reply.Null();
+  if (info->type != store::KeyType::kString) return ctx.reply.Error(errors::kWrongType);
+  LoadColdString(ctx.engine, Db(ctx), key, *info);
+  const Lent lent = Lend(ctx, info->value);
+  if (lent.place && lent.lease == 0) {
+    return ctx.reply.Error(
+        errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
+  }
+  ReplyLent(ctx, info->value, lent, checksum);
+}
+
+// SSM.PREFIX.SHMFETCH <sid> <layer> [<layer> ...]: MFETCH's consistent snapshot of the layers,
+// each answered as SHM.GET answers a string (nil when absent). All leases or none: past the cap,
+// the ones this call took are given back and the error answered.
+void SsmFetch(Context& ctx) {
+  if (!Greeted(ctx)) return;
+  const std::string_view sid = ctx.args[1];
+  if (static_cast<int64_t>(sid.size()) > ctx.engine.settings().Int(Setting::kMaxSidLen)) {
+    return ctx.reply.Error(
+        errors::SidTooLong(sid.size(), ctx.engine.settings().Int(Setting::kMaxSidLen)));
+  }
+  std::vector<uint32_t> layers;
+  for (size_t i = 2; i < ctx.args.size(); ++i) {
+    auto layer = ParseInt64(ctx.args[i]);
+    if (!layer || *layer < 0 || *layer > std::numeric_limits<int32_t>::max()) {
+      return ctx.reply.Error(errors::NotInRange("layer", errors::Quoted(ctx.args[i]), 0,
+                                                std::numeric_limits<int32_t>::max()));
+    }
+    layers.push_back(static_cast<uint32_t>(*layer));
+  }
+  // A small session lives in its keyspace entry, outside the arenas: its layers are answered
+  // as bytes.
+  const auto compact = Db(ctx).keys.ReadCompactSessionLive(
+      sid, CommandClock::WallMs(), [&](std::string_view session) {
+        ctx.reply.ArrayLen(layers.size());
+        for (uint32_t layer : layers) {
+          const auto bytes = store::compact_session::FindLayer(session, layer);
+          CountLookup(ctx, bytes.has_value());
+          bytes ? ctx.reply.Bulk(*bytes) : ctx.reply.Null();
+        }
+        return true;
+      });
+  if (compact == store::Keyspace::InlineRead::kCopied) return;
+  store::Database& db = Db(ctx);
+  PromoteOnRead(ctx.engine, db, sid);
+  // Never streamed from disk: a cold layer is read into memory (an arena) to be leased.
+  const auto values = db.state.GetMany(sid, layers);
+  std::vector<Lent> lent(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!values[i]) continue;
+    lent[i] = Lend(ctx, *values[i]);
+    if (lent[i].place && lent[i].lease == 0) {
+      for (const Lent& taken : lent) {
+        if (taken.lease != 0) ctx.session.shm_leases->Release(taken.lease);
+      }
+      return ctx.reply.Error(
+          errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
+    }
+  }
+  ctx.reply.ArrayLen(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    CountLookup(ctx, values[i].has_value());
+    values[i] ? ReplyLent(ctx, *values[i], lent[i], false) : ctx.reply.Null();
+  }
+}
+
+void Release(Context& ctx) {
+  if (!Greeted(ctx)) return;
+  std::vector<uint64_t> ids;
+  for (size_t i = 1; i < ctx.args.size(); ++i) {
+    auto id = ParseInt64(ctx.args[i]);
+    if (!id || *id <= 0) return ctx.reply.Error(errors::kNotInteger);
+    ids.push_back(static_cast<uint64_t>(*id));
+  }
+  int64_t released = 0;
+  if (auto& table = ctx.session.shm_leases; table != nullptr) {
+    for (uint64_t id : ids) released += table->Release(id) ? 1 : 0;
+  }
+  ctx.reply.Integer(released);
+}
+
+}  // namespace
+
+void RegisterShmCommands(Registry& r) {
+  auto cmd = [](int keys, std::string name, int arity, uint32_t flags, std::string syntax,
+                std::string summary, Handler h) {
+    return MakeSpec("shm", keys, std::move(name), arity, flags, std::move(syntax),
+                    std::move(summary), h, "O(1)");
+  };
+  r.Add(cmd(0, "shm.hello", 1, kFast | kNoMulti | kNoScript, "",
+            "Unix socket only, for a peer uid in shm-allow-uids: passes read-only descriptors "
+            "of the arenas not passed yet (SCM_RIGHTS) and answers [id, size] for each.",
+            Hello));
+  r.Add(cmd(1, "shm.get", -2, kReadonly | kFast, "<key> [CHECKSUM]",
+            "After SHM.HELLO: where a string's bytes lie, [arena, offset, length, generation, "
+            "checksum (XXH3-64 hex with CHECKSUM, else nil), lease], under a lease; a value "
+            "not in an arena answers its bytes; nil when missing.",
+            Get));
+  // In the SSM.PREFIX group, whose type check it takes (-WRONGTYPE for a key of another type).
+  CommandSpec ssm_fetch =
+      cmd(1, "ssm.prefix.shmfetch", -3, kReadonly | kFast, "<sid> <layer> [<layer> ...]",
+          "After SHM.HELLO: SSM.PREFIX.MFETCH's snapshot of the layers, each answered as SHM.GET "
+          "answers a string (its place under a lease, or its bytes), nil when absent.",
+          SsmFetch);
+  ssm_fetch.group = "ssm";
+  r.Add(std::move(ssm_fetch));
+  r.Add(cmd(0, "shm.release", -2, kFast, "<lease> [<lease> ...]",
+            "Ends leases SHM.GET gave this connection; answers how many were live.", Release));
+}
+
+}  // namespace prefixd::commands

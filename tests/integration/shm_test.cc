@@ -1,0 +1,436 @@
+// Same-host transport (docs/shm-transport.md) against the real server over its real unix socket:
+// SHM.HELLO's descriptors and what they allow, SHM.GET's views compared byte for byte, leases
+// across overwrite, DEL and FLUSHALL, the cap, the time limit, a client killed while holding
+// leases, a refused uid, and the TCP port refusing every SHM command.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/server_fixture.h"
+#include "prefixd/shm.h"
+
+namespace prefixd::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+// `size` bytes that differ per `seed` and per position.
+std::string Pattern(size_t size, uint64_t seed) {
+  std::string out(size, '\0');
+  uint64_t x = 0x9e3779b97f4a7c15ULL * (seed + 1);
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    out[i] = static_cast<char>((x * 0x2545f4914f6cdd1dULL) >> 56);
+  }
+  return out;
+}
+
+std::string AsString(const ShmView& view) {
+  return {reinterpret_cast<const char*>(view.data), view.size};
+}
+
+class ShmTest : public ServerTest {
+ protected:
+  void Start(std::vector<std::string> flags = {"--shm-arenas", "yes"}) {
+    flags.insert(flags.end(), {"--appendonly", "no"});
+    ASSERT_NO_FATAL_FAILURE(StartServer({.flags = flags, .unix_socket = true}));
+    admin_ = ConnectHiredis(server_.port());
+    ASSERT_NE(admin_, nullptr);
+  }
+  void Connect(ShmClient& client) {
+    Status st = client.Connect(server_.unix_socket_path());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_GE(client.arena_count(), 1u);
+  }
+  void Set(ShmClient& client, const std::string& key, const std::string& value) {
+    auto r = client.Command({"SET", key, value});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r.value().str, "OK");
+  }
+  // Waits (bounded) until INFO's shm_leases reads `want`.
+  bool LeasesBecome(uint64_t want, Millis timeout = 5000ms) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (InfoNumber(admin_.get(), "shm_leases") == want) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  RedisContext admin_;
+};
+
+// SHM.HELLO over a raw socket, keeping the descriptors it passes (they come with the reply's
+// first byte, which a recvmsg receives on its own) and reading the whole reply into `reply`.
+std::vector<int> RawHello(int fd, std::string* reply) {
+  const std::string request = Multibulk({"SHM.HELLO"});
+  EXPECT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::vector<int> fds;
+  reply->clear();
+  while (!CompleteReplyLength(*reply)) {
+    char buffer[4096];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 16)];
+    iovec iov{buffer, sizeof buffer};
+    msghdr message{};
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    if (n <= 0) break;
+    reply->append(buffer, static_cast<size_t>(n));
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+        int passed;
+        std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+        fds.push_back(passed);
+      }
+    }
+  }
+  return fds;
+}
+
+TEST_F(ShmTest, ViewsHoldEveryByteOfTheStoredValue) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  // Sizes around the pool's classes: 32 KiB (its smallest; 1 MiB under AddressSanitizer, which
+  // checks heap buffers only: a sanitized server may keep a 32 KiB value on the heap), pages,
+  // 64 KiB steps, 2 MiB steps.
+  const std::vector<size_t> sizes = {32 << 10, (1 << 20) + 7, (3 << 20) + 4096 + 1, 33 << 20};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::string key = "blob:" + std::to_string(i);
+    const std::string value = Pattern(sizes[i], i);
+    ASSERT_NO_FATAL_FAILURE(Set(client, key, value));
+    ShmView view;
+    Status st = client.Get(key, view, /*checksum=*/true);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(view.size, value.size());
+    EXPECT_TRUE(AsString(view) == value) << "bytes differ at size " << sizes[i];
+    if (sizes[i] < (1 << 20) && ServerIsSanitized() && view.lease == 0) {
+      EXPECT_EQ(view.lease, 0u);
+      EXPECT_TRUE(view.checksum.empty());
+      continue;
+    }
+    EXPECT_NE(view.lease, 0u) << "a value of " << sizes[i] << " bytes should lie in an arena";
+    EXPECT_TRUE(view.copy.empty());
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(XXH3_64bits(value.data(), value.size())));
+    EXPECT_EQ(view.checksum, hex);
+    EXPECT_TRUE(client.Valid(view));
+    ASSERT_TRUE(client.Release(view).ok());
+  }
+  // Without CHECKSUM the server reads nothing: the field is nil.
+  ShmView plain;
+  ASSERT_TRUE(client.Get("blob:0", plain).ok());
+  EXPECT_TRUE(plain.checksum.empty());
+  // A small value is kept outside the arenas: its bytes come back, with no lease.
+  ASSERT_NO_FATAL_FAILURE(Set(client, "small", "tiny value"));
+  ShmView small;
+  ASSERT_TRUE(client.Get("small", small).ok());
+  EXPECT_EQ(small.lease, 0u);
+  EXPECT_EQ(AsString(small), "tiny value");
+  ShmView missing;
+  EXPECT_EQ(client.Get("nothing", missing).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "sess", "0", "x"}).ok());
+  Status wrong = client.Get("sess", missing);
+  EXPECT_EQ(wrong.code(), StatusCode::kServerError);
+  EXPECT_NE(wrong.message().find("WRONGTYPE"), std::string::npos) << wrong.ToString();
+  auto syntax = client.Command({"SHM.GET", "blob:0", "BOGUS"});
+  EXPECT_EQ(syntax.status().message(), "ERR syntax error");
+}
+
+TEST_F(ShmTest, LeaseKeepsOldBytesThroughOverwriteDelAndFlushall) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const std::string first = Pattern(2 << 20, 1), second = Pattern(2 << 20, 2);
+  ASSERT_NO_FATAL_FAILURE(Set(client, "k", first));
+  ShmView old_view;
+  ASSERT_TRUE(client.Get("k", old_view).ok());
+  ASSERT_NE(old_view.lease, 0u);
+
+  // Overwrite: a new place; the leased bytes stay as they were.
+  ASSERT_NO_FATAL_FAILURE(Set(client, "k", second));
+  ShmView new_view;
+  ASSERT_TRUE(client.Get("k", new_view).ok());
+  EXPECT_TRUE(AsString(new_view) == second);
+  EXPECT_NE(new_view.data, old_view.data);
+  EXPECT_TRUE(AsString(old_view) == first) << "an overwrite changed leased bytes";
+  EXPECT_TRUE(client.Valid(old_view));
+  // APPEND builds a new value rather than writing into the leased one.
+  ASSERT_TRUE(client.Command({"APPEND", "k", "tail"}).ok());
+  EXPECT_TRUE(AsString(new_view) == second) << "APPEND wrote into leased bytes";
+
+  ASSERT_TRUE(client.Command({"DEL", "k"}).ok());
+  ASSERT_TRUE(client.Command({"SET", "other", Pattern(2 << 20, 3)}).ok());
+  ASSERT_TRUE(client.Command({"FLUSHALL"}).ok());
+  // Fresh values of the same size must not land on leased bytes.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_NO_FATAL_FAILURE(Set(client, "fill:" + std::to_string(i), Pattern(2 << 20, 10 + i)));
+  }
+  EXPECT_TRUE(AsString(old_view) == first);
+  EXPECT_TRUE(AsString(new_view) == second);
+  EXPECT_TRUE(client.Valid(old_view));
+  EXPECT_TRUE(client.Valid(new_view));
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leased_bytes"), uint64_t{4} << 20);
+
+  // Released, and nothing else holds the bytes: the generation says so.
+  ShmView kept = old_view;
+  ASSERT_TRUE(client.Release(old_view).ok());
+  EXPECT_FALSE(client.Valid(kept));
+  ASSERT_TRUE(client.Release(new_view).ok());
+  EXPECT_TRUE(LeasesBecome(0));
+}
+
+TEST_F(ShmTest, SsmLayersThroughTheArenas) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "4"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const std::string conv = Pattern((1 << 20) + 96, 20), ssm = Pattern((2 << 20) + 12, 21);
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.MSTORE", "s", "0", conv, "1", ssm}).ok());
+  const std::vector<uint32_t> layers = {1, 7, 0};
+  std::vector<ShmView> views;
+  Status st = client.FetchLayers("s", layers, views);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(views.size(), 3u);
+  EXPECT_NE(views[0].lease, 0u);
+  EXPECT_TRUE(AsString(views[0]) == ssm);
+  EXPECT_EQ(views[1].data, nullptr) << "layer 7 was never stored";
+  EXPECT_NE(views[2].lease, 0u);
+  EXPECT_TRUE(AsString(views[2]) == conv);
+
+  // A new store and a DROP leave the leased layers as they were.
+  const std::string ssm2 = Pattern((2 << 20) + 12, 22);
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "s", "1", ssm2}).ok());
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.DROP", "s"}).ok());
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "t", "1", Pattern((2 << 20) + 12, 23)}).ok());
+  EXPECT_TRUE(AsString(views[0]) == ssm);
+  EXPECT_TRUE(AsString(views[2]) == conv);
+  EXPECT_TRUE(client.Valid(views[0]));
+
+  // Past the cap (4; two held) nothing of the call is leased.
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.MSTORE", "u", "0", conv, "1", ssm, "2", ssm2}).ok());
+  std::vector<ShmView> refused;
+  const std::vector<uint32_t> three = {0, 1, 2};
+  st = client.FetchLayers("u", three, refused);
+  EXPECT_EQ(st.code(), StatusCode::kServerError);
+  EXPECT_NE(st.message().find("shm-max-leases"), std::string::npos) << st.ToString();
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u);
+
+  // A small session lives outside the arenas: its layers come back as bytes, without leases.
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "small", "3", "abc"}).ok());
+  const std::vector<uint32_t> three_only = {3, 4};
+  ASSERT_TRUE(client.FetchLayers("small", three_only, views).ok());
+  EXPECT_EQ(views[0].lease, 0u);
+  EXPECT_EQ(AsString(views[0]), "abc");
+  EXPECT_EQ(views[1].data, nullptr);
+  // Another type is -WRONGTYPE, a missing session all nils.
+  ASSERT_NO_FATAL_FAILURE(Set(client, "str", "x"));
+  EXPECT_NE(client.FetchLayers("str", three_only, views).message().find("WRONGTYPE"),
+            std::string::npos);
+  ASSERT_TRUE(client.FetchLayers("nobody", three_only, views).ok());
+  EXPECT_EQ(views[0].data, nullptr);
+  EXPECT_EQ(client.Command({"SSM.PREFIX.SHMFETCH", "s", "-1"}).status().message(),
+            client.Command({"SSM.PREFIX.FETCH", "s", "-1"}).status().message());
+}
+
+TEST_F(ShmTest, LeaseCapGivesAClearErrorAndReleaseMakesRoom) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "3"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_NO_FATAL_FAILURE(Set(client, "k", Pattern(1 << 20, 4)));
+  std::vector<ShmView> views(3);
+  for (ShmView& v : views) ASSERT_TRUE(client.Get("k", v).ok());
+  ShmView refused;
+  Status st = client.Get("k", refused);
+  EXPECT_EQ(st.code(), StatusCode::kServerError);
+  EXPECT_EQ(st.message(),
+            "ERR this connection holds 3 SHM leases (shm-max-leases): SHM.RELEASE some first");
+  // SHM.RELEASE counts the leases it ended: an unknown or repeated id is not one.
+  const std::string id = std::to_string(views[0].lease);
+  auto released = client.Command({"SHM.RELEASE", id, id, "999999"});
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(released.value().integer, 1);
+  EXPECT_EQ(client.Command({"SHM.RELEASE", "0"}).status().message(),
+            "ERR value is not an integer or out of range");
+  EXPECT_TRUE(client.Get("k", refused).ok());
+  // The cap follows CONFIG SET.
+  ASSERT_TRUE(client.Command({"CONFIG", "SET", "shm-max-leases", "4"}).ok());
+  ShmView fourth;
+  EXPECT_TRUE(client.Get("k", fourth).ok());
+}
+
+TEST_F(ShmTest, LeasesEndWhenTheirTimeIsUp) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-lease-timeout", "300"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_NO_FATAL_FAILURE(Set(client, "k", Pattern(1 << 20, 5)));
+  ShmView view;
+  ASSERT_TRUE(client.Get("k", view).ok());
+  ASSERT_NO_FATAL_FAILURE(Set(client, "k", Pattern(1 << 20, 6)));
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 1u);
+  // The client says nothing more; the server ends the lease by itself, and the region it held
+  // (overwritten meanwhile) is freed: the view's generation no longer matches.
+  EXPECT_TRUE(LeasesBecome(0));
+  EXPECT_FALSE(client.Valid(view));
+  auto released = client.Command({"SHM.RELEASE", std::to_string(view.lease)});
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(released.value().integer, 0);
+}
+
+TEST_F(ShmTest, AKilledClientsLeasesAreFreed) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  {
+    ShmClient setter;
+    ASSERT_NO_FATAL_FAILURE(Connect(setter));
+    ASSERT_NO_FATAL_FAILURE(Set(setter, "k", Pattern(4 << 20, 7)));
+  }
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const std::string path = server_.unix_socket_path();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child: five leases, then it waits to be killed.
+    ShmClient holder;
+    int held = 0;
+    if (holder.Connect(path).ok()) {
+      for (int i = 0; i < 5; ++i) {
+        ShmView v;
+        if (holder.Get("k", v).ok() && v.lease != 0) ++held;
+      }
+    }
+    const char byte = static_cast<char>(held);
+    (void)!::write(ready[1], &byte, 1);
+    while (true) ::pause();
+  }
+  ::close(ready[1]);
+  char held = 0;
+  ASSERT_EQ(::read(ready[0], &held, 1), 1);
+  ::close(ready[0]);
+  EXPECT_EQ(held, 5);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 5u);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(LeasesBecome(0)) << "a dead client's leases were kept";
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leased_bytes"), 0u);
+}
+
+TEST_F(ShmTest, ArenaDescriptorsOnlyRead) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto raw = RawConnection::Unix(server_.unix_socket_path());
+  ASSERT_NE(raw, nullptr);
+  std::string reply;
+  std::vector<int> fds = RawHello(raw->fd(), &reply);
+  ASSERT_FALSE(fds.empty()) << reply;
+  EXPECT_TRUE(reply.starts_with("*" + std::to_string(fds.size()) + "\r\n")) << reply;
+  const int fd = fds[0];
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  const size_t size = static_cast<size_t>(st.st_size);
+  EXPECT_EQ(::fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+  // Writable shared mappings are refused, now and later.
+  EXPECT_EQ(::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED);
+  EXPECT_EQ(errno, EACCES);
+  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  EXPECT_NE(::mprotect(mapped, 4096, PROT_READ | PROT_WRITE), 0);
+  EXPECT_EQ(errno, EACCES);
+  ::munmap(mapped, size);
+  // Nor can the descriptor write, resize or punch holes; the size is sealed.
+  EXPECT_LT(::write(fd, "x", 1), 0);
+  EXPECT_NE(::ftruncate(fd, 0), 0);
+  EXPECT_NE(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), 0);
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_GROW | F_SEAL_SHRINK), F_SEAL_GROW | F_SEAL_SHRINK);
+  // Re-opening it for writing needs write permission on the memory, which only the server's
+  // uid has (mode 0400); root passes every permission check, so this holds for other users.
+  EXPECT_EQ(st.st_mode & 0777, 0400u);
+  if (::geteuid() != 0 && ::geteuid() != st.st_uid) {
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    EXPECT_LT(::open(self.c_str(), O_RDWR), 0);
+  }
+  for (int f : fds) ::close(f);
+  // A second SHM.HELLO passes only arenas made since: none.
+  EXPECT_EQ(raw->Call(Multibulk({"SHM.HELLO"})), "*0\r\n");
+}
+
+TEST_F(ShmTest, UidNotAllowedIsRefused) {
+  const uint32_t other = ::geteuid() + 1;
+  ASSERT_NO_FATAL_FAILURE(
+      Start({"--shm-arenas", "yes", "--shm-allow-uids", std::to_string(other)}));
+  auto raw = RawConnection::Unix(server_.unix_socket_path());
+  ASSERT_NE(raw, nullptr);
+  const std::string refused = "-ERR uid " + std::to_string(::geteuid()) +
+                              " may not map the shared arenas (shm-allow-uids)\r\n";
+  std::string reply;
+  std::vector<int> fds = RawHello(raw->fd(), &reply);
+  EXPECT_TRUE(fds.empty()) << "a refused peer got descriptors";
+  EXPECT_EQ(reply, refused);
+  EXPECT_EQ(raw->Call(Multibulk({"SHM.GET", "k"})), "-ERR send SHM.HELLO first\r\n");
+  EXPECT_EQ(raw->Call(Multibulk({"SHM.RELEASE", "1"})), "-ERR send SHM.HELLO first\r\n");
+  // An empty list allows nobody; a malformed one is refused; "self" is the server's uid.
+  EXPECT_EQ(raw->Call(Multibulk({"CONFIG", "SET", "shm-allow-uids", ""})), "+OK\r\n");
+  EXPECT_EQ(raw->Call(Multibulk({"SHM.HELLO"})), refused);
+  EXPECT_NE(raw->Call(Multibulk({"CONFIG", "SET", "shm-allow-uids", "12,x"})).find("-ERR"),
+            std::string::npos);
+  EXPECT_EQ(raw->Call(Multibulk({"CONFIG", "SET", "shm-allow-uids", "5, self"})), "+OK\r\n");
+  ShmClient allowed;
+  EXPECT_TRUE(allowed.Connect(server_.unix_socket_path()).ok());
+}
+
+TEST_F(ShmTest, OnlyAfterAuthentication) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--requirepass", "s3cret"}));
+  auto raw = RawConnection::Unix(server_.unix_socket_path());
+  ASSERT_NE(raw, nullptr);
+  std::string reply;
+  std::vector<int> fds = RawHello(raw->fd(), &reply);
+  EXPECT_TRUE(fds.empty()) << "an unauthenticated client got descriptors";
+  EXPECT_EQ(reply, "-NOAUTH Authentication required.\r\n");
+  ShmClient without;
+  EXPECT_EQ(without.Connect(server_.unix_socket_path()).code(), StatusCode::kServerError);
+  ShmClient with;
+  Status st = with.Connect(server_.unix_socket_path(), "s3cret");
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GE(with.arena_count(), 1u);
+}
+
+TEST_F(ShmTest, TcpPortRefusesShmCommands) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto tcp = RawConnection::Tcp(server_.port());
+  ASSERT_NE(tcp, nullptr);
+  const std::string refused = "-ERR SHM commands are served on the unix socket only\r\n";
+  EXPECT_EQ(tcp->Call(Multibulk({"SHM.HELLO"})), refused);
+  EXPECT_EQ(tcp->Call(Multibulk({"SHM.GET", "k"})), refused);
+  EXPECT_EQ(tcp->Call(Multibulk({"SHM.RELEASE", "1"})), refused);
+  EXPECT_EQ(tcp->Call(Multibulk({"SSM.PREFIX.SHMFETCH", "s", "0"})), refused);
+}
+
+TEST_F(ShmTest, ArenasOffIsAClearError) {
+  ASSERT_NO_FATAL_FAILURE(Start({}));
+  auto raw = RawConnection::Unix(server_.unix_socket_path());
+  ASSERT_NE(raw, nullptr);
+  EXPECT_EQ(raw->Call(Multibulk({"SHM.HELLO"})),
+            "-ERR shared arenas are off (start the server with --shm-arenas yes)\r\n");
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_arenas"), 0u);
+}
+
+}  // namespace
+}  // namespace prefixd::it

@@ -1,7 +1,7 @@
 // Same-host transport (docs/shm-transport.md): SHM.HELLO hands a unix-socket client read-only
-// descriptors of the arenas values live in, SHM.GET (strings) and SSM.PREFIX.SHMFETCH (recurrent
-// state layers) answer where the bytes lie under a lease instead of the bytes, SHM.RELEASE ends
-// leases. Served only on the unix socket, only to a
+// descriptors of the arenas values live in, SHM.GET (strings), SSM.PREFIX.SHMFETCH (recurrent
+// state layers) and V.SHMFETCH (V-store rows) answer where the bytes lie under a lease instead of
+// the bytes, SHM.RELEASE ends leases. Served only on the unix socket, only to a
 // peer whose uid shm-allow-uids names.
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands/families.h"
+#include "commands/vstore_shared.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
@@ -26,6 +27,7 @@
 #include "engine/memory_policy.h"
 #include "engine/shm_leases.h"
 #include "store/compact_session.h"
+#include "store/vector_store.h"
 
 namespace prefixd::commands {
 namespace {
@@ -33,6 +35,7 @@ namespace {
 // SCM_RIGHTS carries at most this many descriptors in one message (the kernel's SCM_MAX_FD);
 // SHM.HELLO passes no more at once, and a client asks again for the rest.
 constexpr uint32_t kFdsPerHello = 253;
+constexpr uint64_t kMaxVLayer = 0x7fffffff;  // V.FETCH's bound on a layer id
 
 void CountLookup(Context& ctx, bool hit) {
   (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
@@ -208,6 +211,75 @@ void SsmFetch(Context& ctx) {
   }
 }
 
+// V.SHMFETCH <sid> <layer> RANGE <start> <end> [FMT NATIVE]: V.FETCH RANGE's rows, one
+// consistent state of the layer, as the pieces they are stored in, in row order: a piece in an
+// arena as its place under a lease of its own, shared zeros (a gap, rows past the length) as the
+// count of zero bytes, any other piece as its bytes. Nil for a layer with no tokens. Only rows
+// sent as stored can be shared: a decoded tier is an error. All leases or none.
+void VFetch(Context& ctx) {
+  if (!Greeted(ctx)) return;
+  const auto& args = ctx.args;
+  const std::string_view sid = args[1];
+  if (!vstore::ValidSid(ctx, sid)) return;
+  auto layer = vstore::ParseCount(args[2]);
+  if (!layer || *layer > kMaxVLayer) {
+    return ctx.reply.Error(errors::NotInRange("layer_id", errors::Quoted(args[2]), 0, kMaxVLayer));
+  }
+  if (!EqualsIgnoreCase(args[3], "RANGE")) return ctx.reply.Error(errors::kSyntax);
+  auto start = vstore::ParseCount(args[4]);
+  auto end = vstore::ParseCount(args[5]);
+  if (!start || !end || *end <= *start) return ctx.reply.Error(errors::kBadVRange);
+  const uint64_t max_tokens = vstore::LimitsOf(ctx.engine).max_tokens;
+  if (*end > max_tokens) return ctx.reply.Error(errors::RangeOverMaxTokens(*end, max_tokens));
+  bool native = false;
+  if (args.size() == 8 && EqualsIgnoreCase(args[6], "FMT") && EqualsIgnoreCase(args[7], "NATIVE")) {
+    native = true;
+  } else if (args.size() != 6) {
+    return ctx.reply.Error(errors::VFetchUnknownOption(args[6].substr(0, 64)));
+  }
+  store::VectorStore& vs = Db(ctx).vectors;
+  auto described = vs.Describe(sid);
+  if (!described) return ctx.reply.Error(errors::kSessionNotFound);
+  const auto as_stored = [&](const store::VectorSessionInfo& info) {
+    return store::StoresValues(info.tier) && (native || info.tier == store::Tier::kFp32);
+  };
+  if (!as_stored(*described))
+    return ctx.reply.Error(errors::ShmRowsDecoded(TierName(described->tier)));
+  // Cold rows are read from disk into memory of their own (an arena region when large) for
+  // this answer; the session stays cold.
+  auto read =
+      vs.ReadRange(sid, static_cast<uint32_t>(*layer), *start, *end, store::VectorStore::kReadAll);
+  if (!read) return ctx.reply.Error(errors::kSessionNotFound);
+  const auto& [info, rows] = *read;
+  // Dropped and created again with another tier since Describe.
+  if (!as_stored(info)) return ctx.reply.Error(errors::ShmRowsDecoded(TierName(info.tier)));
+  if (rows.length == 0) return ctx.reply.Null();
+  const std::vector<Bytes>& pieces = rows.rows.pieces;
+  std::vector<Lent> lent(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (store::VectorStore::IsSharedZeros(pieces[i])) continue;
+    lent[i] = Lend(ctx, pieces[i]);
+    if (lent[i].place && lent[i].lease == 0) {
+      for (const Lent& taken : lent) {
+        if (taken.lease != 0) ctx.session.shm_leases->Release(taken.lease);
+      }
+      return ctx.reply.Error(
+          errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
+    }
+  }
+  PrefixReceipt& receipt = ctx.engine.receipt();
+  receipt.fetches.Add();
+  receipt.fetch_bytes.Add(rows.rows.bytes());
+  ctx.reply.ArrayLen(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (store::VectorStore::IsSharedZeros(pieces[i])) {
+      ctx.reply.Integer(static_cast<int64_t>(pieces[i].size()));
+    } else {
+      ReplyLent(ctx, pieces[i], lent[i], false);
+    }
+  }
+}
+
 void Release(Context& ctx) {
   if (!Greeted(ctx)) return;
   std::vector<uint64_t> ids;
@@ -248,6 +320,17 @@ void RegisterShmCommands(Registry& r) {
           SsmFetch);
   ssm_fetch.group = "ssm";
   r.Add(std::move(ssm_fetch));
+  // In the V-store group, as V.FETCH.
+  CommandSpec v_fetch = cmd(
+      1, "v.shmfetch", -6, kReadonly, "<sid> <layer> RANGE <start> <end> [FMT NATIVE]",
+      "After SHM.HELLO: V.FETCH RANGE's rows as the pieces they are stored in, in order: a "
+      "piece in an arena as [arena, offset, length, generation, nil, lease], zero rows as their "
+      "byte count, any other piece as its bytes; nil for a layer with no tokens. Rows sent as "
+      "stored only (fp32, or fp16/bf16 with FMT NATIVE).",
+      VFetch);
+  v_fetch.group = "vstore";
+  v_fetch.complexity = "O(N) in the stored pieces the rows span; no byte is read or copied";
+  r.Add(std::move(v_fetch));
   r.Add(cmd(0, "shm.release", -2, kFast, "<lease> [<lease> ...]",
             "Ends leases SHM.GET gave this connection; answers how many were live.", Release));
 }

@@ -336,4 +336,9 @@ std::string ShmTooManyLeases(int64_t cap) {
          " SHM leases (shm-max-leases): SHM.RELEASE some first";
 }
 
+std::string ShmRowsDecoded(std::string_view tier) {
+  return "ERR V.SHMFETCH shares rows only as stored: this session's " + std::string(tier) +
+         " rows are decoded to fp32 (use V.FETCH, or FMT NATIVE for fp16/bf16)";
+}
+
 }  // namespace prefixd::commands::errors

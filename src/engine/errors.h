@@ -389,5 +389,6 @@ inline constexpr std::string_view kShmNoDescriptors =
     "ERR cannot duplicate an arena descriptor (open-files limit?)";
 std::string ShmUidRefused(uint32_t uid);
 std::string ShmTooManyLeases(int64_t cap);
+std::string ShmRowsDecoded(std::string_view tier);
 
 }  // namespace prefixd::commands::errors

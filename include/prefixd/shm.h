@@ -66,6 +66,11 @@ class ShmClient {
   // of zeros (`zeros`). `pieces` is empty for a layer with no tokens. All leases or none.
   Status FetchRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
                    std::vector<ShmView>& pieces, bool native = false);
+  // KV.PREFIX.SHMBFETCH: `layer`'s rows of the blocks `hashes` names (n × 16 raw bytes) as 2n
+  // views, every block's K rows then every block's V rows; joined they are KV.PREFIX.BFETCH's
+  // bytes (with `native`, FMT NATIVE's). kNotFound when a block is missing. All leases or none.
+  Status FetchBlocks(std::string_view ns, std::string_view hashes, uint32_t layer,
+                     std::vector<ShmView>& pieces, bool native = false);
   // Whether the server's generation of the view's bytes is still the view's: false once the
   // region was freed or reused (after a release or an expired lease). Always true for a copy.
   bool Valid(const ShmView& view) const;

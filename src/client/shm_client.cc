@@ -148,6 +148,26 @@ Status ShmClient::FetchRows(std::string_view sid, uint32_t layer, uint64_t start
   return Status::Ok();
 }
 
+Status ShmClient::FetchBlocks(std::string_view ns, std::string_view hashes, uint32_t layer,
+                              std::vector<ShmView>& pieces, bool native) {
+  pieces.clear();
+  const std::string count = std::to_string(hashes.size() / 16), layer_text = std::to_string(layer);
+  std::vector<std::string_view> args{"KV.PREFIX.SHMBFETCH", ns, count, hashes, layer_text};
+  if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
+  Reply& r = reply.value();
+  if (r.is_nil()) return Status::NotFound("a block is missing");
+  if (r.type != Reply::Type::kArray) {
+    return Status::ProtocolError("unexpected KV.PREFIX.SHMBFETCH reply");
+  }
+  pieces.resize(r.elements.size());
+  for (size_t i = 0; i < r.elements.size(); ++i) {
+    if (Status st = ViewOf(r.elements[i], pieces[i]); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
 const uint8_t* ShmClient::Zeros(size_t size) {
   for (const Arena& z : zero_maps_) {
     if (z.size >= size) return z.base;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands/families.h"
+#include "commands/shm_lending.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
 #include "common/clock.h"
@@ -41,31 +42,8 @@ void CountLookup(Context& ctx, bool hit) {
   (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
 }
 
-// Whether the connection may use SHM.* at all; the error queued when not.
-bool Served(Context& ctx) {
-  if (!ctx.client.unix_socket) {
-    ctx.reply.Error(errors::kShmUnixOnly);
-    return false;
-  }
-  if (!shm::ArenasEnabled()) {
-    ctx.reply.Error(errors::kShmArenasOff);
-    return false;
-  }
-  return true;
-}
-
-// Served, and SHM.HELLO has passed this connection's credentials.
-bool Greeted(Context& ctx) {
-  if (!Served(ctx)) return false;
-  if (!ctx.session.shm_hello) {
-    ctx.reply.Error(errors::kShmHelloFirst);
-    return false;
-  }
-  return true;
-}
-
 void Hello(Context& ctx) {
-  if (!Served(ctx)) return;
+  if (!ShmServed(ctx)) return;
   ucred peer{};
   socklen_t length = sizeof peer;
   if (::getsockopt(ctx.client.fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) {
@@ -98,45 +76,8 @@ void Hello(Context& ctx) {
   }
 }
 
-// A value's answer: where it lies under a new lease (`place` set, `lease` its id, 0 when the cap
-// refused it), or its bytes (`place` empty: not in an arena).
-struct Lent {
-  std::optional<shm::Place> place;
-  uint64_t lease = 0;
-};
-
-Lent Lend(Context& ctx, const Bytes& value) {
-  Lent lent;
-  if (!value.empty()) lent.place = shm::Locate(value.data(), value.size());
-  if (!lent.place) return lent;
-  auto& table = ctx.session.shm_leases;
-  if (table == nullptr) table = NewShmLeaseTable();
-  const int64_t cap = ctx.engine.settings().Int(Setting::kShmMaxLeases);
-  const int64_t expires = CoarseNowMs() + ctx.engine.settings().Int(Setting::kShmLeaseTimeout);
-  lent.lease = table->Add(value, expires, static_cast<size_t>(cap));
-  return lent;
-}
-
-void ReplyLent(Context& ctx, const Bytes& value, const Lent& lent, bool checksum) {
-  if (!lent.place) return ctx.reply.Bulk(value);
-  ctx.reply.ArrayLen(6);
-  ctx.reply.Integer(lent.place->arena);
-  ctx.reply.Integer(static_cast<int64_t>(lent.place->offset));
-  ctx.reply.Integer(static_cast<int64_t>(value.size()));
-  ctx.reply.Integer(static_cast<int64_t>(lent.place->generation));
-  if (checksum) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx",
-                  static_cast<unsigned long long>(XXH3_64bits(value.data(), value.size())));
-    ctx.reply.Bulk(std::string_view(hex, 16));
-  } else {
-    ctx.reply.Null();
-  }
-  ctx.reply.Integer(static_cast<int64_t>(lent.lease));
-}
-
 void Get(Context& ctx) {
-  if (!Greeted(ctx)) return;
+  if (!ShmGreeted(ctx)) return;
   bool checksum = false;
   if (ctx.args.size() == 3) {
     if (!EqualsIgnoreCase(ctx.args[2], "checksum")) return ctx.reply.Error(errors::kSyntax);
@@ -148,19 +89,19 @@ void Get(Context& ctx) {
   if (!info) return ctx.reply.Null();
   if (info->type != store::KeyType::kString) return ctx.reply.Error(errors::kWrongType);
   LoadColdString(ctx.engine, Db(ctx), key, *info);
-  const Lent lent = Lend(ctx, info->value);
+  const ShmLent lent = ShmLend(ctx, info->value);
   if (lent.place && lent.lease == 0) {
     return ctx.reply.Error(
         errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
   }
-  ReplyLent(ctx, info->value, lent, checksum);
+  ReplyShmLent(ctx, info->value, lent, checksum);
 }
 
 // SSM.PREFIX.SHMFETCH <sid> <layer> [<layer> ...]: MFETCH's consistent snapshot of the layers,
 // each answered as SHM.GET answers a string (nil when absent). All leases or none: past the cap,
 // the ones this call took are given back and the error answered.
 void SsmFetch(Context& ctx) {
-  if (!Greeted(ctx)) return;
+  if (!ShmGreeted(ctx)) return;
   const std::string_view sid = ctx.args[1];
   if (static_cast<int64_t>(sid.size()) > ctx.engine.settings().Int(Setting::kMaxSidLen)) {
     return ctx.reply.Error(
@@ -192,22 +133,16 @@ void SsmFetch(Context& ctx) {
   PromoteOnRead(ctx.engine, db, sid);
   // Never streamed from disk: a cold layer is read into memory (an arena) to be leased.
   const auto values = db.state.GetMany(sid, layers);
-  std::vector<Lent> lent(values.size());
+  std::vector<const Bytes*> present(values.size(), nullptr);
   for (size_t i = 0; i < values.size(); ++i) {
-    if (!values[i]) continue;
-    lent[i] = Lend(ctx, *values[i]);
-    if (lent[i].place && lent[i].lease == 0) {
-      for (const Lent& taken : lent) {
-        if (taken.lease != 0) ctx.session.shm_leases->Release(taken.lease);
-      }
-      return ctx.reply.Error(
-          errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
-    }
+    if (values[i]) present[i] = &*values[i];
   }
+  std::vector<ShmLent> lent;
+  if (!ShmLendAll(ctx, present, lent)) return;
   ctx.reply.ArrayLen(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     CountLookup(ctx, values[i].has_value());
-    values[i] ? ReplyLent(ctx, *values[i], lent[i], false) : ctx.reply.Null();
+    values[i] ? ReplyShmLent(ctx, *values[i], lent[i], false) : ctx.reply.Null();
   }
 }
 
@@ -217,7 +152,7 @@ void SsmFetch(Context& ctx) {
 // count of zero bytes, any other piece as its bytes. Nil for a layer with no tokens. Only rows
 // sent as stored can be shared: a decoded tier is an error. All leases or none.
 void VFetch(Context& ctx) {
-  if (!Greeted(ctx)) return;
+  if (!ShmGreeted(ctx)) return;
   const auto& args = ctx.args;
   const std::string_view sid = args[1];
   if (!vstore::ValidSid(ctx, sid)) return;
@@ -244,7 +179,8 @@ void VFetch(Context& ctx) {
     return store::StoresValues(info.tier) && (native || info.tier == store::Tier::kFp32);
   };
   if (!as_stored(*described))
-    return ctx.reply.Error(errors::ShmRowsDecoded(TierName(described->tier)));
+    return ctx.reply.Error(
+        errors::ShmRowsDecoded("V.SHMFETCH", "session", TierName(described->tier), "V.FETCH"));
   // Cold rows are read from disk into memory of their own (an arena region when large) for
   // this answer; the session stays cold.
   auto read =
@@ -252,21 +188,17 @@ void VFetch(Context& ctx) {
   if (!read) return ctx.reply.Error(errors::kSessionNotFound);
   const auto& [info, rows] = *read;
   // Dropped and created again with another tier since Describe.
-  if (!as_stored(info)) return ctx.reply.Error(errors::ShmRowsDecoded(TierName(info.tier)));
+  if (!as_stored(info))
+    return ctx.reply.Error(
+        errors::ShmRowsDecoded("V.SHMFETCH", "session", TierName(info.tier), "V.FETCH"));
   if (rows.length == 0) return ctx.reply.Null();
   const std::vector<Bytes>& pieces = rows.rows.pieces;
-  std::vector<Lent> lent(pieces.size());
+  std::vector<const Bytes*> lendable(pieces.size(), nullptr);
   for (size_t i = 0; i < pieces.size(); ++i) {
-    if (store::VectorStore::IsSharedZeros(pieces[i])) continue;
-    lent[i] = Lend(ctx, pieces[i]);
-    if (lent[i].place && lent[i].lease == 0) {
-      for (const Lent& taken : lent) {
-        if (taken.lease != 0) ctx.session.shm_leases->Release(taken.lease);
-      }
-      return ctx.reply.Error(
-          errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
-    }
+    if (!store::VectorStore::IsSharedZeros(pieces[i])) lendable[i] = &pieces[i];
   }
+  std::vector<ShmLent> lent;
+  if (!ShmLendAll(ctx, lendable, lent)) return;
   PrefixReceipt& receipt = ctx.engine.receipt();
   receipt.fetches.Add();
   receipt.fetch_bytes.Add(rows.rows.bytes());
@@ -275,13 +207,13 @@ void VFetch(Context& ctx) {
     if (store::VectorStore::IsSharedZeros(pieces[i])) {
       ctx.reply.Integer(static_cast<int64_t>(pieces[i].size()));
     } else {
-      ReplyLent(ctx, pieces[i], lent[i], false);
+      ReplyShmLent(ctx, pieces[i], lent[i], false);
     }
   }
 }
 
 void Release(Context& ctx) {
-  if (!Greeted(ctx)) return;
+  if (!ShmGreeted(ctx)) return;
   std::vector<uint64_t> ids;
   for (size_t i = 1; i < ctx.args.size(); ++i) {
     auto id = ParseInt64(ctx.args[i]);

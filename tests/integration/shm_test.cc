@@ -449,6 +449,96 @@ TEST_F(ShmTest, VStoreLeasesCountAgainstTheCapAllOrNone) {
   EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 4u);
 }
 
+// Prefix-index blocks: 16 tokens of 1024 fp32 values, 2 attention layers: a block's page is
+// 256 KiB (K and V of each layer), pages sit in 2 MiB slab chunks in an arena.
+constexpr size_t kBlockTokens = 16, kHalf = kBlockTokens * kVRow;
+
+std::string Hashes(std::initializer_list<char> ids) {
+  std::string out;
+  for (char id : ids) out += std::string(16, id);
+  return out;
+}
+
+void StoreBlocks(ShmClient& client, const std::string& ns, const std::string& parent,
+                 const std::string& hashes, uint64_t seed) {
+  const std::string n = std::to_string(hashes.size() / 16);
+  const size_t rows = 2 * (hashes.size() / 16) * kHalf;
+  const std::string layer0 = Pattern(rows, seed), layer1 = Pattern(rows, seed + 1);
+  auto r = client.Command({"KV.PREFIX.BSTORE", ns, parent, n, hashes, "0", layer0, "1", layer1});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+}
+
+std::string BlocksOverSocket(ShmClient& client, const std::string& ns, const std::string& hashes,
+                             const std::string& layer) {
+  auto r =
+      client.Command({"KV.PREFIX.BFETCH", ns, std::to_string(hashes.size() / 16), hashes, layer});
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? r.value().str : std::string();
+}
+
+TEST_F(ShmTest, PrefixBlocksEveryByteAsTheSocketSendsThemAndLeasesHoldPages) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(
+      client
+          .Command({"KV.PREFIX.NAMESPACE", "ns", "BLOCK", std::to_string(kBlockTokens), "ATTN", "2",
+                    "KVDIM", std::to_string(kVDim), "RECURRENT", "1", "VQUANT", "fp32"})
+          .ok());
+  const std::string root(16, '\0');
+  ASSERT_NO_FATAL_FAILURE(StoreBlocks(client, "ns", root, Hashes({'a', 'b', 'c'}), 90));
+  // Another chain, so dropping a's leaves the namespace's pages in place for new blocks to reuse.
+  ASSERT_NO_FATAL_FAILURE(StoreBlocks(client, "ns", root, Hashes({'x'}), 92));
+  for (const std::string& hashes : {Hashes({'a', 'b', 'c'}), Hashes({'c', 'a'}), Hashes({'b'})}) {
+    for (uint32_t layer : {0u, 1u}) {
+      std::vector<ShmView> pieces;
+      Status st = client.FetchBlocks("ns", hashes, layer, pieces);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(pieces.size(), 2 * hashes.size() / 16);
+      for (const ShmView& p : pieces) {
+        EXPECT_NE(p.lease, 0u);
+        EXPECT_EQ(p.size, kHalf);
+      }
+      EXPECT_TRUE(Joined(pieces) == BlocksOverSocket(client, "ns", hashes, std::to_string(layer)))
+          << "the shared block rows differ from KV.PREFIX.BFETCH's";
+      ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+    }
+  }
+  EXPECT_TRUE(LeasesBecome(0));
+  std::vector<ShmView> pieces;
+  EXPECT_EQ(client.FetchBlocks("ns", Hashes({'a', 'z'}), 0, pieces).code(), StatusCode::kNotFound);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
+  auto other = client.Command({"KV.PREFIX.SHMBFETCH", "nosuch", "1", Hashes({'a'}), "0"});
+  EXPECT_EQ(other.status().code(), StatusCode::kServerError);
+
+  // Leased pages survive the blocks' drop and their slots' reuse by new blocks.
+  std::vector<ShmView> old_rows;
+  ASSERT_TRUE(client.FetchBlocks("ns", Hashes({'a', 'b'}), 1, old_rows).ok());
+  const std::string first = Joined(old_rows);
+  auto dropped = client.Command({"KV.PREFIX.BDROP", "ns", "1", Hashes({'a'})});
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(StoreBlocks(client, "ns", root, Hashes({'d', 'e', 'f'}), 95));
+  std::vector<ShmView> new_rows;
+  ASSERT_TRUE(client.FetchBlocks("ns", Hashes({'d', 'e'}), 1, new_rows).ok());
+  EXPECT_TRUE(Joined(new_rows) == BlocksOverSocket(client, "ns", Hashes({'d', 'e'}), "1"));
+  EXPECT_TRUE(Joined(new_rows) != first);
+  EXPECT_TRUE(Joined(old_rows) == first) << "new blocks were written into leased pages";
+  for (const ShmView& p : old_rows) EXPECT_TRUE(client.Valid(p));
+  EXPECT_EQ(client.FetchBlocks("ns", Hashes({'a'}), 1, pieces).code(), StatusCode::kNotFound);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 8u);
+
+  // Decoded tiers are refused.
+  ASSERT_TRUE(
+      client
+          .Command({"KV.PREFIX.NAMESPACE", "q", "BLOCK", std::to_string(kBlockTokens), "ATTN", "1",
+                    "KVDIM", std::to_string(kVDim), "RECURRENT", "1", "VQUANT", "fp16"})
+          .ok());
+  Status decoded = client.FetchBlocks("q", Hashes({'a'}), 0, pieces);
+  EXPECT_EQ(decoded.message(),
+            "ERR KV.PREFIX.SHMBFETCH shares rows only as stored: this namespace's fp16 rows are "
+            "decoded to fp32 (use KV.PREFIX.BFETCH, or FMT NATIVE for fp16/bf16)");
+}
+
 // The client's mapping is its own: a view stays readable across a restart of the server. The
 // new server's arenas are new memory whose generations no earlier server gave, so an old place
 // checked against them fails.
@@ -652,6 +742,8 @@ TEST_F(ShmTest, TcpPortRefusesShmCommands) {
   EXPECT_EQ(tcp->Call(Multibulk({"SHM.RELEASE", "1"})), refused);
   EXPECT_EQ(tcp->Call(Multibulk({"SSM.PREFIX.SHMFETCH", "s", "0"})), refused);
   EXPECT_EQ(tcp->Call(Multibulk({"V.SHMFETCH", "v", "0", "RANGE", "0", "1"})), refused);
+  EXPECT_EQ(tcp->Call(Multibulk({"KV.PREFIX.SHMBFETCH", "ns", "1", std::string(16, 'a'), "0"})),
+            refused);
 }
 
 TEST_F(ShmTest, ArenasOffIsAClearError) {

@@ -449,6 +449,42 @@ TEST_F(ShmTest, VStoreLeasesCountAgainstTheCapAllOrNone) {
   EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 4u);
 }
 
+// Cold rows (the disk tier) are read into memory for the answer: the same bytes as V.FETCH's.
+TEST_F(ShmTest, VStoreColdRowsAreReadIntoMemoryAndShared) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({.flags = {"--shm-arenas", "yes", "--appendonly", "yes", "--maxmemory", "4mb",
+                             "--maxmemory-policy", "allkeys-lru"},
+                   .unix_socket = true}));
+  admin_ = ConnectHiredis(server_.port());
+  ASSERT_NE(admin_, nullptr);
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(client.Command({"V.CREATE", "old", std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+  ASSERT_NO_FATAL_FAILURE(StoreRows(client, "old", 0, 256, 100));  // 1 MiB
+  const std::string hot = FetchedOverSocket(client, "old", 0, 256);
+  // Newer sessions push "old", the least recently used, to disk.
+  for (int i = 0; i < 12 && InfoNumber(admin_.get(), "cold_keys") == 0; ++i) {
+    const std::string sid = "new" + std::to_string(i);
+    ASSERT_TRUE(client.Command({"V.CREATE", sid, std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+    ASSERT_NO_FATAL_FAILURE(StoreRows(client, sid, 0, 256, 101 + i));
+  }
+  ASSERT_GE(InfoNumber(admin_.get(), "cold_keys"), 1u) << "nothing went to disk";
+  for (auto [start, end] : {std::pair<uint64_t, uint64_t>{10, 200}, {0, 300}}) {
+    SCOPED_TRACE("RANGE " + std::to_string(start) + " " + std::to_string(end));
+    const uint64_t cold_hits = InfoNumber(admin_.get(), "cold_hits");
+    std::vector<ShmView> pieces;
+    Status st = client.FetchRows("old", 0, start, end, pieces);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_GT(InfoNumber(admin_.get(), "cold_hits"), cold_hits) << "not read from disk";
+    EXPECT_FALSE(LeasesOf(pieces).empty()) << "rows read from disk are in an arena too";
+    const std::string joined = Joined(pieces);
+    EXPECT_TRUE(joined == FetchedOverSocket(client, "old", start, end));
+    EXPECT_TRUE(joined.substr(0, (std::min<uint64_t>(end, 256) - start) * kVRow) ==
+                hot.substr(start * kVRow, (std::min<uint64_t>(end, 256) - start) * kVRow));
+    ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+  }
+}
+
 // Prefix-index blocks: 16 tokens of 1024 fp32 values, 2 attention layers: a block's page is
 // 256 KiB (K and V of each layer), pages sit in 2 MiB slab chunks in an arena.
 constexpr size_t kBlockTokens = 16, kHalf = kBlockTokens * kVRow;

@@ -377,6 +377,13 @@ TEST_F(ShmTest, VStoreDecodedTiersAreRefusedNativeOnesShared) {
   ASSERT_TRUE(native.ok()) << native.ToString();
   EXPECT_FALSE(LeasesOf(pieces).empty());
   EXPECT_TRUE(Joined(pieces) == FetchedOverSocket(client, "h", 0, 80, /*native=*/true));
+  // fp16 rows are 2 KiB: a piece starting mid-page is placed (and its generation checked) too.
+  Status odd = client.FetchRows("h", 0, 3, 77, pieces, /*native=*/true);
+  ASSERT_TRUE(odd.ok()) << odd.ToString();
+  ASSERT_FALSE(LeasesOf(pieces).empty());
+  EXPECT_NE(pieces[0].offset % 4096, 0u);
+  EXPECT_TRUE(client.Valid(pieces[0]));
+  EXPECT_TRUE(Joined(pieces) == FetchedOverSocket(client, "h", 3, 77, /*native=*/true));
 }
 
 TEST_F(ShmTest, VStoreLeaseKeepsRowsThroughOverwriteAndDrop) {

@@ -33,6 +33,9 @@ struct ShmView {
   uint64_t generation = 0;
   std::string checksum;       // XXH3-64 as 16 hex digits, when asked for
   std::vector<uint8_t> copy;  // the bytes, for a value outside the arenas
+  // V.SHMFETCH: a run of zero rows (a gap, rows past the layer's length); `data` points at
+  // read-only zero pages of the client's own, valid while the client lives, and `lease` is 0.
+  bool zeros = false;
 
   std::span<const uint8_t> bytes() const { return {data, size}; }
 };
@@ -57,12 +60,23 @@ class ShmClient {
   // leases or none: past the connection's cap nothing is leased (kServerError).
   Status FetchLayers(std::string_view sid, std::span<const uint32_t> layers,
                      std::vector<ShmView>& views);
+  // V.SHMFETCH: rows [start, end) of a V-store layer as the pieces the server stores them in, in
+  // row order, from one consistent state of the layer; joined they are V.FETCH RANGE's bytes
+  // (with `native`, FMT NATIVE's). A piece is a view under a lease of its own, a copy, or a run
+  // of zeros (`zeros`). `pieces` is empty for a layer with no tokens. All leases or none.
+  Status FetchRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
+                   std::vector<ShmView>& pieces, bool native = false);
+  // KV.PREFIX.SHMBFETCH: `layer`'s rows of the blocks `hashes` names (n × 16 raw bytes) as 2n
+  // views, every block's K rows then every block's V rows; joined they are KV.PREFIX.BFETCH's
+  // bytes (with `native`, FMT NATIVE's). kNotFound when a block is missing. All leases or none.
+  Status FetchBlocks(std::string_view ns, std::string_view hashes, uint32_t layer,
+                     std::vector<ShmView>& pieces, bool native = false);
   // Whether the server's generation of the view's bytes is still the view's: false once the
   // region was freed or reused (after a release or an expired lease). Always true for a copy.
   bool Valid(const ShmView& view) const;
   // SHM.RELEASE of the view's lease (nothing for a copy); the view is emptied.
   Status Release(ShmView& view);
-  Status Release(std::span<const uint64_t> leases);
+  Status Release(std::span<const uint64_t> leases);  // none: nothing sent
 
   // Any command on this connection; a server error comes back as kServerError.
   Result<Reply> Command(std::span<const std::string_view> args);
@@ -80,6 +94,8 @@ class ShmClient {
   };
 
   Status Hello();
+  // `size` bytes of read-only zeros, valid until the client is destroyed.
+  const uint8_t* Zeros(size_t size);
   // Fills `view` from one value's answer (a place array or the bytes).
   Status ViewOf(Reply& answer, ShmView& view);
   Status SendAll(std::string_view bytes);
@@ -93,6 +109,7 @@ class ShmClient {
   size_t in_at_ = 0;
   std::vector<int> received_fds_;
   std::vector<Arena> arenas_;
+  std::vector<Arena> zero_maps_;  // anonymous, read-only: the shared zero page, no memory
 };
 
 }  // namespace prefixd

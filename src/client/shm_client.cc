@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -36,6 +37,7 @@ constexpr uint64_t kPageBytes = 4096;
 
 ShmClient::~ShmClient() {
   for (const Arena& a : arenas_) ::munmap(const_cast<uint8_t*>(a.base), a.size);
+  for (const Arena& z : zero_maps_) ::munmap(const_cast<uint8_t*>(z.base), z.size);
   for (int fd : received_fds_) ::close(fd);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -118,6 +120,68 @@ Status ShmClient::FetchLayers(std::string_view sid, std::span<const uint32_t> la
   return Status::Ok();
 }
 
+Status ShmClient::FetchRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
+                            std::vector<ShmView>& pieces, bool native) {
+  pieces.clear();
+  const std::string layer_text = std::to_string(layer), start_text = std::to_string(start),
+                    end_text = std::to_string(end);
+  std::vector<std::string_view> args{"V.SHMFETCH", sid, layer_text, "RANGE", start_text, end_text};
+  if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
+  Reply& r = reply.value();
+  if (r.is_nil()) return Status::Ok();
+  if (r.type != Reply::Type::kArray) return Status::ProtocolError("unexpected V.SHMFETCH reply");
+  pieces.resize(r.elements.size());
+  for (size_t i = 0; i < r.elements.size(); ++i) {
+    Reply& piece = r.elements[i];
+    if (piece.type == Reply::Type::kInteger) {
+      if (piece.integer <= 0) return Status::ProtocolError("bad zero run in a V.SHMFETCH reply");
+      pieces[i].size = static_cast<size_t>(piece.integer);
+      pieces[i].data = Zeros(pieces[i].size);
+      if (pieces[i].data == nullptr) return Status::IoError(Errno("mmap of zeros"));
+      pieces[i].zeros = true;
+      continue;
+    }
+    if (Status st = ViewOf(piece, pieces[i]); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+Status ShmClient::FetchBlocks(std::string_view ns, std::string_view hashes, uint32_t layer,
+                              std::vector<ShmView>& pieces, bool native) {
+  pieces.clear();
+  const std::string count = std::to_string(hashes.size() / 16), layer_text = std::to_string(layer);
+  std::vector<std::string_view> args{"KV.PREFIX.SHMBFETCH", ns, count, hashes, layer_text};
+  if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
+  Reply& r = reply.value();
+  if (r.is_nil()) return Status::NotFound("a block is missing");
+  if (r.type != Reply::Type::kArray) {
+    return Status::ProtocolError("unexpected KV.PREFIX.SHMBFETCH reply");
+  }
+  pieces.resize(r.elements.size());
+  for (size_t i = 0; i < r.elements.size(); ++i) {
+    if (Status st = ViewOf(r.elements[i], pieces[i]); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+const uint8_t* ShmClient::Zeros(size_t size) {
+  for (const Arena& z : zero_maps_) {
+    if (z.size >= size) return z.base;
+  }
+  // At least 1 MiB, so runs of zeros of the usual sizes share one mapping.
+  const size_t length =
+      std::max<size_t>(size_t{1} << 20, (size + kPageBytes - 1) & ~(kPageBytes - 1));
+  void* mapped =
+      ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapped == MAP_FAILED) return nullptr;
+  zero_maps_.push_back({static_cast<const uint8_t*>(mapped), length});
+  return static_cast<const uint8_t*>(mapped);
+}
+
 Status ShmClient::ViewOf(Reply& r, ShmView& view) {
   if (r.type == Reply::Type::kString) {
     view.copy.assign(r.str.begin(), r.str.end());
@@ -162,6 +226,7 @@ Status ShmClient::Release(ShmView& view) {
 }
 
 Status ShmClient::Release(std::span<const uint64_t> leases) {
+  if (leases.empty()) return Status::Ok();
   std::vector<std::string> ids{"SHM.RELEASE"};
   for (uint64_t id : leases) ids.push_back(std::to_string(id));
   std::vector<std::string_view> args(ids.begin(), ids.end());

@@ -13,6 +13,7 @@
 #include "commands/arg_reader.h"
 #include "commands/families.h"
 #include "commands/output_limit.h"
+#include "commands/shm_lending.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
@@ -405,6 +406,51 @@ void BFetch(Context& ctx) {
   ReplyRows(ctx, *shape, std::span(small.data(), size), nullptr, native, "KV.PREFIX.BFETCH");
 }
 
+// KV.PREFIX.SHMBFETCH <ns> <n> <hashes> <layer> [FMT NATIVE]: BFETCH's rows over the shared
+// path (docs/shm-transport.md): 2n pieces, every block's K rows then every block's V rows, each a
+// place in an arena under a lease of its own (a page of pool size) or its bytes (a small
+// namespace's pages are on the heap). Nil when a block is missing. Rows as stored only.
+void ShmBFetch(Context& ctx) {
+  if (!ShmGreeted(ctx)) return;
+  const auto& args = ctx.args;
+  std::optional<PrefixShape> shape;
+  bool native = false;
+  std::optional<std::vector<Bytes>> pieces;
+  const auto as_stored = [&] {
+    return shape->tier == store::Tier::kFp32 || (native && store::StoresValues(shape->tier));
+  };
+  const bool known = Db(ctx).prefixes.Read(args[1], [&](const PrefixIndex& index) {
+    auto n = ParseBounded(ctx, "count", args[2], 1, kMaxMatchBlocks);
+    if (!n) return;
+    if (!HashesSized(ctx, "hashes", args[3], *n)) return;
+    auto layer = ParseLayer(ctx, "layer", args[4], index.shape().attn);
+    if (!layer) return;
+    auto format = NativeFormat(ctx, 5, args.size());
+    if (!format) return;
+    shape = index.shape();
+    native = *format;
+    if (!as_stored()) return;
+    ScratchArray<Hash128, 8> hashes(*n);
+    for (size_t i = 0; i < *n; ++i) {
+      hashes[i] = Hash128::Read(reinterpret_cast<const uint8_t*>(args[3].data()) + i * kHashBytes);
+    }
+    pieces = index.SharedBlockRows(hashes.span(), static_cast<uint32_t>(*layer));
+  });
+  if (!known) return ctx.reply.Error(errors::NoSuchNamespace(Quoted(args[1])));
+  if (!shape) return;  // an argument's error is queued
+  if (!as_stored()) {
+    return ctx.reply.Error(errors::ShmRowsDecoded(
+        "KV.PREFIX.SHMBFETCH", "namespace", store::TierName(shape->tier), "KV.PREFIX.BFETCH"));
+  }
+  if (!pieces) return ctx.reply.Null();
+  std::vector<const Bytes*> lendable(pieces->size());
+  for (size_t i = 0; i < pieces->size(); ++i) lendable[i] = &(*pieces)[i];
+  std::vector<ShmLent> lent;
+  if (!ShmLendAll(ctx, lendable, lent)) return;
+  ctx.reply.ArrayLen(pieces->size());
+  for (size_t i = 0; i < pieces->size(); ++i) ReplyShmLent(ctx, (*pieces)[i], lent[i], false);
+}
+
 // --- Checkpoints ---
 
 // SSM.PREFIX.CKPT.STORE / MSTORE from args[first_layer]: recurrent (layer, blob) pairs, then
@@ -733,6 +779,13 @@ void RegisterPrefixIndexCommands(Registry& r) {
             "Returns one layer's K rows then V rows of the listed blocks, or nil if one is "
             "missing (no state is promised).",
             BFetch, "O(N) in the rows", {ns, n, hashes, layer, fmt_native_opt}));
+  r.Add(cmd("kv.prefix.shmbfetch", -5, kReadonly, "<ns> <n> <hashes> <layer> [FMT NATIVE]",
+            "After SHM.HELLO: KV.PREFIX.BFETCH's rows as 2n pieces, every block's K rows then "
+            "every block's V rows, each [arena, offset, length, generation, nil, lease] or its "
+            "bytes; nil if a block is missing. Rows as stored only (fp32, or fp16/bf16 with FMT "
+            "NATIVE).",
+            ShmBFetch, "O(N) in the blocks; no byte is read or copied",
+            {ns, n, hashes, layer, fmt_native_opt}));
   r.Add(cmd(
       "ssm.prefix.ckpt.store", -5, kWrite | kDenyOom,
       "<ns> <anchor> <L> <pos> <layer> <blob> [<layer> <blob> ...] [TAIL <layer> <rows> "

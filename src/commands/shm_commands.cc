@@ -1,7 +1,7 @@
 // Same-host transport (docs/shm-transport.md): SHM.HELLO hands a unix-socket client read-only
-// descriptors of the arenas values live in, SHM.GET (strings) and SSM.PREFIX.SHMFETCH (recurrent
-// state layers) answer where the bytes lie under a lease instead of the bytes, SHM.RELEASE ends
-// leases. Served only on the unix socket, only to a
+// descriptors of the arenas values live in, SHM.GET (strings), SSM.PREFIX.SHMFETCH (recurrent
+// state layers) and V.SHMFETCH (V-store rows) answer where the bytes lie under a lease instead of
+// the bytes, SHM.RELEASE ends leases. Served only on the unix socket, only to a
 // peer whose uid shm-allow-uids names.
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "commands/families.h"
+#include "commands/shm_lending.h"
+#include "commands/vstore_shared.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/numbers.h"
@@ -26,6 +28,7 @@
 #include "engine/memory_policy.h"
 #include "engine/shm_leases.h"
 #include "store/compact_session.h"
+#include "store/vector_store.h"
 
 namespace prefixd::commands {
 namespace {
@@ -33,36 +36,14 @@ namespace {
 // SCM_RIGHTS carries at most this many descriptors in one message (the kernel's SCM_MAX_FD);
 // SHM.HELLO passes no more at once, and a client asks again for the rest.
 constexpr uint32_t kFdsPerHello = 253;
+constexpr uint64_t kMaxVLayer = 0x7fffffff;  // V.FETCH's bound on a layer id
 
 void CountLookup(Context& ctx, bool hit) {
   (hit ? ctx.engine.stats().keyspace_hits : ctx.engine.stats().keyspace_misses).Add();
 }
 
-// Whether the connection may use SHM.* at all; the error queued when not.
-bool Served(Context& ctx) {
-  if (!ctx.client.unix_socket) {
-    ctx.reply.Error(errors::kShmUnixOnly);
-    return false;
-  }
-  if (!shm::ArenasEnabled()) {
-    ctx.reply.Error(errors::kShmArenasOff);
-    return false;
-  }
-  return true;
-}
-
-// Served, and SHM.HELLO has passed this connection's credentials.
-bool Greeted(Context& ctx) {
-  if (!Served(ctx)) return false;
-  if (!ctx.session.shm_hello) {
-    ctx.reply.Error(errors::kShmHelloFirst);
-    return false;
-  }
-  return true;
-}
-
 void Hello(Context& ctx) {
-  if (!Served(ctx)) return;
+  if (!ShmServed(ctx)) return;
   ucred peer{};
   socklen_t length = sizeof peer;
   if (::getsockopt(ctx.client.fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) {
@@ -95,45 +76,8 @@ void Hello(Context& ctx) {
   }
 }
 
-// A value's answer: where it lies under a new lease (`place` set, `lease` its id, 0 when the cap
-// refused it), or its bytes (`place` empty: not in an arena).
-struct Lent {
-  std::optional<shm::Place> place;
-  uint64_t lease = 0;
-};
-
-Lent Lend(Context& ctx, const Bytes& value) {
-  Lent lent;
-  if (!value.empty()) lent.place = shm::Locate(value.data(), value.size());
-  if (!lent.place) return lent;
-  auto& table = ctx.session.shm_leases;
-  if (table == nullptr) table = NewShmLeaseTable();
-  const int64_t cap = ctx.engine.settings().Int(Setting::kShmMaxLeases);
-  const int64_t expires = CoarseNowMs() + ctx.engine.settings().Int(Setting::kShmLeaseTimeout);
-  lent.lease = table->Add(value, expires, static_cast<size_t>(cap));
-  return lent;
-}
-
-void ReplyLent(Context& ctx, const Bytes& value, const Lent& lent, bool checksum) {
-  if (!lent.place) return ctx.reply.Bulk(value);
-  ctx.reply.ArrayLen(6);
-  ctx.reply.Integer(lent.place->arena);
-  ctx.reply.Integer(static_cast<int64_t>(lent.place->offset));
-  ctx.reply.Integer(static_cast<int64_t>(value.size()));
-  ctx.reply.Integer(static_cast<int64_t>(lent.place->generation));
-  if (checksum) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx",
-                  static_cast<unsigned long long>(XXH3_64bits(value.data(), value.size())));
-    ctx.reply.Bulk(std::string_view(hex, 16));
-  } else {
-    ctx.reply.Null();
-  }
-  ctx.reply.Integer(static_cast<int64_t>(lent.lease));
-}
-
 void Get(Context& ctx) {
-  if (!Greeted(ctx)) return;
+  if (!ShmGreeted(ctx)) return;
   bool checksum = false;
   if (ctx.args.size() == 3) {
     if (!EqualsIgnoreCase(ctx.args[2], "checksum")) return ctx.reply.Error(errors::kSyntax);
@@ -145,19 +89,19 @@ void Get(Context& ctx) {
   if (!info) return ctx.reply.Null();
   if (info->type != store::KeyType::kString) return ctx.reply.Error(errors::kWrongType);
   LoadColdString(ctx.engine, Db(ctx), key, *info);
-  const Lent lent = Lend(ctx, info->value);
+  const ShmLent lent = ShmLend(ctx, info->value);
   if (lent.place && lent.lease == 0) {
     return ctx.reply.Error(
         errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
   }
-  ReplyLent(ctx, info->value, lent, checksum);
+  ReplyShmLent(ctx, info->value, lent, checksum);
 }
 
 // SSM.PREFIX.SHMFETCH <sid> <layer> [<layer> ...]: MFETCH's consistent snapshot of the layers,
 // each answered as SHM.GET answers a string (nil when absent). All leases or none: past the cap,
 // the ones this call took are given back and the error answered.
 void SsmFetch(Context& ctx) {
-  if (!Greeted(ctx)) return;
+  if (!ShmGreeted(ctx)) return;
   const std::string_view sid = ctx.args[1];
   if (static_cast<int64_t>(sid.size()) > ctx.engine.settings().Int(Setting::kMaxSidLen)) {
     return ctx.reply.Error(
@@ -189,27 +133,87 @@ void SsmFetch(Context& ctx) {
   PromoteOnRead(ctx.engine, db, sid);
   // Never streamed from disk: a cold layer is read into memory (an arena) to be leased.
   const auto values = db.state.GetMany(sid, layers);
-  std::vector<Lent> lent(values.size());
+  std::vector<const Bytes*> present(values.size(), nullptr);
   for (size_t i = 0; i < values.size(); ++i) {
-    if (!values[i]) continue;
-    lent[i] = Lend(ctx, *values[i]);
-    if (lent[i].place && lent[i].lease == 0) {
-      for (const Lent& taken : lent) {
-        if (taken.lease != 0) ctx.session.shm_leases->Release(taken.lease);
-      }
-      return ctx.reply.Error(
-          errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
-    }
+    if (values[i]) present[i] = &*values[i];
   }
+  std::vector<ShmLent> lent;
+  if (!ShmLendAll(ctx, present, lent)) return;
   ctx.reply.ArrayLen(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     CountLookup(ctx, values[i].has_value());
-    values[i] ? ReplyLent(ctx, *values[i], lent[i], false) : ctx.reply.Null();
+    values[i] ? ReplyShmLent(ctx, *values[i], lent[i], false) : ctx.reply.Null();
+  }
+}
+
+// V.SHMFETCH <sid> <layer> RANGE <start> <end> [FMT NATIVE]: V.FETCH RANGE's rows, one
+// consistent state of the layer, as the pieces they are stored in, in row order: a piece in an
+// arena as its place under a lease of its own, shared zeros (a gap, rows past the length) as the
+// count of zero bytes, any other piece as its bytes. Nil for a layer with no tokens. Only rows
+// sent as stored can be shared: a decoded tier is an error. All leases or none.
+void VFetch(Context& ctx) {
+  if (!ShmGreeted(ctx)) return;
+  const auto& args = ctx.args;
+  const std::string_view sid = args[1];
+  if (!vstore::ValidSid(ctx, sid)) return;
+  auto layer = vstore::ParseCount(args[2]);
+  if (!layer || *layer > kMaxVLayer) {
+    return ctx.reply.Error(errors::NotInRange("layer_id", errors::Quoted(args[2]), 0, kMaxVLayer));
+  }
+  if (!EqualsIgnoreCase(args[3], "RANGE")) return ctx.reply.Error(errors::kSyntax);
+  auto start = vstore::ParseCount(args[4]);
+  auto end = vstore::ParseCount(args[5]);
+  if (!start || !end || *end <= *start) return ctx.reply.Error(errors::kBadVRange);
+  const uint64_t max_tokens = vstore::LimitsOf(ctx.engine).max_tokens;
+  if (*end > max_tokens) return ctx.reply.Error(errors::RangeOverMaxTokens(*end, max_tokens));
+  bool native = false;
+  if (args.size() == 8 && EqualsIgnoreCase(args[6], "FMT") && EqualsIgnoreCase(args[7], "NATIVE")) {
+    native = true;
+  } else if (args.size() != 6) {
+    return ctx.reply.Error(errors::VFetchUnknownOption(args[6].substr(0, 64)));
+  }
+  store::VectorStore& vs = Db(ctx).vectors;
+  auto described = vs.Describe(sid);
+  if (!described) return ctx.reply.Error(errors::kSessionNotFound);
+  const auto as_stored = [&](const store::VectorSessionInfo& info) {
+    return store::StoresValues(info.tier) && (native || info.tier == store::Tier::kFp32);
+  };
+  if (!as_stored(*described))
+    return ctx.reply.Error(
+        errors::ShmRowsDecoded("V.SHMFETCH", "session", TierName(described->tier), "V.FETCH"));
+  // Cold rows are read from disk into memory of their own (an arena region when large) for
+  // this answer; the session stays cold.
+  auto read =
+      vs.ReadRange(sid, static_cast<uint32_t>(*layer), *start, *end, store::VectorStore::kReadAll);
+  if (!read) return ctx.reply.Error(errors::kSessionNotFound);
+  const auto& [info, rows] = *read;
+  // Dropped and created again with another tier since Describe.
+  if (!as_stored(info))
+    return ctx.reply.Error(
+        errors::ShmRowsDecoded("V.SHMFETCH", "session", TierName(info.tier), "V.FETCH"));
+  if (rows.length == 0) return ctx.reply.Null();
+  const std::vector<Bytes>& pieces = rows.rows.pieces;
+  std::vector<const Bytes*> lendable(pieces.size(), nullptr);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!store::VectorStore::IsSharedZeros(pieces[i])) lendable[i] = &pieces[i];
+  }
+  std::vector<ShmLent> lent;
+  if (!ShmLendAll(ctx, lendable, lent)) return;
+  PrefixReceipt& receipt = ctx.engine.receipt();
+  receipt.fetches.Add();
+  receipt.fetch_bytes.Add(rows.rows.bytes());
+  ctx.reply.ArrayLen(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (store::VectorStore::IsSharedZeros(pieces[i])) {
+      ctx.reply.Integer(static_cast<int64_t>(pieces[i].size()));
+    } else {
+      ReplyShmLent(ctx, pieces[i], lent[i], false);
+    }
   }
 }
 
 void Release(Context& ctx) {
-  if (!Greeted(ctx)) return;
+  if (!ShmGreeted(ctx)) return;
   std::vector<uint64_t> ids;
   for (size_t i = 1; i < ctx.args.size(); ++i) {
     auto id = ParseInt64(ctx.args[i]);
@@ -248,6 +252,17 @@ void RegisterShmCommands(Registry& r) {
           SsmFetch);
   ssm_fetch.group = "ssm";
   r.Add(std::move(ssm_fetch));
+  // In the V-store group, as V.FETCH.
+  CommandSpec v_fetch = cmd(
+      1, "v.shmfetch", -6, kReadonly, "<sid> <layer> RANGE <start> <end> [FMT NATIVE]",
+      "After SHM.HELLO: V.FETCH RANGE's rows as the pieces they are stored in, in order: a "
+      "piece in an arena as [arena, offset, length, generation, nil, lease], zero rows as their "
+      "byte count, any other piece as its bytes; nil for a layer with no tokens. Rows sent as "
+      "stored only (fp32, or fp16/bf16 with FMT NATIVE).",
+      VFetch);
+  v_fetch.group = "vstore";
+  v_fetch.complexity = "O(N) in the stored pieces the rows span; no byte is read or copied";
+  r.Add(std::move(v_fetch));
   r.Add(cmd(0, "shm.release", -2, kFast, "<lease> [<lease> ...]",
             "Ends leases SHM.GET gave this connection; answers how many were live.", Release));
 }

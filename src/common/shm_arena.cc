@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -31,6 +32,12 @@ struct Arena {
   uint64_t size = 0;
   uint64_t next = 0;  // the first byte not yet handed out (under the registry's lock)
 };
+
+uint64_t StartGeneration() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+}
 
 class Registry {
  public:
@@ -160,7 +167,10 @@ class Registry {
   std::atomic<uint32_t> count_{0};
   int current_ = -1;  // the arena regular regions come from (under mu_)
   std::unordered_map<size_t, std::vector<uint8_t*>> holes_;
-  std::atomic<uint64_t> generation_{0};
+  // Counted from the wall clock's nanoseconds at start-up, not from 0: a server started again
+  // (or another one) never hands out a generation an earlier process gave, so a client that
+  // checks an old place against a new server's arena finds a mismatch, not a replayed match.
+  std::atomic<uint64_t> generation_{StartGeneration()};
 };
 
 // Never destroyed: regions may be released during static destruction.

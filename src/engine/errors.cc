@@ -336,4 +336,11 @@ std::string ShmTooManyLeases(int64_t cap) {
          " SHM leases (shm-max-leases): SHM.RELEASE some first";
 }
 
+std::string ShmRowsDecoded(std::string_view command, std::string_view holder, std::string_view tier,
+                           std::string_view socket_command) {
+  return "ERR " + std::string(command) + " shares rows only as stored: this " +
+         std::string(holder) + "'s " + std::string(tier) + " rows are decoded to fp32 (use " +
+         std::string(socket_command) + ", or FMT NATIVE for fp16/bf16)";
+}
+
 }  // namespace prefixd::commands::errors

@@ -389,5 +389,9 @@ inline constexpr std::string_view kShmNoDescriptors =
     "ERR cannot duplicate an arena descriptor (open-files limit?)";
 std::string ShmUidRefused(uint32_t uid);
 std::string ShmTooManyLeases(int64_t cap);
+// `command` (V.SHMFETCH) refuses rows of a decoded `tier` of a `holder` (session, namespace),
+// naming `socket_command` (V.FETCH) as the way to them.
+std::string ShmRowsDecoded(std::string_view command, std::string_view holder, std::string_view tier,
+                           std::string_view socket_command);
 
 }  // namespace prefixd::commands::errors

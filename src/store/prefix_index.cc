@@ -563,6 +563,21 @@ bool PrefixIndex::CopyBlockRows(std::span<const Hash128> hashes, uint32_t layer,
   return true;
 }
 
+std::optional<std::vector<Bytes>> PrefixIndex::SharedBlockRows(std::span<const Hash128> hashes,
+                                                               uint32_t layer) const {
+  ScratchArray<uint32_t, 64> ids(hashes.size());
+  if (!FindBlocks(hashes, ids.span())) return std::nullopt;
+  std::vector<Bytes> pieces(2 * hashes.size());
+  if (shape_.page_bytes() == 0) return pieces;
+  const size_t half = static_cast<size_t>(shape_.block) * shape_.row_bytes();
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    const Bytes page = pages_.Share(ids[i]);
+    pieces[i] = page.Slice(2 * half * layer, half);
+    pieces[hashes.size() + i] = page.Slice(2 * half * layer + half, half);
+  }
+  return pieces;
+}
+
 bool PrefixIndex::FindBlocks(std::span<const Hash128> hashes, std::span<uint32_t> ids) const {
   for (size_t i = 0; i < hashes.size(); ++i) {
     ids[i] = FindBlock(hashes[i]);

@@ -157,6 +157,11 @@ class PrefixIndex {
   // BlockRows into `out`, which holds BlockRowsSize(hashes.size()) bytes; false when a block is
   // missing (`out` is then partly written).
   bool CopyBlockRows(std::span<const Hash128> hashes, uint32_t layer, uint8_t* out) const;
+  // BlockRows as references to the stored pages, not a copy: every block's K rows, then every
+  // block's V rows (2 × hashes.size() pieces), unchanged whatever is stored later (a page still
+  // referenced is copied before its slot is rewritten); nullopt when a block is missing.
+  std::optional<std::vector<Bytes>> SharedBlockRows(std::span<const Hash128> hashes,
+                                                    uint32_t layer) const;
   size_t BlockRowsSize(size_t blocks) const {
     return 2 * blocks * static_cast<size_t>(shape_.block) * shape_.row_bytes();
   }

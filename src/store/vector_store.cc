@@ -287,6 +287,8 @@ VectorStore::StoreResult VectorStore::Store(std::string_view sid, uint32_t layer
   return StoreResult::kOk;
 }
 
+bool VectorStore::IsSharedZeros(const Bytes& piece) { return piece.SharesStorage(Zeros()); }
+
 RowSpan VectorStore::Rows(const Session& s, const Layer& layer, uint64_t start,
                           uint64_t end) const {
   RowSpan span;

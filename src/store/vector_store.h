@@ -179,6 +179,9 @@ class VectorStore {
   std::optional<std::pair<VectorSessionInfo, LayerRead>> ReadRange(
       std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
       uint64_t stream_from = kReadAll) const;
+  // Whether a read's piece is a slice of the shared zeros that gaps and rows past a layer's end
+  // are read from (rows wider than those zeros come as zeroed buffers of their own: false).
+  static bool IsSharedZeros(const Bytes& piece);
   // ReadRange's common small case in one lookup and no allocation: rows [start, end) of a hot
   // layer that lie within the stored rows of one chunk are given to `use(info, bytes)` under the
   // session lock (`use` only copies them, e.g. into a reply, and returns false to decline).

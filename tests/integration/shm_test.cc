@@ -1,7 +1,8 @@
 // Same-host transport (docs/shm-transport.md) against the real server over its real unix socket:
 // SHM.HELLO's descriptors and what they allow, SHM.GET's views compared byte for byte, leases
 // across overwrite, DEL and FLUSHALL, the cap, the time limit, a client killed while holding
-// leases, a refused uid, and the TCP port refusing every SHM command.
+// leases, a refused uid, the TCP port refusing every SHM command, V-store rows by the piece, and
+// views across a restart.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -250,6 +251,368 @@ TEST_F(ShmTest, SsmLayersThroughTheArenas) {
             client.Command({"SSM.PREFIX.FETCH", "s", "-1"}).status().message());
 }
 
+// V-store rows: 1024 fp32 values a row (4 KiB), so 64 rows a chunk (256 KiB, an arena region).
+constexpr size_t kVDim = 1024, kVRow = kVDim * 4;
+
+void StoreRows(ShmClient& client, const std::string& sid, uint64_t start, uint64_t count,
+               uint64_t seed) {
+  auto r = client.Command({"V.STOREBATCH", sid, "0", std::to_string(start), std::to_string(count),
+                           Pattern(count * kVRow, seed)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r.value().str, "OK");
+}
+
+std::string Joined(const std::vector<ShmView>& pieces) {
+  std::string out;
+  for (const ShmView& p : pieces) out += AsString(p);
+  return out;
+}
+
+// V.FETCH RANGE's bytes over the same socket.
+std::string FetchedOverSocket(ShmClient& client, const std::string& sid, uint64_t start,
+                              uint64_t end, bool native = false) {
+  std::vector<std::string_view> args{"V.FETCH", sid, "0", "RANGE"};
+  const std::string s = std::to_string(start), e = std::to_string(end);
+  args.insert(args.end(), {s, e});
+  if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  auto r = client.Command(args);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? r.value().str : std::string();
+}
+
+std::vector<uint64_t> LeasesOf(const std::vector<ShmView>& pieces) {
+  std::vector<uint64_t> out;
+  for (const ShmView& p : pieces) {
+    if (p.lease != 0) out.push_back(p.lease);
+  }
+  return out;
+}
+
+TEST_F(ShmTest, VStoreRowsEveryByteAsTheSocketSendsThem) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(client.Command({"V.CREATE", "v", std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+  // Chunk 0 full, chunk 1 up to row 100, chunks 2 absent, chunk 3 from row 200: length 230.
+  ASSERT_NO_FATAL_FAILURE(StoreRows(client, "v", 0, 100, 30));
+  ASSERT_NO_FATAL_FAILURE(StoreRows(client, "v", 200, 30, 31));
+  struct Case {
+    uint64_t start, end;
+    size_t min_places, min_zero_runs;
+  };
+  const Case cases[] = {
+      {5, 50, 1, 0},     // inside one chunk
+      {40, 90, 2, 0},    // across chunks 0 and 1
+      {90, 210, 2, 1},   // over the gap after row 100
+      {150, 170, 0, 1},  // only the gap
+      {220, 400, 1, 1},  // past the length
+      {0, 230, 3, 1},    // the whole layer
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("RANGE " + std::to_string(c.start) + " " + std::to_string(c.end));
+    std::vector<ShmView> pieces;
+    Status st = client.FetchRows("v", 0, c.start, c.end, pieces);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    size_t places = 0, zero_runs = 0;
+    for (const ShmView& p : pieces) {
+      ASSERT_EQ(p.size % kVRow, 0u) << "a piece of part of a row";
+      if (p.zeros) {
+        ++zero_runs;
+        EXPECT_EQ(p.lease, 0u);
+        EXPECT_EQ(AsString(p), std::string(p.size, '\0'));
+      } else if (p.lease != 0) {
+        ++places;
+        EXPECT_TRUE(client.Valid(p));
+      }
+    }
+    EXPECT_GE(places, c.min_places);
+    EXPECT_GE(zero_runs, c.min_zero_runs);
+    const std::string joined = Joined(pieces);
+    EXPECT_EQ(joined.size(), (c.end - c.start) * kVRow);
+    EXPECT_TRUE(joined == FetchedOverSocket(client, "v", c.start, c.end))
+        << "the shared rows differ from V.FETCH's";
+    ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+  }
+  EXPECT_TRUE(LeasesBecome(0));
+
+  // A layer with no tokens is nil (no pieces); a missing session and bad arguments are errors.
+  std::vector<ShmView> none;
+  ASSERT_TRUE(client.FetchRows("v", 5, 0, 10, none).ok());
+  EXPECT_TRUE(none.empty());
+  Status missing = client.FetchRows("nosuch", 0, 0, 10, none);
+  EXPECT_EQ(missing.message(), "ERR session not found");
+  auto bad = client.Command({"V.SHMFETCH", "v", "0", "RANGE", "10", "10"});
+  EXPECT_EQ(bad.status().message(), "ERR invalid RANGE: end must exceed start (>=0)");
+  auto option = client.Command({"V.SHMFETCH", "v", "0", "RANGE", "0", "10", "FMT", "F16"});
+  EXPECT_EQ(option.status().code(), StatusCode::kServerError);
+  auto syntax = client.Command({"V.SHMFETCH", "v", "0", "IDS", "0", "10"});
+  EXPECT_EQ(syntax.status().message(), "ERR syntax error");
+  ASSERT_TRUE(client.Command({"SET", "str", "x"}).ok());
+  auto wrong = client.Command({"V.SHMFETCH", "str", "0", "RANGE", "0", "10"});
+  EXPECT_NE(wrong.status().message().find("WRONGTYPE"), std::string::npos);
+}
+
+TEST_F(ShmTest, VStoreDecodedTiersAreRefusedNativeOnesShared) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(client.Command({"V.CREATE", "h", std::to_string(kVDim), "VQUANT", "fp16"}).ok());
+  ASSERT_TRUE(client.Command({"V.CREATE", "q", std::to_string(kVDim), "VQUANT", "int8"}).ok());
+  // int8 takes finite values only: zeros.
+  for (const auto& [sid, blob] : {std::pair<std::string, std::string>{"h", Pattern(80 * kVRow, 40)},
+                                  {"q", std::string(80 * kVRow, '\0')}}) {
+    auto r = client.Command({"V.STOREBATCH", sid, "0", "0", "80", blob});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  std::vector<ShmView> pieces;
+  Status decoded = client.FetchRows("h", 0, 0, 80, pieces);
+  EXPECT_EQ(decoded.message(),
+            "ERR V.SHMFETCH shares rows only as stored: this session's fp16 rows are decoded to "
+            "fp32 (use V.FETCH, or FMT NATIVE for fp16/bf16)");
+  Status int8 = client.FetchRows("q", 0, 0, 80, pieces, /*native=*/true);
+  EXPECT_NE(int8.message().find("int8 rows are decoded"), std::string::npos) << int8.ToString();
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
+
+  Status native = client.FetchRows("h", 0, 0, 80, pieces, /*native=*/true);
+  ASSERT_TRUE(native.ok()) << native.ToString();
+  EXPECT_FALSE(LeasesOf(pieces).empty());
+  EXPECT_TRUE(Joined(pieces) == FetchedOverSocket(client, "h", 0, 80, /*native=*/true));
+  // fp16 rows are 2 KiB: a piece starting mid-page is placed (and its generation checked) too.
+  Status odd = client.FetchRows("h", 0, 3, 77, pieces, /*native=*/true);
+  ASSERT_TRUE(odd.ok()) << odd.ToString();
+  ASSERT_FALSE(LeasesOf(pieces).empty());
+  EXPECT_NE(pieces[0].offset % 4096, 0u);
+  EXPECT_TRUE(client.Valid(pieces[0]));
+  EXPECT_TRUE(Joined(pieces) == FetchedOverSocket(client, "h", 3, 77, /*native=*/true));
+}
+
+TEST_F(ShmTest, VStoreLeaseKeepsRowsThroughOverwriteAndDrop) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(client.Command({"V.CREATE", "v", std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+  ASSERT_NO_FATAL_FAILURE(StoreRows(client, "v", 0, 128, 50));
+  const std::string first = FetchedOverSocket(client, "v", 0, 128);
+  std::vector<ShmView> old_rows;
+  ASSERT_TRUE(client.FetchRows("v", 0, 0, 128, old_rows).ok());
+  ASSERT_EQ(LeasesOf(old_rows).size(), 2u);
+  ASSERT_TRUE(Joined(old_rows) == first);
+
+  // Rewritten rows a reader has seen go to new chunks; the leased ones stay as they were.
+  ASSERT_NO_FATAL_FAILURE(StoreRows(client, "v", 0, 128, 51));
+  const std::string second = FetchedOverSocket(client, "v", 0, 128);
+  ASSERT_TRUE(second != first);
+  std::vector<ShmView> new_rows;
+  ASSERT_TRUE(client.FetchRows("v", 0, 0, 128, new_rows).ok());
+  EXPECT_TRUE(Joined(new_rows) == second);
+  EXPECT_TRUE(Joined(old_rows) == first) << "V.STOREBATCH changed leased rows";
+  for (const ShmView& p : old_rows) EXPECT_TRUE(client.Valid(p));
+
+  // Dropped, and new sessions' chunks allocated: leased rows unchanged, still valid.
+  ASSERT_EQ(client.Command({"V.DROP", "v"}).value().integer, 1);
+  for (int i = 0; i < 4; ++i) {
+    const std::string sid = "fill" + std::to_string(i);
+    ASSERT_TRUE(client.Command({"V.CREATE", sid, std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+    ASSERT_NO_FATAL_FAILURE(StoreRows(client, sid, 0, 128, 60 + i));
+  }
+  EXPECT_TRUE(Joined(old_rows) == first);
+  EXPECT_TRUE(Joined(new_rows) == second);
+  for (const ShmView& p : old_rows) EXPECT_TRUE(client.Valid(p));
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 4u);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leased_bytes"), uint64_t{4} * 64 * kVRow);
+  Status gone = client.FetchRows("v", 0, 0, 128, new_rows);
+  EXPECT_EQ(gone.message(), "ERR session not found");
+
+  // Released: nothing else holds the old chunks, and the generation says so.
+  const std::vector<ShmView> kept = old_rows;
+  ASSERT_TRUE(client.Release(LeasesOf(old_rows)).ok());
+  for (const ShmView& p : kept) EXPECT_FALSE(client.Valid(p));
+  EXPECT_TRUE(LeasesBecome(2));
+}
+
+TEST_F(ShmTest, VStoreLeasesCountAgainstTheCapAllOrNone) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "4"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(client.Command({"V.CREATE", "v", std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+  ASSERT_NO_FATAL_FAILURE(StoreRows(client, "v", 0, 192, 70));
+  std::vector<ShmView> three;
+  ASSERT_TRUE(client.FetchRows("v", 0, 0, 192, three).ok());
+  ASSERT_EQ(LeasesOf(three).size(), 3u);
+  ShmView string_view;
+  ASSERT_NO_FATAL_FAILURE(Set(client, "k", Pattern(1 << 20, 71)));
+  ASSERT_TRUE(client.Get("k", string_view).ok());  // the fourth lease
+  std::vector<ShmView> more;
+  Status capped = client.FetchRows("v", 0, 0, 64, more);
+  EXPECT_EQ(capped.message(),
+            "ERR this connection holds 4 SHM leases (shm-max-leases): SHM.RELEASE some first");
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 4u);
+  // Two pieces with room for one: neither is leased.
+  ASSERT_TRUE(client.Release(string_view).ok());
+  capped = client.FetchRows("v", 0, 32, 96, more);
+  EXPECT_EQ(capped.code(), StatusCode::kServerError);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 3u);
+  ASSERT_TRUE(client.FetchRows("v", 0, 0, 64, more).ok());
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 4u);
+}
+
+// Cold rows (the disk tier) are read into memory for the answer: the same bytes as V.FETCH's.
+TEST_F(ShmTest, VStoreColdRowsAreReadIntoMemoryAndShared) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({.flags = {"--shm-arenas", "yes", "--appendonly", "yes", "--maxmemory", "4mb",
+                             "--maxmemory-policy", "allkeys-lru"},
+                   .unix_socket = true}));
+  admin_ = ConnectHiredis(server_.port());
+  ASSERT_NE(admin_, nullptr);
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(client.Command({"V.CREATE", "old", std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+  ASSERT_NO_FATAL_FAILURE(StoreRows(client, "old", 0, 256, 100));  // 1 MiB
+  const std::string hot = FetchedOverSocket(client, "old", 0, 256);
+  // Newer sessions push "old", the least recently used, to disk.
+  for (int i = 0; i < 12 && InfoNumber(admin_.get(), "cold_keys") == 0; ++i) {
+    const std::string sid = "new" + std::to_string(i);
+    ASSERT_TRUE(client.Command({"V.CREATE", sid, std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+    ASSERT_NO_FATAL_FAILURE(StoreRows(client, sid, 0, 256, 101 + i));
+  }
+  ASSERT_GE(InfoNumber(admin_.get(), "cold_keys"), 1u) << "nothing went to disk";
+  for (auto [start, end] : {std::pair<uint64_t, uint64_t>{10, 200}, {0, 300}}) {
+    SCOPED_TRACE("RANGE " + std::to_string(start) + " " + std::to_string(end));
+    const uint64_t cold_hits = InfoNumber(admin_.get(), "cold_hits");
+    std::vector<ShmView> pieces;
+    Status st = client.FetchRows("old", 0, start, end, pieces);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_GT(InfoNumber(admin_.get(), "cold_hits"), cold_hits) << "not read from disk";
+    EXPECT_FALSE(LeasesOf(pieces).empty()) << "rows read from disk are in an arena too";
+    const std::string joined = Joined(pieces);
+    EXPECT_TRUE(joined == FetchedOverSocket(client, "old", start, end));
+    EXPECT_TRUE(joined.substr(0, (std::min<uint64_t>(end, 256) - start) * kVRow) ==
+                hot.substr(start * kVRow, (std::min<uint64_t>(end, 256) - start) * kVRow));
+    ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+  }
+}
+
+// Prefix-index blocks: 16 tokens of 1024 fp32 values, 2 attention layers: a block's page is
+// 256 KiB (K and V of each layer), pages sit in 2 MiB slab chunks in an arena.
+constexpr size_t kBlockTokens = 16, kHalf = kBlockTokens * kVRow;
+
+std::string Hashes(std::initializer_list<char> ids) {
+  std::string out;
+  for (char id : ids) out += std::string(16, id);
+  return out;
+}
+
+void StoreBlocks(ShmClient& client, const std::string& ns, const std::string& parent,
+                 const std::string& hashes, uint64_t seed) {
+  const std::string n = std::to_string(hashes.size() / 16);
+  const size_t rows = 2 * (hashes.size() / 16) * kHalf;
+  const std::string layer0 = Pattern(rows, seed), layer1 = Pattern(rows, seed + 1);
+  auto r = client.Command({"KV.PREFIX.BSTORE", ns, parent, n, hashes, "0", layer0, "1", layer1});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+}
+
+std::string BlocksOverSocket(ShmClient& client, const std::string& ns, const std::string& hashes,
+                             const std::string& layer) {
+  auto r =
+      client.Command({"KV.PREFIX.BFETCH", ns, std::to_string(hashes.size() / 16), hashes, layer});
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? r.value().str : std::string();
+}
+
+TEST_F(ShmTest, PrefixBlocksEveryByteAsTheSocketSendsThemAndLeasesHoldPages) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(
+      client
+          .Command({"KV.PREFIX.NAMESPACE", "ns", "BLOCK", std::to_string(kBlockTokens), "ATTN", "2",
+                    "KVDIM", std::to_string(kVDim), "RECURRENT", "1", "VQUANT", "fp32"})
+          .ok());
+  const std::string root(16, '\0');
+  ASSERT_NO_FATAL_FAILURE(StoreBlocks(client, "ns", root, Hashes({'a', 'b', 'c'}), 90));
+  // Another chain, so dropping a's leaves the namespace's pages in place for new blocks to reuse.
+  ASSERT_NO_FATAL_FAILURE(StoreBlocks(client, "ns", root, Hashes({'x'}), 92));
+  for (const std::string& hashes : {Hashes({'a', 'b', 'c'}), Hashes({'c', 'a'}), Hashes({'b'})}) {
+    for (uint32_t layer : {0u, 1u}) {
+      std::vector<ShmView> pieces;
+      Status st = client.FetchBlocks("ns", hashes, layer, pieces);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(pieces.size(), 2 * hashes.size() / 16);
+      for (const ShmView& p : pieces) {
+        EXPECT_NE(p.lease, 0u);
+        EXPECT_EQ(p.size, kHalf);
+      }
+      EXPECT_TRUE(Joined(pieces) == BlocksOverSocket(client, "ns", hashes, std::to_string(layer)))
+          << "the shared block rows differ from KV.PREFIX.BFETCH's";
+      ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+    }
+  }
+  EXPECT_TRUE(LeasesBecome(0));
+  std::vector<ShmView> pieces;
+  EXPECT_EQ(client.FetchBlocks("ns", Hashes({'a', 'z'}), 0, pieces).code(), StatusCode::kNotFound);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
+  auto other = client.Command({"KV.PREFIX.SHMBFETCH", "nosuch", "1", Hashes({'a'}), "0"});
+  EXPECT_EQ(other.status().code(), StatusCode::kServerError);
+
+  // Leased pages survive the blocks' drop and their slots' reuse by new blocks.
+  std::vector<ShmView> old_rows;
+  ASSERT_TRUE(client.FetchBlocks("ns", Hashes({'a', 'b'}), 1, old_rows).ok());
+  const std::string first = Joined(old_rows);
+  auto dropped = client.Command({"KV.PREFIX.BDROP", "ns", "1", Hashes({'a'})});
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(StoreBlocks(client, "ns", root, Hashes({'d', 'e', 'f'}), 95));
+  std::vector<ShmView> new_rows;
+  ASSERT_TRUE(client.FetchBlocks("ns", Hashes({'d', 'e'}), 1, new_rows).ok());
+  EXPECT_TRUE(Joined(new_rows) == BlocksOverSocket(client, "ns", Hashes({'d', 'e'}), "1"));
+  EXPECT_TRUE(Joined(new_rows) != first);
+  EXPECT_TRUE(Joined(old_rows) == first) << "new blocks were written into leased pages";
+  for (const ShmView& p : old_rows) EXPECT_TRUE(client.Valid(p));
+  EXPECT_EQ(client.FetchBlocks("ns", Hashes({'a'}), 1, pieces).code(), StatusCode::kNotFound);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 8u);
+
+  // Decoded tiers are refused.
+  ASSERT_TRUE(
+      client
+          .Command({"KV.PREFIX.NAMESPACE", "q", "BLOCK", std::to_string(kBlockTokens), "ATTN", "1",
+                    "KVDIM", std::to_string(kVDim), "RECURRENT", "1", "VQUANT", "fp16"})
+          .ok());
+  Status decoded = client.FetchBlocks("q", Hashes({'a'}), 0, pieces);
+  EXPECT_EQ(decoded.message(),
+            "ERR KV.PREFIX.SHMBFETCH shares rows only as stored: this namespace's fp16 rows are "
+            "decoded to fp32 (use KV.PREFIX.BFETCH, or FMT NATIVE for fp16/bf16)");
+}
+
+// The client's mapping is its own: a view stays readable across a restart of the server. The
+// new server's arenas are new memory whose generations no earlier server gave, so an old place
+// checked against them fails.
+TEST_F(ShmTest, ViewsOutliveARestartAndOldGenerationsFailAfterIt) {
+  const std::vector<std::string> flags = {"--shm-arenas", "yes", "--appendonly", "no"};
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes"}));
+  ShmClient before;
+  ASSERT_NO_FATAL_FAILURE(Connect(before));
+  const std::string value = Pattern(2 << 20, 80);
+  ASSERT_NO_FATAL_FAILURE(Set(before, "k", value));
+  ShmView old_view;
+  ASSERT_TRUE(before.Get("k", old_view).ok());
+  ASSERT_NE(old_view.lease, 0u);
+  admin_.reset();
+  server_.Stop();
+  ASSERT_TRUE(server_.Restart({.flags = flags, .unix_socket = true}));
+  EXPECT_TRUE(AsString(old_view) == value) << "the old mapping changed after the restart";
+
+  ShmClient after;
+  ASSERT_NO_FATAL_FAILURE(Connect(after));
+  ASSERT_NO_FATAL_FAILURE(Set(after, "k", value));  // the same value, stored the same way
+  ShmView new_view;
+  ASSERT_TRUE(after.Get("k", new_view).ok());
+  EXPECT_TRUE(AsString(new_view) == value);
+  EXPECT_NE(new_view.generation, old_view.generation);
+  EXPECT_FALSE(after.Valid(old_view)) << "an old place passed the new server's generation check";
+  EXPECT_TRUE(after.Valid(new_view));
+  // The old connection is gone: its leases went with the old server.
+  EXPECT_FALSE(before.Command({"PING"}).ok());
+}
+
 TEST_F(ShmTest, LeaseCapGivesAClearErrorAndReleaseMakesRoom) {
   ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "3"}));
   ShmClient client;
@@ -421,6 +784,9 @@ TEST_F(ShmTest, TcpPortRefusesShmCommands) {
   EXPECT_EQ(tcp->Call(Multibulk({"SHM.GET", "k"})), refused);
   EXPECT_EQ(tcp->Call(Multibulk({"SHM.RELEASE", "1"})), refused);
   EXPECT_EQ(tcp->Call(Multibulk({"SSM.PREFIX.SHMFETCH", "s", "0"})), refused);
+  EXPECT_EQ(tcp->Call(Multibulk({"V.SHMFETCH", "v", "0", "RANGE", "0", "1"})), refused);
+  EXPECT_EQ(tcp->Call(Multibulk({"KV.PREFIX.SHMBFETCH", "ns", "1", std::string(16, 'a'), "0"})),
+            refused);
 }
 
 TEST_F(ShmTest, ArenasOffIsAClearError) {

@@ -1,0 +1,82 @@
+#include "commands/shm_lending.h"
+
+#include <xxhash.h>
+
+#include <cstdio>
+#include <string_view>
+
+#include "common/clock.h"
+#include "engine/engine.h"
+#include "engine/errors.h"
+#include "engine/shm_leases.h"
+
+namespace prefixd::commands {
+
+bool ShmServed(Context& ctx) {
+  if (!ctx.client.unix_socket) {
+    ctx.reply.Error(errors::kShmUnixOnly);
+    return false;
+  }
+  if (!shm::ArenasEnabled()) {
+    ctx.reply.Error(errors::kShmArenasOff);
+    return false;
+  }
+  return true;
+}
+
+bool ShmGreeted(Context& ctx) {
+  if (!ShmServed(ctx)) return false;
+  if (!ctx.session.shm_hello) {
+    ctx.reply.Error(errors::kShmHelloFirst);
+    return false;
+  }
+  return true;
+}
+
+ShmLent ShmLend(Context& ctx, const Bytes& value) {
+  ShmLent lent;
+  if (!value.empty()) lent.place = shm::Locate(value.data(), value.size());
+  if (!lent.place) return lent;
+  auto& table = ctx.session.shm_leases;
+  if (table == nullptr) table = NewShmLeaseTable();
+  const int64_t cap = ctx.engine.settings().Int(Setting::kShmMaxLeases);
+  const int64_t expires = CoarseNowMs() + ctx.engine.settings().Int(Setting::kShmLeaseTimeout);
+  lent.lease = table->Add(value, expires, static_cast<size_t>(cap));
+  return lent;
+}
+
+bool ShmLendAll(Context& ctx, std::span<const Bytes* const> values, std::vector<ShmLent>& lent) {
+  lent.assign(values.size(), ShmLent{});
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] == nullptr) continue;
+    lent[i] = ShmLend(ctx, *values[i]);
+    if (lent[i].place && lent[i].lease == 0) {
+      for (const ShmLent& taken : lent) {
+        if (taken.lease != 0) ctx.session.shm_leases->Release(taken.lease);
+      }
+      ctx.reply.Error(errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
+      return false;
+    }
+  }
+  return true;
+}
+
+void ReplyShmLent(Context& ctx, const Bytes& value, const ShmLent& lent, bool checksum) {
+  if (!lent.place) return ctx.reply.Bulk(value);
+  ctx.reply.ArrayLen(6);
+  ctx.reply.Integer(lent.place->arena);
+  ctx.reply.Integer(static_cast<int64_t>(lent.place->offset));
+  ctx.reply.Integer(static_cast<int64_t>(value.size()));
+  ctx.reply.Integer(static_cast<int64_t>(lent.place->generation));
+  if (checksum) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(XXH3_64bits(value.data(), value.size())));
+    ctx.reply.Bulk(std::string_view(hex, 16));
+  } else {
+    ctx.reply.Null();
+  }
+  ctx.reply.Integer(static_cast<int64_t>(lent.lease));
+}
+
+}  // namespace prefixd::commands

@@ -36,30 +36,20 @@ Durability::~Durability() {
   }
   maintenance_cv_.notify_all();
   if (maintenance_thread_.joinable()) maintenance_thread_.join();
-  if (bgsave_thread_.joinable()) bgsave_thread_.join();
+  saves_.JoinBackground();
   log_.reset();  // writes and syncs what is queued
 }
 
 Status Durability::Open() {
   if (Status made = env_->CreateDirs(options_.dir); !made.ok()) return made;
-  auto lock = env_->Lock(options_.dir + "/LOCK");
-  if (!lock.ok()) {
-    if (lock.status().code() == StatusCode::kUnavailable) {
-      return Status::Unavailable("data directory " + options_.dir +
-                                 " is in use by another prefixd process");
-    }
-    return Status(lock.status().code(),
-                  "can't lock " + options_.dir + ": " + lock.status().message());
-  }
+  auto lock = LockDataDir(env_, options_.dir);
+  if (!lock.ok()) return lock.status();
   lock_ = std::move(lock).value();
   // As Redis: the last save is the start until a snapshot is written here, whatever was loaded.
-  last_save_time_ = NowMs() / 1000;
+  saves_.Started();
   Recovery recovery(options_, env_, stores_);
   PREFIXD_RETURN_IF_ERROR(recovery.Run());
-  snapshot_bytes_ = recovery.snapshot_bytes();
-  recovered_records_ = recovery.records();
-  recovered_bytes_ = recovery.bytes();
-  recovery_seconds_ = recovery.seconds();
+  saves_.Loaded(recovery);
   log_ = std::make_unique<LogWriter>(options_.dir, options_.policy, options_.segment_bytes,
                                      recovery.next_lsn(), recovery.next_sequence(),
                                      std::move(recovery.segments()), env_);
@@ -74,7 +64,7 @@ thread_local Durability::Group* Durability::collecting_ = nullptr;
 
 uint64_t Durability::Append(EncodedRecord&& record, uint16_t db, Placed&& placed,
                             uint64_t changes) {
-  changes_since_save_.fetch_add(changes, std::memory_order_relaxed);
+  saves_.CountChanges(changes);
   if (Group* group = CollectingHere(); group != nullptr) {
     group->members_.push_back(LogWriter::GroupMember{std::move(record), db, std::move(placed)});
     return 0;
@@ -138,7 +128,7 @@ Status Durability::WriteSnapshot() {
   // Records from here on go to new segments; the snapshot holds at least everything before.
   const uint64_t base_lsn = log_->RotateForSnapshot();
   const GroupTickets groups_at_start = GroupsNow();
-  const uint64_t changes_at_start = changes_since_save_.load();
+  const uint64_t changes_at_start = saves_.changes();
   SnapshotWriter writer(env_, options_.dir, stores_);
   PREFIXD_RETURN_IF_ERROR(writer.Write(base_lsn, [&]() -> Status {
     // An EXEC that ran while the stores were read may be in the snapshot in part: its group is
@@ -152,11 +142,8 @@ Status Durability::WriteSnapshot() {
   // The log is cut only now that the snapshot is durable.
   log_->Sync();
   log_->RemoveSegmentsBefore(base_lsn);
-  snapshot_bytes_ = writer.bytes();
   log_base_bytes_ = log_->Stats().bytes;
-  changes_since_save_ -= std::min(changes_at_start, changes_since_save_.load());
-  last_save_time_ = CoarseNowMs() / 1000;
-  rewrites_ += 1;
+  saves_.Saved(writer.bytes(), changes_at_start);
   spdlog::info("Snapshot saved: {} sessions, {:.1f} MB, {:.3f} s; log cut before lsn {}",
                writer.count(), writer.bytes() / 1e6, SecondsSince(start), base_lsn);
   return {};
@@ -177,35 +164,24 @@ Status Durability::Save() {
   if (CollectingHere() == nullptr) {
     lock.lock();
   } else if (!lock.try_lock()) {
-    return Status::Aborted("Background save already in progress");
+    return Status::Aborted(kSaveInProgress);
   }
   Status saved = WriteSnapshot();
-  std::lock_guard error_lock(error_mu_);
-  last_save_error_ = saved.message();
+  saves_.Finished(saved);
   return saved;
 }
 
 Status Durability::BackgroundSave() {
-  if (bgsave_running_.exchange(true)) {
-    return Status::Aborted("Background save already in progress");
-  }
-  if (bgsave_thread_.joinable()) bgsave_thread_.join();
-  bgsave_thread_ = std::thread([this] {
-    auto start = std::chrono::steady_clock::now();
-    const Status saved = Save();
-    last_bgsave_ok_ = saved.ok();
-    last_bgsave_seconds_ = static_cast<int64_t>(SecondsSince(start));
-    if (!saved.ok()) spdlog::error("Background save failed: {}", saved.message());
-    bgsave_running_ = false;
-  });
-  return {};
+  return saves_.StartBackground([this] { return Save(); });
 }
 
 void Durability::MaintenanceLoop() {
   std::unique_lock lock(maintenance_mu_);
   while (!stopping_) {
     maintenance_cv_.wait_for(lock, std::chrono::seconds(1));
-    if (stopping_ || options_.auto_rewrite_percentage <= 0 || bgsave_running_.load()) continue;
+    if (stopping_ || options_.auto_rewrite_percentage <= 0 || saves_.background_running()) {
+      continue;
+    }
     uint64_t log_bytes = log_->Stats().bytes;
     const uint64_t live = stores_.LiveBytes();
     // Measured against the live data, not the log size at start: a log that restarts keep
@@ -231,22 +207,9 @@ std::string Durability::last_error() const {
 
 PersistStats Durability::Stats() const {
   PersistStats s;
-  s.bgsave_in_progress = bgsave_running_.load();
-  s.last_save_time = last_save_time_.load();
-  s.last_bgsave_ok = last_bgsave_ok_.load();
-  s.last_bgsave_seconds = last_bgsave_seconds_.load();
-  s.changes_since_last_save = changes_since_save_.load();
-  s.snapshot_bytes = snapshot_bytes_.load();
+  saves_.Report(s);
   s.log_base_bytes = log_base_bytes_.load();
-  s.rewrites = rewrites_.load();
   if (log_) s.log = log_->Stats();
-  s.recovered_records = recovered_records_;
-  s.recovered_bytes = recovered_bytes_;
-  s.recovery_seconds = recovery_seconds_;
-  {
-    std::lock_guard lock(error_mu_);
-    s.last_save_error = last_save_error_;
-  }
   return s;
 }
 

@@ -24,6 +24,7 @@
 #include "persist/log_writer.h"
 #include "persist/mutation.h"
 #include "persist/record_reader.h"
+#include "persist/save_history.h"
 #include "persist/store_set.h"
 #include "prefixd/status.h"
 #include "store/database.h"
@@ -31,24 +32,6 @@
 #include "store/vector_store.h"
 
 namespace prefixd::persist {
-
-struct PersistStats {
-  bool loading = false;
-  bool bgsave_in_progress = false;
-  int64_t last_save_time = 0;  // unix seconds
-  bool last_bgsave_ok = true;
-  std::string last_save_error;
-  int64_t last_bgsave_seconds = -1;
-  uint64_t changes_since_last_save = 0;
-  uint64_t snapshot_bytes = 0;  // of the newest snapshot
-  uint64_t log_base_bytes = 0;  // log size right after the last rewrite
-  uint64_t rewrites = 0;
-  LogStats log;
-  // Recovery at start.
-  uint64_t recovered_records = 0;
-  uint64_t recovered_bytes = 0;
-  double recovery_seconds = 0;
-};
 
 class Durability {
  public:
@@ -130,12 +113,6 @@ class Durability {
   std::unique_ptr<DirLock> lock_;
 
   std::mutex save_mu_;  // one snapshot at a time
-  std::atomic<bool> bgsave_running_{false};
-  std::thread bgsave_thread_;
-  std::atomic<int64_t> last_save_time_{0};
-  std::atomic<bool> last_bgsave_ok_{true};
-  std::atomic<int64_t> last_bgsave_seconds_{-1};
-  std::atomic<uint64_t> changes_since_save_{0};
   // The group this thread collects records in, if any; it applies to its own Durability only.
   static thread_local Group* collecting_;
   // This thread's open group of this Durability, or null.
@@ -156,15 +133,8 @@ class Durability {
   std::mutex groups_mu_;
   std::condition_variable groups_cv_;
   GroupTickets groups_;
-  std::atomic<uint64_t> snapshot_bytes_{0};
   std::atomic<uint64_t> log_base_bytes_{0};
-  std::atomic<uint64_t> rewrites_{0};
-  mutable std::mutex error_mu_;
-  std::string last_save_error_;
-
-  uint64_t recovered_records_ = 0;
-  uint64_t recovered_bytes_ = 0;
-  double recovery_seconds_ = 0;
+  SaveHistory saves_;
 
   std::mutex maintenance_mu_;
   std::condition_variable maintenance_cv_;

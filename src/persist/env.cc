@@ -174,4 +174,13 @@ Status WriteAllAt(File& file, uint64_t offset, const void* bytes, uint64_t lengt
   return file.WriteAt(offset, std::span<const iovec>(&one, 1), &written);
 }
 
+Result<std::unique_ptr<DirLock>> LockDataDir(Env* env, const std::string& dir) {
+  auto lock = env->Lock(dir + "/LOCK");
+  if (lock.ok()) return lock;
+  if (lock.status().code() == StatusCode::kUnavailable) {
+    return Status::Unavailable("data directory " + dir + " is in use by another prefixd process");
+  }
+  return Status(lock.status().code(), "can't lock " + dir + ": " + lock.status().message());
+}
+
 }  // namespace prefixd::persist

@@ -73,4 +73,8 @@ class Env {
 // Writes `bytes` at `offset`, whole.
 Status WriteAllAt(File& file, uint64_t offset, const void* bytes, uint64_t length);
 
+// A data directory's lock (its LOCK file); Unavailable, saying so, while another prefixd process
+// serves from it.
+Result<std::unique_ptr<DirLock>> LockDataDir(Env* env, const std::string& dir);
+
 }  // namespace prefixd::persist

@@ -19,6 +19,7 @@
 #include "persist/durability_options.h"
 #include "persist/env.h"
 #include "persist/log_writer.h"
+#include "persist/save_history.h"
 #include "persist/store_set.h"
 #include "prefixd/status.h"
 
@@ -45,7 +46,7 @@ class LoglessSnapshots {
   Status BackgroundSave(HoldWrites hold);
 
   // Writes applied since start: Redis's rdb_changes_since_last_save counts them.
-  void CountChanges(uint64_t changes) { changes_since_save_.fetch_add(changes); }
+  void CountChanges(uint64_t changes) { saves_.CountChanges(changes); }
 
   PersistStats Stats() const;
 
@@ -63,19 +64,7 @@ class LoglessSnapshots {
   std::vector<SegmentInfo> old_segments_;
 
   std::mutex save_mu_;  // one snapshot at a time
-  std::atomic<bool> bgsave_running_{false};
-  std::thread bgsave_thread_;
-  std::atomic<int64_t> last_save_time_{0};
-  std::atomic<bool> last_bgsave_ok_{true};
-  std::atomic<int64_t> last_bgsave_seconds_{-1};
-  std::atomic<uint64_t> changes_since_save_{0};
-  std::atomic<uint64_t> snapshot_bytes_{0};
-  std::atomic<uint64_t> saves_{0};
-  mutable std::mutex error_mu_;
-  std::string last_save_error_;
-  uint64_t recovered_records_ = 0;
-  uint64_t recovered_bytes_ = 0;
-  double recovery_seconds_ = 0;
+  SaveHistory saves_;
 };
 
 }  // namespace prefixd::persist

@@ -364,6 +364,32 @@ void DropEntries(Context& ctx, bool blocks) {
 
 void BDrop(Context& ctx) { DropEntries(ctx, true); }
 
+// BFETCH's and SHMBFETCH's arguments after the namespace, checked against its shape with their
+// errors queued in the order they have always come (count, hashes, layer, format).
+struct BlockFetch {
+  uint64_t blocks = 0;
+  uint32_t layer = 0;
+  bool native = false;
+};
+std::optional<BlockFetch> ParseBlockFetch(Context& ctx, const PrefixShape& shape) {
+  const auto& args = ctx.args;
+  auto n = ParseBounded(ctx, "count", args[2], 1, kMaxMatchBlocks);
+  if (!n) return std::nullopt;
+  if (!HashesSized(ctx, "hashes", args[3], *n)) return std::nullopt;
+  auto layer = ParseLayer(ctx, "layer", args[4], shape.attn);
+  if (!layer) return std::nullopt;
+  auto format = NativeFormat(ctx, 5, args.size());
+  if (!format) return std::nullopt;
+  return BlockFetch{*n, static_cast<uint32_t>(*layer), *format};
+}
+
+// The hashes of args[3] (sized by ParseBlockFetch) into `out`, without an allocation for a few.
+void ReadBlockHashes(std::string_view raw, std::span<Hash128> out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = Hash128::Read(reinterpret_cast<const uint8_t*>(raw.data()) + i * kHashBytes);
+  }
+}
+
 // KV.PREFIX.BFETCH <ns> <n> <hashes> <layer> [FMT NATIVE]
 void BFetch(Context& ctx) {
   const auto& args = ctx.args;
@@ -378,24 +404,17 @@ void BFetch(Context& ctx) {
   bool found = false;
   size_t size = 0;
   const bool known = Db(ctx).prefixes.Read(args[1], [&](const PrefixIndex& index) {
-    auto n = ParseBounded(ctx, "count", args[2], 1, kMaxMatchBlocks);
-    if (!n) return;
-    if (!HashesSized(ctx, "hashes", args[3], *n)) return;
-    auto layer = ParseLayer(ctx, "layer", args[4], index.shape().attn);
-    if (!layer) return;
-    auto format = NativeFormat(ctx, 5, args.size());
-    if (!format) return;
+    const auto fetch = ParseBlockFetch(ctx, index.shape());
+    if (!fetch) return;
     shape = index.shape();
-    native = *format;
-    ScratchArray<Hash128, 8> hashes(*n);
-    for (size_t i = 0; i < *n; ++i) {
-      hashes[i] = Hash128::Read(reinterpret_cast<const uint8_t*>(args[3].data()) + i * kHashBytes);
-    }
-    size = index.BlockRowsSize(*n);
+    native = fetch->native;
+    ScratchArray<Hash128, 8> hashes(fetch->blocks);
+    ReadBlockHashes(args[3], hashes.span());
+    size = index.BlockRowsSize(fetch->blocks);
     if (size <= small.size()) {
-      found = index.CopyBlockRows(hashes.span(), static_cast<uint32_t>(*layer), small.data());
+      found = index.CopyBlockRows(hashes.span(), fetch->layer, small.data());
     } else {
-      rows = index.BlockRows(hashes.span(), static_cast<uint32_t>(*layer));
+      rows = index.BlockRows(hashes.span(), fetch->layer);
       found = rows.has_value();
     }
   });
@@ -420,21 +439,14 @@ void ShmBFetch(Context& ctx) {
     return shape->tier == store::Tier::kFp32 || (native && store::StoresValues(shape->tier));
   };
   const bool known = Db(ctx).prefixes.Read(args[1], [&](const PrefixIndex& index) {
-    auto n = ParseBounded(ctx, "count", args[2], 1, kMaxMatchBlocks);
-    if (!n) return;
-    if (!HashesSized(ctx, "hashes", args[3], *n)) return;
-    auto layer = ParseLayer(ctx, "layer", args[4], index.shape().attn);
-    if (!layer) return;
-    auto format = NativeFormat(ctx, 5, args.size());
-    if (!format) return;
+    const auto fetch = ParseBlockFetch(ctx, index.shape());
+    if (!fetch) return;
     shape = index.shape();
-    native = *format;
+    native = fetch->native;
     if (!as_stored()) return;
-    ScratchArray<Hash128, 8> hashes(*n);
-    for (size_t i = 0; i < *n; ++i) {
-      hashes[i] = Hash128::Read(reinterpret_cast<const uint8_t*>(args[3].data()) + i * kHashBytes);
-    }
-    pieces = index.SharedBlockRows(hashes.span(), static_cast<uint32_t>(*layer));
+    ScratchArray<Hash128, 8> hashes(fetch->blocks);
+    ReadBlockHashes(args[3], hashes.span());
+    pieces = index.SharedBlockRows(hashes.span(), fetch->layer);
   });
   if (!known) return ctx.reply.Error(errors::NoSuchNamespace(Quoted(args[1])));
   if (!shape) return;  // an argument's error is queued

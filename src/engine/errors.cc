@@ -336,4 +336,13 @@ std::string ShmTooManyLeases(int64_t cap) {
          " SHM leases (shm-max-leases): SHM.RELEASE some first";
 }
 
+std::string ShmSetPastEnd(uint64_t offset, uint64_t length, uint64_t file_size) {
+  return "ERR SHM.SET: offset " + std::to_string(offset) + " + length " + std::to_string(length) +
+         " is past the end of the passed file (" + std::to_string(file_size) + " bytes)";
+}
+
+std::string ShmSetReadFailed(std::string_view why) {
+  return "ERR SHM.SET: cannot read the passed file: " + std::string(why);
+}
+
 }  // namespace prefixd::commands::errors

@@ -389,5 +389,12 @@ inline constexpr std::string_view kShmNoDescriptors =
     "ERR cannot duplicate an arena descriptor (open-files limit?)";
 std::string ShmUidRefused(uint32_t uid);
 std::string ShmTooManyLeases(int64_t cap);
+// SHM.SET (zero-copy writes).
+inline constexpr std::string_view kShmSetNoDescriptor =
+    "ERR SHM.SET needs a file descriptor passed with the request (SCM_RIGHTS on its bytes)";
+inline constexpr std::string_view kShmSetNotAFile =
+    "ERR SHM.SET: the passed descriptor is not a regular file (pass a memfd)";
+std::string ShmSetPastEnd(uint64_t offset, uint64_t length, uint64_t file_size);
+std::string ShmSetReadFailed(std::string_view why);
 
 }  // namespace prefixd::commands::errors

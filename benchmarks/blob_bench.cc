@@ -95,7 +95,9 @@ struct Options {
   std::string host = "127.0.0.1";
   int port = 0;
   Transport transport = Transport::kTcp;
-  std::string socket_path;  // --transport unix
+  std::string socket_path;   // --transport unix
+  bool store_memfd = false;  // --store memfd: stores by SHM.SET of a sealed memfd (--transport shm)
+  bool memfd_filled_untimed = false;  // --store memfd-filled: memfd made outside the timed part
   Mode mode = Mode::kPrefixd;
   size_t size = 1 << 20;
   int clients = 1;
@@ -152,7 +154,12 @@ void Usage() {
                "  reference; no server). --transport unix connects to --socket PATH; shm\n"
                "  (strings mode, a server with --shm-arenas yes) stores over it and fetches\n"
                "  with SHM.GET: phase \"view\" times SHM.GET to a usable pointer, \"copy\" that\n"
-               "  plus a memcpy into a private buffer (SHM.RELEASE after each, untimed).\n");
+               "  plus a memcpy into a private buffer (SHM.RELEASE after each, untimed).\n"
+               "  --store memfd (with --transport shm) stores by SHM.SET: each store makes a\n"
+               "  memfd, copies the blob into it, seals it and passes it (the server adopts it\n"
+               "  without a copy); the default, --store socket, sends the bytes (SET).\n"
+               "  --store memfd-filled times only SHM.SET: the memfd is made, filled and\n"
+               "  sealed before each timed store (the phase is the sum of SHM.SET times).\n");
 }
 
 Options ParseOptions(int argc, char** argv) {
@@ -183,6 +190,12 @@ Options ParseOptions(int argc, char** argv) {
       } else {
         Die("unknown transport '" + std::string(value) + "'");
       }
+    } else if (flag == "--store") {
+      if (value != "socket" && value != "memfd" && value != "memfd-filled") {
+        Die("--store is socket, memfd or memfd-filled");
+      }
+      o.store_memfd = value != "socket";
+      o.memfd_filled_untimed = value == "memfd-filled";
     } else if (flag == "--socket") {
       o.socket_path = value;
     } else if (flag == "--port") {
@@ -247,6 +260,7 @@ Options ParseOptions(int argc, char** argv) {
     Die("--transport " + std::string(TransportName(o.transport)) + " needs --socket PATH");
   }
   if (o.transport != Transport::kTcp && !o.tls_cacert.empty()) Die("TLS is over TCP only");
+  if (o.store_memfd && o.transport != Transport::kShm) Die("--store memfd needs --transport shm");
   if (o.transport == Transport::kShm && o.mode != Mode::kStrings) {
     Die("--transport shm reads strings (SHM.GET): use --mode strings");
   }
@@ -484,14 +498,45 @@ class Client {
       if (Status st = shm_.Connect(o.socket_path); !st.ok()) Die("SHM: " + st.ToString());
     }
   }
-  ~Client() { CloseLink(link_); }
+  ~Client() {
+    if (next_memfd_ >= 0) ::close(next_memfd_);
+    CloseLink(link_);
+  }
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   // Stamps the blob with `round` at both ends (so a stale value fails verification), then sends
   // header + blob + CRLF in one gather write and waits for +OK.
-  void Store(uint64_t round) {
+  // --store memfd-filled: the next store's memfd, made, filled and sealed ahead (untimed).
+  void PrepareStore(uint64_t round) {
+    if (!o_.memfd_filled_untimed) return;
     Stamp(blob_, round);
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(blob_.data()),
+                                         blob_.size());
+    next_memfd_ = ShmClient::SealedMemfd(bytes);
+    if (next_memfd_ < 0) DieErrno("memfd");
+  }
+
+  void Store(uint64_t round) {
+    if (o_.memfd_filled_untimed) {
+      if (next_memfd_ < 0) PrepareStore(round);
+      bool adopted = false;
+      Status st = shm_.SetFromFd(key_, next_memfd_, blob_.size(), 0, &adopted);
+      ::close(next_memfd_);
+      next_memfd_ = -1;
+      if (!st.ok()) Die("SHM.SET: " + st.ToString());
+      if (!adopted && o_.size >= (size_t{32} << 10)) Die("SHM.SET copied the memfd");
+      return;
+    }
+    Stamp(blob_, round);
+    if (o_.store_memfd) {
+      bool adopted = false;
+      const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(blob_.data()),
+                                           blob_.size());
+      if (Status st = shm_.Set(key_, bytes, &adopted); !st.ok()) Die("SHM.SET: " + st.ToString());
+      if (!adopted && o_.size >= (size_t{32} << 10)) Die("SHM.SET copied the memfd");
+      return;
+    }
     iovec iov[3] = {{store_header_.data(), store_header_.size()},
                     {blob_.data(), blob_.size()},
                     {const_cast<char*>("\r\n"), 2}};
@@ -520,7 +565,10 @@ class Client {
     auto t2 = Clock::now();
     view_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     copy_ms = std::chrono::duration<double, std::milli>(t2 - t0).count();
-    if (view.lease == 0) Die("SHM.GET answered bytes, not a place: is --shm-arenas yes?");
+    // An adopted value (--store memfd) is not in an arena: SHM.GET answers its bytes.
+    if (view.lease == 0 && !o_.store_memfd) {
+      Die("SHM.GET answered bytes, not a place: is --shm-arenas yes?");
+    }
     if (Status st = shm_.Release(view); !st.ok()) Die("SHM.RELEASE: " + st.ToString());
     return {reply_[slot].data(), o_.size};
   }
@@ -535,6 +583,7 @@ class Client {
   Link link_;
   ShmClient shm_;
   std::string key_;
+  int next_memfd_ = -1;
   std::string store_header_;
   std::string fetch_;
   std::vector<char> blob_;
@@ -672,7 +721,9 @@ int RunBlobs(const Options& o) {
     s.latencies_ms.reserve(static_cast<size_t>(share));
     sync.arrive_and_wait();
     s.start = Clock::now();
+    s.timed_by_latencies = o.memfd_filled_untimed;
     for (int64_t i = 0; i < share && Clock::now() < deadline(s.start); ++i) {
+      c.PrepareStore(round + 1);
       auto t0 = Clock::now();
       c.Store(++round);
       s.latencies_ms.push_back(

@@ -87,6 +87,20 @@ class ShmClient {
   // The arenas mapped so far.
   size_t arena_count() const { return arenas_.size(); }
 
+  // --- Zero-copy writes (SHM.SET) ---
+  // Stores [offset, offset + length) of the file `fd` (a memfd) as `key`'s string value: the
+  // descriptor goes with the request (SCM_RIGHTS); the caller keeps and closes its own. A memfd
+  // sealed with F_SEAL_WRITE and F_SEAL_SHRINK is adopted by the server without a copy (from 32
+  // KiB); anything else is copied once. `adopted`, when given, says which happened.
+  Status SetFromFd(std::string_view key, int fd, uint64_t length, uint64_t offset = 0,
+                   bool* adopted = nullptr);
+  // A new memfd of `data`'s bytes, sealed (write, shrink, grow) so that the server can adopt
+  // it; -1 with errno on failure. The caller closes it.
+  static int SealedMemfd(std::span<const uint8_t> data);
+  // SealedMemfd then SetFromFd, closing the memfd: one copy (into the memfd) in this process,
+  // none in the server.
+  Status Set(std::string_view key, std::span<const uint8_t> data, bool* adopted = nullptr);
+
  private:
   struct Arena {
     const uint8_t* base = nullptr;
@@ -99,6 +113,8 @@ class ShmClient {
   // Fills `view` from one value's answer (a place array or the bytes).
   Status ViewOf(Reply& answer, ShmView& view);
   Status SendAll(std::string_view bytes);
+  // SendAll with `fd` passed on the first byte.
+  Status SendWithFd(std::string_view bytes, int fd);
   // Reads one reply; descriptors that arrive meanwhile join `received_fds_`.
   Result<Reply> ReadReply();
   Status Fill();  // one recvmsg into in_

@@ -1,6 +1,7 @@
 // ShmClient (include/prefixd/shm.h): a RESP2 connection over a unix socket that reads with
 // recvmsg, so the arena descriptors SHM.HELLO passes (SCM_RIGHTS) are kept, and maps each arena
 // once, read-only.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -344,6 +345,75 @@ Result<Reply> ShmClient::ReadReply() {
     }
   }
   return Status::ProtocolError("unknown reply type '" + text.substr(0, 1) + "'");
+}
+
+// --- Zero-copy writes (SHM.SET) ---
+
+Status ShmClient::SendWithFd(std::string_view bytes, int fd) {
+  if (bytes.empty()) return Status::InvalidArgument("nothing to send the descriptor with");
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  // The whole request in one message where the socket takes it: the descriptor rides on its
+  // first byte, which is what the server needs (it arrives with the read holding that byte).
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return Status::IoError(Errno("sendmsg"));
+  return SendAll(bytes.substr(static_cast<size_t>(n)));
+}
+
+Status ShmClient::SetFromFd(std::string_view key, int fd, uint64_t length, uint64_t offset,
+                            bool* adopted) {
+  if (fd_ < 0) return Status::Unavailable("not connected");
+  const std::string length_text = std::to_string(length), offset_text = std::to_string(offset);
+  const std::string_view args[] = {"SHM.SET", key, length_text, offset_text};
+  if (Status st = SendWithFd(Encode(args), fd); !st.ok()) return st;
+  auto reply = ReadReply();
+  if (!reply.ok()) return reply.status();
+  if (reply.value().type == Reply::Type::kError) return Status::ServerError(reply.value().str);
+  if (adopted != nullptr) *adopted = reply.value().str == "ADOPTED";
+  return Status::Ok();
+}
+
+int ShmClient::SealedMemfd(std::span<const uint8_t> data) {
+  const int fd = ::memfd_create("prefixd-value", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  auto fail = [fd] {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return -1;
+  };
+  if (::ftruncate(fd, static_cast<off_t>(data.size())) != 0) return fail();
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n =
+        ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail();
+    done += static_cast<size_t>(n);
+  }
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) != 0) return fail();
+  return fd;
+}
+
+Status ShmClient::Set(std::string_view key, std::span<const uint8_t> data, bool* adopted) {
+  const int fd = SealedMemfd(data);
+  if (fd < 0) return Status::IoError(Errno("memfd"));
+  Status st = SetFromFd(key, fd, data.size(), 0, adopted);
+  ::close(fd);
+  return st;
 }
 
 }  // namespace prefixd

@@ -4,12 +4,16 @@
 // the bytes, SHM.RELEASE ends leases. Served only on the unix socket, only to a
 // peer whose uid shm-allow-uids names.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -19,6 +23,7 @@
 #include "commands/shm_lending.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
+#include "common/bytes.h"
 #include "common/clock.h"
 #include "common/numbers.h"
 #include "common/shm_arena.h"
@@ -27,6 +32,7 @@
 #include "engine/keys.h"
 #include "engine/memory_policy.h"
 #include "engine/shm_leases.h"
+#include "engine/write_path.h"
 #include "store/compact_session.h"
 #include "store/vector_store.h"
 
@@ -54,6 +60,7 @@ void Hello(Context& ctx) {
     return ctx.reply.Error(errors::ShmUidRefused(peer.uid));
   }
   ctx.session.shm_hello = true;
+  ctx.client.accepts_fds = true;  // SHM.SET's memfds: the connection receives them from now on
   const uint32_t first = ctx.session.shm_arenas_sent;
   const uint32_t end = std::min(shm::ArenaCount(), first + kFdsPerHello);
   // Duplicates: the connection closes its copies once sent; the arenas keep theirs.
@@ -227,9 +234,139 @@ void Release(Context& ctx) {
   ctx.reply.Integer(released);
 }
 
+// --- Zero-copy writes: SHM.SET <key> <length> [<offset>] with a memfd passed on its bytes ---
+
+// Below this a value is copied: a mapping of its own costs a page and a vm.max_map_count entry,
+// more than copying a few KiB (the pool's own threshold for a mapping, common/bytes.cc).
+constexpr uint64_t kAdoptFrom = uint64_t{32} << 10;
+
+// The seals that make a file's bytes unchangeable: no write (through any descriptor or mapping,
+// nor a hole punched), no shrinking. Growing leaves [offset, offset + length) alone.
+constexpr int kAdoptSeals = F_SEAL_WRITE | F_SEAL_SHRINK;
+
+// The claimed descriptor, closed when the command returns (an adopted mapping keeps the memory).
+struct ClaimedFd {
+  int fd = -1;
+  ~ClaimedFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// [offset, offset + length) of `fd` as a value: the file's own pages mapped read-only when its
+// seals say they can never change, else one copy. Sets `adopted`; an error text on failure.
+std::string ValueFromFile(int fd, uint64_t offset, uint64_t length, Bytes& value, bool& adopted) {
+  adopted = false;
+  if (length == 0) {
+    value = Bytes::CopyCompact({});
+    return {};
+  }
+  const int seals = ::fcntl(fd, F_GET_SEALS);  // EINVAL for a file that is not a memfd
+  if (length >= kAdoptFrom && seals >= 0 && (seals & kAdoptSeals) == kAdoptSeals) {
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t start = offset / page * page;
+    const uint64_t mapped = (offset - start + length + page - 1) / page * page;
+    void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
+    if (base != MAP_FAILED) {
+      value = Bytes::AdoptMapping(base, mapped, offset - start, length);
+      adopted = true;
+      return {};
+    }
+    // Out of mappings (vm.max_map_count) or memory for page tables: a copy still stores it.
+  }
+  Bytes copy = length >= kAdoptFrom ? Bytes::Allocate(length) : Bytes();
+  std::string small;
+  uint8_t* out = nullptr;
+  if (length >= kAdoptFrom) {
+    out = copy.mutable_data();
+  } else {
+    small.resize(length);
+    out = reinterpret_cast<uint8_t*>(small.data());
+  }
+  uint64_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, out + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errors::ShmSetReadFailed(std::strerror(errno));
+    if (n == 0) return errors::ShmSetReadFailed("the file ended early");
+    done += static_cast<uint64_t>(n);
+  }
+  value = length >= kAdoptFrom ? std::move(copy) : Bytes::CopyCompact(small);
+  return {};
+}
+
+void SetFromFile(Context& ctx) {
+  if (!ShmGreeted(ctx)) return;
+  // The oldest descriptor the client passed, claimed before anything can fail, so that a refused
+  // SHM.SET never leaves its descriptor to the next one; the connection closes any others
+  // unclaimed once the requests of their read have run.
+  ClaimedFd claimed;
+  if (auto& passed = ctx.client.fds_received; !passed.empty()) {
+    claimed.fd = passed.front();
+    passed.erase(passed.begin());
+  }
+  if (ctx.args.size() > 4) return ctx.reply.Error(errors::kSyntax);
+  const std::string_view key = ctx.args[1];
+  auto length = ParseInt64(ctx.args[2]);
+  if (!length || *length < 0) return ctx.reply.Error(errors::kNotInteger);
+  int64_t offset = 0;
+  if (ctx.args.size() == 4) {
+    auto parsed = ParseInt64(ctx.args[3]);
+    if (!parsed || *parsed < 0) return ctx.reply.Error(errors::kNotInteger);
+    offset = *parsed;
+  }
+  if (*length > ctx.engine.settings().Int(Setting::kProtoMaxBulkLen)) {
+    return ctx.reply.Error(errors::kStringTooLong);
+  }
+  if (claimed.fd < 0) return ctx.reply.Error(errors::kShmSetNoDescriptor);
+  struct stat st {};
+  if (::fstat(claimed.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return ctx.reply.Error(errors::kShmSetNotAFile);
+  }
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  const auto want = static_cast<uint64_t>(*length), at = static_cast<uint64_t>(offset);
+  if (at > file_size || want > file_size - at) {
+    return ctx.reply.Error(errors::ShmSetPastEnd(at, want, file_size));
+  }
+  Bytes value;
+  bool adopted = false;
+  if (std::string why = ValueFromFile(claimed.fd, at, want, value, adopted); !why.empty()) {
+    return ctx.reply.Error(why);
+  }
+  // SET's record, with SET's handling of a key of another type (it is replaced).
+  const uint32_t flags = static_cast<uint32_t>(store::EncodingOf(value.view()))
+                         << persist::StringSet::kEncodingShift;
+  const persist::StringSet record{persist::RecordKey::Borrow(key), flags, 0,
+                                  persist::Blob{{value}}};
+  KeyLocks lock(ctx.engine, key);
+  const auto existing = LookupKeyToReplace(ctx, key);
+  if (existing && existing->type != store::KeyType::kString) {
+    if (std::string why = WritePath(ctx.engine).Refusal(record); !why.empty()) {
+      return ctx.reply.Error(why);
+    }
+    Deleted done = DeleteKey(ctx, key, existing->type);
+    if (!done.ok) return ctx.reply.Error(done.error);
+    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
+  }
+  if (!Mutate(ctx, record).has_value()) return;
+  if (ctx.propagate.wanted()) ctx.propagate.Send({"SET", key, value.view()});
+  ctx.reply.Simple(adopted ? "ADOPTED" : "COPIED");
+}
+
+void RegisterShmWriteCommands(Registry& r) {
+  r.Add(MakeSpec(
+      "shm", 1, "shm.set", -3, kWrite | kDenyOom | kNoMulti | kNoScript,
+      "<key> <length> [<offset>]",
+      "After SHM.HELLO, with a file descriptor passed on the request's bytes "
+      "(SCM_RIGHTS): stores [offset, offset + length) of that file as the key's "
+      "string value (as SET). A memfd sealed with F_SEAL_WRITE and F_SEAL_SHRINK is adopted "
+      "without a copy from 32 KiB (ADOPTED), anything else copied once (COPIED).",
+      SetFromFile, "O(1) adopted, O(N) copied"));
+}
+
 }  // namespace
 
 void RegisterShmCommands(Registry& r) {
+  RegisterShmWriteCommands(r);
   auto cmd = [](int keys, std::string name, int arity, uint32_t flags, std::string syntax,
                 std::string summary, Handler h) {
     return MakeSpec("shm", keys, std::move(name), arity, flags, std::move(syntax),

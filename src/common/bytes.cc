@@ -201,6 +201,12 @@ struct PoolDeleter {
   void operator()(const uint8_t* p) const { Pool().Give(const_cast<uint8_t*>(p), size); }
 };
 
+// An adopted mapping (AdoptMapping): read-only, so Unique() must never offer it for writing.
+struct AdoptedMappingDeleter {
+  size_t mapped;
+  void operator()(const uint8_t* p) const { ::munmap(const_cast<uint8_t*>(p), mapped); }
+};
+
 }  // namespace
 
 size_t PooledFreeBytes() { return Pool().pooled(); }
@@ -265,8 +271,19 @@ Bytes Bytes::CopyCompact(std::string_view data) {
   return b;
 }
 
+Bytes Bytes::AdoptMapping(void* base, size_t mapped, size_t offset, size_t size) {
+  Bytes b;
+  auto* p = static_cast<uint8_t*>(base);
+  b.owner_ = std::shared_ptr<const uint8_t>(p, AdoptedMappingDeleter{mapped});
+  b.data_ = p + offset;
+  b.size_ = size;
+  b.capacity_ = mapped;
+  return b;
+}
+
 bool Bytes::Unique() const {
   if (owner_ == nullptr || owner_.use_count() != 1) return false;
+  if (std::get_deleter<AdoptedMappingDeleter>(owner_) != nullptr) return false;
     // The count is read relaxed; the last other holder dropped its reference with a release
     // decrement after its last read, which an acquire orders before the caller's writes.
 #if defined(__SANITIZE_THREAD__)

@@ -43,6 +43,12 @@ class Bytes {
     return b;
   }
 
+  // Takes ownership of a read-only mapping made elsewhere (a client's sealed memfd adopted by
+  // SHM.SET): the value is [base + offset, base + offset + size), the mapping [base, base +
+  // mapped) is unmapped when the last handle goes, and all of it is accounted as capacity. Never
+  // Unique(): the pages cannot be written, so in-place edits build a new value instead.
+  static Bytes AdoptMapping(void* base, size_t mapped, size_t offset, size_t size);
+
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

@@ -343,4 +343,13 @@ std::string ShmRowsDecoded(std::string_view command, std::string_view holder, st
          std::string(socket_command) + ", or FMT NATIVE for fp16/bf16)";
 }
 
+std::string ShmSetPastEnd(uint64_t offset, uint64_t length, uint64_t file_size) {
+  return "ERR SHM.SET: offset " + std::to_string(offset) + " + length " + std::to_string(length) +
+         " is past the end of the passed file (" + std::to_string(file_size) + " bytes)";
+}
+
+std::string ShmSetReadFailed(std::string_view why) {
+  return "ERR SHM.SET: cannot read the passed file: " + std::string(why);
+}
+
 }  // namespace prefixd::commands::errors

@@ -393,5 +393,12 @@ std::string ShmTooManyLeases(int64_t cap);
 // naming `socket_command` (V.FETCH) as the way to them.
 std::string ShmRowsDecoded(std::string_view command, std::string_view holder, std::string_view tier,
                            std::string_view socket_command);
+// SHM.SET (zero-copy writes).
+inline constexpr std::string_view kShmSetNoDescriptor =
+    "ERR SHM.SET needs a file descriptor passed with the request (SCM_RIGHTS on its bytes)";
+inline constexpr std::string_view kShmSetNotAFile =
+    "ERR SHM.SET: the passed descriptor is not a regular file (pass a memfd)";
+std::string ShmSetPastEnd(uint64_t offset, uint64_t length, uint64_t file_size);
+std::string ShmSetReadFailed(std::string_view why);
 
 }  // namespace prefixd::commands::errors

@@ -168,6 +168,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       connection.client_->SetPushHook(nullptr);
       for (int fd : connection.client_->fds_to_send) ::close(fd);
       connection.client_->fds_to_send.clear();
+      connection.CloseReceivedFds();
       if (registered) connection.dispatcher_.OnDisconnect(connection.client_);
       NoteConnectionClosed(*connection.client_);
     }
@@ -242,7 +243,12 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       auto target = input_.Target();
       size_t n = 0;
       if (direct.empty()) {
-        n = co_await ReadSome(stream_, asio::buffer(target.data(), target.size()));
+        if constexpr (std::is_same_v<Stream, UnixSocket>) {
+          iovec one{target.data(), target.size()};
+          n = co_await ReceiveSome({&one, 1});
+        } else {
+          n = co_await ReadSome(stream_, asio::buffer(target.data(), target.size()));
+        }
         Count(n);
       } else {
         n = co_await ReadLargeArgument(direct, target);
@@ -263,6 +269,10 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     size_t read = 0;
     if constexpr (kIsTls<Stream>) {
       read = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
+    } else if constexpr (std::is_same_v<Stream, UnixSocket>) {
+      std::array<iovec, 2> value_then_input{iovec{direct.data(), direct.size()},
+                                            iovec{input.data(), input.size()}};
+      read = co_await ReceiveSome(value_then_input);
     } else {
       const std::array<asio::mutable_buffer, 2> value_then_input{
           asio::buffer(direct.data(), direct.size()), asio::buffer(input.data(), input.size())};
@@ -332,6 +342,9 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         burst.Resume();
       }
     }
+    // Every request these bytes completed has run: descriptors none of them claimed belong to
+    // no command (one still being read keeps them).
+    if (!client_->fds_received.empty() && parser_.pending_bytes() == 0) CloseReceivedFds();
     co_return true;
   }
 
@@ -559,6 +572,61 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     fds.clear();
     *first += 1;
     client_->net_output_bytes.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // --- descriptors a unix-socket client passes (SHM.SET's memfd) ---
+  // A read from the unix socket with recvmsg, into `pieces` (as async_read_some would), keeping
+  // the descriptors passed with SCM_RIGHTS in client_->fds_received for a command to claim; past
+  // its cap they are closed at once. Until SHM.HELLO has accepted the peer no room is offered
+  // for them, and the kernel discards them without ever installing them here.
+  asio::awaitable<size_t> ReceiveSome(std::span<iovec> pieces) {
+    constexpr size_t kRoom = CMSG_SPACE(sizeof(int) * ClientState::kMaxReceivedFds);
+    alignas(cmsghdr) char control[kRoom];
+    auto& socket = Socket();
+    socket.native_non_blocking(true);
+    while (true) {
+      msghdr message{};
+      message.msg_iov = pieces.data();
+      message.msg_iovlen = pieces.size();
+      if (client_->accepts_fds) {
+        message.msg_control = control;
+        message.msg_controllen = kRoom;
+      }
+      const ssize_t n = ::recvmsg(socket.native_handle(), &message, MSG_CMSG_CLOEXEC);
+      if (n > 0) {
+        KeepReceivedFds(message);
+        co_return static_cast<size_t>(n);
+      }
+      if (n == 0) throw std::system_error(asio::error::make_error_code(asio::error::eof));
+      if (errno == EAGAIN || errno == EINTR) {
+        co_await socket.async_wait(UnixSocket::wait_read, asio::use_awaitable);
+        continue;
+      }
+      throw std::system_error(errno, std::generic_category());
+    }
+  }
+
+  void KeepReceivedFds(msghdr& message) {
+    if (message.msg_controllen == 0) return;
+    std::vector<int>& kept = client_->fds_received;
+    for (cmsghdr* h = CMSG_FIRSTHDR(&message); h != nullptr; h = CMSG_NXTHDR(&message, h)) {
+      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+        if (kept.size() < ClientState::kMaxReceivedFds) {
+          kept.push_back(fd);
+        } else {
+          ::close(fd);
+        }
+      }
+    }
+  }
+
+  void CloseReceivedFds() {
+    for (int fd : client_->fds_received) ::close(fd);
+    client_->fds_received.clear();
   }
 
   void Count(size_t n) {

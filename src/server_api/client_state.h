@@ -41,6 +41,13 @@ struct ClientState {
   // Descriptors to pass to the client (SCM_RIGHTS, unix socket only) with the next bytes written:
   // owned here until the connection sends them with its next write, or closes them unsent.
   std::vector<int> fds_to_send;
+  // Descriptors the client passed (SCM_RIGHTS, unix socket only), oldest first, for a command to
+  // claim (SHM.SET): at most kMaxReceivedFds wait; the connection closes those no command took
+  // once the requests that came with them have run, and all of them at disconnect. Received only
+  // once `accepts_fds` (SHM.HELLO passed the peer's uid): before that the kernel discards them.
+  static constexpr size_t kMaxReceivedFds = 16;
+  std::vector<int> fds_received;
+  bool accepts_fds = false;
   // The command layer's state of this connection (MULTI, CLIENT REPLY, ASKING: engine/session.h),
   // made by the command layer when it first needs it; owner thread only.
   std::unique_ptr<CommandSession> session;

@@ -5,6 +5,9 @@
 #include "common/bytes.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cstring>
@@ -13,6 +16,27 @@
 
 namespace prefixd {
 namespace {
+
+// SHM.SET's adopted memfd: the handle owns the mapping, counts all of it, is never offered for
+// writing in place (its pages are read-only), and unmaps it with its last copy.
+TEST(BytesTest, AnAdoptedMappingIsNeverUniqueAndIsUnmappedWithItsLastHandle) {
+  void* base = ::mmap(nullptr, 8192, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  {
+    Bytes value = Bytes::AdoptMapping(base, 8192, 100, 5000);
+    EXPECT_EQ(value.data(), static_cast<uint8_t*>(base) + 100);
+    EXPECT_EQ(value.size(), 5000u);
+    EXPECT_EQ(value.capacity(), 8192u);
+    EXPECT_FALSE(value.Unique());
+    Bytes copy = value;
+    value = Bytes();
+    unsigned char resident[2];
+    EXPECT_EQ(::mincore(base, 8192, resident), 0) << "unmapped while a copy lives";
+  }
+  unsigned char resident[2];
+  EXPECT_EQ(::mincore(base, 8192, resident), -1);
+  EXPECT_EQ(errno, ENOMEM) << "the mapping outlived its last handle";
+}
 
 TEST(BytesTest, UniqueOnlyWhileNoOtherHandleOrSliceRefersToTheBuffer) {
   Bytes value = Bytes::Allocate(4096);

@@ -1,0 +1,365 @@
+// Zero-copy writes (docs/shm-transport.md, "Writes") against the real server over its real unix
+// socket: SHM.SET of a client's sealed memfd adopted and read back byte for byte (GET and
+// SHM.GET), an unsealed memfd or a plain file copied once, clear errors for bad lengths and
+// offsets, the value kept across a restart with the log on, no descriptor leaked by the server
+// (claimed, unclaimed, past the cap, before SHM.HELLO, at disconnect), and the TCP port refusing.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/server_fixture.h"
+#include "prefixd/shm.h"
+
+namespace prefixd::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+// `size` bytes that differ per `seed` and per position.
+std::string Pattern(size_t size, uint64_t seed) {
+  std::string out(size, '\0');
+  uint64_t x = 0x9e3779b97f4a7c15ULL * (seed + 1);
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    out[i] = static_cast<char>((x * 0x2545f4914f6cdd1dULL) >> 56);
+  }
+  return out;
+}
+
+std::span<const uint8_t> AsBytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// A memfd holding `data`, not sealed.
+int UnsealedMemfd(const std::string& data) {
+  const int fd = ::memfd_create("shm-write-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::pwrite(fd, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+  return fd;
+}
+
+// Sends `bytes` with `fds` passed on them (SCM_RIGHTS).
+void SendWithFds(int socket, const std::string& bytes, const std::vector<int>& fds) {
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()), 0);
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+  ASSERT_EQ(::sendmsg(socket, &message, MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// The descriptors the process `pid` has open.
+size_t OpenFds(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return 0;
+  size_t count = 0;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  ::closedir(dir);
+  return count;
+}
+
+class ShmWriteTest : public ServerTest {
+ protected:
+  void Start(std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), {"--shm-arenas", "yes"});
+    if (std::find(flags.begin(), flags.end(), "--appendonly") == flags.end()) {
+      flags.insert(flags.end(), {"--appendonly", "no"});
+    }
+    ServerProcess::Options options{.flags = flags, .unix_socket = true};
+    options.data_dir = data_dir_;
+    ASSERT_NO_FATAL_FAILURE(StartServer(options));
+    admin_ = ConnectHiredis(server_.port());
+    ASSERT_NE(admin_, nullptr);
+  }
+  void Connect(ShmClient& client) {
+    Status st = client.Connect(server_.unix_socket_path());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  std::string Get(ShmClient& client, const std::string& key) {
+    auto r = client.Command({"GET", key});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r.value().str : std::string();
+  }
+  // Whether the server's open descriptors come back to `want` (bounded wait: a disconnect is
+  // noticed by the server a moment after the client closes).
+  bool FdsBecome(size_t want, Millis timeout = 5000ms) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (OpenFds(server_.pid()) == want) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  std::string data_dir_;
+  RedisContext admin_;
+};
+
+TEST_F(ShmWriteTest, StoredBytesReadBackOverTheSocketAndShmGet) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  // 0 and below 32 KiB are copied (a mapping of their own would cost more than the copy).
+  const std::vector<size_t> sizes = {0, 1, 4096, (size_t{1} << 20) + 1, size_t{64} << 20};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    SCOPED_TRACE("size " + std::to_string(sizes[i]));
+    const std::string key = "k" + std::to_string(i);
+    const std::string value = Pattern(sizes[i], i);
+    const uint64_t used_before = InfoNumber(admin_.get(), "used_memory");
+    bool adopted = false;
+    Status st = client.Set(key, AsBytes(value), &adopted);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(adopted, sizes[i] >= (size_t{32} << 10));
+    EXPECT_TRUE(Get(client, key) == value) << "GET differs";
+    ShmView view;
+    st = client.Get(key, view);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(view.size, value.size());
+    EXPECT_TRUE(std::string(reinterpret_cast<const char*>(view.data), view.size) == value)
+        << "SHM.GET differs";
+    ASSERT_TRUE(client.Release(view).ok());
+    if (sizes[i] >= (size_t{1} << 20)) {
+      // The adopted mapping is the value's memory: used_memory counts it.
+      EXPECT_GE(InfoNumber(admin_.get(), "used_memory"), used_before + sizes[i]);
+    }
+  }
+  // An adopted value's pages are read-only: APPEND and SETRANGE build a new value.
+  const std::string key = "k3";
+  std::string value = Pattern(sizes[3], 3);
+  auto r = client.Command({"APPEND", key, "tail"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  value += "tail";
+  EXPECT_EQ(r.value().integer, static_cast<int64_t>(value.size()));
+  r = client.Command({"SETRANGE", key, "5", "xyz"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  value.replace(5, 3, "xyz");
+  EXPECT_TRUE(Get(client, key) == value);
+}
+
+TEST_F(ShmWriteTest, UnsealedMemfdIsCopiedAndLaterWritesDoNotReachTheValue) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const std::string value = Pattern(size_t{1} << 20, 7);
+  const int fd = UnsealedMemfd(value);
+  bool adopted = true;
+  Status st = client.SetFromFd("u", fd, value.size(), 0, &adopted);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FALSE(adopted);
+  // The client rewrites its memfd, through write() and through a shared mapping.
+  const std::string other = Pattern(value.size(), 8);
+  ASSERT_EQ(::pwrite(fd, other.data(), other.size(), 0), static_cast<ssize_t>(other.size()));
+  void* mapped = ::mmap(nullptr, value.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  std::memset(mapped, 'z', 4096);
+  ::munmap(mapped, value.size());
+  ::close(fd);
+  EXPECT_TRUE(Get(client, "u") == value);
+
+  // A sealed memfd cannot be rewritten at all; the adopted value is the sealed bytes.
+  const int sealed = ShmClient::SealedMemfd(AsBytes(value));
+  ASSERT_GE(sealed, 0);
+  ASSERT_TRUE(client.SetFromFd("s", sealed, value.size(), 0, &adopted).ok());
+  EXPECT_TRUE(adopted);
+  EXPECT_LT(::pwrite(sealed, "x", 1, 0), 0);
+  EXPECT_EQ(::mmap(nullptr, 4096, PROT_WRITE, MAP_SHARED, sealed, 0), MAP_FAILED);
+  ::close(sealed);
+  EXPECT_TRUE(Get(client, "s") == value);
+
+  // A plain file is copied too.
+  char path[] = "/tmp/prefixd-shm-write-XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  ::unlink(path);
+  ASSERT_EQ(::pwrite(file, value.data(), value.size(), 0), static_cast<ssize_t>(value.size()));
+  ASSERT_TRUE(client.SetFromFd("f", file, 100000, 12345, &adopted).ok());
+  EXPECT_FALSE(adopted);
+  ::close(file);
+  EXPECT_TRUE(Get(client, "f") == value.substr(12345, 100000));
+
+  // An offset that is not page-aligned is still adopted (the mapping starts a page earlier).
+  const int odd = ShmClient::SealedMemfd(AsBytes(value));
+  ASSERT_TRUE(client.SetFromFd("o", odd, 200000, 4097, &adopted).ok());
+  EXPECT_TRUE(adopted);
+  ::close(odd);
+  EXPECT_TRUE(Get(client, "o") == value.substr(4097, 200000));
+}
+
+TEST_F(ShmWriteTest, BadLengthsOffsetsAndDescriptorsAreClearErrors) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const std::string value = Pattern(65536, 1);
+  const int fd = ShmClient::SealedMemfd(AsBytes(value));
+  ASSERT_GE(fd, 0);
+  Status st = client.SetFromFd("k", fd, 65537);
+  EXPECT_EQ(st.message(),
+            "ERR SHM.SET: offset 0 + length 65537 is past the end of the passed file (65536 "
+            "bytes)");
+  st = client.SetFromFd("k", fd, 1, 65536);
+  EXPECT_EQ(st.message(),
+            "ERR SHM.SET: offset 65536 + length 1 is past the end of the passed file (65536 "
+            "bytes)");
+  st = client.SetFromFd("k", fd, 10, 1ull << 62);
+  EXPECT_NE(st.message().find("is past the end of the passed file"), std::string::npos);
+  EXPECT_EQ(client.Command({"EXISTS", "k"}).value().integer, 0);
+  // Zero bytes at the very end is an empty string.
+  ASSERT_TRUE(client.SetFromFd("k", fd, 0, 65536).ok());
+  EXPECT_EQ(Get(client, "k"), "");
+  ::close(fd);
+
+  auto r = client.Command({"SHM.SET", "k", "5"});
+  EXPECT_EQ(r.status().message(),
+            "ERR SHM.SET needs a file descriptor passed with the request (SCM_RIGHTS on its "
+            "bytes)");
+  r = client.Command({"SHM.SET", "k", "-1"});
+  EXPECT_EQ(r.status().message(), "ERR value is not an integer or out of range");
+  r = client.Command({"SHM.SET", "k", "5", "abc"});
+  EXPECT_EQ(r.status().message(), "ERR value is not an integer or out of range");
+  r = client.Command({"SHM.SET", "k", "5", "0", "extra"});
+  EXPECT_EQ(r.status().message(), "ERR syntax error");
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  st = client.SetFromFd("k", pipe_fds[0], 1);
+  EXPECT_EQ(st.message(),
+            "ERR SHM.SET: the passed descriptor is not a regular file (pass a memfd)");
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  // Before SHM.HELLO: the usual error, and the descriptor never reaches the server.
+  auto raw = RawConnection::Unix(server_.unix_socket_path());
+  ASSERT_NE(raw, nullptr);
+  const int again = ShmClient::SealedMemfd(AsBytes(value));
+  ASSERT_NO_FATAL_FAILURE(SendWithFds(raw->fd(), Multibulk({"SHM.SET", "k", "1"}), {again}));
+  ::close(again);
+  EXPECT_EQ(raw->ReadReply().value_or(""), "-ERR send SHM.HELLO first\r\n");
+}
+
+TEST_F(ShmWriteTest, PipelinedWritesEachClaimTheirOwnDescriptor) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto raw = RawConnection::Unix(server_.unix_socket_path());
+  ASSERT_NE(raw, nullptr);
+  ASSERT_EQ(raw->Call(Multibulk({"SHM.HELLO"})).substr(0, 2), "*1");
+  const std::string a = Pattern(50000, 21), b = Pattern(60000, 22);
+  const int fa = ShmClient::SealedMemfd(AsBytes(a)), fb = ShmClient::SealedMemfd(AsBytes(b));
+  const int fbad = ShmClient::SealedMemfd(AsBytes(b));
+  // A refused SHM.SET between them takes its own descriptor with it.
+  ASSERT_NO_FATAL_FAILURE(
+      SendWithFds(raw->fd(), Multibulk({"SHM.SET", "a", std::to_string(a.size())}), {fa}));
+  ASSERT_NO_FATAL_FAILURE(SendWithFds(raw->fd(), Multibulk({"SHM.SET", "x", "nope"}), {fbad}));
+  ASSERT_NO_FATAL_FAILURE(SendWithFds(
+      raw->fd(),
+      Multibulk({"SET", "plain", "1"}) + Multibulk({"SHM.SET", "b", std::to_string(b.size())}),
+      {fb}));
+  EXPECT_EQ(raw->ReadReply().value_or(""), "+ADOPTED\r\n");
+  EXPECT_EQ(raw->ReadReply().value_or(""), "-ERR value is not an integer or out of range\r\n");
+  EXPECT_EQ(raw->ReadReply().value_or(""), "+OK\r\n");
+  EXPECT_EQ(raw->ReadReply().value_or(""), "+ADOPTED\r\n");
+  for (int fd : {fa, fb, fbad}) ::close(fd);
+  EXPECT_TRUE(raw->Call(Multibulk({"GET", "a"})) == "$50000\r\n" + a + "\r\n");
+  EXPECT_TRUE(raw->Call(Multibulk({"GET", "b"})) == "$60000\r\n" + b + "\r\n");
+}
+
+TEST_F(ShmWriteTest, AdoptedValueSurvivesARestartWithTheLogOn) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--appendonly", "yes", "--appendfsync", "always"}));
+  const std::string big = Pattern((size_t{3} << 20) + 17, 11), small = Pattern(100, 12);
+  {
+    ShmClient client;
+    ASSERT_NO_FATAL_FAILURE(Connect(client));
+    bool adopted = false;
+    ASSERT_TRUE(client.Set("big", AsBytes(big), &adopted).ok());
+    EXPECT_TRUE(adopted);
+    ASSERT_TRUE(client.Set("small", AsBytes(small)).ok());
+  }
+  admin_.reset();
+  ASSERT_TRUE(server_.Stop());
+  data_dir_ = server_.data_dir();
+  ASSERT_NO_FATAL_FAILURE(Start({"--appendonly", "yes"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  EXPECT_TRUE(Get(client, "big") == big);
+  EXPECT_TRUE(Get(client, "small") == small);
+}
+
+TEST_F(ShmWriteTest, NoDescriptorLeaks) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const size_t baseline = OpenFds(server_.pid());
+  ASSERT_GT(baseline, 0u);
+  // 1000 writes, adopted and copied in turn, over one key.
+  const std::string value = Pattern(40000, 3);
+  for (int i = 0; i < 1000; ++i) {
+    const int fd = i % 2 == 0 ? ShmClient::SealedMemfd(AsBytes(value)) : UnsealedMemfd(value);
+    ASSERT_GE(fd, 0);
+    bool adopted = false;
+    Status st = client.SetFromFd("k", fd, value.size(), 0, &adopted);
+    ::close(fd);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(adopted, i % 2 == 0);
+  }
+  EXPECT_TRUE(Get(client, "k") == value);
+  EXPECT_TRUE(FdsBecome(baseline)) << OpenFds(server_.pid()) << " open, " << baseline << " before";
+  // Failing writes give their descriptor back too.
+  for (int i = 0; i < 50; ++i) {
+    const int fd = ShmClient::SealedMemfd(AsBytes(value));
+    EXPECT_FALSE(client.SetFromFd("k", fd, value.size() + 1).ok());
+    ::close(fd);
+  }
+  EXPECT_TRUE(FdsBecome(baseline)) << OpenFds(server_.pid()) << " open, " << baseline << " before";
+
+  // Clients that pass descriptors with no SHM.SET: with another command, with a request cut
+  // short, past the cap, before SHM.HELLO; then disconnect.
+  std::vector<int> memfds;
+  for (int i = 0; i < 20; ++i) memfds.push_back(ShmClient::SealedMemfd(AsBytes(value)));
+  for (int round = 0; round < 5; ++round) {
+    auto greeted = RawConnection::Unix(server_.unix_socket_path());
+    ASSERT_NE(greeted, nullptr);
+    ASSERT_EQ(greeted->Call(Multibulk({"SHM.HELLO"})).substr(0, 2), "*1");
+    const size_t with_one = OpenFds(server_.pid());
+    ASSERT_NO_FATAL_FAILURE(SendWithFds(greeted->fd(), Multibulk({"PING"}), {memfds[0]}));
+    EXPECT_EQ(greeted->ReadReply().value_or(""), "+PONG\r\n");
+    EXPECT_EQ(OpenFds(server_.pid()), with_one) << "an unclaimed descriptor outlived its read";
+    // 20 at once: past the cap of 16; then a request that never ends.
+    ASSERT_NO_FATAL_FAILURE(SendWithFds(greeted->fd(), "*3\r\n$7\r\nSHM.S", memfds));
+    auto early = RawConnection::Unix(server_.unix_socket_path());
+    ASSERT_NE(early, nullptr);
+    ASSERT_NO_FATAL_FAILURE(SendWithFds(early->fd(), Multibulk({"PING"}), memfds));
+    EXPECT_EQ(early->ReadReply().value_or(""), "+PONG\r\n");
+    greeted.reset();
+    early.reset();
+    EXPECT_TRUE(FdsBecome(baseline)) << "round " << round << ": " << OpenFds(server_.pid())
+                                     << " open, " << baseline << " before";
+  }
+  for (int fd : memfds) ::close(fd);
+}
+
+TEST_F(ShmWriteTest, TcpClientGetsTheUnixOnlyError) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto tcp = RawConnection::Tcp(server_.port());
+  ASSERT_NE(tcp, nullptr);
+  EXPECT_EQ(tcp->Call(Multibulk({"SHM.SET", "k", "1"})),
+            "-ERR SHM commands are served on the unix socket only\r\n");
+  EXPECT_EQ(tcp->Call(Multibulk({"EXISTS", "k"})), ":0\r\n");
+}
+
+}  // namespace
+}  // namespace prefixd::it

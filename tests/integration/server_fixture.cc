@@ -168,6 +168,16 @@ void ExpectSameReplies(RawConnection& ours, RawConnection& reference,
   }
 }
 
+std::string Pattern(size_t size, uint64_t seed) {
+  std::string out(size, '\0');
+  uint64_t x = 0x9e3779b97f4a7c15ULL * (seed + 1);
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    out[i] = static_cast<char>((x * 0x2545f4914f6cdd1dULL) >> 56);
+  }
+  return out;
+}
+
 std::string Multibulk(const std::vector<std::string>& args) {
   std::string out = "*" + std::to_string(args.size()) + "\r\n";
   for (const auto& a : args) {

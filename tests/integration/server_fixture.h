@@ -36,6 +36,9 @@ int FreeLoopbackPort();
 // Encodes a request as a RESP multibulk, exactly as a client library would.
 std::string Multibulk(const std::vector<std::string>& args);
 
+// `size` bytes that differ per `seed` and per position (a value whose every byte is checked).
+std::string Pattern(size_t size, uint64_t seed);
+
 // Length of the first complete RESP2/RESP3 reply in `buffer`, or nullopt while it is incomplete.
 // Throws std::runtime_error on a type byte that no RESP version defines.
 std::optional<size_t> CompleteReplyLength(std::string_view buffer);

@@ -27,17 +27,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// `size` bytes that differ per `seed` and per position.
-std::string Pattern(size_t size, uint64_t seed) {
-  std::string out(size, '\0');
-  uint64_t x = 0x9e3779b97f4a7c15ULL * (seed + 1);
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-    out[i] = static_cast<char>((x * 0x2545f4914f6cdd1dULL) >> 56);
-  }
-  return out;
-}
-
 std::string AsString(const ShmView& view) {
   return {reinterpret_cast<const char*>(view.data), view.size};
 }

@@ -6,9 +6,10 @@
 #   benchmarks/same_host_bench.sh [--build-dir DIR] [--server BIN] [--quick] [--reps N] [--no-write]
 #
 # Two prefixd-servers (--appendonly no, so the disk is not measured), each on a loopback port and a
-# unix socket: "off" as by default, "arenas" with --shm-arenas yes. For each size (1, 16, 64, 256 MiB)
+# unix socket: "off" as by default, "arenas" with --shm-arenas yes; and redis-server on a unix
+# socket of its own (no persistence), the store a user would pick instead. For each size (1, 16, 64, 256 MiB)
 # prefixd-blob-bench SETs a value and reads it back --requests times with one client: GET over
-# TCP and the unix socket (off), GET over the unix socket (arenas), and SHM.GET (arenas): "shm
+# TCP and the unix socket (off), GET over the unix socket (arenas and redis-server), and SHM.GET (arenas): "shm
 # view" is the time until the client holds a usable pointer, "shm copy" until it also has a
 # private copy (SHM.RELEASE after each read, untimed). The store rows are SET over the unix socket
 # to each server: what the arenas cost a write. Each phase's GB/s (10^9 bytes) is kept, with the
@@ -48,8 +49,16 @@ start_server() {  # name flags...
   wait_ready "${port[$name]}" "prefixd-server ($name)"
 }
 start_server off
+# redis-server over its unix socket: what a same-host user of Redis gets for the same values.
+port[redis]=$(free_port)
+sock[redis]=$work/redis.sock
+mkdir -p "$work/redis"
+redis-server --port "${port[redis]}" --unixsocket "${sock[redis]}" --dir "$work/redis" \
+  --save '' --appendonly no --proto-max-bulk-len 1gb >"$work/redis.log" 2>&1 &
+pids+=($!)
+wait_ready "${port[redis]}" redis-server
 # Runs: server, transport, the label its rows get.
-runs=("off tcp tcp" "off unix unix")
+runs=("off tcp tcp" "off unix unix" "redis unix redis-unix")
 if [[ " ${transports[*]} " == *" shm "* ]]; then
   start_server arenas --shm-arenas yes
   runs+=("arenas unix unix/arenas" "arenas shm shm")
@@ -84,8 +93,8 @@ for rep in $(seq 1 "$reps"); do
 done
 
 median() { bench_median "$results" "$@"; }
-columns=(memcpy "tcp fetch" "unix fetch")
-stores=("unix store")
+columns=(memcpy "tcp fetch" "unix fetch" "redis-unix fetch")
+stores=("unix store" "redis-unix store")
 if [[ " ${transports[*]} " == *" shm "* ]]; then
   columns+=("unix/arenas fetch" "shm view" "shm copy")
   stores+=("unix/arenas store")
@@ -130,8 +139,24 @@ title="$(date -u +%F): same-host transport, fetch against memcpy"
     done
     echo "$row"
   done
+  if [[ " ${transports[*]} " == *" shm "* ]]; then
+    echo
+    echo "Against redis-server's GET over its unix socket, same values, same run (its p50 over the"
+    echo "path's: above 1× the path is faster):"
+    echo
+    echo "| size | unix fetch | shm view | shm copy |"
+    echo "|---:|---:|---:|---:|"
+    for mb in "${sizes[@]}"; do
+      redis_p50=$(median fetch "$mb" "redis-unix fetch" 6)
+      row="| $mb MiB |"
+      for c in "unix fetch" "shm view" "shm copy"; do
+        row+=" $(bench_ratio "$redis_p50" "$(median fetch "$mb" "$c" 6)") |"
+      done
+      echo "$row"
+    done
+  fi
   echo
-  echo "Stores (SET over the unix socket) GB/s, to the server without and with arenas:"
+  echo "Stores (SET over the unix socket) GB/s, to prefixd without and with arenas, and to redis-server:"
   echo
   echo "| size |$(printf ' %s |' "${stores[@]}")"
   echo "|---:|$(printf -- '---:|%.0s' "${stores[@]}")"

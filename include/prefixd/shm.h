@@ -24,7 +24,12 @@ namespace prefixd {
 
 // A value read through the arenas: `data` points into a read-only mapping of the server's
 // memory (or, for a value the server keeps outside the arenas, into `copy`, and `lease` is 0).
+// A string stored by SHM.SET and adopted by the server lies in the sealed file it was written
+// to: `arena` is kInFile, `generation` the file's inode number, and `data` points into this
+// client's read-only mapping of that file (the server passes a descriptor with each such reply).
 struct ShmView {
+  static constexpr uint32_t kInFile = 0xffffffffu;
+
   const uint8_t* data = nullptr;
   size_t size = 0;
   uint64_t lease = 0;  // 0: nothing to release
@@ -72,7 +77,8 @@ class ShmClient {
   Status FetchBlocks(std::string_view ns, std::string_view hashes, uint32_t layer,
                      std::vector<ShmView>& pieces, bool native = false);
   // Whether the server's generation of the view's bytes is still the view's: false once the
-  // region was freed or reused (after a release or an expired lease). Always true for a copy.
+  // region was freed or reused (after a release or an expired lease). Always true for a copy,
+  // and for a view of an adopted file (sealed: its bytes never change).
   bool Valid(const ShmView& view) const;
   // SHM.RELEASE of the view's lease (nothing for a copy); the view is emptied.
   Status Release(ShmView& view);
@@ -86,6 +92,10 @@ class ShmClient {
 
   // The arenas mapped so far.
   size_t arena_count() const { return arenas_.size(); }
+  // Adopted files mapped now: those under a view, and up to kKeptFiles released ones kept for
+  // the next read of the same value (the server passes its descriptor with every read).
+  size_t file_mapping_count() const { return files_.size(); }
+  static constexpr size_t kKeptFiles = 16;
 
   // --- Zero-copy writes (SHM.SET) ---
   // Stores [offset, offset + length) of the file `fd` (a memfd) as `key`'s string value: the
@@ -106,6 +116,20 @@ class ShmClient {
     const uint8_t* base = nullptr;
     uint64_t size = 0;
   };
+  // A mapping of an adopted file, known by its inode; `views` counts the leases under it.
+  struct FileMapping {
+    const uint8_t* base = nullptr;
+    uint64_t size = 0;
+    uint64_t device = 0, inode = 0;
+    uint32_t views = 0;
+    uint64_t last_used = 0;
+  };
+
+  // The view of a place in a passed file: claims the oldest received descriptor.
+  Status FileViewOf(ShmView& view);
+  // One view fewer under the file mapping that holds `lease`; unmaps the oldest unused mappings
+  // past kKeptFiles.
+  void DropFileView(uint64_t lease);
 
   Status Hello();
   // `size` bytes of read-only zeros, valid until the client is destroyed.
@@ -126,6 +150,9 @@ class ShmClient {
   std::vector<int> received_fds_;
   std::vector<Arena> arenas_;
   std::vector<Arena> zero_maps_;  // anonymous, read-only: the shared zero page, no memory
+  std::vector<FileMapping> files_;
+  std::vector<std::pair<uint64_t, const uint8_t*>> file_leases_;  // (lease, its mapping's base)
+  uint64_t file_clock_ = 0;
 };
 
 }  // namespace prefixd

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -39,6 +40,7 @@ constexpr uint64_t kPageBytes = 4096;
 ShmClient::~ShmClient() {
   for (const Arena& a : arenas_) ::munmap(const_cast<uint8_t*>(a.base), a.size);
   for (const Arena& z : zero_maps_) ::munmap(const_cast<uint8_t*>(z.base), z.size);
+  for (const FileMapping& f : files_) ::munmap(const_cast<uint8_t*>(f.base), f.size);
   for (int fd : received_fds_) ::close(fd);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -71,7 +73,9 @@ Status ShmClient::Hello() {
   auto reply = Command({"SHM.HELLO"});
   if (!reply.ok()) return reply.status();
   const auto& arenas = reply.value().elements;
-  // The descriptors came with the reply's first byte, one per arena, in order.
+  // The descriptors came with the reply's first byte, one per arena, in order: the last ones
+  // received, since each command waits for its reply. Any before them belong to places of an
+  // earlier reply not looked at yet (a passed file's) or came with a reply read by hand.
   if (received_fds_.size() < arenas.size()) {
     return Status::ProtocolError("SHM.HELLO named " + std::to_string(arenas.size()) +
                                  " arenas but passed " + std::to_string(received_fds_.size()) +
@@ -83,14 +87,15 @@ Status ShmClient::Hello() {
     const auto id = static_cast<uint64_t>(entry.elements[0].integer);
     const auto size = static_cast<uint64_t>(entry.elements[1].integer);
     if (id != arenas_.size()) return Status::ProtocolError("SHM.HELLO skipped an arena");
-    const int fd = received_fds_[i];
+    const int fd = received_fds_[received_fds_.size() - arenas.size() + i];
     void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     if (mapped == MAP_FAILED) return Status::IoError(Errno("mmap of an arena"));
     arenas_.push_back({static_cast<const uint8_t*>(mapped), size});
   }
   // A mapping outlives its descriptor.
-  for (int fd : received_fds_) ::close(fd);
-  received_fds_.clear();
+  const auto first = received_fds_.end() - static_cast<std::ptrdiff_t>(arenas.size());
+  for (auto fd = first; fd != received_fds_.end(); ++fd) ::close(*fd);
+  received_fds_.erase(first, received_fds_.end());
   return Status::Ok();
 }
 
@@ -199,6 +204,7 @@ Status ShmClient::ViewOf(Reply& r, ShmView& view) {
   view.generation = static_cast<uint64_t>(r.elements[3].integer);
   view.checksum = r.elements[4].str;
   view.lease = static_cast<uint64_t>(r.elements[5].integer);
+  if (r.elements[0].integer == -1) return FileViewOf(view);
   // An arena made since the last SHM.HELLO: ask for it.
   if (view.arena >= arenas_.size()) {
     if (Status st = Hello(); !st.ok()) return st;
@@ -212,8 +218,72 @@ Status ShmClient::ViewOf(Reply& r, ShmView& view) {
   return Status::Ok();
 }
 
+Status ShmClient::FileViewOf(ShmView& view) {
+  view.arena = ShmView::kInFile;
+  // The descriptor came no later than the reply's first byte, after those of earlier replies;
+  // the place's generation is the file's inode. Older descriptors that do not match came with
+  // replies read through Command() (an SHM.GET sent by hand) and are dropped.
+  int fd = -1;
+  struct stat st {};
+  while (!received_fds_.empty() && fd < 0) {
+    const int candidate = received_fds_.front();
+    received_fds_.erase(received_fds_.begin());
+    if (::fstat(candidate, &st) == 0 && static_cast<uint64_t>(st.st_ino) == view.generation) {
+      fd = candidate;
+    } else {
+      ::close(candidate);
+    }
+  }
+  if (fd < 0) return Status::ProtocolError("a place in a passed file came without its descriptor");
+  const auto device = static_cast<uint64_t>(st.st_dev), inode = static_cast<uint64_t>(st.st_ino);
+  auto known = std::find_if(files_.begin(), files_.end(), [&](const FileMapping& f) {
+    return f.device == device && f.inode == inode;
+  });
+  if (known == files_.end()) {
+    const auto size = static_cast<uint64_t>(st.st_size);
+    void* mapped = size == 0 ? MAP_FAILED : ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (mapped == MAP_FAILED) {
+      ::close(fd);
+      return Status::IoError(Errno("mmap of a passed file"));
+    }
+    files_.push_back({static_cast<const uint8_t*>(mapped), size, device, inode, 0, 0});
+    known = files_.end() - 1;
+  }
+  ::close(fd);  // the mapping keeps the file
+  if (view.offset > known->size || view.size > known->size - view.offset) {
+    return Status::ProtocolError("a SHM place outside its file");
+  }
+  view.data = known->base + view.offset;
+  ++known->views;
+  known->last_used = ++file_clock_;
+  file_leases_.emplace_back(view.lease, known->base);
+  return Status::Ok();
+}
+
+void ShmClient::DropFileView(uint64_t lease) {
+  auto held = std::find_if(file_leases_.begin(), file_leases_.end(),
+                           [&](const auto& entry) { return entry.first == lease; });
+  if (held == file_leases_.end()) return;
+  const uint8_t* base = held->second;
+  file_leases_.erase(held);
+  for (FileMapping& f : files_) {
+    if (f.base == base && f.views > 0) --f.views;
+  }
+  // Unmap the least recently used mappings no view holds, past the ones kept for reuse.
+  while (files_.size() > kKeptFiles) {
+    auto oldest = files_.end();
+    for (auto f = files_.begin(); f != files_.end(); ++f) {
+      if (f->views == 0 && (oldest == files_.end() || f->last_used < oldest->last_used)) oldest = f;
+    }
+    if (oldest == files_.end()) break;
+    ::munmap(const_cast<uint8_t*>(oldest->base), oldest->size);
+    files_.erase(oldest);
+  }
+}
+
 bool ShmClient::Valid(const ShmView& view) const {
   if (view.lease == 0) return view.data != nullptr;
+  if (view.arena == ShmView::kInFile) return view.data != nullptr;
   if (view.arena >= arenas_.size()) return false;
   const auto* words = reinterpret_cast<const std::atomic<uint64_t>*>(arenas_[view.arena].base);
   return words[view.offset / kPageBytes].load(std::memory_order_acquire) == view.generation;
@@ -228,6 +298,9 @@ Status ShmClient::Release(ShmView& view) {
 
 Status ShmClient::Release(std::span<const uint64_t> leases) {
   if (leases.empty()) return Status::Ok();
+  if (!file_leases_.empty()) {
+    for (uint64_t lease : leases) DropFileView(lease);
+  }
   std::vector<std::string> ids{"SHM.RELEASE"};
   for (uint64_t id : leases) ids.push_back(std::to_string(id));
   std::vector<std::string_view> args(ids.begin(), ids.end());

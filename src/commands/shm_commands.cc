@@ -252,6 +252,16 @@ struct ClaimedFd {
   }
 };
 
+// A descriptor of the file `fd` names that can only read, for SHM.GET to pass to readers (the
+// client's own may be writable: a reader must not be able to grow the file or change its mode);
+// -1 past the cap on such descriptors (the value is then served as bytes) or when the file's
+// mode does not let this process read it.
+int ReadOnlyReopen(int fd) {
+  if (AdoptedFileCount() >= AdoptedFileCap()) return -1;
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  return ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+}
+
 // [offset, offset + length) of `fd` as a value: the file's own pages mapped read-only when its
 // seals say they can never change, else one copy. Sets `adopted`; an error text on failure.
 std::string ValueFromFile(int fd, uint64_t offset, uint64_t length, Bytes& value, bool& adopted) {
@@ -267,7 +277,7 @@ std::string ValueFromFile(int fd, uint64_t offset, uint64_t length, Bytes& value
     const uint64_t mapped = (offset - start + length + page - 1) / page * page;
     void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
     if (base != MAP_FAILED) {
-      value = Bytes::AdoptMapping(base, mapped, offset - start, length);
+      value = Bytes::AdoptMapping(base, mapped, offset - start, length, ReadOnlyReopen(fd), start);
       adopted = true;
       return {};
     }
@@ -379,7 +389,8 @@ void RegisterShmCommands(Registry& r) {
   r.Add(cmd(1, "shm.get", -2, kReadonly | kFast, "<key> [CHECKSUM]",
             "After SHM.HELLO: where a string's bytes lie, [arena, offset, length, generation, "
             "checksum (XXH3-64 hex with CHECKSUM, else nil), lease], under a lease; a value "
-            "not in an arena answers its bytes; nil when missing.",
+            "adopted by SHM.SET as [-1, offset, length, inode, checksum, lease] with its file's "
+            "descriptor passed; any other value answers its bytes; nil when missing.",
             Get));
   // In the SSM.PREFIX group, whose type check it takes (-WRONGTYPE for a key of another type).
   CommandSpec ssm_fetch =

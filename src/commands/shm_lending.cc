@@ -1,5 +1,6 @@
 #include "commands/shm_lending.h"
 
+#include <fcntl.h>
 #include <xxhash.h>
 
 #include <cstdio>
@@ -36,6 +37,14 @@ bool ShmGreeted(Context& ctx) {
 ShmLent ShmLend(Context& ctx, const Bytes& value) {
   ShmLent lent;
   if (!value.empty()) lent.place = shm::Locate(value.data(), value.size());
+  if (!lent.place && !value.empty()) {
+    if (const Bytes::FilePlace file = value.AdoptedFile(); file.fd >= 0) {
+      // Sealed against writes, the bytes never change: the generation field names the file
+      // (its inode), so that a client matches the descriptor it receives to the place.
+      lent.place = shm::Place{0, file.offset, file.inode};
+      lent.in_file = true;
+    }
+  }
   if (!lent.place) return lent;
   auto& table = ctx.session.shm_leases;
   if (table == nullptr) table = NewShmLeaseTable();
@@ -63,8 +72,17 @@ bool ShmLendAll(Context& ctx, std::span<const Bytes* const> values, std::vector<
 
 void ReplyShmLent(Context& ctx, const Bytes& value, const ShmLent& lent, bool checksum) {
   if (!lent.place) return ctx.reply.Bulk(value);
+  if (lent.in_file) {
+    const int fd = ::fcntl(value.AdoptedFile().fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      if (lent.lease != 0) ctx.session.shm_leases->Release(lent.lease);
+      return ctx.reply.Bulk(value);
+    }
+    // The connection closes its copy once sent; it travels with this reply's first byte.
+    ctx.client.fds_to_send.push_back(fd);
+  }
   ctx.reply.ArrayLen(6);
-  ctx.reply.Integer(lent.place->arena);
+  ctx.reply.Integer(lent.in_file ? -1 : static_cast<int64_t>(lent.place->arena));
   ctx.reply.Integer(static_cast<int64_t>(lent.place->offset));
   ctx.reply.Integer(static_cast<int64_t>(value.size()));
   ctx.reply.Integer(static_cast<int64_t>(lent.place->generation));

@@ -22,17 +22,22 @@ bool ShmServed(Context& ctx);
 bool ShmGreeted(Context& ctx);
 
 // A value's answer: where it lies under a new lease (`place` set, `lease` its id, 0 when the cap
-// refused it), or its bytes (`place` empty: not in an arena).
+// refused it), or its bytes (`place` empty: not in an arena). A value adopted from a client's
+// memfd (SHM.SET) lies in a file of its own: `in_file`, `place->arena` unused and
+// `place->offset` the value's offset in that file and `place->generation` its inode number; the
+// reply names arena -1 and passes a read-only descriptor of the file with it (SCM_RIGHTS).
 struct ShmLent {
   std::optional<shm::Place> place;
   uint64_t lease = 0;
+  bool in_file = false;
 };
 
 ShmLent ShmLend(Context& ctx, const Bytes& value);
 // Leases each value that lies in an arena (null entries are skipped); all or none: past the
 // connection's cap the leases taken are given back, the error is queued and false returned.
 bool ShmLendAll(Context& ctx, std::span<const Bytes* const> values, std::vector<ShmLent>& lent);
-// `[arena, offset, length, generation, checksum|nil, lease]`, or the bytes when not lent.
+// `[arena, offset, length, generation, checksum|nil, lease]`, or the bytes when not lent (or
+// when a file's descriptor cannot be duplicated: its lease is then given back).
 void ReplyShmLent(Context& ctx, const Bytes& value, const ShmLent& lent, bool checksum);
 
 }  // namespace prefixd::commands

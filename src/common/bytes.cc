@@ -1,6 +1,9 @@
 #include "common/bytes.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -201,10 +204,22 @@ struct PoolDeleter {
   void operator()(const uint8_t* p) const { Pool().Give(const_cast<uint8_t*>(p), size); }
 };
 
+std::atomic<size_t> adopted_files{0};
+
 // An adopted mapping (AdoptMapping): read-only, so Unique() must never offer it for writing.
+// It may own a read-only descriptor of the file it maps, for readers on the same machine.
 struct AdoptedMappingDeleter {
   size_t mapped;
-  void operator()(const uint8_t* p) const { ::munmap(const_cast<uint8_t*>(p), mapped); }
+  int file_fd = -1;
+  uint64_t file_start = 0;
+  uint64_t file_inode = 0;
+  void operator()(const uint8_t* p) const {
+    ::munmap(const_cast<uint8_t*>(p), mapped);
+    if (file_fd >= 0) {
+      ::close(file_fd);
+      adopted_files.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
 };
 
 }  // namespace
@@ -271,14 +286,46 @@ Bytes Bytes::CopyCompact(std::string_view data) {
   return b;
 }
 
-Bytes Bytes::AdoptMapping(void* base, size_t mapped, size_t offset, size_t size) {
+size_t AdoptedFileCount() { return adopted_files.load(std::memory_order_relaxed); }
+
+size_t AdoptedFileCap() {
+  static const size_t cap = [] {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+      return size_t{0};
+    return static_cast<size_t>(limit.rlim_cur / 4);
+  }();
+  return cap;
+}
+
+Bytes Bytes::AdoptMapping(void* base, size_t mapped, size_t offset, size_t size, int file_fd,
+                          uint64_t file_start) {
   Bytes b;
   auto* p = static_cast<uint8_t*>(base);
-  b.owner_ = std::shared_ptr<const uint8_t>(p, AdoptedMappingDeleter{mapped});
+  uint64_t inode = 0;
+  if (file_fd >= 0) {
+    struct stat st {};
+    if (::fstat(file_fd, &st) == 0) {
+      inode = static_cast<uint64_t>(st.st_ino);
+      adopted_files.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      ::close(file_fd);
+      file_fd = -1;
+    }
+  }
+  b.owner_ =
+      std::shared_ptr<const uint8_t>(p, AdoptedMappingDeleter{mapped, file_fd, file_start, inode});
   b.data_ = p + offset;
   b.size_ = size;
   b.capacity_ = mapped;
   return b;
+}
+
+Bytes::FilePlace Bytes::AdoptedFile() const {
+  const auto* adopted = std::get_deleter<AdoptedMappingDeleter>(owner_);
+  if (adopted == nullptr || adopted->file_fd < 0) return {};
+  return {adopted->file_fd, adopted->file_inode,
+          adopted->file_start + static_cast<uint64_t>(data_ - owner_.get())};
 }
 
 bool Bytes::Unique() const {

@@ -47,7 +47,20 @@ class Bytes {
   // SHM.SET): the value is [base + offset, base + offset + size), the mapping [base, base +
   // mapped) is unmapped when the last handle goes, and all of it is accounted as capacity. Never
   // Unique(): the pages cannot be written, so in-place edits build a new value instead.
-  static Bytes AdoptMapping(void* base, size_t mapped, size_t offset, size_t size);
+  // `file_fd`, when not -1, is a read-only descriptor of the mapped file, owned from here on
+  // (closed with the mapping), and `file_start` the file offset `base` maps: SHM.GET passes a
+  // duplicate to a reader so that it maps the same pages (AdoptedFile).
+  static Bytes AdoptMapping(void* base, size_t mapped, size_t offset, size_t size, int file_fd = -1,
+                            uint64_t file_start = 0);
+  // For a view of an adopted mapping that kept its file's descriptor: the descriptor (still
+  // owned by the mapping; duplicate it to hand it over), the file's inode number (a reader checks
+  // the descriptor it received against it) and the file offset of data(). fd -1 otherwise.
+  struct FilePlace {
+    int fd = -1;
+    uint64_t inode = 0;
+    uint64_t offset = 0;
+  };
+  FilePlace AdoptedFile() const;
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
@@ -83,6 +96,11 @@ class Bytes {
   size_t size_ = 0;
   size_t capacity_ = 0;
 };
+
+// How many adopted mappings keep their file's descriptor, and the most that may (a quarter of
+// the open-files limit: past it a value is adopted without one and served as bytes).
+size_t AdoptedFileCount();
+size_t AdoptedFileCap();
 
 // Bytes held by the large-buffer pool for reuse (counted in INFO memory).
 size_t PooledFreeBytes();

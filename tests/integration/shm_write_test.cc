@@ -341,6 +341,79 @@ TEST_F(ShmWriteTest, NoDescriptorLeaks) {
   for (int fd : memfds) ::close(fd);
 }
 
+// An adopted value is read in place too: SHM.GET answers arena -1, the value's offset in the file
+// the client wrote, and the file's inode, and passes a read-only descriptor of that file with the
+// reply. The reader maps each file once (by inode), keeps up to kKeptFiles released mappings, and
+// its views stay unchanged whatever happens to the key (the file is sealed).
+TEST_F(ShmWriteTest, AdoptedValuesAreReadInPlaceFromTheirFile) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient writer, reader;
+  ASSERT_NO_FATAL_FAILURE(Connect(writer));
+  ASSERT_NO_FATAL_FAILURE(Connect(reader));
+  const size_t baseline = OpenFds(server_.pid());
+  const std::string value = Pattern((size_t{3} << 20) + 5, 7);
+  bool adopted = false;
+  ASSERT_TRUE(writer.Set("big", AsBytes(value), &adopted).ok());
+  ASSERT_TRUE(adopted);
+  EXPECT_EQ(OpenFds(server_.pid()), baseline + 1) << "the value keeps one read-only descriptor";
+
+  // By hand: the place's fields. The descriptor that came with it stays queued in the client.
+  auto raw = reader.Command({"SHM.GET", "big"});
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  ASSERT_EQ(raw.value().elements.size(), 6u);
+  EXPECT_EQ(raw.value().elements[0].integer, -1);
+  EXPECT_EQ(raw.value().elements[1].integer, 0);
+  EXPECT_EQ(raw.value().elements[2].integer, static_cast<int64_t>(value.size()));
+  EXPECT_GT(raw.value().elements[3].integer, 0);
+  const uint64_t raw_lease = static_cast<uint64_t>(raw.value().elements[5].integer);
+  ASSERT_TRUE(reader.Release(std::span(&raw_lease, 1)).ok());
+
+  // Through the client: the stale descriptor is told apart from this reply's by its inode.
+  ShmView first, second;
+  ASSERT_TRUE(reader.Get("big", first).ok());
+  EXPECT_EQ(first.arena, ShmView::kInFile);
+  ASSERT_EQ(first.size, value.size());
+  EXPECT_TRUE(std::memcmp(first.data, value.data(), value.size()) == 0);
+  ASSERT_TRUE(reader.Get("big", second).ok());
+  EXPECT_EQ(second.data, first.data) << "a second read maps the same file again";
+  EXPECT_EQ(reader.file_mapping_count(), 1u);
+  // The key overwritten, then deleted: the views still read the old bytes.
+  auto r = writer.Command({"SET", "big", "small now"});
+  ASSERT_TRUE(r.ok());
+  r = writer.Command({"DEL", "big"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(reader.Valid(first));
+  EXPECT_TRUE(std::memcmp(first.data, value.data(), value.size()) == 0);
+  EXPECT_TRUE(std::memcmp(second.data, value.data(), value.size()) == 0);
+  ASSERT_TRUE(reader.Release(first).ok());
+  ASSERT_TRUE(reader.Release(second).ok());
+  EXPECT_TRUE(FdsBecome(baseline)) << "the value's descriptor outlived it";
+
+  // Released mappings kept for reuse: kKeptFiles at the limit, and still kKeptFiles one past it.
+  const std::string small = Pattern(64 << 10, 9);
+  for (size_t i = 0; i <= ShmClient::kKeptFiles; ++i) {
+    const std::string key = "f" + std::to_string(i);
+    ASSERT_TRUE(writer.Set(key, AsBytes(small + key), &adopted).ok());
+    ASSERT_TRUE(adopted);
+    ShmView view;
+    ASSERT_TRUE(reader.Get(key, view).ok());
+    EXPECT_TRUE(std::string(reinterpret_cast<const char*>(view.data), view.size) == small + key);
+    ASSERT_TRUE(reader.Release(view).ok());
+    // "big"'s mapping is kept too.
+    EXPECT_EQ(reader.file_mapping_count(), std::min(i + 2, ShmClient::kKeptFiles)) << i;
+  }
+  // A value copied by the server (an unsealed memfd) is in an arena, not a file.
+  const int unsealed = UnsealedMemfd(value);
+  ASSERT_TRUE(writer.SetFromFd("copied", unsealed, value.size(), 0, &adopted).ok());
+  ::close(unsealed);
+  EXPECT_FALSE(adopted);
+  ShmView copied;
+  ASSERT_TRUE(reader.Get("copied", copied).ok());
+  EXPECT_NE(copied.arena, ShmView::kInFile);
+  EXPECT_TRUE(std::memcmp(copied.data, value.data(), value.size()) == 0);
+  ASSERT_TRUE(reader.Release(copied).ok());
+}
+
 TEST_F(ShmWriteTest, TcpClientGetsTheUnixOnlyError) {
   ASSERT_NO_FATAL_FAILURE(Start());
   auto tcp = RawConnection::Tcp(server_.port());

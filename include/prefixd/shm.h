@@ -102,8 +102,11 @@ class ShmClient {
   // descriptor goes with the request (SCM_RIGHTS); the caller keeps and closes its own. A memfd
   // sealed with F_SEAL_WRITE and F_SEAL_SHRINK is adopted by the server without a copy (from 32
   // KiB); anything else is copied once. `adopted`, when given, says which happened.
+  // `options` are SET's after the value, but GET (NX|XX, EX|PX|EXAT|PXAT|KEEPTTL); `stored`,
+  // when given, is false when NX or XX decided against the write (the server answers nil).
   Status SetFromFd(std::string_view key, int fd, uint64_t length, uint64_t offset = 0,
-                   bool* adopted = nullptr);
+                   bool* adopted = nullptr, std::span<const std::string_view> options = {},
+                   bool* stored = nullptr);
   // A new memfd of `data`'s bytes, sealed (write, shrink, grow) so that the server can adopt
   // it; -1 with errno on failure. The caller closes it.
   static int SealedMemfd(std::span<const uint8_t> data);

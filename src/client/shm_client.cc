@@ -447,15 +447,18 @@ Status ShmClient::SendWithFd(std::string_view bytes, int fd) {
 }
 
 Status ShmClient::SetFromFd(std::string_view key, int fd, uint64_t length, uint64_t offset,
-                            bool* adopted) {
+                            bool* adopted, std::span<const std::string_view> options,
+                            bool* stored) {
   if (fd_ < 0) return Status::Unavailable("not connected");
   const std::string length_text = std::to_string(length), offset_text = std::to_string(offset);
-  const std::string_view args[] = {"SHM.SET", key, length_text, offset_text};
+  std::vector<std::string_view> args{"SHM.SET", key, length_text, offset_text};
+  args.insert(args.end(), options.begin(), options.end());
   if (Status st = SendWithFd(Encode(args), fd); !st.ok()) return st;
   auto reply = ReadReply();
   if (!reply.ok()) return reply.status();
   if (reply.value().type == Reply::Type::kError) return Status::ServerError(reply.value().str);
   if (adopted != nullptr) *adopted = reply.value().str == "ADOPTED";
+  if (stored != nullptr) *stored = !reply.value().is_nil();
   return Status::Ok();
 }
 

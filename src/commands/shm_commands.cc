@@ -21,10 +21,12 @@
 
 #include "commands/families.h"
 #include "commands/shm_lending.h"
+#include "commands/string_set.h"
 #include "commands/vstore_shared.h"
 #include "common/ascii.h"
 #include "common/bytes.h"
 #include "common/clock.h"
+#include "common/expiry_args.h"
 #include "common/numbers.h"
 #include "common/shm_arena.h"
 #include "engine/engine.h"
@@ -314,16 +316,22 @@ void SetFromFile(Context& ctx) {
     claimed.fd = passed.front();
     passed.erase(passed.begin());
   }
-  if (ctx.args.size() > 4) return ctx.reply.Error(errors::kSyntax);
   const std::string_view key = ctx.args[1];
   auto length = ParseInt64(ctx.args[2]);
   if (!length || *length < 0) return ctx.reply.Error(errors::kNotInteger);
+  // An offset, if the next argument is a number; then SET's options but GET.
   int64_t offset = 0;
-  if (ctx.args.size() == 4) {
-    auto parsed = ParseInt64(ctx.args[3]);
-    if (!parsed || *parsed < 0) return ctx.reply.Error(errors::kNotInteger);
-    offset = *parsed;
+  size_t options_from = 3;
+  if (ctx.args.size() > 3 && ParseInt64(ctx.args[3]).has_value()) {
+    offset = *ParseInt64(ctx.args[3]);
+    if (offset < 0) return ctx.reply.Error(errors::kNotInteger);
+    options_from = 4;
   }
+  std::vector<std::string_view> rest;
+  for (size_t i = options_from; i < ctx.args.size(); ++i) rest.push_back(ctx.args[i]);
+  auto options = expiry::ParseStringOptions(rest, expiry::StringCommand::kSet);
+  if (!options.ok()) return ctx.reply.Error(options.error);
+  if (options.value.get) return ctx.reply.Error(errors::kSyntax);
   if (*length > ctx.engine.settings().Int(Setting::kProtoMaxBulkLen)) {
     return ctx.reply.Error(errors::kStringTooLong);
   }
@@ -342,33 +350,33 @@ void SetFromFile(Context& ctx) {
   if (std::string why = ValueFromFile(claimed.fd, at, want, value, adopted); !why.empty()) {
     return ctx.reply.Error(why);
   }
-  // SET's record, with SET's handling of a key of another type (it is replaced).
-  const uint32_t flags = static_cast<uint32_t>(store::EncodingOf(value.view()))
-                         << persist::StringSet::kEncodingShift;
-  const persist::StringSet record{persist::RecordKey::Borrow(key), flags, 0,
-                                  persist::Blob{{value}}};
-  KeyLocks lock(ctx.engine, key);
-  const auto existing = LookupKeyToReplace(ctx, key);
-  if (existing && existing->type != store::KeyType::kString) {
-    if (std::string why = WritePath(ctx.engine).Refusal(record); !why.empty()) {
-      return ctx.reply.Error(why);
+  // SET's write, with SET's handling of a key of another type (it is replaced); replicas get
+  // SET with the bytes (a descriptor cannot travel), an expiry as PXAT as SET sends it.
+  int64_t at_ms = 0;
+  const store::StringEncoding encoding = store::EncodingOf(value.view());
+  const auto outcome = SetStringValue(ctx, key, value, encoding, options.value, at_ms);
+  if (outcome == StringSetOutcome::kRefused) return;
+  if (outcome == StringSetOutcome::kSkipped) return ctx.reply.Null();
+  if (ctx.propagate.wanted()) {
+    if (options.value.expiry != expiry::ExpiryKind::kNone) {
+      ctx.propagate.Send({"SET", key, value.view(), "PXAT", std::to_string(at_ms)});
+    } else if (options.value.keepttl) {
+      ctx.propagate.Send({"SET", key, value.view(), "KEEPTTL"});
+    } else {
+      ctx.propagate.Send({"SET", key, value.view()});
     }
-    Deleted done = DeleteKey(ctx, key, existing->type);
-    if (!done.ok) return ctx.reply.Error(done.error);
-    ctx.client.reply_needs_lsn = std::max(ctx.client.reply_needs_lsn, done.lsn);
   }
-  if (!Mutate(ctx, record).has_value()) return;
-  if (ctx.propagate.wanted()) ctx.propagate.Send({"SET", key, value.view()});
   ctx.reply.Simple(adopted ? "ADOPTED" : "COPIED");
 }
 
 void RegisterShmWriteCommands(Registry& r) {
   r.Add(MakeSpec(
       "shm", 1, "shm.set", -3, kWrite | kDenyOom | kNoMulti | kNoScript,
-      "<key> <length> [<offset>]",
+      "<key> <length> [<offset>] [NX|XX] [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms|KEEPTTL]",
       "After SHM.HELLO, with a file descriptor passed on the request's bytes "
       "(SCM_RIGHTS): stores [offset, offset + length) of that file as the key's "
-      "string value (as SET). A memfd sealed with F_SEAL_WRITE and F_SEAL_SHRINK is adopted "
+      "string value, with SET's options but GET (nil when NX or XX decides against it). A "
+      "memfd sealed with F_SEAL_WRITE and F_SEAL_SHRINK is adopted "
       "without a copy from 32 KiB (ADOPTED), anything else copied once (COPIED).",
       SetFromFile, "O(1) adopted, O(N) copied"));
 }

@@ -23,6 +23,7 @@
 #include "commands/arg_reader.h"
 #include "commands/cold_reply.h"
 #include "commands/families.h"
+#include "commands/string_set.h"
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "common/expiry_args.h"
@@ -223,41 +224,58 @@ void PropagateSet(Context& ctx, const expiry::StringOptions& options, const Writ
   ctx.propagate.Send(argv);
 }
 
-// SET and GETSET. `options` start at argument 3.
-void SetWith(Context& ctx, const expiry::StringOptions& options) {
-  const std::string_view key = ctx.args[1];
-  Write how{store::EncodingOf(ctx.args[2]), options.keepttl ? KeepTtl::kYes : KeepTtl::kNo, 0};
+}  // namespace
+
+StringSetOutcome SetStringValue(Context& ctx, std::string_view key, Bytes value,
+                                store::StringEncoding encoding,
+                                const expiry::StringOptions& options, int64_t& at_ms,
+                                std::optional<store::KeyInfo>* old) {
+  Write how{encoding, options.keepttl ? KeepTtl::kYes : KeepTtl::kNo, 0};
   if (options.expiry != expiry::ExpiryKind::kNone) {
     auto at = expiry::StringExpiryAt(options, NowMs(), ctx.spec.full_name);
-    if (!at.ok()) return ctx.reply.Error(at.error);
+    if (!at.ok()) {
+      ctx.reply.Error(at.error);
+      return StringSetOutcome::kRefused;
+    }
     how.at_ms = at.value;
   }
+  at_ms = how.at_ms;
   KeyLocks lock(ctx.engine, key);
   if (!options.get && !options.nx && !options.xx) {
     // The common SET decides nothing from the old value: one lookup, under the put's own lock,
     // unless the key has expired or holds another type (then the path below deletes it first).
-    const auto applied =
-        Mutate(ctx, StringRecord(key, ValueArg(ctx, 2), how), CommandClock::WallMs());
-    if (!applied) return;
-    if (applied->kind == persist::Outcome::Kind::kApplied) {
-      PropagateSet(ctx, options, how);
-      return ctx.reply.Simple("OK");
-    }
+    const auto applied = Mutate(ctx, StringRecord(key, value, how), CommandClock::WallMs());
+    if (!applied) return StringSetOutcome::kRefused;
+    if (applied->kind == persist::Outcome::Kind::kApplied) return StringSetOutcome::kStored;
   }
   std::optional<KeyInfo> info;
   if (options.get) {
     info = ReadKey(ctx, key);
-    if (!StringOrMissing(ctx, info)) return;
+    if (!StringOrMissing(ctx, info)) return StringSetOutcome::kRefused;
   } else {
     info = LookupKeyToReplace(ctx, key);
   }
-  const auto reply_old = [&] { IsString(info) ? ctx.reply.Bulk(info->value) : ctx.reply.Null(); };
-  if ((options.nx && info) || (options.xx && !info)) {
-    return options.get ? reply_old() : ctx.reply.Null();
+  if (old != nullptr) *old = info;
+  if ((options.nx && info) || (options.xx && !info)) return StringSetOutcome::kSkipped;
+  if (!StoreString(ctx, key, info, std::move(value), how)) return StringSetOutcome::kRefused;
+  return StringSetOutcome::kStored;
+}
+
+namespace {
+
+// SET and GETSET. `options` start at argument 3.
+void SetWith(Context& ctx, const expiry::StringOptions& options) {
+  std::optional<KeyInfo> old;
+  int64_t at_ms = 0;
+  const auto outcome = SetStringValue(ctx, ctx.args[1], ValueArg(ctx, 2),
+                                      store::EncodingOf(ctx.args[2]), options, at_ms, &old);
+  if (outcome == StringSetOutcome::kRefused) return;
+  if (outcome == StringSetOutcome::kStored) {
+    PropagateSet(ctx, options, Write{.at_ms = at_ms});
   }
-  if (!StoreString(ctx, key, info, ValueArg(ctx, 2), how)) return;
-  PropagateSet(ctx, options, how);
-  options.get ? reply_old() : ctx.reply.Simple("OK");
+  if (!options.get)
+    return outcome == StringSetOutcome::kStored ? ctx.reply.Simple("OK") : ctx.reply.Null();
+  IsString(old) ? ctx.reply.Bulk(old->value) : ctx.reply.Null();
 }
 
 void Set(Context& ctx) {

@@ -58,7 +58,9 @@ struct Common {
   std::string backend = "cpu";
   std::string host = "127.0.0.1";
   int port = 1974;
-  std::string cluster;  // a cluster node's host:port, instead of host and port
+  std::string cluster;             // a cluster node's host:port, instead of host and port
+  std::string unix_socket;         // the server's unix socket (same host)
+  std::string transport = "auto";  // auto | tcp | unix | shm
   int threads = 0;
   int64_t chunk = 512;
   std::string kv_via = "auto";
@@ -168,18 +170,55 @@ Loaded LoadModel(const Common& common) {
   return out;
 }
 
+// What --transport asks for: `auto` is the shared path when the server's address is its unix
+// socket, TCP otherwise.
+LinkTransport AskedTransport(const Common& common) {
+  if (common.transport == "auto") {
+    return common.unix_socket.empty() ? LinkTransport::kTcp : LinkTransport::kShm;
+  }
+  if (common.transport == "tcp") return LinkTransport::kTcp;
+  LinkTransport asked = LinkTransport::kShm;
+  if (common.transport == "unix") {
+    asked = LinkTransport::kUnix;
+  } else if (common.transport != "shm") {
+    Die("--transport must be auto, tcp, unix or shm");
+  }
+  if (common.unix_socket.empty()) Die("--transport " + common.transport + " needs --unix-socket");
+  return asked;
+}
+
 PrefixdLink Connect(const Common& common) {
   ClientOptions options;
   options.io_timeout = std::chrono::milliseconds(600000);
   if (!common.cluster.empty()) {
+    if (common.transport != "auto" && common.transport != "tcp") {
+      Die("--cluster speaks TCP only (--transport tcp)");
+    }
     ClusterOptions cluster;
     cluster.client = options;
     return PrefixdLink(OrDie(ClusterClient::Connect(common.cluster, cluster),
                              "connecting to the prefixd cluster at " + common.cluster));
   }
-  return PrefixdLink(
-      OrDie(Client::Connect(common.host, common.port, options),
-            "connecting to prefixd at " + common.host + ":" + std::to_string(common.port)));
+  const LinkTransport asked = AskedTransport(common);
+  if (asked == LinkTransport::kTcp) {
+    return PrefixdLink(
+        OrDie(Client::Connect(common.host, common.port, options),
+              "connecting to prefixd at " + common.host + ":" + std::to_string(common.port)));
+  }
+  Client client = OrDie(Client::ConnectUnix(common.unix_socket, options),
+                        "connecting to prefixd at " + common.unix_socket);
+  if (asked == LinkTransport::kUnix) return PrefixdLink(std::move(client), LinkTransport::kUnix);
+  auto shm = std::make_unique<ShmClient>();
+  const Status hello = shm->Connect(common.unix_socket, {}, options.io_timeout);
+  if (hello.ok()) return PrefixdLink(std::move(client), std::move(shm));
+  // Refused (shm-arenas off, a uid not in shm-allow-uids, an older server): the socket serves
+  // the same bytes. Said once, here; the report names the path taken.
+  std::fprintf(stderr,
+               "prefixd-hybrid: the shared path is refused (%s); fetching over the unix socket\n",
+               hello.message().c_str());
+  PrefixdLink link(std::move(client), LinkTransport::kUnix);
+  link.set_shm_refused(hello.message());
+  return link;
 }
 
 KvTransport ResolveTransport(const Common& common, PrefixdLink& link) {
@@ -270,7 +309,9 @@ bool RunWarmProcess(const Common& common, KvTransport kv, const std::string& req
                                    "--request", request,
                                    "--result",  result};
   if (common.cluster.empty()) {
-    args.insert(args.end(), {"--host", common.host, "--port", std::to_string(common.port)});
+    args.insert(args.end(), {"--host", common.host, "--port", std::to_string(common.port),
+                             "--transport", common.transport});
+    if (!common.unix_socket.empty()) args.insert(args.end(), {"--unix-socket", common.unix_socket});
   } else {
     args.insert(args.end(), {"--cluster", common.cluster});
   }
@@ -345,6 +386,7 @@ int RunSweep(const Common& common, const SweepArgs& args) {
   std::vector<SweepRow> rows;
   std::vector<float> logits(static_cast<size_t>(config.vocab_size));
   const int repeats = std::max(args.repeats, 1);
+  std::string warm_transport;  // the path the warm processes' fetches took
   ProgressBar bar(static_cast<int>(lengths.size()) * repeats);
   bool all_good = true;
   for (size_t step = 0; step < lengths.size(); ++step) {
@@ -421,6 +463,7 @@ int RunSweep(const Common& common, const SweepArgs& args) {
       row.state_bytes = warm["state_bytes"].get<uint64_t>();
       row.warm_hit = warm["hit"].get<bool>();
       row.miss_reason = warm["miss_reason"].get<std::string>();
+      warm_transport = warm["transport"].get<std::string>();
       const auto warm_digests = warm["layer_digests"].get<std::vector<std::string>>();
       row.total_layers = static_cast<int>(cold_digests.size());
       for (size_t i = 0; i < cold_digests.size() && i < warm_digests.size(); ++i) {
@@ -438,10 +481,11 @@ int RunSweep(const Common& common, const SweepArgs& args) {
       bar.Finish();
       std::fprintf(stderr,
                    "%-14s cold %9.1f ms  warm %8.1f ms (fetch %.1f, hydrate %.1f, suffix %.1f) "
-                   "%6.1fx  %s  bit-exact %d/%d  tokens %d/%d\n",
+                   "%6.1fx  %s via %s  bit-exact %d/%d  tokens %d/%d\n",
                    label.c_str(), row.cold_ttft_ms, row.warm_ttft_ms, row.fetch_ms, row.hydrate_ms,
-                   row.suffix_ms, row.speedup(), row.warm_hit ? "hit" : "MISS", row.bitexact_layers,
-                   row.total_layers, row.agreeing_tokens, row.total_tokens);
+                   row.suffix_ms, row.speedup(), row.warm_hit ? "hit" : "MISS",
+                   warm_transport.c_str(), row.bitexact_layers, row.total_layers,
+                   row.agreeing_tokens, row.total_tokens);
       trials.push_back(row);
     }
     const SweepRow row = CombineTrials(trials);
@@ -463,6 +507,7 @@ int RunSweep(const Common& common, const SweepArgs& args) {
   }
   std::printf("\nloopback %.2f GB/s; target = 1.5 x (state bytes / loopback + suffix ms)",
               loopback);
+  std::printf("; warm fetches via %s", warm_transport.c_str());
   if (repeats > 1) std::printf("; medians of %d runs per length", repeats);
   std::printf("\n");
   return all_good ? 0 : 1;
@@ -530,7 +575,8 @@ int RunWarm(const Common& common, const WarmArgs& args) {
   // The request arrives: fetch and hydrate, or prefill cold when the state is not all there.
   const auto start = Clock::now();
   FetchReport fetched = OrDie(
-      link.WithKey(ns, [&](Client& c) { return cache.Fetch(c, ns, n, &backend.host_state()); }),
+      link.WithKey(
+          ns, [&](Client& c) { return cache.Fetch(c, ns, n, &backend.host_state(), link.shm()); }),
       "fetch");
   double paused_ms = 0;
   std::vector<std::string> digests;
@@ -568,6 +614,13 @@ int RunWarm(const Common& common, const WarmArgs& args) {
               {"suffix_ms", suffix_ms},
               {"ttft_ms", ttft_ms},
               {"state_bytes", fetched.hit ? fetched.bytes : backend.host_state().bytes()},
+              {"transport", std::string(LinkTransportName(link.transport()))},
+              {"shm_refused", link.shm_refused()},
+              {"shared_bytes", fetched.shared_bytes},
+              {"shared_views", fetched.shared_views},
+              {"inline_bytes", fetched.inline_bytes},
+              {"zero_bytes", fetched.zero_bytes},
+              {"socket_fallbacks", fetched.socket_fallbacks},
               {"layer_digests", digests},
               {"tokens", tokens}};
   WriteFile(args.result, out.dump(1));
@@ -810,11 +863,20 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--backend", c->backend, "cpu | cuda")->capture_default_str();
   CLI::Option* host = app->add_option("--host", c->host, "prefixd host")->capture_default_str();
   CLI::Option* port = app->add_option("--port", c->port, "prefixd port")->capture_default_str();
-  app->add_option("--cluster", c->cluster,
-                  "a prefixd (Redis Cluster) node's host:port, instead of --host/--port: every "
-                  "call goes to the node serving its namespace")
-      ->excludes(host)
-      ->excludes(port);
+  CLI::Option* cluster =
+      app->add_option("--cluster", c->cluster,
+                      "a prefixd (Redis Cluster) node's host:port, instead of --host/--port: every "
+                      "call goes to the node serving its namespace")
+          ->excludes(host)
+          ->excludes(port);
+  app->add_option("--unix-socket", c->unix_socket,
+                  "the server's unix socket (same host): fetches read the server's shared arenas "
+                  "(SHM.HELLO), or the socket where it refuses them")
+      ->excludes(cluster);
+  app->add_option("--transport", c->transport,
+                  "auto (shm with --unix-socket, else tcp) | tcp (--host/--port) | unix (the "
+                  "socket's bytes) | shm (the shared arenas, the socket where refused)")
+      ->capture_default_str();
   app->add_option("--threads", c->threads, "CPU threads (0: one per core)")->capture_default_str();
   app->add_option("--chunk", c->chunk, "prefill chunk in tokens")->capture_default_str();
   app->add_option("--kv-via", c->kv_via, "attention K/V transport: auto | vstore | ssm")

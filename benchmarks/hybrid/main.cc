@@ -1004,6 +1004,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   forward_cmd->add_option("--out", forward.out, "write the JSON here (default: stdout)");
   CLI11_PARSE(app, argc, argv);
+  // A bad --transport fails before any model is loaded.
+  for (auto [cmd, common] :
+       {std::pair{sweep_cmd, &sweep_common}, {warm_cmd, &warm_common}, {chat_cmd, &chat_common}}) {
+    if (cmd->parsed() && common->cluster.empty()) (void)AskedTransport(*common);
+  }
   if (sweep_cmd->parsed()) return RunSweep(sweep_common, sweep);
   if (chat_cmd->parsed()) return RunChat(chat_common, chat);
   if (forward_cmd->parsed()) return RunForward(forward_common, forward);

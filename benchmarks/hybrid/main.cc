@@ -513,6 +513,176 @@ int RunSweep(const Common& common, const SweepArgs& args) {
   return all_good ? 0 : 1;
 }
 
+struct TransportsArgs {
+  std::string lengths = "8192,32768";
+  std::string transports = "tcp,unix,shm";
+  int suffix_tokens = 16;
+  int decode_tokens = 4;
+  int repeats = 3;
+  uint64_t prompt_seed = 1;
+  std::string markdown;
+};
+
+// One warm process's figures.
+struct TransportTrial {
+  std::string transport;  // the path taken
+  double ttft_ms = 0, fetch_ms = 0, hydrate_ms = 0, suffix_ms = 0;
+  uint64_t shared_bytes = 0;
+  bool exact = false;  // a hit, every layer's digest the stored one's
+  std::vector<int32_t> tokens;
+};
+
+// A state of `n` tokens filled with deterministic pseudo-random values in [-0.5, 0.5): the
+// transport benchmark stores it in place of a prefill's (which it never runs), so that long
+// prefixes cost no cold prefill. The warm process cannot tell the difference: it fetches,
+// checks digests, and runs the suffix on whatever the state holds.
+SequenceState SyntheticState(const ModelConfig& config, int64_t n, uint64_t seed) {
+  SequenceState state(config);
+  state.ResizeTokens(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (LayerState& layer : state.layers()) {
+    for (FloatBuffer* b : {&layer.conv, &layer.recurrent, &layer.k, &layer.v, &layer.ffn_shift}) {
+      float* p = b->data();
+      for (size_t i = 0; i < b->size(); ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        p[i] = static_cast<float>(x >> 40) / static_cast<float>(1 << 24) - 0.5f;
+      }
+    }
+  }
+  return state;
+}
+
+// Warm TTFT of the same stored prefix state over each transport, side by side: per length, one
+// synthetic state is stored, then warm processes fetch it over TCP, the unix socket and the
+// shared arenas in turn (round robin, --repeats rounds), and every one must restore the stored
+// digests and produce the same tokens. Rows report medians.
+int RunTransports(const Common& common, const TransportsArgs& args) {
+  const std::vector<int64_t> lengths = ParseLengths(args.lengths);
+  std::vector<std::string> transports;
+  {
+    std::stringstream in(args.transports);
+    for (std::string t; std::getline(in, t, ',');) transports.push_back(t);
+  }
+  if (transports.empty()) Die("no --transports given");
+  if (common.unix_socket.empty()) Die("transports needs --unix-socket (and --host/--port)");
+  for (const std::string& t : transports) {
+    Common probe = common;
+    probe.transport = t;
+    (void)AskedTransport(probe);  // dies on a bad name
+  }
+  std::fprintf(stderr, "prefixd-hybrid: loading %s (%s weights, %s backend)...\n",
+               common.model.c_str(), common.weights.c_str(), common.backend.c_str());
+  Loaded model = LoadModel(common);
+  const ModelConfig& config = model.config;
+  Common store_common = common;
+  store_common.transport = "tcp";
+  PrefixdLink link = Connect(store_common);
+  const KvTransport kv = ResolveTransport(store_common, link);
+  HybridPrefixCache cache(config, {.kv = kv, .verify_digests = common.verify});
+  std::string table =
+      "| prefix tokens | state MB | transport | warm TTFT ms | fetch ms | hydrate ms | suffix ms "
+      "| fetch + hydrate ms | TTFT ÷ TCP's | fetch + hydrate ÷ TCP's | MB in place | bit-exact "
+      "| tokens as TCP's |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n";
+  bool all_good = true;
+  for (const int64_t length : lengths) {
+    const std::vector<int32_t> prefix =
+        PseudoRandomTokens(length, config.vocab_size, args.prompt_seed);
+    const std::vector<int32_t> suffix =
+        PseudoRandomTokens(args.suffix_tokens, config.vocab_size, args.prompt_seed + 1000003);
+    const std::string ns = PrefixNamespace(config, model.weights_identity, prefix);
+    const uint64_t state_bytes = [&] {
+      SequenceState state = SyntheticState(config, length, args.prompt_seed + length);
+      OrDie(link.WithKey(ns, [&](Client& c) { return cache.Drop(c, ns); }), "dropping " + ns);
+      OrDie(link.WithKey(ns, [&](Client& c) { return cache.Store(c, ns, state); }), "store");
+      return state.bytes();
+    }();
+    const std::vector<std::string> stored = [&] {
+      SequenceState state = SyntheticState(config, length, args.prompt_seed + length);
+      return DigestState(state);
+    }();
+    const std::string request = TempPath("prefixd-hybrid-request");
+    WriteFile(request, Json{{"ns", ns},
+                            {"prefix", prefix},
+                            {"suffix", suffix},
+                            {"decode_tokens", args.decode_tokens}}
+                           .dump());
+    std::vector<std::vector<TransportTrial>> trials(transports.size());
+    for (int rep = 0; rep < std::max(args.repeats, 1); ++rep) {
+      for (size_t t = 0; t < transports.size(); ++t) {
+        Common warm_common = common;
+        warm_common.transport = transports[t];
+        const std::string result = TempPath("prefixd-hybrid-result");
+        const bool ran = RunWarmProcess(warm_common, kv, request, result);
+        Json warm = Json::parse(ReadFile(result), nullptr, false);
+        std::remove(result.c_str());
+        if (!ran || warm.is_discarded()) Die("the warm process failed over " + transports[t]);
+        TransportTrial trial;
+        trial.transport = warm["transport"].get<std::string>();
+        trial.ttft_ms = warm["ttft_ms"].get<double>();
+        trial.fetch_ms = warm["fetch_ms"].get<double>();
+        trial.hydrate_ms = warm["hydrate_ms"].get<double>();
+        trial.suffix_ms = warm["suffix_ms"].get<double>();
+        trial.shared_bytes = warm["shared_bytes"].get<uint64_t>();
+        trial.exact = warm["hit"].get<bool>() &&
+                      warm["layer_digests"].get<std::vector<std::string>>() == stored;
+        trial.tokens = warm["tokens"].get<std::vector<int32_t>>();
+        std::fprintf(stderr,
+                     "L=%-7lld %-4s (asked %s) warm %8.1f ms (fetch %.1f, hydrate %.1f, suffix "
+                     "%.1f) %.1f MB in place  %s\n",
+                     static_cast<long long>(length), trial.transport.c_str(), transports[t].c_str(),
+                     trial.ttft_ms, trial.fetch_ms, trial.hydrate_ms, trial.suffix_ms,
+                     trial.shared_bytes / 1e6, trial.exact ? "bit-exact" : "NOT BIT-EXACT");
+        trials[t].push_back(std::move(trial));
+      }
+    }
+    std::remove(request.c_str());
+    OrDie(link.WithKey(ns, [&](Client& c) { return cache.Drop(c, ns); }), "dropping " + ns);
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    struct Row {
+      double ttft, fetch, hydrate, suffix;
+    };
+    std::vector<Row> rows;
+    for (const auto& ts : trials) {
+      std::vector<double> ttft, fetch, hydrate, suffix;
+      for (const TransportTrial& x : ts) {
+        ttft.push_back(x.ttft_ms), fetch.push_back(x.fetch_ms), hydrate.push_back(x.hydrate_ms);
+        suffix.push_back(x.suffix_ms);
+      }
+      rows.push_back({median(ttft), median(fetch), median(hydrate), median(suffix)});
+    }
+    const Row& base = rows[0];
+    for (size_t t = 0; t < transports.size(); ++t) {
+      bool exact = true, same_tokens = true;
+      for (const TransportTrial& x : trials[t]) {
+        exact = exact && x.exact;
+        same_tokens = same_tokens && x.tokens == trials[0][0].tokens;
+      }
+      all_good = all_good && exact && same_tokens;
+      const Row& r = rows[t];
+      char line[512];
+      std::snprintf(
+          line, sizeof line,
+          "| %lld | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f | "
+          "%s | %s |\n",
+          static_cast<long long>(length), state_bytes / 1e6, trials[t][0].transport.c_str(), r.ttft,
+          r.fetch, r.hydrate, r.suffix, r.fetch + r.hydrate, r.ttft / base.ttft,
+          (r.fetch + r.hydrate) / (base.fetch + base.hydrate), trials[t][0].shared_bytes / 1e6,
+          exact ? "yes" : "NO", same_tokens ? "yes" : "NO");
+      table += line;
+    }
+  }
+  std::printf("%s", table.c_str());
+  std::printf(
+      "\nmedians of %d warm processes per transport and length; ratios against the first "
+      "transport (%s)\n",
+      std::max(args.repeats, 1), transports[0].c_str());
+  if (!args.markdown.empty()) WriteFile(args.markdown, table);
+  return all_good ? 0 : 1;
+}
+
 // Conversation workloads over the server's prefix index (chat.h); one process, the cold run of
 // each turn in a paused interval after its warm one.
 int RunChat(const Common& common, const ChatArgs& args) {
@@ -927,6 +1097,26 @@ int main(int argc, char** argv) {
       ->required();
   warm_cmd->add_option("--result", warm.result, "JSON written with timings, digests, tokens")
       ->required();
+  Common transports_common;
+  TransportsArgs transports;
+  CLI::App* transports_cmd = app.add_subcommand(
+      "transports",
+      "Warm TTFT of one stored (synthetic) prefix state over TCP, the unix socket and the shared "
+      "arenas, side by side");
+  AddCommon(transports_cmd, &transports_common);
+  transports_cmd->add_option("--lengths", transports.lengths, "prefix lengths, comma-separated")
+      ->capture_default_str();
+  transports_cmd
+      ->add_option("--transports", transports.transports, "tcp, unix, shm: the first is the base")
+      ->capture_default_str();
+  transports_cmd
+      ->add_option("--suffix-tokens", transports.suffix_tokens, "prompt tokens after the prefix")
+      ->capture_default_str();
+  transports_cmd->add_option("--decode-tokens", transports.decode_tokens, "greedy tokens compared")
+      ->capture_default_str();
+  transports_cmd->add_option("--repeats", transports.repeats, "warm processes per transport")
+      ->capture_default_str();
+  transports_cmd->add_option("--markdown", transports.markdown, "write the markdown table here");
   Common chat_common;
   ChatArgs chat;
   CLI::App* chat_cmd = app.add_subcommand(
@@ -1011,6 +1201,7 @@ int main(int argc, char** argv) {
   }
   if (sweep_cmd->parsed()) return RunSweep(sweep_common, sweep);
   if (chat_cmd->parsed()) return RunChat(chat_common, chat);
+  if (transports_cmd->parsed()) return RunTransports(transports_common, transports);
   if (forward_cmd->parsed()) return RunForward(forward_common, forward);
   if (compare_cmd->parsed()) return RunCompare(compare_common, compare);
   if (logits_cmd->parsed()) return RunLogits(logits_common, logits);

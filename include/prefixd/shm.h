@@ -84,8 +84,12 @@ class ShmClient {
     return Command(std::span<const std::string_view>(args.begin(), args.size()));
   }
 
-  // The arenas mapped so far.
+  // The arenas mapped so far, and arena `id`'s mapping (read-only; empty past arena_count()).
   size_t arena_count() const { return arenas_.size(); }
+  std::span<const uint8_t> arena(size_t id) const {
+    return id < arenas_.size() ? std::span<const uint8_t>(arenas_[id].base, arenas_[id].size)
+                               : std::span<const uint8_t>();
+  }
 
   // --- Zero-copy writes (SHM.SET) ---
   // Stores [offset, offset + length) of the file `fd` (a memfd) as `key`'s string value: the

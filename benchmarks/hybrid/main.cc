@@ -590,16 +590,15 @@ int RunTransports(const Common& common, const TransportsArgs& args) {
     const std::vector<int32_t> suffix =
         PseudoRandomTokens(args.suffix_tokens, config.vocab_size, args.prompt_seed + 1000003);
     const std::string ns = PrefixNamespace(config, model.weights_identity, prefix);
-    const uint64_t state_bytes = [&] {
-      SequenceState state = SyntheticState(config, length, args.prompt_seed + length);
+    uint64_t state_bytes = 0;
+    std::vector<std::string> stored;  // the digests every warm process must restore
+    {
+      const SequenceState state = SyntheticState(config, length, args.prompt_seed + length);
       OrDie(link.WithKey(ns, [&](Client& c) { return cache.Drop(c, ns); }), "dropping " + ns);
       OrDie(link.WithKey(ns, [&](Client& c) { return cache.Store(c, ns, state); }), "store");
-      return state.bytes();
-    }();
-    const std::vector<std::string> stored = [&] {
-      SequenceState state = SyntheticState(config, length, args.prompt_seed + length);
-      return DigestState(state);
-    }();
+      state_bytes = state.bytes();
+      stored = DigestState(state);
+    }
     const std::string request = TempPath("prefixd-hybrid-request");
     WriteFile(request, Json{{"ns", ns},
                             {"prefix", prefix},

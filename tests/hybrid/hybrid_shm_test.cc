@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -282,6 +283,45 @@ TEST_F(HybridShm, TransportFlagsAreChecked) {
                        "--suffix-tokens", "3", "--decode-tokens", "3", "--threads", "2",
                        "--unix-socket", server_.unix_socket_path(), "--loopback-mb", "8"}),
             0);
+}
+
+// `prefixd-hybrid transports` (the benchmark's program) end to end, at a toy size: one row per
+// transport, each the path asked for, bit-exact and with the same tokens (its exit status says
+// so too), and only the shared row read in place.
+TEST_F(HybridShm, TransportsCommandComparesEveryPath) {
+  ASSERT_NO_FATAL_FAILURE(StartWith(true));
+  const std::string md = (tmp_ / "transports.md").string();
+  ASSERT_EQ(RunHybrid({"transports", "--model", config_path_.string(), "--lengths", "300",
+                       "--repeats", "1", "--threads", "2", "--suffix-tokens", "3",
+                       "--decode-tokens", "2", "--port", std::to_string(server_.port()),
+                       "--unix-socket", server_.unix_socket_path(), "--markdown", md}),
+            0);
+  std::istringstream lines(test::ReadText(md));
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("| 300 |")) continue;
+    std::vector<std::string> cells;
+    std::istringstream cols(line);
+    for (std::string cell; std::getline(cols, cell, '|');) {
+      cells.push_back(cell.size() > 2 ? cell.substr(1, cell.size() - 2) : cell);
+    }
+    ASSERT_EQ(cells.size(), 14u) << line;
+    rows.push_back(cells);
+  }
+  ASSERT_EQ(rows.size(), 3u);
+  const std::vector<std::string> transports = {"tcp", "unix", "shm"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::vector<std::string>& r = rows[i];
+    EXPECT_EQ(r[3], transports[i]);
+    EXPECT_EQ(r[12], "yes") << "bit-exact, " << r[3];
+    EXPECT_EQ(r[13], "yes") << "tokens, " << r[3];
+    // MB read in place: the 3.4 MB of GDN state for the shared path, nothing for the sockets.
+    if (r[3] == "shm") {
+      EXPECT_GE(std::stod(r[11]), 3.0);
+    } else {
+      EXPECT_EQ(r[11], "0.0");
+    }
+  }
 }
 
 }  // namespace

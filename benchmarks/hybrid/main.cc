@@ -58,7 +58,9 @@ struct Common {
   std::string backend = "cpu";
   std::string host = "127.0.0.1";
   int port = 1974;
-  std::string cluster;  // a cluster node's host:port, instead of host and port
+  std::string cluster;             // a cluster node's host:port, instead of host and port
+  std::string unix_socket;         // the server's unix socket (same host)
+  std::string transport = "auto";  // auto | tcp | unix | shm
   int threads = 0;
   int64_t chunk = 512;
   std::string kv_via = "auto";
@@ -168,18 +170,55 @@ Loaded LoadModel(const Common& common) {
   return out;
 }
 
+// What --transport asks for: `auto` is the shared path when the server's address is its unix
+// socket, TCP otherwise.
+LinkTransport AskedTransport(const Common& common) {
+  if (common.transport == "auto") {
+    return common.unix_socket.empty() ? LinkTransport::kTcp : LinkTransport::kShm;
+  }
+  if (common.transport == "tcp") return LinkTransport::kTcp;
+  LinkTransport asked = LinkTransport::kShm;
+  if (common.transport == "unix") {
+    asked = LinkTransport::kUnix;
+  } else if (common.transport != "shm") {
+    Die("--transport must be auto, tcp, unix or shm");
+  }
+  if (common.unix_socket.empty()) Die("--transport " + common.transport + " needs --unix-socket");
+  return asked;
+}
+
 PrefixdLink Connect(const Common& common) {
   ClientOptions options;
   options.io_timeout = std::chrono::milliseconds(600000);
   if (!common.cluster.empty()) {
+    if (common.transport != "auto" && common.transport != "tcp") {
+      Die("--cluster speaks TCP only (--transport tcp)");
+    }
     ClusterOptions cluster;
     cluster.client = options;
     return PrefixdLink(OrDie(ClusterClient::Connect(common.cluster, cluster),
                              "connecting to the prefixd cluster at " + common.cluster));
   }
-  return PrefixdLink(
-      OrDie(Client::Connect(common.host, common.port, options),
-            "connecting to prefixd at " + common.host + ":" + std::to_string(common.port)));
+  const LinkTransport asked = AskedTransport(common);
+  if (asked == LinkTransport::kTcp) {
+    return PrefixdLink(
+        OrDie(Client::Connect(common.host, common.port, options),
+              "connecting to prefixd at " + common.host + ":" + std::to_string(common.port)));
+  }
+  Client client = OrDie(Client::ConnectUnix(common.unix_socket, options),
+                        "connecting to prefixd at " + common.unix_socket);
+  if (asked == LinkTransport::kUnix) return PrefixdLink(std::move(client), LinkTransport::kUnix);
+  auto shm = std::make_unique<ShmClient>();
+  const Status hello = shm->Connect(common.unix_socket, {}, options.io_timeout);
+  if (hello.ok()) return PrefixdLink(std::move(client), std::move(shm));
+  // Refused (shm-arenas off, a uid not in shm-allow-uids, an older server): the socket serves
+  // the same bytes. Said once, here; the report names the path taken.
+  std::fprintf(stderr,
+               "prefixd-hybrid: the shared path is refused (%s); fetching over the unix socket\n",
+               hello.message().c_str());
+  PrefixdLink link(std::move(client), LinkTransport::kUnix);
+  link.set_shm_refused(hello.message());
+  return link;
 }
 
 KvTransport ResolveTransport(const Common& common, PrefixdLink& link) {
@@ -270,7 +309,9 @@ bool RunWarmProcess(const Common& common, KvTransport kv, const std::string& req
                                    "--request", request,
                                    "--result",  result};
   if (common.cluster.empty()) {
-    args.insert(args.end(), {"--host", common.host, "--port", std::to_string(common.port)});
+    args.insert(args.end(), {"--host", common.host, "--port", std::to_string(common.port),
+                             "--transport", common.transport});
+    if (!common.unix_socket.empty()) args.insert(args.end(), {"--unix-socket", common.unix_socket});
   } else {
     args.insert(args.end(), {"--cluster", common.cluster});
   }
@@ -345,6 +386,7 @@ int RunSweep(const Common& common, const SweepArgs& args) {
   std::vector<SweepRow> rows;
   std::vector<float> logits(static_cast<size_t>(config.vocab_size));
   const int repeats = std::max(args.repeats, 1);
+  std::string warm_transport;  // the path the warm processes' fetches took
   ProgressBar bar(static_cast<int>(lengths.size()) * repeats);
   bool all_good = true;
   for (size_t step = 0; step < lengths.size(); ++step) {
@@ -421,6 +463,7 @@ int RunSweep(const Common& common, const SweepArgs& args) {
       row.state_bytes = warm["state_bytes"].get<uint64_t>();
       row.warm_hit = warm["hit"].get<bool>();
       row.miss_reason = warm["miss_reason"].get<std::string>();
+      warm_transport = warm["transport"].get<std::string>();
       const auto warm_digests = warm["layer_digests"].get<std::vector<std::string>>();
       row.total_layers = static_cast<int>(cold_digests.size());
       for (size_t i = 0; i < cold_digests.size() && i < warm_digests.size(); ++i) {
@@ -438,10 +481,11 @@ int RunSweep(const Common& common, const SweepArgs& args) {
       bar.Finish();
       std::fprintf(stderr,
                    "%-14s cold %9.1f ms  warm %8.1f ms (fetch %.1f, hydrate %.1f, suffix %.1f) "
-                   "%6.1fx  %s  bit-exact %d/%d  tokens %d/%d\n",
+                   "%6.1fx  %s via %s  bit-exact %d/%d  tokens %d/%d\n",
                    label.c_str(), row.cold_ttft_ms, row.warm_ttft_ms, row.fetch_ms, row.hydrate_ms,
-                   row.suffix_ms, row.speedup(), row.warm_hit ? "hit" : "MISS", row.bitexact_layers,
-                   row.total_layers, row.agreeing_tokens, row.total_tokens);
+                   row.suffix_ms, row.speedup(), row.warm_hit ? "hit" : "MISS",
+                   warm_transport.c_str(), row.bitexact_layers, row.total_layers,
+                   row.agreeing_tokens, row.total_tokens);
       trials.push_back(row);
     }
     const SweepRow row = CombineTrials(trials);
@@ -463,8 +507,178 @@ int RunSweep(const Common& common, const SweepArgs& args) {
   }
   std::printf("\nloopback %.2f GB/s; target = 1.5 x (state bytes / loopback + suffix ms)",
               loopback);
+  std::printf("; warm fetches via %s", warm_transport.c_str());
   if (repeats > 1) std::printf("; medians of %d runs per length", repeats);
   std::printf("\n");
+  return all_good ? 0 : 1;
+}
+
+struct TransportsArgs {
+  std::string lengths = "8192,32768";
+  std::string transports = "tcp,unix,shm";
+  int suffix_tokens = 16;
+  int decode_tokens = 4;
+  int repeats = 3;
+  uint64_t prompt_seed = 1;
+  std::string markdown;
+};
+
+// One warm process's figures.
+struct TransportTrial {
+  std::string transport;  // the path taken
+  double ttft_ms = 0, fetch_ms = 0, hydrate_ms = 0, suffix_ms = 0;
+  uint64_t shared_bytes = 0;
+  bool exact = false;  // a hit, every layer's digest the stored one's
+  std::vector<int32_t> tokens;
+};
+
+// A state of `n` tokens filled with deterministic pseudo-random values in [-0.5, 0.5): the
+// transport benchmark stores it in place of a prefill's (which it never runs), so that long
+// prefixes cost no cold prefill. The warm process cannot tell the difference: it fetches,
+// checks digests, and runs the suffix on whatever the state holds.
+SequenceState SyntheticState(const ModelConfig& config, int64_t n, uint64_t seed) {
+  SequenceState state(config);
+  state.ResizeTokens(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (LayerState& layer : state.layers()) {
+    for (FloatBuffer* b : {&layer.conv, &layer.recurrent, &layer.k, &layer.v, &layer.ffn_shift}) {
+      float* p = b->data();
+      for (size_t i = 0; i < b->size(); ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        p[i] = static_cast<float>(x >> 40) / static_cast<float>(1 << 24) - 0.5f;
+      }
+    }
+  }
+  return state;
+}
+
+// Warm TTFT of the same stored prefix state over each transport, side by side: per length, one
+// synthetic state is stored, then warm processes fetch it over TCP, the unix socket and the
+// shared arenas in turn (round robin, --repeats rounds), and every one must restore the stored
+// digests and produce the same tokens. Rows report medians.
+int RunTransports(const Common& common, const TransportsArgs& args) {
+  const std::vector<int64_t> lengths = ParseLengths(args.lengths);
+  std::vector<std::string> transports;
+  {
+    std::stringstream in(args.transports);
+    for (std::string t; std::getline(in, t, ',');) transports.push_back(t);
+  }
+  if (transports.empty()) Die("no --transports given");
+  if (common.unix_socket.empty()) Die("transports needs --unix-socket (and --host/--port)");
+  for (const std::string& t : transports) {
+    Common probe = common;
+    probe.transport = t;
+    (void)AskedTransport(probe);  // dies on a bad name
+  }
+  std::fprintf(stderr, "prefixd-hybrid: loading %s (%s weights, %s backend)...\n",
+               common.model.c_str(), common.weights.c_str(), common.backend.c_str());
+  Loaded model = LoadModel(common);
+  const ModelConfig& config = model.config;
+  Common store_common = common;
+  store_common.transport = "tcp";
+  PrefixdLink link = Connect(store_common);
+  const KvTransport kv = ResolveTransport(store_common, link);
+  HybridPrefixCache cache(config, {.kv = kv, .verify_digests = common.verify});
+  std::string table =
+      "| prefix tokens | state MB | transport | warm TTFT ms | fetch ms | hydrate ms | suffix ms "
+      "| fetch + hydrate ms | TTFT ÷ TCP's | fetch + hydrate ÷ TCP's | MB in place | bit-exact "
+      "| tokens as TCP's |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n";
+  bool all_good = true;
+  for (const int64_t length : lengths) {
+    const std::vector<int32_t> prefix =
+        PseudoRandomTokens(length, config.vocab_size, args.prompt_seed);
+    const std::vector<int32_t> suffix =
+        PseudoRandomTokens(args.suffix_tokens, config.vocab_size, args.prompt_seed + 1000003);
+    const std::string ns = PrefixNamespace(config, model.weights_identity, prefix);
+    uint64_t state_bytes = 0;
+    std::vector<std::string> stored;  // the digests every warm process must restore
+    {
+      const SequenceState state = SyntheticState(config, length, args.prompt_seed + length);
+      OrDie(link.WithKey(ns, [&](Client& c) { return cache.Drop(c, ns); }), "dropping " + ns);
+      OrDie(link.WithKey(ns, [&](Client& c) { return cache.Store(c, ns, state); }), "store");
+      state_bytes = state.bytes();
+      stored = DigestState(state);
+    }
+    const std::string request = TempPath("prefixd-hybrid-request");
+    WriteFile(request, Json{{"ns", ns},
+                            {"prefix", prefix},
+                            {"suffix", suffix},
+                            {"decode_tokens", args.decode_tokens}}
+                           .dump());
+    std::vector<std::vector<TransportTrial>> trials(transports.size());
+    for (int rep = 0; rep < std::max(args.repeats, 1); ++rep) {
+      for (size_t t = 0; t < transports.size(); ++t) {
+        Common warm_common = common;
+        warm_common.transport = transports[t];
+        const std::string result = TempPath("prefixd-hybrid-result");
+        const bool ran = RunWarmProcess(warm_common, kv, request, result);
+        Json warm = Json::parse(ReadFile(result), nullptr, false);
+        std::remove(result.c_str());
+        if (!ran || warm.is_discarded()) Die("the warm process failed over " + transports[t]);
+        TransportTrial trial;
+        trial.transport = warm["transport"].get<std::string>();
+        trial.ttft_ms = warm["ttft_ms"].get<double>();
+        trial.fetch_ms = warm["fetch_ms"].get<double>();
+        trial.hydrate_ms = warm["hydrate_ms"].get<double>();
+        trial.suffix_ms = warm["suffix_ms"].get<double>();
+        trial.shared_bytes = warm["shared_bytes"].get<uint64_t>();
+        trial.exact = warm["hit"].get<bool>() &&
+                      warm["layer_digests"].get<std::vector<std::string>>() == stored;
+        trial.tokens = warm["tokens"].get<std::vector<int32_t>>();
+        std::fprintf(stderr,
+                     "L=%-7lld %-4s (asked %s) warm %8.1f ms (fetch %.1f, hydrate %.1f, suffix "
+                     "%.1f) %.1f MB in place  %s\n",
+                     static_cast<long long>(length), trial.transport.c_str(), transports[t].c_str(),
+                     trial.ttft_ms, trial.fetch_ms, trial.hydrate_ms, trial.suffix_ms,
+                     trial.shared_bytes / 1e6, trial.exact ? "bit-exact" : "NOT BIT-EXACT");
+        trials[t].push_back(std::move(trial));
+      }
+    }
+    std::remove(request.c_str());
+    OrDie(link.WithKey(ns, [&](Client& c) { return cache.Drop(c, ns); }), "dropping " + ns);
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    struct Row {
+      double ttft, fetch, hydrate, suffix;
+    };
+    std::vector<Row> rows;
+    for (const auto& ts : trials) {
+      std::vector<double> ttft, fetch, hydrate, suffix;
+      for (const TransportTrial& x : ts) {
+        ttft.push_back(x.ttft_ms), fetch.push_back(x.fetch_ms), hydrate.push_back(x.hydrate_ms);
+        suffix.push_back(x.suffix_ms);
+      }
+      rows.push_back({median(ttft), median(fetch), median(hydrate), median(suffix)});
+    }
+    const Row& base = rows[0];
+    for (size_t t = 0; t < transports.size(); ++t) {
+      bool exact = true, same_tokens = true;
+      for (const TransportTrial& x : trials[t]) {
+        exact = exact && x.exact;
+        same_tokens = same_tokens && x.tokens == trials[0][0].tokens;
+      }
+      all_good = all_good && exact && same_tokens;
+      const Row& r = rows[t];
+      char line[512];
+      std::snprintf(
+          line, sizeof line,
+          "| %lld | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f | "
+          "%s | %s |\n",
+          static_cast<long long>(length), state_bytes / 1e6, trials[t][0].transport.c_str(), r.ttft,
+          r.fetch, r.hydrate, r.suffix, r.fetch + r.hydrate, r.ttft / base.ttft,
+          (r.fetch + r.hydrate) / (base.fetch + base.hydrate), trials[t][0].shared_bytes / 1e6,
+          exact ? "yes" : "NO", same_tokens ? "yes" : "NO");
+      table += line;
+    }
+  }
+  std::printf("%s", table.c_str());
+  std::printf(
+      "\nmedians of %d warm processes per transport and length; ratios against the first "
+      "transport (%s)\n",
+      std::max(args.repeats, 1), transports[0].c_str());
+  if (!args.markdown.empty()) WriteFile(args.markdown, table);
   return all_good ? 0 : 1;
 }
 
@@ -530,7 +744,8 @@ int RunWarm(const Common& common, const WarmArgs& args) {
   // The request arrives: fetch and hydrate, or prefill cold when the state is not all there.
   const auto start = Clock::now();
   FetchReport fetched = OrDie(
-      link.WithKey(ns, [&](Client& c) { return cache.Fetch(c, ns, n, &backend.host_state()); }),
+      link.WithKey(
+          ns, [&](Client& c) { return cache.Fetch(c, ns, n, &backend.host_state(), link.shm()); }),
       "fetch");
   double paused_ms = 0;
   std::vector<std::string> digests;
@@ -568,6 +783,13 @@ int RunWarm(const Common& common, const WarmArgs& args) {
               {"suffix_ms", suffix_ms},
               {"ttft_ms", ttft_ms},
               {"state_bytes", fetched.hit ? fetched.bytes : backend.host_state().bytes()},
+              {"transport", std::string(LinkTransportName(link.transport()))},
+              {"shm_refused", link.shm_refused()},
+              {"shared_bytes", fetched.shared_bytes},
+              {"shared_views", fetched.shared_views},
+              {"inline_bytes", fetched.inline_bytes},
+              {"zero_bytes", fetched.zero_bytes},
+              {"socket_fallbacks", fetched.socket_fallbacks},
               {"layer_digests", digests},
               {"tokens", tokens}};
   WriteFile(args.result, out.dump(1));
@@ -810,11 +1032,20 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--backend", c->backend, "cpu | cuda")->capture_default_str();
   CLI::Option* host = app->add_option("--host", c->host, "prefixd host")->capture_default_str();
   CLI::Option* port = app->add_option("--port", c->port, "prefixd port")->capture_default_str();
-  app->add_option("--cluster", c->cluster,
-                  "a prefixd (Redis Cluster) node's host:port, instead of --host/--port: every "
-                  "call goes to the node serving its namespace")
-      ->excludes(host)
-      ->excludes(port);
+  CLI::Option* cluster =
+      app->add_option("--cluster", c->cluster,
+                      "a prefixd (Redis Cluster) node's host:port, instead of --host/--port: every "
+                      "call goes to the node serving its namespace")
+          ->excludes(host)
+          ->excludes(port);
+  app->add_option("--unix-socket", c->unix_socket,
+                  "the server's unix socket (same host): fetches read the server's shared arenas "
+                  "(SHM.HELLO), or the socket where it refuses them")
+      ->excludes(cluster);
+  app->add_option("--transport", c->transport,
+                  "auto (shm with --unix-socket, else tcp) | tcp (--host/--port) | unix (the "
+                  "socket's bytes) | shm (the shared arenas, the socket where refused)")
+      ->capture_default_str();
   app->add_option("--threads", c->threads, "CPU threads (0: one per core)")->capture_default_str();
   app->add_option("--chunk", c->chunk, "prefill chunk in tokens")->capture_default_str();
   app->add_option("--kv-via", c->kv_via, "attention K/V transport: auto | vstore | ssm")
@@ -865,6 +1096,26 @@ int main(int argc, char** argv) {
       ->required();
   warm_cmd->add_option("--result", warm.result, "JSON written with timings, digests, tokens")
       ->required();
+  Common transports_common;
+  TransportsArgs transports;
+  CLI::App* transports_cmd = app.add_subcommand(
+      "transports",
+      "Warm TTFT of one stored (synthetic) prefix state over TCP, the unix socket and the shared "
+      "arenas, side by side");
+  AddCommon(transports_cmd, &transports_common);
+  transports_cmd->add_option("--lengths", transports.lengths, "prefix lengths, comma-separated")
+      ->capture_default_str();
+  transports_cmd
+      ->add_option("--transports", transports.transports, "tcp, unix, shm: the first is the base")
+      ->capture_default_str();
+  transports_cmd
+      ->add_option("--suffix-tokens", transports.suffix_tokens, "prompt tokens after the prefix")
+      ->capture_default_str();
+  transports_cmd->add_option("--decode-tokens", transports.decode_tokens, "greedy tokens compared")
+      ->capture_default_str();
+  transports_cmd->add_option("--repeats", transports.repeats, "warm processes per transport")
+      ->capture_default_str();
+  transports_cmd->add_option("--markdown", transports.markdown, "write the markdown table here");
   Common chat_common;
   ChatArgs chat;
   CLI::App* chat_cmd = app.add_subcommand(
@@ -942,8 +1193,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   forward_cmd->add_option("--out", forward.out, "write the JSON here (default: stdout)");
   CLI11_PARSE(app, argc, argv);
+  // A bad --transport fails before any model is loaded.
+  for (auto [cmd, common] :
+       {std::pair{sweep_cmd, &sweep_common}, {warm_cmd, &warm_common}, {chat_cmd, &chat_common}}) {
+    if (cmd->parsed() && common->cluster.empty()) (void)AskedTransport(*common);
+  }
   if (sweep_cmd->parsed()) return RunSweep(sweep_common, sweep);
   if (chat_cmd->parsed()) return RunChat(chat_common, chat);
+  if (transports_cmd->parsed()) return RunTransports(transports_common, transports);
   if (forward_cmd->parsed()) return RunForward(forward_common, forward);
   if (compare_cmd->parsed()) return RunCompare(compare_common, compare);
   if (logits_cmd->parsed()) return RunLogits(logits_common, logits);

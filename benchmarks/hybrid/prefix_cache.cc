@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -126,6 +127,89 @@ bool IsUnknownCommand(const Status& st) {
          st.message().find("unknown command") != std::string::npos;
 }
 
+// A shared call the server answered with an error it would not give the socket's command (the
+// per-connection lease cap, above all): the socket still serves the same bytes.
+bool IsRefusedSharedCall(const Status& st) {
+  return st.code() == StatusCode::kServerError && !IsUnknownCommand(st) && !IsClusterRedirect(st);
+}
+
+// The leases a fetch holds until it has copied their bytes; what it still holds when it ends
+// (a miss, an error) is released then.
+class Leases {
+ public:
+  explicit Leases(ShmClient* shm) : shm_(shm) {}
+  ~Leases() { (void)Release(); }
+  Leases(const Leases&) = delete;
+  Leases& operator=(const Leases&) = delete;
+
+  // Counts `view` in the report, and holds its lease.
+  void Hold(const ShmView& view, FetchReport& report) {
+    if (view.zeros) {
+      report.zero_bytes += view.size;
+    } else if (view.lease == 0) {
+      report.inline_bytes += view.size;
+    } else {
+      report.shared_bytes += view.size;
+      ++report.shared_views;
+      ids_.push_back(view.lease);
+    }
+  }
+  Status Release() {
+    if (shm_ == nullptr || ids_.empty()) return Status::Ok();
+    const std::vector<uint64_t> ids = std::move(ids_);
+    ids_.clear();
+    return shm_->Release(ids);
+  }
+
+ private:
+  ShmClient* shm_;
+  std::vector<uint64_t> ids_;
+};
+
+// V.SHMFETCH of rows [0, n_tokens) of `layer`, each piece copied from the server's arena into
+// its place in `dst`; `got` as VFetchRange would answer (values written, or nullopt for an absent
+// layer). The pieces' leases end before it returns, once their generations showed the bytes were
+// not freed during the copy (a lease that ran out). A Status error is the shared call's own (the
+// caller may do it again over the socket).
+Status FetchRowsShared(ShmClient& shm, std::string_view sid, uint32_t layer, int64_t n_tokens,
+                       FloatBuffer& dst, Leases& leases, FetchReport& report,
+                       Result<std::optional<size_t>>* got) {
+  std::vector<ShmView> pieces;
+  PREFIXD_RETURN_IF_ERROR(
+      shm.FetchRows(sid, layer, 0, static_cast<uint64_t>(n_tokens), pieces, /*native=*/false));
+  if (pieces.empty()) {
+    *got = std::optional<size_t>();
+    return Status::Ok();
+  }
+  uint64_t total = 0;
+  for (const ShmView& piece : pieces) {
+    leases.Hold(piece, report);
+    total += piece.size;
+  }
+  if (total != dst.bytes()) {
+    // What V.FETCH would have said: that many values, not the state's.
+    *got = std::optional<size_t>(total / sizeof(float));
+    return leases.Release();
+  }
+  auto* out = reinterpret_cast<uint8_t*>(dst.data());
+  for (const ShmView& piece : pieces) {
+    if (piece.zeros) {
+      std::memset(out, 0, piece.size);
+    } else {
+      std::memcpy(out, piece.data, piece.size);
+    }
+    out += piece.size;
+  }
+  for (const ShmView& piece : pieces) {
+    if (!shm.Valid(piece)) {
+      *got = Status::ServerError("rows were freed while they were copied (the lease ran out)");
+      return leases.Release();
+    }
+  }
+  *got = std::optional<size_t>(dst.size());
+  return leases.Release();
+}
+
 }  // namespace
 
 std::string_view KvTransportName(KvTransport transport) {
@@ -222,16 +306,18 @@ Result<StoreReport> HybridPrefixCache::Store(Client& client, std::string_view ns
 }
 
 Result<FetchReport> HybridPrefixCache::Fetch(Client& client, std::string_view ns, int64_t n_tokens,
-                                             SequenceState* state) const {
-  auto result = FetchImpl(client, ns, n_tokens, state);
+                                             SequenceState* state, ShmClient* shm) const {
+  auto result = FetchImpl(client, shm, ns, n_tokens, state);
   if (!result.ok() || !result->hit) state->Clear();
   return result;
 }
 
-Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_view ns,
-                                                 int64_t n_tokens, SequenceState* state) const {
+Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, ShmClient* shm,
+                                                 std::string_view ns, int64_t n_tokens,
+                                                 SequenceState* state) const {
   const ModelConfig& c = config_;
   FetchReport report;
+  report.shared = shm != nullptr;
   auto miss = [&](std::string why) {
     report.hit = false;
     report.miss_reason = std::move(why);
@@ -249,14 +335,44 @@ Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_vie
   }
   layers.push_back(manifest_layer());
 
+  // The layer blobs: views into the server's arenas (or bytes it answered inline), or copies
+  // read from the socket. `blobs[b]` is empty when layer b is absent.
+  Leases leases(shm);
+  std::vector<ShmView> views;
+  std::vector<std::optional<Blob>> copies;
+  std::vector<std::span<const uint8_t>> blobs;
+  std::vector<bool> present;
   auto t = Clock::now();
-  PREFIXD_ASSIGN_OR_RETURN(std::vector<std::optional<Blob>> blobs, client.MFetch(ns, layers));
+  bool fetched = false;
+  if (shm != nullptr) {
+    Status st = shm->FetchLayers(ns, layers, views);
+    if (st.ok()) {
+      fetched = true;
+      for (const ShmView& view : views) {
+        present.push_back(view.data != nullptr);
+        blobs.push_back(view.bytes());
+        leases.Hold(view, report);
+      }
+    } else if (!IsRefusedSharedCall(st)) {
+      return st;
+    } else {
+      ++report.socket_fallbacks;
+    }
+  }
+  if (!fetched) {
+    PREFIXD_ASSIGN_OR_RETURN(copies, client.MFetch(ns, layers));
+    for (const std::optional<Blob>& blob : copies) {
+      present.push_back(blob.has_value());
+      blobs.push_back(blob.has_value() ? std::span<const uint8_t>(*blob)
+                                       : std::span<const uint8_t>());
+    }
+  }
   report.fetch_ms += MsSince(t);
 
   t = Clock::now();
-  if (!blobs.back().has_value()) return miss("no manifest: the prefix is not stored");
+  if (!present.back()) return miss("no manifest: the prefix is not stored");
   std::string why;
-  std::optional<Manifest> manifest = DecodeManifest(*blobs.back(), &why);
+  std::optional<Manifest> manifest = DecodeManifest(blobs.back(), &why);
   if (!manifest.has_value()) return miss(why);
   if (static_cast<int64_t>(manifest->layers.size()) != c.num_layers() ||
       manifest->n_tokens != static_cast<uint64_t>(n_tokens) || manifest->transport != options_.kv) {
@@ -268,11 +384,12 @@ Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_vie
   const uint32_t head_dim = static_cast<uint32_t>(c.head_dim);
   for (size_t b = 0; b + 1 < blobs.size(); ++b) {
     const uint32_t i = layers[b];
-    if (!blobs[b].has_value()) return miss("layer " + std::to_string(i) + " is absent");
+    if (!present[b]) return miss("layer " + std::to_string(i) + " is absent");
     LayerState& layer = state->layers()[i];
     const std::vector<StateArraySpec> specs = RecurrentStateArrays(c, layer.kind);
     const size_t expected = layer.kind == LayerKind::kFullAttention ? 2 : specs.size();
-    auto arrays = DecodeStateBlob(*blobs[b]);
+    // The arrays point into the blob (the arena, on the shared path): TakeArray is the one copy.
+    auto arrays = DecodeStateBlob(blobs[b]);
     if (!arrays.ok() || arrays->size() != expected) {
       return miss("layer " + std::to_string(i) + " is not a " + std::to_string(expected) +
                   "-array state blob");
@@ -288,7 +405,16 @@ Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_vie
     }
     if (!ok) return miss("layer " + std::to_string(i) + " has the wrong shapes");
   }
-  blobs.clear();
+  // A view whose generation moved on was freed (its lease ran out) while it was copied: what
+  // was copied cannot be trusted.
+  for (size_t b = 0; b < views.size(); ++b) {
+    if (views[b].lease != 0 && !shm->Valid(views[b])) {
+      return miss("layer " + std::to_string(layers[b]) + " was freed while it was copied");
+    }
+  }
+  PREFIXD_RETURN_IF_ERROR(leases.Release());
+  views.clear();
+  copies.clear();
   report.hydrate_ms += MsSince(t);
 
   if (!kv_in_ssm) {
@@ -299,8 +425,22 @@ Result<FetchReport> HybridPrefixCache::FetchImpl(Client& client, std::string_vie
       LayerState& layer = state->layers()[static_cast<size_t>(i)];
       if (layer.kind != LayerKind::kFullAttention) continue;
       for (auto [sid, dst] : {std::pair{PkSid(ns), &layer.k}, std::pair{PvSid(ns), &layer.v}}) {
-        auto got = client.VFetchRange(sid, rank, 0, static_cast<uint64_t>(n_tokens), dst->span());
         const std::string where = sid + " layer " + std::to_string(rank);
+        Result<std::optional<size_t>> got = std::optional<size_t>();
+        bool done = false;
+        if (shm != nullptr) {
+          Status st = FetchRowsShared(*shm, sid, rank, n_tokens, *dst, leases, report, &got);
+          if (st.ok()) {
+            done = true;
+          } else if (!IsRefusedSharedCall(st)) {
+            return st;
+          } else {
+            ++report.socket_fallbacks;
+          }
+        }
+        if (!done) {
+          got = client.VFetchRange(sid, rank, 0, static_cast<uint64_t>(n_tokens), dst->span());
+        }
         if (!got.ok()) {
           // An error reply (no such session, ...) is a miss; an unknown command, a cluster
           // redirect or a broken connection is an error the caller should see (and follow).

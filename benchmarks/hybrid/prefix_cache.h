@@ -23,6 +23,13 @@
 //   2 Mamba-2, 3 RWKV-7), u32 0,
 //   u64 payload bytes, u64 digest high, u64 digest low (XXH3-128 as DigestLayer).
 //
+// Same-host fetches: given a ShmClient (a PrefixdLink over the unix socket, where SHM.HELLO was
+// accepted), Fetch reads the recurrent layers with SSM.PREFIX.SHMFETCH and the attention rows with
+// V.SHMFETCH, and copies each piece from the server's arena straight into the state's buffers (one
+// copy, no intermediate buffer), checks that the leased bytes kept their generation through the
+// copy, and releases the leases (per V-store layer, so a long prefix stays under shm-max-leases).
+// A shared call the server refuses (a lease cap, ...) is done again over the socket.
+//
 // A fetch is all or nothing: a missing manifest or layer, a length or shape mismatch, or a digest
 // that does not match (the V-store zero-fills rows it never stored) is a miss, and the state is
 // left empty for a cold prefill. Half a state is never used.
@@ -36,6 +43,7 @@
 #include "config.h"
 #include "model.h"
 #include "prefixd/client.h"
+#include "prefixd/shm.h"
 #include "prefixd/status.h"
 
 namespace prefixd::hybrid {
@@ -64,6 +72,13 @@ struct FetchReport {
   double fetch_ms = 0;                     // on the wire: MFETCH and V.FETCH
   double hydrate_ms = 0;                   // decoding, copying into the state, digest checks
   std::vector<std::string> layer_digests;  // per layer, DigestHex, when hit and verified
+  // The same-host path (a ShmClient was given): what came through it.
+  bool shared = false;            // the fetch went through the ShmClient
+  uint64_t shared_bytes = 0;      // read in place from the server's arenas, under a lease
+  uint64_t shared_views = 0;      // leased views (one per layer blob or row piece)
+  uint64_t inline_bytes = 0;      // answered as bytes by a shared command (below the pool's size)
+  uint64_t zero_bytes = 0;        // runs of zero rows, which nothing carried
+  uint64_t socket_fallbacks = 0;  // shared calls the server refused, done again over the socket
 };
 
 // "hyb" + 32 hex digits of XXH3-128 over (config.Canonical(), weights identity, the tokens).
@@ -84,9 +99,10 @@ class HybridPrefixCache {
   // Fetches the prefix of `n_tokens` tokens into `state` (any previous content is replaced). On a
   // miss or partial hit the report says why and `state` is cleared. A Status error means the
   // server could not be asked (connection, unknown command, a cluster redirect to follow); the
-  // state is cleared then too.
+  // state is cleared then too. With `shm` (over the same server's unix socket) the bytes are read
+  // through the shared arenas; `client` still answers what has no shared form.
   Result<FetchReport> Fetch(Client& client, std::string_view ns, int64_t n_tokens,
-                            SequenceState* state) const;
+                            SequenceState* state, ShmClient* shm = nullptr) const;
 
   // Removes everything stored under `ns`.
   Status Drop(Client& client, std::string_view ns) const;
@@ -94,8 +110,8 @@ class HybridPrefixCache {
   uint32_t manifest_layer() const { return static_cast<uint32_t>(config_.num_layers()); }
 
  private:
-  Result<FetchReport> FetchImpl(Client& client, std::string_view ns, int64_t n_tokens,
-                                SequenceState* state) const;
+  Result<FetchReport> FetchImpl(Client& client, ShmClient* shm, std::string_view ns,
+                                int64_t n_tokens, SequenceState* state) const;
 
   ModelConfig config_;
   PrefixCacheOptions options_;

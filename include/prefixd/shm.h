@@ -90,8 +90,12 @@ class ShmClient {
     return Command(std::span<const std::string_view>(args.begin(), args.size()));
   }
 
-  // The arenas mapped so far.
+  // The arenas mapped so far, and arena `id`'s mapping (read-only; empty past arena_count()).
   size_t arena_count() const { return arenas_.size(); }
+  std::span<const uint8_t> arena(size_t id) const {
+    return id < arenas_.size() ? std::span<const uint8_t>(arenas_[id].base, arenas_[id].size)
+                               : std::span<const uint8_t>();
+  }
   // Adopted files mapped now: those under a view, and up to kKeptFiles released ones kept for
   // the next read of the same value (the server passes its descriptor with every read).
   size_t file_mapping_count() const { return files_.size(); }

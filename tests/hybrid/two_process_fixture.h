@@ -38,16 +38,19 @@ struct ColdRun {
 
 class TwoProcessTest : public it::ServerTest {
  protected:
-  // Starts the server and loads `model` with `--weights synthetic` on `threads` threads (0: one
-  // per core); the warm process gets the same settings.
-  void Start(const std::string& model, int threads) {
-    ASSERT_NO_FATAL_FAILURE(StartServer());
+  // Starts the server (with `server`'s options) and loads `model` (a built-in name or a
+  // config.json) with `--weights synthetic` on `threads` threads (0: one per core); the warm
+  // process gets the same settings.
+  void Start(const std::string& model, int threads, it::ServerProcess::Options server = {}) {
+    ASSERT_NO_FATAL_FAILURE(StartServer(std::move(server)));
     auto client = Client::Connect("127.0.0.1", server_.port());
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     client_ = std::make_unique<Client>(std::move(*client));
     model_ = model;
     threads_ = threads;
-    config_ = *BuiltinConfig(model);
+    auto config = LoadConfig(model);
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    config_ = *config;
     auto weights = SyntheticWeights(config_, 0, 2);  // what --weights synthetic means
     ASSERT_TRUE(weights.ok());
     identity_ = weights->identity;
@@ -78,8 +81,8 @@ class TwoProcessTest : public it::ServerTest {
     return run;
   }
 
-  // The warm process for `run`; its result file as JSON.
-  nlohmann::json Warm(const ColdRun& run, KvTransport kv) {
+  // The warm process for `run` (`extra`: more flags, e.g. --unix-socket); its result file as JSON.
+  nlohmann::json Warm(const ColdRun& run, KvTransport kv, std::vector<std::string> extra = {}) {
     const std::string request = (tmp_ / "request.json").string();
     const std::string result = (tmp_ / "result.json").string();
     std::ofstream(request) << nlohmann::json{
@@ -89,10 +92,23 @@ class TwoProcessTest : public it::ServerTest {
         {"decode_tokens",
          run.tokens.size()}}.dump();
     std::filesystem::remove(result);
-    const int rc = RunHybrid({"warm", "--model", model_, "--weights", "synthetic", "--port",
-                              std::to_string(server_.port()), "--threads", std::to_string(threads_),
-                              "--kv-via", std::string(KvTransportName(kv)), "--request", request,
-                              "--result", result});
+    std::vector<std::string> args = {"warm",
+                                     "--model",
+                                     model_,
+                                     "--weights",
+                                     "synthetic",
+                                     "--port",
+                                     std::to_string(server_.port()),
+                                     "--threads",
+                                     std::to_string(threads_),
+                                     "--kv-via",
+                                     std::string(KvTransportName(kv)),
+                                     "--request",
+                                     request,
+                                     "--result",
+                                     result};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const int rc = RunHybrid(std::move(args));
     EXPECT_EQ(rc, 0) << "prefixd-hybrid warm failed";
     nlohmann::json out = nlohmann::json::parse(ReadText(result), nullptr, false);
     EXPECT_FALSE(out.is_discarded()) << "no result file";

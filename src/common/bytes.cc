@@ -297,6 +297,15 @@ bool Bytes::Unique() const {
   return true;
 }
 
+size_t Bytes::allocation_bytes() const {
+  if (const auto* pooled = std::get_deleter<PoolDeleter>(owner_)) return pooled->size;
+  if (const auto* adopted = std::get_deleter<AdoptedMappingDeleter>(owner_)) {
+    return adopted->mapped;
+  }
+  // A heap buffer: its slices do not know the whole size; a whole handle does.
+  return capacity_;
+}
+
 Bytes Bytes::Slice(size_t offset, size_t length) const {
   Bytes b = *this;
   offset = std::min(offset, size_);

@@ -138,6 +138,77 @@ TEST_F(ShmEvictionTest, AnSsmSessionLeasedSurvivesEviction) {
   EXPECT_FALSE(Exists("session")) << "a released session is evicted as any other key";
 }
 
+// V-store rows and prefix-index pages: a lease holds the row chunk or slab chunk its piece lies in,
+// and the session or namespace it was read through is passed over; an unleased session of the
+// same shape, older still, goes. Rows are 1 MiB wide (one row a chunk), so they lie in an arena
+// under AddressSanitizer too; slab chunks are 2 MiB.
+TEST_F(ShmEvictionTest, LeasedVStoreRowsAndPrefixPagesKeepTheirKeys) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--vstore-max-dim", "262144"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const std::string dim = std::to_string(kValue / 4);
+  for (const char* sid : {"unleased", "v"}) {
+    ASSERT_TRUE(client.Command({"V.CREATE", sid, dim, "VQUANT", "fp32"}).ok());
+    auto r = client.Command({"V.STOREBATCH", sid, "0", "0", "1", Pattern(kValue, 400)});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  const std::string rows = Pattern(kValue, 401);
+  ASSERT_TRUE(client.Command({"V.STOREBATCH", "v", "0", "0", "1", rows}).ok());
+  std::vector<ShmView> row_views;
+  ASSERT_TRUE(client.FetchRows("v", 0, 0, 1, row_views).ok());
+  ASSERT_EQ(row_views.size(), 1u);
+  ASSERT_NE(row_views[0].lease, 0u) << "a 1 MiB row chunk should lie in an arena";
+
+  // 16 tokens of 1024 fp32 values, 2 layers: 256 KiB pages.
+  constexpr size_t kHalf = 16 * 1024 * 4;
+  ASSERT_TRUE(client
+                  .Command({"KV.PREFIX.NAMESPACE", "ns", "BLOCK", "16", "ATTN", "2", "KVDIM",
+                            "1024", "RECURRENT", "1", "VQUANT", "fp32"})
+                  .ok());
+  const std::string hashes = std::string(16, 'a') + std::string(16, 'b');
+  const std::string layer0 = Pattern(4 * kHalf, 402), layer1 = Pattern(4 * kHalf, 403);
+  auto stored = client.Command(
+      {"KV.PREFIX.BSTORE", "ns", std::string(16, '\0'), "2", hashes, "0", layer0, "1", layer1});
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  std::vector<ShmView> page_views;
+  ASSERT_TRUE(client.FetchBlocks("ns", hashes, 0, page_views).ok());
+  ASSERT_EQ(page_views.size(), 4u);
+  for (const ShmView& p : page_views) ASSERT_NE(p.lease, 0u);
+  const auto joined = [](const std::vector<ShmView>& views) {
+    std::string out;
+    for (const ShmView& v : views) out += AsString(v);
+    return out;
+  };
+  const std::string pages = joined(page_views);
+
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(Set(client, "k:" + std::to_string(i), Pattern(kValue, i)), "OK");
+  }
+  ASSERT_NO_FATAL_FAILURE(SetMaxmemory(Info("used_memory") + kValue / 2));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(Set(client, "n:" + std::to_string(i), Pattern(kValue, 50 + i)), "OK");
+  }
+  EXPECT_FALSE(Exists("unleased")) << "the least recently used session, not leased, goes first";
+  EXPECT_TRUE(Exists("v")) << "eviction took a V-store session whose rows a lease holds";
+  EXPECT_TRUE(Exists("ns")) << "eviction took a namespace whose pages a lease holds";
+  EXPECT_FALSE(Exists("k:0"));
+  EXPECT_GE(Info("shm_eviction_skips"), 2u);
+  EXPECT_TRUE(AsString(row_views[0]) == rows);
+  EXPECT_TRUE(joined(page_views) == pages);
+  EXPECT_EQ(Info("shm_leased_orphan_bytes"), 0u);
+
+  // Released: they are the least recently used keys, and go with the next writes.
+  ASSERT_TRUE(client.Release(row_views[0]).ok());
+  std::vector<uint64_t> leases;
+  for (const ShmView& p : page_views) leases.push_back(p.lease);
+  ASSERT_TRUE(client.Release(leases).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(Set(client, "m:" + std::to_string(i), Pattern(kValue, 70 + i)), "OK");
+  }
+  EXPECT_FALSE(Exists("v"));
+  EXPECT_FALSE(Exists("ns"));
+}
+
 // A client at its lease cap (4) on every key: eviction has nothing to take, writes get -OOM;
 // deleting the leased keys frees nothing while the leases live, so writes stay refused until
 // leases end, one value's room per lease. The write is SETRANGE making a 1 MiB value from a

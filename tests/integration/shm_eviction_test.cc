@@ -140,8 +140,8 @@ TEST_F(ShmEvictionTest, AnSsmSessionLeasedSurvivesEviction) {
 
 // V-store rows and prefix-index pages: a lease holds the row chunk or slab chunk its piece lies in,
 // and the session or namespace it was read through is passed over; an unleased session of the
-// same shape, older still, goes. Rows are 1 MiB wide (one row a chunk), so they lie in an arena
-// under AddressSanitizer too; slab chunks are 2 MiB.
+// same shape, older still, goes. Rows are 1 MiB wide (one row a chunk) and pages 1 MiB, so they
+// lie in an arena under AddressSanitizer too.
 TEST_F(ShmEvictionTest, LeasedVStoreRowsAndPrefixPagesKeepTheirKeys) {
   ASSERT_NO_FATAL_FAILURE(Start({"--vstore-max-dim", "262144"}));
   ShmClient client;
@@ -159,11 +159,11 @@ TEST_F(ShmEvictionTest, LeasedVStoreRowsAndPrefixPagesKeepTheirKeys) {
   ASSERT_EQ(row_views.size(), 1u);
   ASSERT_NE(row_views[0].lease, 0u) << "a 1 MiB row chunk should lie in an arena";
 
-  // 16 tokens of 1024 fp32 values, 2 layers: 256 KiB pages.
-  constexpr size_t kHalf = 16 * 1024 * 4;
+  // 16 tokens of 4096 fp32 values, 2 layers: 1 MiB pages, in slab chunks of 1 MiB and more.
+  constexpr size_t kHalf = 16 * 4096 * 4;
   ASSERT_TRUE(client
                   .Command({"KV.PREFIX.NAMESPACE", "ns", "BLOCK", "16", "ATTN", "2", "KVDIM",
-                            "1024", "RECURRENT", "1", "VQUANT", "fp32"})
+                            "4096", "RECURRENT", "1", "VQUANT", "fp32"})
                   .ok());
   const std::string hashes = std::string(16, 'a') + std::string(16, 'b');
   const std::string layer0 = Pattern(4 * kHalf, 402), layer1 = Pattern(4 * kHalf, 403);

@@ -73,6 +73,8 @@ void MemorySection(Engine& e, std::string& out) {
   // maxmemory is compared with the stores, the keyspace and the client buffers, less the stored
   // values replies send by reference (counted once, in their store): those are what
   // mem_not_counted_for_evict reports.
+  // Leased bytes no store holds any more are in used_memory too (they are held): counted now.
+  const uint64_t leased_orphans = ShmLeasedOrphanBytesNow();
   uint64_t clients = 0;
   for (const auto& c : e.Clients()) clients += c->total_bytes.load(std::memory_order_relaxed);
   const uint64_t dataset = s.payload_bytes + v.payload_bytes;
@@ -95,11 +97,13 @@ void MemorySection(Engine& e, std::string& out) {
   Field(out, "maxmemory_policy", e.settings().String(Setting::kMaxMemoryPolicy));
   Field(out, "mem_not_counted_for_evict", used - std::min(used, CountedMemory(e)));
   Field(out, "buffer_pool_free_bytes", PooledFreeBytes());
-  // Same-host transport: arenas made, and what leases hold (a leased value whose key is gone
-  // is no longer in used_memory but still in memory).
+  // Same-host transport: arenas made, what leases hold (the leased values' lengths, each lease
+  // counted), and the part of used_memory that only leases keep: whole allocations whose key
+  // was deleted, overwritten, flushed, expired or evicted while leased.
   Field(out, "shm_arenas", uint64_t{shm::ArenaCount()});
   Field(out, "shm_leases", uint64_t{ShmLeaseCount()});
   Field(out, "shm_leased_bytes", ShmLeasedBytes());
+  Field(out, "shm_leased_orphan_bytes", leased_orphans);
   Field(out, "payload_bytes", s.payload_bytes);
   Field(out, "overhead_bytes", s.overhead_bytes);
   Field(out, "ssm_sessions", s.sessions);
@@ -163,6 +167,7 @@ void StatsSection(Engine& e, std::string& out) {
   Field(out, "keyspace_misses", st.keyspace_misses.Sum());
   Field(out, "expired_keys", st.expired_keys.load());
   Field(out, "evicted_keys", st.evicted_keys.load());
+  Field(out, "shm_eviction_skips", st.shm_eviction_skips.load());
   Field(out, "total_error_replies", st.errors.total());
 }
 

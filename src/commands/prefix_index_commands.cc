@@ -458,7 +458,7 @@ void ShmBFetch(Context& ctx) {
   std::vector<const Bytes*> lendable(pieces->size());
   for (size_t i = 0; i < pieces->size(); ++i) lendable[i] = &(*pieces)[i];
   std::vector<ShmLent> lent;
-  if (!ShmLendAll(ctx, lendable, lent)) return;
+  if (!ShmLendAll(ctx, args[1], lendable, lent)) return;
   ctx.reply.ArrayLen(pieces->size());
   for (size_t i = 0; i < pieces->size(); ++i) ReplyShmLent(ctx, (*pieces)[i], lent[i], false);
 }

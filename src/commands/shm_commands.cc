@@ -98,7 +98,7 @@ void Get(Context& ctx) {
   if (!info) return ctx.reply.Null();
   if (info->type != store::KeyType::kString) return ctx.reply.Error(errors::kWrongType);
   LoadColdString(ctx.engine, Db(ctx), key, *info);
-  const ShmLent lent = ShmLend(ctx, info->value);
+  const ShmLent lent = ShmLend(ctx, key, info->value);
   if (lent.place && lent.lease == 0) {
     return ctx.reply.Error(
         errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
@@ -147,7 +147,7 @@ void SsmFetch(Context& ctx) {
     if (values[i]) present[i] = &*values[i];
   }
   std::vector<ShmLent> lent;
-  if (!ShmLendAll(ctx, present, lent)) return;
+  if (!ShmLendAll(ctx, sid, present, lent)) return;
   ctx.reply.ArrayLen(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     CountLookup(ctx, values[i].has_value());
@@ -207,7 +207,7 @@ void VFetch(Context& ctx) {
     if (!store::VectorStore::IsSharedZeros(pieces[i])) lendable[i] = &pieces[i];
   }
   std::vector<ShmLent> lent;
-  if (!ShmLendAll(ctx, lendable, lent)) return;
+  if (!ShmLendAll(ctx, sid, lendable, lent)) return;
   PrefixReceipt& receipt = ctx.engine.receipt();
   receipt.fetches.Add();
   receipt.fetch_bytes.Add(rows.rows.bytes());

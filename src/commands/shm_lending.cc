@@ -34,7 +34,7 @@ bool ShmGreeted(Context& ctx) {
   return true;
 }
 
-ShmLent ShmLend(Context& ctx, const Bytes& value) {
+ShmLent ShmLend(Context& ctx, std::string_view key, const Bytes& value) {
   ShmLent lent;
   if (!value.empty()) lent.place = shm::Locate(value.data(), value.size());
   if (!lent.place && !value.empty()) {
@@ -50,15 +50,17 @@ ShmLent ShmLend(Context& ctx, const Bytes& value) {
   if (table == nullptr) table = NewShmLeaseTable();
   const int64_t cap = ctx.engine.settings().Int(Setting::kShmMaxLeases);
   const int64_t expires = CoarseNowMs() + ctx.engine.settings().Int(Setting::kShmLeaseTimeout);
-  lent.lease = table->Add(value, expires, static_cast<size_t>(cap));
+  const uint64_t tag = ShmLeaseTag(static_cast<size_t>(ctx.client.db.load()), key);
+  lent.lease = table->Add(value, tag, expires, static_cast<size_t>(cap));
   return lent;
 }
 
-bool ShmLendAll(Context& ctx, std::span<const Bytes* const> values, std::vector<ShmLent>& lent) {
+bool ShmLendAll(Context& ctx, std::string_view key, std::span<const Bytes* const> values,
+                std::vector<ShmLent>& lent) {
   lent.assign(values.size(), ShmLent{});
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] == nullptr) continue;
-    lent[i] = ShmLend(ctx, *values[i]);
+    lent[i] = ShmLend(ctx, key, *values[i]);
     if (lent[i].place && lent[i].lease == 0) {
       for (const ShmLent& taken : lent) {
         if (taken.lease != 0) ctx.session.shm_leases->Release(taken.lease);

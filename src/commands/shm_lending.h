@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "common/bytes.h"
@@ -32,10 +33,13 @@ struct ShmLent {
   bool in_file = false;
 };
 
-ShmLent ShmLend(Context& ctx, const Bytes& value);
+// `key` is what the value was read through (a string's key, a session, a namespace) in the
+// client's database: while the lease holds bytes the key holds too, eviction passes over it.
+ShmLent ShmLend(Context& ctx, std::string_view key, const Bytes& value);
 // Leases each value that lies in an arena (null entries are skipped); all or none: past the
 // connection's cap the leases taken are given back, the error is queued and false returned.
-bool ShmLendAll(Context& ctx, std::span<const Bytes* const> values, std::vector<ShmLent>& lent);
+bool ShmLendAll(Context& ctx, std::string_view key, std::span<const Bytes* const> values,
+                std::vector<ShmLent>& lent);
 // `[arena, offset, length, generation, checksum|nil, lease]`, or the bytes when not lent (or
 // when a file's descriptor cannot be duplicated: its lease is then given back).
 void ReplyShmLent(Context& ctx, const Bytes& value, const ShmLent& lent, bool checksum);

@@ -195,7 +195,9 @@ LargeBufferPool& Pool() {
   return *pool;
 }
 
+// Knows its buffer's size, so that a slice can tell what its whole buffer costs.
 struct FreeDeleter {
+  size_t size;
   void operator()(const uint8_t* p) const { std::free(const_cast<uint8_t*>(p)); }
 };
 
@@ -260,7 +262,7 @@ Bytes Bytes::AllocateWith(size_t size, bool huge) {
     size_t rounded = std::max(kAlignment, RoundUp(size, kAlignment));
     auto* raw = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, rounded));
     if (raw == nullptr) throw std::bad_alloc();
-    b.owner_ = std::shared_ptr<const uint8_t>(raw, FreeDeleter{});
+    b.owner_ = std::shared_ptr<const uint8_t>(raw, FreeDeleter{rounded});
     b.data_ = raw;
     b.capacity_ = rounded;
   }
@@ -342,6 +344,16 @@ bool Bytes::Unique() const {
   std::atomic_thread_fence(std::memory_order_acquire);
 #endif
   return true;
+}
+
+size_t Bytes::allocation_bytes() const {
+  if (const auto* pooled = std::get_deleter<PoolDeleter>(owner_)) return pooled->size;
+  if (const auto* adopted = std::get_deleter<AdoptedMappingDeleter>(owner_)) {
+    return adopted->mapped;
+  }
+  if (const auto* heap = std::get_deleter<FreeDeleter>(owner_)) return heap->size;
+  // CopyCompact's small block: a slice of it does not know the whole size; a whole handle does.
+  return capacity_;
 }
 
 Bytes Bytes::Slice(size_t offset, size_t length) const {

@@ -88,6 +88,13 @@ class Bytes {
   // from Allocate(), the slice's own length for a Slice().
   size_t capacity() const { return capacity_; }
 
+  // The allocation this handle shares (the same for every copy and slice of it; null when
+  // empty), how many handles share it, and what all of it costs (capacity() of the buffer it
+  // was sliced from): what a holder of any slice keeps alive. For leases (engine/shm_leases.h).
+  const void* storage() const { return owner_.get(); }
+  long holders() const { return owner_.use_count(); }
+  size_t allocation_bytes() const;
+
  private:
   static Bytes AllocateWith(size_t size, bool huge);
 

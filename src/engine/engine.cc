@@ -6,6 +6,7 @@
 
 #include "common/client_memory.h"
 #include "engine/command.h"
+#include "engine/shm_leases.h"
 
 namespace prefixd::commands {
 
@@ -107,7 +108,7 @@ uint64_t CountedMemory(const Engine& engine) { return engine.UsedMemory() + memo
 uint64_t Engine::UsedMemory() const {
   uint64_t total = 0;
   databases_.ForEach([&](size_t, store::Database& db) { total += DatabaseMemory(db); });
-  return total;
+  return total + ShmLeasedOrphanBytes();
 }
 
 uint64_t Engine::NotePeakMemory(uint64_t used) {

@@ -53,6 +53,8 @@ struct ServerStats {
   StripedCounter keyspace_misses;
   std::atomic<uint64_t> expired_keys{0};
   std::atomic<uint64_t> evicted_keys{0};
+  // Eviction candidates passed over because a lease held their bytes (docs/shm-transport.md).
+  std::atomic<uint64_t> shm_eviction_skips{0};
   // The disk tier: sessions turned cold by memory eviction, and cold keys maxdisk deleted.
   std::atomic<uint64_t> cold_evictions{0};
   std::atomic<uint64_t> disk_evicted_keys{0};
@@ -115,7 +117,7 @@ class Engine {
   void FeedMonitors(const server::ClientState& from, const std::string& line);
 
   // Bytes held for stored values and their bookkeeping, the figure maxmemory limits: every
-  // database's.
+  // database's, plus leased bytes no database holds any more (engine/shm_leases.h).
   uint64_t UsedMemory() const;
   // Raises used_memory_peak to `used` when it is higher; returns the peak.
   uint64_t NotePeakMemory(uint64_t used);

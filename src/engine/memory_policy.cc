@@ -125,6 +125,43 @@ bool DeleteColdVictim(Engine& engine, store::EvictionPolicy policy) {
 
 }  // namespace
 
+namespace {
+
+// Whether evicting `key` of database `db` would free nothing now: a lease taken through it
+// still shares bytes the key holds (docs/shm-transport.md, "Leases"). A KV.PREFIX registration's
+// halves may be leased under their own names (V.SHMFETCH ns_pk).
+bool LeaseHolds(size_t db, std::string_view key, store::KeyType type) {
+  if (ShmLeaseHoldsKey(ShmLeaseTag(db, key))) return true;
+  return type == store::KeyType::kKvPrefix &&
+         (ShmLeaseHoldsKey(ShmLeaseTag(db, store::VectorStore::KeySid(key))) ||
+          ShmLeaseHoldsKey(ShmLeaseTag(db, store::VectorStore::ValueSid(key))));
+}
+
+// The keys one eviction pass passed over for their leases, let back into the order when it
+// ends: a lease may end at any time, and the next pass asks again.
+class PassedOver {
+ public:
+  explicit PassedOver(Engine& engine) : engine_(engine) {}
+  PassedOver(const PassedOver&) = delete;
+  PassedOver& operator=(const PassedOver&) = delete;
+  ~PassedOver() {
+    for (const auto& [db, key] : keys_) engine_.database(db).keys.PassOver(key, false);
+  }
+  // False when the key went meanwhile (nothing to pass over).
+  bool Add(size_t db, std::string_view key) {
+    if (!engine_.database(db).keys.PassOver(key, true)) return false;
+    keys_.emplace_back(db, std::string(key));
+    engine_.stats().shm_eviction_skips += 1;
+    return true;
+  }
+
+ private:
+  Engine& engine_;
+  std::vector<std::pair<size_t, std::string>> keys_;
+};
+
+}  // namespace
+
 bool MakeRoom(Engine& engine) {
   if (OverDiskBudget(engine)) {
     std::lock_guard lock(eviction_pass);
@@ -135,12 +172,24 @@ bool MakeRoom(Engine& engine) {
   const store::EvictionPolicy policy = CurrentPolicy(engine);
   if (policy == store::EvictionPolicy::kNoEviction) return false;
   std::lock_guard lock(eviction_pass);
+  // Bytes only leases hold count against the budget: counted now, not as last kept.
+  ShmLeasedOrphanBytesNow();
+  // Declared after the lock: the keys passed over are let back before the next pass.
+  PassedOver passed_over(engine);
   while (CountedMemory(engine) > static_cast<uint64_t>(limit)) {
     bool evicted = false;
     for (size_t index : LargestFirst(engine, Engine::DatabaseMemory)) {
       store::Database& database = engine.database(index);
       auto victim = database.keys.PickVictim(policy);
       if (!victim) continue;
+      // A leased key's eviction would free nothing until its leases end: the next candidate
+      // goes instead. Each key is passed over once a pass, so a pass where everything left is
+      // leased ends, and the write gets -OOM as under noeviction.
+      if (LeaseHolds(index, victim->first, victim->second)) {
+        passed_over.Add(index, victim->first);
+        evicted = true;  // progress: the order moved on (or the key is gone)
+        break;
+      }
       const bool disk_tier = engine.durability() != nullptr && DiskTierType(victim->second) &&
                              !CompactSession(database, victim->first, victim->second);
       const bool is_string = victim->second == store::KeyType::kString;

@@ -2,23 +2,31 @@
 // A lease is a reference to the value's bytes, so they are neither freed nor rewritten while it
 // lives; it ends on SHM.RELEASE, on disconnect or when its time is up. The connection's io thread
 // adds and releases; the active-expiry thread sweeps expired leases: hence the table's own lock.
+// Every table also reports to one process-wide register of leased allocations, which eviction
+// and memory accounting read from any thread (its own lock, always taken after a table's).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "common/bytes.h"
 
 namespace prefixd::commands {
 
+// What a lease was taken through: database `db`'s key (string, SSM session, V-store session or
+// KV.PREFIX namespace) `key`, as a 64-bit hash (a lease keeps no copy of a key's name). Two keys
+// sharing a hash only make eviction pass over one of them while the other is leased.
+uint64_t ShmLeaseTag(size_t db, std::string_view key);
+
 class ShmLeaseTable {
  public:
-  // A lease on `value` until `expires_ms` (Unix ms): its id (from 1), or 0 when the table already
-  // holds `cap` leases.
-  uint64_t Add(Bytes value, int64_t expires_ms, size_t cap);
+  // A lease on `value` (taken through `tag`) until `expires_ms` (Unix ms): its id (from 1), or 0
+  // when the table already holds `cap` leases.
+  uint64_t Add(Bytes value, uint64_t tag, int64_t expires_ms, size_t cap);
   // Ends lease `id`; false when there is none (released, expired, or never given).
   bool Release(uint64_t id);
   // Ends every lease; returns how many there were.
@@ -28,9 +36,12 @@ class ShmLeaseTable {
   size_t count() const;
   uint64_t bytes() const;
 
+  ~ShmLeaseTable() { Clear(); }
+
  private:
   struct Lease {
     Bytes value;
+    uint64_t tag;
     int64_t expires_ms;
   };
   mutable std::mutex mu_;
@@ -46,5 +57,17 @@ void SweepShmLeases(int64_t now_ms);
 // Leases held and the bytes they keep alive, over every connection (INFO).
 size_t ShmLeaseCount();
 uint64_t ShmLeasedBytes();
+
+// Whether a lease taken through `tag` shares an allocation that something besides leases still
+// holds (the key's value, a session's layer or row chunk, a namespace's page chunk): then
+// evicting that key would free nothing while the lease lives, and eviction passes over it.
+bool ShmLeaseHoldsKey(uint64_t tag);
+// Leased allocations nothing but leases holds any more (their key was deleted, overwritten,
+// flushed, expired or evicted, or their rows rewritten, since the lease was taken), summed whole:
+// memory the server really holds that no store counts. Engine::UsedMemory adds it, so maxmemory
+// is enforced against it. The figure is kept from the last count, made again when a lease ends
+// and at most a millisecond after the last one; ...Now counts at once (INFO, an eviction pass).
+uint64_t ShmLeasedOrphanBytes();
+uint64_t ShmLeasedOrphanBytesNow();
 
 }  // namespace prefixd::commands

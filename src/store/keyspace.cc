@@ -916,6 +916,18 @@ std::optional<std::pair<std::string, KeyType>> Keyspace::PickColdVictim(Eviction
   return Pick(policy, true);
 }
 
+bool Keyspace::PassOver(std::string_view key, bool pass_over) {
+  Shard& shard = shards_[ShardOf(key)];
+  std::lock_guard lock(shard.mu);
+  const Entry* entry = FindIn(shard, key);
+  if (entry == nullptr) return false;
+  EvictionIndex& index = shard.IndexOf(*entry);
+  if (pass_over) return index.IsPinned(entry->handle) || index.Pin(entry->handle);
+  // Deleted and made again since: the new node was never pinned.
+  if (index.IsPinned(entry->handle)) index.Unpin(entry->handle);
+  return true;
+}
+
 std::optional<std::pair<std::string, KeyType>> Keyspace::Pick(EvictionPolicy policy, bool cold) {
   std::lock_guard pick(policy_mu_);
   if (policy != ordered_for_) {

@@ -283,6 +283,11 @@ class Keyspace {
   std::optional<std::pair<std::string, KeyType>> PickVictim(EvictionPolicy policy);
   // The same over the cold keys only (maxdisk evicts from the disk tier).
   std::optional<std::pair<std::string, KeyType>> PickColdVictim(EvictionPolicy policy);
+  // Keeps `key` out of PickVictim's and PickColdVictim's choices until PassOver(key, false):
+  // an eviction pass passes over a key whose eviction would free nothing now (its bytes are
+  // leased). A pin of the key's index node, so deleting the key drops it. Only the one eviction
+  // pass running pins keys, so a node holds at most that one pin. False when `key` is gone.
+  bool PassOver(std::string_view key, bool pass_over);
   // OBJECT FREQ under an LFU policy: the shard index's decayed counter.
   std::optional<uint8_t> Frequency(std::string_view key) const;
   // OBJECT IDLETIME: milliseconds since the last access.

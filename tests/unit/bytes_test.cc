@@ -38,6 +38,26 @@ TEST(BytesTest, AnAdoptedMappingIsNeverUniqueAndIsUnmappedWithItsLastHandle) {
   EXPECT_EQ(errno, ENOMEM) << "the mapping outlived its last handle";
 }
 
+// What a lease's register reads: one identity and one holder count for a buffer and all its
+// copies and slices, and the whole buffer's size from any slice of it.
+TEST(BytesTest, SlicesShareTheStorageHolderCountAndAllocationSizeOfTheirBuffer) {
+  for (size_t size : {size_t{100}, size_t{64} << 10, (size_t{1} << 20) + 7}) {
+    Bytes whole = Bytes::Allocate(size);
+    EXPECT_EQ(whole.holders(), 1);
+    EXPECT_EQ(whole.allocation_bytes(), whole.capacity()) << size;
+    Bytes slice = whole.Slice(10, 20);
+    EXPECT_EQ(slice.capacity(), 20u);
+    EXPECT_EQ(slice.allocation_bytes(), whole.capacity()) << size;
+    EXPECT_EQ(slice.storage(), whole.storage());
+    EXPECT_EQ(whole.holders(), 2);
+    Bytes other = Bytes::Allocate(size);
+    EXPECT_NE(other.storage(), whole.storage());
+    whole = Bytes();
+    EXPECT_EQ(slice.holders(), 1);
+  }
+  EXPECT_EQ(Bytes().storage(), nullptr);
+}
+
 TEST(BytesTest, UniqueOnlyWhileNoOtherHandleOrSliceRefersToTheBuffer) {
   Bytes value = Bytes::Allocate(4096);
   EXPECT_TRUE(value.Unique());

@@ -360,6 +360,11 @@ std::vector<StreamEntryView> StreamEntriesBetween(std::string_view value, Stream
                            reverse);
 }
 
+bool StreamHasSeekIndex(std::string_view value) {
+  return value.size() >= kHeaderBytes && FindSeekIndex(value, Get64(value.data() + kEndOffset),
+                                                       Get64(value.data() + kLengthOffset));
+}
+
 std::string_view StreamGroupsBytes(std::string_view value) {
   if (value.size() < kHeaderBytes) return {};
   const uint64_t groups_at = Get64(value.data() + kGroupsAtOffset);

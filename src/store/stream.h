@@ -105,6 +105,8 @@ std::optional<StreamMeta> ReadStreamMeta(std::string_view value);
 // keeping the last `count`. A malformed value gives the entries read before the damage.
 std::vector<StreamEntryView> StreamEntriesBetween(std::string_view value, StreamId low,
                                                   StreamId high, size_t count, bool reverse);
+// Whether `value` carries a seek index for its entries (a value with room does).
+bool StreamHasSeekIndex(std::string_view value);
 // The encoded groups of `value` (O(1); empty when the header is damaged).
 std::string_view StreamGroupsBytes(std::string_view value);
 

@@ -17,11 +17,17 @@ constexpr size_t kEndOffset = 72;
 constexpr size_t kRoomFrom = 16 * 1024;
 constexpr size_t kEntryHead = 20;  // ms 8 | seq 8 | body length 4
 
+// One append of the little-endian bytes (a byte at a time, push_back was most of encoding a
+// group's pending entries).
 void Put64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+  char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(v >> (8 * i));
+  out.append(bytes, 8);
 }
 void Put32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+  char bytes[4];
+  for (int i = 0; i < 4; ++i) bytes[i] = static_cast<char>(v >> (8 * i));
+  out.append(bytes, 4);
 }
 void PutString(std::string& out, std::string_view s) {
   Put32(out, static_cast<uint32_t>(s.size()));
@@ -404,27 +410,68 @@ Bytes EncodeStreamEntry(StreamId id, std::string_view body) {
   return Bytes::CopyCompact(out);
 }
 
-Bytes EncodeStreamGroups(const StreamGroups& groups) {
-  std::string out;
-  Put32(out, static_cast<uint32_t>(groups.size()));
+namespace {
+
+// Little-endian fields written into a buffer sized beforehand: a pass without `out` counts the
+// bytes, a second writes them (appending to a string a field at a time was most of the cost of
+// encoding a long pending list).
+struct FieldWriter {
+  uint8_t* out = nullptr;
+  size_t size = 0;
+  void Raw(const void* data, size_t n) {
+    if (out != nullptr) std::memcpy(out + size, data, n);
+    size += n;
+  }
+  void U64(uint64_t v) {
+    uint8_t bytes[8];
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(v >> (8 * i));
+    Raw(bytes, 8);
+  }
+  void U32(uint32_t v) {
+    uint8_t bytes[4];
+    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<uint8_t>(v >> (8 * i));
+    Raw(bytes, 4);
+  }
+  void Str(std::string_view s) {
+    U32(static_cast<uint32_t>(s.size()));
+    Raw(s.data(), s.size());
+  }
+  void Id(StreamId id) {
+    U64(id.ms);
+    U64(id.seq);
+  }
+};
+
+void WriteGroups(const StreamGroups& groups, FieldWriter& w) {
+  w.U32(static_cast<uint32_t>(groups.size()));
   for (const auto& [name, g] : groups) {
-    PutString(out, name);
-    PutId(out, g.last_delivered);
-    Put64(out, static_cast<uint64_t>(g.entries_read));
-    Put32(out, static_cast<uint32_t>(g.pending.size()));
+    w.Str(name);
+    w.Id(g.last_delivered);
+    w.U64(static_cast<uint64_t>(g.entries_read));
+    w.U32(static_cast<uint32_t>(g.pending.size()));
     for (const auto& [id, p] : g.pending) {
-      PutId(out, id);
-      Put64(out, p.delivery_ms);
-      Put64(out, p.deliveries);
-      PutString(out, p.consumer);
+      w.Id(id);
+      w.U64(p.delivery_ms);
+      w.U64(p.deliveries);
+      w.Str(p.consumer);
     }
-    Put32(out, static_cast<uint32_t>(g.consumers.size()));
+    w.U32(static_cast<uint32_t>(g.consumers.size()));
     for (const auto& [cname, c] : g.consumers) {
-      PutString(out, cname);
-      Put64(out, c.seen_ms);
+      w.Str(cname);
+      w.U64(c.seen_ms);
     }
   }
-  return Bytes::CopyCompact(out);
+}
+
+}  // namespace
+
+Bytes EncodeStreamGroups(const StreamGroups& groups) {
+  FieldWriter count;
+  WriteGroups(groups, count);
+  Bytes out = Bytes::Allocate(count.size);
+  FieldWriter write{out.mutable_data()};
+  WriteGroups(groups, write);
+  return out;
 }
 
 std::optional<StreamGroups> DecodeStreamGroups(std::string_view bytes) {
@@ -443,12 +490,15 @@ std::optional<StreamGroups> DecodeStreamGroups(std::string_view bytes) {
       p.delivery_ms = c.U64();
       p.deliveries = c.U64();
       p.consumer = c.Str();
-      g.pending.emplace(id, std::move(p));
+      // Ids ascending: each goes in at the end without a search.
+      g.pending.emplace_hint(g.pending.end(), id, std::move(p));
     }
     const uint32_t consumers = c.U32();
     for (uint32_t k = 0; k < consumers && !c.bad; ++k) {
       std::string cname = c.Str();
-      g.consumers[cname].seen_ms = c.U64();
+      const uint64_t seen_ms = c.U64();
+      g.consumers.emplace_hint(g.consumers.end(), std::move(cname), StreamConsumer{})
+          ->second.seen_ms = seen_ms;
     }
     groups.emplace(std::move(name), std::move(g));
   }
@@ -482,7 +532,28 @@ bool ValidStream(std::string_view value) {
 bool ValidStreamEntry(std::string_view entry) {
   return entry.size() >= 16 && ValidMembers(entry.substr(16));
 }
-bool ValidStreamGroups(std::string_view groups) { return DecodeStreamGroups(groups).has_value(); }
+bool ValidStreamGroups(std::string_view groups) {
+  // DecodeStreamGroups's walk without building its maps (the check of every group change).
+  Cursor c{groups};
+  std::string_view skipped;
+  const auto skip_string = [&] { c.Take(c.U32(), skipped); };
+  const uint32_t n = c.U32();
+  for (uint32_t i = 0; i < n && !c.bad; ++i) {
+    skip_string();
+    c.Take(16 + 8, skipped);  // last delivered id, entries read
+    const uint32_t pending = c.U32();
+    for (uint32_t k = 0; k < pending && !c.bad; ++k) {
+      c.Take(16 + 8 + 8, skipped);  // id, delivery time, deliveries
+      skip_string();
+    }
+    const uint32_t consumers = c.U32();
+    for (uint32_t k = 0; k < consumers && !c.bad; ++k) {
+      skip_string();
+      c.Take(8, skipped);
+    }
+  }
+  return !c.bad && c.rest.empty();
+}
 bool ValidStreamIds(std::string_view ids) { return ids.size() % 16 == 0; }
 bool ValidStreamMetaChange(std::string_view meta) { return meta.size() == 40; }
 

@@ -159,6 +159,35 @@ TEST_F(StreamValueTest, DamagedRecordsAreRefused) {
       refused(StreamValue{"s", StreamValue::kWhole, 0, persist::Blob{{Bytes::CopyOf(swapped)}}}));
 }
 
+// Groups round-trip through their encoding; the check replay makes of a group change (which
+// builds nothing) accepts exactly what decodes: every shorter prefix and a byte more are refused.
+TEST_F(StreamValueTest, GroupsRoundTripAndTheirCheckAgreesWithTheDecoder) {
+  store::StreamGroups groups;
+  groups["g"].last_delivered = {7, 1};
+  groups["g"].entries_read = 12;
+  groups["g"].pending[{5, 0}] = store::StreamPending{"alice", 100, 1};
+  groups["g"].pending[{6, 2}] = store::StreamPending{"", 101, 3};
+  groups["g"].consumers["alice"].seen_ms = 99;
+  groups["g"].consumers["bob"].seen_ms = 98;
+  groups["other"];
+  const Bytes encoded = store::EncodeStreamGroups(groups);
+  const auto decoded = store::DecodeStreamGroups(encoded.view());
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(store::EncodeStreamGroups(*decoded).view(), encoded.view());
+  EXPECT_EQ(decoded->at("g").pending.at({6, 2}).deliveries, 3u);
+  EXPECT_EQ(decoded->at("g").consumers.at("bob").seen_ms, 98u);
+  EXPECT_EQ(decoded->at("other").entries_read, store::kEntriesReadUnknown);
+  const std::string text(encoded.view());
+  EXPECT_TRUE(store::ValidStreamGroups(text));
+  for (size_t n = 0; n < text.size(); ++n) {
+    EXPECT_EQ(store::ValidStreamGroups(text.substr(0, n)),
+              store::DecodeStreamGroups(text.substr(0, n)).has_value())
+        << n;
+    EXPECT_FALSE(store::ValidStreamGroups(text.substr(0, n))) << n;
+  }
+  EXPECT_FALSE(store::ValidStreamGroups(text + "x"));
+}
+
 // A value of `n` entries with ids 10-0, 10-1, 11-0, 11-1, ... and bodies of varied lengths.
 Bytes StreamOf(int n) {
   Bytes value;

@@ -268,12 +268,24 @@ void XReadGroup(Context& ctx) {
     const size_t limit = a->count > 0 ? static_cast<size_t>(a->count) : SIZE_MAX;
     if (history[k]) {
       ++answering;  // a history read answers even when empty
+      // Each pending entry by its id: a seek each with the index, else one walk indexing every
+      // entry (a small value).
+      std::optional<StreamReader> small;
+      if (!store::StreamHasSeekIndex(value)) small = StreamReader::Open(value);
+      const auto entry_of = [&](StreamId id) -> std::optional<store::StreamEntryView> {
+        if (!small) {
+          auto found = store::StreamEntriesBetween(value, id, id, 1, false);
+          return found.empty() ? std::nullopt : std::optional(found[0]);
+        }
+        const size_t at = small->LowerBound(id);
+        if (at == small->entries().size() || small->entries()[at].id != id) return std::nullopt;
+        return small->entries()[at];
+      };
       auto from = Next(*history[k]);
       for (auto it = from ? g.pending.lower_bound(*from) : g.pending.end();
            it != g.pending.end() && items[k].size() < limit; ++it) {
         if (it->second.consumer != consumer) continue;
-        auto found = store::StreamEntriesBetween(value, it->first, it->first, 1, false);
-        items[k].push_back({it->first, found.empty() ? std::nullopt : std::optional(found[0])});
+        items[k].push_back({it->first, entry_of(it->first)});
         it->second.delivery_ms = now, it->second.deliveries += 1;
       }
       continue;

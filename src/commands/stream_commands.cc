@@ -382,18 +382,16 @@ void XRead(Context& ctx) {
     after[k] = *id;
   }
   std::vector<Loaded> loaded(a->keys.size());
+  std::vector<std::vector<store::StreamEntryView>> found(a->keys.size());
   size_t with_data = 0;
-  std::vector<std::pair<size_t, size_t>> ranges(a->keys.size(), {0, 0});
   for (size_t k = 0; k < a->keys.size(); ++k) {
-    if (!Load(ctx, a->keys[k], true, loaded[k])) return;
+    if (!Load(ctx, a->keys[k], true, loaded[k], /*index=*/false)) return;
     if (!loaded[k].exists || last[k]) continue;  // `$`: only entries added while blocked
-    const auto& entries = loaded[k].r().entries();
     auto from = Next(after[k]);
     if (!from) continue;
-    size_t begin = loaded[k].r().LowerBound(*from), end = entries.size();
-    if (a->count > 0) end = std::min(end, begin + static_cast<size_t>(a->count));
-    ranges[k] = {begin, end};
-    if (end > begin) ++with_data;
+    found[k] = store::StreamEntriesBetween(loaded[k].value.view(), *from, StreamId::Max(),
+                                           static_cast<size_t>(a->count), false);
+    if (!found[k].empty()) ++with_data;
   }
   if (with_data == 0) {
     if (a->block) return ctx.reply.Error(errors::kBlockUnsupported);
@@ -401,12 +399,11 @@ void XRead(Context& ctx) {
   }
   StreamsReplyLen(ctx, with_data);
   for (size_t k = 0; k < a->keys.size(); ++k) {
-    auto [begin, end] = ranges[k];
-    if (end <= begin) continue;
+    if (found[k].empty()) continue;
     if (ctx.reply.protocol() < 3) ctx.reply.ArrayLen(2);
     ctx.reply.Bulk(a->keys[k]);
-    ctx.reply.ArrayLen(end - begin);
-    for (size_t e = begin; e < end; ++e) ReplyEntry(ctx, loaded[k].r().entries()[e]);
+    ctx.reply.ArrayLen(found[k].size());
+    for (const store::StreamEntryView& e : found[k]) ReplyEntry(ctx, e);
   }
 }
 

@@ -244,51 +244,65 @@ void XReadGroup(Context& ctx) {
   std::vector<Loaded> loaded(a->keys.size());
   std::vector<StreamGroups> groups(a->keys.size());
   for (size_t k = 0; k < a->keys.size(); ++k) {
-    if (!Load(ctx, a->keys[k], false, loaded[k])) return;
-    if (loaded[k].exists) groups[k] = loaded[k].r().Groups();
+    if (!Load(ctx, a->keys[k], false, loaded[k], /*index=*/false)) return;
+    if (loaded[k].exists) groups[k] = loaded[k].Groups();
     if (!loaded[k].exists || groups[k].count(std::string(a->group)) == 0) {
       return ctx.reply.Error(errors::NoKeyOrGroupInXReadGroup(a->keys[k], a->group));
     }
   }
   const uint64_t now = static_cast<uint64_t>(CommandClock::WallMs());
   const std::string consumer(a->consumer);
-  // What each key answers: entries (nullptr body: a pending id whose entry was deleted).
+  // What each key answers: entries (no entry: a pending id whose entry was deleted), found
+  // through the values' seek indexes.
   struct Item {
     StreamId id;
-    const store::StreamEntryView* entry;
+    std::optional<store::StreamEntryView> entry;
   };
   std::vector<std::vector<Item>> items(a->keys.size());
   size_t answering = 0;
   for (size_t k = 0; k < a->keys.size(); ++k) {
-    const StreamReader& r = loaded[k].r();
+    const std::string_view value = loaded[k].value.view();
+    const store::StreamMeta& meta = loaded[k].meta;
     StreamGroup& g = groups[k][std::string(a->group)];
     g.consumers[consumer].seen_ms = now;
     const size_t limit = a->count > 0 ? static_cast<size_t>(a->count) : SIZE_MAX;
     if (history[k]) {
       ++answering;  // a history read answers even when empty
+      // Each pending entry by its id: a seek each with the index, else one walk indexing every
+      // entry (a small value).
+      std::optional<StreamReader> small;
+      if (!store::StreamHasSeekIndex(value)) small = StreamReader::Open(value);
+      const auto entry_of = [&](StreamId id) -> std::optional<store::StreamEntryView> {
+        if (!small) {
+          auto found = store::StreamEntriesBetween(value, id, id, 1, false);
+          return found.empty() ? std::nullopt : std::optional(found[0]);
+        }
+        const size_t at = small->LowerBound(id);
+        if (at == small->entries().size() || small->entries()[at].id != id) return std::nullopt;
+        return small->entries()[at];
+      };
       auto from = Next(*history[k]);
       for (auto it = from ? g.pending.lower_bound(*from) : g.pending.end();
            it != g.pending.end() && items[k].size() < limit; ++it) {
         if (it->second.consumer != consumer) continue;
-        const size_t at = r.LowerBound(it->first);
-        const bool present = at < r.entries().size() && r.entries()[at].id == it->first;
-        items[k].push_back({it->first, present ? &r.entries()[at] : nullptr});
+        items[k].push_back({it->first, entry_of(it->first)});
         it->second.delivery_ms = now, it->second.deliveries += 1;
       }
       continue;
     }
-    const auto& entries = r.entries();
     auto from = Next(g.last_delivered);
-    for (size_t e = from ? r.LowerBound(*from) : entries.size();
-         e < entries.size() && items[k].size() < limit; ++e) {
-      const StreamId id = entries[e].id;
-      if (g.entries_read != store::kEntriesReadUnknown && !HasTombstones(r.meta(), id)) {
+    const auto entries = from ? store::StreamEntriesBetween(value, *from, StreamId::Max(),
+                                                            limit == SIZE_MAX ? 0 : limit, false)
+                              : std::vector<store::StreamEntryView>{};
+    for (const store::StreamEntryView& e : entries) {
+      const StreamId id = e.id;
+      if (g.entries_read != store::kEntriesReadUnknown && !HasTombstones(meta, id)) {
         g.entries_read += 1;
-      } else if (r.meta().entries_added != 0) {
-        g.entries_read = DistanceFromFirstEver(r.meta(), id);
+      } else if (meta.entries_added != 0) {
+        g.entries_read = DistanceFromFirstEver(meta, id);
       }
       g.last_delivered = id;
-      items[k].push_back({id, &entries[e]});
+      items[k].push_back({id, e});
       if (!a->noack) {
         store::StreamPending& p = g.pending[id];
         p.consumer = consumer, p.delivery_ms = now, p.deliveries = 1;
@@ -310,7 +324,7 @@ void XReadGroup(Context& ctx) {
       ctx.reply.Bulk(a->keys[k]);
       ctx.reply.ArrayLen(items[k].size());
       for (const Item& item : items[k]) {
-        if (item.entry != nullptr) {
+        if (item.entry) {
           ReplyEntry(ctx, *item.entry);
         } else {
           ctx.reply.ArrayLen(2);
@@ -332,9 +346,9 @@ void XAck(Context& ctx) {
   const std::string_view key = ctx.args[1];
   KeyLocks lock(ctx.engine, key);
   Loaded s;
-  if (!Load(ctx, key, false, s)) return;
+  if (!Load(ctx, key, false, s, /*index=*/false)) return;
   if (!s.exists) return ctx.reply.Integer(0);
-  StreamGroups groups = s.r().Groups();
+  StreamGroups groups = s.Groups();
   auto it = groups.find(std::string(ctx.args[2]));
   if (it == groups.end()) return ctx.reply.Integer(0);
   int64_t acked = 0;

@@ -41,6 +41,10 @@ bool Load(Context& ctx, std::string_view key, bool read, Loaded& out, bool index
   return true;
 }
 
+StreamGroups Loaded::Groups() const {
+  return store::DecodeStreamGroups(store::StreamGroupsBytes(value.view())).value_or(StreamGroups{});
+}
+
 bool Log(Context& ctx, std::string_view key, uint32_t op, uint64_t count, Bytes value) {
   persist::Blob blob;
   if (!value.empty()) blob.pieces.push_back(std::move(value));

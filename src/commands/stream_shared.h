@@ -34,6 +34,8 @@ struct Loaded {
   store::StreamMeta meta;
   std::optional<StreamReader> reader;  // absent when only the header was read
   const StreamReader& r() const { return *reader; }
+  // The groups, decoded: whether the entries were read or not (none for a missing key).
+  StreamGroups Groups() const;
 };
 
 // Looks `key` up as Redis's lookupKeyRead/Write. False, with -WRONGTYPE queued, when it holds

@@ -434,7 +434,7 @@ struct Applier {
         case StreamValue::kMeta:
           return store::StreamSetMeta(old, value.view());
         default:
-          return Bytes::CopyCompact(value.view());
+          return store::StreamWhole(value.view());
       }
     });
   }

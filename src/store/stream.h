@@ -5,10 +5,21 @@
 // Layout (little-endian): an 80-byte header — last id 16 | max deleted id 16 | first id 16 |
 // entries added 8 | length 8 | groups offset 8 | end 8 — then the entries in id order, each
 // `ms 8 | seq 8 | body length 4 | body` (the body is the field/value strings as
-// store/members.h encodes them), then the consumer groups, then (from 16 KiB on) unused room up
-// to the buffer's end. Entries come before the groups so an append writes its entry into the
-// room and moves only the groups' bytes; the groups are re-encoded whole when they change (their
-// size is the pending entries and consumers, not the stream's).
+// store/members.h encodes them), then the consumer groups, then (from 16 KiB on) the seek index
+// and unused room up to the buffer's end. Entries come before the groups so an append writes its
+// entry into the room and moves only the groups' (and the index's) bytes; the groups are
+// re-encoded whole when they change (their size is the pending entries and consumers, not the
+// stream's).
+//
+// The seek index sits at `end`, past the bytes in use, so records, DUMP, snapshots and digests
+// never carry it: `magic 4 | stride 4 | slots 8`, then for every 64th entry (the 0th, 64th, ...)
+// its byte offset, 8 bytes: 16 bytes and 1/8 byte per entry (0.3% of entries of 40 bytes). Every
+// value with room has one: built whole where a value is assembled (an append that copies, a trim,
+// XDEL, new groups that do not fit, a whole value loaded from a snapshot, RESTORE or COPY), and
+// moved and extended by the edits in place. A read by id finds its place by a binary search over
+// the slots, then steps over fewer than 64 entries; newest first it reads a stride at a time
+// backwards. A value without room (below 16 KiB, a few hundred entries) is read from its oldest
+// entry.
 #pragma once
 
 #include <compare>
@@ -87,14 +98,17 @@ class StreamReader {
 std::optional<StreamMeta> ReadStreamMeta(std::string_view value);
 
 // The entries of `value` with ids from `low` to `high`, at most `count` of them (0: no limit),
-// oldest first, or newest first with `reverse`, read without indexing the value: StreamReader's
-// Open reads every entry into a vector (O(length) time and memory for each command that reads a
-// stream, e.g. 100,000 entries for `XRANGE s - + COUNT 10`), where this steps over the entries
-// before `low` by their 20-byte heads and, oldest first, stops after the `count`th. Newest first
-// still walks to `high` (entries have no backward links), keeping only the last `count`. A
-// malformed value gives the entries read before the damage.
+// oldest first, or newest first with `reverse`, read without a StreamReader (whose Open reads
+// every entry into a vector: O(length) for each command). With the seek index: O(log(length) +
+// 64 + count) either way. Without it (a small value), oldest first steps over the entries before
+// `low` by their 20-byte heads and stops after the `count`th; newest first walks to `high`,
+// keeping the last `count`. A malformed value gives the entries read before the damage.
 std::vector<StreamEntryView> StreamEntriesBetween(std::string_view value, StreamId low,
                                                   StreamId high, size_t count, bool reverse);
+// Whether `value` carries a seek index for its entries (a value with room does).
+bool StreamHasSeekIndex(std::string_view value);
+// The encoded groups of `value` (O(1); empty when the header is damaged).
+std::string_view StreamGroupsBytes(std::string_view value);
 
 // An empty stream (a key that exists with no entries).
 Bytes EmptyStream();
@@ -123,6 +137,9 @@ Bytes StreamTrim(std::string_view value, uint64_t count);
 // Removes the entries whose ids `ids` lists (16 bytes each; absent ones are skipped) (XDEL).
 Bytes StreamDelete(std::string_view value, std::string_view ids);
 Bytes StreamReplaceGroups(std::string_view value, std::string_view groups);
+// A whole value (a snapshot's, RESTORE's, COPY's) as memory holds it: from 16 KiB on its bytes in
+// use with room and the seek index; below, the bytes as they are.
+Bytes StreamWhole(std::string_view value);
 Bytes StreamSetMeta(std::string_view value, std::string_view meta);
 Bytes EncodeStreamIds(const std::vector<StreamId>& ids);
 

@@ -317,6 +317,78 @@ TEST_F(StreamsTest, StreamsSurviveARestartThroughTheLogAndASnapshot) {
             "*1\r\n*2\r\n$6\r\n6000-0\r\n*2\r\n$5\r\nafter\r\n$7\r\nrestart\r\n");
 }
 
+// Reads by id of streams large enough for the seek index (over 16 KiB: entries of 300 bytes, three
+// ids per millisecond): one entry, exactly a stride (64) and one past, 200 entries, then after
+// XDEL of the entries the index points at, exact MAXLEN and MINID trims, a restart through the
+// log and one from a snapshot. Every read answers as redis-server's, bounds inclusive and
+// exclusive (`(`), COUNT 0, 1 and 3, both directions, and XREAD.
+TEST_F(StreamsTest, ReadsByIdOfLargeStreamsAnswerAsRedisDoes) {
+  RedisServer redis;
+  PREFIXD_START_REFERENCE_REDIS(redis);
+  auto r = RawConnection::Tcp(redis.port());
+  ASSERT_NE(r, nullptr);
+  const auto id = [](int i) { return std::to_string(1000 + i / 3) + "-" + std::to_string(i % 3); };
+  const auto both = [&](const Args& c) {
+    std::string label;
+    for (const std::string& a : c) label += (a.size() > 40 ? "<value>" : a) + " ";
+    const std::string theirs = r->Call(c);
+    EXPECT_EQ(Call(c), theirs) << label;
+    return theirs;
+  };
+  const auto add = [&](const std::string& key, int from, int to, size_t bytes) {
+    for (int i = from; i < to; ++i) {
+      both({"XADD", key, id(i), "f", std::string(bytes, static_cast<char>('a' + i % 26)), "n",
+            std::to_string(i)});
+    }
+  };
+  int compared = 0;
+  const auto reads = [&](const std::string& key) {
+    std::vector<std::string> bounds = {"-", "+", "999", "5000"};
+    for (int i : {0, 1, 2, 62, 63, 64, 65, 66, 127, 128, 129, 149, 150, 151, 198, 199}) {
+      bounds.push_back(id(i));
+      bounds.push_back("(" + id(i));
+      bounds.push_back(std::to_string(1000 + i / 3));  // the millisecond alone
+    }
+    for (const std::string& b : bounds) {
+      both({"XRANGE", key, b, "+", "COUNT", "3"});
+      both({"XREVRANGE", key, b, "-", "COUNT", "3"});
+      both({"XREVRANGE", key, "+", b, "COUNT", "1"});
+      both({"XRANGE", key, "-", b, "COUNT", "1"});
+      if (b[0] != '(' && b != "-" && b != "+") {
+        both({"XRANGE", key, b, b});
+        both({"XREAD", "COUNT", "2", "STREAMS", key, b});
+      }
+      compared += 6;
+    }
+    both({"XRANGE", key, "-", "+", "COUNT", "0"});
+    both({"XREVRANGE", key, "+", "-", "COUNT", "0"});
+    both({"XRANGE", key, "-", "+"});
+    both({"XREVRANGE", key, "+", "-"});
+  };
+  add("one", 0, 1, 17000);
+  reads("one");
+  add("stride", 0, 64, 300);
+  reads("stride");
+  add("stride", 64, 65, 300);
+  reads("stride");
+  add("ix", 0, 200, 300);
+  reads("ix");
+  both({"XDEL", "ix", id(0), id(64), id(128), id(129)});
+  reads("ix");
+  both({"XTRIM", "ix", "MAXLEN", "=", "150"});  // from entry 50: slots move
+  reads("ix");
+  both({"XTRIM", "ix", "MINID", "=", id(64)});
+  reads("ix");
+  ASSERT_NO_FATAL_FAILURE(Restart());  // the log
+  for (const char* key : {"one", "stride", "ix"}) reads(key);
+  ASSERT_EQ(Call({"SAVE"}), "+OK\r\n");
+  ASSERT_NO_FATAL_FAILURE(Restart());  // the snapshot
+  for (const char* key : {"one", "stride", "ix"}) reads(key);
+  add("ix", 200, 300, 300);  // appends on the loaded value
+  reads("ix");
+  EXPECT_GT(compared, 1000);
+}
+
 TEST_F(StreamsTest, GenericKeyCommandsCarryAStream) {
   for (int i = 1; i <= 300; ++i) Call({"XADD", "s", std::to_string(i), "k", std::string(80, 'a')});
   ASSERT_EQ(Call({"XGROUP", "CREATE", "s", "g", "0"}), "+OK\r\n");

@@ -54,6 +54,7 @@ struct Common {
   uint32_t interval = 1024;
   int timeout_ms = 5000;
   std::string flash_attn = "auto";
+  bool shm = true;  // restore through the shared arenas when on a unix socket
 
   std::vector<std::string> Args() const {
     std::vector<std::string> a{"--model",      model,
@@ -67,6 +68,7 @@ struct Common {
                                "--timeout-ms", std::to_string(timeout_ms),
                                "--flash-attn", flash_attn};
     if (!socket.empty()) a.insert(a.end(), {"--socket", socket});
+    if (!shm) a.push_back("--no-shm");
     return a;
   }
 };
@@ -76,6 +78,9 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--host", c->host, "prefixd host")->capture_default_str();
   app->add_option("--port", c->port, "prefixd port")->capture_default_str();
   app->add_option("--socket", c->socket, "prefixd unix socket (instead of host and port)");
+  app->add_flag("!--no-shm", c->shm,
+                "on the unix socket, restore over the socket rather than through the server's "
+                "shared arenas");
   app->add_option("--threads", c->threads, "llama.cpp threads")->capture_default_str();
   app->add_option("--ctx", c->ctx, "context size (0: what the workload needs)")
       ->capture_default_str();
@@ -114,6 +119,7 @@ Result<Engine> OpenEngine(const Common& c, uint32_t n_ctx) {
   CacheOptions options;
   options.block_size = c.block;
   options.checkpoint_interval = c.interval;
+  options.shared_memory = c.shm;
   PREFIXD_ASSIGN_OR_RETURN(PromptCache cache,
                            PromptCache::Open(e.runner->ctx(), e.runner->params(), std::move(client),
                                              IdentityFor(model_hash, e.runner->params()), options));
@@ -287,6 +293,8 @@ int RunWarm(const Common& c, uint32_t n_ctx) {
       out["assemble_ms"] = report.assemble_ms;
       out["load_ms"] = report.load_ms;
       out["miss_reason"] = report.miss_reason;
+      out["shm"] = report.shared_memory;
+      out["mapped_bytes"] = report.mapped_bytes;
     }
     if (runs == 1 && out.contains("first_file_load_ms"))
       out["file_load_ms"] = out["first_file_load_ms"];
@@ -568,6 +576,7 @@ int RunSweep(const Common& c, const SweepArgs& a) {
     row.fetch_ms = (*w)["fetch_ms"].get<double>();
     row.assemble_ms = (*w)["assemble_ms"].get<double>();
     row.load_ms = (*w)["load_ms"].get<double>();
+    row.shared_memory = (*w)["shm"].get<bool>();
     row.suffix_ms = (*w)["suffix_ms"].get<double>();
     row.file_load_ms = (*w)["file_load_ms"].get<double>();
     row.first_restore_ms = (*w)["first_restore_ms"].get<double>();

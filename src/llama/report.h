@@ -46,6 +46,7 @@ struct SweepRow {
   bool states_bitexact = false;
   int agreeing_tokens = 0;
   int total_tokens = 0;
+  bool shared_memory = false;  // the restore fetched through the shared arenas
 
   double restore_ms() const { return match_ms + fetch_ms + assemble_ms + load_ms; }
   double speedup() const { return warm_ttft_ms > 0 ? cold_ttft_ms / warm_ttft_ms : 0; }

@@ -559,8 +559,51 @@ TEST_P(ShmCacheTest, RefusedArenasFallBackToTheSocket) {
   }
 }
 
+// A shared fetch past the connection's SHM lease cap is refused with nothing leased and the prefix
+// lease kept: that restore goes over the socket (logged once), and the next, with room again,
+// through the arenas.
+// Only parts in the arenas take leases: the families whose parts are large enough (see above).
+class ShmLeaseCapTest : public ShmCacheTest {};
+
+TEST_P(ShmLeaseCapTest, LeaseCapFallsBackForThatRestoreOnly) {
+  // A sanitized server keeps these parts on the heap: no lease to refuse.
+  if (it::ServerIsSanitized()) GTEST_SKIP() << "a sanitized server keeps these parts on the heap";
+  it::ServerProcess server;
+  ASSERT_NO_FATAL_FAILURE(Start(server, {"--shm-arenas", "yes", "--shm-max-leases", "1"}));
+  auto saver = Load(GetParam());
+  auto restorer = Load(GetParam());
+  ASSERT_TRUE(saver && restorer);
+  CacheOptions options;
+  options.block_size = 16;
+  options.checkpoint_interval = 64;
+  PromptCache saving = Open(server, *saver, options);
+  PromptCache restoring = Open(server, *restorer, options);
+  const std::vector<llama_token> first = RandomTokens(10, 150, saver->vocab());
+  ASSERT_TRUE(saving.Prefill(0, first, 0).ok());
+  std::vector<llama_token> second = first;
+  second.push_back(5);
+  RestoreReport capped;
+  const std::vector<uint8_t> over_socket =
+      RestoreAndCompare(*saver, saving, *restorer, restoring, second, capped);
+  EXPECT_FALSE(capped.shared_memory);
+  EXPECT_EQ(restoring.stats().failures, 0u);
+  ASSERT_EQ(logged_.size(), 1u);
+  EXPECT_NE(logged_[0].find("shared-memory fetch failed"), std::string::npos) << logged_[0];
+  Result<Client> admin = Client::ConnectUnix(server.unix_socket_path());
+  ASSERT_TRUE(admin.ok());
+  ASSERT_TRUE(admin->Command({"CONFIG", "SET", "shm-max-leases", "1024"}).ok());
+  RestoreReport shared;
+  const std::vector<uint8_t> through_arenas =
+      RestoreAndCompare(*saver, saving, *restorer, restoring, second, shared);
+  EXPECT_TRUE(shared.shared_memory) << "one refusal for the cap turned the shared path off";
+  EXPECT_GT(shared.mapped_bytes, 0u);
+  EXPECT_TRUE(through_arenas == over_socket);
+  EXPECT_EQ(restoring.stats().shm_restores, 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ShmCacheTest,
                          ::testing::Values("qwen35", "mamba2", "rwkv7", "qwen3", "granitehybrid"));
+INSTANTIATE_TEST_SUITE_P(Families, ShmLeaseCapTest, ::testing::Values("qwen35", "rwkv7", "qwen3"));
 
 }  // namespace
 }  // namespace prefixd::llama

@@ -229,12 +229,16 @@ Status PromptCache::Impl::FetchLease(uint64_t lease, std::span<const PrefixLease
     // The prefix lease outlives a refused shared fetch, so the socket can still fetch it. The
     // connection cap on SHM leases passes and a lost prefix lease fails the socket fetch too;
     // any other refusal (a tier the server decodes, a server without KV.PREFIX.SHMLFETCH) stays.
-    // A broken connection is opened again later.
+    // A broken connection is opened again later; a part of the wrong size fails the socket
+    // fetch as well, on a connection still in step.
     Note("shared-memory fetch failed, restoring over the socket", st);
+    const StatusCode code = st.code();
     const std::string& why = st.message();
-    if (st.code() != StatusCode::kServerError) {
+    if (code == StatusCode::kUnavailable || code == StatusCode::kIoError ||
+        code == StatusCode::kTimeout || code == StatusCode::kProtocolError) {
       shm_.reset();
-    } else if (why.find("(shm-max-leases)") == std::string::npos &&
+    } else if (code == StatusCode::kServerError &&
+               why.find("(shm-max-leases)") == std::string::npos &&
                why.find("prefix lease") == std::string::npos) {
       shm_.reset();
       shm_off_ = true;

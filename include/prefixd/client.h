@@ -173,6 +173,9 @@ class Client {
 
   // False once an I/O or protocol error has closed the connection (or after a move).
   bool connected() const;
+  // The unix socket's path for a client made by ConnectUnix, empty over TCP: a process on the
+  // server's machine may then read through its shared arenas too (ShmClient::ConnectBeside).
+  std::string_view unix_socket_path() const;
   // Opens a fresh connection to the same address, repeating the last successful Auth().
   Status Reconnect();
 
@@ -337,6 +340,8 @@ class Client {
 
  private:
   explicit Client(std::unique_ptr<Impl> impl);
+  // ConnectBeside opens a connection to the same socket with the same AUTH.
+  friend class ShmClient;
 
   std::unique_ptr<Impl> impl_;
 };

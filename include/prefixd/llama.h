@@ -53,6 +53,13 @@ struct CacheOptions {
   uint32_t keep_last = 1;
   // The match's lease: how long the server pins the matched state for the fetch.
   uint32_t lease_ms = 30000;
+  // With a Client on a unix socket (Client::ConnectUnix), restores read the matched prefix
+  // through the server's shared arenas (KV.PREFIX.SHMLFETCH, docs/shm-transport.md): a second
+  // connection beside the client maps the server's memory read-only and the rows are copied
+  // straight from it into llama.cpp's state, not through the socket. The same bytes either way.
+  // Over TCP, or when the server refuses (shm-arenas off, this uid not in shm-allow-uids, an
+  // older server), restores use the socket, as with false; a refusal is logged once.
+  bool shared_memory = true;
   // Prefix of the namespace name; the rest is the identity's digest. Braces make it one Redis
   // Cluster hash tag.
   std::string namespace_prefix = "llama";
@@ -98,6 +105,8 @@ struct RestoreReport {
   double assemble_ms = 0;       // llama.cpp's sequence state built from the parts
   double load_ms = 0;           // llama_state_seq_set_data_ext
   std::string miss_reason;      // why restored is 0 or short of the prompt, when known
+  bool shared_memory = false;   // the fetch read through the server's shared arenas
+  uint64_t mapped_bytes = 0;    // of those, bytes copied out of the mapping (the rest: replies)
 };
 
 struct SaveReport {
@@ -113,6 +122,8 @@ struct CacheStats {
   uint64_t restores = 0, restore_hits = 0, restored_tokens = 0;
   uint64_t saves = 0, blocks_stored = 0, checkpoints_stored = 0;
   uint64_t failures = 0;  // every fallback to cold, and every save that stored nothing
+  uint64_t shm_restores =
+      0;  // hits fetched through the shared arenas (CacheOptions::shared_memory)
 };
 
 class PromptCache {

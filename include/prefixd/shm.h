@@ -45,6 +45,14 @@ struct ShmView {
   std::span<const uint8_t> bytes() const { return {data, size}; }
 };
 
+// What ScatterLease moved, and how.
+struct ShmScatterStats {
+  uint64_t pieces = 0;        // pieces answered
+  uint64_t leased = 0;        // of them, places in the arenas, read through the mapping
+  uint64_t mapped_bytes = 0;  // bytes copied out of the mapped arenas
+  uint64_t reply_bytes = 0;   // bytes that came in replies (pieces outside the arenas)
+};
+
 class ShmClient {
  public:
   ShmClient() = default;
@@ -56,6 +64,10 @@ class ShmClient {
   // SHM.HELLO, mapping the arenas it passes.
   Status Connect(const std::string& path, std::string_view password = {},
                  std::chrono::milliseconds io_timeout = std::chrono::milliseconds(30000));
+  // Connect to the unix socket `client` talks to, with the same AUTH (user and password) and I/O
+  // timeout. kInvalidArgument when `client` talks TCP; SHM.HELLO's refusal (shm-allow-uids,
+  // arenas off) is its kServerError.
+  Status ConnectBeside(const Client& client);
 
   // SHM.GET: a view of `key`'s value under a lease. kNotFound when the key does not exist;
   // `checksum` asks the server for the value's XXH3-64 (it then reads every byte).
@@ -76,6 +88,30 @@ class ShmClient {
   // bytes (with `native`, FMT NATIVE's). kNotFound when a block is missing. All leases or none.
   Status FetchBlocks(std::string_view ns, std::string_view hashes, uint32_t layer,
                      std::vector<ShmView>& pieces, bool native = false);
+  // KV.PREFIX.SHMLFETCH ... ATTN: rows [start, end) of `layer` of the prefix a KV.PREFIX.MATCH
+  // leased (end kToLength: to its length L) as pieces: the K rows, then the V rows, one piece per
+  // block touched and one for the checkpoint's tail; joined they are KV.PREFIX.LFETCH's bytes
+  // (with `native`, FMT NATIVE's). `release` ends the prefix lease with the answer (the pieces
+  // keep their bytes). All leases or none; nothing is released on an error.
+  static constexpr uint64_t kToLength = ~uint64_t{0};
+  Status FetchLeaseRows(std::string_view ns, uint64_t lease, uint32_t layer,
+                        std::vector<ShmView>& pieces, bool native = false, uint64_t start = 0,
+                        uint64_t end = kToLength, bool release = false);
+  // KV.PREFIX.SHMLFETCH ... STATE: one view per recurrent layer of the leased checkpoint (all,
+  // or `layers`), in order.
+  Status FetchLeaseState(std::string_view ns, uint64_t lease, std::span<const uint32_t> layers,
+                         std::vector<ShmView>& views, bool release = false);
+  // Client::PrefixLeaseFetchAll over the shared path: each attention layer's K rows into its
+  // k_rows and V rows into its v_rows (FMT NATIVE), then recurrent layer i's blob into state[i],
+  // copied out of the mapped arenas; every size must match exactly (kOutOfRange otherwise).
+  // `release` ends the prefix lease with the last request. One round trip per request: a
+  // request's leases are released (SHM.RELEASE, its reply not waited for) as the next goes out,
+  // so at most one layer's pieces are leased at a time. On an error the prefix lease is kept
+  // (unless the failing request was the last), so the caller can fetch it over the socket.
+  Status ScatterLease(std::string_view ns, uint64_t lease,
+                      std::span<const PrefixLeaseRows> attention,
+                      std::span<const PrefixLeaseBlob> state, bool release = true,
+                      ShmScatterStats* stats = nullptr);
   // Whether the server's generation of the view's bytes is still the view's: false once the
   // region was freed or reused (after a release or an expired lease). Always true for a copy,
   // and for a view of an adopted file (sealed: its bytes never change).
@@ -138,7 +174,15 @@ class ShmClient {
   // past kKeptFiles.
   void DropFileView(uint64_t lease);
 
+  // Connects to `path`; no command sent.
+  Status Open(const std::string& path, std::chrono::milliseconds io_timeout);
   Status Hello();
+  // Views of an array of pieces (a place, or bytes, each).
+  Status ViewsOf(Reply& reply, std::vector<ShmView>& views, std::string_view command);
+  // SHM.RELEASE sent now, its reply read (and dropped) before the next command's.
+  Status ReleaseLater(std::span<const uint64_t> leases);
+  // Reads the replies ReleaseLater left unread.
+  Status DropReleased();
   // `size` bytes of read-only zeros, valid until the client is destroyed.
   const uint8_t* Zeros(size_t size);
   // Fills `view` from one value's answer (a place array or the bytes).
@@ -154,6 +198,7 @@ class ShmClient {
   int fd_ = -1;
   std::string in_;
   size_t in_at_ = 0;
+  int replies_to_drop_ = 0;  // of ReleaseLater, read before the next command's reply
   std::vector<int> received_fds_;
   std::vector<Arena> arenas_;
   std::vector<Arena> zero_maps_;  // anonymous, read-only: the shared zero page, no memory

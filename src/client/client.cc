@@ -78,6 +78,11 @@ Result<Client> Client::ConnectUnix(std::string_view path, const ClientOptions& o
 
 bool Client::connected() const { return impl_ != nullptr && impl_->connected(); }
 
+std::string_view Client::unix_socket_path() const {
+  if (!impl_ || !impl_->unix_socket()) return {};
+  return impl_->address();
+}
+
 Status Client::Reconnect() { return impl_ ? impl_->Open() : MovedFrom(); }
 
 Status Client::Ping() {

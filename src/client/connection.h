@@ -25,6 +25,13 @@ class Client::Impl {
   Impl(bool unix_socket, std::string address, int port, const ClientOptions& options);
 
   bool connected() const { return ctx_ != nullptr; }
+  bool unix_socket() const { return unix_socket_; }
+  const std::string& address() const { return address_; }
+  const ClientOptions& options() const { return options_; }
+  // The last successful Auth()'s credentials (has_auth false: none).
+  bool has_auth() const { return has_auth_; }
+  const std::string& username() const { return username_; }
+  const std::string& password() const { return password_; }
 
   // (Re)opens the connection, repeating the last successful Auth().
   Status Open();

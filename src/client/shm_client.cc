@@ -15,6 +15,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "connection.h"
 #include "prefixd/shm.h"
 
 namespace prefixd {
@@ -45,8 +46,7 @@ ShmClient::~ShmClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status ShmClient::Connect(const std::string& path, std::string_view password,
-                          std::chrono::milliseconds io_timeout) {
+Status ShmClient::Open(const std::string& path, std::chrono::milliseconds io_timeout) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return Status::InvalidArgument("socket path too long");
@@ -62,8 +62,28 @@ Status ShmClient::Connect(const std::string& path, std::string_view password,
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
+  return Status::Ok();
+}
+
+Status ShmClient::Connect(const std::string& path, std::string_view password,
+                          std::chrono::milliseconds io_timeout) {
+  if (Status st = Open(path, io_timeout); !st.ok()) return st;
   if (!password.empty()) {
     auto auth = Command({"AUTH", password});
+    if (!auth.ok()) return auth.status();
+  }
+  return Hello();
+}
+
+Status ShmClient::ConnectBeside(const Client& client) {
+  if (!client.impl_ || !client.impl_->unix_socket()) {
+    return Status::InvalidArgument("the client does not talk over a unix socket");
+  }
+  const Client::Impl& c = *client.impl_;
+  if (Status st = Open(c.address(), c.options().io_timeout); !st.ok()) return st;
+  if (c.has_auth()) {
+    auto auth = c.username().empty() ? Command({"AUTH", c.password()})
+                                     : Command({"AUTH", c.username(), c.password()});
     if (!auth.ok()) return auth.status();
   }
   return Hello();
@@ -171,6 +191,154 @@ Status ShmClient::FetchBlocks(std::string_view ns, std::string_view hashes, uint
   for (size_t i = 0; i < r.elements.size(); ++i) {
     if (Status st = ViewOf(r.elements[i], pieces[i]); !st.ok()) return st;
   }
+  return Status::Ok();
+}
+
+Status ShmClient::ViewsOf(Reply& r, std::vector<ShmView>& views, std::string_view command) {
+  if (r.type != Reply::Type::kArray) {
+    return Status::ProtocolError("unexpected " + std::string(command) + " reply");
+  }
+  views.resize(r.elements.size());
+  for (size_t i = 0; i < r.elements.size(); ++i) {
+    if (Status st = ViewOf(r.elements[i], views[i]); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+Status ShmClient::FetchLeaseRows(std::string_view ns, uint64_t lease, uint32_t layer,
+                                 std::vector<ShmView>& pieces, bool native, uint64_t start,
+                                 uint64_t end, bool release) {
+  pieces.clear();
+  const std::string lease_text = std::to_string(lease), layer_text = std::to_string(layer),
+                    start_text = std::to_string(start), end_text = std::to_string(end);
+  std::vector<std::string_view> args{"KV.PREFIX.SHMLFETCH", ns, lease_text, "ATTN", layer_text};
+  if (end != kToLength) args.insert(args.end(), {"RANGE", start_text, end_text});
+  if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  if (release) args.push_back("RELEASE");
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
+  return ViewsOf(reply.value(), pieces, "KV.PREFIX.SHMLFETCH");
+}
+
+Status ShmClient::FetchLeaseState(std::string_view ns, uint64_t lease,
+                                  std::span<const uint32_t> layers, std::vector<ShmView>& views,
+                                  bool release) {
+  views.clear();
+  std::vector<std::string> words{"KV.PREFIX.SHMLFETCH", std::string(ns), std::to_string(lease),
+                                 "STATE"};
+  if (!layers.empty()) words.push_back("LAYERS");
+  for (uint32_t layer : layers) words.push_back(std::to_string(layer));
+  if (release) words.push_back("RELEASE");
+  std::vector<std::string_view> args(words.begin(), words.end());
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
+  return ViewsOf(reply.value(), views, "KV.PREFIX.SHMLFETCH");
+}
+
+namespace {
+
+// Copies `pieces`, joined, into the concatenation of `first` and `second`, which must be exactly
+// their size.
+Status CopyPieces(std::span<const ShmView> pieces, std::span<uint8_t> first,
+                  std::span<uint8_t> second, ShmScatterStats& stats) {
+  size_t total = 0;
+  for (const ShmView& p : pieces) total += p.size;
+  if (total != first.size() + second.size()) {
+    return Status::OutOfRange("the server answered " + std::to_string(total) + " bytes where " +
+                              std::to_string(first.size() + second.size()) + " were expected");
+  }
+  size_t at = 0;  // bytes written so far, across both
+  for (const ShmView& p : pieces) {
+    size_t done = 0;
+    while (done < p.size) {
+      const bool in_first = at < first.size();
+      const std::span<uint8_t> to =
+          in_first ? first.subspan(at) : second.subspan(at - first.size());
+      const size_t take = std::min(to.size(), p.size - done);
+      std::memcpy(to.data(), p.data + done, take);
+      done += take;
+      at += take;
+    }
+    ++stats.pieces;
+    if (p.lease != 0) {
+      ++stats.leased;
+      stats.mapped_bytes += p.size;
+    } else {
+      stats.reply_bytes += p.size;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ShmClient::ScatterLease(std::string_view ns, uint64_t lease,
+                               std::span<const PrefixLeaseRows> attention,
+                               std::span<const PrefixLeaseBlob> state, bool release,
+                               ShmScatterStats* stats) {
+  ShmScatterStats local;
+  ShmScatterStats& s = stats != nullptr ? *stats : local;
+  std::vector<ShmView> pieces;
+  // The leases of the last answer, released as the next request goes out (or at the end).
+  std::vector<uint64_t> held;
+  auto hold = [&] {
+    held.clear();
+    for (const ShmView& p : pieces) {
+      if (p.lease != 0) held.push_back(p.lease);
+    }
+  };
+  // A leased place cannot be freed or reused while its lease lives: a failed check is a server
+  // that broke that promise, never bytes to keep.
+  auto still_valid = [&]() -> Status {
+    for (const ShmView& p : pieces) {
+      if (!Valid(p)) return Status::Corruption("a leased place changed while it was read");
+    }
+    return Status::Ok();
+  };
+  Status st = Status::Ok();
+  for (size_t i = 0; i < attention.size() && st.ok(); ++i) {
+    st = ReleaseLater(held);
+    held.clear();
+    const bool last = state.empty() && i + 1 == attention.size();
+    if (st.ok()) {
+      st = FetchLeaseRows(ns, lease, attention[i].layer, pieces, true, 0, kToLength,
+                          release && last);
+    }
+    if (!st.ok()) break;
+    hold();
+    st = CopyPieces(pieces, attention[i].k_rows, attention[i].v_rows, s);
+    if (st.ok()) st = still_valid();
+  }
+  if (st.ok() && !state.empty()) {
+    st = ReleaseLater(held);
+    held.clear();
+    if (st.ok()) st = FetchLeaseState(ns, lease, {}, pieces, release);
+    if (st.ok()) {
+      hold();
+      if (pieces.size() != state.size()) {
+        st = Status::OutOfRange("the checkpoint has " + std::to_string(pieces.size()) +
+                                " recurrent layers where " + std::to_string(state.size()) +
+                                " were expected");
+      }
+    }
+    for (size_t i = 0; st.ok() && i < state.size(); ++i) {
+      st = CopyPieces(std::span(&pieces[i], 1), state[i].first, state[i].second, s);
+    }
+    if (st.ok()) st = still_valid();
+  }
+  // The last answer's leases: released without waiting for the reply.
+  Status released = ReleaseLater(held);
+  return st.ok() ? released : st;
+}
+
+Status ShmClient::ReleaseLater(std::span<const uint64_t> leases) {
+  if (leases.empty()) return Status::Ok();
+  if (fd_ < 0) return Status::Unavailable("not connected");
+  std::vector<std::string> ids{"SHM.RELEASE"};
+  for (uint64_t id : leases) ids.push_back(std::to_string(id));
+  std::vector<std::string_view> args(ids.begin(), ids.end());
+  if (Status st = SendAll(Encode(args)); !st.ok()) return st;
+  ++replies_to_drop_;
   return Status::Ok();
 }
 
@@ -311,12 +479,21 @@ Status ShmClient::Release(std::span<const uint64_t> leases) {
 Result<Reply> ShmClient::Command(std::span<const std::string_view> args) {
   if (fd_ < 0) return Status::Unavailable("not connected");
   if (Status st = SendAll(Encode(args)); !st.ok()) return st;
+  if (Status st = DropReleased(); !st.ok()) return st;
   auto reply = ReadReply();
   if (!reply.ok()) return reply;
   if (reply.value().type == Reply::Type::kError) {
     return Status::ServerError(reply.value().str);
   }
   return reply;
+}
+
+Status ShmClient::DropReleased() {
+  for (; replies_to_drop_ > 0; --replies_to_drop_) {
+    auto dropped = ReadReply();
+    if (!dropped.ok()) return dropped.status();
+  }
+  return Status::Ok();
 }
 
 Status ShmClient::SendAll(std::string_view bytes) {
@@ -454,6 +631,7 @@ Status ShmClient::SetFromFd(std::string_view key, int fd, uint64_t length, uint6
   std::vector<std::string_view> args{"SHM.SET", key, length_text, offset_text};
   args.insert(args.end(), options.begin(), options.end());
   if (Status st = SendWithFd(Encode(args), fd); !st.ok()) return st;
+  if (Status st = DropReleased(); !st.ok()) return st;
   auto reply = ReadReply();
   if (!reply.ok()) return reply.status();
   if (reply.value().type == Reply::Type::kError) return Status::ServerError(reply.value().str);

@@ -654,78 +654,167 @@ void Match(Context& ctx) {
   field("state_bytes", result->state_bytes);
 }
 
+// LFETCH's and SHMLFETCH's arguments after the namespace, checked against its shape:
+//   <lease> ATTN <layer> [RANGE <s> <e>] [FMT NATIVE] [RELEASE]
+//   <lease> STATE [LAYERS <layer> ...] [RELEASE]
+struct LeaseFetch {
+  uint64_t lease = 0;
+  bool attn = false;
+  uint32_t layer = 0;
+  uint64_t start = 0, stop = std::numeric_limits<uint64_t>::max();  // stop max: to L
+  bool native = false;
+  std::vector<uint32_t> layers;  // STATE: empty for all
+  bool release = false;
+};
+std::optional<LeaseFetch> ParseLeaseFetch(Context& ctx, const PrefixShape& shape) {
+  const auto& args = ctx.args;
+  LeaseFetch f;
+  auto lease = ParseBounded(ctx, "lease", args[2], 1, std::numeric_limits<int64_t>::max());
+  if (!lease) return std::nullopt;
+  f.lease = *lease;
+  size_t end = args.size();
+  f.release = EqualsIgnoreCase(args[end - 1], "RELEASE");
+  if (f.release) --end;
+  f.attn = EqualsIgnoreCase(args[3], "ATTN");
+  if (!f.attn && !EqualsIgnoreCase(args[3], "STATE")) {
+    ctx.reply.Error(errors::kSyntax);
+    return std::nullopt;
+  }
+  if (f.attn) {
+    if (end < 5) {
+      ctx.reply.Error(errors::kSyntax);
+      return std::nullopt;
+    }
+    auto l = ParseLayer(ctx, "layer", args[4], shape.attn);
+    if (!l) return std::nullopt;
+    f.layer = static_cast<uint32_t>(*l);
+    size_t i = 5;
+    if (i < end && EqualsIgnoreCase(args[i], "RANGE")) {
+      if (i + 2 >= end) {
+        ctx.reply.Error(errors::kSyntax);
+        return std::nullopt;
+      }
+      auto s = ParseBounded(ctx, "start", args[i + 1], 0, std::numeric_limits<int64_t>::max());
+      if (!s) return std::nullopt;
+      auto e = ParseBounded(ctx, "end", args[i + 2], 0, std::numeric_limits<int64_t>::max());
+      if (!e) return std::nullopt;
+      f.start = *s, f.stop = *e;
+      i += 3;
+    }
+    auto nat = NativeFormat(ctx, i, end);
+    if (!nat) return std::nullopt;
+    f.native = *nat;
+  } else if (end > 4) {
+    if (!EqualsIgnoreCase(args[4], "LAYERS") || end == 5) {
+      ctx.reply.Error(errors::kSyntax);
+      return std::nullopt;
+    }
+    for (size_t i = 5; i < end; ++i) {
+      auto l = ParseLayer(ctx, "layer", args[i], shape.recurrent);
+      if (!l) return std::nullopt;
+      f.layers.push_back(static_cast<uint32_t>(*l));
+    }
+  }
+  return f;
+}
+
+// The lease's view for `f` under the namespace's lock: `f.stop` resolved to L, and the range
+// checked; the error text when the lease is gone or the range is outside [0, L).
+const store::LeaseView* LeasedView(PrefixIndex& index, LeaseFetch& f, std::string& error) {
+  const store::LeaseView* view = index.Lease(f.lease, CoarseNowMs());
+  if (view == nullptr) {
+    error = errors::kNoLease;
+    return nullptr;
+  }
+  if (f.attn) {
+    if (f.stop == std::numeric_limits<uint64_t>::max()) f.stop = view->length;
+    if (f.start > f.stop || f.stop > view->length) {
+      error = errors::LeaseRange(f.start, f.stop, view->length);
+      return nullptr;
+    }
+  }
+  return view;
+}
+
+// The recurrent layers a STATE fetch answers, in order.
+std::vector<uint32_t> StateLayers(const LeaseFetch& f, size_t count) {
+  if (!f.layers.empty()) return f.layers;
+  std::vector<uint32_t> all(count);
+  for (uint32_t l = 0; l < count; ++l) all[l] = l;
+  return all;
+}
+
 // KV.PREFIX.LFETCH <ns> <lease> ATTN <layer> [RANGE <s> <e>] [FMT NATIVE] [RELEASE]
 // KV.PREFIX.LFETCH <ns> <lease> STATE [LAYERS <layer> ...] [RELEASE]
 void LFetch(Context& ctx) {
   const auto& args = ctx.args;
   auto shape = ShapeOf(ctx, args[1]);
   if (!shape) return;
-  auto lease = ParseBounded(ctx, "lease", args[2], 1, std::numeric_limits<int64_t>::max());
-  if (!lease) return;
-  size_t end = args.size();
-  const bool release = EqualsIgnoreCase(args[end - 1], "RELEASE");
-  if (release) --end;
-  const bool attn = EqualsIgnoreCase(args[3], "ATTN");
-  if (!attn && !EqualsIgnoreCase(args[3], "STATE")) return ctx.reply.Error(errors::kSyntax);
-
-  uint64_t layer = 0, start = 0, stop = std::numeric_limits<uint64_t>::max();
-  bool native = false;
-  std::vector<uint32_t> layers;
-  if (attn) {
-    if (end < 5) return ctx.reply.Error(errors::kSyntax);
-    auto l = ParseLayer(ctx, "layer", args[4], shape->attn);
-    if (!l) return;
-    layer = *l;
-    size_t i = 5;
-    if (i < end && EqualsIgnoreCase(args[i], "RANGE")) {
-      if (i + 2 >= end) return ctx.reply.Error(errors::kSyntax);
-      auto s = ParseBounded(ctx, "start", args[i + 1], 0, std::numeric_limits<int64_t>::max());
-      if (!s) return;
-      auto e = ParseBounded(ctx, "end", args[i + 2], 0, std::numeric_limits<int64_t>::max());
-      if (!e) return;
-      start = *s, stop = *e;
-      i += 3;
-    }
-    auto nat = NativeFormat(ctx, i, end);
-    if (!nat) return;
-    native = *nat;
-  } else if (end > 4) {
-    if (!EqualsIgnoreCase(args[4], "LAYERS") || end == 5) return ctx.reply.Error(errors::kSyntax);
-    for (size_t i = 5; i < end; ++i) {
-      auto l = ParseLayer(ctx, "layer", args[i], shape->recurrent);
-      if (!l) return;
-      layers.push_back(static_cast<uint32_t>(*l));
-    }
-  }
-
+  auto fetch = ParseLeaseFetch(ctx, *shape);
+  if (!fetch) return;
   std::string error;
   std::optional<Bytes> rows;
   std::vector<Bytes> states;
   Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) {
-    const store::LeaseView* view = index.Lease(*lease, CoarseNowMs());
-    if (view == nullptr) {
-      error = errors::kNoLease;
-      return;
-    }
-    if (attn) {
-      if (stop == std::numeric_limits<uint64_t>::max()) stop = view->length;
-      if (start > stop || stop > view->length) {
-        error = errors::LeaseRange(start, stop, view->length);
-        return;
-      }
-      rows = index.GatherRows(*view, static_cast<uint32_t>(layer), start, stop);
+    const store::LeaseView* view = LeasedView(index, *fetch, error);
+    if (view == nullptr) return;
+    if (fetch->attn) {
+      rows = index.GatherRows(*view, fetch->layer, fetch->start, fetch->stop);
     } else {
       states = view->states;
     }
-    if (release) index.Release(*lease);
+    if (fetch->release) index.Release(fetch->lease);
   });
   if (!error.empty()) return ctx.reply.Error(error);
-  if (attn) return ReplyRows(ctx, *shape, *rows, native, "KV.PREFIX.LFETCH");
-  if (layers.empty()) {
-    for (uint32_t l = 0; l < states.size(); ++l) layers.push_back(l);
-  }
+  if (fetch->attn) return ReplyRows(ctx, *shape, *rows, fetch->native, "KV.PREFIX.LFETCH");
+  const std::vector<uint32_t> layers = StateLayers(*fetch, states.size());
   ctx.reply.ArrayLen(layers.size());
   for (uint32_t l : layers) ctx.reply.Bulk(states[l]);
+}
+
+// KV.PREFIX.SHMLFETCH <ns> <lease> ATTN <layer> [RANGE <s> <e>] [FMT NATIVE] [RELEASE]
+// KV.PREFIX.SHMLFETCH <ns> <lease> STATE [LAYERS <layer> ...] [RELEASE]
+// LFETCH's answer over the shared path (docs/shm-transport.md): ATTN as the pieces its rows are
+// stored in (every block's K rows touched, the tail's, then the same for V), STATE one piece per
+// recurrent layer; each a place under a lease of its own or its bytes. All leases or none; past
+// the cap nothing is leased and the prefix lease is kept (RELEASE too), so the client can fetch
+// over the socket instead. Rows as stored only.
+void ShmLFetch(Context& ctx) {
+  if (!ShmGreeted(ctx)) return;
+  const auto& args = ctx.args;
+  auto shape = ShapeOf(ctx, args[1]);
+  if (!shape) return;
+  auto fetch = ParseLeaseFetch(ctx, *shape);
+  if (!fetch) return;
+  if (fetch->attn && shape->tier != store::Tier::kFp32 &&
+      !(fetch->native && store::StoresValues(shape->tier))) {
+    return ctx.reply.Error(errors::ShmRowsDecoded(
+        "KV.PREFIX.SHMLFETCH", "namespace", store::TierName(shape->tier), "KV.PREFIX.LFETCH"));
+  }
+  std::string error;
+  std::vector<Bytes> pieces;
+  Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) {
+    const store::LeaseView* view = LeasedView(index, *fetch, error);
+    if (view == nullptr) return;
+    if (fetch->attn) {
+      pieces = index.SharedLeaseRows(*view, fetch->layer, fetch->start, fetch->stop);
+    } else {
+      for (uint32_t l : StateLayers(*fetch, view->states.size())) {
+        pieces.push_back(view->states[l]);
+      }
+    }
+  });
+  if (!error.empty()) return ctx.reply.Error(error);
+  std::vector<const Bytes*> lendable(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) lendable[i] = &pieces[i];
+  std::vector<ShmLent> lent;
+  if (!ShmLendAll(ctx, lendable, lent)) return;
+  // The pieces hold what they share: the prefix lease may end now.
+  if (fetch->release) {
+    Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) { index.Release(fetch->lease); });
+  }
+  ctx.reply.ArrayLen(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) ReplyShmLent(ctx, pieces[i], lent[i], false);
 }
 
 // KV.PREFIX.RELEASE <ns> <lease> -> 1 when the lease was live.
@@ -835,27 +924,31 @@ void RegisterPrefixIndexCommands(Registry& r) {
                a.flags = kArgOptional;
                return a;
              }()}));
-  r.Add(cmd(
-      "kv.prefix.lfetch", -4, kReadonly,
-      "<ns> <lease> ATTN <layer> [RANGE <start> <end>] [FMT NATIVE] [RELEASE] | <ns> "
-      "<lease> STATE [LAYERS <layer> ...] [RELEASE]",
-      "Returns a leased answer's K rows then V rows for one layer, or its recurrent blobs.", LFetch,
-      "O(N) in the rows",
-      {ns, lease,
-       OneOfArg(
-           "what", 0,
-           {BlockArg(
-                "attn", 0,
+  // LFETCH's and SHMLFETCH's arguments after the lease.
+  const Arg what = OneOfArg(
+      "what", 0,
+      {BlockArg("attn", 0,
                 {layer, BlockArg("range", kArgOptional, {IntArg("start"), IntArg("end")}, "RANGE"),
                  fmt_native_opt},
                 "ATTN"),
-            BlockArg("state", 0, {Tokened(IntArg("layer", kArgOptional | kArgMultiple), "LAYERS")},
-                     "STATE")}),
-       [] {
-         Arg a = TokenArg("release", "RELEASE");
-         a.flags = kArgOptional;
-         return a;
-       }()}));
+       BlockArg("state", 0, {Tokened(IntArg("layer", kArgOptional | kArgMultiple), "LAYERS")},
+                "STATE")});
+  Arg release = TokenArg("release", "RELEASE");
+  release.flags = kArgOptional;
+  r.Add(cmd("kv.prefix.lfetch", -4, kReadonly,
+            "<ns> <lease> ATTN <layer> [RANGE <start> <end>] [FMT NATIVE] [RELEASE] | <ns> "
+            "<lease> STATE [LAYERS <layer> ...] [RELEASE]",
+            "Returns a leased answer's K rows then V rows for one layer, or its recurrent blobs.",
+            LFetch, "O(N) in the rows", {ns, lease, what, release}));
+  r.Add(cmd(
+      "kv.prefix.shmlfetch", -4, kReadonly,
+      "<ns> <lease> ATTN <layer> [RANGE <start> <end>] [FMT NATIVE] [RELEASE] | <ns> "
+      "<lease> STATE [LAYERS <layer> ...] [RELEASE]",
+      "After SHM.HELLO: KV.PREFIX.LFETCH's answer as pieces, each [arena, offset, length, "
+      "generation, nil, lease] or its bytes: ATTN the K rows then the V rows by block and tail, "
+      "STATE one per recurrent layer. All leases or none. Rows as stored only (fp32, or "
+      "fp16/bf16 with FMT NATIVE).",
+      ShmLFetch, "O(N) in the blocks; no byte is read or copied", {ns, lease, what, release}));
   r.Add(cmd("kv.prefix.release", 3, kReadonly | kFast, "<ns> <lease>",
             "Ends a lease; returns 1 when it was live.", Release, "O(1)", {ns, lease}));
 }

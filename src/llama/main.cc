@@ -54,6 +54,8 @@ struct Common {
   uint32_t interval = 1024;
   int timeout_ms = 5000;
   std::string flash_attn = "auto";
+  bool shm = true;                  // restore through the shared arenas when on a unix socket
+  bool compare_transports = false;  // sweep: the warm process restores over the socket too
 
   std::vector<std::string> Args() const {
     std::vector<std::string> a{"--model",      model,
@@ -67,6 +69,8 @@ struct Common {
                                "--timeout-ms", std::to_string(timeout_ms),
                                "--flash-attn", flash_attn};
     if (!socket.empty()) a.insert(a.end(), {"--socket", socket});
+    if (!shm) a.push_back("--no-shm");
+    if (compare_transports) a.push_back("--compare-transports");
     return a;
   }
 };
@@ -76,6 +80,13 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--host", c->host, "prefixd host")->capture_default_str();
   app->add_option("--port", c->port, "prefixd port")->capture_default_str();
   app->add_option("--socket", c->socket, "prefixd unix socket (instead of host and port)");
+  app->add_flag("!--no-shm", c->shm,
+                "on the unix socket, restore over the socket rather than through the server's "
+                "shared arenas");
+  app->add_flag("--compare-transports", c->compare_transports,
+                "sweep with --socket: the warm process also restores each prefix over the socket "
+                "(--no-shm's way), alternating with its own restores, and the CSV's socket_* "
+                "columns report it");
   app->add_option("--threads", c->threads, "llama.cpp threads")->capture_default_str();
   app->add_option("--ctx", c->ctx, "context size (0: what the workload needs)")
       ->capture_default_str();
@@ -94,6 +105,7 @@ void AddCommon(CLI::App* app, Common* c) {
 struct Engine {
   std::unique_ptr<Runner> runner;
   std::optional<PromptCache> cache;
+  std::optional<PromptCache> socket_cache;  // --compare-transports: restores over the socket
 };
 
 Result<Engine> OpenEngine(const Common& c, uint32_t n_ctx) {
@@ -108,15 +120,23 @@ Result<Engine> OpenEngine(const Common& c, uint32_t n_ctx) {
   ClientOptions co;
   co.connect_timeout = std::chrono::milliseconds(c.timeout_ms);
   co.io_timeout = std::chrono::milliseconds(c.timeout_ms);
-  PREFIXD_ASSIGN_OR_RETURN(Client client, c.socket.empty() ? Client::Connect(c.host, c.port, co)
-                                                           : Client::ConnectUnix(c.socket, co));
   PREFIXD_ASSIGN_OR_RETURN(std::string model_hash, HashModelFile(c.model));
-  CacheOptions options;
-  options.block_size = c.block;
-  options.checkpoint_interval = c.interval;
-  PREFIXD_ASSIGN_OR_RETURN(PromptCache cache,
-                           PromptCache::Open(e.runner->ctx(), e.runner->params(), std::move(client),
-                                             IdentityFor(model_hash, e.runner->params()), options));
+  const ModelIdentity identity = IdentityFor(model_hash, e.runner->params());
+  auto open = [&](bool shared_memory) -> Result<PromptCache> {
+    PREFIXD_ASSIGN_OR_RETURN(Client client, c.socket.empty() ? Client::Connect(c.host, c.port, co)
+                                                             : Client::ConnectUnix(c.socket, co));
+    CacheOptions options;
+    options.block_size = c.block;
+    options.checkpoint_interval = c.interval;
+    options.shared_memory = shared_memory;
+    return PromptCache::Open(e.runner->ctx(), e.runner->params(), std::move(client), identity,
+                             options);
+  };
+  PREFIXD_ASSIGN_OR_RETURN(PromptCache cache, open(c.shm));
+  if (c.compare_transports) {
+    PREFIXD_ASSIGN_OR_RETURN(PromptCache socket_cache, open(false));
+    e.socket_cache.emplace(std::move(socket_cache));
+  }
   e.cache.emplace(std::move(cache));
   return e;
 }
@@ -264,6 +284,15 @@ int RunWarm(const Common& c, uint32_t n_ctx) {
         out["file_loaded"] = read > 0;
         runner.Clear(0);
       }
+      if (engine->socket_cache) {
+        // The same restore over the socket, just before this run's own.
+        RestoreReport over_socket;
+        engine->socket_cache->Restore(0, tokens, &over_socket);
+        out["socket_restored"] = over_socket.restored;
+        out["socket_fetch_ms"] = over_socket.fetch_ms;
+        out["socket_restore_ms"] = over_socket.match_ms + over_socket.fetch_ms +
+                                   over_socket.assemble_ms + over_socket.load_ms;
+      }
       const auto start = Clock::now();
       RestoreReport report;
       const uint64_t restored = cache.Restore(0, tokens, &report);
@@ -287,6 +316,8 @@ int RunWarm(const Common& c, uint32_t n_ctx) {
       out["assemble_ms"] = report.assemble_ms;
       out["load_ms"] = report.load_ms;
       out["miss_reason"] = report.miss_reason;
+      out["shm"] = report.shared_memory;
+      out["mapped_bytes"] = report.mapped_bytes;
     }
     if (runs == 1 && out.contains("first_file_load_ms"))
       out["file_load_ms"] = out["first_file_load_ms"];
@@ -568,6 +599,12 @@ int RunSweep(const Common& c, const SweepArgs& a) {
     row.fetch_ms = (*w)["fetch_ms"].get<double>();
     row.assemble_ms = (*w)["assemble_ms"].get<double>();
     row.load_ms = (*w)["load_ms"].get<double>();
+    row.shared_memory = (*w)["shm"].get<bool>();
+    if (w->contains("socket_fetch_ms")) {
+      row.socket_fetch_ms = (*w)["socket_fetch_ms"].get<double>();
+      row.socket_restore_ms = (*w)["socket_restore_ms"].get<double>();
+      all_good = all_good && (*w)["socket_restored"].get<uint64_t>() == length;
+    }
     row.suffix_ms = (*w)["suffix_ms"].get<double>();
     row.file_load_ms = (*w)["file_load_ms"].get<double>();
     row.first_restore_ms = (*w)["first_restore_ms"].get<double>();

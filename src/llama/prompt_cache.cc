@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "prefixd/llama.h"
+#include "prefixd/shm.h"
 #include "seq_state.h"
 #include "state_buffer.h"
 #include "token_batch.h"
@@ -132,6 +133,16 @@ class PromptCache::Impl {
   // A connection to use: the client's, reopened when an earlier failure closed it (at most once a
   // second, so that a server that is down costs a cold request no more than a refused connect).
   Status Connected();
+  // The shared-memory connection beside the client, opened on first use; nullptr when there is
+  // none to use: over TCP, turned off, refused by the server (for good), or unreachable (tried
+  // again at most once a second).
+  ShmClient* Shm();
+  // The matched prefix (lease `lease`) into `rows` and `blobs`: through the shared arenas when
+  // Shm() gives a connection and the server answers there, else over the socket.
+  Status FetchLease(uint64_t lease, std::span<const PrefixLeaseRows> rows,
+                    std::span<const PrefixLeaseBlob> blobs, RestoreReport& report);
+  // Logs `why` the first time a failure of kind `kind` happens; counts nothing.
+  void Note(std::string_view kind, const Status& why);
 
   llama_context* ctx_;
   const MemoryKind kind_;
@@ -142,6 +153,9 @@ class PromptCache::Impl {
   const std::string layout_key_;
 
   Clock::time_point last_reconnect_{};
+  std::unique_ptr<ShmClient> shm_;
+  bool shm_off_ = false;  // over TCP, turned off or refused: the socket only
+  Clock::time_point last_shm_try_{};
   StateBuffer buffer_;                 // where restored states are assembled, reused
   std::optional<StateLayout> layout_;  // known once the server's layout was read or written
   bool namespace_ready_ = false;
@@ -165,6 +179,72 @@ void PromptCache::Impl::Failed(std::string_view kind, const Status& why) {
   if (reported_.insert(std::string(kind)).second) {
     Log(std::string(kind) + ": " + why.ToString() + " (reported once; the cache goes cold)");
   }
+}
+
+void PromptCache::Impl::Note(std::string_view kind, const Status& why) {
+  if (reported_.insert(std::string(kind)).second) {
+    Log(std::string(kind) + ": " + why.ToString() + " (reported once)");
+  }
+}
+
+ShmClient* PromptCache::Impl::Shm() {
+  if (shm_off_) return nullptr;
+  if (shm_) return shm_.get();
+  if (!options_.shared_memory || client_.unix_socket_path().empty()) {
+    shm_off_ = true;
+    return nullptr;
+  }
+  const auto now = Clock::now();
+  if (last_shm_try_ != Clock::time_point{} && now - last_shm_try_ < std::chrono::seconds(1)) {
+    return nullptr;
+  }
+  last_shm_try_ = now;
+  auto shm = std::make_unique<ShmClient>();
+  if (Status st = shm->ConnectBeside(client_); !st.ok()) {
+    // The server's answer (SHM.HELLO refused, or AUTH) stands until the cache is opened again;
+    // a connection that failed is tried again later.
+    const bool refused = st.code() == StatusCode::kServerError;
+    if (refused) shm_off_ = true;
+    Note(refused ? "shared memory refused, restoring over the socket"
+                 : "shared memory unreachable, restoring over the socket",
+         st);
+    return nullptr;
+  }
+  shm_ = std::move(shm);
+  return shm_.get();
+}
+
+Status PromptCache::Impl::FetchLease(uint64_t lease, std::span<const PrefixLeaseRows> rows,
+                                     std::span<const PrefixLeaseBlob> blobs,
+                                     RestoreReport& report) {
+  if (ShmClient* shm = Shm()) {
+    ShmScatterStats moved;
+    Status st = shm->ScatterLease(ns_, lease, rows, blobs, true, &moved);
+    if (st.ok()) {
+      report.shared_memory = true;
+      report.mapped_bytes = moved.mapped_bytes;
+      ++stats_.shm_restores;
+      return st;
+    }
+    // The prefix lease outlives a refused shared fetch, so the socket can still fetch it. The
+    // connection cap on SHM leases passes and a lost prefix lease fails the socket fetch too;
+    // any other refusal (a tier the server decodes, a server without KV.PREFIX.SHMLFETCH) stays.
+    // A broken connection is opened again later; a part of the wrong size fails the socket
+    // fetch as well, on a connection still in step.
+    Note("shared-memory fetch failed, restoring over the socket", st);
+    const StatusCode code = st.code();
+    const std::string& why = st.message();
+    if (code == StatusCode::kUnavailable || code == StatusCode::kIoError ||
+        code == StatusCode::kTimeout || code == StatusCode::kProtocolError) {
+      shm_.reset();
+    } else if (code == StatusCode::kServerError &&
+               why.find("(shm-max-leases)") == std::string::npos &&
+               why.find("prefix lease") == std::string::npos) {
+      shm_.reset();
+      shm_off_ = true;
+    }
+  }
+  return client_.PrefixLeaseFetchAll(ns_, lease, rows, blobs, true);
 }
 
 void PromptCache::Impl::EmptySequence(llama_seq_id seq) {
@@ -379,7 +459,7 @@ uint64_t PromptCache::Impl::Restore(llama_seq_id seq, std::span<const llama_toke
   for (size_t i = 0; i < plan->r.size(); ++i) blobs.push_back({plan->r[i], plan->s[i]});
   report.assemble_ms = MsSince(start);
   start = Clock::now();
-  if (Status st = client_.PrefixLeaseFetchAll(ns_, match->lease, rows, blobs, true); !st.ok()) {
+  if (Status st = FetchLease(match->lease, rows, blobs, report); !st.ok()) {
     return failed("fetching the matched prefix", st);
   }
   report.fetch_ms = MsSince(start);

@@ -46,6 +46,9 @@ struct SweepRow {
   bool states_bitexact = false;
   int agreeing_tokens = 0;
   int total_tokens = 0;
+  bool shared_memory = false;  // the restore fetched through the shared arenas
+  // --compare-transports: the same restore over the socket (0 when not asked for).
+  double socket_fetch_ms = 0, socket_restore_ms = 0;
 
   double restore_ms() const { return match_ms + fetch_ms + assemble_ms + load_ms; }
   double speedup() const { return warm_ttft_ms > 0 ? cold_ttft_ms / warm_ttft_ms : 0; }

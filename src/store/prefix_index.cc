@@ -515,36 +515,50 @@ void PrefixIndex::ExpireLeases(int64_t now_ms) {
   }
 }
 
-Bytes PrefixIndex::GatherRows(const LeaseView& view, uint32_t layer, uint64_t start,
-                              uint64_t end) const {
+template <typename Run>
+void PrefixIndex::ForEachLeaseRun(const LeaseView& view, uint32_t layer, uint64_t start,
+                                  uint64_t end, Run&& run) const {
   const size_t row = shape_.row_bytes();
   const uint64_t bs = shape_.block;
-  const uint64_t rows = end - start;
-  Bytes out = Bytes::Allocate(2 * rows * row);
   const uint64_t boundary = view.pages.size() * bs;
   for (int half = 0; half < 2; ++half) {
-    uint8_t* dst = out.mutable_data() + half * rows * row;
-    uint64_t t = start;
-    while (t < end) {
+    for (uint64_t t = start; t < end;) {
       if (t < boundary) {
-        const uint64_t block = t / bs;
         const uint64_t in_block = t % bs;
         const uint64_t take = std::min<uint64_t>(bs - in_block, end - t);
-        const uint8_t* src =
-            pages_.Data(view.pages[block]) + (2 * layer + half) * bs * row + in_block * row;
-        std::memcpy(dst, src, take * row);
-        dst += take * row;
+        run(half, view.pages[t / bs], (2 * layer + half) * bs * row + in_block * row, take * row);
         t += take;
       } else {
-        const Bytes& tail = half == 0 ? view.tail_k[layer] : view.tail_v[layer];
-        const uint64_t take = end - t;
-        std::memcpy(dst, tail.data() + (t - boundary) * row, take * row);
-        dst += take * row;
-        t += take;
+        run(half, kNone, (t - boundary) * row, (end - t) * row);
+        t = end;
       }
     }
   }
+}
+
+Bytes PrefixIndex::GatherRows(const LeaseView& view, uint32_t layer, uint64_t start,
+                              uint64_t end) const {
+  Bytes out = Bytes::Allocate(2 * (end - start) * shape_.row_bytes());
+  uint8_t* dst = out.mutable_data();
+  ForEachLeaseRun(view, layer, start, end,
+                  [&](int half, uint32_t page, size_t offset, size_t length) {
+                    const Bytes& tail = half == 0 ? view.tail_k[layer] : view.tail_v[layer];
+                    const uint8_t* src = page == kNone ? tail.data() : pages_.Data(page);
+                    std::memcpy(dst, src + offset, length);
+                    dst += length;
+                  });
   return out;
+}
+
+std::vector<Bytes> PrefixIndex::SharedLeaseRows(const LeaseView& view, uint32_t layer,
+                                                uint64_t start, uint64_t end) const {
+  std::vector<Bytes> pieces;
+  ForEachLeaseRun(
+      view, layer, start, end, [&](int half, uint32_t page, size_t offset, size_t length) {
+        const Bytes& tail = half == 0 ? view.tail_k[layer] : view.tail_v[layer];
+        pieces.push_back((page == kNone ? tail : pages_.Share(page)).Slice(offset, length));
+      });
+  return pieces;
 }
 
 std::optional<Bytes> PrefixIndex::BlockRows(std::span<const Hash128> hashes, uint32_t layer) const {

@@ -151,6 +151,12 @@ class PrefixIndex {
   // K/V of `layer` for rows [start, end) of the matched prefix: K rows then V rows, stored
   // encoding. The range must lie in [0, view.length).
   Bytes GatherRows(const LeaseView& view, uint32_t layer, uint64_t start, uint64_t end) const;
+  // GatherRows as references to what is stored, not a copy: the K rows of [start, end) then its V
+  // rows, one piece per block touched and one for the checkpoint's tail, each unchanged whatever
+  // is stored or dropped later (a slab chunk still referenced is copied before a slot of it is
+  // rewritten). Joined, the pieces are GatherRows' bytes.
+  std::vector<Bytes> SharedLeaseRows(const LeaseView& view, uint32_t layer, uint64_t start,
+                                     uint64_t end) const;
   // K/V of `layer` for the listed blocks (K rows of all, then V rows), or nullopt when one is
   // missing.
   std::optional<Bytes> BlockRows(std::span<const Hash128> hashes, uint32_t layer) const;
@@ -224,6 +230,12 @@ class PrefixIndex {
   bool FindBlocks(std::span<const Hash128> hashes, std::span<uint32_t> ids) const;
   // Layer `layer`'s K rows of blocks `ids`, then their V rows, into `out`.
   void CopyRows(std::span<const uint32_t> ids, uint32_t layer, uint8_t* out) const;
+  // The runs GatherRows joins, in its order: `run(half, page, offset, length)` for each, `half`
+  // 0 for K rows and 1 for V rows, `page` the record id whose page holds the run (kNone: the
+  // checkpoint's tail), `offset` and `length` in bytes within that page or tail.
+  template <typename Run>
+  void ForEachLeaseRun(const LeaseView& view, uint32_t layer, uint64_t start, uint64_t end,
+                       Run&& run) const;
   uint32_t FindBlock(const Hash128& h) const;
   uint32_t FindCheckpoint(const Hash128& h) const;
   uint32_t Tick();

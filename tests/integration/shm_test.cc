@@ -597,6 +597,252 @@ TEST_F(ShmTest, PrefixBlocksEveryByteAsTheSocketSendsThemAndLeasesHoldPages) {
             "decoded to fp32 (use KV.PREFIX.BFETCH, or FMT NATIVE for fp16/bf16)");
 }
 
+// --- KV.PREFIX.SHMLFETCH: a matched prefix's rows and states through the arenas ---
+
+// A prefix of 3 blocks and a checkpoint at 3 * 16 + 13 = 61 tokens: tail rows of 13 tokens per
+// attention layer, and 2 recurrent layers of 2 MiB each (in an arena even where a sanitized
+// server keeps smaller buffers on the heap).
+constexpr uint64_t kLeasedLength = 3 * kBlockTokens + 13;
+constexpr size_t kStateBytes = size_t{2} << 20;
+
+std::string U64Le(uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
+  return out;
+}
+
+void StorePrefix(ShmClient& client, const std::string& ns, const std::string& tier, uint64_t seed) {
+  auto made =
+      client.Command({"KV.PREFIX.NAMESPACE", ns, "BLOCK", std::to_string(kBlockTokens), "ATTN", "2",
+                      "KVDIM", std::to_string(kVDim), "RECURRENT", "2", "VQUANT", tier});
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  // fp16 rows go in as F16 (two bytes a value): half the bytes of fp32's.
+  const size_t value_bytes = tier == "fp16" ? 2 : 4;
+  const std::string fmt = tier == "fp16" ? "F16" : "F32";
+  const size_t half = kBlockTokens * kVDim * value_bytes;
+  const std::string root(16, '\0'), hashes = Hashes({'a', 'b', 'c'});
+  const std::string layer0 = Pattern(2 * 3 * half, seed), layer1 = Pattern(2 * 3 * half, seed + 1);
+  auto stored = client.Command(
+      {"KV.PREFIX.BSTORE", ns, root, "3", hashes, "0", layer0, "1", layer1, "FMT", fmt});
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  const size_t tail = 2 * 13 * kVDim * value_bytes;
+  const std::string tail0 = Pattern(tail, seed + 2), tail1 = Pattern(tail, seed + 3);
+  const std::string s0 = Pattern(kStateBytes, seed + 4), s1 = Pattern(kStateBytes, seed + 5);
+  auto ckpt = client.Command({"SSM.PREFIX.CKPT.STORE", ns, std::string(16, 'c'),
+                              std::to_string(kLeasedLength), std::string(16, 'p'), "0", s0, "1", s1,
+                              "TAIL", "0", tail0, "1", tail1, "FMT", fmt});
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+}
+
+// KV.PREFIX.MATCH of the stored prefix with a lease: its id (0 on failure).
+uint64_t MatchLease(ShmClient& client, const std::string& ns, const std::string& ms = "30000") {
+  auto m = client.Command({"KV.PREFIX.MATCH", ns, "3", Hashes({'a', 'b', 'c'}), "AT", "1",
+                           U64Le(kLeasedLength), std::string(16, 'p'), "LEASE", ms});
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok() || m.value().elements.size() != 6) return 0;
+  EXPECT_EQ(m.value().elements[0].integer, static_cast<int64_t>(kLeasedLength));
+  return static_cast<uint64_t>(m.value().elements[1].integer);
+}
+
+// KV.PREFIX.LFETCH's reply over the same socket (a bulk for ATTN, an array for STATE).
+Result<Reply> LFetchOverSocket(ShmClient& client, std::vector<std::string> args) {
+  args.insert(args.begin(), "KV.PREFIX.LFETCH");
+  std::vector<std::string_view> views(args.begin(), args.end());
+  return client.Command(views);
+}
+
+// Whether the pages of a small namespace lie outside the arenas: a sanitized server keeps slab
+// chunks below 1 MiB on the heap and answers their bytes. Only a sanitized server may.
+bool PagesOnHeap(const std::vector<ShmView>& pieces) {
+  return LeasesOf(pieces).empty() && ServerIsSanitized();
+}
+
+TEST_F(ShmTest, PrefixLeaseEveryByteAsLFetchSendsItAndLeasesOutliveDropAndReuse) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_NO_FATAL_FAILURE(StorePrefix(client, "ns", "fp32", 200));
+  const uint64_t lease = MatchLease(client, "ns");
+  ASSERT_NE(lease, 0u);
+  const std::string lease_text = std::to_string(lease);
+
+  // Whole layers and ranges: inside a block, across blocks, into the tail, the tail alone, empty.
+  struct Range {
+    uint64_t start, end;
+  };
+  const Range ranges[] = {{0, kLeasedLength}, {3, 9},  {10, 40}, {40, kLeasedLength},
+                          {50, 55},           {0, 48}, {20, 20}};
+  bool on_heap = false;
+  for (uint32_t layer : {0u, 1u}) {
+    std::vector<ShmView> pieces;
+    Status st = client.FetchLeaseRows("ns", lease, layer, pieces);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    // One piece per block and one for the tail, for K then for V.
+    ASSERT_EQ(pieces.size(), 8u);
+    on_heap = PagesOnHeap(pieces);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      EXPECT_EQ(pieces[i].size, (i % 4 == 3 ? 13 : kBlockTokens) * kVRow) << i;
+      if (i % 4 != 3 && !on_heap) EXPECT_NE(pieces[i].lease, 0u) << "a block's rows not leased";
+    }
+    auto socket = LFetchOverSocket(client, {"ns", lease_text, "ATTN", std::to_string(layer)});
+    ASSERT_TRUE(socket.ok()) << socket.status().ToString();
+    EXPECT_TRUE(Joined(pieces) == socket.value().str)
+        << "the shared rows differ from KV.PREFIX.LFETCH's";
+    ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+    for (const Range& r : ranges) {
+      st = client.FetchLeaseRows("ns", lease, layer, pieces, false, r.start, r.end);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      auto ranged =
+          LFetchOverSocket(client, {"ns", lease_text, "ATTN", std::to_string(layer), "RANGE",
+                                    std::to_string(r.start), std::to_string(r.end)});
+      ASSERT_TRUE(ranged.ok()) << ranged.status().ToString();
+      EXPECT_EQ(ranged.value().str.size(), 2 * (r.end - r.start) * kVRow);
+      EXPECT_TRUE(Joined(pieces) == ranged.value().str)
+          << "RANGE " << r.start << " " << r.end << " differs from KV.PREFIX.LFETCH's";
+      ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+    }
+  }
+  // The states, all and by layer, each a place under a lease (2 MiB: in an arena everywhere).
+  std::vector<ShmView> states;
+  ASSERT_TRUE(client.FetchLeaseState("ns", lease, {}, states).ok());
+  auto socket_states = LFetchOverSocket(client, {"ns", lease_text, "STATE"});
+  ASSERT_TRUE(socket_states.ok());
+  ASSERT_EQ(states.size(), 2u);
+  ASSERT_EQ(socket_states.value().elements.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NE(states[i].lease, 0u);
+    EXPECT_TRUE(AsString(states[i]) == socket_states.value().elements[i].str) << i;
+  }
+  ASSERT_TRUE(client.Release(LeasesOf(states)).ok());
+  const uint32_t second[] = {1};
+  ASSERT_TRUE(client.FetchLeaseState("ns", lease, second, states).ok());
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_TRUE(AsString(states[0]) == socket_states.value().elements[1].str);
+  ASSERT_TRUE(client.Release(LeasesOf(states)).ok());
+  EXPECT_TRUE(LeasesBecome(0));
+
+  // RELEASE ends the prefix lease with the answer; the pieces keep every byte through the
+  // blocks' drop, new blocks in their slots and the namespace's removal.
+  std::vector<ShmView> rows;
+  ASSERT_TRUE(client.FetchLeaseRows("ns", lease, 1, rows).ok());
+  const std::string rows_before = Joined(rows);
+  ASSERT_TRUE(client.FetchLeaseState("ns", lease, {}, states, true).ok());
+  const std::string states_before = Joined(states);
+  EXPECT_EQ(LFetchOverSocket(client, {"ns", lease_text, "STATE"}).status().message(),
+            "ERR unknown or expired prefix lease");
+  auto dropped = client.Command({"KV.PREFIX.BDROP", "ns", "1", Hashes({'a'})});
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  EXPECT_EQ(dropped.value().integer, 1);
+  ASSERT_NO_FATAL_FAILURE(
+      StoreBlocks(client, "ns", std::string(16, '\0'), Hashes({'d', 'e', 'f'}), 300));
+  auto other = client.Command({"SSM.PREFIX.CKPT.STORE", "ns", std::string(16, 'f'), "48",
+                               std::string(16, 'f'), "0", Pattern(kStateBytes, 301), "1",
+                               Pattern(kStateBytes, 302)});
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_TRUE(Joined(rows) == rows_before) << "new blocks were written into leased pages";
+  EXPECT_TRUE(Joined(states) == states_before) << "a leased state changed";
+  ASSERT_TRUE(client.Command({"DEL", "ns"}).ok());
+  EXPECT_TRUE(Joined(rows) == rows_before);
+  EXPECT_TRUE(Joined(states) == states_before);
+  for (const ShmView& p : rows) EXPECT_TRUE(client.Valid(p));
+  for (const ShmView& p : states) EXPECT_TRUE(client.Valid(p));
+  if (!on_heap) EXPECT_GT(InfoNumber(admin_.get(), "shm_leases"), 2u);
+  ASSERT_TRUE(client.Release(LeasesOf(rows)).ok());
+  ASSERT_TRUE(client.Release(LeasesOf(states)).ok());
+  EXPECT_TRUE(LeasesBecome(0));
+}
+
+TEST_F(ShmTest, PrefixLeaseSharedFetchAnswersLFetchsErrors) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_NO_FATAL_FAILURE(StorePrefix(client, "ns", "fp32", 210));
+  const uint64_t lease = MatchLease(client, "ns");
+  ASSERT_NE(lease, 0u);
+  const std::string lease_text = std::to_string(lease);
+  // Each request answers SHMLFETCH's error exactly as LFETCH answers it.
+  const std::vector<std::vector<std::string>> wrong = {
+      {"nosuch", lease_text, "ATTN", "0"},
+      {"ns", "999999", "ATTN", "0"},
+      {"ns", "999999", "STATE"},
+      {"ns", "0", "ATTN", "0"},
+      {"ns", lease_text, "ATTN", "2"},
+      {"ns", lease_text, "ATTN", "0", "RANGE", "5", "70"},
+      {"ns", lease_text, "ATTN", "0", "RANGE", "9", "5"},
+      {"ns", lease_text, "ATTN", "0", "FMT", "F16"},
+      {"ns", lease_text, "STATE", "LAYERS", "2"},
+      {"ns", lease_text, "STATE", "LAYERS"},
+      {"ns", lease_text, "BOTH"},
+  };
+  for (const auto& args : wrong) {
+    auto socket = LFetchOverSocket(client, args);
+    std::vector<std::string> shm_args = args;
+    shm_args.insert(shm_args.begin(), "KV.PREFIX.SHMLFETCH");
+    std::vector<std::string_view> views(shm_args.begin(), shm_args.end());
+    auto shared = client.Command(views);
+    ASSERT_FALSE(socket.ok()) << args[2] << " " << args[3];
+    EXPECT_EQ(shared.status().message(), socket.status().message());
+  }
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
+  // An expired lease is gone for both.
+  const uint64_t brief = MatchLease(client, "ns", "50");
+  ASSERT_NE(brief, 0u);
+  std::this_thread::sleep_for(150ms);
+  std::vector<ShmView> pieces;
+  EXPECT_EQ(client.FetchLeaseRows("ns", brief, 0, pieces).message(),
+            "ERR unknown or expired prefix lease");
+  EXPECT_EQ(client.FetchLeaseState("ns", brief, {}, pieces).message(),
+            "ERR unknown or expired prefix lease");
+
+  // Decoded tiers are refused; FMT NATIVE shares fp16 rows as stored, byte for byte.
+  ASSERT_NO_FATAL_FAILURE(StorePrefix(client, "half", "fp16", 220));
+  const uint64_t half_lease = MatchLease(client, "half");
+  ASSERT_NE(half_lease, 0u);
+  EXPECT_EQ(client.FetchLeaseRows("half", half_lease, 0, pieces).message(),
+            "ERR KV.PREFIX.SHMLFETCH shares rows only as stored: this namespace's fp16 rows are "
+            "decoded to fp32 (use KV.PREFIX.LFETCH, or FMT NATIVE for fp16/bf16)");
+  ASSERT_TRUE(client.FetchLeaseRows("half", half_lease, 1, pieces, true).ok());
+  auto native =
+      LFetchOverSocket(client, {"half", std::to_string(half_lease), "ATTN", "1", "FMT", "NATIVE"});
+  ASSERT_TRUE(native.ok());
+  EXPECT_EQ(native.value().str.size(), 2 * kLeasedLength * kVDim * 2);
+  EXPECT_TRUE(Joined(pieces) == native.value().str);
+}
+
+TEST_F(ShmTest, PrefixLeaseSharedFetchPastTheCapLeasesNothingAndKeepsThePrefixLease) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "1"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_NO_FATAL_FAILURE(StorePrefix(client, "ns", "fp32", 230));
+  const uint64_t lease = MatchLease(client, "ns");
+  ASSERT_NE(lease, 0u);
+  // Two states of 2 MiB (places everywhere) with room for one lease: neither is leased, and
+  // RELEASE did not end the prefix lease.
+  std::vector<ShmView> pieces;
+  Status capped = client.FetchLeaseState("ns", lease, {}, pieces, true);
+  EXPECT_EQ(capped.message(),
+            "ERR this connection holds 1 SHM leases (shm-max-leases): SHM.RELEASE some first");
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
+  auto still = LFetchOverSocket(client, {"ns", std::to_string(lease), "STATE"});
+  ASSERT_TRUE(still.ok()) << "the refused fetch ended the prefix lease";
+  const uint32_t one[] = {0};
+  ASSERT_TRUE(client.FetchLeaseState("ns", lease, one, pieces).ok());
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 1u);
+  ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+  // The rows: 6 block pieces leased (when the pages are in an arena) past a cap of 1.
+  ASSERT_TRUE(client.Command({"CONFIG", "SET", "shm-max-leases", "64"}).ok());
+  ASSERT_TRUE(client.FetchLeaseRows("ns", lease, 0, pieces).ok());
+  const bool on_heap = PagesOnHeap(pieces);
+  ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+  ASSERT_TRUE(client.Command({"CONFIG", "SET", "shm-max-leases", "1"}).ok());
+  if (on_heap)
+    GTEST_SKIP() << "this sanitized server keeps the small namespace's pages on the heap";
+  capped = client.FetchLeaseRows("ns", lease, 0, pieces, false, 0, ShmClient::kToLength, true);
+  EXPECT_EQ(capped.code(), StatusCode::kServerError);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
+  EXPECT_TRUE(LFetchOverSocket(client, {"ns", std::to_string(lease), "ATTN", "0"}).ok());
+}
+
 // The client's mapping is its own: a view stays readable across a restart of the server. The
 // new server's arenas are new memory whose generations no earlier server gave, so an old place
 // checked against them fails.
@@ -802,6 +1048,8 @@ TEST_F(ShmTest, TcpPortRefusesShmCommands) {
   EXPECT_EQ(tcp->Call(Multibulk({"V.SHMFETCH", "v", "0", "RANGE", "0", "1"})), refused);
   EXPECT_EQ(tcp->Call(Multibulk({"KV.PREFIX.SHMBFETCH", "ns", "1", std::string(16, 'a'), "0"})),
             refused);
+  EXPECT_EQ(tcp->Call(Multibulk({"KV.PREFIX.SHMLFETCH", "ns", "1", "ATTN", "0"})), refused);
+  EXPECT_EQ(tcp->Call(Multibulk({"KV.PREFIX.SHMLFETCH", "ns", "1", "STATE"})), refused);
 }
 
 TEST_F(ShmTest, ArenasOffIsAClearError) {

@@ -3,7 +3,8 @@
 the restoring one it spawns, on synthetic tiny models. `chat` runs each workload and every turn
 must restore what earlier turns left (a first turn of multiturn restores nothing), decode logits
 bit-identical to a cold run split at the same place and the cold run's 64 greedy tokens; `sweep`
-must restore each prefix whole. The CSV and SVG files must be written.
+must restore each prefix whole, over TCP, and over the unix socket through the server's shared
+arenas and (--no-shm) without them. The CSV and SVG files must be written.
 
 Usage: cli_test.py PATH/TO/prefixd-llama PATH/TO/make_gguf.py ARCH [chat|sweep]
 ($PREFIXD_SERVER names the server; Debian's python3 with python3-redis runs it.)
@@ -73,8 +74,20 @@ def check_sweep(llama, model, port, d):
         assert int(r["restored_tokens"]) == int(r["prefix_tokens"]), r
         assert r["states_bitexact"] == "yes" and r["token_agreement"] == "64/64", r
         assert float(r["file_load_ms"]) > 0 and float(r["restore_ms"]) > 0, r
+        assert r["transport"] == "socket", r  # TCP: the shared arenas are out of reach
     with open(out_svg) as f:
         assert f.read().startswith("<svg"), out_svg
+    # On the unix socket of a server with shared arenas the warm process restores through them
+    # by itself, and with --no-shm over the socket: the same states either way.
+    sock = os.path.join(d, "prefixd.sock")
+    for extra, transport in (([], "shm"), (["--no-shm"], "socket")):
+        out_csv = os.path.join(d, f"sweep-{transport}.csv")
+        run([llama, "sweep", "--model", model, "--socket", sock, "--threads", "1", "--block", "32",
+             "--interval", "64", "--lengths", "40,200", "--csv", out_csv] + extra)
+        for r in rows(out_csv):
+            assert int(r["restored_tokens"]) == int(r["prefix_tokens"]), r
+            assert r["states_bitexact"] == "yes" and r["token_agreement"] == "64/64", r
+            assert r["transport"] == transport, r
 
 
 def main():
@@ -84,7 +97,8 @@ def main():
         model = os.path.join(d, f"{arch}.gguf")
         run(["/usr/bin/python3", make_gguf, "--arch", arch, "--shape", "tiny", "--seed", "1",
              "--out", model])
-        server, port = start_server(d)
+        server, port = start_server(d, flags=("--unixsocket", os.path.join(d, "prefixd.sock"),
+                                              "--shm-arenas", "yes"))
         try:
             (check_chat if what == "chat" else check_sweep)(llama, model, port, d)
         finally:

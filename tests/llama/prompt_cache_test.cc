@@ -3,6 +3,7 @@
 // writes: a state taken apart and assembled back is llama.cpp's own bytes; a restore decodes the
 // logits a cold run split at the same place decodes; every failure is a miss, never a wrong state.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "integration/server_fixture.h"
@@ -299,6 +301,9 @@ TEST_P(CacheTest, RestoresWhatAnotherContextSaved) {
   ASSERT_TRUE(saving.Prefill(0, first, 0, &again).ok());
   EXPECT_EQ(again.blocks_stored, 0u);
   EXPECT_EQ(again.checkpoints_stored, 0u);
+  // Over TCP the shared arenas are out of reach: nothing tried, nothing logged.
+  EXPECT_EQ(restoring.stats().shm_restores, 0u);
+  EXPECT_FALSE(report.shared_memory);
   EXPECT_TRUE(logged_.empty()) << logged_.front();
 }
 
@@ -403,6 +408,202 @@ TEST_P(CacheTest, FailuresAreCold) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CacheTest,
                          ::testing::Values("qwen35", "mamba2", "rwkv7", "qwen3", "granitehybrid"));
+
+// --- The same restores through the server's shared arenas (docs/shm-transport.md) ---
+
+// INFO's shm_leases (-1 when it cannot be read).
+int64_t ShmLeases(Client& client) {
+  Result<Reply> info = client.Command({"INFO", "memory"});
+  if (!info.ok()) return -1;
+  const size_t at = info->str.find("shm_leases:");
+  if (at == std::string::npos) return -1;
+  return std::strtoll(info->str.c_str() + at + 11, nullptr, 10);
+}
+
+class ShmCacheTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // A server on a unix socket too, with `flags`.
+  void Start(it::ServerProcess& server, std::vector<std::string> flags) {
+    ASSERT_TRUE(server.Start({.flags = std::move(flags), .unix_socket = true}));
+  }
+
+  PromptCache Open(it::ServerProcess& server, Runner& runner, CacheOptions options) {
+    Result<std::string> h = HashModelFile(Models::Path(GetParam()));
+    EXPECT_TRUE(h.ok());
+    options.log = [this](std::string_view m) { logged_.emplace_back(m); };
+    Result<Client> client = Client::ConnectUnix(server.unix_socket_path());
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    Result<PromptCache> cache = PromptCache::Open(runner.ctx(), runner.params(), std::move(*client),
+                                                  IdentityFor(*h, runner.params()), options);
+    EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+    return std::move(*cache);
+  }
+
+  // Saves `first` through `saving`, restores `prompt` (which extends it) into `restorer` through
+  // `restoring`, and checks that the next token's logits are those of a cold run split at the
+  // same place (`saver` recomputes it). Returns the restored state's bytes.
+  std::vector<uint8_t> RestoreAndCompare(Runner& saver, PromptCache& saving, Runner& restorer,
+                                         PromptCache& restoring,
+                                         const std::vector<llama_token>& prompt,
+                                         RestoreReport& report) {
+    const uint64_t restored = restoring.Restore(0, prompt, &report);
+    EXPECT_EQ(restored, 149u) << report.miss_reason;
+    const std::vector<uint8_t> state = StateOf(restorer);
+    EXPECT_TRUE(restorer.Decode(0, prompt, restored, prompt.size()).ok());
+    const std::string warm = restorer.LogitsDigest();
+    saver.Clear(0);
+    EXPECT_TRUE(saving
+                    .Prefill(0, std::span(prompt).first(restored), 0, nullptr,
+                             PromptCache::Mode::kDecodeOnly)
+                    .ok());
+    EXPECT_TRUE(saver.Decode(0, prompt, restored, prompt.size()).ok());
+    EXPECT_EQ(warm, saver.LogitsDigest()) << "the restored state decodes other logits than cold";
+    return state;
+  }
+
+  std::vector<std::string> logged_;
+};
+
+// Over the unix socket of a server with shared arenas, a restore reads through them by itself,
+// and llama.cpp gets the very bytes a restore over the socket gives it.
+TEST_P(ShmCacheTest, RestoresThroughTheArenasTheBytesTheSocketGives) {
+  it::ServerProcess server;
+  ASSERT_NO_FATAL_FAILURE(Start(server, {"--shm-arenas", "yes"}));
+  auto saver = Load(GetParam());
+  auto restorer = Load(GetParam());
+  ASSERT_TRUE(saver && restorer);
+  CacheOptions options;
+  options.block_size = 16;
+  options.checkpoint_interval = 64;
+  PromptCache saving = Open(server, *saver, options);
+  PromptCache shared = Open(server, *restorer, options);
+  CacheOptions socket_only = options;
+  socket_only.shared_memory = false;
+  PromptCache over_socket = Open(server, *restorer, socket_only);
+
+  const std::vector<llama_token> first = RandomTokens(10, 150, saver->vocab());
+  ASSERT_TRUE(saving.Prefill(0, first, 0).ok());
+  std::vector<llama_token> second = first;
+  const std::vector<llama_token> more = RandomTokens(11, 40, saver->vocab());
+  second.insert(second.end(), more.begin(), more.end());
+
+  RestoreReport via_shm, via_socket;
+  const std::vector<uint8_t> shm_state =
+      RestoreAndCompare(*saver, saving, *restorer, shared, second, via_shm);
+  EXPECT_TRUE(via_shm.shared_memory) << "the restore did not read through the arenas";
+  EXPECT_EQ(shared.stats().shm_restores, 1u);
+  // Values of 32 KiB and more lie in the arenas and are read through the mapping: qwen35's and
+  // qwen3's pages (9 blocks of 16 tokens, 256 bytes a token: one 36 KiB slab chunk) and rwkv7's
+  // states. mamba2's and granitehybrid's parts are all smaller, so the server answers their bytes
+  // in the replies, as it does for everything below 1 MiB on a sanitized server.
+  const bool maps = GetParam() == "qwen35" || GetParam() == "qwen3" || GetParam() == "rwkv7";
+  if (maps && !it::ServerIsSanitized()) {
+    EXPECT_GT(via_shm.mapped_bytes, 0u) << "nothing was read through the mapping";
+  }
+  if (!maps) EXPECT_EQ(via_shm.mapped_bytes, 0u);
+  const std::vector<uint8_t> socket_state =
+      RestoreAndCompare(*saver, saving, *restorer, over_socket, second, via_socket);
+  EXPECT_FALSE(via_socket.shared_memory);
+  EXPECT_EQ(over_socket.stats().shm_restores, 0u);
+  EXPECT_EQ(via_shm.bytes, via_socket.bytes);
+  EXPECT_TRUE(shm_state == socket_state)
+      << "llama.cpp got other bytes through the arenas than over the socket";
+  // Again: the connection beside the client is kept, its leases given back.
+  RestoreReport again;
+  EXPECT_EQ(shared.Restore(0, second, &again), 149u);
+  EXPECT_TRUE(again.shared_memory);
+  EXPECT_TRUE(StateOf(*restorer) == shm_state);
+  Result<Client> admin = Client::ConnectUnix(server.unix_socket_path());
+  ASSERT_TRUE(admin.ok());
+  // The last SHM.RELEASE is sent without waiting for its reply: give the server a moment.
+  int64_t leases = -1;
+  for (int i = 0; i < 100 && leases != 0; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    leases = ShmLeases(*admin);
+  }
+  EXPECT_EQ(leases, 0) << "a restore left SHM leases behind";
+  EXPECT_TRUE(logged_.empty()) << logged_.front();
+}
+
+// A server that refuses the shared path (this uid not allowed; arenas off): restores go over the
+// socket, the refusal is logged once, and the state is as good.
+TEST_P(ShmCacheTest, RefusedArenasFallBackToTheSocket) {
+  const std::vector<std::vector<std::string>> refusing = {
+      {"--shm-arenas", "yes", "--shm-allow-uids", std::to_string(::geteuid() + 1)}, {}};
+  for (const auto& flags : refusing) {
+    SCOPED_TRACE(flags.empty() ? "arenas off" : "uid not allowed");
+    logged_.clear();
+    it::ServerProcess server;
+    ASSERT_NO_FATAL_FAILURE(Start(server, flags));
+    auto saver = Load(GetParam());
+    auto restorer = Load(GetParam());
+    ASSERT_TRUE(saver && restorer);
+    CacheOptions options;
+    options.block_size = 16;
+    options.checkpoint_interval = 64;
+    PromptCache saving = Open(server, *saver, options);
+    PromptCache restoring = Open(server, *restorer, options);
+    const std::vector<llama_token> first = RandomTokens(10, 150, saver->vocab());
+    ASSERT_TRUE(saving.Prefill(0, first, 0).ok());
+    std::vector<llama_token> second = first;
+    second.push_back(5);
+    for (int i = 0; i < 2; ++i) {
+      RestoreReport report;
+      RestoreAndCompare(*saver, saving, *restorer, restoring, second, report);
+      EXPECT_FALSE(report.shared_memory);
+    }
+    EXPECT_EQ(restoring.stats().shm_restores, 0u);
+    EXPECT_EQ(restoring.stats().failures, 0u);
+    ASSERT_EQ(logged_.size(), 1u);
+    EXPECT_NE(logged_[0].find("shared memory refused"), std::string::npos) << logged_[0];
+  }
+}
+
+// A shared fetch past the connection's SHM lease cap is refused with nothing leased and the prefix
+// lease kept: that restore goes over the socket (logged once), and the next, with room again,
+// through the arenas.
+// Only parts in the arenas take leases: the families whose parts are large enough (see above).
+class ShmLeaseCapTest : public ShmCacheTest {};
+
+TEST_P(ShmLeaseCapTest, LeaseCapFallsBackForThatRestoreOnly) {
+  // A sanitized server keeps these parts on the heap: no lease to refuse.
+  if (it::ServerIsSanitized()) GTEST_SKIP() << "a sanitized server keeps these parts on the heap";
+  it::ServerProcess server;
+  ASSERT_NO_FATAL_FAILURE(Start(server, {"--shm-arenas", "yes", "--shm-max-leases", "1"}));
+  auto saver = Load(GetParam());
+  auto restorer = Load(GetParam());
+  ASSERT_TRUE(saver && restorer);
+  CacheOptions options;
+  options.block_size = 16;
+  options.checkpoint_interval = 64;
+  PromptCache saving = Open(server, *saver, options);
+  PromptCache restoring = Open(server, *restorer, options);
+  const std::vector<llama_token> first = RandomTokens(10, 150, saver->vocab());
+  ASSERT_TRUE(saving.Prefill(0, first, 0).ok());
+  std::vector<llama_token> second = first;
+  second.push_back(5);
+  RestoreReport capped;
+  const std::vector<uint8_t> over_socket =
+      RestoreAndCompare(*saver, saving, *restorer, restoring, second, capped);
+  EXPECT_FALSE(capped.shared_memory);
+  EXPECT_EQ(restoring.stats().failures, 0u);
+  ASSERT_EQ(logged_.size(), 1u);
+  EXPECT_NE(logged_[0].find("shared-memory fetch failed"), std::string::npos) << logged_[0];
+  Result<Client> admin = Client::ConnectUnix(server.unix_socket_path());
+  ASSERT_TRUE(admin.ok());
+  ASSERT_TRUE(admin->Command({"CONFIG", "SET", "shm-max-leases", "1024"}).ok());
+  RestoreReport shared;
+  const std::vector<uint8_t> through_arenas =
+      RestoreAndCompare(*saver, saving, *restorer, restoring, second, shared);
+  EXPECT_TRUE(shared.shared_memory) << "one refusal for the cap turned the shared path off";
+  EXPECT_GT(shared.mapped_bytes, 0u);
+  EXPECT_TRUE(through_arenas == over_socket);
+  EXPECT_EQ(restoring.stats().shm_restores, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ShmCacheTest,
+                         ::testing::Values("qwen35", "mamba2", "rwkv7", "qwen3", "granitehybrid"));
+INSTANTIATE_TEST_SUITE_P(Families, ShmLeaseCapTest, ::testing::Values("qwen35", "rwkv7", "qwen3"));
 
 }  // namespace
 }  // namespace prefixd::llama

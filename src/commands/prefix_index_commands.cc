@@ -808,7 +808,7 @@ void ShmLFetch(Context& ctx) {
   std::vector<const Bytes*> lendable(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) lendable[i] = &pieces[i];
   std::vector<ShmLent> lent;
-  if (!ShmLendAll(ctx, lendable, lent)) return;
+  if (!ShmLendAll(ctx, args[1], lendable, lent)) return;
   // The pieces hold what they share: the prefix lease may end now.
   if (fetch->release) {
     Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) { index.Release(fetch->lease); });

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "integration/server_fixture.h"
+#include "integration/shm_lease_holder.h"
 #include "prefixd/shm.h"
 
 namespace prefixd::it {
@@ -925,30 +926,10 @@ TEST_F(ShmTest, AKilledClientsLeasesAreFreed) {
     ASSERT_NO_FATAL_FAILURE(Connect(setter));
     ASSERT_NO_FATAL_FAILURE(Set(setter, "k", Pattern(4 << 20, 7)));
   }
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const std::string path = server_.unix_socket_path();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // The child: five leases, then it waits to be killed.
-    ShmClient holder;
-    int held = 0;
-    if (holder.Connect(path).ok()) {
-      for (int i = 0; i < 5; ++i) {
-        ShmView v;
-        if (holder.Get("k", v).ok() && v.lease != 0) ++held;
-      }
-    }
-    const char byte = static_cast<char>(held);
-    (void)!::write(ready[1], &byte, 1);
-    while (true) ::pause();
-  }
-  ::close(ready[1]);
-  char held = 0;
-  ASSERT_EQ(::read(ready[0], &held, 1), 1);
-  ::close(ready[0]);
-  EXPECT_EQ(held, 5);
+  const LeaseHolder holder = ForkLeaseHolder(server_.unix_socket_path(), "k", 5);
+  ASSERT_GT(holder.pid, 0);
+  const pid_t child = holder.pid;
+  EXPECT_EQ(holder.held, 5);
   EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 5u);
   ASSERT_EQ(::kill(child, SIGKILL), 0);
   int status = 0;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -461,6 +462,31 @@ class ShmCacheTest : public ::testing::TestWithParam<std::string> {
     return state;
   }
 
+  // Caches of blocks of 16 tokens with a checkpoint every 64.
+  static CacheOptions SmallBlocks() {
+    CacheOptions options;
+    options.block_size = 16;
+    options.checkpoint_interval = 64;
+    return options;
+  }
+
+  // Two contexts of the family and their caches on `server` (SmallBlocks), and 150 random tokens
+  // prefilled and saved through the first.
+  struct SavedPrompt {
+    std::unique_ptr<Runner> saver, restorer;
+    std::optional<PromptCache> saving, restoring;
+    std::vector<llama_token> first;
+  };
+  void SaveFirst(it::ServerProcess& server, SavedPrompt& saved) {
+    saved.saver = Load(GetParam());
+    saved.restorer = Load(GetParam());
+    ASSERT_TRUE(saved.saver && saved.restorer);
+    saved.saving.emplace(Open(server, *saved.saver, SmallBlocks()));
+    saved.restoring.emplace(Open(server, *saved.restorer, SmallBlocks()));
+    saved.first = RandomTokens(10, 150, saved.saver->vocab());
+    ASSERT_TRUE(saved.saving->Prefill(0, saved.first, 0).ok());
+  }
+
   std::vector<std::string> logged_;
 };
 
@@ -469,27 +495,23 @@ class ShmCacheTest : public ::testing::TestWithParam<std::string> {
 TEST_P(ShmCacheTest, RestoresThroughTheArenasTheBytesTheSocketGives) {
   it::ServerProcess server;
   ASSERT_NO_FATAL_FAILURE(Start(server, {"--shm-arenas", "yes"}));
-  auto saver = Load(GetParam());
-  auto restorer = Load(GetParam());
-  ASSERT_TRUE(saver && restorer);
-  CacheOptions options;
-  options.block_size = 16;
-  options.checkpoint_interval = 64;
-  PromptCache saving = Open(server, *saver, options);
-  PromptCache shared = Open(server, *restorer, options);
-  CacheOptions socket_only = options;
+  SavedPrompt saved;
+  ASSERT_NO_FATAL_FAILURE(SaveFirst(server, saved));
+  Runner& saver = *saved.saver;
+  Runner& restorer = *saved.restorer;
+  PromptCache& saving = *saved.saving;
+  PromptCache& shared = *saved.restoring;
+  CacheOptions socket_only = SmallBlocks();
   socket_only.shared_memory = false;
-  PromptCache over_socket = Open(server, *restorer, socket_only);
+  PromptCache over_socket = Open(server, restorer, socket_only);
 
-  const std::vector<llama_token> first = RandomTokens(10, 150, saver->vocab());
-  ASSERT_TRUE(saving.Prefill(0, first, 0).ok());
-  std::vector<llama_token> second = first;
-  const std::vector<llama_token> more = RandomTokens(11, 40, saver->vocab());
+  std::vector<llama_token> second = saved.first;
+  const std::vector<llama_token> more = RandomTokens(11, 40, saver.vocab());
   second.insert(second.end(), more.begin(), more.end());
 
   RestoreReport via_shm, via_socket;
   const std::vector<uint8_t> shm_state =
-      RestoreAndCompare(*saver, saving, *restorer, shared, second, via_shm);
+      RestoreAndCompare(saver, saving, restorer, shared, second, via_shm);
   EXPECT_TRUE(via_shm.shared_memory) << "the restore did not read through the arenas";
   EXPECT_EQ(shared.stats().shm_restores, 1u);
   // Values of 32 KiB and more lie in the arenas and are read through the mapping: qwen35's and
@@ -502,7 +524,7 @@ TEST_P(ShmCacheTest, RestoresThroughTheArenasTheBytesTheSocketGives) {
   }
   if (!maps) EXPECT_EQ(via_shm.mapped_bytes, 0u);
   const std::vector<uint8_t> socket_state =
-      RestoreAndCompare(*saver, saving, *restorer, over_socket, second, via_socket);
+      RestoreAndCompare(saver, saving, restorer, over_socket, second, via_socket);
   EXPECT_FALSE(via_socket.shared_memory);
   EXPECT_EQ(over_socket.stats().shm_restores, 0u);
   EXPECT_EQ(via_shm.bytes, via_socket.bytes);
@@ -512,7 +534,7 @@ TEST_P(ShmCacheTest, RestoresThroughTheArenasTheBytesTheSocketGives) {
   RestoreReport again;
   EXPECT_EQ(shared.Restore(0, second, &again), 149u);
   EXPECT_TRUE(again.shared_memory);
-  EXPECT_TRUE(StateOf(*restorer) == shm_state);
+  EXPECT_TRUE(StateOf(restorer) == shm_state);
   Result<Client> admin = Client::ConnectUnix(server.unix_socket_path());
   ASSERT_TRUE(admin.ok());
   // The last SHM.RELEASE is sent without waiting for its reply: give the server a moment.
@@ -535,25 +557,18 @@ TEST_P(ShmCacheTest, RefusedArenasFallBackToTheSocket) {
     logged_.clear();
     it::ServerProcess server;
     ASSERT_NO_FATAL_FAILURE(Start(server, flags));
-    auto saver = Load(GetParam());
-    auto restorer = Load(GetParam());
-    ASSERT_TRUE(saver && restorer);
-    CacheOptions options;
-    options.block_size = 16;
-    options.checkpoint_interval = 64;
-    PromptCache saving = Open(server, *saver, options);
-    PromptCache restoring = Open(server, *restorer, options);
-    const std::vector<llama_token> first = RandomTokens(10, 150, saver->vocab());
-    ASSERT_TRUE(saving.Prefill(0, first, 0).ok());
-    std::vector<llama_token> second = first;
+    SavedPrompt saved;
+    ASSERT_NO_FATAL_FAILURE(SaveFirst(server, saved));
+    std::vector<llama_token> second = saved.first;
     second.push_back(5);
     for (int i = 0; i < 2; ++i) {
       RestoreReport report;
-      RestoreAndCompare(*saver, saving, *restorer, restoring, second, report);
+      RestoreAndCompare(*saved.saver, *saved.saving, *saved.restorer, *saved.restoring, second,
+                        report);
       EXPECT_FALSE(report.shared_memory);
     }
-    EXPECT_EQ(restoring.stats().shm_restores, 0u);
-    EXPECT_EQ(restoring.stats().failures, 0u);
+    EXPECT_EQ(saved.restoring->stats().shm_restores, 0u);
+    EXPECT_EQ(saved.restoring->stats().failures, 0u);
     ASSERT_EQ(logged_.size(), 1u);
     EXPECT_NE(logged_[0].find("shared memory refused"), std::string::npos) << logged_[0];
   }
@@ -570,21 +585,17 @@ TEST_P(ShmLeaseCapTest, LeaseCapFallsBackForThatRestoreOnly) {
   if (it::ServerIsSanitized()) GTEST_SKIP() << "a sanitized server keeps these parts on the heap";
   it::ServerProcess server;
   ASSERT_NO_FATAL_FAILURE(Start(server, {"--shm-arenas", "yes", "--shm-max-leases", "1"}));
-  auto saver = Load(GetParam());
-  auto restorer = Load(GetParam());
-  ASSERT_TRUE(saver && restorer);
-  CacheOptions options;
-  options.block_size = 16;
-  options.checkpoint_interval = 64;
-  PromptCache saving = Open(server, *saver, options);
-  PromptCache restoring = Open(server, *restorer, options);
-  const std::vector<llama_token> first = RandomTokens(10, 150, saver->vocab());
-  ASSERT_TRUE(saving.Prefill(0, first, 0).ok());
-  std::vector<llama_token> second = first;
+  SavedPrompt saved;
+  ASSERT_NO_FATAL_FAILURE(SaveFirst(server, saved));
+  Runner& saver = *saved.saver;
+  Runner& restorer = *saved.restorer;
+  PromptCache& saving = *saved.saving;
+  PromptCache& restoring = *saved.restoring;
+  std::vector<llama_token> second = saved.first;
   second.push_back(5);
   RestoreReport capped;
   const std::vector<uint8_t> over_socket =
-      RestoreAndCompare(*saver, saving, *restorer, restoring, second, capped);
+      RestoreAndCompare(saver, saving, restorer, restoring, second, capped);
   EXPECT_FALSE(capped.shared_memory);
   EXPECT_EQ(restoring.stats().failures, 0u);
   ASSERT_EQ(logged_.size(), 1u);
@@ -594,7 +605,7 @@ TEST_P(ShmLeaseCapTest, LeaseCapFallsBackForThatRestoreOnly) {
   ASSERT_TRUE(admin->Command({"CONFIG", "SET", "shm-max-leases", "1024"}).ok());
   RestoreReport shared;
   const std::vector<uint8_t> through_arenas =
-      RestoreAndCompare(*saver, saving, *restorer, restoring, second, shared);
+      RestoreAndCompare(saver, saving, restorer, restoring, second, shared);
   EXPECT_TRUE(shared.shared_memory) << "one refusal for the cap turned the shared path off";
   EXPECT_GT(shared.mapped_bytes, 0u);
   EXPECT_TRUE(through_arenas == over_socket);

@@ -145,6 +145,35 @@ TEST_F(ShmTest, ViewsHoldEveryByteOfTheStoredValue) {
   EXPECT_EQ(syntax.status().message(), "ERR syntax error");
 }
 
+// The shared forms read the database the connection selected, as GET does: a key of another
+// database is nil until the client selects it.
+TEST_F(ShmTest, ReadsOnlyTheSelectedDatabase) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const std::string value = Pattern(2 << 20, 5), layer = Pattern(2 << 20, 6);
+  ASSERT_TRUE(client.Command({"SELECT", "1"}).ok());
+  ASSERT_NO_FATAL_FAILURE(Set(client, "db1", value));
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "s1", "0", layer}).ok());
+  ASSERT_TRUE(client.Command({"SELECT", "0"}).ok());
+  ShmView view;
+  EXPECT_EQ(client.Get("db1", view).code(), StatusCode::kNotFound);
+  std::vector<ShmView> layers;
+  const uint32_t zero = 0;
+  ASSERT_TRUE(client.FetchLayers("s1", std::span(&zero, 1), layers).ok());
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].data, nullptr) << "a layer of database 1 answered in database 0";
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
+  ASSERT_TRUE(client.Command({"SELECT", "1"}).ok());
+  ASSERT_TRUE(client.Get("db1", view).ok());
+  EXPECT_TRUE(AsString(view) == value);
+  ASSERT_TRUE(client.FetchLayers("s1", std::span(&zero, 1), layers).ok());
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_TRUE(AsString(layers[0]) == layer);
+  ASSERT_TRUE(client.Release(view).ok());
+  ASSERT_TRUE(client.Release(layers[0]).ok());
+}
+
 TEST_F(ShmTest, LeaseKeepsOldBytesThroughOverwriteDelAndFlushall) {
   ASSERT_NO_FATAL_FAILURE(Start());
   ShmClient client;

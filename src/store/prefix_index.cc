@@ -19,6 +19,12 @@ uint64_t SumSizes(const std::vector<Bytes>& v) {
   return total;
 }
 
+// A lease's tail rows of `layer` (K for half 0, V for 1). Only for a run past the lease's whole
+// blocks: a lease without a tail has no tail vectors at all.
+const Bytes& TailOf(const LeaseView& view, int half, uint32_t layer) {
+  return half == 0 ? view.tail_k[layer] : view.tail_v[layer];
+}
+
 }  // namespace
 
 std::vector<Hash128> ReadHashes(std::string_view raw) {
@@ -540,13 +546,12 @@ Bytes PrefixIndex::GatherRows(const LeaseView& view, uint32_t layer, uint64_t st
                               uint64_t end) const {
   Bytes out = Bytes::Allocate(2 * (end - start) * shape_.row_bytes());
   uint8_t* dst = out.mutable_data();
-  ForEachLeaseRun(view, layer, start, end,
-                  [&](int half, uint32_t page, size_t offset, size_t length) {
-                    const Bytes& tail = half == 0 ? view.tail_k[layer] : view.tail_v[layer];
-                    const uint8_t* src = page == kNone ? tail.data() : pages_.Data(page);
-                    std::memcpy(dst, src + offset, length);
-                    dst += length;
-                  });
+  ForEachLeaseRun(
+      view, layer, start, end, [&](int half, uint32_t page, size_t offset, size_t length) {
+        const uint8_t* src = page == kNone ? TailOf(view, half, layer).data() : pages_.Data(page);
+        std::memcpy(dst, src + offset, length);
+        dst += length;
+      });
   return out;
 }
 
@@ -555,8 +560,8 @@ std::vector<Bytes> PrefixIndex::SharedLeaseRows(const LeaseView& view, uint32_t 
   std::vector<Bytes> pieces;
   ForEachLeaseRun(
       view, layer, start, end, [&](int half, uint32_t page, size_t offset, size_t length) {
-        const Bytes& tail = half == 0 ? view.tail_k[layer] : view.tail_v[layer];
-        pieces.push_back((page == kNone ? tail : pages_.Share(page)).Slice(offset, length));
+        const Bytes whole = page == kNone ? TailOf(view, half, layer) : pages_.Share(page);
+        pieces.push_back(whole.Slice(offset, length));
       });
   return pieces;
 }

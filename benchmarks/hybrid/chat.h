@@ -74,8 +74,24 @@ struct ChatRow {
   }
 };
 
+// How the warm starts' rows and states came from the server. Over the unix socket with the shared
+// arenas open (LinkTransport::kShm), each matched prefix is read with KV.PREFIX.SHMLFETCH (and,
+// for --restore kv-only, its whole blocks with KV.PREFIX.SHMBFETCH): the pieces are copied from
+// the server's arenas straight into the model's state, then their leases are released. A shared
+// call the server refuses (the lease cap) is done again over the socket.
+struct ChatFetchPath {
+  std::string transport = "tcp";  // LinkTransportName: "unix" after a refused SHM.HELLO
+  std::string shm_refused;        // SHM.HELLO's refusal, when it was refused
+  uint64_t shared_calls = 0;      // KV.PREFIX.SHMLFETCH and SHMBFETCH answered
+  uint64_t shared_bytes = 0;      // read in place from the arenas, under a lease
+  uint64_t shared_views = 0;      // leased pieces
+  uint64_t inline_bytes = 0;      // answered as bytes by a shared call (small pieces)
+  uint64_t socket_fallbacks = 0;  // shared calls refused, done again over the socket
+};
+
 struct ChatReport {
   std::vector<ChatRow> rows;
+  ChatFetchPath path;
   double server_gbps = 0;  // best of three fetches of options.loopback_mb MiB from the server
   ChatOptions options;
 };
@@ -93,8 +109,10 @@ std::string ChatVerdict(const std::vector<ChatRow>& rows);
 // "turn,prompt_tokens,matched_tokens,prefilled_tokens,cold_ttft_ms,warm_ttft_ms,speedup,
 // states_bitexact,token_agreement" and one line per turn.
 std::string ChatCsv(const std::vector<ChatRow>& rows);
-// The turns' table, the TTFT bound per turn and, with --compare, the alternatives per turn and
-// the prefill tokens each avoided in all.
+// One line: the path the fetches took and what came through it ("fetches via shm: ...").
+std::string ChatPathLine(const ChatFetchPath& path);
+// The turns' table, the fetch path, the TTFT bound per turn and, with --compare, the alternatives
+// per turn and the prefill tokens each avoided in all.
 std::string ChatMarkdown(const ChatReport& report, std::string_view title);
 // --chart: per turn, the cold and warm TTFT as bars (linear ms), each turn labelled with its
 // matched and prompt tokens. Self-contained SVG 1.1, as the sweep's chart.

@@ -264,6 +264,8 @@ class ChatSession {
     for (size_t i = 0; i < cold_tokens.size() && i < warm_tokens.size(); ++i) {
       row.agreeing_tokens += cold_tokens[i] == warm_tokens[i];
     }
+    row.warm_digests = warm_digests;
+    row.warm_tokens = warm_tokens;
     *reply = cold_tokens;  // the conversation continues with the correct reply
     return row;
   }

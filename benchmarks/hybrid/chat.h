@@ -50,6 +50,10 @@ struct ChatRow {
   // tokens (pauses to store checkpoints on the way are not counted in either, nor in the TTFT).
   double restore_ms = 0;
   double prefill_ms = 0;
+  // The warm start's state after the prompt (DigestState, per layer) and its reply tokens: what
+  // --json writes, so that runs over different transports can be compared with each other.
+  std::vector<std::string> warm_digests;
+  std::vector<int32_t> warm_tokens;
 
   // --compare: the same prompt under the alternatives. Exact key: the lookup is measured; on a
   // miss its TTFT is the lookup plus the cold prefill measured above (a miss is a cold prefill).

@@ -1,7 +1,8 @@
 // `prefixd-hybrid chat`: conversation workloads over the server's prefix index
 // (docs/prefix-index.md). Each turn matches its longest cached prefix (KV.PREFIX.MATCH), hydrates
 // it from the lease, prefills only the rest, stores the new blocks and a checkpoint at the
-// prompt's end, and is compared with a cold prefill of the whole prompt. One thread: the model's
+// prompt's end, and is compared with a cold prefill of the whole prompt. Over a unix socket with
+// the shared arenas open, the lease is read in place (ChatFetchPath). One thread: the model's
 // own pool does the parallel work.
 #pragma once
 

@@ -34,6 +34,64 @@ std::vector<uint32_t> AsU32(std::span<const int32_t> tokens) {
   return {tokens.begin(), tokens.end()};
 }
 
+// `n` floats of `buf` from float `from`, as bytes to write.
+std::span<uint8_t> WritableBytes(FloatBuffer& buf, size_t from, size_t n) {
+  return {reinterpret_cast<uint8_t*>(buf.data() + from), n * sizeof(float)};
+}
+
+// Copies the pieces of a shared call, joined, into `to`, one place after the other, each filled
+// exactly. False (nothing promised about `to`) when the pieces' total is not the places'.
+bool CopyPieces(std::span<const ShmView> pieces, std::initializer_list<std::span<uint8_t>> to) {
+  size_t total = 0, room = 0;
+  for (const ShmView& p : pieces) total += p.size;
+  for (std::span<uint8_t> place : to) room += place.size();
+  if (total != room) return false;
+  auto place = to.begin();
+  size_t at = 0;  // bytes written into *place
+  for (const ShmView& p : pieces) {
+    size_t done = 0;
+    while (done < p.size) {
+      while (at == place->size()) ++place, at = 0;
+      const size_t n = std::min(p.size - done, place->size() - at);
+      std::memcpy(place->data() + at, p.data + done, n);
+      done += n;
+      at += n;
+    }
+  }
+  return true;
+}
+
+// The SHM leases of the pieces one shared call answered, counted in `path` and released when
+// the copy is done, or when the hydration gives up.
+class PieceLeases {
+ public:
+  PieceLeases(ShmClient& shm, std::span<const ShmView> pieces, ChatFetchPath& path) : shm_(shm) {
+    ++path.shared_calls;
+    for (const ShmView& p : pieces) {
+      if (p.lease == 0) {
+        path.inline_bytes += p.size;
+        continue;
+      }
+      path.shared_bytes += p.size;
+      ++path.shared_views;
+      ids_.push_back(p.lease);
+    }
+  }
+  ~PieceLeases() { (void)Release(); }
+  PieceLeases(const PieceLeases&) = delete;
+  PieceLeases& operator=(const PieceLeases&) = delete;
+
+  Status Release() {
+    const std::vector<uint64_t> ids = std::move(ids_);
+    ids_.clear();
+    return shm_.Release(ids);
+  }
+
+ private:
+  ShmClient& shm_;
+  std::vector<uint64_t> ids_;
+};
+
 // The layers of the namespace: attention layers by rank (ATTN) and the others (RECURRENT).
 struct LayerMap {
   std::vector<size_t> attention, recurrent;
@@ -91,6 +149,9 @@ class ChatSession {
     chain.blocks = PrefixBlockHashes(chain.u32, block_);
     return chain;
   }
+
+  // What this session's fetches took and carried (the transport is the caller's to fill in).
+  const ChatFetchPath& path() const { return path_; }
 
   // Matches the longest cached prefix, hydrates it and prefills the rest, pausing (untimed) to
   // store a checkpoint at each of `checkpoint_at` strictly inside the prefilled part. At least
@@ -203,6 +264,8 @@ class ChatSession {
     for (size_t i = 0; i < cold_tokens.size() && i < warm_tokens.size(); ++i) {
       row.agreeing_tokens += cold_tokens[i] == warm_tokens[i];
     }
+    row.warm_digests = warm_digests;
+    row.warm_tokens = warm_tokens;
     *reply = cold_tokens;  // the conversation continues with the correct reply
     return row;
   }
@@ -231,32 +294,129 @@ class ChatSession {
     const size_t rows = static_cast<size_t>(n) * static_cast<size_t>(config_.kv_dim());
     state.ResizeTokens(n);
     uint64_t bytes = 0;
-    std::vector<float> buf(2 * rows);
+    std::vector<float> buf;
     for (size_t r = 0; r < layers_.attention.size(); ++r) {
+      LayerState& layer = state.layers()[layers_.attention[r]];
+      PREFIXD_ASSIGN_OR_RETURN(
+          bool shared,
+          LeaseRowsShared(m.lease, static_cast<uint32_t>(r), 0, m.length,
+                          WritableBytes(layer.k, 0, rows), WritableBytes(layer.v, 0, rows)));
+      bytes += 2 * rows * sizeof(float);
+      if (shared) continue;
+      buf.resize(2 * rows);
       PREFIXD_ASSIGN_OR_RETURN(size_t got, Call([&](Client& c) {
                                  return c.PrefixLeaseFetchAttention(
                                      ns_, m.lease, static_cast<uint32_t>(r), 0, m.length, buf);
                                }));
       if (got != buf.size()) return Status::Internal("short attention fetch");
-      LayerState& layer = state.layers()[layers_.attention[r]];
       std::memcpy(layer.k.data(), buf.data(), rows * sizeof(float));
       std::memcpy(layer.v.data(), buf.data() + rows, rows * sizeof(float));
-      bytes += buf.size() * sizeof(float);
     }
-    PREFIXD_ASSIGN_OR_RETURN(std::vector<Blob> blobs, Call([&](Client& c) {
-                               return c.PrefixLeaseFetchState(ns_, m.lease, {}, /*release=*/true);
-                             }));
-    if (blobs.size() != layers_.recurrent.size()) {
-      return Status::Internal("the checkpoint has " + std::to_string(blobs.size()) +
-                              " recurrent layers, the model " +
-                              std::to_string(layers_.recurrent.size()));
-    }
-    for (size_t q = 0; q < blobs.size(); ++q) {
-      PREFIXD_RETURN_IF_ERROR(LoadRecurrent(state.layers()[layers_.recurrent[q]], blobs[q]));
-      bytes += blobs[q].size();
+    PREFIXD_ASSIGN_OR_RETURN(bool shared, LeaseStateShared(m.lease, &bytes));
+    if (!shared) {
+      PREFIXD_ASSIGN_OR_RETURN(std::vector<Blob> blobs, Call([&](Client& c) {
+                                 return c.PrefixLeaseFetchState(ns_, m.lease, {},
+                                                                /*release=*/true);
+                               }));
+      PREFIXD_RETURN_IF_ERROR(CheckRecurrentCount(blobs.size()));
+      for (size_t q = 0; q < blobs.size(); ++q) {
+        PREFIXD_RETURN_IF_ERROR(LoadRecurrent(state.layers()[layers_.recurrent[q]], blobs[q]));
+        bytes += blobs[q].size();
+      }
     }
     state.set_n_tokens(n);
     return bytes;
+  }
+
+  Status CheckRecurrentCount(size_t got) const {
+    if (got == layers_.recurrent.size()) return {};
+    return Status::Internal("the checkpoint has " + std::to_string(got) +
+                            " recurrent layers, the model " +
+                            std::to_string(layers_.recurrent.size()));
+  }
+
+  // A shared call's error: false (do it again over the socket, counted) when the server refused
+  // it but the socket would serve it (the lease cap), else the error.
+  Result<bool> SharedRefused(const Status& st) {
+    if (!IsRefusedSharedCall(st)) return st;
+    ++path_.socket_fallbacks;
+    return false;
+  }
+
+  // Copies the pieces a shared call answered into `to` and releases their leases, once their
+  // generations show that no byte was freed during the copy (a lease that ran out: an error, as
+  // the prefix lease may be gone by then).
+  Status TakePieces(ShmClient& shm, std::span<const ShmView> pieces,
+                    std::initializer_list<std::span<uint8_t>> to, std::string_view what) {
+    PieceLeases leases(shm, pieces, path_);
+    if (!CopyPieces(pieces, to)) {
+      return Status::Internal(std::string(what) + " answered another length than the state's");
+    }
+    for (const ShmView& p : pieces) {
+      if (!shm.Valid(p)) {
+        return Status::Internal(std::string(what) + " was freed while it was copied");
+      }
+    }
+    return leases.Release();
+  }
+
+  // Rows [start, end) of attention layer `rank` of the leased prefix through the shared path
+  // (KV.PREFIX.SHMLFETCH ... ATTN): its K rows into `k` and its V rows into `v`. False when there
+  // is no shared path or the server refused the call: the caller reads over the socket.
+  Result<bool> LeaseRowsShared(uint64_t lease, uint32_t rank, uint64_t start, uint64_t end,
+                               std::span<uint8_t> k, std::span<uint8_t> v) {
+    ShmClient* shm = link_.shm();
+    if (shm == nullptr) return false;
+    std::vector<ShmView> pieces;
+    const Status st = shm->FetchLeaseRows(ns_, lease, rank, pieces, /*native=*/false, start, end);
+    if (!st.ok()) return SharedRefused(st);
+    PREFIXD_RETURN_IF_ERROR(TakePieces(*shm, pieces, {k, v}, "KV.PREFIX.SHMLFETCH ATTN"));
+    return true;
+  }
+
+  // Attention layer `rank`'s rows of the whole blocks `hashes` through the shared path
+  // (KV.PREFIX.SHMBFETCH): their K rows into `k` and their V rows into `v`. False when there is
+  // no shared path or the server refused the call.
+  Result<bool> BlocksShared(std::span<const PrefixHash> hashes, uint32_t rank, std::span<uint8_t> k,
+                            std::span<uint8_t> v) {
+    ShmClient* shm = link_.shm();
+    if (shm == nullptr) return false;
+    std::string raw;
+    for (const PrefixHash& h : hashes)
+      raw.append(reinterpret_cast<const char*>(h.data()), h.size());
+    std::vector<ShmView> pieces;
+    const Status st = shm->FetchBlocks(ns_, raw, rank, pieces);
+    if (st.code() == StatusCode::kNotFound) return Status::Internal("a matched block is missing");
+    if (!st.ok()) return SharedRefused(st);
+    PREFIXD_RETURN_IF_ERROR(TakePieces(*shm, pieces, {k, v}, "KV.PREFIX.SHMBFETCH"));
+    return true;
+  }
+
+  // Every recurrent layer of the leased checkpoint through the shared path
+  // (KV.PREFIX.SHMLFETCH ... STATE RELEASE): each blob parsed where it lies in the arena and its
+  // arrays copied into the state. False when there is no shared path or the server refused the
+  // call (the prefix lease is then kept, for the socket).
+  Result<bool> LeaseStateShared(uint64_t lease, uint64_t* bytes) {
+    ShmClient* shm = link_.shm();
+    if (shm == nullptr) return false;
+    std::vector<ShmView> views;
+    const Status st = shm->FetchLeaseState(ns_, lease, {}, views, /*release=*/true);
+    if (!st.ok()) return SharedRefused(st);
+    PieceLeases leases(*shm, views, path_);
+    PREFIXD_RETURN_IF_ERROR(CheckRecurrentCount(views.size()));
+    SequenceState& state = backend_.host_state();
+    for (size_t q = 0; q < views.size(); ++q) {
+      PREFIXD_RETURN_IF_ERROR(
+          LoadRecurrent(state.layers()[layers_.recurrent[q]], views[q].bytes()));
+      *bytes += views[q].size;
+    }
+    for (const ShmView& v : views) {
+      if (!shm->Valid(v)) {
+        return Status::Internal("KV.PREFIX.SHMLFETCH STATE was freed while it was copied");
+      }
+    }
+    PREFIXD_RETURN_IF_ERROR(leases.Release());
+    return true;
   }
 
   // The negative control: the same blocks (KV.PREFIX.BFETCH) and tail (through the lease) for
@@ -272,7 +432,15 @@ class ChatSession {
     uint64_t bytes = 0;
     for (size_t r = 0; r < layers_.attention.size(); ++r) {
       LayerState& layer = state.layers()[layers_.attention[r]];
+      const uint32_t rank = static_cast<uint32_t>(r);
+      bool shared = false;
       if (full > 0) {
+        PREFIXD_ASSIGN_OR_RETURN(shared, BlocksShared(std::span(blocks).first(full), rank,
+                                                      WritableBytes(layer.k, 0, head * dim),
+                                                      WritableBytes(layer.v, 0, head * dim)));
+        bytes += 2 * head * dim * sizeof(float);
+      }
+      if (full > 0 && !shared) {
         std::vector<float> buf(2 * head * dim);
         PREFIXD_ASSIGN_OR_RETURN(std::optional<size_t> got, Call([&](Client& c) {
                                    return c.PrefixFetchBlocks(ns_, std::span(blocks).first(full),
@@ -281,9 +449,16 @@ class ChatSession {
         if (!got) return Status::Internal("a matched block is missing");
         std::memcpy(layer.k.data(), buf.data(), head * dim * sizeof(float));
         std::memcpy(layer.v.data(), buf.data() + head * dim, head * dim * sizeof(float));
-        bytes += buf.size() * sizeof(float);
       }
+      shared = false;
       if (tail > 0) {
+        PREFIXD_ASSIGN_OR_RETURN(shared,
+                                 LeaseRowsShared(m.lease, rank, head, static_cast<uint64_t>(n),
+                                                 WritableBytes(layer.k, head * dim, tail * dim),
+                                                 WritableBytes(layer.v, head * dim, tail * dim)));
+        bytes += 2 * tail * dim * sizeof(float);
+      }
+      if (tail > 0 && !shared) {
         std::vector<float> buf(2 * tail * dim);
         PREFIXD_RETURN_IF_ERROR(Call([&](Client& c) {
                                   return c.PrefixLeaseFetchAttention(ns_, m.lease,
@@ -293,7 +468,6 @@ class ChatSession {
         std::memcpy(layer.k.data() + head * dim, buf.data(), tail * dim * sizeof(float));
         std::memcpy(layer.v.data() + head * dim, buf.data() + tail * dim,
                     tail * dim * sizeof(float));
-        bytes += buf.size() * sizeof(float);
       }
     }
     PREFIXD_RETURN_IF_ERROR(
@@ -302,7 +476,7 @@ class ChatSession {
     return bytes;
   }
 
-  Status LoadRecurrent(LayerState& layer, const Blob& blob) {
+  Status LoadRecurrent(LayerState& layer, std::span<const uint8_t> blob) {
     PREFIXD_ASSIGN_OR_RETURN(std::vector<StateArrayView> arrays, DecodeStateBlob(blob));
     const std::vector<StateArraySpec> specs = RecurrentStateArrays(config_, layer.kind);
     if (arrays.size() != specs.size()) return Status::Corruption("state blob: array count");
@@ -395,6 +569,7 @@ class ChatSession {
   const uint32_t block_;
   const bool kv_only_;
   LayerMap layers_;
+  ChatFetchPath path_;
   // Every checkpoint this client stored: its length (an AT candidate for later prompts) and, by
   // position, the pieces its state was computed in (for the cold comparison).
   std::set<int64_t> stored_lengths_;
@@ -534,6 +709,16 @@ Result<ChatReport> RunChatWorkload(Backend& backend, std::string_view weights_id
     report.rows.push_back(row);
   }
   if (o.compare) PREFIXD_RETURN_IF_ERROR(exact.ForgetAll(link));
+  report.path = session.path();
+  const ChatFetchPath& a = aligned.path();
+  report.path.shared_calls += a.shared_calls;
+  report.path.shared_bytes += a.shared_bytes;
+  report.path.shared_views += a.shared_views;
+  report.path.inline_bytes += a.inline_bytes;
+  report.path.socket_fallbacks += a.socket_fallbacks;
+  report.path.transport = LinkTransportName(link.transport());
+  report.path.shm_refused = link.shm_refused();
+  std::fprintf(stderr, "%s\n", ChatPathLine(report.path).c_str());
   return report;
 }
 
@@ -549,6 +734,20 @@ std::string ChatVerdict(const std::vector<ChatRow>& rows) {
     if (r.agreeing_tokens != r.total_tokens) return at + "tokens disagree";
   }
   return {};
+}
+
+std::string ChatPathLine(const ChatFetchPath& path) {
+  std::string line = "fetches via " + path.transport;
+  if (path.transport == "shm") {
+    line += ": " + std::to_string(path.shared_calls) + " shared calls, " +
+            Fixed(static_cast<double>(path.shared_bytes) / 1e6, 2) + " MB read in place under " +
+            std::to_string(path.shared_views) + " leases, " +
+            Fixed(static_cast<double>(path.inline_bytes) / 1e6, 2) + " MB answered inline, " +
+            std::to_string(path.socket_fallbacks) + " refused calls done over the socket";
+  } else if (!path.shm_refused.empty()) {
+    line += " (the shared path was refused: " + path.shm_refused + ")";
+  }
+  return line;
 }
 
 std::string ChatCsv(const std::vector<ChatRow>& rows) {
@@ -635,6 +834,7 @@ std::string ChatMarkdown(const ChatReport& report, std::string_view title) {
         << (r.states_bitexact ? "yes" : "no") << " | " << r.agreeing_tokens << "/" << r.total_tokens
         << " |\n";
   }
+  out << "\n" << ChatPathLine(report.path) << "\n";
   out << "\nTTFT bound: fetched bytes / " << Fixed(gbps, 2)
       << " GB/s (a fetch from the server, best of 3) + the prefill of the unmatched tokens\n\n"
       << "| turn | fetched | match+fetch+hydrate | prefill | bound | warm TTFT | warm/bound | "

@@ -1,7 +1,8 @@
 // `prefixd-hybrid chat`: conversation workloads over the server's prefix index
 // (docs/prefix-index.md). Each turn matches its longest cached prefix (KV.PREFIX.MATCH), hydrates
 // it from the lease, prefills only the rest, stores the new blocks and a checkpoint at the
-// prompt's end, and is compared with a cold prefill of the whole prompt. One thread: the model's
+// prompt's end, and is compared with a cold prefill of the whole prompt. Over a unix socket with
+// the shared arenas open, the lease is read in place (ChatFetchPath). One thread: the model's
 // own pool does the parallel work.
 #pragma once
 
@@ -50,6 +51,10 @@ struct ChatRow {
   // tokens (pauses to store checkpoints on the way are not counted in either, nor in the TTFT).
   double restore_ms = 0;
   double prefill_ms = 0;
+  // The warm start's state after the prompt (DigestState, per layer) and its reply tokens: what
+  // --json writes, so that runs over different transports can be compared with each other.
+  std::vector<std::string> warm_digests;
+  std::vector<int32_t> warm_tokens;
 
   // --compare: the same prompt under the alternatives. Exact key: the lookup is measured; on a
   // miss its TTFT is the lookup plus the cold prefill measured above (a miss is a cold prefill).
@@ -74,8 +79,24 @@ struct ChatRow {
   }
 };
 
+// How the warm starts' rows and states came from the server. Over the unix socket with the shared
+// arenas open (LinkTransport::kShm), each matched prefix is read with KV.PREFIX.SHMLFETCH (and,
+// for --restore kv-only, its whole blocks with KV.PREFIX.SHMBFETCH): the pieces are copied from
+// the server's arenas straight into the model's state, then their leases are released. A shared
+// call the server refuses (the lease cap) is done again over the socket.
+struct ChatFetchPath {
+  std::string transport = "tcp";  // LinkTransportName: "unix" after a refused SHM.HELLO
+  std::string shm_refused;        // SHM.HELLO's refusal, when it was refused
+  uint64_t shared_calls = 0;      // KV.PREFIX.SHMLFETCH and SHMBFETCH answered
+  uint64_t shared_bytes = 0;      // read in place from the arenas, under a lease
+  uint64_t shared_views = 0;      // leased pieces
+  uint64_t inline_bytes = 0;      // answered as bytes by a shared call (small pieces)
+  uint64_t socket_fallbacks = 0;  // shared calls refused, done again over the socket
+};
+
 struct ChatReport {
   std::vector<ChatRow> rows;
+  ChatFetchPath path;
   double server_gbps = 0;  // best of three fetches of options.loopback_mb MiB from the server
   ChatOptions options;
 };
@@ -93,8 +114,10 @@ std::string ChatVerdict(const std::vector<ChatRow>& rows);
 // "turn,prompt_tokens,matched_tokens,prefilled_tokens,cold_ttft_ms,warm_ttft_ms,speedup,
 // states_bitexact,token_agreement" and one line per turn.
 std::string ChatCsv(const std::vector<ChatRow>& rows);
-// The turns' table, the TTFT bound per turn and, with --compare, the alternatives per turn and
-// the prefill tokens each avoided in all.
+// One line: the path the fetches took and what came through it ("fetches via shm: ...").
+std::string ChatPathLine(const ChatFetchPath& path);
+// The turns' table, the fetch path, the TTFT bound per turn and, with --compare, the alternatives
+// per turn and the prefill tokens each avoided in all.
 std::string ChatMarkdown(const ChatReport& report, std::string_view title);
 // --chart: per turn, the cold and warm TTFT as bars (linear ms), each turn labelled with its
 // matched and prompt tokens. Self-contained SVG 1.1, as the sweep's chart.

@@ -86,6 +86,7 @@ struct ChatArgs {
   std::string markdown;
   std::string chart;
   std::string compare_csv;
+  std::string json;
 };
 
 struct WarmArgs {
@@ -704,6 +705,27 @@ int RunChat(const Common& common, const ChatArgs& args) {
                                args.options.restore + " (" + common.backend + ")");
   std::printf("%s", table.c_str());
   if (!args.markdown.empty()) WriteFile(args.markdown, table);
+  if (!args.json.empty()) {
+    Json turns = Json::array();
+    for (const ChatRow& r : rows) {
+      turns.push_back({{"turn", r.turn},
+                       {"matched_tokens", r.matched_tokens},
+                       {"fetched_bytes", r.fetched_bytes},
+                       {"states_bitexact", r.states_bitexact},
+                       {"warm_digests", r.warm_digests},
+                       {"warm_tokens", r.warm_tokens}});
+    }
+    const ChatFetchPath& p = report.path;
+    const Json out = {{"transport", p.transport},
+                      {"shm_refused", p.shm_refused},
+                      {"shared_calls", p.shared_calls},
+                      {"shared_bytes", p.shared_bytes},
+                      {"shared_views", p.shared_views},
+                      {"inline_bytes", p.inline_bytes},
+                      {"socket_fallbacks", p.socket_fallbacks},
+                      {"turns", turns}};
+    WriteFile(args.json, out.dump(1));
+  }
   if (!args.chart.empty()) {
     WriteFile(args.chart, ChatSvgChart(rows, model.config.name + ", " + args.options.workload +
                                                  ": cold prefill vs warm start from the prefix "
@@ -1139,6 +1161,9 @@ int main(int argc, char** argv) {
   chat_cmd->add_option("--csv", chat.csv, "write the CSV here");
   chat_cmd->add_option("--markdown", chat.markdown, "write the markdown table here");
   chat_cmd->add_option("--chart", chat.chart, "write the SVG chart here");
+  chat_cmd->add_option("--json", chat.json,
+                       "write the fetch path and, per turn, the warm state's layer digests and "
+                       "reply tokens here");
   chat_cmd->add_flag("--compare", co.compare,
                      "also run each prompt under exact-key lookup and under states kept only at "
                      "multiples of --align-block, and report them beside the prefix index");

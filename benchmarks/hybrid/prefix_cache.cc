@@ -10,6 +10,7 @@
 
 #include "prefixd/cluster_client.h"
 #include "prefixd/state_blob.h"
+#include "prefixd_link.h"
 
 namespace prefixd::hybrid {
 namespace {
@@ -120,17 +121,6 @@ bool TakeArray(const StateArrayView& a, std::span<const uint32_t> shape, FloatBu
   if (a.bytes.size() != dst.bytes()) return false;
   std::memcpy(dst.data(), a.bytes.data(), a.bytes.size());
   return true;
-}
-
-bool IsUnknownCommand(const Status& st) {
-  return st.code() == StatusCode::kServerError &&
-         st.message().find("unknown command") != std::string::npos;
-}
-
-// A shared call the server answered with an error it would not give the socket's command (the
-// per-connection lease cap, above all): the socket still serves the same bytes.
-bool IsRefusedSharedCall(const Status& st) {
-  return st.code() == StatusCode::kServerError && !IsUnknownCommand(st) && !IsClusterRedirect(st);
 }
 
 // The leases a fetch holds until it has copied their bytes; what it still holds when it ends

@@ -16,6 +16,7 @@
 #include "prefixd/client.h"
 #include "prefixd/cluster_client.h"
 #include "prefixd/shm.h"
+#include "prefixd/status.h"
 
 namespace prefixd::hybrid {
 
@@ -34,6 +35,18 @@ inline std::string_view LinkTransportName(LinkTransport transport) {
       return "shm";
   }
   return "?";
+}
+
+inline bool IsUnknownCommand(const Status& st) {
+  return st.code() == StatusCode::kServerError &&
+         st.message().find("unknown command") != std::string::npos;
+}
+
+// A shared call the server answered with an error it would not give the socket's command (the
+// per-connection lease cap, above all): the socket still serves the same bytes, so the caller
+// does that call again over it (and counts a fallback).
+inline bool IsRefusedSharedCall(const Status& st) {
+  return st.code() == StatusCode::kServerError && !IsUnknownCommand(st) && !IsClusterRedirect(st);
 }
 
 class PrefixdLink {

@@ -102,6 +102,69 @@ class HybridShm : public test::TwoProcessTest {
     return bytes;
   }
 
+  // `prefixd-hybrid chat` on the wide-state model, three multiturn turns: over TCP (--port), or
+  // given the unix socket and nothing else (the shared path by itself). Its exit status; `json`
+  // gets its --json report.
+  int Chat(bool over_socket, const std::string& restore, const std::string& json) {
+    std::vector<std::string> args = {"chat",
+                                     "--model",
+                                     config_path_.string(),
+                                     "--threads",
+                                     "2",
+                                     "--workload",
+                                     "multiturn",
+                                     "--turns",
+                                     "3",
+                                     "--block",
+                                     "16",
+                                     "--restore",
+                                     restore,
+                                     "--system-tokens",
+                                     "100",
+                                     "--message-tokens",
+                                     "40",
+                                     "--reply-tokens",
+                                     "4",
+                                     "--loopback-mb",
+                                     "1",
+                                     "--json",
+                                     json};
+    if (over_socket) {
+      args.insert(args.end(), {"--unix-socket", server_.unix_socket_path()});
+    } else {
+      args.insert(args.end(), {"--port", std::to_string(server_.port())});
+    }
+    return RunHybrid(args);
+  }
+
+  // The chat's prefix-index fetches so far: KV.PREFIX.SHMLFETCH, KV.PREFIX.SHMBFETCH.
+  std::pair<uint64_t, uint64_t> ChatSharedCalls() {
+    return {CommandCalls(admin_.get(), "kv.prefix.shmlfetch"),
+            CommandCalls(admin_.get(), "kv.prefix.shmbfetch")};
+  }
+
+  // The two chats' turns matched the same prefixes and restored the same state (every layer's
+  // digest) and the same reply tokens.
+  static void ExpectSameTurns(const Json& tcp, const Json& shm) {
+    ASSERT_EQ(tcp["turns"].size(), 3u);
+    ASSERT_EQ(shm["turns"].size(), tcp["turns"].size());
+    for (size_t t = 0; t < tcp["turns"].size(); ++t) {
+      SCOPED_TRACE("turn " + std::to_string(t + 1));
+      const Json& a = tcp["turns"][t];
+      const Json& b = shm["turns"][t];
+      EXPECT_EQ(b["matched_tokens"], a["matched_tokens"]);
+      if (t > 0) {
+        EXPECT_GT(b["matched_tokens"].get<int64_t>(), 0);
+      }
+      EXPECT_EQ(b["fetched_bytes"], a["fetched_bytes"]);
+      EXPECT_EQ(b["warm_digests"].size(), 4u);
+      EXPECT_EQ(b["warm_digests"], a["warm_digests"]);
+      EXPECT_FALSE(b["warm_tokens"].empty());
+      EXPECT_EQ(b["warm_tokens"], a["warm_tokens"]);
+      EXPECT_EQ(b["states_bitexact"], a["states_bitexact"]);
+    }
+  }
+
   std::filesystem::path config_path_;
   it::RedisContext admin_;
 };
@@ -283,6 +346,92 @@ TEST_F(HybridShm, TransportFlagsAreChecked) {
                        "--suffix-tokens", "3", "--decode-tokens", "3", "--threads", "2",
                        "--unix-socket", server_.unix_socket_path(), "--loopback-mb", "8"}),
             0);
+}
+
+// `prefixd-hybrid chat` given only the unix socket reads each matched prefix through the shared
+// arenas (KV.PREFIX.SHMLFETCH; for the kv-only control's whole blocks KV.PREFIX.SHMBFETCH), and
+// restores what the chat over TCP restores: the same matches, layer digests and reply tokens;
+// bit-exact against the cold prefill with --restore full. The TCP chat ran no shared command; the
+// shared one did (its report and the server's command statistics agree), leased the GDN layers
+// (over 1 MiB each: in an arena even under AddressSanitizer) and needed no socket fallback.
+TEST_F(HybridShm, ChatOverTheSharedPathRestoresWhatTcpRestores) {
+  ASSERT_NO_FATAL_FAILURE(StartWith(true));
+  for (const std::string restore : {"full", "kv-only"}) {
+    SCOPED_TRACE("--restore " + restore);
+    const std::string tcp_json = (tmp_ / ("chat-tcp-" + restore + ".json")).string();
+    const std::string shm_json = (tmp_ / ("chat-shm-" + restore + ".json")).string();
+    auto before = ChatSharedCalls();
+    ASSERT_EQ(Chat(false, restore, tcp_json), 0);
+    EXPECT_EQ(ChatSharedCalls(), before) << "the TCP chat ran a shared command";
+    ASSERT_EQ(Chat(true, restore, shm_json), 0);
+    const auto after = ChatSharedCalls();
+    const Json tcp = Json::parse(test::ReadText(tcp_json), nullptr, false);
+    const Json shm = Json::parse(test::ReadText(shm_json), nullptr, false);
+    ASSERT_FALSE(tcp.is_discarded());
+    ASSERT_FALSE(shm.is_discarded());
+    EXPECT_EQ(tcp["transport"], "tcp");
+    EXPECT_EQ(tcp["shared_calls"].get<uint64_t>(), 0u);
+    EXPECT_EQ(shm["transport"], "shm");
+    EXPECT_EQ(shm["shm_refused"], "");
+    EXPECT_EQ(shm["socket_fallbacks"].get<uint64_t>(), 0u);
+    ExpectSameTurns(tcp, shm);
+    // Turn 1 matches nothing (a cold start either way); later turns are bit-exact only when the
+    // recurrent layers were restored too.
+    for (size_t t = 1; t < shm["turns"].size(); ++t) {
+      EXPECT_EQ(shm["turns"][t]["states_bitexact"].get<bool>(), restore == "full");
+    }
+    // Two warm starts, each of one attention layer: full reads ATTN and STATE (SHMLFETCH);
+    // kv-only reads the whole blocks (SHMBFETCH) and the checkpoint's tail (SHMLFETCH).
+    const uint64_t lfetch = after.first - before.first, bfetch = after.second - before.second;
+    EXPECT_EQ(lfetch + bfetch, shm["shared_calls"].get<uint64_t>());
+    EXPECT_EQ(lfetch, restore == "full" ? 4u : 2u);
+    EXPECT_EQ(bfetch, restore == "full" ? 0u : 2u);
+    if (restore == "full") {
+      EXPECT_GE(shm["shared_views"].get<uint64_t>(), 2 * 3u) << "the GDN layers of two turns";
+      EXPECT_GE(shm["shared_bytes"].get<uint64_t>(), 2 * RecurrentStateBytes());
+    }
+  }
+  // Every piece's lease was given back (each chat's connection is gone by now, too).
+  EXPECT_EQ(it::InfoNumber(admin_.get(), "shm_leases"), 0u);
+}
+
+// The chat's shared calls the server refuses (one lease per connection: the checkpoint's three
+// GDN layers need three, and the attention rows one per piece outside AddressSanitizer) are done
+// again over the socket, with the same turns as over TCP; with
+// the arenas off the chat says SHM.HELLO was refused and reads everything over the unix socket.
+TEST_F(HybridShm, ChatFallsBackToTheSocketWhereRefused) {
+  ASSERT_NO_FATAL_FAILURE(StartWith(true));
+  const std::string tcp_json = (tmp_ / "chat-tcp.json").string();
+  const std::string shm_json = (tmp_ / "chat-shm.json").string();
+  ASSERT_EQ(Chat(false, "full", tcp_json), 0);
+  it::RedisReply set(it::HiredisCommand(admin_.get(), {"CONFIG", "SET", "shm-max-leases", "1"}));
+  ASSERT_NE(set, nullptr);
+  ASSERT_EQ(set->type, REDIS_REPLY_STATUS) << it::DescribeReply(set.get());
+  ASSERT_EQ(Chat(true, "full", shm_json), 0);
+  const Json tcp = Json::parse(test::ReadText(tcp_json), nullptr, false);
+  const Json shm = Json::parse(test::ReadText(shm_json), nullptr, false);
+  ASSERT_FALSE(shm.is_discarded());
+  EXPECT_EQ(shm["transport"], "shm");
+  EXPECT_GE(shm["socket_fallbacks"].get<uint64_t>(), 2u) << "each turn's STATE";
+  ExpectSameTurns(tcp, shm);
+  EXPECT_EQ(it::InfoNumber(admin_.get(), "shm_leases"), 0u);
+}
+
+TEST_F(HybridShm, ChatWithTheArenasOffReadsOverTheUnixSocket) {
+  ASSERT_NO_FATAL_FAILURE(StartWith(false));
+  const std::string tcp_json = (tmp_ / "chat-tcp.json").string();
+  const std::string unix_json = (tmp_ / "chat-unix.json").string();
+  ASSERT_EQ(Chat(false, "full", tcp_json), 0);
+  ASSERT_EQ(Chat(true, "full", unix_json), 0);
+  const Json tcp = Json::parse(test::ReadText(tcp_json), nullptr, false);
+  const Json via = Json::parse(test::ReadText(unix_json), nullptr, false);
+  ASSERT_FALSE(via.is_discarded());
+  EXPECT_EQ(via["transport"], "unix");
+  EXPECT_NE(via["shm_refused"].get<std::string>().find("shared arenas are off"), std::string::npos)
+      << via["shm_refused"];
+  EXPECT_EQ(via["shared_calls"].get<uint64_t>(), 0u);
+  ExpectSameTurns(tcp, via);
+  EXPECT_EQ(ChatSharedCalls(), std::make_pair(uint64_t{0}, uint64_t{0}));
 }
 
 // `prefixd-hybrid transports` (the benchmark's program) end to end, at a toy size: one row per

@@ -120,9 +120,11 @@ int main(int argc, char** argv) {
     threads = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1);
   }
 
-  // Before the engine loads a value: every pooled value of this run lies in a shared arena.
+  // Before the engine loads a value: how values' pages are asked for, and that every pooled
+  // value of this run lies in a shared arena.
+  SetHugePages(settings.Bool(Setting::kHugePages));
   if (settings.Bool(Setting::kShmArenas)) {
-    if (std::string err = shm::EnableArenas(); !err.empty()) {
+    if (std::string err = shm::EnableArenas(settings.Bool(Setting::kHugePages)); !err.empty()) {
       spdlog::critical("shm-arenas yes: {}", err);
       return 1;
     }

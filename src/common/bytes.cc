@@ -41,6 +41,9 @@ constexpr size_t kDefaultPoolCap = size_t{1} << 30;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// `huge-pages`; written once at start-up, read by every thread that allocates.
+std::atomic<bool> huge_pages_wanted{true};
+
 // Size classes: pages below 1 MiB, 64 KiB steps up to 32 MiB (little waste for ~1 MB states),
 // 2 MiB steps above.
 constexpr size_t kPagedBelow = size_t{1} << 20;
@@ -84,7 +87,11 @@ class LargeBufferPool {
       p = static_cast<uint8_t*>(fresh);
     }
     // Transparent huge pages cut the faults of first touch 512-fold where the kernel allows.
-    if (size >= kHugePage) ::madvise(p, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    // Where the setting turns them off, forbid them outright: a kernel whose THP mode is
+    // "always" would otherwise still give them.
+    if (size >= kHugePage) {
+      ::madvise(p, size, huge && HugePagesWanted() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    }
     return p;
   }
 
@@ -230,6 +237,8 @@ size_t PooledFreeBytes() { return Pool().pooled(); }
 size_t ReleaseIdlePooled(int64_t idle_ms) { return Pool().ReleaseIdle(idle_ms); }
 void SetPooledFreeCap(size_t bytes) { Pool().SetCap(bytes); }
 size_t DefaultPooledFreeCap() { return kDefaultPoolCap; }
+void SetHugePages(bool wanted) { huge_pages_wanted.store(wanted, std::memory_order_relaxed); }
+bool HugePagesWanted() { return huge_pages_wanted.load(std::memory_order_relaxed); }
 
 Bytes Bytes::Allocate(size_t size) { return AllocateWith(size, /*huge=*/true); }
 Bytes Bytes::AllocateForFill(size_t size) { return AllocateWith(size, /*huge=*/false); }
@@ -237,7 +246,7 @@ Bytes Bytes::AllocateForFill(size_t size) { return AllocateWith(size, /*huge=*/f
 void Bytes::AdviseHugePages(size_t offset, size_t length) const {
   // Only buffers of this size always lie in mappings of their own (the pool's); an arena's
   // advice is set once for the whole arena.
-  if (size_ < kPagedBelow || shm::InArena(data_)) return;
+  if (size_ < kPagedBelow || shm::InArena(data_) || !HugePagesWanted()) return;
   auto begin = reinterpret_cast<uintptr_t>(data_) + std::min(offset, size_);
   auto end = reinterpret_cast<uintptr_t>(data_) + std::min(size_, offset + length);
   begin = RoundUp(begin, kHugePage);

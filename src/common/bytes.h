@@ -118,4 +118,9 @@ size_t ReleaseIdlePooled(int64_t idle_ms);
 void SetPooledFreeCap(size_t bytes);
 size_t DefaultPooledFreeCap();
 
+// Whether values of 2 MiB and more (and shared arenas) ask for transparent huge pages: the
+// `huge-pages` setting, set once at start-up before any value is allocated.
+void SetHugePages(bool wanted);
+bool HugePagesWanted();
+
 }  // namespace prefixd

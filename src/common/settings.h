@@ -43,6 +43,7 @@ enum class Setting : size_t {
   kMaxMemory,
   kMaxMemoryPolicy,
   kMaxDisk,
+  kHugePages,
   kAppendOnly,
   kSave,
   kAppendFsync,

@@ -18,6 +18,8 @@ namespace prefixd::shm {
 namespace {
 
 constexpr uint64_t kHugePage = uint64_t{2} << 20;
+// EnableArenas' `huge_pages`, set before the first arena is made.
+std::atomic<bool> arenas_want_huge_pages{true};
 // An arena's room for regions; a larger region gets an arena of its own size.
 constexpr uint64_t kArenaData = uint64_t{1} << 30;
 // Arenas are never closed; this many is 4 TiB of regular arenas.
@@ -141,8 +143,9 @@ class Registry {
     }
     void* mapped = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (mapped == MAP_FAILED) return fail(nullptr);
-    // Shmem huge pages where the kernel's shmem_enabled is "advise" (a no-op where it is not).
-    ::madvise(mapped, size, MADV_HUGEPAGE);
+    // Shmem huge pages where the kernel's shmem_enabled is "advise" (a no-op where it is not),
+    // unless `huge-pages no` forbids them.
+    ::madvise(mapped, size, arenas_want_huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     // Read-only for every uid but ours, then a descriptor that can only read: the one clients
     // get (docs/shm-transport.md, "Read-only, and how").
     ::fchmod(fd, S_IRUSR);
@@ -181,7 +184,8 @@ Registry& Arenas() {
 
 }  // namespace
 
-std::string EnableArenas() {
+std::string EnableArenas(bool huge_pages) {
+  arenas_want_huge_pages = huge_pages;
   Registry& r = Arenas();
   if (r.enabled()) return {};
   // The first arena now: a kernel without memfd or /proc fails the start, not a later store.

@@ -12,8 +12,9 @@
 namespace prefixd::shm {
 
 // Turns arenas on for every later pooled allocation. Call once at start-up, before values are
-// stored; returns an error text (memfd refused by the kernel, ...) or empty.
-std::string EnableArenas();
+// stored; returns an error text (memfd refused by the kernel, ...) or empty. `huge_pages`: ask
+// for shmem huge pages on each arena (the `huge-pages` setting), or forbid them.
+std::string EnableArenas(bool huge_pages);
 bool ArenasEnabled();
 
 // The pool's side. A fresh region of `size` bytes (a multiple of 4 KiB): an empty range of that

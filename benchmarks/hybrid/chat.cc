@@ -61,8 +61,8 @@ bool CopyPieces(std::span<const ShmView> pieces, std::initializer_list<std::span
   return true;
 }
 
-// The SHM leases of the pieces one shared call answered, counted in `path` and released when
-// the copy is done, or when the hydration gives up.
+// The SHM lease of the pieces one shared call answered (one per call: the pieces share it),
+// counted in `path` and released when the copy is done, or when the hydration gives up.
 class PieceLeases {
  public:
   PieceLeases(ShmClient& shm, std::span<const ShmView> pieces, ChatFetchPath& path) : shm_(shm) {
@@ -74,7 +74,8 @@ class PieceLeases {
       }
       path.shared_bytes += p.size;
       ++path.shared_views;
-      ids_.push_back(p.lease);
+      // The pieces of one call share its lease: each id once.
+      if (std::find(ids_.begin(), ids_.end(), p.lease) == ids_.end()) ids_.push_back(p.lease);
     }
   }
   ~PieceLeases() { (void)Release(); }
@@ -740,8 +741,8 @@ std::string ChatPathLine(const ChatFetchPath& path) {
   std::string line = "fetches via " + path.transport;
   if (path.transport == "shm") {
     line += ": " + std::to_string(path.shared_calls) + " shared calls, " +
-            Fixed(static_cast<double>(path.shared_bytes) / 1e6, 2) + " MB read in place under " +
-            std::to_string(path.shared_views) + " leases, " +
+            Fixed(static_cast<double>(path.shared_bytes) / 1e6, 2) + " MB read in place from " +
+            std::to_string(path.shared_views) + " leased views, " +
             Fixed(static_cast<double>(path.inline_bytes) / 1e6, 2) + " MB answered inline, " +
             std::to_string(path.socket_fallbacks) + " refused calls done over the socket";
   } else if (!path.shm_refused.empty()) {

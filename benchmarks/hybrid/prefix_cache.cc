@@ -141,7 +141,8 @@ class Leases {
     } else {
       report.shared_bytes += view.size;
       ++report.shared_views;
-      ids_.push_back(view.lease);
+      // The pieces of one call share its lease: each id once.
+      if (std::find(ids_.begin(), ids_.end(), view.lease) == ids_.end()) ids_.push_back(view.lease);
     }
   }
   Status Release() {

@@ -27,7 +27,8 @@
 // accepted), Fetch reads the recurrent layers with SSM.PREFIX.SHMFETCH and the attention rows with
 // V.SHMFETCH, and copies each piece from the server's arena straight into the state's buffers (one
 // copy, no intermediate buffer), checks that the leased bytes kept their generation through the
-// copy, and releases the leases (per V-store layer, so a long prefix stays under shm-max-leases).
+// copy, and releases the leases (one per shared call, released per V-store layer: shm-max-leases
+// counts calls, so a prefix of any length holds one at a time).
 // A shared call the server refuses (a lease cap, ...) is done again over the socket.
 //
 // A fetch is all or nothing: a missing manifest or layer, a length or shape mismatch, or a digest

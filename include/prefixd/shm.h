@@ -24,6 +24,8 @@ namespace prefixd {
 
 // A value read through the arenas: `data` points into a read-only mapping of the server's
 // memory (or, for a value the server keeps outside the arenas, into `copy`, and `lease` is 0).
+// Every view of one call (the pieces of a FetchRows, FetchBlocks, ...) carries the same lease:
+// the server takes one per call, holding all their bytes, and releasing it releases them all.
 // A string stored by SHM.SET and adopted by the server lies in the sealed file it was written
 // to: `arena` is kInFile, `generation` the file's inode number, and `data` points into this
 // client's read-only mapping of that file (the server passes a descriptor with each such reply).
@@ -36,7 +38,7 @@ struct ShmView {
   uint32_t arena = 0;
   uint64_t offset = 0;
   uint64_t generation = 0;
-  std::string checksum;       // XXH3-64 as 16 hex digits, when asked for
+  std::string checksum;       // XXH3-64 as 16 hex digits, when asked for (checked on arrival)
   std::vector<uint8_t> copy;  // the bytes, for a value outside the arenas
   // V.SHMFETCH: a run of zero rows (a gap, rows past the layer's length); `data` points at
   // read-only zero pages of the client's own, valid while the client lives, and `lease` is 0.
@@ -69,56 +71,62 @@ class ShmClient {
   // arenas off) is its kServerError.
   Status ConnectBeside(const Client& client);
 
-  // SHM.GET: a view of `key`'s value under a lease. kNotFound when the key does not exist;
-  // `checksum` asks the server for the value's XXH3-64 (it then reads every byte).
+  // SHM.GET: a view of `key`'s value under a lease. kNotFound when the key does not exist.
+  // `checksum` (here and on every fetch below) asks the server for each place's XXH3-64 (it then
+  // reads every byte) and checks the mapped bytes against it: a mismatch is kCorruption (the
+  // call's lease is then released and nothing returned).
   Status Get(std::string_view key, ShmView& view, bool checksum = false);
   // SSM.PREFIX.SHMFETCH: a view of each of `layers` of session `sid`, from one consistent
-  // snapshot, in order; an absent layer's view is empty (data null, size 0, no lease). All
-  // leases or none: past the connection's cap nothing is leased (kServerError).
+  // snapshot, in order; an absent layer's view is empty (data null, size 0, no lease). One lease
+  // for the call: past the connection's cap (shm-max-leases counts calls) it is kServerError.
   Status FetchLayers(std::string_view sid, std::span<const uint32_t> layers,
-                     std::vector<ShmView>& views);
+                     std::vector<ShmView>& views, bool checksum = false);
   // V.SHMFETCH: rows [start, end) of a V-store layer as the pieces the server stores them in, in
   // row order, from one consistent state of the layer; joined they are V.FETCH RANGE's bytes
-  // (with `native`, FMT NATIVE's). A piece is a view under a lease of its own, a copy, or a run
-  // of zeros (`zeros`). `pieces` is empty for a layer with no tokens. All leases or none.
+  // (with `native`, FMT NATIVE's). A piece is a view under the call's lease, a copy, or a run
+  // of zeros (`zeros`). `pieces` is empty for a layer with no tokens.
   Status FetchRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
-                   std::vector<ShmView>& pieces, bool native = false);
+                   std::vector<ShmView>& pieces, bool native = false, bool checksum = false);
   // KV.PREFIX.SHMBFETCH: `layer`'s rows of the blocks `hashes` names (n × 16 raw bytes) as 2n
   // views, every block's K rows then every block's V rows; joined they are KV.PREFIX.BFETCH's
-  // bytes (with `native`, FMT NATIVE's). kNotFound when a block is missing. All leases or none.
+  // bytes (with `native`, FMT NATIVE's). kNotFound when a block is missing.
   Status FetchBlocks(std::string_view ns, std::string_view hashes, uint32_t layer,
-                     std::vector<ShmView>& pieces, bool native = false);
+                     std::vector<ShmView>& pieces, bool native = false, bool checksum = false);
   // KV.PREFIX.SHMLFETCH ... ATTN: rows [start, end) of `layer` of the prefix a KV.PREFIX.MATCH
   // leased (end kToLength: to its length L) as pieces: the K rows, then the V rows, one piece per
   // block touched and one for the checkpoint's tail; joined they are KV.PREFIX.LFETCH's bytes
   // (with `native`, FMT NATIVE's). `release` ends the prefix lease with the answer (the pieces
-  // keep their bytes). All leases or none; nothing is released on an error.
+  // keep their bytes). One SHM lease for the call; past the cap nothing is leased and the prefix
+  // lease is not released.
   static constexpr uint64_t kToLength = ~uint64_t{0};
   Status FetchLeaseRows(std::string_view ns, uint64_t lease, uint32_t layer,
                         std::vector<ShmView>& pieces, bool native = false, uint64_t start = 0,
-                        uint64_t end = kToLength, bool release = false);
+                        uint64_t end = kToLength, bool release = false, bool checksum = false);
   // KV.PREFIX.SHMLFETCH ... STATE: one view per recurrent layer of the leased checkpoint (all,
   // or `layers`), in order.
   Status FetchLeaseState(std::string_view ns, uint64_t lease, std::span<const uint32_t> layers,
-                         std::vector<ShmView>& views, bool release = false);
+                         std::vector<ShmView>& views, bool release = false, bool checksum = false);
   // Client::PrefixLeaseFetchAll over the shared path: each attention layer's K rows into its
   // k_rows and V rows into its v_rows (FMT NATIVE), then recurrent layer i's blob into state[i],
   // copied out of the mapped arenas; every size must match exactly (kOutOfRange otherwise).
   // `release` ends the prefix lease with the last request. One round trip per request: a
-  // request's leases are released (SHM.RELEASE, its reply not waited for) as the next goes out,
-  // so at most one layer's pieces are leased at a time. On an error the prefix lease is kept
-  // (unless the failing request was the last), so the caller can fetch it over the socket.
+  // request's lease (one per call) is released (SHM.RELEASE, its reply not waited for) as the
+  // next goes out, so at most one layer's pieces are leased at a time, whatever their number. On
+  // an error the prefix lease is kept (unless the failing request was the last), so the caller
+  // can fetch it over the socket. `checksum`: every piece checked as the fetches above check it.
   Status ScatterLease(std::string_view ns, uint64_t lease,
                       std::span<const PrefixLeaseRows> attention,
                       std::span<const PrefixLeaseBlob> state, bool release = true,
-                      ShmScatterStats* stats = nullptr);
+                      ShmScatterStats* stats = nullptr, bool checksum = false);
   // Whether the server's generation of the view's bytes is still the view's: false once the
   // region was freed or reused (after a release or an expired lease). Always true for a copy,
   // and for a view of an adopted file (sealed: its bytes never change).
   bool Valid(const ShmView& view) const;
-  // SHM.RELEASE of the view's lease (nothing for a copy); the view is emptied.
+  // SHM.RELEASE of the view's lease (nothing for a copy); the view is emptied. The lease is its
+  // call's: the other views of that call lose their bytes' guarantee with it.
   Status Release(ShmView& view);
-  Status Release(std::span<const uint64_t> leases);  // none: nothing sent
+  // Each distinct id once (the pieces of a call repeat theirs); none: nothing sent.
+  Status Release(std::span<const uint64_t> leases);
 
   // Any command on this connection; a server error comes back as kServerError.
   Result<Reply> Command(std::span<const std::string_view> args);
@@ -177,16 +185,20 @@ class ShmClient {
   // Connects to `path`; no command sent.
   Status Open(const std::string& path, std::chrono::milliseconds io_timeout);
   Status Hello();
-  // Views of an array of pieces (a place, or bytes, each).
-  Status ViewsOf(Reply& reply, std::vector<ShmView>& views, std::string_view command);
+  // Views of an array of pieces (a place, or bytes, each); `checksum`: each place checked.
+  Status ViewsOf(Reply& reply, std::vector<ShmView>& views, std::string_view command,
+                 bool checksum);
+  // An answer not kept: its leases released (without waiting), `views` emptied; returns `why`.
+  Status Abandon(std::vector<ShmView>& views, Status why);
   // SHM.RELEASE sent now, its reply read (and dropped) before the next command's.
   Status ReleaseLater(std::span<const uint64_t> leases);
   // Reads the replies ReleaseLater left unread.
   Status DropReleased();
   // `size` bytes of read-only zeros, valid until the client is destroyed.
   const uint8_t* Zeros(size_t size);
-  // Fills `view` from one value's answer (a place array or the bytes).
-  Status ViewOf(Reply& answer, ShmView& view);
+  // Fills `view` from one value's answer (a place array or the bytes); `checksum`: the place
+  // must carry one, and the mapped bytes must match it.
+  Status ViewOf(Reply& answer, ShmView& view, bool checksum);
   Status SendAll(std::string_view bytes);
   // SendAll with `fd` passed on the first byte.
   Status SendWithFd(std::string_view bytes, int fd);

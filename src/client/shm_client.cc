@@ -8,11 +8,13 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 
 #include "connection.h"
@@ -35,6 +37,32 @@ std::string Encode(std::span<const std::string_view> args) {
 
 // The generation table's word for the page at `offset` (docs/shm-transport.md, "Generations").
 constexpr uint64_t kPageBytes = 4096;
+
+// The leases of `views`, each id once: the pieces of one call share theirs.
+std::vector<uint64_t> DistinctLeases(std::span<const ShmView> views) {
+  std::vector<uint64_t> ids;
+  for (const ShmView& v : views) {
+    if (v.lease != 0 && std::find(ids.begin(), ids.end(), v.lease) == ids.end()) {
+      ids.push_back(v.lease);
+    }
+  }
+  return ids;
+}
+
+std::vector<uint64_t> Distinct(std::span<const uint64_t> leases) {
+  std::vector<uint64_t> ids(leases.begin(), leases.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+// XXH3-64 of `bytes` as the server writes it: 16 lower-case hex digits.
+std::string ChecksumOf(std::span<const uint8_t> bytes) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
+  return std::string(hex, 16);
+}
 
 }  // namespace
 
@@ -124,14 +152,20 @@ Status ShmClient::Get(std::string_view key, ShmView& view, bool checksum) {
   auto reply = checksum ? Command({"SHM.GET", key, "CHECKSUM"}) : Command({"SHM.GET", key});
   if (!reply.ok()) return reply.status();
   if (reply.value().is_nil()) return Status::NotFound("no such key");
-  return ViewOf(reply.value(), view);
+  if (Status st = ViewOf(reply.value(), view, checksum); !st.ok()) {
+    std::vector<ShmView> failed{std::move(view)};
+    view = ShmView{};
+    return Abandon(failed, st);
+  }
+  return Status::Ok();
 }
 
 Status ShmClient::FetchLayers(std::string_view sid, std::span<const uint32_t> layers,
-                              std::vector<ShmView>& views) {
+                              std::vector<ShmView>& views, bool checksum) {
   views.assign(layers.size(), ShmView{});
   std::vector<std::string> words{"SSM.PREFIX.SHMFETCH", std::string(sid)};
   for (uint32_t layer : layers) words.push_back(std::to_string(layer));
+  if (checksum) words.push_back("CHECKSUM");
   std::vector<std::string_view> args(words.begin(), words.end());
   auto reply = Command(args);
   if (!reply.ok()) return reply.status();
@@ -141,18 +175,21 @@ Status ShmClient::FetchLayers(std::string_view sid, std::span<const uint32_t> la
   }
   for (size_t i = 0; i < layers.size(); ++i) {
     if (r.elements[i].is_nil()) continue;
-    if (Status st = ViewOf(r.elements[i], views[i]); !st.ok()) return st;
+    if (Status st = ViewOf(r.elements[i], views[i], checksum); !st.ok()) {
+      return Abandon(views, st);
+    }
   }
   return Status::Ok();
 }
 
 Status ShmClient::FetchRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
-                            std::vector<ShmView>& pieces, bool native) {
+                            std::vector<ShmView>& pieces, bool native, bool checksum) {
   pieces.clear();
   const std::string layer_text = std::to_string(layer), start_text = std::to_string(start),
                     end_text = std::to_string(end);
   std::vector<std::string_view> args{"V.SHMFETCH", sid, layer_text, "RANGE", start_text, end_text};
   if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  if (checksum) args.push_back("CHECKSUM");
   auto reply = Command(args);
   if (!reply.ok()) return reply.status();
   Reply& r = reply.value();
@@ -169,70 +206,79 @@ Status ShmClient::FetchRows(std::string_view sid, uint32_t layer, uint64_t start
       pieces[i].zeros = true;
       continue;
     }
-    if (Status st = ViewOf(piece, pieces[i]); !st.ok()) return st;
+    if (Status st = ViewOf(piece, pieces[i], checksum); !st.ok()) return Abandon(pieces, st);
   }
   return Status::Ok();
 }
 
 Status ShmClient::FetchBlocks(std::string_view ns, std::string_view hashes, uint32_t layer,
-                              std::vector<ShmView>& pieces, bool native) {
+                              std::vector<ShmView>& pieces, bool native, bool checksum) {
   pieces.clear();
   const std::string count = std::to_string(hashes.size() / 16), layer_text = std::to_string(layer);
   std::vector<std::string_view> args{"KV.PREFIX.SHMBFETCH", ns, count, hashes, layer_text};
   if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  if (checksum) args.push_back("CHECKSUM");
   auto reply = Command(args);
   if (!reply.ok()) return reply.status();
   Reply& r = reply.value();
   if (r.is_nil()) return Status::NotFound("a block is missing");
-  if (r.type != Reply::Type::kArray) {
-    return Status::ProtocolError("unexpected KV.PREFIX.SHMBFETCH reply");
-  }
-  pieces.resize(r.elements.size());
-  for (size_t i = 0; i < r.elements.size(); ++i) {
-    if (Status st = ViewOf(r.elements[i], pieces[i]); !st.ok()) return st;
-  }
-  return Status::Ok();
+  return ViewsOf(r, pieces, "KV.PREFIX.SHMBFETCH", checksum);
 }
 
-Status ShmClient::ViewsOf(Reply& r, std::vector<ShmView>& views, std::string_view command) {
+Status ShmClient::ViewsOf(Reply& r, std::vector<ShmView>& views, std::string_view command,
+                          bool checksum) {
   if (r.type != Reply::Type::kArray) {
     return Status::ProtocolError("unexpected " + std::string(command) + " reply");
   }
   views.resize(r.elements.size());
   for (size_t i = 0; i < r.elements.size(); ++i) {
-    if (Status st = ViewOf(r.elements[i], views[i]); !st.ok()) return st;
+    if (Status st = ViewOf(r.elements[i], views[i], checksum); !st.ok()) {
+      return Abandon(views, st);
+    }
   }
   return Status::Ok();
 }
 
+Status ShmClient::Abandon(std::vector<ShmView>& views, Status why) {
+  const std::vector<uint64_t> leases = DistinctLeases(views);
+  if (!file_leases_.empty()) {
+    for (uint64_t lease : leases) DropFileView(lease);
+  }
+  (void)ReleaseLater(leases);
+  views.clear();
+  return why;
+}
+
 Status ShmClient::FetchLeaseRows(std::string_view ns, uint64_t lease, uint32_t layer,
                                  std::vector<ShmView>& pieces, bool native, uint64_t start,
-                                 uint64_t end, bool release) {
+                                 uint64_t end, bool release, bool checksum) {
   pieces.clear();
   const std::string lease_text = std::to_string(lease), layer_text = std::to_string(layer),
                     start_text = std::to_string(start), end_text = std::to_string(end);
   std::vector<std::string_view> args{"KV.PREFIX.SHMLFETCH", ns, lease_text, "ATTN", layer_text};
   if (end != kToLength) args.insert(args.end(), {"RANGE", start_text, end_text});
   if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  if (checksum) args.push_back("CHECKSUM");
   if (release) args.push_back("RELEASE");
   auto reply = Command(args);
   if (!reply.ok()) return reply.status();
-  return ViewsOf(reply.value(), pieces, "KV.PREFIX.SHMLFETCH");
+  return ViewsOf(reply.value(), pieces, "KV.PREFIX.SHMLFETCH", checksum);
 }
 
 Status ShmClient::FetchLeaseState(std::string_view ns, uint64_t lease,
                                   std::span<const uint32_t> layers, std::vector<ShmView>& views,
-                                  bool release) {
+                                  bool release, bool checksum) {
   views.clear();
   std::vector<std::string> words{"KV.PREFIX.SHMLFETCH", std::string(ns), std::to_string(lease),
                                  "STATE"};
   if (!layers.empty()) words.push_back("LAYERS");
   for (uint32_t layer : layers) words.push_back(std::to_string(layer));
+  if (checksum) words.push_back("CHECKSUM");
   if (release) words.push_back("RELEASE");
   std::vector<std::string_view> args(words.begin(), words.end());
   auto reply = Command(args);
   if (!reply.ok()) return reply.status();
-  return ViewsOf(reply.value(), views, "KV.PREFIX.SHMLFETCH");
+  return ViewsOf(reply.value(), views, "KV.PREFIX.SHMLFETCH", checksum);
 }
 
 namespace {
@@ -275,18 +321,14 @@ Status CopyPieces(std::span<const ShmView> pieces, std::span<uint8_t> first,
 Status ShmClient::ScatterLease(std::string_view ns, uint64_t lease,
                                std::span<const PrefixLeaseRows> attention,
                                std::span<const PrefixLeaseBlob> state, bool release,
-                               ShmScatterStats* stats) {
+                               ShmScatterStats* stats, bool checksum) {
   ShmScatterStats local;
   ShmScatterStats& s = stats != nullptr ? *stats : local;
   std::vector<ShmView> pieces;
-  // The leases of the last answer, released as the next request goes out (or at the end).
+  // The lease of the last answer (one per call), released as the next request goes out (or at
+  // the end).
   std::vector<uint64_t> held;
-  auto hold = [&] {
-    held.clear();
-    for (const ShmView& p : pieces) {
-      if (p.lease != 0) held.push_back(p.lease);
-    }
-  };
+  auto hold = [&] { held = DistinctLeases(pieces); };
   // A leased place cannot be freed or reused while its lease lives: a failed check is a server
   // that broke that promise, never bytes to keep.
   auto still_valid = [&]() -> Status {
@@ -302,7 +344,7 @@ Status ShmClient::ScatterLease(std::string_view ns, uint64_t lease,
     const bool last = state.empty() && i + 1 == attention.size();
     if (st.ok()) {
       st = FetchLeaseRows(ns, lease, attention[i].layer, pieces, true, 0, kToLength,
-                          release && last);
+                          release && last, checksum);
     }
     if (!st.ok()) break;
     hold();
@@ -312,7 +354,7 @@ Status ShmClient::ScatterLease(std::string_view ns, uint64_t lease,
   if (st.ok() && !state.empty()) {
     st = ReleaseLater(held);
     held.clear();
-    if (st.ok()) st = FetchLeaseState(ns, lease, {}, pieces, release);
+    if (st.ok()) st = FetchLeaseState(ns, lease, {}, pieces, release, checksum);
     if (st.ok()) {
       hold();
       if (pieces.size() != state.size()) {
@@ -335,7 +377,7 @@ Status ShmClient::ReleaseLater(std::span<const uint64_t> leases) {
   if (leases.empty()) return Status::Ok();
   if (fd_ < 0) return Status::Unavailable("not connected");
   std::vector<std::string> ids{"SHM.RELEASE"};
-  for (uint64_t id : leases) ids.push_back(std::to_string(id));
+  for (uint64_t id : Distinct(leases)) ids.push_back(std::to_string(id));
   std::vector<std::string_view> args(ids.begin(), ids.end());
   if (Status st = SendAll(Encode(args)); !st.ok()) return st;
   ++replies_to_drop_;
@@ -356,7 +398,7 @@ const uint8_t* ShmClient::Zeros(size_t size) {
   return static_cast<const uint8_t*>(mapped);
 }
 
-Status ShmClient::ViewOf(Reply& r, ShmView& view) {
+Status ShmClient::ViewOf(Reply& r, ShmView& view, bool checksum) {
   if (r.type == Reply::Type::kString) {
     view.copy.assign(r.str.begin(), r.str.end());
     view.data = view.copy.data();
@@ -372,17 +414,28 @@ Status ShmClient::ViewOf(Reply& r, ShmView& view) {
   view.generation = static_cast<uint64_t>(r.elements[3].integer);
   view.checksum = r.elements[4].str;
   view.lease = static_cast<uint64_t>(r.elements[5].integer);
-  if (r.elements[0].integer == -1) return FileViewOf(view);
-  // An arena made since the last SHM.HELLO: ask for it.
-  if (view.arena >= arenas_.size()) {
-    if (Status st = Hello(); !st.ok()) return st;
-    if (view.arena >= arenas_.size()) return Status::ProtocolError("arena not passed");
+  if (checksum && r.elements[4].type != Reply::Type::kString) {
+    return Status::ProtocolError("a SHM place came without the checksum asked for");
   }
-  const Arena& a = arenas_[view.arena];
-  if (view.offset > a.size || view.size > a.size - view.offset) {
-    return Status::ProtocolError("a SHM place outside its arena");
+  if (r.elements[0].integer == -1) {
+    if (Status st = FileViewOf(view); !st.ok()) return st;
+  } else {
+    // An arena made since the last SHM.HELLO: ask for it.
+    if (view.arena >= arenas_.size()) {
+      if (Status st = Hello(); !st.ok()) return st;
+      if (view.arena >= arenas_.size()) return Status::ProtocolError("arena not passed");
+    }
+    const Arena& a = arenas_[view.arena];
+    if (view.offset > a.size || view.size > a.size - view.offset) {
+      return Status::ProtocolError("a SHM place outside its arena");
+    }
+    view.data = a.base + view.offset;
   }
-  view.data = a.base + view.offset;
+  // The server hashed the bytes it lent; the mapping must show the same ones.
+  if (r.elements[4].type == Reply::Type::kString && ChecksumOf(view.bytes()) != view.checksum) {
+    return Status::Corruption("the mapped bytes do not match the server's checksum " +
+                              view.checksum + " (" + std::to_string(view.size) + " bytes)");
+  }
   return Status::Ok();
 }
 
@@ -429,13 +482,16 @@ Status ShmClient::FileViewOf(ShmView& view) {
 }
 
 void ShmClient::DropFileView(uint64_t lease) {
-  auto held = std::find_if(file_leases_.begin(), file_leases_.end(),
-                           [&](const auto& entry) { return entry.first == lease; });
-  if (held == file_leases_.end()) return;
-  const uint8_t* base = held->second;
-  file_leases_.erase(held);
-  for (FileMapping& f : files_) {
-    if (f.base == base && f.views > 0) --f.views;
+  // Every view under the lease: the pieces of one call share it.
+  for (auto held = file_leases_.begin(); held != file_leases_.end();) {
+    if (held->first != lease) {
+      ++held;
+      continue;
+    }
+    for (FileMapping& f : files_) {
+      if (f.base == held->second && f.views > 0) --f.views;
+    }
+    held = file_leases_.erase(held);
   }
   // Unmap the least recently used mappings no view holds, past the ones kept for reuse.
   while (files_.size() > kKeptFiles) {
@@ -466,11 +522,12 @@ Status ShmClient::Release(ShmView& view) {
 
 Status ShmClient::Release(std::span<const uint64_t> leases) {
   if (leases.empty()) return Status::Ok();
+  const std::vector<uint64_t> distinct = Distinct(leases);
   if (!file_leases_.empty()) {
-    for (uint64_t lease : leases) DropFileView(lease);
+    for (uint64_t lease : distinct) DropFileView(lease);
   }
   std::vector<std::string> ids{"SHM.RELEASE"};
-  for (uint64_t id : leases) ids.push_back(std::to_string(id));
+  for (uint64_t id : distinct) ids.push_back(std::to_string(id));
   std::vector<std::string_view> args(ids.begin(), ids.end());
   auto reply = Command(args);
   return reply.ok() ? Status::Ok() : reply.status();

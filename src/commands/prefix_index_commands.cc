@@ -371,14 +371,15 @@ struct BlockFetch {
   uint32_t layer = 0;
   bool native = false;
 };
-std::optional<BlockFetch> ParseBlockFetch(Context& ctx, const PrefixShape& shape) {
+// `end`: where the options end (before SHMBFETCH's CHECKSUM).
+std::optional<BlockFetch> ParseBlockFetch(Context& ctx, const PrefixShape& shape, size_t end) {
   const auto& args = ctx.args;
   auto n = ParseBounded(ctx, "count", args[2], 1, kMaxMatchBlocks);
   if (!n) return std::nullopt;
   if (!HashesSized(ctx, "hashes", args[3], *n)) return std::nullopt;
   auto layer = ParseLayer(ctx, "layer", args[4], shape.attn);
   if (!layer) return std::nullopt;
-  auto format = NativeFormat(ctx, 5, args.size());
+  auto format = NativeFormat(ctx, 5, end);
   if (!format) return std::nullopt;
   return BlockFetch{*n, static_cast<uint32_t>(*layer), *format};
 }
@@ -404,7 +405,7 @@ void BFetch(Context& ctx) {
   bool found = false;
   size_t size = 0;
   const bool known = Db(ctx).prefixes.Read(args[1], [&](const PrefixIndex& index) {
-    const auto fetch = ParseBlockFetch(ctx, index.shape());
+    const auto fetch = ParseBlockFetch(ctx, index.shape(), args.size());
     if (!fetch) return;
     shape = index.shape();
     native = fetch->native;
@@ -425,13 +426,15 @@ void BFetch(Context& ctx) {
   ReplyRows(ctx, *shape, std::span(small.data(), size), nullptr, native, "KV.PREFIX.BFETCH");
 }
 
-// KV.PREFIX.SHMBFETCH <ns> <n> <hashes> <layer> [FMT NATIVE]: BFETCH's rows over the shared
-// path (docs/shm-transport.md): 2n pieces, every block's K rows then every block's V rows, each a
-// place in an arena under a lease of its own (a page of pool size) or its bytes (a small
+// KV.PREFIX.SHMBFETCH <ns> <n> <hashes> <layer> [FMT NATIVE] [CHECKSUM]: BFETCH's rows over the
+// shared path (docs/shm-transport.md): 2n pieces, every block's K rows then every block's V rows,
+// each a place in an arena under the call's one lease (a page of pool size) or its bytes (a small
 // namespace's pages are on the heap). Nil when a block is missing. Rows as stored only.
 void ShmBFetch(Context& ctx) {
   if (!ShmGreeted(ctx)) return;
   const auto& args = ctx.args;
+  size_t end = args.size();
+  const bool checksum = TakeChecksumOption(ctx, 5, end);  // the layer stays args[4]
   std::optional<PrefixShape> shape;
   bool native = false;
   std::optional<std::vector<Bytes>> pieces;
@@ -439,7 +442,7 @@ void ShmBFetch(Context& ctx) {
     return shape->tier == store::Tier::kFp32 || (native && store::StoresValues(shape->tier));
   };
   const bool known = Db(ctx).prefixes.Read(args[1], [&](const PrefixIndex& index) {
-    const auto fetch = ParseBlockFetch(ctx, index.shape());
+    const auto fetch = ParseBlockFetch(ctx, index.shape(), end);
     if (!fetch) return;
     shape = index.shape();
     native = fetch->native;
@@ -460,7 +463,9 @@ void ShmBFetch(Context& ctx) {
   std::vector<ShmLent> lent;
   if (!ShmLendAll(ctx, args[1], lendable, lent)) return;
   ctx.reply.ArrayLen(pieces->size());
-  for (size_t i = 0; i < pieces->size(); ++i) ReplyShmLent(ctx, (*pieces)[i], lent[i], false);
+  for (size_t i = 0; i < pieces->size(); ++i) {
+    ReplyShmLent(ctx, (*pieces)[i], lent[i], checksum);
+  }
 }
 
 // --- Checkpoints ---
@@ -657,6 +662,8 @@ void Match(Context& ctx) {
 // LFETCH's and SHMLFETCH's arguments after the namespace, checked against its shape:
 //   <lease> ATTN <layer> [RANGE <s> <e>] [FMT NATIVE] [RELEASE]
 //   <lease> STATE [LAYERS <layer> ...] [RELEASE]
+// SHMLFETCH (`shared`) also takes CHECKSUM; the trailing words (RELEASE, CHECKSUM) come last, each
+// at most once, in either order.
 struct LeaseFetch {
   uint64_t lease = 0;
   bool attn = false;
@@ -665,16 +672,26 @@ struct LeaseFetch {
   bool native = false;
   std::vector<uint32_t> layers;  // STATE: empty for all
   bool release = false;
+  bool checksum = false;
 };
-std::optional<LeaseFetch> ParseLeaseFetch(Context& ctx, const PrefixShape& shape) {
+std::optional<LeaseFetch> ParseLeaseFetch(Context& ctx, const PrefixShape& shape, bool shared) {
   const auto& args = ctx.args;
   LeaseFetch f;
   auto lease = ParseBounded(ctx, "lease", args[2], 1, std::numeric_limits<int64_t>::max());
   if (!lease) return std::nullopt;
   f.lease = *lease;
   size_t end = args.size();
-  f.release = EqualsIgnoreCase(args[end - 1], "RELEASE");
-  if (f.release) --end;
+  // args[3] (ATTN or STATE) is never taken for a trailing word.
+  while (end > 4) {
+    if (!f.release && EqualsIgnoreCase(args[end - 1], "RELEASE")) {
+      f.release = true;
+    } else if (shared && !f.checksum && EqualsIgnoreCase(args[end - 1], "CHECKSUM")) {
+      f.checksum = true;
+    } else {
+      break;
+    }
+    --end;
+  }
   f.attn = EqualsIgnoreCase(args[3], "ATTN");
   if (!f.attn && !EqualsIgnoreCase(args[3], "STATE")) {
     ctx.reply.Error(errors::kSyntax);
@@ -750,7 +767,7 @@ void LFetch(Context& ctx) {
   const auto& args = ctx.args;
   auto shape = ShapeOf(ctx, args[1]);
   if (!shape) return;
-  auto fetch = ParseLeaseFetch(ctx, *shape);
+  auto fetch = ParseLeaseFetch(ctx, *shape, /*shared=*/false);
   if (!fetch) return;
   std::string error;
   std::optional<Bytes> rows;
@@ -772,19 +789,19 @@ void LFetch(Context& ctx) {
   for (uint32_t l : layers) ctx.reply.Bulk(states[l]);
 }
 
-// KV.PREFIX.SHMLFETCH <ns> <lease> ATTN <layer> [RANGE <s> <e>] [FMT NATIVE] [RELEASE]
-// KV.PREFIX.SHMLFETCH <ns> <lease> STATE [LAYERS <layer> ...] [RELEASE]
+// KV.PREFIX.SHMLFETCH <ns> <lease> ATTN <layer> [RANGE <s> <e>] [FMT NATIVE] [CHECKSUM] [RELEASE]
+// KV.PREFIX.SHMLFETCH <ns> <lease> STATE [LAYERS <layer> ...] [CHECKSUM] [RELEASE]
 // LFETCH's answer over the shared path (docs/shm-transport.md): ATTN as the pieces its rows are
 // stored in (every block's K rows touched, the tail's, then the same for V), STATE one piece per
-// recurrent layer; each a place under a lease of its own or its bytes. All leases or none; past
-// the cap nothing is leased and the prefix lease is kept (RELEASE too), so the client can fetch
-// over the socket instead. Rows as stored only.
+// recurrent layer; each a place under the call's one SHM lease, or its bytes. Past the cap
+// nothing is leased and the prefix lease is kept (RELEASE too), so the client can fetch over the
+// socket instead. Rows as stored only.
 void ShmLFetch(Context& ctx) {
   if (!ShmGreeted(ctx)) return;
   const auto& args = ctx.args;
   auto shape = ShapeOf(ctx, args[1]);
   if (!shape) return;
-  auto fetch = ParseLeaseFetch(ctx, *shape);
+  auto fetch = ParseLeaseFetch(ctx, *shape, /*shared=*/true);
   if (!fetch) return;
   if (fetch->attn && shape->tier != store::Tier::kFp32 &&
       !(fetch->native && store::StoresValues(shape->tier))) {
@@ -814,7 +831,9 @@ void ShmLFetch(Context& ctx) {
     Db(ctx).prefixes.With(args[1], [&](PrefixIndex& index) { index.Release(fetch->lease); });
   }
   ctx.reply.ArrayLen(pieces.size());
-  for (size_t i = 0; i < pieces.size(); ++i) ReplyShmLent(ctx, pieces[i], lent[i], false);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    ReplyShmLent(ctx, pieces[i], lent[i], fetch->checksum);
+  }
 }
 
 // KV.PREFIX.RELEASE <ns> <lease> -> 1 when the lease was live.
@@ -880,13 +899,17 @@ void RegisterPrefixIndexCommands(Registry& r) {
             "Returns one layer's K rows then V rows of the listed blocks, or nil if one is "
             "missing (no state is promised).",
             BFetch, "O(N) in the rows", {ns, n, hashes, layer, fmt_native_opt}));
-  r.Add(cmd("kv.prefix.shmbfetch", -5, kReadonly, "<ns> <n> <hashes> <layer> [FMT NATIVE]",
-            "After SHM.HELLO: KV.PREFIX.BFETCH's rows as 2n pieces, every block's K rows then "
-            "every block's V rows, each [arena, offset, length, generation, nil, lease] or its "
-            "bytes; nil if a block is missing. Rows as stored only (fp32, or fp16/bf16 with FMT "
-            "NATIVE).",
-            ShmBFetch, "O(N) in the blocks; no byte is read or copied",
-            {ns, n, hashes, layer, fmt_native_opt}));
+  Arg checksum = TokenArg("checksum", "CHECKSUM");
+  checksum.flags = kArgOptional;
+  r.Add(
+      cmd("kv.prefix.shmbfetch", -5, kReadonly, "<ns> <n> <hashes> <layer> [FMT NATIVE] [CHECKSUM]",
+          "After SHM.HELLO: KV.PREFIX.BFETCH's rows as 2n pieces, every block's K rows then "
+          "every block's V rows, each [arena, offset, length, generation, checksum, lease] "
+          "(one lease for the call; checksum the piece's XXH3-64 hex with CHECKSUM, else nil) "
+          "or its bytes; nil if a block is missing. Rows as stored only (fp32, or fp16/bf16 "
+          "with FMT NATIVE).",
+          ShmBFetch, "O(N) in the blocks; no byte is read or copied (CHECKSUM: O(N) in the bytes)",
+          {ns, n, hashes, layer, fmt_native_opt, checksum}));
   r.Add(cmd(
       "ssm.prefix.ckpt.store", -5, kWrite | kDenyOom,
       "<ns> <anchor> <L> <pos> <layer> <blob> [<layer> <blob> ...] [TAIL <layer> <rows> "
@@ -942,13 +965,15 @@ void RegisterPrefixIndexCommands(Registry& r) {
             LFetch, "O(N) in the rows", {ns, lease, what, release}));
   r.Add(cmd(
       "kv.prefix.shmlfetch", -4, kReadonly,
-      "<ns> <lease> ATTN <layer> [RANGE <start> <end>] [FMT NATIVE] [RELEASE] | <ns> "
-      "<lease> STATE [LAYERS <layer> ...] [RELEASE]",
+      "<ns> <lease> ATTN <layer> [RANGE <start> <end>] [FMT NATIVE] [CHECKSUM] [RELEASE] | "
+      "<ns> <lease> STATE [LAYERS <layer> ...] [CHECKSUM] [RELEASE]",
       "After SHM.HELLO: KV.PREFIX.LFETCH's answer as pieces, each [arena, offset, length, "
-      "generation, nil, lease] or its bytes: ATTN the K rows then the V rows by block and tail, "
-      "STATE one per recurrent layer. All leases or none. Rows as stored only (fp32, or "
-      "fp16/bf16 with FMT NATIVE).",
-      ShmLFetch, "O(N) in the blocks; no byte is read or copied", {ns, lease, what, release}));
+      "generation, checksum, lease] or its bytes: ATTN the K rows then the V rows by block and "
+      "tail, STATE one per recurrent layer. One SHM lease for the call; checksum is the piece's "
+      "XXH3-64 hex with CHECKSUM, else nil. Rows as stored only (fp32, or fp16/bf16 with FMT "
+      "NATIVE).",
+      ShmLFetch, "O(N) in the blocks; no byte is read or copied (CHECKSUM: O(N) in the bytes)",
+      {ns, lease, what, checksum, release}));
   r.Add(cmd("kv.prefix.release", 3, kReadonly | kFast, "<ns> <lease>",
             "Ends a lease; returns 1 when it was live.", Release, "O(1)", {ns, lease}));
 }

@@ -98,26 +98,26 @@ void Get(Context& ctx) {
   if (!info) return ctx.reply.Null();
   if (info->type != store::KeyType::kString) return ctx.reply.Error(errors::kWrongType);
   LoadColdString(ctx.engine, Db(ctx), key, *info);
-  const ShmLent lent = ShmLend(ctx, key, info->value);
-  if (lent.place && lent.lease == 0) {
-    return ctx.reply.Error(
-        errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
-  }
-  ReplyShmLent(ctx, info->value, lent, checksum);
+  const Bytes* value[] = {&info->value};
+  std::vector<ShmLent> lent;
+  if (!ShmLendAll(ctx, key, value, lent)) return;
+  ReplyShmLent(ctx, info->value, lent[0], checksum);
 }
 
-// SSM.PREFIX.SHMFETCH <sid> <layer> [<layer> ...]: MFETCH's consistent snapshot of the layers,
-// each answered as SHM.GET answers a string (nil when absent). All leases or none: past the cap,
-// the ones this call took are given back and the error answered.
+// SSM.PREFIX.SHMFETCH <sid> <layer> [<layer> ...] [CHECKSUM]: MFETCH's consistent snapshot of
+// the layers, each answered as SHM.GET answers a string (nil when absent), all under one lease;
+// past the cap nothing is leased and the error answered.
 void SsmFetch(Context& ctx) {
   if (!ShmGreeted(ctx)) return;
   const std::string_view sid = ctx.args[1];
+  size_t end = ctx.args.size();
+  const bool checksum = TakeChecksumOption(ctx, 3, end);  // at least one layer before it
   if (static_cast<int64_t>(sid.size()) > ctx.engine.settings().Int(Setting::kMaxSidLen)) {
     return ctx.reply.Error(
         errors::SidTooLong(sid.size(), ctx.engine.settings().Int(Setting::kMaxSidLen)));
   }
   std::vector<uint32_t> layers;
-  for (size_t i = 2; i < ctx.args.size(); ++i) {
+  for (size_t i = 2; i < end; ++i) {
     auto layer = ParseInt64(ctx.args[i]);
     if (!layer || *layer < 0 || *layer > std::numeric_limits<int32_t>::max()) {
       return ctx.reply.Error(errors::NotInRange("layer", errors::Quoted(ctx.args[i]), 0,
@@ -151,15 +151,15 @@ void SsmFetch(Context& ctx) {
   ctx.reply.ArrayLen(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     CountLookup(ctx, values[i].has_value());
-    values[i] ? ReplyShmLent(ctx, *values[i], lent[i], false) : ctx.reply.Null();
+    values[i] ? ReplyShmLent(ctx, *values[i], lent[i], checksum) : ctx.reply.Null();
   }
 }
 
-// V.SHMFETCH <sid> <layer> RANGE <start> <end> [FMT NATIVE]: V.FETCH RANGE's rows, one
-// consistent state of the layer, as the pieces they are stored in, in row order: a piece in an
-// arena as its place under a lease of its own, shared zeros (a gap, rows past the length) as the
-// count of zero bytes, any other piece as its bytes. Nil for a layer with no tokens. Only rows
-// sent as stored can be shared: a decoded tier is an error. All leases or none.
+// V.SHMFETCH <sid> <layer> RANGE <start> <end> [FMT NATIVE] [CHECKSUM]: V.FETCH RANGE's rows,
+// one consistent state of the layer, as the pieces they are stored in, in row order: a piece in
+// an arena as its place under the call's one lease, shared zeros (a gap, rows past the length) as
+// the count of zero bytes, any other piece as its bytes. Nil for a layer with no tokens. Only
+// rows sent as stored can be shared: a decoded tier is an error.
 void VFetch(Context& ctx) {
   if (!ShmGreeted(ctx)) return;
   const auto& args = ctx.args;
@@ -175,10 +175,13 @@ void VFetch(Context& ctx) {
   if (!start || !end || *end <= *start) return ctx.reply.Error(errors::kBadVRange);
   const uint64_t max_tokens = vstore::LimitsOf(ctx.engine).max_tokens;
   if (*end > max_tokens) return ctx.reply.Error(errors::RangeOverMaxTokens(*end, max_tokens));
+  size_t end_of_options = args.size();
+  const bool checksum = TakeChecksumOption(ctx, 6, end_of_options);
   bool native = false;
-  if (args.size() == 8 && EqualsIgnoreCase(args[6], "FMT") && EqualsIgnoreCase(args[7], "NATIVE")) {
+  if (end_of_options == 8 && EqualsIgnoreCase(args[6], "FMT") &&
+      EqualsIgnoreCase(args[7], "NATIVE")) {
     native = true;
-  } else if (args.size() != 6) {
+  } else if (end_of_options != 6) {
     return ctx.reply.Error(errors::VFetchUnknownOption(args[6].substr(0, 64)));
   }
   store::VectorStore& vs = Db(ctx).vectors;
@@ -216,7 +219,7 @@ void VFetch(Context& ctx) {
     if (store::VectorStore::IsSharedZeros(pieces[i])) {
       ctx.reply.Integer(static_cast<int64_t>(pieces[i].size()));
     } else {
-      ReplyShmLent(ctx, pieces[i], lent[i], false);
+      ReplyShmLent(ctx, pieces[i], lent[i], checksum);
     }
   }
 }
@@ -402,17 +405,19 @@ void RegisterShmCommands(Registry& r) {
             Get));
   // In the SSM.PREFIX group, whose type check it takes (-WRONGTYPE for a key of another type).
   CommandSpec ssm_fetch =
-      cmd(1, "ssm.prefix.shmfetch", -3, kReadonly | kFast, "<sid> <layer> [<layer> ...]",
+      cmd(1, "ssm.prefix.shmfetch", -3, kReadonly | kFast, "<sid> <layer> [<layer> ...] [CHECKSUM]",
           "After SHM.HELLO: SSM.PREFIX.MFETCH's snapshot of the layers, each answered as SHM.GET "
-          "answers a string (its place under a lease, or its bytes), nil when absent.",
+          "answers a string (its place, or its bytes), nil when absent; one lease for the call. "
+          "CHECKSUM puts each place's XXH3-64 (hex) in its checksum slot, else nil.",
           SsmFetch);
   ssm_fetch.group = "ssm";
   r.Add(std::move(ssm_fetch));
   // In the V-store group, as V.FETCH.
   CommandSpec v_fetch = cmd(
-      1, "v.shmfetch", -6, kReadonly, "<sid> <layer> RANGE <start> <end> [FMT NATIVE]",
+      1, "v.shmfetch", -6, kReadonly, "<sid> <layer> RANGE <start> <end> [FMT NATIVE] [CHECKSUM]",
       "After SHM.HELLO: V.FETCH RANGE's rows as the pieces they are stored in, in order: a "
-      "piece in an arena as [arena, offset, length, generation, nil, lease], zero rows as their "
+      "piece in an arena as [arena, offset, length, generation, checksum, lease] (one lease for "
+      "the call; checksum the piece's XXH3-64 hex with CHECKSUM, else nil), zero rows as their "
       "byte count, any other piece as its bytes; nil for a layer with no tokens. Rows sent as "
       "stored only (fp32, or fp16/bf16 with FMT NATIVE).",
       VFetch);
@@ -420,7 +425,9 @@ void RegisterShmCommands(Registry& r) {
   v_fetch.complexity = "O(N) in the stored pieces the rows span; no byte is read or copied";
   r.Add(std::move(v_fetch));
   r.Add(cmd(0, "shm.release", -2, kFast, "<lease> [<lease> ...]",
-            "Ends leases SHM.GET gave this connection; answers how many were live.", Release));
+            "Ends leases the shared reads gave this connection (one per call, shared by its "
+            "pieces); answers how many were live.",
+            Release));
 }
 
 }  // namespace prefixd::commands

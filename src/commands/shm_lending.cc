@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "common/ascii.h"
 #include "common/clock.h"
 #include "engine/engine.h"
 #include "engine/errors.h"
@@ -34,40 +35,39 @@ bool ShmGreeted(Context& ctx) {
   return true;
 }
 
-ShmLent ShmLend(Context& ctx, std::string_view key, const Bytes& value) {
-  ShmLent lent;
-  if (!value.empty()) lent.place = shm::Locate(value.data(), value.size());
-  if (!lent.place && !value.empty()) {
-    if (const Bytes::FilePlace file = value.AdoptedFile(); file.fd >= 0) {
-      // Sealed against writes, the bytes never change: the generation field names the file
-      // (its inode), so that a client matches the descriptor it receives to the place.
-      lent.place = shm::Place{0, file.offset, file.inode};
-      lent.in_file = true;
+bool ShmLendAll(Context& ctx, std::string_view key, std::span<const Bytes* const> values,
+                std::vector<ShmLent>& lent) {
+  lent.assign(values.size(), ShmLent{});
+  std::vector<const Bytes*> placed;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] == nullptr || values[i]->empty()) continue;
+    const Bytes& value = *values[i];
+    lent[i].place = shm::Locate(value.data(), value.size());
+    if (!lent[i].place) {
+      if (const Bytes::FilePlace file = value.AdoptedFile(); file.fd >= 0) {
+        // Sealed against writes, the bytes never change: the generation field names the file
+        // (its inode), so that a client matches the descriptor it receives to the place.
+        lent[i].place = shm::Place{0, file.offset, file.inode};
+        lent[i].in_file = true;
+      }
     }
+    if (lent[i].place) placed.push_back(&value);
   }
-  if (!lent.place) return lent;
+  if (placed.empty()) return true;
   auto& table = ctx.session.shm_leases;
   if (table == nullptr) table = NewShmLeaseTable();
   const int64_t cap = ctx.engine.settings().Int(Setting::kShmMaxLeases);
   const int64_t expires = CoarseNowMs() + ctx.engine.settings().Int(Setting::kShmLeaseTimeout);
   const uint64_t tag = ShmLeaseTag(static_cast<size_t>(ctx.client.db.load()), key);
-  lent.lease = table->Add(value, tag, expires, static_cast<size_t>(cap));
-  return lent;
-}
-
-bool ShmLendAll(Context& ctx, std::string_view key, std::span<const Bytes* const> values,
-                std::vector<ShmLent>& lent) {
-  lent.assign(values.size(), ShmLent{});
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (values[i] == nullptr) continue;
-    lent[i] = ShmLend(ctx, key, *values[i]);
-    if (lent[i].place && lent[i].lease == 0) {
-      for (const ShmLent& taken : lent) {
-        if (taken.lease != 0) ctx.session.shm_leases->Release(taken.lease);
-      }
-      ctx.reply.Error(errors::ShmTooManyLeases(ctx.engine.settings().Int(Setting::kShmMaxLeases)));
-      return false;
-    }
+  const uint64_t lease = table->Add(placed, tag, expires, static_cast<size_t>(cap));
+  if (lease == 0) {
+    ctx.reply.Error(errors::ShmTooManyLeases(cap));
+    return false;
+  }
+  for (ShmLent& each : lent) {
+    if (!each.place) continue;
+    each.lease = lease;
+    each.alone = placed.size() == 1;
   }
   return true;
 }
@@ -77,7 +77,8 @@ void ReplyShmLent(Context& ctx, const Bytes& value, const ShmLent& lent, bool ch
   if (lent.in_file) {
     const int fd = ::fcntl(value.AdoptedFile().fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) {
-      if (lent.lease != 0) ctx.session.shm_leases->Release(lent.lease);
+      // The lease may hold other pieces of this answer: only a lease of this piece alone ends.
+      if (lent.alone) ctx.session.shm_leases->Release(lent.lease);
       return ctx.reply.Bulk(value);
     }
     // The connection closes its copy once sent; it travels with this reply's first byte.
@@ -97,6 +98,12 @@ void ReplyShmLent(Context& ctx, const Bytes& value, const ShmLent& lent, bool ch
     ctx.reply.Null();
   }
   ctx.reply.Integer(static_cast<int64_t>(lent.lease));
+}
+
+bool TakeChecksumOption(const Context& ctx, size_t first, size_t& end) {
+  if (end <= first || !EqualsIgnoreCase(ctx.args[end - 1], "CHECKSUM")) return false;
+  --end;
+  return true;
 }
 
 }  // namespace prefixd::commands

@@ -177,9 +177,10 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      "Uids of unix-socket peers SHM.HELLO hands the arenas to, separated by spaces or commas "
      "('self': the server's own uid; empty: nobody)"},
     {"shm-max-leases", T::kInteger, true, "1024", 0, 1 << 20, "",
-     "Most SHM.GET leases one connection may hold at once"},
+     "Most SHM leases one connection may hold at once (one per shared read: SHM.GET or a "
+     "piece fetch, whatever its number of pieces)"},
     {"shm-lease-timeout", T::kInteger, true, "30000", 1, kIntMax, "",
-     "Milliseconds a SHM.GET lease lives before the server ends it"},
+     "Milliseconds a SHM lease lives before the server ends it"},
 }};
 
 // shm-allow-uids' tokens, each "self" or a uid; nullopt when one is neither.

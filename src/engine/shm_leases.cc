@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <vector>
 
 namespace prefixd::commands {
@@ -44,37 +45,43 @@ int64_t SteadyMicros() {
 // only leases keep. Tables call in under their own lock (so a table's lock comes first).
 class LeasedAllocations {
  public:
-  void Add(const Bytes& value, uint64_t tag) {
+  // A lease's allocations (each once) taken through `tag`.
+  void Add(std::span<const Bytes> held, uint64_t tag) {
     std::lock_guard lock(mu_);
-    Held& held = by_storage_[value.storage()];
-    if (held.leases++ == 0) held.anchor = value;
-    by_tag_[tag][value.storage()] += 1;
+    auto& of_tag = by_tag_[tag];
+    for (const Bytes& value : held) {
+      Held& entry = by_storage_[value.storage()];
+      if (entry.leases++ == 0) entry.anchor = value;
+      of_tag[value.storage()] += 1;
+    }
     distinct_.store(by_storage_.size(), std::memory_order_relaxed);
   }
 
-  // Returns the register's own handle when this was the allocation's last lease, for the caller
-  // to drop outside every lock (it may free the region).
-  Bytes Remove(const Bytes& value, uint64_t tag) {
-    Bytes last;
+  // A lease's allocations, ended. Appends the register's own handle of each allocation whose
+  // last lease this was to `last`, for the caller to drop outside every lock (it may free the
+  // region).
+  void Remove(std::span<const Bytes> held, uint64_t tag, std::vector<Bytes>& last) {
     {
       std::lock_guard lock(mu_);
-      if (auto t = by_tag_.find(tag); t != by_tag_.end()) {
-        if (auto s = t->second.find(value.storage()); s != t->second.end() && --s->second == 0) {
-          t->second.erase(s);
+      auto t = by_tag_.find(tag);
+      for (const Bytes& value : held) {
+        if (t != by_tag_.end()) {
+          if (auto s = t->second.find(value.storage()); s != t->second.end() && --s->second == 0) {
+            t->second.erase(s);
+          }
         }
-        if (t->second.empty()) by_tag_.erase(t);
+        if (auto s = by_storage_.find(value.storage());
+            s != by_storage_.end() && --s->second.leases == 0) {
+          last.push_back(std::move(s->second.anchor));
+          by_storage_.erase(s);
+        }
       }
-      if (auto s = by_storage_.find(value.storage());
-          s != by_storage_.end() && --s->second.leases == 0) {
-        last = std::move(s->second.anchor);
-        by_storage_.erase(s);
-      }
+      if (t != by_tag_.end() && t->second.empty()) by_tag_.erase(t);
       distinct_.store(by_storage_.size(), std::memory_order_relaxed);
     }
     // An orphan's last lease ended: its bytes go with it, so the kept figure must be counted
     // again before it is next read.
     stale_.store(true, std::memory_order_relaxed);
-    return last;
   }
 
   bool HoldsKey(uint64_t tag) {
@@ -142,24 +149,40 @@ uint64_t ShmLeaseTag(size_t db, std::string_view key) {
   return XXH3_64bits_withSeed(key.data(), key.size(), db);
 }
 
-uint64_t ShmLeaseTable::Add(Bytes value, uint64_t tag, int64_t expires_ms, size_t cap) {
+uint64_t ShmLeaseTable::Add(std::span<const Bytes* const> pieces, uint64_t tag, int64_t expires_ms,
+                            size_t cap) {
+  // One handle per allocation: the register counts a lease once per allocation it holds, which is
+  // what its orphan test (every handle a lease's or its own) relies on.
+  std::vector<const Bytes*> distinct(pieces.begin(), pieces.end());
+  std::sort(distinct.begin(), distinct.end(), [](const Bytes* a, const Bytes* b) {
+    return std::less<const void*>()(a->storage(), b->storage());
+  });
+  distinct.erase(
+      std::unique(distinct.begin(), distinct.end(),
+                  [](const Bytes* a, const Bytes* b) { return a->storage() == b->storage(); }),
+      distinct.end());
+  Lease lease{{}, 0, tag, expires_ms};
+  lease.held.reserve(distinct.size());
+  for (const Bytes* piece : distinct) lease.held.push_back(*piece);
+  for (const Bytes* piece : pieces) lease.bytes += piece->size();
   std::lock_guard lock(mu_);
-  if (leases_.size() >= cap) return 0;
+  if (leases_.size() >= cap) return 0;  // `lease` is dropped after the lock, with its handles
   const uint64_t id = ++next_id_;
-  bytes_ += value.size();
-  Leased().Add(value, tag);
-  leases_.emplace(id, Lease{std::move(value), tag, expires_ms});
+  bytes_ += lease.bytes;
+  Leased().Add(lease.held, tag);
+  leases_.emplace(id, std::move(lease));
   return id;
 }
 
 bool ShmLeaseTable::Release(uint64_t id) {
-  Bytes dropped, last;  // freed outside the locks
+  std::vector<Bytes> last;  // freed outside the locks
+  Lease dropped;
   std::lock_guard lock(mu_);
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
-  bytes_ -= it->second.value.size();
-  last = Leased().Remove(it->second.value, it->second.tag);
-  dropped = std::move(it->second.value);
+  bytes_ -= it->second.bytes;
+  Leased().Remove(it->second.held, it->second.tag, last);
+  dropped = std::move(it->second);
   leases_.erase(it);
   return true;
 }
@@ -171,22 +194,23 @@ size_t ShmLeaseTable::Clear() {
     std::lock_guard lock(mu_);
     dropped.swap(leases_);
     bytes_ = 0;
-    for (const auto& [id, lease] : dropped) last.push_back(Leased().Remove(lease.value, lease.tag));
+    for (const auto& [id, lease] : dropped) Leased().Remove(lease.held, lease.tag, last);
   }
   return dropped.size();
 }
 
 void ShmLeaseTable::Sweep(int64_t now_ms) {
-  std::vector<Bytes> dropped;
+  std::vector<Bytes> last;  // freed outside the locks
+  std::vector<Lease> dropped;
   std::lock_guard lock(mu_);
   for (auto it = leases_.begin(); it != leases_.end();) {
     if (it->second.expires_ms > now_ms) {
       ++it;
       continue;
     }
-    bytes_ -= it->second.value.size();
-    dropped.push_back(Leased().Remove(it->second.value, it->second.tag));
-    dropped.push_back(std::move(it->second.value));
+    bytes_ -= it->second.bytes;
+    Leased().Remove(it->second.held, it->second.tag, last);
+    dropped.push_back(std::move(it->second));
     it = leases_.erase(it);
   }
 }

@@ -1,6 +1,7 @@
-// ShmLeaseTable: the values one connection has leased through SHM.GET (docs/shm-transport.md).
-// A lease is a reference to the value's bytes, so they are neither freed nor rewritten while it
-// lives; it ends on SHM.RELEASE, on disconnect or when its time is up. The connection's io thread
+// ShmLeaseTable: what one connection has leased through the shared forms (SHM.GET and the piece
+// fetches; docs/shm-transport.md). A lease is one answer's: a reference to every allocation its
+// pieces lie in, so they are neither freed nor rewritten while it lives; it ends on SHM.RELEASE,
+// on disconnect or when its time is up. The connection's io thread
 // adds and releases; the active-expiry thread sweeps expired leases: hence the table's own lock.
 // Every table also reports to one process-wide register of leased allocations, which eviction
 // and memory accounting read from any thread (its own lock, always taken after a table's).
@@ -10,8 +11,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "common/bytes.h"
 
@@ -24,9 +27,15 @@ uint64_t ShmLeaseTag(size_t db, std::string_view key);
 
 class ShmLeaseTable {
  public:
-  // A lease on `value` (taken through `tag`) until `expires_ms` (Unix ms): its id (from 1), or 0
-  // when the table already holds `cap` leases.
-  uint64_t Add(Bytes value, uint64_t tag, int64_t expires_ms, size_t cap);
+  // One lease on every allocation `pieces` lie in (the pieces one answer lends, taken through
+  // `tag`), until `expires_ms` (Unix ms): its id (from 1), or 0 when the table already holds
+  // `cap` leases. Pieces of one allocation are held once: the cap counts answers, not pieces.
+  uint64_t Add(std::span<const Bytes* const> pieces, uint64_t tag, int64_t expires_ms, size_t cap);
+  // A lease of one value.
+  uint64_t Add(const Bytes& value, uint64_t tag, int64_t expires_ms, size_t cap) {
+    const Bytes* one[] = {&value};
+    return Add(one, tag, expires_ms, cap);
+  }
   // Ends lease `id`; false when there is none (released, expired, or never given).
   bool Release(uint64_t id);
   // Ends every lease; returns how many there were.
@@ -40,9 +49,10 @@ class ShmLeaseTable {
 
  private:
   struct Lease {
-    Bytes value;
-    uint64_t tag;
-    int64_t expires_ms;
+    std::vector<Bytes> held;  // one handle per distinct allocation
+    uint64_t bytes = 0;       // the pieces' lengths, summed (INFO's shm_leased_bytes)
+    uint64_t tag = 0;
+    int64_t expires_ms = 0;
   };
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Lease> leases_;

@@ -285,13 +285,15 @@ TEST_F(HybridShm, ArenasOffFallsBackToTheUnixSocket) {
   EXPECT_EQ(CommandCalls(admin_.get(), "shm.hello"), 2u);
 }
 
-// A shared call the server refuses (one lease per connection: SSM.PREFIX.SHMFETCH needs three,
-// V.SHMFETCH one per piece) is done again over the socket, with the same result.
+// A shared call the server refuses (no room for a lease: shm-max-leases 0) is done again over the
+// socket, with the same result. The cap counts calls, not pieces: with room for one lease, every
+// call goes through the arenas, each of several views (the GDN layers, a layer's row pieces),
+// since the warm path releases a call's lease before its next call.
 TEST_F(HybridShm, RefusedSharedCallsAreReadOverTheSocket) {
   ASSERT_NO_FATAL_FAILURE(StartWith(true));
   HybridPrefixCache cache(config_, {.kv = KvTransport::kVStore});
   const ColdRun run = Cold(cache, kPrefix, 9, kDecode);
-  it::RedisReply set(it::HiredisCommand(admin_.get(), {"CONFIG", "SET", "shm-max-leases", "1"}));
+  it::RedisReply set(it::HiredisCommand(admin_.get(), {"CONFIG", "SET", "shm-max-leases", "0"}));
   ASSERT_NE(set, nullptr);
   ASSERT_EQ(set->type, REDIS_REPLY_STATUS) << it::DescribeReply(set.get());
   const Json warm = WarmVia(run, KvTransport::kVStore, "shm");
@@ -300,6 +302,16 @@ TEST_F(HybridShm, RefusedSharedCallsAreReadOverTheSocket) {
   EXPECT_GE(warm["socket_fallbacks"].get<uint64_t>(), 1u);
   ExpectSameAsCold(run, warm);
   EXPECT_GE(CommandCalls(admin_.get(), "ssm.prefix.shmfetch"), 1u);
+
+  it::RedisReply one(it::HiredisCommand(admin_.get(), {"CONFIG", "SET", "shm-max-leases", "1"}));
+  ASSERT_NE(one, nullptr);
+  ASSERT_EQ(one->type, REDIS_REPLY_STATUS) << it::DescribeReply(one.get());
+  const Json shared = WarmVia(run, KvTransport::kVStore, "shm");
+  ASSERT_TRUE(shared["hit"].get<bool>()) << shared["miss_reason"];
+  EXPECT_EQ(shared["socket_fallbacks"].get<uint64_t>(), 0u) << "a call was refused at cap 1";
+  EXPECT_GT(shared["shared_views"].get<uint64_t>(), 1u) << "more leased views than the cap";
+  ExpectSameAsCold(run, shared);
+  EXPECT_EQ(it::InfoNumber(admin_.get(), "shm_leases"), 0u);
 }
 
 // What the command line refuses: the shared path without a socket, an unknown transport. The
@@ -395,8 +407,7 @@ TEST_F(HybridShm, ChatOverTheSharedPathRestoresWhatTcpRestores) {
   EXPECT_EQ(it::InfoNumber(admin_.get(), "shm_leases"), 0u);
 }
 
-// The chat's shared calls the server refuses (one lease per connection: the checkpoint's three
-// GDN layers need three, and the attention rows one per piece outside AddressSanitizer) are done
+// The chat's shared calls the server refuses (no room for a lease: shm-max-leases 0) are done
 // again over the socket, with the same turns as over TCP; with
 // the arenas off the chat says SHM.HELLO was refused and reads everything over the unix socket.
 TEST_F(HybridShm, ChatFallsBackToTheSocketWhereRefused) {
@@ -404,7 +415,7 @@ TEST_F(HybridShm, ChatFallsBackToTheSocketWhereRefused) {
   const std::string tcp_json = (tmp_ / "chat-tcp.json").string();
   const std::string shm_json = (tmp_ / "chat-shm.json").string();
   ASSERT_EQ(Chat(false, "full", tcp_json), 0);
-  it::RedisReply set(it::HiredisCommand(admin_.get(), {"CONFIG", "SET", "shm-max-leases", "1"}));
+  it::RedisReply set(it::HiredisCommand(admin_.get(), {"CONFIG", "SET", "shm-max-leases", "0"}));
   ASSERT_NE(set, nullptr);
   ASSERT_EQ(set->type, REDIS_REPLY_STATUS) << it::DescribeReply(set.get());
   ASSERT_EQ(Chat(true, "full", shm_json), 0);

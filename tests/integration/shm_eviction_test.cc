@@ -342,5 +342,60 @@ TEST_F(ShmEvictionTest, AKilledClientsLeasedValuesLeaveTheAccount) {
   EXPECT_EQ(Info("shm_leased_orphan_bytes"), 0u);
 }
 
+// One call's lease holds every allocation its pieces lie in: a session leased by one
+// SSM.PREFIX.SHMFETCH of two layers is passed over by eviction while the lease lives; once the
+// session is deleted both layers stay counted, each once although a second lease (of one layer)
+// shares it, and each lease's end gives back exactly what it alone held; a lease whose time is up
+// ends the same way.
+TEST_F(ShmEvictionTest, OneCallsLeaseHoldsEveryAllocationOfItsPiecesAndCountsEachOnce) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-lease-timeout", "600000"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const std::string l0 = Pattern(kValue, 700), l1 = Pattern(kValue, 701);
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.MSTORE", "s", "0", l0, "1", l1}).ok());
+  std::vector<ShmView> both, first;
+  const std::vector<uint32_t> two = {0, 1}, one = {0};
+  ASSERT_TRUE(client.FetchLayers("s", two, both).ok());
+  ASSERT_EQ(both.size(), 2u);
+  ASSERT_NE(both[0].lease, 0u);
+  ASSERT_EQ(both[1].lease, both[0].lease) << "one lease for the call";
+  ASSERT_TRUE(client.FetchLayers("s", one, first).ok());
+  ASSERT_NE(first[0].lease, 0u);
+  EXPECT_EQ(Info("shm_leases"), 2u);
+
+  // Eviction passes over the session: it would free nothing.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(Set(client, "k:" + std::to_string(i), Pattern(kValue, 710 + i)), "OK");
+  }
+  ASSERT_NO_FATAL_FAILURE(SetMaxmemory(Info("used_memory") + kValue / 2));
+  const uint64_t skips = Info("shm_eviction_skips");
+  ASSERT_EQ(Set(client, "n:0", Pattern(kValue, 720)), "OK");
+  EXPECT_TRUE(Exists("s")) << "eviction took a session whose layers a lease holds";
+  EXPECT_GT(Info("shm_eviction_skips"), skips);
+  ASSERT_NO_FATAL_FAILURE(SetMaxmemory(0));
+
+  // Deleted: both layers are the leases' alone, each counted once.
+  ASSERT_TRUE(client.Command({"DEL", "s"}).ok());
+  EXPECT_EQ(Info("shm_leased_orphan_bytes"), 2 * kValue);
+  // The two-layer lease ends: layer 0 stays, held by the other.
+  ASSERT_TRUE(client.Release(both[1]).ok());
+  EXPECT_EQ(Info("shm_leased_orphan_bytes"), kValue);
+  EXPECT_TRUE(AsString(first[0]) == l0);
+  EXPECT_TRUE(client.Valid(first[0]));
+  ASSERT_TRUE(client.Release(first[0]).ok());
+  EXPECT_EQ(Info("shm_leased_orphan_bytes"), 0u);
+  EXPECT_EQ(Info("shm_leases"), 0u);
+
+  // The time limit ends a lease of many allocations as any other.
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.MSTORE", "t", "0", l0, "1", l1}).ok());
+  ASSERT_TRUE(client.Command({"CONFIG", "SET", "shm-lease-timeout", "200"}).ok());
+  ASSERT_TRUE(client.FetchLayers("t", two, both).ok());
+  ASSERT_TRUE(client.Command({"DEL", "t"}).ok());
+  EXPECT_EQ(Info("shm_leased_orphan_bytes"), 2 * kValue);
+  EXPECT_TRUE(InfoBecomes("shm_leases", 0));
+  EXPECT_TRUE(InfoBecomes("shm_leased_orphan_bytes", 0));
+  EXPECT_FALSE(client.Valid(both[0]));
+}
+
 }  // namespace
 }  // namespace prefixd::it

@@ -12,6 +12,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,22 @@ using namespace std::chrono_literals;
 
 std::string AsString(const ShmView& view) {
   return {reinterpret_cast<const char*>(view.data), view.size};
+}
+
+// The lease of every leased piece, in order (the pieces of one call repeat its one lease).
+std::vector<uint64_t> LeasesOf(const std::vector<ShmView>& pieces) {
+  std::vector<uint64_t> out;
+  for (const ShmView& p : pieces) {
+    if (p.lease != 0) out.push_back(p.lease);
+  }
+  return out;
+}
+
+// How many different leases the pieces name.
+size_t DistinctLeaseCount(const std::vector<ShmView>& pieces) {
+  std::vector<uint64_t> ids = LeasesOf(pieces);
+  std::sort(ids.begin(), ids.end());
+  return static_cast<size_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
 }
 
 class ShmTest : public ServerTest {
@@ -219,7 +236,7 @@ TEST_F(ShmTest, LeaseKeepsOldBytesThroughOverwriteDelAndFlushall) {
 }
 
 TEST_F(ShmTest, SsmLayersThroughTheArenas) {
-  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "4"}));
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "2"}));
   ShmClient client;
   ASSERT_NO_FATAL_FAILURE(Connect(client));
   const std::string conv = Pattern((1 << 20) + 96, 20), ssm = Pattern((2 << 20) + 12, 21);
@@ -232,8 +249,9 @@ TEST_F(ShmTest, SsmLayersThroughTheArenas) {
   EXPECT_NE(views[0].lease, 0u);
   EXPECT_TRUE(AsString(views[0]) == ssm);
   EXPECT_EQ(views[1].data, nullptr) << "layer 7 was never stored";
-  EXPECT_NE(views[2].lease, 0u);
+  EXPECT_EQ(views[2].lease, views[0].lease) << "one lease for the call";
   EXPECT_TRUE(AsString(views[2]) == conv);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 1u);
 
   // A new store and a DROP leave the leased layers as they were.
   const std::string ssm2 = Pattern((2 << 20) + 12, 22);
@@ -244,14 +262,28 @@ TEST_F(ShmTest, SsmLayersThroughTheArenas) {
   EXPECT_TRUE(AsString(views[2]) == conv);
   EXPECT_TRUE(client.Valid(views[0]));
 
-  // Past the cap (4; two held) nothing of the call is leased.
+  // At the cap (2: the call's lease and a string's) a call is refused and leases nothing; with
+  // room for one more lease, a call of three layers takes it.
   ASSERT_TRUE(client.Command({"SSM.PREFIX.MSTORE", "u", "0", conv, "1", ssm, "2", ssm2}).ok());
+  ASSERT_NO_FATAL_FAILURE(Set(client, "k", Pattern(1 << 20, 24)));
+  ShmView string_view;
+  ASSERT_TRUE(client.Get("k", string_view).ok());
   std::vector<ShmView> refused;
   const std::vector<uint32_t> three = {0, 1, 2};
   st = client.FetchLayers("u", three, refused);
   EXPECT_EQ(st.code(), StatusCode::kServerError);
   EXPECT_NE(st.message().find("shm-max-leases"), std::string::npos) << st.ToString();
   EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u);
+  ASSERT_TRUE(client.Release(string_view).ok());
+  std::vector<ShmView> taken;
+  st = client.FetchLayers("u", three, taken);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(DistinctLeaseCount(taken), 1u);
+  EXPECT_EQ(LeasesOf(taken).size(), 3u);
+  EXPECT_TRUE(AsString(taken[0]) == conv && AsString(taken[1]) == ssm &&
+              AsString(taken[2]) == ssm2);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u);
+  ASSERT_TRUE(client.Release(LeasesOf(taken)).ok());
 
   // A small session lives outside the arenas: its layers come back as bytes, without leases.
   ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "small", "3", "abc"}).ok());
@@ -297,14 +329,6 @@ std::string FetchedOverSocket(ShmClient& client, const std::string& sid, uint64_
   auto r = client.Command(args);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? r.value().str : std::string();
-}
-
-std::vector<uint64_t> LeasesOf(const std::vector<ShmView>& pieces) {
-  std::vector<uint64_t> out;
-  for (const ShmView& p : pieces) {
-    if (p.lease != 0) out.push_back(p.lease);
-  }
-  return out;
 }
 
 // Whether V-store chunks (at most 256 KiB) lie outside the arenas: a server built with
@@ -434,7 +458,8 @@ TEST_F(ShmTest, VStoreLeaseKeepsRowsThroughOverwriteAndDrop) {
   const std::string first = FetchedOverSocket(client, "v", 0, 128);
   std::vector<ShmView> old_rows;
   ASSERT_TRUE(client.FetchRows("v", 0, 0, 128, old_rows).ok());
-  ASSERT_EQ(LeasesOf(old_rows).size(), 2u);
+  ASSERT_EQ(LeasesOf(old_rows).size(), 2u) << "two chunks, two leased pieces";
+  ASSERT_EQ(DistinctLeaseCount(old_rows), 1u) << "one lease for the call";
   ASSERT_TRUE(Joined(old_rows) == first);
 
   // Rewritten rows a reader has seen go to new chunks; the leased ones stay as they were.
@@ -457,7 +482,7 @@ TEST_F(ShmTest, VStoreLeaseKeepsRowsThroughOverwriteAndDrop) {
   EXPECT_TRUE(Joined(old_rows) == first);
   EXPECT_TRUE(Joined(new_rows) == second);
   for (const ShmView& p : old_rows) EXPECT_TRUE(client.Valid(p));
-  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 4u);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u);
   EXPECT_EQ(InfoNumber(admin_.get(), "shm_leased_bytes"), uint64_t{4} * 64 * kVRow);
   Status gone = client.FetchRows("v", 0, 0, 128, new_rows);
   EXPECT_EQ(gone.message(), "ERR session not found");
@@ -466,11 +491,13 @@ TEST_F(ShmTest, VStoreLeaseKeepsRowsThroughOverwriteAndDrop) {
   const std::vector<ShmView> kept = old_rows;
   ASSERT_TRUE(client.Release(LeasesOf(old_rows)).ok());
   for (const ShmView& p : kept) EXPECT_FALSE(client.Valid(p));
-  EXPECT_TRUE(LeasesBecome(2));
+  EXPECT_TRUE(LeasesBecome(1));
 }
 
-TEST_F(ShmTest, VStoreLeasesCountAgainstTheCapAllOrNone) {
-  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "4"}));
+// shm-max-leases counts calls: a call of more pieces than the cap takes one lease; at the cap a
+// call is refused and leases nothing.
+TEST_F(ShmTest, VStoreLeasesCountCallsAgainstTheCap) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "2"}));
   ShmClient client;
   ASSERT_NO_FATAL_FAILURE(Connect(client));
   if (VChunksOnHeap(client)) {
@@ -480,22 +507,23 @@ TEST_F(ShmTest, VStoreLeasesCountAgainstTheCapAllOrNone) {
   ASSERT_NO_FATAL_FAILURE(StoreRows(client, "v", 0, 192, 70));
   std::vector<ShmView> three;
   ASSERT_TRUE(client.FetchRows("v", 0, 0, 192, three).ok());
-  ASSERT_EQ(LeasesOf(three).size(), 3u);
+  ASSERT_EQ(LeasesOf(three).size(), 3u) << "three pieces, more than the cap";
+  EXPECT_EQ(DistinctLeaseCount(three), 1u);
+  EXPECT_TRUE(Joined(three) == FetchedOverSocket(client, "v", 0, 192));
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 1u);
   ShmView string_view;
   ASSERT_NO_FATAL_FAILURE(Set(client, "k", Pattern(1 << 20, 71)));
-  ASSERT_TRUE(client.Get("k", string_view).ok());  // the fourth lease
+  ASSERT_TRUE(client.Get("k", string_view).ok());  // the second lease: at the cap
   std::vector<ShmView> more;
   Status capped = client.FetchRows("v", 0, 0, 64, more);
   EXPECT_EQ(capped.message(),
-            "ERR this connection holds 4 SHM leases (shm-max-leases): SHM.RELEASE some first");
-  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 4u);
-  // Two pieces with room for one: neither is leased.
+            "ERR this connection holds 2 SHM leases (shm-max-leases): SHM.RELEASE some first");
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u);
+  // One released: room for one call, of any number of pieces.
   ASSERT_TRUE(client.Release(string_view).ok());
-  capped = client.FetchRows("v", 0, 32, 96, more);
-  EXPECT_EQ(capped.code(), StatusCode::kServerError);
-  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 3u);
-  ASSERT_TRUE(client.FetchRows("v", 0, 0, 64, more).ok());
-  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 4u);
+  ASSERT_TRUE(client.FetchRows("v", 0, 32, 192, more).ok());
+  EXPECT_EQ(DistinctLeaseCount(more), 1u);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u);
 }
 
 // Cold rows (the disk tier) are read into memory for the answer: the same bytes as V.FETCH's.
@@ -613,7 +641,7 @@ TEST_F(ShmTest, PrefixBlocksEveryByteAsTheSocketSendsThemAndLeasesHoldPages) {
   EXPECT_TRUE(Joined(old_rows) == first) << "new blocks were written into leased pages";
   for (const ShmView& p : old_rows) EXPECT_TRUE(client.Valid(p));
   EXPECT_EQ(client.FetchBlocks("ns", Hashes({'a'}), 1, pieces).code(), StatusCode::kNotFound);
-  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 8u);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u) << "one lease per call";
 
   // Decoded tiers are refused.
   ASSERT_TRUE(
@@ -776,7 +804,7 @@ TEST_F(ShmTest, PrefixLeaseEveryByteAsLFetchSendsItAndLeasesOutliveDropAndReuse)
   EXPECT_TRUE(Joined(states) == states_before);
   for (const ShmView& p : rows) EXPECT_TRUE(client.Valid(p));
   for (const ShmView& p : states) EXPECT_TRUE(client.Valid(p));
-  if (!on_heap) EXPECT_GT(InfoNumber(admin_.get(), "shm_leases"), 2u);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), on_heap ? 1u : 2u) << "one lease per call";
   ASSERT_TRUE(client.Release(LeasesOf(rows)).ok());
   ASSERT_TRUE(client.Release(LeasesOf(states)).ok());
   EXPECT_TRUE(LeasesBecome(0));
@@ -840,37 +868,46 @@ TEST_F(ShmTest, PrefixLeaseSharedFetchAnswersLFetchsErrors) {
 }
 
 TEST_F(ShmTest, PrefixLeaseSharedFetchPastTheCapLeasesNothingAndKeepsThePrefixLease) {
-  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "1"}));
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "0"}));
   ShmClient client;
   ASSERT_NO_FATAL_FAILURE(Connect(client));
   ASSERT_NO_FATAL_FAILURE(StorePrefix(client, "ns", "fp32", 230));
   const uint64_t lease = MatchLease(client, "ns");
   ASSERT_NE(lease, 0u);
-  // Two states of 2 MiB (places everywhere) with room for one lease: neither is leased, and
-  // RELEASE did not end the prefix lease.
+  // No room for a lease: two states of 2 MiB (places everywhere) are refused, nothing is leased,
+  // and RELEASE did not end the prefix lease.
   std::vector<ShmView> pieces;
   Status capped = client.FetchLeaseState("ns", lease, {}, pieces, true);
   EXPECT_EQ(capped.message(),
-            "ERR this connection holds 1 SHM leases (shm-max-leases): SHM.RELEASE some first");
+            "ERR this connection holds 0 SHM leases (shm-max-leases): SHM.RELEASE some first");
   EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
   auto still = LFetchOverSocket(client, {"ns", std::to_string(lease), "STATE"});
   ASSERT_TRUE(still.ok()) << "the refused fetch ended the prefix lease";
-  const uint32_t one[] = {0};
-  ASSERT_TRUE(client.FetchLeaseState("ns", lease, one, pieces).ok());
-  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 1u);
-  ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
-  // The rows: 6 block pieces leased (when the pages are in an arena) past a cap of 1.
-  ASSERT_TRUE(client.Command({"CONFIG", "SET", "shm-max-leases", "64"}).ok());
-  ASSERT_TRUE(client.FetchLeaseRows("ns", lease, 0, pieces).ok());
-  const bool on_heap = PagesOnHeap(pieces);
-  ASSERT_TRUE(client.Release(LeasesOf(pieces)).ok());
+  // Room for one: both states in one call, one lease.
   ASSERT_TRUE(client.Command({"CONFIG", "SET", "shm-max-leases", "1"}).ok());
-  if (on_heap)
-    GTEST_SKIP() << "this sanitized server keeps the small namespace's pages on the heap";
+  std::vector<ShmView> states;
+  ASSERT_TRUE(client.FetchLeaseState("ns", lease, {}, states).ok());
+  ASSERT_EQ(states.size(), 2u);
+  EXPECT_EQ(DistinctLeaseCount(states), 1u);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 1u);
+  // The rows: 8 pieces (the 6 blocks' leased when the pages are in an arena), refused while the
+  // states' lease holds the one room, RELEASE or not; then one lease for all of them.
+  EXPECT_EQ(client.FetchLeaseRows("ns", lease, 0, pieces).code(), StatusCode::kServerError);
   capped = client.FetchLeaseRows("ns", lease, 0, pieces, false, 0, ShmClient::kToLength, true);
   EXPECT_EQ(capped.code(), StatusCode::kServerError);
-  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 1u);
   EXPECT_TRUE(LFetchOverSocket(client, {"ns", std::to_string(lease), "ATTN", "0"}).ok());
+  ASSERT_TRUE(client.Release(LeasesOf(states)).ok());
+  ASSERT_TRUE(client.FetchLeaseRows("ns", lease, 0, pieces).ok());
+  EXPECT_EQ(pieces.size(), 8u);
+  if (!PagesOnHeap(pieces)) {
+    EXPECT_GE(LeasesOf(pieces).size(), 6u) << "every block's piece in an arena";
+    EXPECT_EQ(DistinctLeaseCount(pieces), 1u);
+    EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 1u);
+  }
+  auto socket = LFetchOverSocket(client, {"ns", std::to_string(lease), "ATTN", "0"});
+  ASSERT_TRUE(socket.ok());
+  EXPECT_TRUE(Joined(pieces) == socket.value().str);
 }
 
 // The client's mapping is its own: a view stays readable across a restart of the server. The
@@ -1060,6 +1097,256 @@ TEST_F(ShmTest, TcpPortRefusesShmCommands) {
             refused);
   EXPECT_EQ(tcp->Call(Multibulk({"KV.PREFIX.SHMLFETCH", "ns", "1", "ATTN", "0"})), refused);
   EXPECT_EQ(tcp->Call(Multibulk({"KV.PREFIX.SHMLFETCH", "ns", "1", "STATE"})), refused);
+}
+
+// --- One lease per call, and the cap at its limit ---
+
+// shm-max-leases counts calls, whatever their pieces: N calls of 6 pieces each fit a cap of N,
+// call N+1 is refused and leases nothing; SHM.RELEASE of a call's id (named twice) ends its one
+// lease and makes room.
+TEST_F(ShmTest, TheLeaseCapCountsCallsNotPieces) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "3"}));
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(
+      client
+          .Command({"KV.PREFIX.NAMESPACE", "ns", "BLOCK", std::to_string(kBlockTokens), "ATTN", "2",
+                    "KVDIM", std::to_string(kVDim), "RECURRENT", "1", "VQUANT", "fp32"})
+          .ok());
+  const std::string hashes = Hashes({'a', 'b', 'c'});
+  ASSERT_NO_FATAL_FAILURE(StoreBlocks(client, "ns", std::string(16, '\0'), hashes, 400));
+  const std::string socket = BlocksOverSocket(client, "ns", hashes, "0");
+  std::vector<std::vector<ShmView>> calls(3);
+  for (auto& pieces : calls) {
+    Status st = client.FetchBlocks("ns", hashes, 0, pieces);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(pieces.size(), 6u);
+    EXPECT_TRUE(Joined(pieces) == socket);
+  }
+  if (PagesOnHeap(calls[0])) {
+    GTEST_SKIP() << "this sanitized server keeps the small namespace's pages on the heap";
+  }
+  for (const auto& pieces : calls) {
+    EXPECT_EQ(LeasesOf(pieces).size(), 6u) << "6 pieces, more than the cap";
+    EXPECT_EQ(DistinctLeaseCount(pieces), 1u) << "one lease per call";
+  }
+  EXPECT_NE(calls[0][0].lease, calls[1][0].lease);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 3u);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leased_bytes"), uint64_t{3} * 6 * kHalf);
+  std::vector<ShmView> fourth;
+  Status capped = client.FetchBlocks("ns", hashes, 0, fourth);
+  EXPECT_EQ(capped.message(),
+            "ERR this connection holds 3 SHM leases (shm-max-leases): SHM.RELEASE some first");
+  EXPECT_TRUE(fourth.empty());
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 3u);
+  // The same id twice in one SHM.RELEASE, and again: one lease was live.
+  const std::string id = std::to_string(calls[0][0].lease);
+  auto released = client.Command({"SHM.RELEASE", id, id});
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(released.value().integer, 1);
+  EXPECT_EQ(client.Command({"SHM.RELEASE", id}).value().integer, 0);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 2u);
+  ASSERT_TRUE(client.FetchBlocks("ns", hashes, 0, fourth).ok());
+  EXPECT_TRUE(Joined(fourth) == socket);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 3u);
+  // The client's Release names each distinct id once: the other calls' leases end, 0 left.
+  std::vector<uint64_t> all = LeasesOf(calls[1]);
+  for (uint64_t lease : LeasesOf(calls[2])) all.push_back(lease);
+  for (uint64_t lease : LeasesOf(fourth)) all.push_back(lease);
+  ASSERT_TRUE(client.Release(all).ok());
+  EXPECT_TRUE(LeasesBecome(0));
+}
+
+// --- CHECKSUM on the piece forms ---
+
+std::string Xxh3Hex(std::string_view bytes) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
+  return std::string(hex, 16);
+}
+
+// A piece form's raw reply (an array of places and bytes, or of nils and places): for every
+// place, whether its checksum slot is nil, and its lease (released by the caller).
+struct RawPlaces {
+  size_t places = 0, nil_checksums = 0;
+  std::vector<std::string> checksums;  // of the places that have one, in order
+  std::vector<uint64_t> leases;
+};
+RawPlaces PlacesOf(const Reply& reply) {
+  RawPlaces out;
+  for (const Reply& piece : reply.elements) {
+    if (piece.type != Reply::Type::kArray || piece.elements.size() != 6) continue;
+    ++out.places;
+    if (piece.elements[4].is_nil()) {
+      ++out.nil_checksums;
+    } else {
+      out.checksums.push_back(piece.elements[4].str);
+    }
+    out.leases.push_back(static_cast<uint64_t>(piece.elements[5].integer));
+  }
+  return out;
+}
+
+// Each leased view's checksum (the client checked it against the mapped bytes on arrival) is the
+// XXH3-64 of its bytes, and the raw reply of the same request with CHECKSUM carries the same
+// figures; without CHECKSUM every place's checksum slot is nil.
+void ExpectChecksums(ShmClient& client, const std::vector<ShmView>& checked,
+                     const std::vector<ShmView>& plain, std::vector<std::string> request) {
+  size_t places = 0;
+  std::vector<std::string> expected;
+  for (const ShmView& v : checked) {
+    if (v.lease == 0) {
+      EXPECT_TRUE(v.checksum.empty()) << "a piece answered as bytes has no checksum";
+      continue;
+    }
+    ++places;
+    EXPECT_EQ(v.checksum, Xxh3Hex(AsString(v)));
+    expected.push_back(v.checksum);
+  }
+  for (const ShmView& v : plain) EXPECT_TRUE(v.checksum.empty());
+  std::vector<std::string_view> args(request.begin(), request.end());
+  auto without = client.Command(args);
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  const RawPlaces none = PlacesOf(without.value());
+  EXPECT_EQ(none.places, places);
+  EXPECT_EQ(none.nil_checksums, none.places) << "a checksum came without CHECKSUM";
+  request.push_back("CHECKSUM");
+  args.assign(request.begin(), request.end());
+  auto with = client.Command(args);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  const RawPlaces some = PlacesOf(with.value());
+  EXPECT_EQ(some.nil_checksums, 0u);
+  EXPECT_EQ(some.checksums, expected);
+  std::vector<uint64_t> leases = none.leases;
+  leases.insert(leases.end(), some.leases.begin(), some.leases.end());
+  ASSERT_TRUE(client.Release(leases).ok());
+}
+
+TEST_F(ShmTest, PieceFormsAnswerChecksumsOnlyWhenAsked) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  // SSM layers of 1 MiB and more: places everywhere.
+  const std::string conv = Pattern((1 << 20) + 96, 500), ssm = Pattern(2 << 20, 501);
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.MSTORE", "s", "0", conv, "1", ssm}).ok());
+  const std::vector<uint32_t> layers = {1, 0, 5};
+  std::vector<ShmView> checked, plain;
+  Status st = client.FetchLayers("s", layers, checked, /*checksum=*/true);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(checked.size(), 3u);
+  EXPECT_TRUE(AsString(checked[0]) == ssm && AsString(checked[1]) == conv);
+  EXPECT_EQ(checked[0].checksum, Xxh3Hex(ssm));
+  EXPECT_EQ(checked[1].checksum, Xxh3Hex(conv));
+  ASSERT_TRUE(client.FetchLayers("s", layers, plain).ok());
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectChecksums(client, checked, plain, {"SSM.PREFIX.SHMFETCH", "s", "1", "0", "5"}));
+  ASSERT_TRUE(client.Release(LeasesOf(checked)).ok());
+  ASSERT_TRUE(client.Release(LeasesOf(plain)).ok());
+
+  // V-store rows over two chunks and past the length (a zero run), as stored and FMT NATIVE.
+  ASSERT_TRUE(client.Command({"V.CREATE", "v", std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+  ASSERT_NO_FATAL_FAILURE(StoreRows(client, "v", 0, 128, 502));
+  for (const bool native : {false, true}) {
+    SCOPED_TRACE(native ? "FMT NATIVE" : "as stored");
+    st = client.FetchRows("v", 0, 0, 160, checked, native, /*checksum=*/true);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_TRUE(Joined(checked) == FetchedOverSocket(client, "v", 0, 160, native));
+    ASSERT_TRUE(client.FetchRows("v", 0, 0, 160, plain, native).ok());
+    std::vector<std::string> request = {"V.SHMFETCH", "v", "0", "RANGE", "0", "160"};
+    if (native) request.insert(request.end(), {"FMT", "NATIVE"});
+    ASSERT_NO_FATAL_FAILURE(ExpectChecksums(client, checked, plain, request));
+    ASSERT_TRUE(client.Release(LeasesOf(checked)).ok());
+    ASSERT_TRUE(client.Release(LeasesOf(plain)).ok());
+  }
+
+  // Prefix-index blocks, and a leased prefix's rows and states.
+  ASSERT_NO_FATAL_FAILURE(StorePrefix(client, "ns", "fp32", 510));
+  const std::string hashes = Hashes({'a', 'b', 'c'});
+  ASSERT_TRUE(client.FetchBlocks("ns", hashes, 1, checked, false, /*checksum=*/true).ok());
+  EXPECT_TRUE(Joined(checked) == BlocksOverSocket(client, "ns", hashes, "1"));
+  ASSERT_TRUE(client.FetchBlocks("ns", hashes, 1, plain).ok());
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectChecksums(client, checked, plain, {"KV.PREFIX.SHMBFETCH", "ns", "3", hashes, "1"}));
+  ASSERT_TRUE(client.Release(LeasesOf(checked)).ok());
+  ASSERT_TRUE(client.Release(LeasesOf(plain)).ok());
+  const uint64_t lease = MatchLease(client, "ns");
+  ASSERT_NE(lease, 0u);
+  const std::string lease_text = std::to_string(lease);
+  st = client.FetchLeaseRows("ns", lease, 0, checked, false, 0, ShmClient::kToLength, false,
+                             /*checksum=*/true);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto socket = LFetchOverSocket(client, {"ns", lease_text, "ATTN", "0"});
+  ASSERT_TRUE(socket.ok());
+  EXPECT_TRUE(Joined(checked) == socket.value().str);
+  ASSERT_TRUE(client.FetchLeaseRows("ns", lease, 0, plain).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectChecksums(client, checked, plain,
+                                          {"KV.PREFIX.SHMLFETCH", "ns", lease_text, "ATTN", "0"}));
+  ASSERT_TRUE(client.Release(LeasesOf(checked)).ok());
+  ASSERT_TRUE(client.Release(LeasesOf(plain)).ok());
+  ASSERT_TRUE(client.FetchLeaseState("ns", lease, {}, checked, false, /*checksum=*/true).ok());
+  ASSERT_EQ(checked.size(), 2u);
+  for (const ShmView& v : checked) EXPECT_EQ(v.checksum, Xxh3Hex(AsString(v)));
+  ASSERT_TRUE(client.FetchLeaseState("ns", lease, {}, plain).ok());
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectChecksums(client, checked, plain, {"KV.PREFIX.SHMLFETCH", "ns", lease_text, "STATE"}));
+  ASSERT_TRUE(client.Release(LeasesOf(checked)).ok());
+  ASSERT_TRUE(client.Release(LeasesOf(plain)).ok());
+  // CHECKSUM and RELEASE end a SHMLFETCH in either order; the prefix lease ends with the second.
+  auto first = client.Command(
+      {"KV.PREFIX.SHMLFETCH", "ns", lease_text, "STATE", "LAYERS", "1", "RELEASE", "CHECKSUM"});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(PlacesOf(first.value()).checksums.size(), 1u);
+  ASSERT_TRUE(client.Release(PlacesOf(first.value()).leases).ok());
+  EXPECT_EQ(LFetchOverSocket(client, {"ns", lease_text, "STATE"}).status().message(),
+            "ERR unknown or expired prefix lease");
+  EXPECT_TRUE(LeasesBecome(0));
+}
+
+TEST_F(ShmTest, TheChecksumOptionIsParsedWhereItStandsOnly) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  ASSERT_TRUE(client.Command({"SSM.PREFIX.STORE", "s", "0", Pattern(1 << 20, 520)}).ok());
+  ASSERT_TRUE(client.Command({"V.CREATE", "v", std::to_string(kVDim), "VQUANT", "fp32"}).ok());
+  ASSERT_NO_FATAL_FAILURE(StoreRows(client, "v", 0, 16, 521));
+  ASSERT_NO_FATAL_FAILURE(StorePrefix(client, "ns", "fp32", 522));
+  const uint64_t lease = MatchLease(client, "ns");
+  ASSERT_NE(lease, 0u);
+  const std::string lease_text = std::to_string(lease), hashes = Hashes({'a'});
+  const std::string syntax = "ERR syntax error";
+  const auto error = [&](std::vector<std::string_view> args) {
+    auto r = client.Command(args);
+    return r.ok() ? std::string("(no error)") : r.status().message();
+  };
+  // Not a layer: it needs one before it.
+  EXPECT_EQ(error({"SSM.PREFIX.SHMFETCH", "s", "CHECKSUM"}).find("ERR"), 0u);
+  EXPECT_NE(error({"SSM.PREFIX.SHMFETCH", "s", "CHECKSUM", "0"}), "(no error)");
+  // After FMT NATIVE only, once.
+  EXPECT_NE(error({"V.SHMFETCH", "v", "0", "RANGE", "0", "16", "CHECKSUM", "FMT", "NATIVE"}),
+            "(no error)");
+  EXPECT_NE(error({"V.SHMFETCH", "v", "0", "RANGE", "0", "16", "CHECKSUM", "CHECKSUM"}),
+            "(no error)");
+  EXPECT_EQ(error({"KV.PREFIX.SHMBFETCH", "ns", "1", hashes, "0", "CHECKSUM", "FMT", "NATIVE"}),
+            syntax);
+  EXPECT_EQ(error({"KV.PREFIX.SHMBFETCH", "ns", "1", hashes, "0", "CHECKSUM", "CHECKSUM"}), syntax);
+  EXPECT_EQ(error({"KV.PREFIX.SHMLFETCH", "ns", lease_text, "ATTN", "0", "CHECKSUM", "CHECKSUM"}),
+            syntax);
+  EXPECT_EQ(error({"KV.PREFIX.SHMLFETCH", "ns", lease_text, "STATE", "CHECKSUM", "LAYERS", "0"}),
+            syntax);
+  // The socket forms have no checksum to give: LFETCH and BFETCH refuse it.
+  EXPECT_EQ(error({"KV.PREFIX.LFETCH", "ns", lease_text, "ATTN", "0", "CHECKSUM"}), syntax);
+  EXPECT_EQ(error({"KV.PREFIX.BFETCH", "ns", "1", hashes, "0", "CHECKSUM"}), syntax);
+  EXPECT_EQ(InfoNumber(admin_.get(), "shm_leases"), 0u);
+  // Lower case is the same word.
+  auto lower = client.Command({"V.SHMFETCH", "v", "0", "RANGE", "0", "16", "checksum"});
+  ASSERT_TRUE(lower.ok()) << lower.status().ToString();
+  ASSERT_EQ(lower.value().elements.size(), 1u);
+  const Reply& piece = lower.value().elements[0];
+  if (piece.type == Reply::Type::kArray) {
+    EXPECT_EQ(piece.elements[4].str.size(), 16u);
+    ASSERT_TRUE(client.Release(PlacesOf(lower.value()).leases).ok());
+  }
 }
 
 TEST_F(ShmTest, ArenasOffIsAClearError) {

@@ -576,15 +576,31 @@ TEST_P(ShmCacheTest, RefusedArenasFallBackToTheSocket) {
 
 // A shared fetch past the connection's SHM lease cap is refused with nothing leased and the prefix
 // lease kept: that restore goes over the socket (logged once), and the next, with room again,
-// through the arenas.
+// through the arenas. The cap counts calls, not pieces: with room for one lease, a restore of 9
+// blocks (each layer's answer 2 x (9 + 1) pieces, the old rule's 20 leases) goes through the
+// arenas, since each layer's lease is released as the next request goes out.
 // Only parts in the arenas take leases: the families whose parts are large enough (see above).
 class ShmLeaseCapTest : public ShmCacheTest {};
 
-TEST_P(ShmLeaseCapTest, LeaseCapFallsBackForThatRestoreOnly) {
+// The `field` of `command`'s line in INFO commandstats (calls, failed_calls, ...); -1 when absent.
+int64_t CommandStat(Client& client, const std::string& command, const std::string& field) {
+  Result<Reply> info = client.Command({"INFO", "commandstats"});
+  if (!info.ok()) return -1;
+  const std::string line = "cmdstat_" + command + ":";
+  const size_t at = info->str.find(line);
+  if (at == std::string::npos) return -1;
+  const size_t end = info->str.find('\n', at);
+  const std::string text = info->str.substr(at, end - at);
+  const size_t f = text.find(field + "=");
+  if (f == std::string::npos) return -1;
+  return std::strtoll(text.c_str() + f + field.size() + 1, nullptr, 10);
+}
+
+TEST_P(ShmLeaseCapTest, LeaseCapFallsBackForThatRestoreOnlyAndCountsCalls) {
   // A sanitized server keeps these parts on the heap: no lease to refuse.
   if (it::ServerIsSanitized()) GTEST_SKIP() << "a sanitized server keeps these parts on the heap";
   it::ServerProcess server;
-  ASSERT_NO_FATAL_FAILURE(Start(server, {"--shm-arenas", "yes", "--shm-max-leases", "1"}));
+  ASSERT_NO_FATAL_FAILURE(Start(server, {"--shm-arenas", "yes", "--shm-max-leases", "0"}));
   SavedPrompt saved;
   ASSERT_NO_FATAL_FAILURE(SaveFirst(server, saved));
   Runner& saver = *saved.saver;
@@ -602,14 +618,23 @@ TEST_P(ShmLeaseCapTest, LeaseCapFallsBackForThatRestoreOnly) {
   EXPECT_NE(logged_[0].find("shared-memory fetch failed"), std::string::npos) << logged_[0];
   Result<Client> admin = Client::ConnectUnix(server.unix_socket_path());
   ASSERT_TRUE(admin.ok());
-  ASSERT_TRUE(admin->Command({"CONFIG", "SET", "shm-max-leases", "1024"}).ok());
+  EXPECT_GE(CommandStat(*admin, "kv.prefix.shmlfetch", "failed_calls"), 1);
+  // Room for one lease: the whole restore, 9 blocks, through the arenas.
+  ASSERT_TRUE(admin->Command({"CONFIG", "SET", "shm-max-leases", "1"}).ok());
+  const int64_t calls = CommandStat(*admin, "kv.prefix.shmlfetch", "calls");
+  const int64_t failed = CommandStat(*admin, "kv.prefix.shmlfetch", "failed_calls");
   RestoreReport shared;
   const std::vector<uint8_t> through_arenas =
       RestoreAndCompare(saver, saving, restorer, restoring, second, shared);
-  EXPECT_TRUE(shared.shared_memory) << "one refusal for the cap turned the shared path off";
+  EXPECT_EQ(shared.matched_blocks, 9u);
+  EXPECT_TRUE(shared.shared_memory) << "a restore of more pieces than the cap was refused";
   EXPECT_GT(shared.mapped_bytes, 0u);
   EXPECT_TRUE(through_arenas == over_socket);
   EXPECT_EQ(restoring.stats().shm_restores, 1u);
+  EXPECT_GT(CommandStat(*admin, "kv.prefix.shmlfetch", "calls"), calls)
+      << "the shared command did not serve the restore";
+  EXPECT_EQ(CommandStat(*admin, "kv.prefix.shmlfetch", "failed_calls"), failed);
+  EXPECT_EQ(logged_.size(), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ShmCacheTest,

@@ -577,6 +577,8 @@ int RunSweep(const Common& c, const SweepArgs& a) {
       return Fail(st);
     }
     row.store_prefill_ms = MsSince(start);
+    row.save_ms = saved.ms;
+    row.save_shared_memory = saved.shared_memory;
     llama_state_seq_save_file(runner.ctx(), slot_file.c_str(), 0, prompt.data(), length);
     start = Clock::now();
     if (Status st = runner.Decode(0, prompt, length, prompt.size()); !st.ok()) return Fail(st);

@@ -397,20 +397,30 @@ TEST_F(ShmCallTest, RefusalsAreClearErrorsAndClaimTheirDescriptor) {
             "-ERR Command not allowed inside a transaction\r\n");
   EXPECT_EQ(raw->Call(Multibulk({"EXEC"})).substr(0, 10), "-EXECABORT");
 
-  // A refused SHM.CALL takes its own descriptor with it: the next one, pipelined behind it,
-  // reads its own file, whether the refusal was SHM.CALL's or the carried command's.
+  // A refused request takes its own descriptor with it: two requests in one message with two
+  // descriptors (so that one read brings both, the refused one first), and the second reads its
+  // own file, whether the refusal was SHM.CALL's, the carried command's or MULTI's (SHM.SET's
+  // too: the registry claims for both before any check).
   const std::string other = "other" + Pattern(100, 2);
   const int other_fd = ShmClient::SealedMemfd(AsBytes(other));
-  for (const Words& bad : {Words{"SHM.CALL", "1", "0", "0", "5", "SET", "k", ""},
-                           Words{"SHM.CALL", "1", "1", "0", "5", "NOSUCH", ""}}) {
-    ASSERT_NO_FATAL_FAILURE(SendWithFds(raw->fd(), Multibulk(bad), {fd}));
-    ASSERT_NO_FATAL_FAILURE(SendWithFds(
-        raw->fd(),
-        Multibulk({"SHM.CALL", "1", "2", "0", std::to_string(other.size()), "SET", "k", ""}),
-        {other_fd}));
-    EXPECT_EQ(raw->ReadReply().value_or("").substr(0, 4), "-ERR");
-    EXPECT_EQ(raw->ReadReply().value_or(""), "+OK\r\n");
-    EXPECT_TRUE(raw->Call(Multibulk({"GET", "k"})) == Multibulk({other}).substr(4));
+  const std::string good =
+      Multibulk({"SHM.CALL", "1", "2", "0", std::to_string(other.size()), "SET", "k", ""});
+  const std::vector<std::pair<std::string, int>> refused_first = {
+      {Multibulk({"SHM.CALL", "1", "0", "0", "5", "SET", "k", ""}), 1},
+      {Multibulk({"SHM.CALL", "1", "1", "0", "5", "NOSUCH", ""}), 1},
+      {Multibulk({"MULTI"}) + Multibulk({"SHM.CALL", "1", "2", "0", "5", "SET", "k", ""}) +
+           Multibulk({"EXEC"}),
+       3},
+      {Multibulk({"MULTI"}) + Multibulk({"SHM.SET", "k", "5"}) + Multibulk({"EXEC"}), 3},
+  };
+  for (const auto& [bad, replies] : refused_first) {
+    ASSERT_NO_FATAL_FAILURE(SendWithFds(raw->fd(), bad + good, {fd, other_fd}));
+    std::string answered;
+    for (int i = 0; i < replies; ++i) answered += raw->ReadReply().value_or("(none)");
+    EXPECT_NE(answered.find("-ERR"), std::string::npos) << answered;
+    EXPECT_EQ(raw->ReadReply().value_or(""), "+OK\r\n") << bad;
+    EXPECT_TRUE(raw->Call(Multibulk({"GET", "k"})) == Multibulk({other}).substr(4))
+        << "the second request read the first one's file: " << bad;
     EXPECT_EQ(raw->Call(Multibulk({"DEL", "k"})), ":1\r\n");
   }
   ::close(other_fd);

@@ -170,15 +170,18 @@ TEST_F(ShmWriteTest, PipelinedWritesEachClaimTheirOwnDescriptor) {
   ASSERT_EQ(raw->Call(Multibulk({"SHM.HELLO"})).substr(0, 2), "*1");
   const std::string a = Pattern(50000, 21), b = Pattern(60000, 22);
   const int fa = ShmClient::SealedMemfd(AsBytes(a)), fb = ShmClient::SealedMemfd(AsBytes(b));
-  const int fbad = ShmClient::SealedMemfd(AsBytes(b));
-  // A refused SHM.SET between them takes its own descriptor with it.
+  const std::string bad = Pattern(b.size(), 23);  // b's size, other bytes
+  const int fbad = ShmClient::SealedMemfd(AsBytes(bad));
+  // A refused SHM.SET between them takes its own descriptor with it. It goes in one message
+  // with the next SHM.SET and both descriptors, so that one read brings both: a read ends at a
+  // message that carries descriptors, and the connection closes unclaimed ones after each read.
   ASSERT_NO_FATAL_FAILURE(
       SendWithFds(raw->fd(), Multibulk({"SHM.SET", "a", std::to_string(a.size())}), {fa}));
-  ASSERT_NO_FATAL_FAILURE(SendWithFds(raw->fd(), Multibulk({"SHM.SET", "x", "nope"}), {fbad}));
-  ASSERT_NO_FATAL_FAILURE(SendWithFds(
-      raw->fd(),
-      Multibulk({"SET", "plain", "1"}) + Multibulk({"SHM.SET", "b", std::to_string(b.size())}),
-      {fb}));
+  ASSERT_NO_FATAL_FAILURE(SendWithFds(raw->fd(),
+                                      Multibulk({"SHM.SET", "x", "nope"}) +
+                                          Multibulk({"SET", "plain", "1"}) +
+                                          Multibulk({"SHM.SET", "b", std::to_string(b.size())}),
+                                      {fbad, fb}));
   EXPECT_EQ(raw->ReadReply().value_or(""), "+ADOPTED\r\n");
   EXPECT_EQ(raw->ReadReply().value_or(""), "-ERR value is not an integer or out of range\r\n");
   EXPECT_EQ(raw->ReadReply().value_or(""), "+OK\r\n");

@@ -477,6 +477,22 @@ TEST_F(ShmCallTest, RangesAndLengthsAreExact) {
   ::close(fd);
 }
 
+// ShmClient::Call refuses, before sending anything, an index that names no argument; with no
+// index at all it is Command().
+TEST_F(ShmCallTest, ClientCallsNameArgumentsOnly) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  EXPECT_EQ(client.Call({"SET", "k", "v"}, {0}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client.Call({"SET", "k", "v"}, {3}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CommandOk(client, {"EXISTS", "k"}).integer, 0);
+  EXPECT_EQ(CallOk(client, {"SET", "k", "v"}, {}).str, "OK");
+  // An empty argument through the file, beside one that is not.
+  EXPECT_EQ(CallOk(client, {"SET", "", "v"}, {1}).str, "OK");
+  EXPECT_EQ(CommandOk(client, {"GET", ""}).str, "v");
+  EXPECT_EQ(CommandOk(client, {"GET", "k"}).str, "v");
+}
+
 // INFO commandstats counts the carried command as a command of its own, and SHM.CALL beside it
 // (a refused one as failed); MONITOR shows the carried command with its bytes, never SHM.CALL.
 TEST_F(ShmCallTest, StatisticsAndMonitorShowTheCarriedCommand) {

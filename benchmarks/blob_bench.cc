@@ -98,6 +98,7 @@ struct Options {
   std::string socket_path;   // --transport unix
   bool store_memfd = false;  // --store memfd: stores by SHM.SET of a sealed memfd (--transport shm)
   bool memfd_filled_untimed = false;  // --store memfd-filled: memfd made outside the timed part
+  bool store_call = false;  // --store call: stores by SHM.CALL, the blob in a sealed memfd
   Mode mode = Mode::kPrefixd;
   size_t size = 1 << 20;
   int clients = 1;
@@ -159,7 +160,10 @@ void Usage() {
                "  memfd, copies the blob into it, seals it and passes it (the server adopts it\n"
                "  without a copy); the default, --store socket, sends the bytes (SET).\n"
                "  --store memfd-filled times only SHM.SET: the memfd is made, filled and\n"
-               "  sealed before each timed store (the phase is the sum of SHM.SET times).\n");
+               "  sealed before each timed store (the phase is the sum of SHM.SET times).\n"
+               "  --store call (with --transport unix or shm) sends the store (SSM.PREFIX.STORE,\n"
+               "  or SET) as SHM.CALL: each store makes a memfd, copies the blob into it, seals\n"
+               "  it and passes it; fetches go as the transport says.\n");
 }
 
 Options ParseOptions(int argc, char** argv) {
@@ -191,10 +195,11 @@ Options ParseOptions(int argc, char** argv) {
         Die("unknown transport '" + std::string(value) + "'");
       }
     } else if (flag == "--store") {
-      if (value != "socket" && value != "memfd" && value != "memfd-filled") {
-        Die("--store is socket, memfd or memfd-filled");
+      if (value != "socket" && value != "memfd" && value != "memfd-filled" && value != "call") {
+        Die("--store is socket, memfd, memfd-filled or call");
       }
-      o.store_memfd = value != "socket";
+      o.store_call = value == "call";
+      o.store_memfd = value == "memfd" || value == "memfd-filled";
       o.memfd_filled_untimed = value == "memfd-filled";
     } else if (flag == "--socket") {
       o.socket_path = value;
@@ -261,6 +266,7 @@ Options ParseOptions(int argc, char** argv) {
   }
   if (o.transport != Transport::kTcp && !o.tls_cacert.empty()) Die("TLS is over TCP only");
   if (o.store_memfd && o.transport != Transport::kShm) Die("--store memfd needs --transport shm");
+  if (o.store_call && o.transport == Transport::kTcp) Die("--store call needs the unix socket");
   if (o.transport == Transport::kShm && o.mode != Mode::kStrings) {
     Die("--transport shm reads strings (SHM.GET): use --mode strings");
   }
@@ -493,7 +499,7 @@ class Client {
     }
     blob_ = MakeBlob(o.size, id);
     for (auto& r : reply_) r.assign(o.size + 4096, 0);  // room for the header or an error line
-    if (o.transport == Transport::kShm) {
+    if (o.transport == Transport::kShm || o.store_call) {
       key_ = key;
       if (Status st = shm_.Connect(o.socket_path); !st.ok()) Die("SHM: " + st.ToString());
     }
@@ -529,6 +535,14 @@ class Client {
       return;
     }
     Stamp(blob_, round);
+    if (o_.store_call) {
+      const std::string_view blob(blob_.data(), blob_.size());
+      auto reply = o_.mode == Mode::kPrefixd ? shm_.Call({"SSM.PREFIX.STORE", key_, "0", blob}, {3})
+                                             : shm_.Call({"SET", key_, blob}, {2});
+      if (!reply.ok()) Die("SHM.CALL: " + reply.status().ToString());
+      if (reply.value().str != "OK") Die("SHM.CALL: the store did not answer OK");
+      return;
+    }
     if (o_.store_memfd) {
       bool adopted = false;
       const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(blob_.data()),

@@ -57,8 +57,11 @@ struct CacheOptions {
   // through the server's shared arenas (KV.PREFIX.SHMLFETCH, docs/shm-transport.md): a second
   // connection beside the client maps the server's memory read-only and the rows are copied
   // straight from it into llama.cpp's state, not through the socket. The same bytes either way.
-  // Over TCP, or when the server refuses (shm-arenas off, this uid not in shm-allow-uids, an
-  // older server), restores use the socket, as with false; a refusal is logged once.
+  // Saves write their rows and state blobs into a memfd the server maps instead of sending them
+  // over the socket (SHM.CALL, docs/shm-transport.md, "Writes of any command"); the server
+  // stores the same bytes either way. Over TCP, or when the server refuses (shm-arenas off,
+  // this uid not in shm-allow-uids, an older server), restores and saves use the socket, as
+  // with false; a refusal is logged once.
   bool shared_memory = true;
   // Prefix of the namespace name; the rest is the identity's digest. Braces make it one Redis
   // Cluster hash tag.
@@ -115,6 +118,7 @@ struct SaveReport {
   uint64_t block_bytes = 0;         // K/V of new blocks sent
   uint64_t tail_bytes = 0;          // K/V of checkpoints' partial blocks sent
   uint64_t state_bytes = 0;         // recurrent-state bytes sent
+  bool shared_memory = false;       // a store went through a memfd (SHM.CALL), not the socket
   double ms = 0;
 };
 
@@ -123,7 +127,8 @@ struct CacheStats {
   uint64_t saves = 0, blocks_stored = 0, checkpoints_stored = 0;
   uint64_t failures = 0;  // every fallback to cold, and every save that stored nothing
   uint64_t shm_restores =
-      0;  // hits fetched through the shared arenas (CacheOptions::shared_memory)
+      0;                   // hits fetched through the shared arenas (CacheOptions::shared_memory)
+  uint64_t shm_saves = 0;  // saves whose stores went through a memfd (SHM.CALL)
 };
 
 class PromptCache {

@@ -145,7 +145,7 @@ class ShmClient {
   size_t file_mapping_count() const { return files_.size(); }
   static constexpr size_t kKeptFiles = 16;
 
-  // --- Zero-copy writes (SHM.SET) ---
+  // --- Zero-copy writes of strings (SHM.SET) ---
   // Stores [offset, offset + length) of the file `fd` (a memfd) as `key`'s string value: the
   // descriptor goes with the request (SCM_RIGHTS); the caller keeps and closes its own. A memfd
   // sealed with F_SEAL_WRITE and F_SEAL_SHRINK is adopted by the server without a copy (from 32
@@ -161,6 +161,32 @@ class ShmClient {
   // SealedMemfd then SetFromFd, closing the memfd: one copy (into the memfd) in this process,
   // none in the server.
   Status Set(std::string_view key, std::span<const uint8_t> data, bool* adopted = nullptr);
+
+  // --- Zero-copy arguments for any command (SHM.CALL) ---
+  // Runs the command `argv` (its name, then its arguments, as for Command()) with the arguments
+  // at the indices `from_file` names (1-based: 0 is the name) written into one sealed memfd
+  // instead of sent over the socket, and answers the command's reply (a server error as
+  // kServerError, the command's own or SHM.CALL's). One copy here (into the memfd, each
+  // argument page-aligned); the server maps an argument of 32 KiB or more instead of copying
+  // it, as SHM.SET's value, so a command that keeps its argument (a layer blob, rows stored as
+  // sent) keeps those pages. Everything else is as if `argv` had been sent: the same checks,
+  // statistics, log and replication (with the bytes). The file lives as long as any argument
+  // mapped from it: put in one call only arguments that are kept together. kInvalidArgument for
+  // an index that is not an argument's; no `from_file`: Command(argv).
+  Result<Reply> Call(std::span<const std::string_view> argv, std::span<const size_t> from_file);
+  Result<Reply> Call(std::initializer_list<std::string_view> argv,
+                     std::initializer_list<size_t> from_file) {
+    return Call(std::span<const std::string_view>(argv.begin(), argv.size()),
+                std::span<const size_t>(from_file.begin(), from_file.size()));
+  }
+  // Client::PrefixStoreBlocks and Client::PrefixStoreCheckpoint through Call: the same command
+  // and answer, every layer's rows and state blob written into one memfd.
+  Result<int64_t> PrefixStoreBlocks(std::string_view ns, const PrefixHash& parent,
+                                    std::span<const PrefixHash> hashes,
+                                    std::span<const LayerBlob> layers,
+                                    RowFormat format = RowFormat::kF32);
+  Status PrefixStoreCheckpoint(std::string_view ns, const PrefixHash& anchor, uint64_t length,
+                               const PrefixHash& position, const PrefixCheckpointParts& parts);
 
  private:
   struct Arena {

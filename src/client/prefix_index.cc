@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "prefix_store_args.h"
 #include "prefixd/client.h"
 
 namespace prefixd {
@@ -47,17 +48,53 @@ void AddFormat(std::vector<std::string_view>& args, RowFormat format) {
   if (format == RowFormat::kBf16) args.insert(args.end(), {"FMT", "BF16"});
 }
 
-// `<layer> <blob>` pairs; the layer texts live in `texts` (a deque: stable addresses).
+// `<layer> <blob>` pairs; the layer texts live in `texts` (a deque: stable addresses). The blobs'
+// indices in `args` join `blobs` when given.
 void AddLayers(std::vector<std::string_view>& args, std::deque<Decimal>& texts,
-               std::span<const LayerBlob> layers) {
+               std::span<const LayerBlob> layers, std::vector<size_t>* blobs = nullptr) {
   for (const LayerBlob& l : layers) {
     texts.emplace_back(l.layer);
     args.push_back(texts.back().view());
+    if (blobs != nullptr) blobs->push_back(args.size());
     args.push_back(AsChars(l.bytes));
   }
 }
 
+// A checkpoint's `<layer> <blob>` pairs, then TAIL and its rows.
+void AddCheckpointParts(std::vector<std::string_view>& args, std::deque<Decimal>& texts,
+                        const PrefixCheckpointParts& parts, std::vector<size_t>* blobs = nullptr) {
+  AddLayers(args, texts, parts.states, blobs);
+  if (!parts.tail.empty()) {
+    args.push_back("TAIL");
+    AddLayers(args, texts, parts.tail, blobs);
+    AddFormat(args, parts.format);
+  }
+}
+
 }  // namespace
+
+namespace client_internal {
+
+void BlockStoreArgs(StoreArgs& out, std::string_view ns, const PrefixHash& parent,
+                    std::span<const PrefixHash> hashes, std::span<const LayerBlob> layers,
+                    RowFormat format) {
+  out.texts.emplace_back(hashes.size());
+  out.argv = {"KV.PREFIX.BSTORE", ns, HashView(parent), out.texts.back().view(),
+              HashesView(hashes)};
+  AddLayers(out.argv, out.texts, layers, &out.blobs);
+  AddFormat(out.argv, format);
+}
+
+void CheckpointStoreArgs(StoreArgs& out, std::string_view ns, const PrefixHash& anchor,
+                         uint64_t length, const PrefixHash& position,
+                         const PrefixCheckpointParts& parts) {
+  out.texts.emplace_back(length);
+  out.argv = {"SSM.PREFIX.CKPT.STORE", ns, HashView(anchor), out.texts.back().view(),
+              HashView(position)};
+  AddCheckpointParts(out.argv, out.texts, parts, &out.blobs);
+}
+
+}  // namespace client_internal
 
 PrefixHash PrefixHashBlock(const PrefixHash& parent, std::span<const uint32_t> tokens) {
   return HashBytes(parent, tokens.data(), tokens.size());
@@ -111,13 +148,9 @@ Result<int64_t> Client::PrefixStoreBlocks(std::string_view ns, const PrefixHash&
                                           std::span<const LayerBlob> layers, RowFormat format) {
   if (!impl_) return MovedFrom();
   if (hashes.empty()) return Status::InvalidArgument("PrefixStoreBlocks needs a block");
-  const Decimal n(hashes.size());
-  std::deque<Decimal> texts;
-  std::vector<std::string_view> args{"KV.PREFIX.BSTORE", ns, HashView(parent), n.view(),
-                                     HashesView(hashes)};
-  AddLayers(args, texts, layers);
-  AddFormat(args, format);
-  PREFIXD_RETURN_IF_ERROR(impl_->Send(args));
+  client_internal::StoreArgs args;
+  client_internal::BlockStoreArgs(args, ns, parent, hashes, layers, format);
+  PREFIXD_RETURN_IF_ERROR(impl_->Send(args.argv));
   return impl_->reader().ReadInteger("KV.PREFIX.BSTORE");
 }
 
@@ -148,30 +181,13 @@ Result<std::optional<size_t>> Client::PrefixFetchBlocks(std::string_view ns,
   return std::optional<size_t>(static_cast<size_t>(read.length / sizeof(float)));
 }
 
-namespace {
-
-void AddCheckpointParts(std::vector<std::string_view>& args, std::deque<Decimal>& texts,
-                        const PrefixCheckpointParts& parts) {
-  AddLayers(args, texts, parts.states);
-  if (!parts.tail.empty()) {
-    args.push_back("TAIL");
-    AddLayers(args, texts, parts.tail);
-    AddFormat(args, parts.format);
-  }
-}
-
-}  // namespace
-
 Status Client::PrefixStoreCheckpoint(std::string_view ns, const PrefixHash& anchor, uint64_t length,
                                      const PrefixHash& position,
                                      const PrefixCheckpointParts& parts) {
   if (!impl_) return MovedFrom();
-  const Decimal l(length);
-  std::deque<Decimal> texts;
-  std::vector<std::string_view> args{"SSM.PREFIX.CKPT.STORE", ns, HashView(anchor), l.view(),
-                                     HashView(position)};
-  AddCheckpointParts(args, texts, parts);
-  PREFIXD_RETURN_IF_ERROR(impl_->Send(args));
+  client_internal::StoreArgs args;
+  client_internal::CheckpointStoreArgs(args, ns, anchor, length, position, parts);
+  PREFIXD_RETURN_IF_ERROR(impl_->Send(args.argv));
   return impl_->reader().ReadStatus("OK", "SSM.PREFIX.CKPT.STORE");
 }
 

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "connection.h"
+#include "prefix_store_args.h"
 #include "prefixd/shm.h"
 
 namespace prefixd {
@@ -697,7 +698,17 @@ Status ShmClient::SetFromFd(std::string_view key, int fd, uint64_t length, uint6
   return Status::Ok();
 }
 
-int ShmClient::SealedMemfd(std::span<const uint8_t> data) {
+namespace {
+
+// Bytes to write into a memfd at `offset`.
+struct FilePiece {
+  uint64_t offset = 0;
+  std::string_view bytes;
+};
+
+// A new memfd of `size` bytes holding `pieces` (zeros elsewhere), sealed against any change;
+// -1 with errno on failure.
+int SealedMemfdOf(std::span<const FilePiece> pieces, uint64_t size) {
   const int fd = ::memfd_create("prefixd-value", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
   auto fail = [fd] {
@@ -706,17 +717,26 @@ int ShmClient::SealedMemfd(std::span<const uint8_t> data) {
     errno = saved;
     return -1;
   };
-  if (::ftruncate(fd, static_cast<off_t>(data.size())) != 0) return fail();
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n =
-        ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail();
-    done += static_cast<size_t>(n);
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return fail();
+  for (const FilePiece& piece : pieces) {
+    size_t done = 0;
+    while (done < piece.bytes.size()) {
+      const ssize_t n = ::pwrite(fd, piece.bytes.data() + done, piece.bytes.size() - done,
+                                 static_cast<off_t>(piece.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return fail();
+      done += static_cast<size_t>(n);
+    }
   }
   if (::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) != 0) return fail();
   return fd;
+}
+
+}  // namespace
+
+int ShmClient::SealedMemfd(std::span<const uint8_t> data) {
+  const FilePiece all{0, {reinterpret_cast<const char*>(data.data()), data.size()}};
+  return SealedMemfdOf(std::span(&all, 1), data.size());
 }
 
 Status ShmClient::Set(std::string_view key, std::span<const uint8_t> data, bool* adopted) {
@@ -725,6 +745,71 @@ Status ShmClient::Set(std::string_view key, std::span<const uint8_t> data, bool*
   Status st = SetFromFd(key, fd, data.size(), 0, adopted);
   ::close(fd);
   return st;
+}
+
+// --- Zero-copy arguments (SHM.CALL) ---
+
+Result<Reply> ShmClient::Call(std::span<const std::string_view> argv,
+                              std::span<const size_t> from_file) {
+  if (fd_ < 0) return Status::Unavailable("not connected");
+  if (from_file.empty()) return Command(argv);
+  // The file: each argument from a page boundary, so that the server maps its pages alone.
+  std::vector<FilePiece> pieces;
+  std::vector<std::string> numbers{std::to_string(from_file.size())};
+  uint64_t size = 0;
+  for (size_t index : from_file) {
+    if (index == 0 || index >= argv.size()) {
+      return Status::InvalidArgument("SHM.CALL: " + std::to_string(index) +
+                                     " is not the index of one of the command's arguments");
+    }
+    size = (size + kPageBytes - 1) & ~(kPageBytes - 1);
+    pieces.push_back({size, argv[index]});
+    numbers.insert(numbers.end(), {std::to_string(index), std::to_string(size),
+                                   std::to_string(argv[index].size())});
+    size += argv[index].size();
+  }
+  std::vector<std::string_view> args{"SHM.CALL"};
+  args.insert(args.end(), numbers.begin(), numbers.end());
+  const size_t carried_at = args.size();
+  args.insert(args.end(), argv.begin(), argv.end());
+  for (size_t index : from_file) args[carried_at + index] = {};
+  const int memfd = SealedMemfdOf(pieces, size);
+  if (memfd < 0) return Status::IoError(Errno("memfd"));
+  Status sent = SendWithFd(Encode(args), memfd);
+  ::close(memfd);  // the message in flight holds the file
+  if (!sent.ok()) return sent;
+  if (Status st = DropReleased(); !st.ok()) return st;
+  auto reply = ReadReply();
+  if (!reply.ok()) return reply;
+  if (reply.value().type == Reply::Type::kError) return Status::ServerError(reply.value().str);
+  return reply;
+}
+
+Result<int64_t> ShmClient::PrefixStoreBlocks(std::string_view ns, const PrefixHash& parent,
+                                             std::span<const PrefixHash> hashes,
+                                             std::span<const LayerBlob> layers, RowFormat format) {
+  if (hashes.empty()) return Status::InvalidArgument("PrefixStoreBlocks needs a block");
+  client_internal::StoreArgs args;
+  client_internal::BlockStoreArgs(args, ns, parent, hashes, layers, format);
+  auto reply = Call(args.argv, args.blobs);
+  if (!reply.ok()) return reply.status();
+  if (reply.value().type != Reply::Type::kInteger) {
+    return Status::ProtocolError("unexpected KV.PREFIX.BSTORE reply");
+  }
+  return reply.value().integer;
+}
+
+Status ShmClient::PrefixStoreCheckpoint(std::string_view ns, const PrefixHash& anchor,
+                                        uint64_t length, const PrefixHash& position,
+                                        const PrefixCheckpointParts& parts) {
+  client_internal::StoreArgs args;
+  client_internal::CheckpointStoreArgs(args, ns, anchor, length, position, parts);
+  auto reply = Call(args.argv, args.blobs);
+  if (!reply.ok()) return reply.status();
+  if (reply.value().type != Reply::Type::kStatus || reply.value().str != "OK") {
+    return Status::ProtocolError("unexpected SSM.PREFIX.CKPT.STORE reply");
+  }
+  return Status::Ok();
 }
 
 }  // namespace prefixd

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -239,7 +240,7 @@ void Release(Context& ctx) {
   ctx.reply.Integer(released);
 }
 
-// --- Zero-copy writes: SHM.SET <key> <length> [<offset>] with a memfd passed on its bytes ---
+// --- Zero-copy writes: SHM.SET and SHM.CALL, with a memfd passed on their bytes ---
 
 // Below this a value is copied: a mapping of its own costs a page and a vm.max_map_count entry,
 // more than copying a few KiB (the pool's own threshold for a mapping, common/bytes.cc).
@@ -248,14 +249,6 @@ constexpr uint64_t kAdoptFrom = uint64_t{32} << 10;
 // The seals that make a file's bytes unchangeable: no write (through any descriptor or mapping,
 // nor a hole punched), no shrinking. Growing leaves [offset, offset + length) alone.
 constexpr int kAdoptSeals = F_SEAL_WRITE | F_SEAL_SHRINK;
-
-// The claimed descriptor, closed when the command returns (an adopted mapping keeps the memory).
-struct ClaimedFd {
-  int fd = -1;
-  ~ClaimedFd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // A descriptor of the file `fd` names that can only read, for SHM.GET to pass to readers (the
 // client's own may be writable: a reader must not be able to grow the file or change its mode);
@@ -267,9 +260,33 @@ int ReadOnlyReopen(int fd) {
   return ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
 }
 
-// [offset, offset + length) of `fd` as a value: the file's own pages mapped read-only when its
-// seals say they can never change, else one copy. Sets `adopted`; an error text on failure.
-std::string ValueFromFile(int fd, uint64_t offset, uint64_t length, Bytes& value, bool& adopted) {
+// [offset, offset + length) of the passed file.
+struct FileRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+// Whether `command` may read `ranges` of the descriptor passed with it (`fd`, -1 when none came):
+// a regular file that holds every one of them. An error text when not.
+std::string CheckFileRanges(std::string_view command, int fd, std::span<const FileRange> ranges) {
+  if (fd < 0) return errors::ShmNoDescriptor(command);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return errors::ShmNotAFile(command);
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  for (const FileRange& r : ranges) {
+    if (r.offset > file_size || r.length > file_size - r.offset) {
+      return errors::ShmPastEnd(command, r.offset, r.length, file_size);
+    }
+  }
+  return {};
+}
+
+// A range CheckFileRanges passed, as a value: the file's own pages mapped read-only when its
+// seals say they can never change and it is large enough to be worth a mapping, else one copy.
+// Sets `adopted`; an error text on failure.
+std::string ValueFromFile(std::string_view command, int fd, FileRange range, Bytes& value,
+                          bool& adopted) {
+  const auto [offset, length] = range;
   adopted = false;
   if (length == 0) {
     value = Bytes::CopyCompact({});
@@ -301,8 +318,8 @@ std::string ValueFromFile(int fd, uint64_t offset, uint64_t length, Bytes& value
   while (done < length) {
     const ssize_t n = ::pread(fd, out + done, length - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errors::ShmSetReadFailed(std::strerror(errno));
-    if (n == 0) return errors::ShmSetReadFailed("the file ended early");
+    if (n < 0) return errors::ShmReadFailed(command, std::strerror(errno));
+    if (n == 0) return errors::ShmReadFailed(command, "the file ended early");
     done += static_cast<uint64_t>(n);
   }
   value = length >= kAdoptFrom ? std::move(copy) : Bytes::CopyCompact(small);
@@ -311,14 +328,6 @@ std::string ValueFromFile(int fd, uint64_t offset, uint64_t length, Bytes& value
 
 void SetFromFile(Context& ctx) {
   if (!ShmGreeted(ctx)) return;
-  // The oldest descriptor the client passed, claimed before anything can fail, so that a refused
-  // SHM.SET never leaves its descriptor to the next one; the connection closes any others
-  // unclaimed once the requests of their read have run.
-  ClaimedFd claimed;
-  if (auto& passed = ctx.client.fds_received; !passed.empty()) {
-    claimed.fd = passed.front();
-    passed.erase(passed.begin());
-  }
   const std::string_view key = ctx.args[1];
   auto length = ParseInt64(ctx.args[2]);
   if (!length || *length < 0) return ctx.reply.Error(errors::kNotInteger);
@@ -338,19 +347,15 @@ void SetFromFile(Context& ctx) {
   if (*length > ctx.engine.settings().Int(Setting::kProtoMaxBulkLen)) {
     return ctx.reply.Error(errors::kStringTooLong);
   }
-  if (claimed.fd < 0) return ctx.reply.Error(errors::kShmSetNoDescriptor);
-  struct stat st {};
-  if (::fstat(claimed.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return ctx.reply.Error(errors::kShmSetNotAFile);
-  }
-  const auto file_size = static_cast<uint64_t>(st.st_size);
-  const auto want = static_cast<uint64_t>(*length), at = static_cast<uint64_t>(offset);
-  if (at > file_size || want > file_size - at) {
-    return ctx.reply.Error(errors::ShmSetPastEnd(at, want, file_size));
+  const FileRange range{static_cast<uint64_t>(offset), static_cast<uint64_t>(*length)};
+  if (std::string why = CheckFileRanges("SHM.SET", ctx.passed_fd, std::span(&range, 1));
+      !why.empty()) {
+    return ctx.reply.Error(why);
   }
   Bytes value;
   bool adopted = false;
-  if (std::string why = ValueFromFile(claimed.fd, at, want, value, adopted); !why.empty()) {
+  if (std::string why = ValueFromFile("SHM.SET", ctx.passed_fd, range, value, adopted);
+      !why.empty()) {
     return ctx.reply.Error(why);
   }
   // SET's write, with SET's handling of a key of another type (it is replaced); replicas get
@@ -372,8 +377,67 @@ void SetFromFile(Context& ctx) {
   ctx.reply.Simple(adopted ? "ADOPTED" : "COPIED");
 }
 
+// SHM.CALL <n> <index> <offset> <length> [...] <command> <arg> ...: builds the carried command,
+// argument <index> of it (1-based in its argv) being [offset, offset + length) of the passed
+// file, the word sent in its place ignored, and leaves it in ctx.carried; the registry then
+// dispatches it as if it had been received (engine/registry.cc). A file argument is a large
+// argument of that request, as one read from the socket would be: a handler that keeps it
+// (Request::TakeBytes) keeps the adopted mapping, or the one copy.
+void Call(Context& ctx) {
+  if (!ShmGreeted(ctx)) return;
+  // Only EXEC runs a command without the registry's dispatch, and SHM.CALL is never queued.
+  if (ctx.carried == nullptr) return ctx.reply.Error(errors::kNotAllowedInMulti);
+  const auto& args = ctx.args;
+  auto count = ParseInt64(args[1]);
+  if (!count || *count < 1) return ctx.reply.Error(errors::kShmCallCount);
+  // The triples, then at least the carried command's name.
+  if (static_cast<uint64_t>(*count) > (args.size() - 3) / 3) {
+    return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
+  }
+  const size_t carried_at = 2 + 3 * static_cast<size_t>(*count);
+  const size_t carried_argc = args.size() - carried_at;
+  const int64_t max_length = ctx.engine.settings().Int(Setting::kProtoMaxBulkLen);
+  std::vector<std::optional<FileRange>> from_file(carried_argc);
+  std::vector<FileRange> ranges;
+  for (size_t t = 2; t < carried_at; t += 3) {
+    auto index = ParseInt64(args[t]);
+    auto offset = ParseInt64(args[t + 1]);
+    auto length = ParseInt64(args[t + 2]);
+    if (!index || !offset || !length || *offset < 0 || *length < 0) {
+      return ctx.reply.Error(errors::kNotInteger);
+    }
+    if (*index < 1 || static_cast<uint64_t>(*index) >= carried_argc) {
+      return ctx.reply.Error(errors::ShmCallIndex(*index, carried_argc - 1));
+    }
+    if (from_file[*index]) return ctx.reply.Error(errors::ShmCallRepeated(*index));
+    if (*length > max_length) {
+      return ctx.reply.Error(errors::ShmCallTooLong(*index, *length, max_length));
+    }
+    from_file[*index] = FileRange{static_cast<uint64_t>(*offset), static_cast<uint64_t>(*length)};
+    ranges.push_back(*from_file[*index]);
+  }
+  if (std::string why = CheckFileRanges("SHM.CALL", ctx.passed_fd, ranges); !why.empty()) {
+    return ctx.reply.Error(why);
+  }
+  protocol::Request& carried = *ctx.carried;
+  for (size_t i = 0; i < carried_argc; ++i) {
+    if (!from_file[i]) {
+      carried.AddFrom(args, carried_at + i);
+      continue;
+    }
+    Bytes value;
+    bool adopted = false;
+    if (std::string why = ValueFromFile("SHM.CALL", ctx.passed_fd, *from_file[i], value, adopted);
+        !why.empty()) {
+      carried.Clear();
+      return ctx.reply.Error(why);
+    }
+    carried.AddLarge(std::move(value));
+  }
+}
+
 void RegisterShmWriteCommands(Registry& r) {
-  r.Add(MakeSpec(
+  CommandSpec set = MakeSpec(
       "shm", 1, "shm.set", -3, kWrite | kDenyOom | kNoMulti | kNoScript,
       "<key> <length> [<offset>] [NX|XX] [EX seconds|PX ms|EXAT unix-s|PXAT unix-ms|KEEPTTL]",
       "After SHM.HELLO, with a file descriptor passed on the request's bytes "
@@ -381,7 +445,20 @@ void RegisterShmWriteCommands(Registry& r) {
       "string value, with SET's options but GET (nil when NX or XX decides against it). A "
       "memfd sealed with F_SEAL_WRITE and F_SEAL_SHRINK is adopted "
       "without a copy from 32 KiB (ADOPTED), anything else copied once (COPIED).",
-      SetFromFile, "O(1) adopted, O(N) copied"));
+      SetFromFile, "O(1) adopted, O(N) copied");
+  set.descriptors = Descriptors::kTakes;
+  r.Add(std::move(set));
+  // Not a write itself, and not in MONITOR: the command it carries is, as if received.
+  CommandSpec call = MakeSpec(
+      "shm", 0, "shm.call", -6, kNoMulti | kNoScript | kSkipMonitor,
+      "<n> <index> <offset> <length> [<index> <offset> <length> ...] <command> [<arg> ...]",
+      "After SHM.HELLO, with a file descriptor passed on the request's bytes (SCM_RIGHTS): "
+      "runs <command> as if it had been received, its n arguments at <index> (1-based; the "
+      "word sent in place is ignored) being [offset, offset + length) of that file, adopted "
+      "or copied as SHM.SET's value. Answers the command's reply.",
+      Call, "O(1) per adopted argument, O(N) copied, then the command's");
+  call.descriptors = Descriptors::kCarries;
+  r.Add(std::move(call));
 }
 
 }  // namespace
@@ -393,10 +470,13 @@ void RegisterShmCommands(Registry& r) {
     return MakeSpec("shm", keys, std::move(name), arity, flags, std::move(syntax),
                     std::move(summary), h, "O(1)");
   };
-  r.Add(cmd(0, "shm.hello", 1, kFast | kNoMulti | kNoScript, "",
-            "Unix socket only, for a peer uid in shm-allow-uids: passes read-only descriptors "
-            "of the arenas not passed yet (SCM_RIGHTS) and answers [id, size] for each.",
-            Hello));
+  CommandSpec hello =
+      cmd(0, "shm.hello", 1, kFast | kNoMulti | kNoScript, "",
+          "Unix socket only, for a peer uid in shm-allow-uids: passes read-only descriptors "
+          "of the arenas not passed yet (SCM_RIGHTS) and answers [id, size] for each.",
+          Hello);
+  hello.descriptors = Descriptors::kGrants;
+  r.Add(std::move(hello));
   r.Add(cmd(1, "shm.get", -2, kReadonly | kFast, "<key> [CHECKSUM]",
             "After SHM.HELLO: where a string's bytes lie, [arena, offset, length, generation, "
             "checksum (XXH3-64 hex with CHECKSUM, else nil), lease], under a lease; a value "

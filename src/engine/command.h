@@ -65,6 +65,12 @@ struct Context {
   Propagation propagate{};
   // The connection's command-level state (MULTI, CLIENT REPLY, ASKING).
   Session& session = SessionOf(client);
+  // For a command that takes the descriptor passed with its request (CommandSpec::descriptors):
+  // the one the registry claimed for it, closed once the command returns; -1 when none came.
+  int passed_fd = -1;
+  // SHM.CALL (Descriptors::kCarries): where the handler leaves the command it carries, which the
+  // registry then dispatches as if it had been received; left empty on a refusal.
+  protocol::Request* carried = nullptr;
 };
 
 using Handler = void (*)(Context&);
@@ -192,6 +198,22 @@ struct Arg {
 
 struct KeyPosition;
 
+// What a command does with the descriptors a unix-socket client passes (SCM_RIGHTS). SHM.CALL
+// carries no command that deals in them.
+enum class Descriptors : uint8_t {
+  kNone,
+  // Lets the connection receive them (SHM.HELLO).
+  kGrants,
+  // Takes the oldest one passed (SHM.SET): the registry claims it before any check, so that a
+  // refused request never leaves its descriptor to the next one, hands it to the handler
+  // (Context::passed_fd) and closes it after.
+  kTakes,
+  // Takes one as kTakes, and carries another command whose arguments lie in that file (SHM.CALL):
+  // the handler leaves that command in Context::carried, and the registry dispatches it as if it
+  // had been received.
+  kCarries,
+};
+
 struct CommandSpec {
   std::string name;  // lower case; for a subcommand, the subcommand alone ("get")
   int arity = 0;     // Redis convention: N exact, -N at least N (the name counts)
@@ -219,6 +241,7 @@ struct CommandSpec {
   // The handler checks its keys' types itself (engine/keys.h, PrepareTypedKeys) after a fast
   // read that finds its key, type and expiry in one lock hold; the registry leaves it to it.
   bool handler_checks_key_types = false;
+  Descriptors descriptors = Descriptors::kNone;
 
   // "config|get" for subcommands; set when the table is built.
   std::string full_name;

@@ -343,13 +343,44 @@ std::string ShmRowsDecoded(std::string_view command, std::string_view holder, st
          std::string(socket_command) + ", or FMT NATIVE for fp16/bf16)";
 }
 
-std::string ShmSetPastEnd(uint64_t offset, uint64_t length, uint64_t file_size) {
-  return "ERR SHM.SET: offset " + std::to_string(offset) + " + length " + std::to_string(length) +
-         " is past the end of the passed file (" + std::to_string(file_size) + " bytes)";
+std::string ShmNoDescriptor(std::string_view command) {
+  return "ERR " + std::string(command) +
+         " needs a file descriptor passed with the request (SCM_RIGHTS on its bytes)";
 }
 
-std::string ShmSetReadFailed(std::string_view why) {
-  return "ERR SHM.SET: cannot read the passed file: " + std::string(why);
+std::string ShmNotAFile(std::string_view command) {
+  return "ERR " + std::string(command) +
+         ": the passed descriptor is not a regular file (pass a memfd)";
+}
+
+std::string ShmPastEnd(std::string_view command, uint64_t offset, uint64_t length,
+                       uint64_t file_size) {
+  return "ERR " + std::string(command) + ": offset " + std::to_string(offset) + " + length " +
+         std::to_string(length) + " is past the end of the passed file (" +
+         std::to_string(file_size) + " bytes)";
+}
+
+std::string ShmReadFailed(std::string_view command, std::string_view why) {
+  return "ERR " + std::string(command) + ": cannot read the passed file: " + std::string(why);
+}
+
+std::string ShmCallIndex(int64_t index, size_t last) {
+  return "ERR SHM.CALL: argument index " + std::to_string(index) +
+         " is not an argument of the carried command (1 to " + std::to_string(last) + ")";
+}
+
+std::string ShmCallRepeated(int64_t index) {
+  return "ERR SHM.CALL: argument index " + std::to_string(index) + " is given twice";
+}
+
+std::string ShmCallTooLong(int64_t index, int64_t length, int64_t max) {
+  return "ERR SHM.CALL: argument " + std::to_string(index) + "'s " + std::to_string(length) +
+         " bytes exceed proto-max-bulk-len (" + std::to_string(max) + ")";
+}
+
+std::string ShmCallCannotCarry(std::string_view carrier, std::string_view carried) {
+  return "ERR " + AsciiUpper(carrier) + " cannot carry " + AsciiUpper(carried) +
+         ": it deals in passed descriptors itself";
 }
 
 }  // namespace prefixd::commands::errors

@@ -393,12 +393,19 @@ std::string ShmTooManyLeases(int64_t cap);
 // naming `socket_command` (V.FETCH) as the way to them.
 std::string ShmRowsDecoded(std::string_view command, std::string_view holder, std::string_view tier,
                            std::string_view socket_command);
-// SHM.SET (zero-copy writes).
-inline constexpr std::string_view kShmSetNoDescriptor =
-    "ERR SHM.SET needs a file descriptor passed with the request (SCM_RIGHTS on its bytes)";
-inline constexpr std::string_view kShmSetNotAFile =
-    "ERR SHM.SET: the passed descriptor is not a regular file (pass a memfd)";
-std::string ShmSetPastEnd(uint64_t offset, uint64_t length, uint64_t file_size);
-std::string ShmSetReadFailed(std::string_view why);
+// Zero-copy writes: `command` (SHM.SET, SHM.CALL) reads the file passed with its request.
+std::string ShmNoDescriptor(std::string_view command);
+std::string ShmNotAFile(std::string_view command);
+std::string ShmPastEnd(std::string_view command, uint64_t offset, uint64_t length,
+                       uint64_t file_size);
+std::string ShmReadFailed(std::string_view command, std::string_view why);
+// SHM.CALL.
+inline constexpr std::string_view kShmCallCount =
+    "ERR SHM.CALL: the count of file arguments must be a positive integer";
+// Argument `index` of the carried command, of `last` (its last index).
+std::string ShmCallIndex(int64_t index, size_t last);
+std::string ShmCallRepeated(int64_t index);
+std::string ShmCallTooLong(int64_t index, int64_t length, int64_t max);
+std::string ShmCallCannotCarry(std::string_view carrier, std::string_view carried);
 
 }  // namespace prefixd::commands::errors

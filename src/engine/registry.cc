@@ -1,6 +1,7 @@
 #include "engine/registry.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +28,33 @@ namespace {
 bool ArityOk(int arity, size_t argc) {
   return arity > 0 ? argc == static_cast<size_t>(arity) : argc >= static_cast<size_t>(-arity);
 }
+
+// The descriptor passed with a request, claimed for a command that takes one before any check
+// can refuse it (the oldest waiting: each such request is sent with its own), and closed once
+// the command is done, whatever happened: a refused request never leaves it to the next one.
+class ClaimedFd {
+ public:
+  ClaimedFd(server::ClientState& client, const CommandSpec& spec) {
+    if (spec.descriptors != Descriptors::kTakes && spec.descriptors != Descriptors::kCarries) {
+      return;
+    }
+    if (auto& passed = client.fds_received; !passed.empty()) {
+      fd_ = passed.front();
+      passed.erase(passed.begin());
+    }
+  }
+  ~ClaimedFd() { Close(); }
+  ClaimedFd(const ClaimedFd&) = delete;
+  ClaimedFd& operator=(const ClaimedFd&) = delete;
+  int fd() const { return fd_; }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace
 
@@ -310,7 +338,7 @@ void Registry::RunQueued(server::ClientState& client, const protocol::Request& r
 }
 
 void Registry::DispatchTo(server::ClientState& client, protocol::Request& request,
-                          protocol::ReplyWriter& reply) {
+                          protocol::ReplyWriter& reply, const CommandSpec* carrier) {
   client.last_interaction_ms.store(CoarseNowMs(), std::memory_order_relaxed);
   const CommandSpec* spec = Find(request[0]);
   if (spec == nullptr) {
@@ -324,7 +352,12 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
     }
     spec = sub;
   }
+  // Checked before the claim: a carried SHM.SET must not take a descriptor sent for a later one.
+  if (carrier != nullptr && spec->descriptors != Descriptors::kNone) {
+    return Reject(spec, reply, errors::ShmCallCannotCarry(carrier->name, spec->full_name));
+  }
   client.last_command.store(spec->full_name.c_str(), std::memory_order_relaxed);
+  ClaimedFd claimed(client, *spec);
   if (!ArityOk(spec->arity, request.size())) {
     return RejectInTransaction(client, spec, reply, errors::WrongArity(spec->full_name));
   }
@@ -338,6 +371,19 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
   const bool exec = session.in_multi && spec == exec_;
   if (queue && (spec->flags & kNoMulti)) {
     return RejectInTransaction(client, spec, reply, errors::kNotAllowedInMulti);
+  }
+  if (spec->descriptors == Descriptors::kCarries) {
+    // SHM.CALL names no key and writes nothing itself: the gate, the orders, routing, memory
+    // and the log are the carried command's, dispatched from scratch once SHM.CALL's own run
+    // (its statistics, its descriptor) is over, so that nothing here is taken twice.
+    protocol::Request carried;
+    Context ctx{client, request, reply, engine_, *spec};
+    ctx.passed_fd = claimed.fd();
+    ctx.carried = &carried;
+    Run(*spec, ctx);
+    claimed.Close();
+    if (carried.empty()) return;
+    return DispatchTo(client, carried, reply, spec);
   }
   const uint32_t flags = exec ? session.multi_flags : spec->flags;
   // Taken before any key lock: EXEC runs its queue holding the whole gate, then key locks.
@@ -379,6 +425,7 @@ void Registry::DispatchTo(server::ClientState& client, protocol::Request& reques
   }
   if (queue) return Queue(client, *spec, request, reply);
   Context ctx{client, request, reply, engine_, *spec};
+  ctx.passed_fd = claimed.fd();
   Run(*spec, ctx);
 }
 

@@ -58,9 +58,10 @@ class Registry : public server::Dispatcher {
   // flags (SKIP, ASKING) on to the next command.
   template <class AnswerFn>
   void Answer(server::ClientState& client, protocol::ReplyWriter& reply, const AnswerFn& answer);
-  // Dispatch without CLIENT REPLY's filtering.
+  // Dispatch without CLIENT REPLY's filtering. `carrier`: the command that carried `request`
+  // (SHM.CALL), which then runs as if it had been received, but may not deal in descriptors.
   void DispatchTo(server::ClientState& client, protocol::Request& request,
-                  protocol::ReplyWriter& reply);
+                  protocol::ReplyWriter& reply, const CommandSpec* carrier = nullptr);
   // Answers a request refused before its handler ran, counting it as Redis does.
   void Reject(const CommandSpec* spec, protocol::ReplyWriter& reply,
               std::string_view message) const;

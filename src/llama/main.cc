@@ -81,8 +81,8 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--port", c->port, "prefixd port")->capture_default_str();
   app->add_option("--socket", c->socket, "prefixd unix socket (instead of host and port)");
   app->add_flag("!--no-shm", c->shm,
-                "on the unix socket, restore over the socket rather than through the server's "
-                "shared arenas");
+                "on the unix socket, restore and save over the socket rather than through the "
+                "server's shared arenas and memfds (SHM.CALL)");
   app->add_flag("--compare-transports", c->compare_transports,
                 "sweep with --socket: the warm process also restores each prefix over the socket "
                 "(--no-shm's way), alternating with its own restores, and the CSV's socket_* "
@@ -577,6 +577,8 @@ int RunSweep(const Common& c, const SweepArgs& a) {
       return Fail(st);
     }
     row.store_prefill_ms = MsSince(start);
+    row.save_ms = saved.ms;
+    row.save_shared_memory = saved.shared_memory;
     llama_state_seq_save_file(runner.ctx(), slot_file.c_str(), 0, prompt.data(), length);
     start = Clock::now();
     if (Status st = runner.Decode(0, prompt, length, prompt.size()); !st.ok()) return Fail(st);

@@ -143,6 +143,14 @@ class PromptCache::Impl {
                     std::span<const PrefixLeaseBlob> blobs, RestoreReport& report);
   // Logs `why` the first time a failure of kind `kind` happens; counts nothing.
   void Note(std::string_view kind, const Status& why);
+  // A store of Save: through SHM.CALL (`shm_store`, its blobs in a memfd) when Shm() gives a
+  // connection, else over the socket (`socket_store`); sets report.shared_memory when SHM.CALL
+  // stored it. A store SHM.CALL did not make is made over the socket, and when that succeeds
+  // where the server refused SHM.CALL (an older server, a refused descriptor), saves use the
+  // socket from then on; a broken connection is opened again later.
+  template <class ShmStore, class SocketStore>
+  auto SaveStore(const ShmStore& shm_store, const SocketStore& socket_store, SaveReport& report)
+      -> decltype(socket_store());
 
   llama_context* ctx_;
   const MemoryKind kind_;
@@ -154,7 +162,8 @@ class PromptCache::Impl {
 
   Clock::time_point last_reconnect_{};
   std::unique_ptr<ShmClient> shm_;
-  bool shm_off_ = false;  // over TCP, turned off or refused: the socket only
+  bool shm_off_ = false;        // over TCP, turned off or refused: the socket only
+  bool shm_saves_off_ = false;  // the server refused SHM.CALL: saves over the socket only
   Clock::time_point last_shm_try_{};
   StateBuffer buffer_;                 // where restored states are assembled, reused
   std::optional<StateLayout> layout_;  // known once the server's layout was read or written
@@ -205,8 +214,8 @@ ShmClient* PromptCache::Impl::Shm() {
     // a connection that failed is tried again later.
     const bool refused = st.code() == StatusCode::kServerError;
     if (refused) shm_off_ = true;
-    Note(refused ? "shared memory refused, restoring over the socket"
-                 : "shared memory unreachable, restoring over the socket",
+    Note(refused ? "shared memory refused, using the socket"
+                 : "shared memory unreachable, using the socket",
          st);
     return nullptr;
   }
@@ -245,6 +254,41 @@ Status PromptCache::Impl::FetchLease(uint64_t lease, std::span<const PrefixLease
     }
   }
   return client_.PrefixLeaseFetchAll(ns_, lease, rows, blobs, true);
+}
+
+namespace {
+
+const Status& StatusOf(const Status& st) { return st; }
+template <class T>
+const Status& StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
+}  // namespace
+
+template <class ShmStore, class SocketStore>
+auto PromptCache::Impl::SaveStore(const ShmStore& shm_store, const SocketStore& socket_store,
+                                  SaveReport& report) -> decltype(socket_store()) {
+  ShmClient* shm = shm_saves_off_ ? nullptr : Shm();
+  if (shm == nullptr) return socket_store();
+  auto through_file = shm_store(*shm);
+  if (StatusOf(through_file).ok()) {
+    report.shared_memory = true;
+    return through_file;
+  }
+  const Status why = StatusOf(through_file);
+  const StatusCode code = why.code();
+  if (code == StatusCode::kUnavailable || code == StatusCode::kIoError ||
+      code == StatusCode::kTimeout || code == StatusCode::kProtocolError) {
+    shm_.reset();
+  }
+  auto over_socket = socket_store();
+  // The same store succeeded over the socket: the refusal was SHM.CALL's, not the store's.
+  if (StatusOf(over_socket).ok() && code == StatusCode::kServerError) {
+    shm_saves_off_ = true;
+    Note("shared-memory save refused, saving over the socket", why);
+  }
+  return over_socket;
 }
 
 void PromptCache::Impl::EmptySequence(llama_seq_id seq) {
@@ -352,9 +396,15 @@ Status PromptCache::Impl::StoreBlocks(const SequenceState& state,
       report.block_bytes += rows[l].size();
     }
     const PrefixHash& parent = b == 0 ? kPrefixRoot : hashes[b - 1];
+    const auto chunk = hashes.subspan(b, end - b);
+    const RowFormat format = FormatOf(layout.attention.type);
     PREFIXD_ASSIGN_OR_RETURN(
-        int64_t stored, client_.PrefixStoreBlocks(ns_, parent, hashes.subspan(b, end - b), layers,
-                                                  FormatOf(layout.attention.type)));
+        int64_t stored,
+        SaveStore(
+            [&](ShmClient& shm) {
+              return shm.PrefixStoreBlocks(ns_, parent, chunk, layers, format);
+            },
+            [&] { return client_.PrefixStoreBlocks(ns_, parent, chunk, layers, format); }, report));
     report.blocks_stored += static_cast<uint64_t>(stored);
   }
   return Status::Ok();
@@ -384,7 +434,11 @@ Status PromptCache::Impl::StoreCheckpoint(const SequenceState& kv, const Sequenc
     report.tail_bytes += tail_rows[l].size();
   }
   PrefixCheckpointParts parts{states, tail, FormatOf(layout.attention.type)};
-  PREFIXD_RETURN_IF_ERROR(client_.PrefixStoreCheckpoint(ns_, anchor, length, position, parts));
+  PREFIXD_RETURN_IF_ERROR(SaveStore(
+      [&](ShmClient& shm) {
+        return shm.PrefixStoreCheckpoint(ns_, anchor, length, position, parts);
+      },
+      [&] { return client_.PrefixStoreCheckpoint(ns_, anchor, length, position, parts); }, report));
   ++report.checkpoints_stored;
   return Status::Ok();
 }
@@ -554,6 +608,7 @@ Status PromptCache::Impl::Save(llama_seq_id seq, std::span<const llama_token> to
     if (!st.ok()) return failed("storing a checkpoint", st);
   }
   stats_.checkpoints_stored += report.checkpoints_stored;
+  if (report.shared_memory) ++stats_.shm_saves;
   report.ms = MsSince(start);
   if (out) *out = report;
   return Status::Ok();

@@ -100,7 +100,7 @@ std::string SweepCsv(const std::vector<SweepRow>& rows) {
       "prefix_tokens,suffix_tokens,cold_ttft_ms,warm_ttft_ms,speedup,restored_tokens,state_bytes,"
       "match_ms,fetch_ms,assemble_ms,load_ms,restore_ms,suffix_ms,file_load_ms,restore_vs_file,"
       "states_bitexact,token_agreement,store_prefill_ms,first_restore_ms,first_file_load_ms,"
-      "transport,socket_fetch_ms,socket_restore_ms\n";
+      "transport,socket_fetch_ms,socket_restore_ms,save_ms,save_transport\n";
   for (const SweepRow& r : rows) {
     csv += std::to_string(r.prefix_tokens) + "," + std::to_string(r.suffix_tokens) + "," +
            Fixed(r.cold_ttft_ms, 3) + "," + Fixed(r.warm_ttft_ms, 3) + "," + Fixed(r.speedup(), 2) +
@@ -113,7 +113,8 @@ std::string SweepCsv(const std::vector<SweepRow>& rows) {
            std::to_string(r.total_tokens) + "," + Fixed(r.store_prefill_ms, 3) + "," +
            Fixed(r.first_restore_ms, 3) + "," + Fixed(r.first_file_load_ms, 3) + "," +
            (r.shared_memory ? "shm" : "socket") + "," + Fixed(r.socket_fetch_ms, 3) + "," +
-           Fixed(r.socket_restore_ms, 3) + "\n";
+           Fixed(r.socket_restore_ms, 3) + "," + Fixed(r.save_ms, 3) + "," +
+           (r.save_shared_memory ? "shm" : "socket") + "\n";
   }
   return csv;
 }

@@ -33,9 +33,11 @@ struct ChatRow {
 struct SweepRow {
   uint64_t prefix_tokens = 0;
   uint64_t suffix_tokens = 0;
-  double cold_ttft_ms = 0;      // the whole prompt prefilled as llama.cpp does without a cache
-  double warm_ttft_ms = 0;      // restore of the prefix + the suffix, in the other process
-  double store_prefill_ms = 0;  // the prefix's saving prefill (block-sized chunks) and stores
+  double cold_ttft_ms = 0;          // the whole prompt prefilled as llama.cpp does without a cache
+  double warm_ttft_ms = 0;          // restore of the prefix + the suffix, in the other process
+  double store_prefill_ms = 0;      // the prefix's saving prefill (block-sized chunks) and stores
+  double save_ms = 0;               // of it, the save (SaveReport::ms: state read, match, stores)
+  bool save_shared_memory = false;  // the stores went through a memfd (SHM.CALL)
   uint64_t restored_tokens = 0;
   uint64_t state_bytes = 0;
   double match_ms = 0, fetch_ms = 0, assemble_ms = 0, load_ms = 0;

@@ -67,4 +67,10 @@ void Request::AddLarge(Bytes arg) {
   large_.push_back(std::move(arg));
 }
 
+void Request::AddFrom(const Request& other, size_t i) {
+  const Slot& s = other.slots_[i];
+  if (s.large) return AddLarge(other.large_[s.offset]);
+  AddSmall(other[i]);
+}
+
 }  // namespace prefixd::protocol

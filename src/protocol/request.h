@@ -52,6 +52,9 @@ class Request {
   void BeginSmall(size_t length);
   void AppendSmall(std::string_view part);
   void AddLarge(Bytes arg);
+  // Argument `i` of `other`, appended: a small one copied into this request's arena, a large one
+  // shared (SHM.CALL builds the command it carries from its own arguments).
+  void AddFrom(const Request& other, size_t i);
   void set_inline(bool value) { inline_ = value; }
 
  private:

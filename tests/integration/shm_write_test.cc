@@ -3,105 +3,23 @@
 // SHM.GET), an unsealed memfd or a plain file copied once, clear errors for bad lengths and
 // offsets, the value kept across a restart with the log on, no descriptor leaked by the server
 // (claimed, unclaimed, past the cap, before SHM.HELLO, at disconnect), and the TCP port refusing.
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "integration/server_fixture.h"
-#include "prefixd/shm.h"
+#include "integration/shm_write_fixture.h"
 
 namespace prefixd::it {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::span<const uint8_t> AsBytes(const std::string& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
-
-// A memfd holding `data`, not sealed.
-int UnsealedMemfd(const std::string& data) {
-  const int fd = ::memfd_create("shm-write-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(::pwrite(fd, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
-  return fd;
-}
-
-// Sends `bytes` with `fds` passed on them (SCM_RIGHTS).
-void SendWithFds(int socket, const std::string& bytes, const std::vector<int>& fds) {
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()), 0);
-  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  message.msg_control = control.data();
-  message.msg_controllen = control.size();
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
-  ASSERT_EQ(::sendmsg(socket, &message, MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
-}
-
-// The descriptors the process `pid` has open.
-size_t OpenFds(pid_t pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/fd";
-  DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr) return 0;
-  size_t count = 0;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  ::closedir(dir);
-  return count;
-}
-
-class ShmWriteTest : public ServerTest {
- protected:
-  void Start(std::vector<std::string> flags = {}) {
-    flags.insert(flags.begin(), {"--shm-arenas", "yes"});
-    if (std::find(flags.begin(), flags.end(), "--appendonly") == flags.end()) {
-      flags.insert(flags.end(), {"--appendonly", "no"});
-    }
-    ServerProcess::Options options{.flags = flags, .unix_socket = true};
-    options.data_dir = data_dir_;
-    ASSERT_NO_FATAL_FAILURE(StartServer(options));
-    admin_ = ConnectHiredis(server_.port());
-    ASSERT_NE(admin_, nullptr);
-  }
-  void Connect(ShmClient& client) {
-    Status st = client.Connect(server_.unix_socket_path());
-    ASSERT_TRUE(st.ok()) << st.ToString();
-  }
-  std::string Get(ShmClient& client, const std::string& key) {
-    auto r = client.Command({"GET", key});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r.value().str : std::string();
-  }
-  // Whether the server's open descriptors come back to `want` (bounded wait: a disconnect is
-  // noticed by the server a moment after the client closes).
-  bool FdsBecome(size_t want, Millis timeout = 5000ms) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (OpenFds(server_.pid()) == want) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-  std::string data_dir_;
-  RedisContext admin_;
-};
 
 TEST_F(ShmWriteTest, StoredBytesReadBackOverTheSocketAndShmGet) {
   ASSERT_NO_FATAL_FAILURE(Start());
@@ -252,15 +170,18 @@ TEST_F(ShmWriteTest, PipelinedWritesEachClaimTheirOwnDescriptor) {
   ASSERT_EQ(raw->Call(Multibulk({"SHM.HELLO"})).substr(0, 2), "*1");
   const std::string a = Pattern(50000, 21), b = Pattern(60000, 22);
   const int fa = ShmClient::SealedMemfd(AsBytes(a)), fb = ShmClient::SealedMemfd(AsBytes(b));
-  const int fbad = ShmClient::SealedMemfd(AsBytes(b));
-  // A refused SHM.SET between them takes its own descriptor with it.
+  const std::string bad = Pattern(b.size(), 23);  // b's size, other bytes
+  const int fbad = ShmClient::SealedMemfd(AsBytes(bad));
+  // A refused SHM.SET between them takes its own descriptor with it. It goes in one message
+  // with the next SHM.SET and both descriptors, so that one read brings both: a read ends at a
+  // message that carries descriptors, and the connection closes unclaimed ones after each read.
   ASSERT_NO_FATAL_FAILURE(
       SendWithFds(raw->fd(), Multibulk({"SHM.SET", "a", std::to_string(a.size())}), {fa}));
-  ASSERT_NO_FATAL_FAILURE(SendWithFds(raw->fd(), Multibulk({"SHM.SET", "x", "nope"}), {fbad}));
-  ASSERT_NO_FATAL_FAILURE(SendWithFds(
-      raw->fd(),
-      Multibulk({"SET", "plain", "1"}) + Multibulk({"SHM.SET", "b", std::to_string(b.size())}),
-      {fb}));
+  ASSERT_NO_FATAL_FAILURE(SendWithFds(raw->fd(),
+                                      Multibulk({"SHM.SET", "x", "nope"}) +
+                                          Multibulk({"SET", "plain", "1"}) +
+                                          Multibulk({"SHM.SET", "b", std::to_string(b.size())}),
+                                      {fbad, fb}));
   EXPECT_EQ(raw->ReadReply().value_or(""), "+ADOPTED\r\n");
   EXPECT_EQ(raw->ReadReply().value_or(""), "-ERR value is not an integer or out of range\r\n");
   EXPECT_EQ(raw->ReadReply().value_or(""), "+OK\r\n");
@@ -281,10 +202,7 @@ TEST_F(ShmWriteTest, AdoptedValueSurvivesARestartWithTheLogOn) {
     EXPECT_TRUE(adopted);
     ASSERT_TRUE(client.Set("small", AsBytes(small)).ok());
   }
-  admin_.reset();
-  ASSERT_TRUE(server_.Stop());
-  data_dir_ = server_.data_dir();
-  ASSERT_NO_FATAL_FAILURE(Start({"--appendonly", "yes"}));
+  ASSERT_NO_FATAL_FAILURE(Restart({"--appendonly", "yes"}));
   ShmClient client;
   ASSERT_NO_FATAL_FAILURE(Connect(client));
   EXPECT_TRUE(Get(client, "big") == big);
@@ -295,12 +213,7 @@ TEST_F(ShmWriteTest, NoDescriptorLeaks) {
   ASSERT_NO_FATAL_FAILURE(Start());
   ShmClient client;
   ASSERT_NO_FATAL_FAILURE(Connect(client));
-  // The fewest seen over a moment: on a loaded machine a descriptor may still be closing.
-  size_t baseline = OpenFds(server_.pid());
-  for (int i = 0; i < 10; ++i) {
-    std::this_thread::sleep_for(20ms);
-    baseline = std::min(baseline, OpenFds(server_.pid()));
-  }
+  const size_t baseline = BaselineFds();
   ASSERT_GT(baseline, 0u);
   // 1000 writes, adopted and copied in turn, over one key.
   const std::string value = Pattern(40000, 3);

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 
+import redis
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from prefixd_server import start_server  # noqa: E402
 
@@ -75,19 +77,23 @@ def check_sweep(llama, model, port, d):
         assert r["states_bitexact"] == "yes" and r["token_agreement"] == "64/64", r
         assert float(r["file_load_ms"]) > 0 and float(r["restore_ms"]) > 0, r
         assert r["transport"] == "socket", r  # TCP: the shared arenas are out of reach
+        assert r["save_transport"] == "socket" and float(r["save_ms"]) > 0, r
     with open(out_svg) as f:
         assert f.read().startswith("<svg"), out_svg
     # On the unix socket of a server with shared arenas the warm process restores through them
-    # by itself, and with --no-shm over the socket: the same states either way.
+    # and the cold one saves through memfds (SHM.CALL) by itself, and with --no-shm both go over
+    # the socket: the same states either way.
     sock = os.path.join(d, "prefixd.sock")
     for extra, transport in (([], "shm"), (["--no-shm"], "socket")):
+        # An empty server, so that the saves store (the runs before stored the same prefixes).
+        redis.Redis(port=port, socket_timeout=5).flushall()
         out_csv = os.path.join(d, f"sweep-{transport}.csv")
         run([llama, "sweep", "--model", model, "--socket", sock, "--threads", "1", "--block", "32",
              "--interval", "64", "--lengths", "40,200", "--csv", out_csv] + extra)
         for r in rows(out_csv):
             assert int(r["restored_tokens"]) == int(r["prefix_tokens"]), r
             assert r["states_bitexact"] == "yes" and r["token_agreement"] == "64/64", r
-            assert r["transport"] == transport, r
+            assert r["transport"] == transport and r["save_transport"] == transport, r
 
 
 def main():

@@ -547,8 +547,97 @@ TEST_P(ShmCacheTest, RestoresThroughTheArenasTheBytesTheSocketGives) {
   EXPECT_TRUE(logged_.empty()) << logged_.front();
 }
 
-// A server that refuses the shared path (this uid not allowed; arenas off): restores go over the
-// socket, the refusal is logged once, and the state is as good.
+// The namespace's stored bytes as the plain fetches answer them: NSINFO's counts, every saved
+// block's rows of every attention layer as stored (FMT NATIVE), and the recurrent parts of the
+// checkpoints at `lengths`.
+std::vector<std::string> StoredBytes(Client& client, const std::string& ns,
+                                     const std::vector<llama_token>& tokens, uint32_t block_size,
+                                     uint64_t saved_blocks, const std::vector<uint64_t>& lengths) {
+  std::vector<std::string> out;
+  auto text = [](const Result<Reply>& r) {
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return std::string("(error)");
+    std::string joined = r->str;
+    for (const Reply& e : r->elements) joined += "|" + std::to_string(e.str.size()) + ":" + e.str;
+    return joined;
+  };
+  const Result<Reply> info = client.Command({"KV.PREFIX.NSINFO", ns});
+  std::string counts = text(info);
+  // Leases and index figures may differ; what was stored may not.
+  for (const char* key : {"blocks:", "checkpoints:", "kv_bytes:", "state_bytes:"}) {
+    const size_t at = counts.find(key);
+    out.push_back(at == std::string::npos ? std::string("(no ") + key + ")"
+                                          : counts.substr(at, counts.find('\r', at) - at));
+  }
+  const size_t attn_at = counts.find("attn:");
+  const int attn = attn_at == std::string::npos ? 0 : std::atoi(counts.c_str() + attn_at + 5);
+  const std::vector<uint32_t> ids(tokens.begin(), tokens.end());
+  const std::vector<PrefixHash> hashes = PrefixBlockHashes(ids, block_size);
+  const std::string chain(reinterpret_cast<const char*>(hashes.data()),
+                          saved_blocks * sizeof(PrefixHash));
+  for (int layer = 0; layer < attn; ++layer) {
+    out.push_back(text(client.Command({"KV.PREFIX.BFETCH", ns, std::to_string(saved_blocks), chain,
+                                       std::to_string(layer), "FMT", "NATIVE"})));
+  }
+  for (uint64_t length : lengths) {
+    const PrefixHash position = PrefixPositionHash(ids, length, block_size, hashes);
+    out.push_back(text(client.Command(
+        {"SSM.PREFIX.CKPT.FETCH", ns,
+         std::string_view(reinterpret_cast<const char*>(position.data()), position.size())})));
+  }
+  return out;
+}
+
+// On the unix socket of a server with arenas a save writes its rows and states into a memfd the
+// server maps (SHM.CALL) by itself, and the server stores the very bytes a save over the socket
+// stores; with shared_memory off it uses the socket.
+TEST_P(ShmCacheTest, SavesThroughAMemfdStoreTheBytesTheSocketStores) {
+  it::ServerProcess through_file, over_socket;
+  ASSERT_NO_FATAL_FAILURE(Start(through_file, {"--shm-arenas", "yes"}));
+  ASSERT_NO_FATAL_FAILURE(Start(over_socket, {"--shm-arenas", "yes"}));
+  auto runner = Load(GetParam());
+  ASSERT_TRUE(runner);
+  CacheOptions socket_only = SmallBlocks();
+  socket_only.shared_memory = false;
+  PromptCache shm_cache = Open(through_file, *runner, SmallBlocks());
+  PromptCache socket_cache = Open(over_socket, *runner, socket_only);
+  const std::vector<llama_token> tokens = RandomTokens(10, 150, runner->vocab());
+  SaveReport via_shm, via_socket;
+  ASSERT_TRUE(shm_cache.Prefill(0, tokens, 0, &via_shm).ok());
+  runner->Clear(0);
+  ASSERT_TRUE(socket_cache.Prefill(0, tokens, 0, &via_socket).ok());
+  EXPECT_TRUE(via_shm.shared_memory) << "the save did not go through a memfd";
+  EXPECT_FALSE(via_socket.shared_memory);
+  EXPECT_EQ(shm_cache.stats().shm_saves, 1u);
+  EXPECT_EQ(socket_cache.stats().shm_saves, 0u);
+  EXPECT_EQ(via_shm.blocks_stored, 9u);
+  EXPECT_EQ(via_shm.blocks_stored, via_socket.blocks_stored);
+  EXPECT_EQ(via_shm.checkpoints_stored, via_socket.checkpoints_stored);
+  EXPECT_EQ(via_shm.block_bytes + via_shm.state_bytes + via_shm.tail_bytes,
+            via_socket.block_bytes + via_socket.state_bytes + via_socket.tail_bytes);
+
+  Result<Client> a = Client::ConnectUnix(through_file.unix_socket_path());
+  Result<Client> b = Client::ConnectUnix(over_socket.unix_socket_path());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<uint64_t> lengths = {64, 128, 149};
+  const std::vector<std::string> file_bytes =
+      StoredBytes(*a, shm_cache.name(), tokens, 16, 9, lengths);
+  const std::vector<std::string> socket_bytes =
+      StoredBytes(*b, socket_cache.name(), tokens, 16, 9, lengths);
+  ASSERT_EQ(file_bytes.size(), socket_bytes.size());
+  for (size_t i = 0; i < file_bytes.size(); ++i) {
+    EXPECT_TRUE(file_bytes[i] == socket_bytes[i])
+        << "part " << i << " differs: " << file_bytes[i].substr(0, 80) << " vs "
+        << socket_bytes[i].substr(0, 80);
+  }
+  size_t fetched = 0;
+  for (const std::string& part : file_bytes) fetched += part.size();
+  EXPECT_GT(fetched, 10000u) << "nothing was fetched";
+  EXPECT_TRUE(logged_.empty()) << logged_.front();
+}
+
+// A server that refuses the shared path (this uid not allowed; arenas off): restores and saves go
+// over the socket, the refusal is logged once by each cache, and the state is as good.
 TEST_P(ShmCacheTest, RefusedArenasFallBackToTheSocket) {
   const std::vector<std::vector<std::string>> refusing = {
       {"--shm-arenas", "yes", "--shm-allow-uids", std::to_string(::geteuid() + 1)}, {}};
@@ -569,8 +658,13 @@ TEST_P(ShmCacheTest, RefusedArenasFallBackToTheSocket) {
     }
     EXPECT_EQ(saved.restoring->stats().shm_restores, 0u);
     EXPECT_EQ(saved.restoring->stats().failures, 0u);
-    ASSERT_EQ(logged_.size(), 1u);
-    EXPECT_NE(logged_[0].find("shared memory refused"), std::string::npos) << logged_[0];
+    EXPECT_EQ(saved.saving->stats().shm_saves, 0u);
+    EXPECT_EQ(saved.saving->stats().failures, 0u);
+    // The saving cache's, then the restoring one's.
+    ASSERT_EQ(logged_.size(), 2u);
+    for (const std::string& line : logged_) {
+      EXPECT_NE(line.find("shared memory refused"), std::string::npos) << line;
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/descriptor_passing.h"
 #include "connection.h"
 #include "prefix_store_args.h"
 #include "prefixd/shm.h"
@@ -582,15 +583,7 @@ Status ShmClient::Fill() {
     return errno == EAGAIN ? Status::Timeout("recv timed out") : Status::IoError(Errno("recv"));
   }
   if (n == 0) return Status::Unavailable("the server closed the connection");
-  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      received_fds_.push_back(fd);
-    }
-  }
+  ReceivedDescriptors(message, received_fds_);
   if (message.msg_flags & MSG_CTRUNC) return Status::ProtocolError("descriptors truncated");
   in_.append(buffer, static_cast<size_t>(n));
   return Status::Ok();
@@ -659,23 +652,12 @@ Result<Reply> ShmClient::ReadReply() {
 
 Status ShmClient::SendWithFd(std::string_view bytes, int fd) {
   if (bytes.empty()) return Status::InvalidArgument("nothing to send the descriptor with");
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   // The whole request in one message where the socket takes it: the descriptor rides on its
   // first byte, which is what the server needs (it arrives with the read holding that byte).
-  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
+  const DescriptorMessage message(bytes.data(), bytes.size(), std::span(&fd, 1));
   ssize_t n;
   do {
-    n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
+    n = ::sendmsg(fd_, message.get(), MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return Status::IoError(Errno("sendmsg"));
   return SendAll(bytes.substr(static_cast<size_t>(n)));

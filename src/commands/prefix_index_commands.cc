@@ -1,7 +1,10 @@
 // The prefix index (docs/prefix-index.md): KV.PREFIX.NAMESPACE / NSINFO / BSTORE / BDROP /
 // BFETCH / MATCH / LFETCH / RELEASE and SSM.PREFIX.CKPT.STORE / MSTORE / DROP / FETCH. Writes go
 // through Mutate as prefix-index records; the match and its lease are not logged (a lease does
-// not survive a restart, and a client matches again).
+// not survive a restart, and a client matches again). The shared-memory forms SHMBFETCH and
+// SHMLFETCH (docs/shm-transport.md) are here too. Over 900 lines by choice: each fetch's socket
+// and shared form share the namespace's shape, the lease and argument parsing and the row
+// gathering; split, they would share them through a private header.
 #include <algorithm>
 #include <array>
 #include <cstring>

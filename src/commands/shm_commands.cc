@@ -334,8 +334,8 @@ void SetFromFile(Context& ctx) {
   // An offset, if the next argument is a number; then SET's options but GET.
   int64_t offset = 0;
   size_t options_from = 3;
-  if (ctx.args.size() > 3 && ParseInt64(ctx.args[3]).has_value()) {
-    offset = *ParseInt64(ctx.args[3]);
+  if (const auto given = ctx.args.size() > 3 ? ParseInt64(ctx.args[3]) : std::nullopt) {
+    offset = *given;
     if (offset < 0) return ctx.reply.Error(errors::kNotInteger);
     options_from = 4;
   }

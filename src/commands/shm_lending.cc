@@ -48,7 +48,7 @@ bool ShmLendAll(Context& ctx, std::string_view key, std::span<const Bytes* const
         // Sealed against writes, the bytes never change: the generation field names the file
         // (its inode), so that a client matches the descriptor it receives to the place.
         lent[i].place = shm::Place{0, file.offset, file.inode};
-        lent[i].in_file = true;
+        lent[i].file_fd = file.fd;
       }
     }
     if (lent[i].place) placed.push_back(&value);
@@ -74,8 +74,8 @@ bool ShmLendAll(Context& ctx, std::string_view key, std::span<const Bytes* const
 
 void ReplyShmLent(Context& ctx, const Bytes& value, const ShmLent& lent, bool checksum) {
   if (!lent.place) return ctx.reply.Bulk(value);
-  if (lent.in_file) {
-    const int fd = ::fcntl(value.AdoptedFile().fd, F_DUPFD_CLOEXEC, 0);
+  if (lent.in_file()) {
+    const int fd = ::fcntl(lent.file_fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) {
       // The lease may hold other pieces of this answer: only a lease of this piece alone ends.
       if (lent.alone) ctx.session.shm_leases->Release(lent.lease);
@@ -85,7 +85,7 @@ void ReplyShmLent(Context& ctx, const Bytes& value, const ShmLent& lent, bool ch
     ctx.client.fds_to_send.push_back(fd);
   }
   ctx.reply.ArrayLen(6);
-  ctx.reply.Integer(lent.in_file ? -1 : static_cast<int64_t>(lent.place->arena));
+  ctx.reply.Integer(lent.in_file() ? -1 : static_cast<int64_t>(lent.place->arena));
   ctx.reply.Integer(static_cast<int64_t>(lent.place->offset));
   ctx.reply.Integer(static_cast<int64_t>(value.size()));
   ctx.reply.Integer(static_cast<int64_t>(lent.place->generation));

@@ -24,14 +24,16 @@ bool ShmGreeted(Context& ctx);
 
 // A piece's answer: where it lies under the call's lease (`place` set, `lease` its id), or its
 // bytes (`place` empty: not in an arena). A value adopted from a client's memfd (SHM.SET) lies in
-// a file of its own: `in_file`, `place->arena` unused and `place->offset` the value's offset in
+// a file of its own: `in_file()`, `place->arena` unused and `place->offset` the value's offset in
 // that file and `place->generation` its inode number; the reply names arena -1 and passes a
 // read-only descriptor of the file with it (SCM_RIGHTS). `alone`: no other piece shares the lease.
 struct ShmLent {
   std::optional<shm::Place> place;
   uint64_t lease = 0;
-  bool in_file = false;
   bool alone = false;
+  // The adopted file the value lies in (then `place` is its offset and inode), else -1.
+  int file_fd = -1;
+  bool in_file() const { return file_fd >= 0; }
 };
 
 // One lease for the whole answer: every value that lies in an arena (null entries are skipped)

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/descriptor_passing.h"
 #include "common/settings.h"
 #include "protocol/resp_parser.h"
 #include "server/connection_memory.h"
@@ -545,22 +546,11 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
                               [](const asio::const_buffer& b) { return b.size() != 0; });
     if (first == buffers_.end()) co_return;
     std::vector<int>& fds = client_->fds_to_send;
-    std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()), 0);
-    iovec one{const_cast<void*>(first->data()), 1};
-    msghdr message{};
-    message.msg_iov = &one;
-    message.msg_iovlen = 1;
-    message.msg_control = control.data();
-    message.msg_controllen = control.size();
-    cmsghdr* header = CMSG_FIRSTHDR(&message);
-    header->cmsg_level = SOL_SOCKET;
-    header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+    const DescriptorMessage message(first->data(), 1, fds);
     auto& socket = Socket();
     socket.native_non_blocking(true);
     while (true) {
-      const ssize_t n = ::sendmsg(socket.native_handle(), &message, MSG_NOSIGNAL);
+      const ssize_t n = ::sendmsg(socket.native_handle(), message.get(), MSG_NOSIGNAL);
       if (n == 1) break;
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         co_await socket.async_wait(UnixSocket::wait_write, asio::use_awaitable);
@@ -607,21 +597,13 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   }
 
   void KeepReceivedFds(msghdr& message) {
-    if (message.msg_controllen == 0) return;
     std::vector<int>& kept = client_->fds_received;
-    for (cmsghdr* h = CMSG_FIRSTHDR(&message); h != nullptr; h = CMSG_NXTHDR(&message, h)) {
-      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
-      const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd = -1;
-        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
-        if (kept.size() < ClientState::kMaxReceivedFds) {
-          kept.push_back(fd);
-        } else {
-          ::close(fd);
-        }
-      }
-    }
+    const size_t had = kept.size();
+    ReceivedDescriptors(message, kept);
+    // Past the cap, the newest are closed at once.
+    const size_t keep = std::max(had, std::min(kept.size(), ClientState::kMaxReceivedFds));
+    for (size_t i = keep; i < kept.size(); ++i) ::close(kept[i]);
+    kept.resize(keep);
   }
 
   void CloseReceivedFds() {

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/descriptor_passing.h"
 #include "integration/server_fixture.h"
 #include "prefixd/shm.h"
 
@@ -36,19 +37,8 @@ inline int UnsealedMemfd(const std::string& data) {
 
 // Sends `bytes` with `fds` passed on them (SCM_RIGHTS).
 inline void SendWithFds(int socket, const std::string& bytes, const std::vector<int>& fds) {
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()), 0);
-  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  message.msg_control = control.data();
-  message.msg_controllen = control.size();
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
-  ASSERT_EQ(::sendmsg(socket, &message, MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  const DescriptorMessage message(bytes.data(), bytes.size(), fds);
+  ASSERT_EQ(::sendmsg(socket, message.get(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
 }
 
 // The descriptors the process `pid` has open.

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/descriptor_passing.h"
 #include "prefixd/shm.h"
 
 namespace prefixd {
@@ -181,19 +182,8 @@ class ScriptedServer {
   }
   // The arena's descriptor rides on the reply's first byte, as the real server sends it.
   void SendWithFd(const std::string& bytes) {
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    iovec iov{const_cast<char*>(bytes.data()), 1};
-    msghdr message{};
-    message.msg_iov = &iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    cmsghdr* header = CMSG_FIRSTHDR(&message);
-    header->cmsg_level = SOL_SOCKET;
-    header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(header), &arena_fd_, sizeof arena_fd_);
-    if (::sendmsg(conn_fd_, &message, MSG_NOSIGNAL) != 1) return;
+    const DescriptorMessage message(bytes.data(), 1, std::span(&arena_fd_, 1));
+    if (::sendmsg(conn_fd_, message.get(), MSG_NOSIGNAL) != 1) return;
     Send(bytes.substr(1));
   }
 

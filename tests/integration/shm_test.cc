@@ -575,6 +575,16 @@ std::string Hashes(std::initializer_list<char> ids) {
   return out;
 }
 
+// A namespace of kBlockTokens-token blocks, two attention layers of kVDim fp32 rows, one
+// recurrent layer.
+void MakeNamespace(ShmClient& client, const std::string& ns) {
+  ASSERT_TRUE(
+      client
+          .Command({"KV.PREFIX.NAMESPACE", ns, "BLOCK", std::to_string(kBlockTokens), "ATTN", "2",
+                    "KVDIM", std::to_string(kVDim), "RECURRENT", "1", "VQUANT", "fp32"})
+          .ok());
+}
+
 void StoreBlocks(ShmClient& client, const std::string& ns, const std::string& parent,
                  const std::string& hashes, uint64_t seed) {
   const std::string n = std::to_string(hashes.size() / 16);
@@ -596,11 +606,7 @@ TEST_F(ShmTest, PrefixBlocksEveryByteAsTheSocketSendsThemAndLeasesHoldPages) {
   ASSERT_NO_FATAL_FAILURE(Start());
   ShmClient client;
   ASSERT_NO_FATAL_FAILURE(Connect(client));
-  ASSERT_TRUE(
-      client
-          .Command({"KV.PREFIX.NAMESPACE", "ns", "BLOCK", std::to_string(kBlockTokens), "ATTN", "2",
-                    "KVDIM", std::to_string(kVDim), "RECURRENT", "1", "VQUANT", "fp32"})
-          .ok());
+  ASSERT_NO_FATAL_FAILURE(MakeNamespace(client, "ns"));
   const std::string root(16, '\0');
   ASSERT_NO_FATAL_FAILURE(StoreBlocks(client, "ns", root, Hashes({'a', 'b', 'c'}), 90));
   // Another chain, so dropping a's leaves the namespace's pages in place for new blocks to reuse.
@@ -1108,11 +1114,7 @@ TEST_F(ShmTest, TheLeaseCapCountsCallsNotPieces) {
   ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--shm-max-leases", "3"}));
   ShmClient client;
   ASSERT_NO_FATAL_FAILURE(Connect(client));
-  ASSERT_TRUE(
-      client
-          .Command({"KV.PREFIX.NAMESPACE", "ns", "BLOCK", std::to_string(kBlockTokens), "ATTN", "2",
-                    "KVDIM", std::to_string(kVDim), "RECURRENT", "1", "VQUANT", "fp32"})
-          .ok());
+  ASSERT_NO_FATAL_FAILURE(MakeNamespace(client, "ns"));
   const std::string hashes = Hashes({'a', 'b', 'c'});
   ASSERT_NO_FATAL_FAILURE(StoreBlocks(client, "ns", std::string(16, '\0'), hashes, 400));
   const std::string socket = BlocksOverSocket(client, "ns", hashes, "0");

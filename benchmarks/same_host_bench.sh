@@ -6,7 +6,7 @@
 #   benchmarks/same_host_bench.sh [--build-dir DIR] [--server BIN] [--quick] [--reps N] [--no-write]
 #
 # Two prefixd-servers (--appendonly no, so the disk is not measured), each on a loopback port and a
-# unix socket: "off" as by default, "arenas" with --shm-arenas yes; and redis-server on a unix
+# unix socket: "off" with --shm-arenas no, "arenas" with --shm-arenas yes (the default); and redis-server on a unix
 # socket of its own (no persistence), the store a user would pick instead. For each size (1, 16, 64, 256 MiB)
 # prefixd-blob-bench SETs a value and reads it back --requests times with one client: GET over
 # TCP and the unix socket (off), GET over the unix socket (arenas and redis-server), and SHM.GET (arenas): "shm
@@ -48,7 +48,7 @@ start_server() {  # name flags...
   pids+=($!)
   wait_ready "${port[$name]}" "prefixd-server ($name)"
 }
-start_server off
+start_server off --shm-arenas no
 # redis-server over its unix socket: what a same-host user of Redis gets for the same values.
 port[redis]=$(free_port)
 sock[redis]=$work/redis.sock

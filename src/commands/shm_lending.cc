@@ -43,6 +43,9 @@ bool ShmLendAll(Context& ctx, std::string_view key, std::span<const Bytes* const
     if (values[i] == nullptr || values[i]->empty()) continue;
     const Bytes& value = *values[i];
     lent[i].place = shm::Locate(value.data(), value.size());
+    // Generation 0: a region whose new generation was never stamped (never the case for a stored
+    // value; see Bytes::MarkFilled) could not be told from its next use, so it goes as bytes.
+    if (lent[i].place && lent[i].place->generation == 0) lent[i].place.reset();
     if (!lent[i].place) {
       if (const Bytes::FilePlace file = value.AdoptedFile(); file.fd >= 0) {
         // Sealed against writes, the bytes never change: the generation field names the file

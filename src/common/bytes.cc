@@ -60,14 +60,12 @@ class LargeBufferPool {
   // Null when the kernel refuses a new mapping (out of memory, or vm.max_map_count reached).
   uint8_t* Take(size_t size, bool huge) {
     uint8_t* p = Reuse(size);
-    if (p == nullptr && shm::ArenasEnabled()) {
-      p = shm::TakeRegion(size);
-      if (p == nullptr) return nullptr;
-    }
+    // Where no arena can be made (an address-space limit, no more arenas), an anonymous mapping
+    // still stores the value; it is then served as bytes.
+    if (p == nullptr && shm::ArenasEnabled()) p = shm::TakeRegion(size);
     if (p != nullptr && shm::InArena(p)) {
-      // An arena region: its huge-page advice is the arena's, and a client's lease on its last
-      // value must fail from here on (docs/shm-transport.md, "Generations").
-      shm::StampNewGeneration(p, size);
+      // An arena region: its huge-page advice is the arena's. Its new generation is stamped by
+      // AllocateWith (at once) or MarkFilled (once the data has arrived).
       return p;
     }
     if (p == nullptr) {
@@ -95,8 +93,10 @@ class LargeBufferPool {
     return p;
   }
 
-  void Give(uint8_t* p, size_t size) {
-    if (shm::InArena(p)) shm::ClearGeneration(p, size);
+  // `stamped`: an arena region whose pages carry a generation, cleared here so that a client's
+  // lease on it fails from now on (a region never stamped was never lent).
+  void Give(uint8_t* p, size_t size, bool stamped) {
+    if (stamped && shm::InArena(p)) shm::ClearGeneration(p, size);
     bool kept = false;
     {
       std::lock_guard lock(mu_);
@@ -210,7 +210,9 @@ struct FreeDeleter {
 
 struct PoolDeleter {
   size_t size;
-  void operator()(const uint8_t* p) const { Pool().Give(const_cast<uint8_t*>(p), size); }
+  // An arena region's generation is stamped (Bytes::MarkFilled may do it after the fill).
+  bool stamped = true;
+  void operator()(const uint8_t* p) const { Pool().Give(const_cast<uint8_t*>(p), size, stamped); }
 };
 
 std::atomic<size_t> adopted_files{0};
@@ -243,6 +245,13 @@ bool HugePagesWanted() { return huge_pages_wanted.load(std::memory_order_relaxed
 Bytes Bytes::Allocate(size_t size) { return AllocateWith(size, /*huge=*/true); }
 Bytes Bytes::AllocateForFill(size_t size) { return AllocateWith(size, /*huge=*/false); }
 
+void Bytes::MarkFilled() {
+  auto* pooled = std::get_deleter<PoolDeleter>(owner_);
+  if (pooled == nullptr || pooled->stamped) return;
+  shm::StampNewGeneration(const_cast<uint8_t*>(owner_.get()), pooled->size);
+  pooled->stamped = true;
+}
+
 void Bytes::AdviseHugePages(size_t offset, size_t length) const {
   // Only buffers of this size always lie in mappings of their own (the pool's); an arena's
   // advice is set once for the whole arena.
@@ -262,7 +271,13 @@ Bytes Bytes::AllocateWith(size_t size, bool huge) {
   // to malloc: the value is stored all the same, only its memory is the heap's.
   if (pooled != 0 && mapped == nullptr && size >= kPagedBelow) throw std::bad_alloc();
   if (mapped != nullptr) {
-    b.owner_ = std::shared_ptr<const uint8_t>(mapped, PoolDeleter{pooled});
+    // An arena region gets a new generation on every page, so that a client's lease on its last
+    // value fails from here on (docs/shm-transport.md, "Generations"). A buffer filled as data
+    // arrives waits for MarkFilled: 8 bytes per page written up front would make a declared but
+    // unsent argument cost 1/512 of its size.
+    const bool in_arena = shm::InArena(mapped);
+    if (in_arena && huge) shm::StampNewGeneration(mapped, pooled);
+    b.owner_ = std::shared_ptr<const uint8_t>(mapped, PoolDeleter{pooled, !in_arena || huge});
     b.data_ = mapped;
     b.capacity_ = pooled;
   } else {

@@ -73,6 +73,9 @@ class Bytes {
   // Asks for huge pages over the whole 2 MiB pages inside [offset, offset + length) of a pooled
   // buffer not yet touched there (cuts its first-touch faults 512-fold); a no-op otherwise.
   void AdviseHugePages(size_t offset, size_t length) const;
+  // An AllocateForFill buffer is whole: in a shared arena its pages get their new generation now
+  // (until then shm::Locate finds generation 0, which is never lent). A no-op otherwise.
+  void MarkFilled();
 
   // A view of [offset, offset + length) sharing this buffer's storage; clamped to the end.
   Bytes Slice(size_t offset, size_t length) const;

@@ -170,9 +170,10 @@ const std::array<SettingSpec, static_cast<size_t>(Setting::kCount)> kSettingSpec
      kIntMax, "", "Redis's quicklist node size: accepted, no effect (a list is one buffer)"},
     {"list-compress-depth", T::kInteger, true, "0", 0, kIntMax, "",
      "Redis's quicklist compression depth: accepted, no effect (lists are not compressed)"},
-    {"shm-arenas", T::kBool, false, "no", 0, 0, "",
+    {"shm-arenas", T::kBool, false, "yes", 0, 0, "",
      "Keep values of 32 KiB and more in memfd arenas that same-host clients can map read-only "
-     "(SHM.HELLO, SHM.GET over the unix socket)"},
+     "(SHM.HELLO, SHM.GET over the unix socket; where no arena can be made at start, a warning "
+     "and none)"},
     {"shm-allow-uids", T::kString, true, "self", 0, 0, "",
      "Uids of unix-socket peers SHM.HELLO hands the arenas to, separated by spaces or commas "
      "('self': the server's own uid; empty: nobody)"},

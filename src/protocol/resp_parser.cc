@@ -325,6 +325,7 @@ void RequestParser::CommitDirect(size_t n) {
     large_.AdviseHugePages(from, huge_advised_to_ - from);
   }
   if (large_filled_ == large_.size()) {
+    large_.MarkFilled();
     request_.AddLarge(std::move(large_));
     large_ = Bytes();
     large_filled_ = 0;

@@ -640,9 +640,10 @@ TEST_P(ShmCacheTest, SavesThroughAMemfdStoreTheBytesTheSocketStores) {
 // over the socket, the refusal is logged once by each cache, and the state is as good.
 TEST_P(ShmCacheTest, RefusedArenasFallBackToTheSocket) {
   const std::vector<std::vector<std::string>> refusing = {
-      {"--shm-arenas", "yes", "--shm-allow-uids", std::to_string(::geteuid() + 1)}, {}};
+      {"--shm-arenas", "yes", "--shm-allow-uids", std::to_string(::geteuid() + 1)},
+      {"--shm-arenas", "no"}};
   for (const auto& flags : refusing) {
-    SCOPED_TRACE(flags.empty() ? "arenas off" : "uid not allowed");
+    SCOPED_TRACE(flags[1] == "no" ? "arenas off" : "uid not allowed");
     logged_.clear();
     it::ServerProcess server;
     ASSERT_NO_FATAL_FAILURE(Start(server, flags));

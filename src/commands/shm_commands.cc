@@ -281,6 +281,21 @@ std::string CheckFileRanges(std::string_view command, int fd, std::span<const Fi
   return {};
 }
 
+// A range of `fd` as the file's own pages mapped read-only, when its seals say they can never
+// change; nullopt when they can, or when the kernel refuses the mapping (vm.max_map_count,
+// memory for page tables): the caller copies instead.
+std::optional<Bytes> MapSealed(int fd, FileRange range) {
+  const int seals = ::fcntl(fd, F_GET_SEALS);  // EINVAL for a file that is not a memfd
+  if (seals < 0 || (seals & kAdoptSeals) != kAdoptSeals) return std::nullopt;
+  const auto [offset, length] = range;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  const uint64_t mapped = (offset - start + length + page - 1) / page * page;
+  void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (base == MAP_FAILED) return std::nullopt;
+  return Bytes::AdoptMapping(base, mapped, offset - start, length, ReadOnlyReopen(fd), start);
+}
+
 // A range CheckFileRanges passed, as a value: the file's own pages mapped read-only when its
 // seals say they can never change and it is large enough to be worth a mapping, else one copy.
 // Sets `adopted`; an error text on failure.
@@ -292,18 +307,12 @@ std::string ValueFromFile(std::string_view command, int fd, FileRange range, Byt
     value = Bytes::CopyCompact({});
     return {};
   }
-  const int seals = ::fcntl(fd, F_GET_SEALS);  // EINVAL for a file that is not a memfd
-  if (length >= kAdoptFrom && seals >= 0 && (seals & kAdoptSeals) == kAdoptSeals) {
-    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t start = offset / page * page;
-    const uint64_t mapped = (offset - start + length + page - 1) / page * page;
-    void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
-    if (base != MAP_FAILED) {
-      value = Bytes::AdoptMapping(base, mapped, offset - start, length, ReadOnlyReopen(fd), start);
+  if (length >= kAdoptFrom) {
+    if (auto mapped = MapSealed(fd, range)) {
+      value = std::move(*mapped);
       adopted = true;
       return {};
     }
-    // Out of mappings (vm.max_map_count) or memory for page tables: a copy still stores it.
   }
   Bytes copy = length >= kAdoptFrom ? Bytes::Allocate(length) : Bytes();
   std::string small;
@@ -419,10 +428,25 @@ void Call(Context& ctx) {
   if (std::string why = CheckFileRanges("SHM.CALL", ctx.passed_fd, ranges); !why.empty()) {
     return ctx.reply.Error(why);
   }
+  // The arguments worth adopting are slices of one mapping of the span they cover: one mapping
+  // and one read-only descriptor for the call, not one of each per argument.
+  uint64_t span_from = UINT64_MAX, span_to = 0;
+  for (const FileRange& r : ranges) {
+    if (r.length < kAdoptFrom) continue;
+    span_from = std::min(span_from, r.offset);
+    span_to = std::max(span_to, r.offset + r.length);
+  }
+  const std::optional<Bytes> span = span_to > span_from
+                                        ? MapSealed(ctx.passed_fd, {span_from, span_to - span_from})
+                                        : std::nullopt;
   protocol::Request& carried = *ctx.carried;
   for (size_t i = 0; i < carried_argc; ++i) {
     if (!from_file[i]) {
       carried.AddFrom(args, carried_at + i);
+      continue;
+    }
+    if (span && from_file[i]->length >= kAdoptFrom) {
+      carried.AddLarge(span->Slice(from_file[i]->offset - span_from, from_file[i]->length));
       continue;
     }
     Bytes value;

@@ -332,6 +332,31 @@ TEST_F(ShmCallTest, SealedArgumentsFrom32KiBAreAdoptedTheRestCopied) {
   EXPECT_TRUE(joined == rows);
 }
 
+// The adopted arguments of one call are slices of one mapping of the file: the server keeps one
+// read-only descriptor for the call, however many layers it carries, and every layer reads back.
+TEST_F(ShmCallTest, OneCallKeepsOneDescriptorForAllItsAdoptedArguments) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const size_t baseline = BaselineFds();
+  const std::string l0 = Pattern(kAdoptFrom, 20), l1 = Pattern(size_t{1} << 20, 21),
+                    l2 = Pattern(3 * kAdoptFrom + 5, 22);
+  CallOk(client, {"SSM.PREFIX.MSTORE", "many", "0", l0, "1", l1, "2", l2}, {3, 5, 7});
+  EXPECT_TRUE(FdsBecome(baseline + 1))
+      << OpenFds(server_.pid()) << " open, " << baseline << " before";
+  const uint32_t layers[] = {0, 1, 2};
+  std::vector<ShmView> views;
+  ASSERT_TRUE(client.FetchLayers("many", layers, views).ok());
+  ASSERT_EQ(views.size(), 3u);
+  const std::string* want[] = {&l0, &l1, &l2};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(views[i].arena, ShmView::kInFile);
+    EXPECT_TRUE(std::string(reinterpret_cast<const char*>(views[i].data), views[i].size) ==
+                *want[i]);
+  }
+  ASSERT_TRUE(client.Release(views[0]).ok());
+}
+
 TEST_F(ShmCallTest, RefusalsAreClearErrorsAndClaimTheirDescriptor) {
   ASSERT_NO_FATAL_FAILURE(Start());
   const size_t baseline = BaselineFds();

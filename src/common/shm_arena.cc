@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/shared_mapping.h"
+
 namespace prefixd::shm {
 namespace {
 
@@ -141,11 +143,10 @@ class Registry {
         ::fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
       return fail(nullptr);
     }
-    void* mapped = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (mapped == MAP_FAILED) return fail(nullptr);
     // Shmem huge pages where the kernel's shmem_enabled is "advise" (a no-op where it is not),
-    // unless `huge-pages no` forbids them.
-    ::madvise(mapped, size, arenas_want_huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    // unless `huge-pages no` forbids them; clients map the arena the same way.
+    void* mapped = MapSharedHugeAligned(fd, size, PROT_READ | PROT_WRITE, arenas_want_huge_pages);
+    if (mapped == MAP_FAILED) return fail(nullptr);
     // Read-only for every uid but ours, then a descriptor that can only read: the one clients
     // get (docs/shm-transport.md, "Read-only, and how").
     ::fchmod(fd, S_IRUSR);

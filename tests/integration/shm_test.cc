@@ -164,6 +164,69 @@ TEST_F(ShmTest, ViewsHoldEveryByteOfTheStoredValue) {
   EXPECT_EQ(syntax.status().message(), "ERR syntax error");
 }
 
+// One mapping of `pid`'s smaps: where it starts, what it maps and its VmFlags.
+struct Mapping {
+  uintptr_t start = 0;
+  std::string name;
+  std::string flags;
+};
+
+std::vector<Mapping> MappingsOf(const std::string& pid) {
+  std::ifstream smaps("/proc/" + pid + "/smaps");
+  std::vector<Mapping> out;
+  for (std::string line; std::getline(smaps, line);) {
+    const size_t dash = line.find('-'), space = line.find(' ');
+    if (dash != std::string::npos && space != std::string::npos && dash < space &&
+        line.find_first_not_of("0123456789abcdef") == dash) {
+      Mapping m;
+      m.start = std::stoull(line.substr(0, dash), nullptr, 16);
+      const size_t name = line.find('/');
+      if (name != std::string::npos) m.name = line.substr(name);
+      out.push_back(m);
+    } else if (line.rfind("VmFlags:", 0) == 0 && !out.empty()) {
+      out.back().flags = line + " ";
+    }
+  }
+  return out;
+}
+
+// Arenas are mapped where huge pages can back them, by the server and by each client alike
+// (common/shared_mapping.h): 2 MiB-aligned, advised MADV_HUGEPAGE ("hg"), or MADV_NOHUGEPAGE
+// ("nh") on the server under `huge-pages no`. Whether the kernel then gives huge pages is its
+// shmem_enabled; the mappings are read here whatever it says.
+TEST_F(ShmTest, ArenasAreMappedForHugePagesOnBothSides) {
+  for (const bool huge : {true, false}) {
+    SCOPED_TRACE(huge ? "huge-pages yes" : "huge-pages no");
+    ASSERT_NO_FATAL_FAILURE(Start({"--shm-arenas", "yes", "--huge-pages", huge ? "yes" : "no"}));
+    ShmClient client;
+    ASSERT_NO_FATAL_FAILURE(Connect(client));
+    constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+    size_t client_checked = 0;
+    const std::vector<Mapping> own = MappingsOf("self");
+    for (size_t id = 0; id < client.arena_count(); ++id) {
+      const auto base = reinterpret_cast<uintptr_t>(client.arena(id).data());
+      if (client.arena(id).size() < kHugePage) continue;
+      EXPECT_EQ(base % kHugePage, 0u) << "arena " << id;
+      for (const Mapping& m : own) {
+        if (m.start != base) continue;
+        EXPECT_NE(m.name.find("prefixd-arena"), std::string::npos) << m.name;
+        EXPECT_NE(m.flags.find(" hg "), std::string::npos) << m.flags;
+        ++client_checked;
+      }
+    }
+    EXPECT_EQ(client_checked, client.arena_count());
+    size_t server_checked = 0;
+    for (const Mapping& m : MappingsOf(std::to_string(server_.pid()))) {
+      if (m.name.find("prefixd-arena") == std::string::npos) continue;
+      EXPECT_EQ(m.start % kHugePage, 0u) << m.name;
+      EXPECT_NE(m.flags.find(huge ? " hg " : " nh "), std::string::npos) << m.flags;
+      ++server_checked;
+    }
+    EXPECT_GE(server_checked, client.arena_count());
+    ASSERT_TRUE(server_.Stop());
+  }
+}
+
 // The shared forms read the database the connection selected, as GET does: a key of another
 // database is nil until the client selects it.
 TEST_F(ShmTest, ReadsOnlyTheSelectedDatabase) {

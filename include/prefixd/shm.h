@@ -55,6 +55,45 @@ struct ShmScatterStats {
   uint64_t reply_bytes = 0;   // bytes that came in replies (pieces outside the arenas)
 };
 
+// A memfd a caller computes a command's large arguments into, in place, before ShmClient::Call
+// sends it: no copy into a memfd in this process, and none in the server, which maps the pages
+// it adopts (an argument of 32 KiB or more). For a client that produces its bytes (a model's
+// state gathered from its caches), where SHM.CALL with finished buffers would copy them once.
+// Take() hands out page-aligned room; Call() seals the file, after which it cannot be written
+// and the spans Take() gave are gone (the writable mapping is undone so that the seal holds).
+class ShmArgumentFile {
+ public:
+  // A file with room for `capacity` bytes of arguments, mapped writable; kIoError when the
+  // kernel refuses the memfd or the mapping.
+  static Result<ShmArgumentFile> Create(uint64_t capacity);
+  // The capacity arguments of these sizes need, each from a page boundary.
+  static uint64_t CapacityFor(std::span<const uint64_t> sizes);
+
+  ShmArgumentFile(ShmArgumentFile&& other) noexcept;
+  ShmArgumentFile& operator=(ShmArgumentFile&&) = delete;
+  ShmArgumentFile(const ShmArgumentFile&) = delete;
+  ShmArgumentFile& operator=(const ShmArgumentFile&) = delete;
+  ~ShmArgumentFile();
+
+  // The next `size` bytes of the file, from a page boundary, to be written before Call; empty
+  // when they do not fit (or the file is sealed).
+  std::span<uint8_t> Take(uint64_t size);
+  // Where `bytes` lies in the file, when it lies wholly inside what Take() handed out.
+  bool OffsetOf(std::string_view bytes, uint64_t& offset) const;
+  // Undoes the writable mapping and seals the file against any change; idempotent.
+  Status Seal();
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  ShmArgumentFile() = default;
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;  // the writable mapping, until sealed
+  uint64_t capacity_ = 0;
+  uint64_t size_ = 0;  // handed out so far
+  bool sealed_ = false;
+};
+
 class ShmClient {
  public:
   ShmClient() = default;
@@ -179,14 +218,23 @@ class ShmClient {
     return Call(std::span<const std::string_view>(argv.begin(), argv.size()),
                 std::span<const size_t>(from_file.begin(), from_file.size()));
   }
+  // The same with arguments already in `file` (written into what file.Take() gave): each
+  // argument at an index of `from_file` must lie wholly inside it (kInvalidArgument if not) and
+  // is sent as its place there, without a copy. Seals `file`; the caller keeps and closes it
+  // (the message in flight holds its own reference).
+  Result<Reply> Call(std::span<const std::string_view> argv, std::span<const size_t> from_file,
+                     ShmArgumentFile& file);
   // Client::PrefixStoreBlocks and Client::PrefixStoreCheckpoint through Call: the same command
-  // and answer, every layer's rows and state blob written into one memfd.
+  // and answer, every layer's rows and state blob written into one memfd. With `file`, the rows
+  // and blobs already lie in it (computed into file.Take()'s room) and are sent in place.
   Result<int64_t> PrefixStoreBlocks(std::string_view ns, const PrefixHash& parent,
                                     std::span<const PrefixHash> hashes,
                                     std::span<const LayerBlob> layers,
-                                    RowFormat format = RowFormat::kF32);
+                                    RowFormat format = RowFormat::kF32,
+                                    ShmArgumentFile* file = nullptr);
   Status PrefixStoreCheckpoint(std::string_view ns, const PrefixHash& anchor, uint64_t length,
-                               const PrefixHash& position, const PrefixCheckpointParts& parts);
+                               const PrefixHash& position, const PrefixCheckpointParts& parts,
+                               ShmArgumentFile* file = nullptr);
 
  private:
   struct Arena {
@@ -228,6 +276,10 @@ class ShmClient {
   Status SendAll(std::string_view bytes);
   // SendAll with `fd` passed on the first byte.
   Status SendWithFd(std::string_view bytes, int fd);
+  // SHM.CALL of `argv` with its arguments at `from_file` passed as [offset, offset + length) of
+  // the sealed memfd `fd` (`offsets`, one per index), and its reply.
+  Result<Reply> SendCall(std::span<const std::string_view> argv, std::span<const size_t> from_file,
+                         std::span<const uint64_t> offsets, int fd);
   // Reads one reply; descriptors that arrive meanwhile join `received_fds_`.
   Result<Reply> ReadReply();
   Status Fill();  // one recvmsg into in_

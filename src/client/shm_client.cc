@@ -16,6 +16,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "common/descriptor_passing.h"
 #include "common/shared_mapping.h"
@@ -733,35 +734,33 @@ Status ShmClient::Set(std::string_view key, std::span<const uint8_t> data, bool*
 
 // --- Zero-copy arguments (SHM.CALL) ---
 
-Result<Reply> ShmClient::Call(std::span<const std::string_view> argv,
-                              std::span<const size_t> from_file) {
-  if (fd_ < 0) return Status::Unavailable("not connected");
-  if (from_file.empty()) return Command(argv);
-  // The file: each argument from a page boundary, so that the server maps its pages alone.
-  std::vector<FilePiece> pieces;
+namespace {
+
+// Whether `index` names one of `argv`'s arguments (0 is the command's name).
+Status CheckArgumentIndex(std::span<const std::string_view> argv, size_t index) {
+  if (index != 0 && index < argv.size()) return Status::Ok();
+  return Status::InvalidArgument("SHM.CALL: " + std::to_string(index) +
+                                 " is not the index of one of the command's arguments");
+}
+
+uint64_t PageUp(uint64_t n) { return (n + kPageBytes - 1) & ~(kPageBytes - 1); }
+
+}  // namespace
+
+Result<Reply> ShmClient::SendCall(std::span<const std::string_view> argv,
+                                  std::span<const size_t> from_file,
+                                  std::span<const uint64_t> offsets, int fd) {
   std::vector<std::string> numbers{std::to_string(from_file.size())};
-  uint64_t size = 0;
-  for (size_t index : from_file) {
-    if (index == 0 || index >= argv.size()) {
-      return Status::InvalidArgument("SHM.CALL: " + std::to_string(index) +
-                                     " is not the index of one of the command's arguments");
-    }
-    size = (size + kPageBytes - 1) & ~(kPageBytes - 1);
-    pieces.push_back({size, argv[index]});
-    numbers.insert(numbers.end(), {std::to_string(index), std::to_string(size),
-                                   std::to_string(argv[index].size())});
-    size += argv[index].size();
+  for (size_t i = 0; i < from_file.size(); ++i) {
+    numbers.insert(numbers.end(), {std::to_string(from_file[i]), std::to_string(offsets[i]),
+                                   std::to_string(argv[from_file[i]].size())});
   }
   std::vector<std::string_view> args{"SHM.CALL"};
   args.insert(args.end(), numbers.begin(), numbers.end());
   const size_t carried_at = args.size();
   args.insert(args.end(), argv.begin(), argv.end());
   for (size_t index : from_file) args[carried_at + index] = {};
-  const int memfd = SealedMemfdOf(pieces, size);
-  if (memfd < 0) return Status::IoError(Errno("memfd"));
-  Status sent = SendWithFd(Encode(args), memfd);
-  ::close(memfd);  // the message in flight holds the file
-  if (!sent.ok()) return sent;
+  if (Status sent = SendWithFd(Encode(args), fd); !sent.ok()) return sent;
   if (Status st = DropReleased(); !st.ok()) return st;
   auto reply = ReadReply();
   if (!reply.ok()) return reply;
@@ -769,13 +768,52 @@ Result<Reply> ShmClient::Call(std::span<const std::string_view> argv,
   return reply;
 }
 
+Result<Reply> ShmClient::Call(std::span<const std::string_view> argv,
+                              std::span<const size_t> from_file) {
+  if (fd_ < 0) return Status::Unavailable("not connected");
+  if (from_file.empty()) return Command(argv);
+  // The file: each argument from a page boundary, so that the server maps its pages alone.
+  std::vector<FilePiece> pieces;
+  std::vector<uint64_t> offsets;
+  uint64_t size = 0;
+  for (size_t index : from_file) {
+    if (Status st = CheckArgumentIndex(argv, index); !st.ok()) return st;
+    size = PageUp(size);
+    pieces.push_back({size, argv[index]});
+    offsets.push_back(size);
+    size += argv[index].size();
+  }
+  const int memfd = SealedMemfdOf(pieces, size);
+  if (memfd < 0) return Status::IoError(Errno("memfd"));
+  auto reply = SendCall(argv, from_file, offsets, memfd);
+  ::close(memfd);  // the message in flight holds the file
+  return reply;
+}
+
+Result<Reply> ShmClient::Call(std::span<const std::string_view> argv,
+                              std::span<const size_t> from_file, ShmArgumentFile& file) {
+  if (fd_ < 0) return Status::Unavailable("not connected");
+  if (from_file.empty()) return Command(argv);
+  std::vector<uint64_t> offsets(from_file.size());
+  for (size_t i = 0; i < from_file.size(); ++i) {
+    if (Status st = CheckArgumentIndex(argv, from_file[i]); !st.ok()) return st;
+    if (!file.OffsetOf(argv[from_file[i]], offsets[i])) {
+      return Status::InvalidArgument("SHM.CALL: argument " + std::to_string(from_file[i]) +
+                                     " does not lie in the argument file");
+    }
+  }
+  if (Status st = file.Seal(); !st.ok()) return st;
+  return SendCall(argv, from_file, offsets, file.fd());
+}
+
 Result<int64_t> ShmClient::PrefixStoreBlocks(std::string_view ns, const PrefixHash& parent,
                                              std::span<const PrefixHash> hashes,
-                                             std::span<const LayerBlob> layers, RowFormat format) {
+                                             std::span<const LayerBlob> layers, RowFormat format,
+                                             ShmArgumentFile* file) {
   if (hashes.empty()) return Status::InvalidArgument("PrefixStoreBlocks needs a block");
   client_internal::StoreArgs args;
   client_internal::BlockStoreArgs(args, ns, parent, hashes, layers, format);
-  auto reply = Call(args.argv, args.blobs);
+  auto reply = file ? Call(args.argv, args.blobs, *file) : Call(args.argv, args.blobs);
   if (!reply.ok()) return reply.status();
   if (reply.value().type != Reply::Type::kInteger) {
     return Status::ProtocolError("unexpected KV.PREFIX.BSTORE reply");
@@ -785,14 +823,78 @@ Result<int64_t> ShmClient::PrefixStoreBlocks(std::string_view ns, const PrefixHa
 
 Status ShmClient::PrefixStoreCheckpoint(std::string_view ns, const PrefixHash& anchor,
                                         uint64_t length, const PrefixHash& position,
-                                        const PrefixCheckpointParts& parts) {
+                                        const PrefixCheckpointParts& parts, ShmArgumentFile* file) {
   client_internal::StoreArgs args;
   client_internal::CheckpointStoreArgs(args, ns, anchor, length, position, parts);
-  auto reply = Call(args.argv, args.blobs);
+  auto reply = file ? Call(args.argv, args.blobs, *file) : Call(args.argv, args.blobs);
   if (!reply.ok()) return reply.status();
   if (reply.value().type != Reply::Type::kStatus || reply.value().str != "OK") {
     return Status::ProtocolError("unexpected SSM.PREFIX.CKPT.STORE reply");
   }
+  return Status::Ok();
+}
+
+// --- ShmArgumentFile ---
+
+Result<ShmArgumentFile> ShmArgumentFile::Create(uint64_t capacity) {
+  ShmArgumentFile file;
+  file.fd_ = ::memfd_create("prefixd-arguments", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (file.fd_ < 0) return Status::IoError(Errno("memfd"));
+  file.capacity_ = PageUp(std::max<uint64_t>(capacity, 1));
+  if (::ftruncate(file.fd_, static_cast<off_t>(file.capacity_)) != 0) {
+    return Status::IoError(Errno("ftruncate of an argument file"));
+  }
+  void* mapped = MapSharedHugeAligned(file.fd_, file.capacity_, PROT_READ | PROT_WRITE, true);
+  if (mapped == MAP_FAILED) return Status::IoError(Errno("mmap of an argument file"));
+  file.base_ = static_cast<uint8_t*>(mapped);
+  return file;
+}
+
+uint64_t ShmArgumentFile::CapacityFor(std::span<const uint64_t> sizes) {
+  uint64_t total = 0;
+  for (uint64_t size : sizes) total = PageUp(total) + size;
+  return total;
+}
+
+ShmArgumentFile::ShmArgumentFile(ShmArgumentFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      base_(std::exchange(other.base_, nullptr)),
+      capacity_(other.capacity_),
+      size_(other.size_),
+      sealed_(other.sealed_) {}
+
+ShmArgumentFile::~ShmArgumentFile() {
+  if (base_ != nullptr) ::munmap(base_, capacity_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::span<uint8_t> ShmArgumentFile::Take(uint64_t size) {
+  const uint64_t at = PageUp(size_);
+  if (sealed_ || base_ == nullptr || at > capacity_ || size > capacity_ - at) return {};
+  size_ = at + size;
+  return {base_ + at, size};
+}
+
+bool ShmArgumentFile::OffsetOf(std::string_view bytes, uint64_t& offset) const {
+  if (base_ == nullptr) return false;
+  const auto begin = reinterpret_cast<uintptr_t>(base_);
+  const auto at = reinterpret_cast<uintptr_t>(bytes.data());
+  if (at < begin || at - begin > size_ || bytes.size() > size_ - (at - begin)) return false;
+  offset = at - begin;
+  return true;
+}
+
+Status ShmArgumentFile::Seal() {
+  if (sealed_) return Status::Ok();
+  if (fd_ < 0) return Status::Unavailable("argument file was moved from");
+  // F_SEAL_WRITE is refused while a writable shared mapping exists.
+  if (base_ != nullptr) ::munmap(base_, capacity_);
+  base_ = nullptr;
+  if (::ftruncate(fd_, static_cast<off_t>(PageUp(std::max<uint64_t>(size_, 1)))) != 0 ||
+      ::fcntl(fd_, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+    return Status::IoError(Errno("sealing an argument file"));
+  }
+  sealed_ = true;
   return Status::Ok();
 }
 

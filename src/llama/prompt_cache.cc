@@ -385,26 +385,40 @@ Status PromptCache::Impl::StoreBlocks(const SequenceState& state,
                                 (layout.has_attention() ? layout.attention.row_bytes() : 0));
   const uint64_t per_request =
       std::clamp<uint64_t>(kMaxBlockStoreBytes / block_bytes, 1, kMaxBlocksPerStore);
-  std::vector<std::vector<uint8_t>> rows(layout.attention_layers());
+  const uint32_t n_layers = layout.attention_layers();
+  std::vector<std::vector<uint8_t>> rows(n_layers);
   for (uint64_t b = from_block; b < hashes.size(); b += per_request) {
     const uint64_t end = std::min<uint64_t>(hashes.size(), b + per_request);
-    std::vector<LayerBlob> layers;
-    for (uint32_t l = 0; l < layout.attention_layers(); ++l) {
-      rows[l].clear();
-      state.AppendRows(l, b * bs, end * bs, rows[l]);
-      layers.push_back({l, rows[l]});
-      report.block_bytes += rows[l].size();
-    }
+    const uint64_t first = b * bs, last = end * bs;
+    const uint64_t layer_bytes = state.RowsBytes(first, last);
+    report.block_bytes += n_layers * layer_bytes;
     const PrefixHash& parent = b == 0 ? kPrefixRoot : hashes[b - 1];
     const auto chunk = hashes.subspan(b, end - b);
     const RowFormat format = FormatOf(layout.attention.type);
-    PREFIXD_ASSIGN_OR_RETURN(
-        int64_t stored,
-        SaveStore(
-            [&](ShmClient& shm) {
-              return shm.PrefixStoreBlocks(ns_, parent, chunk, layers, format);
-            },
-            [&] { return client_.PrefixStoreBlocks(ns_, parent, chunk, layers, format); }, report));
+    // The rows gathered straight into the memfd SHM.CALL passes: no buffer of ours in between,
+    // and the server keeps these pages as the stored rows.
+    auto through_file = [&](ShmClient& shm) -> Result<int64_t> {
+      const std::vector<uint64_t> sizes(n_layers, layer_bytes);
+      PREFIXD_ASSIGN_OR_RETURN(ShmArgumentFile file,
+                               ShmArgumentFile::Create(ShmArgumentFile::CapacityFor(sizes)));
+      std::vector<LayerBlob> layers;
+      for (uint32_t l = 0; l < n_layers; ++l) {
+        const std::span<uint8_t> room = file.Take(layer_bytes);
+        state.CopyRows(l, first, last, room);
+        layers.push_back({l, room});
+      }
+      return shm.PrefixStoreBlocks(ns_, parent, chunk, layers, format, &file);
+    };
+    auto over_socket = [&] {
+      std::vector<LayerBlob> layers;
+      for (uint32_t l = 0; l < n_layers; ++l) {
+        rows[l].clear();
+        state.AppendRows(l, first, last, rows[l]);
+        layers.push_back({l, rows[l]});
+      }
+      return client_.PrefixStoreBlocks(ns_, parent, chunk, layers, format);
+    };
+    PREFIXD_ASSIGN_OR_RETURN(int64_t stored, SaveStore(through_file, over_socket, report));
     report.blocks_stored += static_cast<uint64_t>(stored);
   }
   return Status::Ok();
@@ -419,26 +433,45 @@ Status PromptCache::Impl::StoreCheckpoint(const SequenceState& kv, const Sequenc
   const uint64_t depth = length / bs;
   const PrefixHash anchor = depth == 0 ? kPrefixRoot : hashes[depth - 1];
   const PrefixHash position = PrefixPositionHash(tokens, length, bs, hashes);
-  std::vector<std::vector<uint8_t>> blobs;
-  std::vector<LayerBlob> states;
-  for (size_t i = 0; i < layout.recurrent_layers(); ++i) {
-    blobs.push_back(recurrent.RecurrentBlob(i));
-    report.state_bytes += blobs.back().size();
-  }
-  for (size_t i = 0; i < blobs.size(); ++i) states.push_back({static_cast<uint32_t>(i), blobs[i]});
-  std::vector<std::vector<uint8_t>> tail_rows(length % bs == 0 ? 0 : layout.attention_layers());
-  std::vector<LayerBlob> tail;
-  for (uint32_t l = 0; l < tail_rows.size(); ++l) {
-    kv.AppendRows(l, depth * bs, length, tail_rows[l]);
-    tail.push_back({l, tail_rows[l]});
-    report.tail_bytes += tail_rows[l].size();
-  }
-  PrefixCheckpointParts parts{states, tail, FormatOf(layout.attention.type)};
-  PREFIXD_RETURN_IF_ERROR(SaveStore(
-      [&](ShmClient& shm) {
-        return shm.PrefixStoreCheckpoint(ns_, anchor, length, position, parts);
-      },
-      [&] { return client_.PrefixStoreCheckpoint(ns_, anchor, length, position, parts); }, report));
+  const size_t n_states = layout.recurrent_layers();
+  const size_t n_tail = length % bs == 0 ? 0 : layout.attention_layers();
+  for (size_t i = 0; i < n_states; ++i) report.state_bytes += recurrent.RecurrentBlobBytes(i);
+  report.tail_bytes += n_tail * kv.RowsBytes(depth * bs, length);
+  const RowFormat format = FormatOf(layout.attention.type);
+  // Every blob and tail row written straight into the memfd SHM.CALL passes.
+  auto through_file = [&](ShmClient& shm) -> Status {
+    std::vector<uint64_t> sizes;
+    for (size_t i = 0; i < n_states; ++i) sizes.push_back(recurrent.RecurrentBlobBytes(i));
+    sizes.insert(sizes.end(), n_tail, kv.RowsBytes(depth * bs, length));
+    PREFIXD_ASSIGN_OR_RETURN(ShmArgumentFile file,
+                             ShmArgumentFile::Create(ShmArgumentFile::CapacityFor(sizes)));
+    std::vector<LayerBlob> states, tail;
+    for (size_t i = 0; i < n_states; ++i) {
+      const std::span<uint8_t> room = file.Take(sizes[i]);
+      recurrent.CopyRecurrentBlob(i, room);
+      states.push_back({static_cast<uint32_t>(i), room});
+    }
+    for (uint32_t l = 0; l < n_tail; ++l) {
+      const std::span<uint8_t> room = file.Take(sizes[n_states + l]);
+      kv.CopyRows(l, depth * bs, length, room);
+      tail.push_back({l, room});
+    }
+    const PrefixCheckpointParts parts{states, tail, format};
+    return shm.PrefixStoreCheckpoint(ns_, anchor, length, position, parts, &file);
+  };
+  auto over_socket = [&] {
+    std::vector<std::vector<uint8_t>> blobs, tail_rows(n_tail);
+    std::vector<LayerBlob> states, tail;
+    for (size_t i = 0; i < n_states; ++i) blobs.push_back(recurrent.RecurrentBlob(i));
+    for (size_t i = 0; i < n_states; ++i) states.push_back({static_cast<uint32_t>(i), blobs[i]});
+    for (uint32_t l = 0; l < n_tail; ++l) {
+      kv.AppendRows(l, depth * bs, length, tail_rows[l]);
+      tail.push_back({l, tail_rows[l]});
+    }
+    const PrefixCheckpointParts parts{states, tail, format};
+    return client_.PrefixStoreCheckpoint(ns_, anchor, length, position, parts);
+  };
+  PREFIXD_RETURN_IF_ERROR(SaveStore(through_file, over_socket, report));
   ++report.checkpoints_stored;
   return Status::Ok();
 }

@@ -376,11 +376,16 @@ Result<SequenceState> SequenceState::ParseRecurrent(std::span<const uint8_t> byt
 
 void SequenceState::AppendRows(uint32_t layer, uint64_t begin, uint64_t end,
                                std::vector<uint8_t>& out) const {
+  const size_t at = out.size();
+  out.resize(at + RowsBytes(begin, end));
+  CopyRows(layer, begin, end, std::span(out).subspan(at));
+}
+
+void SequenceState::CopyRows(uint32_t layer, uint64_t begin, uint64_t end,
+                             std::span<uint8_t> out) const {
   const AttentionLayout& a = layout_.attention;
   const uint64_t row = a.row_bytes();
-  const size_t at = out.size();
-  out.resize(at + 2 * (end - begin) * row);
-  uint8_t* dst = out.data() + at;
+  uint8_t* dst = out.data();
   for (uint64_t p = begin; p < end; ++p, dst += row) {
     std::memcpy(dst, k_[layer] + uint64_t{cell_of_position_[p]} * row, row);
   }
@@ -401,11 +406,15 @@ void SequenceState::AppendRows(uint32_t layer, uint64_t begin, uint64_t end,
 }
 
 std::vector<uint8_t> SequenceState::RecurrentBlob(size_t i) const {
-  const RecurrentLayer& l = layout_.recurrent.layers[i];
-  std::vector<uint8_t> blob(l.r_bytes + l.s_bytes);
-  std::memcpy(blob.data(), r_[i], l.r_bytes);
-  std::memcpy(blob.data() + l.r_bytes, s_[i], l.s_bytes);
+  std::vector<uint8_t> blob(RecurrentBlobBytes(i));
+  CopyRecurrentBlob(i, blob);
   return blob;
+}
+
+void SequenceState::CopyRecurrentBlob(size_t i, std::span<uint8_t> out) const {
+  const RecurrentLayer& l = layout_.recurrent.layers[i];
+  std::memcpy(out.data(), r_[i], l.r_bytes);
+  std::memcpy(out.data() + l.r_bytes, s_[i], l.s_bytes);
 }
 
 // --- Assembly ---

@@ -105,8 +105,19 @@ class SequenceState {
   // Appends attention layer `layer`'s K rows for positions [begin, end), then its V rows, each
   // row `width` values (V untransposed whatever the cache's layout).
   void AppendRows(uint32_t layer, uint64_t begin, uint64_t end, std::vector<uint8_t>& out) const;
+  // The same rows written into `out`, which holds RowsBytes(begin, end) bytes (a caller's own
+  // buffer: a memfd it sends, say).
+  void CopyRows(uint32_t layer, uint64_t begin, uint64_t end, std::span<uint8_t> out) const;
+  uint64_t RowsBytes(uint64_t begin, uint64_t end) const {
+    return 2 * (end - begin) * layout_.attention.row_bytes();
+  }
   // Recurrent layer i's blob: its R row then its S row.
   std::vector<uint8_t> RecurrentBlob(size_t i) const;
+  // The same written into `out`, which holds RecurrentBlobBytes(i) bytes.
+  void CopyRecurrentBlob(size_t i, std::span<uint8_t> out) const;
+  uint64_t RecurrentBlobBytes(size_t i) const {
+    return layout_.recurrent.layers[i].r_bytes + layout_.recurrent.layers[i].s_bytes;
+  }
 
  private:
   StateLayout layout_;

@@ -518,6 +518,54 @@ TEST_F(ShmCallTest, ClientCallsNameArgumentsOnly) {
   EXPECT_EQ(CommandOk(client, {"GET", "k"}).str, "v");
 }
 
+// Arguments computed straight into a ShmArgumentFile go in place: the server adopts them (a
+// fetch reads them from that file) and every byte reads back. An argument outside the file is
+// refused before anything is sent; Take() never hands out more than the capacity, each piece
+// from a page boundary; the call seals the file, after which nothing more is handed out.
+TEST_F(ShmCallTest, ArgumentsComputedIntoTheirFileAreSentInPlace) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ShmClient client;
+  ASSERT_NO_FATAL_FAILURE(Connect(client));
+  const std::vector<uint64_t> sizes = {(1 << 20) + 3, kAdoptFrom, 5};
+  const uint64_t capacity = ShmArgumentFile::CapacityFor(sizes);
+  EXPECT_EQ(capacity, (1 << 20) + 4096 + kAdoptFrom + 5);
+  auto file = ShmArgumentFile::Create(capacity);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  std::vector<std::string> values;
+  std::vector<std::string_view> argv = {"MSET"};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::span<uint8_t> room = file.value().Take(sizes[i]);
+    ASSERT_EQ(room.size(), sizes[i]);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(room.data()) % 4096, 0u);
+    values.push_back(Pattern(sizes[i], 40 + i));
+    std::memcpy(room.data(), values.back().data(), room.size());
+    argv.push_back(i == 0 ? "a" : i == 1 ? "b" : "c");
+    argv.push_back({reinterpret_cast<const char*>(room.data()), room.size()});
+  }
+  EXPECT_TRUE(file.value().Take(1).empty()) << "past the capacity";
+  // A value that is not in the file: refused, nothing sent, the file still open to writes.
+  const std::string outside = "not in the file";
+  std::vector<std::string_view> wrong = argv;
+  wrong[2] = outside;
+  EXPECT_EQ(client.Call(wrong, std::vector<size_t>{2, 4}, file.value()).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CommandOk(client, {"EXISTS", "a"}).integer, 0);
+  const std::vector<size_t> from_file = {2, 4, 6};
+  auto reply = client.Call(argv, from_file, file.value());
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply.value().str, "OK");
+  EXPECT_TRUE(file.value().Take(1).empty()) << "after the seal";
+  EXPECT_EQ(::fcntl(file.value().fd(), F_GET_SEALS) & F_SEAL_WRITE, F_SEAL_WRITE);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string key = i == 0 ? "a" : i == 1 ? "b" : "c";
+    EXPECT_TRUE(Get(client, key) == values[i]) << key;
+    ShmView view;
+    ASSERT_TRUE(client.Get(key, view).ok());
+    EXPECT_EQ(view.arena == ShmView::kInFile, sizes[i] >= kAdoptFrom) << key;
+    ASSERT_TRUE(client.Release(view).ok());
+  }
+}
+
 // INFO commandstats counts the carried command as a command of its own, and SHM.CALL beside it
 // (a refused one as failed); MONITOR shows the carried command with its bytes, never SHM.CALL.
 TEST_F(ShmCallTest, StatisticsAndMonitorShowTheCarriedCommand) {

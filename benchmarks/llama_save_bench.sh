@@ -7,13 +7,13 @@
 # match, the stores) per prefix and run.
 #
 #   benchmarks/llama_save_bench.sh [--build DIR] [--arch A] [--shape S] [--lengths L1,L2,...]
-#       [--threads N] [--block N] [--runs N]
+#       [--threads N] [--block N] [--runs N] [--appendonly yes|no]
 #
 # Defaults: build/dev, qwen35 tiny f32, lengths 512,2048, 2 threads, block 256, 3 runs (about
 # 5 minutes on 2 CPUs: each run prefills every length cold).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="$repo/build/dev" arch=qwen35 shape=tiny lengths=512,2048 threads=2 block=256 runs=3
+build="$repo/build/dev" arch=qwen35 shape=tiny lengths=512,2048 threads=2 block=256 runs=3 appendonly=yes
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$(cd "$2" && pwd)"; shift 2 ;;
@@ -23,6 +23,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --block) block="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
+    --appendonly) appendonly="$2"; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -34,12 +35,12 @@ model="$work/$arch-$shape.gguf"
 port=$(free_port)
 mkdir -p "$work/data"
 "$build/prefixd-server" --port "$port" --dir "$work/data" --unixsocket "$work/prefixd.sock" \
-  --shm-arenas yes --appendonly yes >"$work/server.log" 2>&1 &
+  --shm-arenas yes --appendonly "$appendonly" >"$work/server.log" 2>&1 &
 pids+=($!)
 wait_ready "$port" prefixd-server
 
 echo "# $(git -C "$repo" rev-parse --short HEAD), $arch $shape, $(nproc) CPUs, block $block," \
-     "threads $threads, unix socket + shm-arenas, appendonly yes"
+     "threads $threads, unix socket + shm-arenas, appendonly $appendonly"
 echo "run,transport,prefix_tokens,state_bytes,save_ms"
 for run in $(seq "$runs"); do
   for how in shm socket; do

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "commands/families.h"
+#include "commands/shm_call.h"
 #include "commands/shm_lending.h"
 #include "commands/string_set.h"
 #include "commands/vstore_shared.h"
@@ -352,12 +353,6 @@ int ReadOnlyReopen(int fd) {
   return ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
 }
 
-// [offset, offset + length) of the passed file.
-struct FileRange {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-};
-
 // Whether `command` may read `ranges` of the descriptor passed with it (`fd`, -1 when none came):
 // a regular file that holds every one of them. An error text when not.
 std::string CheckFileRanges(std::string_view command, int fd, std::span<const FileRange> ranges) {
@@ -489,33 +484,20 @@ void Call(Context& ctx) {
   // Only EXEC runs a command without the registry's dispatch, and SHM.CALL is never queued.
   if (ctx.carried == nullptr) return ctx.reply.Error(errors::kNotAllowedInMulti);
   const auto& args = ctx.args;
-  auto count = ParseInt64(args[1]);
-  if (!count || *count < 1) return ctx.reply.Error(errors::kShmCallCount);
-  // The triples, then at least the carried command's name.
-  if (static_cast<uint64_t>(*count) > (args.size() - 3) / 3) {
-    return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
-  }
-  const size_t carried_at = 2 + 3 * static_cast<size_t>(*count);
-  const size_t carried_argc = args.size() - carried_at;
+  ShmCallLayout layout;
+  if (std::string why = ParseShmCall(args, layout); !why.empty()) return ctx.reply.Error(why);
+  const size_t carried_at = layout.carried_at;
+  const size_t carried_argc = layout.from_file.size();
+  const std::vector<std::optional<FileRange>>& from_file = layout.from_file;
   const int64_t max_length = ctx.engine.settings().Int(Setting::kProtoMaxBulkLen);
-  std::vector<std::optional<FileRange>> from_file(carried_argc);
   std::vector<FileRange> ranges;
-  for (size_t t = 2; t < carried_at; t += 3) {
-    auto index = ParseInt64(args[t]);
-    auto offset = ParseInt64(args[t + 1]);
-    auto length = ParseInt64(args[t + 2]);
-    if (!index || !offset || !length || *offset < 0 || *length < 0) {
-      return ctx.reply.Error(errors::kNotInteger);
+  for (size_t i = 1; i < carried_argc; ++i) {
+    if (!from_file[i]) continue;
+    if (from_file[i]->length > static_cast<uint64_t>(max_length)) {
+      return ctx.reply.Error(errors::ShmCallTooLong(
+          static_cast<int64_t>(i), static_cast<int64_t>(from_file[i]->length), max_length));
     }
-    if (*index < 1 || static_cast<uint64_t>(*index) >= carried_argc) {
-      return ctx.reply.Error(errors::ShmCallIndex(*index, carried_argc - 1));
-    }
-    if (from_file[*index]) return ctx.reply.Error(errors::ShmCallRepeated(*index));
-    if (*length > max_length) {
-      return ctx.reply.Error(errors::ShmCallTooLong(*index, *length, max_length));
-    }
-    from_file[*index] = FileRange{static_cast<uint64_t>(*offset), static_cast<uint64_t>(*length)};
-    ranges.push_back(*from_file[*index]);
+    ranges.push_back(*from_file[i]);
   }
   if (std::string why = CheckFileRanges("SHM.CALL", ctx.passed_fd, ranges); !why.empty()) {
     return ctx.reply.Error(why);
@@ -571,13 +553,39 @@ void RegisterShmWriteCommands(Registry& r) {
       "After SHM.HELLO, with a file descriptor passed on the request's bytes (SCM_RIGHTS): "
       "runs <command> as if it had been received, its n arguments at <index> (1-based; the "
       "word sent in place is ignored) being [offset, offset + length) of that file, adopted "
-      "or copied as SHM.SET's value. Answers the command's reply.",
+      "or copied as SHM.SET's value. Answers the command's reply. COMMAND GETKEYS answers "
+      "the carried command's keys (an error for a key that lies in the file).",
       Call, "O(1) per adopted argument, O(N) copied, then the command's");
   call.descriptors = Descriptors::kCarries;
   r.Add(std::move(call));
 }
 
 }  // namespace
+
+std::string ParseShmCall(const protocol::Request& args, ShmCallLayout& layout) {
+  auto count = ParseInt64(args[1]);
+  if (!count || *count < 1) return std::string(errors::kShmCallCount);
+  // The triples, then at least the carried command's name.
+  if (static_cast<uint64_t>(*count) > (args.size() - 3) / 3) return errors::WrongArity("shm.call");
+  layout.carried_at = 2 + 3 * static_cast<size_t>(*count);
+  const size_t carried_argc = args.size() - layout.carried_at;
+  layout.from_file.assign(carried_argc, std::nullopt);
+  for (size_t t = 2; t < layout.carried_at; t += 3) {
+    auto index = ParseInt64(args[t]);
+    auto offset = ParseInt64(args[t + 1]);
+    auto length = ParseInt64(args[t + 2]);
+    if (!index || !offset || !length || *offset < 0 || *length < 0) {
+      return std::string(errors::kNotInteger);
+    }
+    if (*index < 1 || static_cast<uint64_t>(*index) >= carried_argc) {
+      return errors::ShmCallIndex(*index, carried_argc - 1);
+    }
+    if (layout.from_file[*index]) return errors::ShmCallRepeated(*index);
+    layout.from_file[*index] =
+        FileRange{static_cast<uint64_t>(*offset), static_cast<uint64_t>(*length)};
+  }
+  return {};
+}
 
 void RegisterShmCommands(Registry& r) {
   RegisterShmWriteCommands(r);

@@ -2,7 +2,7 @@
 // V.SHMFETCH ... BATCH (every layer of V.FETCH BATCH, one lease for the call) and
 // SSM.PREFIX.CKPT.SHMFETCH (a checkpoint's blobs), each compared byte for byte with the socket
 // form's answer, with their refusals (before SHM.HELLO, a key of another type, a missing key, the
-// lease cap).
+// lease cap); and COMMAND GETKEYS seeing the keys of the command SHM.CALL carries.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -388,6 +388,76 @@ TEST_F(ShmFetchTest, CheckpointRefusals) {
   ASSERT_NE(tcp, nullptr);
   EXPECT_EQ(tcp->Call({"SSM.PREFIX.CKPT.SHMFETCH", "ns", at}),
             "-ERR SHM commands are served on the unix socket only\r\n");
+}
+
+// --- COMMAND GETKEYS through SHM.CALL ---
+
+// The keys of the carried command, as COMMAND GETKEYS finds them for that command sent alone;
+// asked over TCP (GETKEYS reads only words: no SHM.HELLO, no file).
+TEST_F(ShmFetchTest, GetKeysSeesTheCarriedCommandsKeys) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto tcp = RawConnection::Tcp(server_.port());
+  ASSERT_NE(tcp, nullptr);
+  const auto getkeys = [&](const std::string& sub, std::vector<std::string> words) {
+    words.insert(words.begin(), {"COMMAND", sub});
+    return tcp->Call(words);
+  };
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "2", "0", "5", "SET", "k", "v"}),
+            "*1\r\n$1\r\nk\r\n");
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "2", "0", "5", "SET", "k", "v"}),
+            getkeys("GETKEYS", {"SET", "k", "v"}));
+  EXPECT_EQ(getkeys("GETKEYSANDFLAGS", {"shm.call", "1", "2", "0", "5", "SET", "k", "v"}),
+            getkeys("GETKEYSANDFLAGS", {"SET", "k", "v"}));
+  EXPECT_EQ(getkeys("GETKEYS",
+                    {"SHM.CALL", "2", "2", "0", "1", "4", "1", "1", "MSET", "a", "x", "b", "y"}),
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+  // A key that comes from the file cannot be known without it.
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "1", "0", "5", "SET", "k", "v"}),
+            "-ERR argument 1 of the carried command is a key that lies in the file SHM.CALL "
+            "passes: COMMAND GETKEYS cannot read it\r\n");
+  // SHM.CALL's own layout errors, as SHM.CALL answers them.
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "0", "2", "0", "5", "SET", "k", "v"}),
+            "-ERR SHM.CALL: the count of file arguments must be a positive integer\r\n");
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "3", "0", "5", "SET", "k", "v"}),
+            "-ERR SHM.CALL: argument index 3 is not an argument of the carried command (1 to "
+            "2)\r\n");
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "2", "x", "5", "SET", "k", "v"}),
+            "-ERR value is not an integer or out of range\r\n");
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "2", "0"}),
+            "-ERR Invalid number of arguments specified for command\r\n");
+  // The carried command's own checks, as GETKEYS makes them for it.
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "1", "0", "5", "PING", "x"}),
+            getkeys("GETKEYS", {"PING", "x"}));
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "1", "0", "5", "NOSUCH", "x"}),
+            getkeys("GETKEYS", {"NOSUCH", "x"}));
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "2", "0", "5", "GET", "k", "extra"}),
+            getkeys("GETKEYS", {"GET", "k", "extra"}));
+  EXPECT_EQ(getkeys("GETKEYS", {"SHM.CALL", "1", "2", "0", "5", "SHM.SET", "k", "5"}),
+            "-ERR SHM.CALL cannot carry SHM.SET: it deals in passed descriptors itself\r\n");
+}
+
+// Cluster routing finds the carried command's keys where the registry dispatches it, the file's
+// bytes included: a node serving only slot(a) runs SHM.CALL's SET of a, and refuses b's, whether
+// the key is a word or comes from the file.
+TEST_F(ShmFetchTest, ClusterRoutingSeesCarriedKeysAndKeysFromTheFile) {
+  ASSERT_NO_FATAL_FAILURE(
+      Start({"--cluster-enabled", "yes", "--cluster-require-full-coverage", "no"}));
+  auto slot = Call({"CLUSTER", "KEYSLOT", "a"});
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  ASSERT_TRUE(Call({"CLUSTER", "ADDSLOTS", std::to_string(slot.value().integer)}).ok());
+  const std::string value(40 << 10, 'v');
+  for (size_t from_file : {2, 1}) {
+    SCOPED_TRACE("argument " + std::to_string(from_file) + " from the file");
+    auto served = client_.Call({"SET", "a", value}, {from_file});
+    ASSERT_TRUE(served.ok()) << served.status().ToString();
+    EXPECT_EQ(served.value().str, "OK");
+    auto refused = client_.Call({"SET", "b", value}, {from_file});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().message().rfind("CLUSTERDOWN", 0), 0u) << refused.status().message();
+  }
+  auto stored = Call({"STRLEN", "a"});
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored.value().integer, static_cast<int64_t>(value.size()));
 }
 
 }  // namespace

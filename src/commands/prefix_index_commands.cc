@@ -595,9 +595,9 @@ void CkptFetch(Context& ctx) {
 
 // SSM.PREFIX.CKPT.SHMFETCH <ns> <pos> [LAYERS <layer> ...] [CHECKSUM]: CKPT.FETCH's blobs over
 // the shared path (docs/shm-transport.md), one per layer as SSM.PREFIX.SHMFETCH answers a layer:
-// its place under the call's one lease (a blob is a value of its own, in an arena from the
-// pool's size on), or its bytes. Nil when no checkpoint is at `pos`. The namespace is the
-// lease's key: it stays while the lease holds its bytes.
+// its place under the call's one lease (a blob is a value of its own, not packed into slab
+// pages: a large one lies in an arena), or its bytes. Nil when no checkpoint is at `pos`. The
+// namespace is the lease's key: it stays while the lease holds its bytes.
 void CkptShmFetch(Context& ctx) {
   if (!ShmGreeted(ctx)) return;
   const auto& args = ctx.args;

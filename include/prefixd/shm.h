@@ -126,6 +126,20 @@ class ShmClient {
   // of zeros (`zeros`). `pieces` is empty for a layer with no tokens.
   Status FetchRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
                    std::vector<ShmView>& pieces, bool native = false, bool checksum = false);
+  // V.SHMFETCH ... BATCH: rows [start, end) of layers 0 .. layer_count-1 (0: through the
+  // highest stored layer) from one state of the session, one entry of `layers` per layer, each
+  // the pieces FetchRows gives for that layer (empty for a layer with no tokens); joined, a
+  // layer's pieces are that layer's bulk of V.FETCH BATCH (with `native`, FMT NATIVE's). One
+  // lease for the whole call, all layers' places together.
+  Status FetchBatch(std::string_view sid, uint64_t start, uint64_t end,
+                    std::vector<std::vector<ShmView>>& layers, uint32_t layer_count = 0,
+                    bool native = false, bool checksum = false);
+  // SSM.PREFIX.CKPT.SHMFETCH: a view of each recurrent layer's blob of the checkpoint at
+  // `position` in namespace `ns` (all layers, or `layers`), in order, under one lease for the
+  // call; they are SSM.PREFIX.CKPT.FETCH's blobs. kNotFound when no checkpoint is there.
+  Status FetchCheckpoint(std::string_view ns, const PrefixHash& position,
+                         std::span<const uint32_t> layers, std::vector<ShmView>& views,
+                         bool checksum = false);
   // KV.PREFIX.SHMBFETCH: `layer`'s rows of the blocks `hashes` names (n × 16 raw bytes) as 2n
   // views, every block's K rows then every block's V rows; joined they are KV.PREFIX.BFETCH's
   // bytes (with `native`, FMT NATIVE's). kNotFound when a block is missing.
@@ -259,6 +273,9 @@ class ShmClient {
   // Connects to `path`; no command sent.
   Status Open(const std::string& path, std::chrono::milliseconds io_timeout);
   Status Hello();
+  // V.SHMFETCH's answer for one layer (places, bytes and zero runs) into `pieces`; on an error
+  // the views made so far stay, for the caller to abandon.
+  Status RowPiecesOf(Reply& answer, std::vector<ShmView>& pieces, bool checksum);
   // Views of an array of pieces (a place, or bytes, each); `checksum`: each place checked.
   Status ViewsOf(Reply& reply, std::vector<ShmView>& views, std::string_view command,
                  bool checksum);

@@ -16,6 +16,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "common/descriptor_passing.h"
@@ -187,18 +188,7 @@ Status ShmClient::FetchLayers(std::string_view sid, std::span<const uint32_t> la
   return Status::Ok();
 }
 
-Status ShmClient::FetchRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
-                            std::vector<ShmView>& pieces, bool native, bool checksum) {
-  pieces.clear();
-  const std::string layer_text = std::to_string(layer), start_text = std::to_string(start),
-                    end_text = std::to_string(end);
-  std::vector<std::string_view> args{"V.SHMFETCH", sid, layer_text, "RANGE", start_text, end_text};
-  if (native) args.insert(args.end(), {"FMT", "NATIVE"});
-  if (checksum) args.push_back("CHECKSUM");
-  auto reply = Command(args);
-  if (!reply.ok()) return reply.status();
-  Reply& r = reply.value();
-  if (r.is_nil()) return Status::Ok();
+Status ShmClient::RowPiecesOf(Reply& r, std::vector<ShmView>& pieces, bool checksum) {
   if (r.type != Reply::Type::kArray) return Status::ProtocolError("unexpected V.SHMFETCH reply");
   pieces.resize(r.elements.size());
   for (size_t i = 0; i < r.elements.size(); ++i) {
@@ -211,9 +201,68 @@ Status ShmClient::FetchRows(std::string_view sid, uint32_t layer, uint64_t start
       pieces[i].zeros = true;
       continue;
     }
-    if (Status st = ViewOf(piece, pieces[i], checksum); !st.ok()) return Abandon(pieces, st);
+    if (Status st = ViewOf(piece, pieces[i], checksum); !st.ok()) return st;
   }
   return Status::Ok();
+}
+
+Status ShmClient::FetchRows(std::string_view sid, uint32_t layer, uint64_t start, uint64_t end,
+                            std::vector<ShmView>& pieces, bool native, bool checksum) {
+  pieces.clear();
+  const std::string layer_text = std::to_string(layer), start_text = std::to_string(start),
+                    end_text = std::to_string(end);
+  std::vector<std::string_view> args{"V.SHMFETCH", sid, layer_text, "RANGE", start_text, end_text};
+  if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  if (checksum) args.push_back("CHECKSUM");
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
+  Reply& r = reply.value();
+  if (r.is_nil()) return Status::Ok();
+  if (Status st = RowPiecesOf(r, pieces, checksum); !st.ok()) return Abandon(pieces, st);
+  return Status::Ok();
+}
+
+Status ShmClient::FetchBatch(std::string_view sid, uint64_t start, uint64_t end,
+                             std::vector<std::vector<ShmView>>& layers, uint32_t layer_count,
+                             bool native, bool checksum) {
+  layers.clear();
+  const std::string start_text = std::to_string(start), end_text = std::to_string(end),
+                    count_text = std::to_string(layer_count);
+  std::vector<std::string_view> args{"V.SHMFETCH", sid, "BATCH", start_text, end_text};
+  if (layer_count != 0) args.push_back(count_text);
+  if (native) args.insert(args.end(), {"FMT", "NATIVE"});
+  if (checksum) args.push_back("CHECKSUM");
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
+  Reply& r = reply.value();
+  if (r.type != Reply::Type::kArray) return Status::ProtocolError("unexpected V.SHMFETCH reply");
+  layers.resize(r.elements.size());
+  Status failed = Status::Ok();
+  for (size_t i = 0; i < r.elements.size() && failed.ok(); ++i) {
+    if (!r.elements[i].is_nil()) failed = RowPiecesOf(r.elements[i], layers[i], checksum);
+  }
+  if (failed.ok()) return failed;
+  // The call's one lease holds every layer's places: all of them are abandoned together.
+  std::vector<ShmView> all;
+  for (auto& layer : layers) std::move(layer.begin(), layer.end(), std::back_inserter(all));
+  layers.clear();
+  return Abandon(all, failed);
+}
+
+Status ShmClient::FetchCheckpoint(std::string_view ns, const PrefixHash& position,
+                                  std::span<const uint32_t> layers, std::vector<ShmView>& views,
+                                  bool checksum) {
+  views.clear();
+  std::vector<std::string> words{"SSM.PREFIX.CKPT.SHMFETCH", std::string(ns),
+                                 std::string(position.begin(), position.end())};
+  if (!layers.empty()) words.push_back("LAYERS");
+  for (uint32_t layer : layers) words.push_back(std::to_string(layer));
+  if (checksum) words.push_back("CHECKSUM");
+  std::vector<std::string_view> args(words.begin(), words.end());
+  auto reply = Command(args);
+  if (!reply.ok()) return reply.status();
+  if (reply.value().is_nil()) return Status::NotFound("no checkpoint at that position");
+  return ViewsOf(reply.value(), views, "SSM.PREFIX.CKPT.SHMFETCH", checksum);
 }
 
 Status ShmClient::FetchBlocks(std::string_view ns, std::string_view hashes, uint32_t layer,

@@ -1,10 +1,10 @@
 // The prefix index (docs/prefix-index.md): KV.PREFIX.NAMESPACE / NSINFO / BSTORE / BDROP /
 // BFETCH / MATCH / LFETCH / RELEASE and SSM.PREFIX.CKPT.STORE / MSTORE / DROP / FETCH. Writes go
 // through Mutate as prefix-index records; the match and its lease are not logged (a lease does
-// not survive a restart, and a client matches again). The shared-memory forms SHMBFETCH and
-// SHMLFETCH (docs/shm-transport.md) are here too. Over 900 lines by choice: each fetch's socket
-// and shared form share the namespace's shape, the lease and argument parsing and the row
-// gathering; split, they would share them through a private header.
+// not survive a restart, and a client matches again). The shared-memory forms SHMBFETCH,
+// SHMLFETCH and CKPT.SHMFETCH (docs/shm-transport.md) are here too. Over 900 lines by choice: each
+// fetch's socket and shared form share the namespace's shape, the lease and argument parsing and
+// the row gathering; split, they would share them through a private header.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -593,6 +593,46 @@ void CkptFetch(Context& ctx) {
   for (uint32_t l : layers) ctx.reply.Bulk((*states)[l]);
 }
 
+// SSM.PREFIX.CKPT.SHMFETCH <ns> <pos> [LAYERS <layer> ...] [CHECKSUM]: CKPT.FETCH's blobs over
+// the shared path (docs/shm-transport.md), one per layer as SSM.PREFIX.SHMFETCH answers a layer:
+// its place under the call's one lease (a blob is a value of its own, not packed into slab
+// pages: a large one lies in an arena), or its bytes. Nil when no checkpoint is at `pos`. The
+// namespace is the lease's key: it stays while the lease holds its bytes.
+void CkptShmFetch(Context& ctx) {
+  if (!ShmGreeted(ctx)) return;
+  const auto& args = ctx.args;
+  size_t end = args.size();
+  const bool checksum = TakeChecksumOption(ctx, 3, end);  // the position stays args[2]
+  auto shape = ShapeOf(ctx, args[1]);
+  if (!shape) return;
+  auto pos = ParseHash(ctx, "position", args[2]);
+  if (!pos) return;
+  std::vector<uint32_t> layers;
+  if (end > 3) {
+    if (!EqualsIgnoreCase(args[3], "LAYERS") || end == 4) return ctx.reply.Error(errors::kSyntax);
+    for (size_t i = 4; i < end; ++i) {
+      auto layer = ParseLayer(ctx, "layer", args[i], shape->recurrent);
+      if (!layer) return;
+      layers.push_back(static_cast<uint32_t>(*layer));
+    }
+  }
+  std::optional<std::vector<Bytes>> states;
+  Db(ctx).prefixes.With(args[1],
+                        [&](PrefixIndex& index) { states = index.CheckpointStates(*pos); });
+  if (!states) return ctx.reply.NullArray();
+  if (layers.empty()) {
+    for (uint32_t l = 0; l < states->size(); ++l) layers.push_back(l);
+  }
+  std::vector<const Bytes*> lendable;
+  for (uint32_t l : layers) lendable.push_back(&(*states)[l]);
+  std::vector<ShmLent> lent;
+  if (!ShmLendAll(ctx, args[1], lendable, lent)) return;
+  ctx.reply.ArrayLen(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    ReplyShmLent(ctx, *lendable[i], lent[i], checksum);
+  }
+}
+
 // --- The match and its lease ---
 
 // KV.PREFIX.MATCH <ns> <n> <hashes> [AT <k> <positions> <pos-hashes>] [LEASE <ms>] [NOLEASE]
@@ -937,6 +977,15 @@ void RegisterPrefixIndexCommands(Registry& r) {
       "Returns a checkpoint's recurrent blobs (all, or the listed layers), or nil.", CkptFetch,
       "O(N) in the layers",
       {ns, StrArg("position"), Tokened(IntArg("layer", kArgOptional | kArgMultiple), "LAYERS")}));
+  r.Add(cmd("ssm.prefix.ckpt.shmfetch", -3, kReadonly, "<ns> <pos> [LAYERS <layer> ...] [CHECKSUM]",
+            "After SHM.HELLO: SSM.PREFIX.CKPT.FETCH's blobs (all, or the listed layers), each "
+            "answered as SSM.PREFIX.SHMFETCH answers a layer: [arena, offset, length, "
+            "generation, checksum, lease] (one lease for the call; checksum the blob's XXH3-64 "
+            "hex with CHECKSUM, else nil) or its bytes; nil when no checkpoint is there.",
+            CkptShmFetch,
+            "O(N) in the layers; no byte is read or copied (CHECKSUM: O(N) in the bytes)",
+            {ns, StrArg("position"),
+             Tokened(IntArg("layer", kArgOptional | kArgMultiple), "LAYERS"), checksum}));
   r.Add(cmd("kv.prefix.match", -4, kReadonly,
             "<ns> <n> <hashes> [AT <k> <positions> <pos-hashes>] [LEASE <ms>] [NOLEASE]",
             "Returns [L, lease, matched_blocks, pos, kv_bytes, state_bytes]: the longest L with "

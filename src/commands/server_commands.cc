@@ -15,6 +15,7 @@
 
 #include "commands/arg_reader.h"
 #include "commands/families.h"
+#include "commands/shm_call.h"
 #include "common/ascii.h"
 #include "common/glob.h"
 #include "common/numbers.h"
@@ -251,27 +252,55 @@ void CommandList(Context& ctx) {
   for (const auto& n : names) ctx.reply.Bulk(n);
 }
 
+// The spec `words` name: a command, or a container's subcommand; null when none.
+const CommandSpec* NamedSpec(const Registry& registry, const protocol::Request& words) {
+  const CommandSpec* spec = registry.Find(words[0]);
+  if (spec != nullptr && !spec->subcommands.empty()) {
+    spec = words.size() >= 2
+               ? Resolve(registry, std::string(words[0]) + "|" + std::string(words[1]))
+               : nullptr;
+  }
+  return spec;
+}
+
 // COMMAND GETKEYS and GETKEYSANDFLAGS: the keys of the command in argv[2..], found from its key
-// specs.
+// specs. SHM.CALL names no key itself: the keys are its carried command's, found as the registry
+// finds them when it dispatches that command (cluster routing included); a key that lies in the
+// passed file cannot be read here, and is an error.
 void GetKeys(Context& ctx, bool with_flags) {
   protocol::Request rest;
   for (size_t i = 2; i < ctx.args.size(); ++i) rest.AddSmall(ctx.args[i]);
-  const CommandSpec* spec = ctx.engine.registry->Find(rest[0]);
-  if (spec != nullptr && !spec->subcommands.empty()) {
-    spec = rest.size() >= 2
-               ? Resolve(*ctx.engine.registry, std::string(rest[0]) + "|" + std::string(rest[1]))
-               : nullptr;
-  }
+  const CommandSpec* spec = NamedSpec(*ctx.engine.registry, rest);
   if (spec == nullptr) return ctx.reply.Error(errors::kInvalidCommandSpecified);
-  if (EffectiveKeySpecs(*spec).empty()) return ctx.reply.Error(errors::kNoKeyArguments);
-  if ((spec->arity > 0 && static_cast<size_t>(spec->arity) != rest.size()) ||
-      rest.size() < static_cast<size_t>(std::abs(spec->arity))) {
-    return ctx.reply.Error(errors::kInvalidArgumentCount);
+  const auto arity_fits = [&](const CommandSpec& s) {
+    return (s.arity <= 0 || static_cast<size_t>(s.arity) == rest.size()) &&
+           rest.size() >= static_cast<size_t>(std::abs(s.arity));
+  };
+  ShmCallLayout layout;
+  if (spec->descriptors == Descriptors::kCarries) {
+    if (!arity_fits(*spec)) return ctx.reply.Error(errors::kInvalidArgumentCount);
+    if (std::string why = ParseShmCall(rest, layout); !why.empty()) return ctx.reply.Error(why);
+    protocol::Request carried;
+    for (size_t i = layout.carried_at; i < rest.size(); ++i) carried.AddSmall(rest[i]);
+    rest.swap(carried);
+    const CommandSpec* carrier = spec;
+    spec = NamedSpec(*ctx.engine.registry, rest);
+    if (spec == nullptr) return ctx.reply.Error(errors::kInvalidCommandSpecified);
+    if (spec->descriptors != Descriptors::kNone) {
+      return ctx.reply.Error(errors::ShmCallCannotCarry(carrier->name, spec->full_name));
+    }
   }
+  if (EffectiveKeySpecs(*spec).empty()) return ctx.reply.Error(errors::kNoKeyArguments);
+  if (!arity_fits(*spec)) return ctx.reply.Error(errors::kInvalidArgumentCount);
   std::vector<KeyPosition> keys = KeyPositions(*spec, rest);
   if (keys.empty()) {
     if (spec->flags & kNoMandatoryKeys) return ctx.reply.ArrayLen(0);
     return ctx.reply.Error(errors::kInvalidArguments);
+  }
+  for (const KeyPosition& k : keys) {
+    if (k.index < layout.from_file.size() && layout.from_file[k.index]) {
+      return ctx.reply.Error(errors::ShmCallKeyInFile(k.index));
+    }
   }
   ctx.reply.ArrayLen(keys.size());
   for (const KeyPosition& k : keys) {

@@ -1,8 +1,8 @@
 // Same-host transport (docs/shm-transport.md): SHM.HELLO hands a unix-socket client read-only
 // descriptors of the arenas values live in, SHM.GET (strings), SSM.PREFIX.SHMFETCH (recurrent
-// state layers) and V.SHMFETCH (V-store rows) answer where the bytes lie under a lease instead of
-// the bytes, SHM.RELEASE ends leases. Served only on the unix socket, only to a
-// peer whose uid shm-allow-uids names.
+// state layers) and V.SHMFETCH (V-store rows, of one layer or a BATCH of layers) answer where the
+// bytes lie under a lease instead of the bytes, SHM.RELEASE ends leases. Served only on the unix
+// socket, only to a peer whose uid shm-allow-uids names.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "commands/families.h"
+#include "commands/shm_call.h"
 #include "commands/shm_lending.h"
 #include "commands/string_set.h"
 #include "commands/vstore_shared.h"
@@ -156,16 +157,127 @@ void SsmFetch(Context& ctx) {
   }
 }
 
+// Whether rows of a session of `info`'s tier go as stored (fp32, or fp16/bf16 with FMT NATIVE):
+// only those can be shared; a decoded tier is an error.
+bool SharedAsStored(const store::VectorSessionInfo& info, bool native) {
+  return store::StoresValues(info.tier) && (native || info.tier == store::Tier::kFp32);
+}
+
+// `[FMT NATIVE]` as args[first, end): whether it was given; nullopt (error queued) for anything
+// else there.
+std::optional<bool> ParseNativeUpTo(Context& ctx, size_t first, size_t end) {
+  const auto& args = ctx.args;
+  if (end == first) return false;
+  if (end - first == 2 && EqualsIgnoreCase(args[first], "FMT") &&
+      EqualsIgnoreCase(args[first + 1], "NATIVE")) {
+    return true;
+  }
+  ctx.reply.Error(errors::VFetchUnknownOption(args[first].substr(0, 64)));
+  return std::nullopt;
+}
+
+// The pieces of one layer's rows, in row order, each as its place under the call's lease
+// (`lent`, from `first` on), shared zeros as their byte count, any other piece as its bytes.
+void ReplyRowPieces(Context& ctx, const std::vector<Bytes>& pieces, const ShmLent* lent,
+                    bool checksum) {
+  ctx.reply.ArrayLen(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (store::VectorStore::IsSharedZeros(pieces[i])) {
+      ctx.reply.Integer(static_cast<int64_t>(pieces[i].size()));
+    } else {
+      ReplyShmLent(ctx, pieces[i], lent[i], checksum);
+    }
+  }
+}
+
+// Every piece of `layers` that can be lent (not shared zeros), in order.
+std::vector<const Bytes*> LendablePieces(std::span<const store::LayerRead> layers) {
+  std::vector<const Bytes*> lendable;
+  for (const store::LayerRead& layer : layers) {
+    for (const Bytes& piece : layer.rows.pieces) {
+      lendable.push_back(store::VectorStore::IsSharedZeros(piece) ? nullptr : &piece);
+    }
+  }
+  return lendable;
+}
+
+// V.SHMFETCH <sid> BATCH <start> <end> [<layers>] [FMT NATIVE] [CHECKSUM]: V.FETCH BATCH's rows
+// of layers 0 .. layers-1 (default: through the highest stored), one state of the session, each
+// layer answered as V.SHMFETCH RANGE answers one (nil for a layer with no tokens), all under the
+// call's one lease.
+void VFetchBatch(Context& ctx) {
+  const auto& args = ctx.args;
+  const std::string_view sid = args[1];
+  auto start = vstore::ParseCount(args[3]);
+  auto end = vstore::ParseCount(args[4]);
+  if (!start || !end || *end <= *start) return ctx.reply.Error(errors::kBadVRange);
+  const vstore::Limits limits = vstore::LimitsOf(ctx.engine);
+  if (*end > limits.max_tokens) {
+    return ctx.reply.Error(errors::RangeOverMaxTokens(*end, limits.max_tokens));
+  }
+  size_t end_of_options = args.size();
+  const bool checksum = TakeChecksumOption(ctx, 5, end_of_options);
+  size_t next = 5;
+  std::optional<uint32_t> layers;
+  if (next < end_of_options && !EqualsIgnoreCase(args[next], "FMT")) {
+    const std::string_view text = args[next++];
+    auto n = vstore::ParseCount(text);
+    if (!n || *n < 1 || *n > limits.max_layers) {
+      return ctx.reply.Error(errors::VFetchBatchLayerCount(text.substr(0, 64), limits.max_layers));
+    }
+    layers = static_cast<uint32_t>(*n);
+  }
+  const auto native = ParseNativeUpTo(ctx, next, end_of_options);
+  if (!native) return;
+  store::VectorStore& vs = Db(ctx).vectors;
+  auto described = vs.Describe(sid);
+  if (!described) return ctx.reply.Error(errors::kSessionNotFound);
+  if (!SharedAsStored(*described, *native)) {
+    return ctx.reply.Error(
+        errors::ShmRowsDecoded("V.SHMFETCH", "session", TierName(described->tier), "V.FETCH"));
+  }
+  // Cold rows are read from disk into memory of their own for this answer, as RANGE's.
+  auto read = vs.ReadBatch(sid, *start, *end, layers, store::VectorStore::kReadAll);
+  if (!read) return ctx.reply.Error(errors::kSessionNotFound);
+  const auto& [info, per_layer] = *read;
+  if (!SharedAsStored(info, *native)) {
+    return ctx.reply.Error(
+        errors::ShmRowsDecoded("V.SHMFETCH", "session", TierName(info.tier), "V.FETCH"));
+  }
+  if (per_layer.empty()) return ctx.reply.Error(errors::kVFetchBatchEmpty);
+  const std::vector<const Bytes*> lendable = LendablePieces(per_layer);
+  std::vector<ShmLent> lent;
+  if (!ShmLendAll(ctx, sid, lendable, lent)) return;
+  PrefixReceipt& receipt = ctx.engine.receipt();
+  ctx.reply.ArrayLen(per_layer.size());
+  size_t first = 0;  // the layer's first piece in `lent`
+  for (const store::LayerRead& layer : per_layer) {
+    const std::vector<Bytes>& pieces = layer.rows.pieces;
+    if (layer.length == 0) {
+      ctx.reply.Null();
+    } else {
+      receipt.fetches.Add();
+      receipt.fetch_bytes.Add(layer.rows.bytes());
+      ReplyRowPieces(ctx, pieces, lent.data() + first, checksum);
+    }
+    first += pieces.size();
+  }
+}
+
 // V.SHMFETCH <sid> <layer> RANGE <start> <end> [FMT NATIVE] [CHECKSUM]: V.FETCH RANGE's rows,
 // one consistent state of the layer, as the pieces they are stored in, in row order: a piece in
 // an arena as its place under the call's one lease, shared zeros (a gap, rows past the length) as
 // the count of zero bytes, any other piece as its bytes. Nil for a layer with no tokens. Only
-// rows sent as stored can be shared: a decoded tier is an error.
+// rows sent as stored can be shared: a decoded tier is an error. BATCH in the layer's place:
+// VFetchBatch.
 void VFetch(Context& ctx) {
   if (!ShmGreeted(ctx)) return;
   const auto& args = ctx.args;
   const std::string_view sid = args[1];
   if (!vstore::ValidSid(ctx, sid)) return;
+  if (EqualsIgnoreCase(args[2], "BATCH")) return VFetchBatch(ctx);
+  // BATCH takes one argument fewer: the arity admits 5.
+  if (args.size() < 6) return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
   auto layer = vstore::ParseCount(args[2]);
   if (!layer || *layer > kMaxVLayer) {
     return ctx.reply.Error(errors::NotInRange("layer_id", errors::Quoted(args[2]), 0, kMaxVLayer));
@@ -178,20 +290,12 @@ void VFetch(Context& ctx) {
   if (*end > max_tokens) return ctx.reply.Error(errors::RangeOverMaxTokens(*end, max_tokens));
   size_t end_of_options = args.size();
   const bool checksum = TakeChecksumOption(ctx, 6, end_of_options);
-  bool native = false;
-  if (end_of_options == 8 && EqualsIgnoreCase(args[6], "FMT") &&
-      EqualsIgnoreCase(args[7], "NATIVE")) {
-    native = true;
-  } else if (end_of_options != 6) {
-    return ctx.reply.Error(errors::VFetchUnknownOption(args[6].substr(0, 64)));
-  }
+  const auto native = ParseNativeUpTo(ctx, 6, end_of_options);
+  if (!native) return;
   store::VectorStore& vs = Db(ctx).vectors;
   auto described = vs.Describe(sid);
   if (!described) return ctx.reply.Error(errors::kSessionNotFound);
-  const auto as_stored = [&](const store::VectorSessionInfo& info) {
-    return store::StoresValues(info.tier) && (native || info.tier == store::Tier::kFp32);
-  };
-  if (!as_stored(*described))
+  if (!SharedAsStored(*described, *native))
     return ctx.reply.Error(
         errors::ShmRowsDecoded("V.SHMFETCH", "session", TierName(described->tier), "V.FETCH"));
   // Cold rows are read from disk into memory of their own (an arena region when large) for
@@ -201,28 +305,17 @@ void VFetch(Context& ctx) {
   if (!read) return ctx.reply.Error(errors::kSessionNotFound);
   const auto& [info, rows] = *read;
   // Dropped and created again with another tier since Describe.
-  if (!as_stored(info))
+  if (!SharedAsStored(info, *native))
     return ctx.reply.Error(
         errors::ShmRowsDecoded("V.SHMFETCH", "session", TierName(info.tier), "V.FETCH"));
   if (rows.length == 0) return ctx.reply.Null();
-  const std::vector<Bytes>& pieces = rows.rows.pieces;
-  std::vector<const Bytes*> lendable(pieces.size(), nullptr);
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    if (!store::VectorStore::IsSharedZeros(pieces[i])) lendable[i] = &pieces[i];
-  }
+  const std::vector<const Bytes*> lendable = LendablePieces(std::span(&rows, 1));
   std::vector<ShmLent> lent;
   if (!ShmLendAll(ctx, sid, lendable, lent)) return;
   PrefixReceipt& receipt = ctx.engine.receipt();
   receipt.fetches.Add();
   receipt.fetch_bytes.Add(rows.rows.bytes());
-  ctx.reply.ArrayLen(pieces.size());
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    if (store::VectorStore::IsSharedZeros(pieces[i])) {
-      ctx.reply.Integer(static_cast<int64_t>(pieces[i].size()));
-    } else {
-      ReplyShmLent(ctx, pieces[i], lent[i], checksum);
-    }
-  }
+  ReplyRowPieces(ctx, rows.rows.pieces, lent.data(), checksum);
 }
 
 void Release(Context& ctx) {
@@ -259,12 +352,6 @@ int ReadOnlyReopen(int fd) {
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
   return ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
 }
-
-// [offset, offset + length) of the passed file.
-struct FileRange {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-};
 
 // Whether `command` may read `ranges` of the descriptor passed with it (`fd`, -1 when none came):
 // a regular file that holds every one of them. An error text when not.
@@ -397,33 +484,20 @@ void Call(Context& ctx) {
   // Only EXEC runs a command without the registry's dispatch, and SHM.CALL is never queued.
   if (ctx.carried == nullptr) return ctx.reply.Error(errors::kNotAllowedInMulti);
   const auto& args = ctx.args;
-  auto count = ParseInt64(args[1]);
-  if (!count || *count < 1) return ctx.reply.Error(errors::kShmCallCount);
-  // The triples, then at least the carried command's name.
-  if (static_cast<uint64_t>(*count) > (args.size() - 3) / 3) {
-    return ctx.reply.Error(errors::WrongArity(ctx.spec.full_name));
-  }
-  const size_t carried_at = 2 + 3 * static_cast<size_t>(*count);
-  const size_t carried_argc = args.size() - carried_at;
+  ShmCallLayout layout;
+  if (std::string why = ParseShmCall(args, layout); !why.empty()) return ctx.reply.Error(why);
+  const size_t carried_at = layout.carried_at;
+  const size_t carried_argc = layout.from_file.size();
+  const std::vector<std::optional<FileRange>>& from_file = layout.from_file;
   const int64_t max_length = ctx.engine.settings().Int(Setting::kProtoMaxBulkLen);
-  std::vector<std::optional<FileRange>> from_file(carried_argc);
   std::vector<FileRange> ranges;
-  for (size_t t = 2; t < carried_at; t += 3) {
-    auto index = ParseInt64(args[t]);
-    auto offset = ParseInt64(args[t + 1]);
-    auto length = ParseInt64(args[t + 2]);
-    if (!index || !offset || !length || *offset < 0 || *length < 0) {
-      return ctx.reply.Error(errors::kNotInteger);
+  for (size_t i = 1; i < carried_argc; ++i) {
+    if (!from_file[i]) continue;
+    if (from_file[i]->length > static_cast<uint64_t>(max_length)) {
+      return ctx.reply.Error(errors::ShmCallTooLong(
+          static_cast<int64_t>(i), static_cast<int64_t>(from_file[i]->length), max_length));
     }
-    if (*index < 1 || static_cast<uint64_t>(*index) >= carried_argc) {
-      return ctx.reply.Error(errors::ShmCallIndex(*index, carried_argc - 1));
-    }
-    if (from_file[*index]) return ctx.reply.Error(errors::ShmCallRepeated(*index));
-    if (*length > max_length) {
-      return ctx.reply.Error(errors::ShmCallTooLong(*index, *length, max_length));
-    }
-    from_file[*index] = FileRange{static_cast<uint64_t>(*offset), static_cast<uint64_t>(*length)};
-    ranges.push_back(*from_file[*index]);
+    ranges.push_back(*from_file[i]);
   }
   if (std::string why = CheckFileRanges("SHM.CALL", ctx.passed_fd, ranges); !why.empty()) {
     return ctx.reply.Error(why);
@@ -479,13 +553,39 @@ void RegisterShmWriteCommands(Registry& r) {
       "After SHM.HELLO, with a file descriptor passed on the request's bytes (SCM_RIGHTS): "
       "runs <command> as if it had been received, its n arguments at <index> (1-based; the "
       "word sent in place is ignored) being [offset, offset + length) of that file, adopted "
-      "or copied as SHM.SET's value. Answers the command's reply.",
+      "or copied as SHM.SET's value. Answers the command's reply. COMMAND GETKEYS answers "
+      "the carried command's keys (an error for a key that lies in the file).",
       Call, "O(1) per adopted argument, O(N) copied, then the command's");
   call.descriptors = Descriptors::kCarries;
   r.Add(std::move(call));
 }
 
 }  // namespace
+
+std::string ParseShmCall(const protocol::Request& args, ShmCallLayout& layout) {
+  auto count = ParseInt64(args[1]);
+  if (!count || *count < 1) return std::string(errors::kShmCallCount);
+  // The triples, then at least the carried command's name.
+  if (static_cast<uint64_t>(*count) > (args.size() - 3) / 3) return errors::WrongArity("shm.call");
+  layout.carried_at = 2 + 3 * static_cast<size_t>(*count);
+  const size_t carried_argc = args.size() - layout.carried_at;
+  layout.from_file.assign(carried_argc, std::nullopt);
+  for (size_t t = 2; t < layout.carried_at; t += 3) {
+    auto index = ParseInt64(args[t]);
+    auto offset = ParseInt64(args[t + 1]);
+    auto length = ParseInt64(args[t + 2]);
+    if (!index || !offset || !length || *offset < 0 || *length < 0) {
+      return std::string(errors::kNotInteger);
+    }
+    if (*index < 1 || static_cast<uint64_t>(*index) >= carried_argc) {
+      return errors::ShmCallIndex(*index, carried_argc - 1);
+    }
+    if (layout.from_file[*index]) return errors::ShmCallRepeated(*index);
+    layout.from_file[*index] =
+        FileRange{static_cast<uint64_t>(*offset), static_cast<uint64_t>(*length)};
+  }
+  return {};
+}
 
 void RegisterShmCommands(Registry& r) {
   RegisterShmWriteCommands(r);
@@ -518,12 +618,15 @@ void RegisterShmCommands(Registry& r) {
   r.Add(std::move(ssm_fetch));
   // In the V-store group, as V.FETCH.
   CommandSpec v_fetch = cmd(
-      1, "v.shmfetch", -6, kReadonly, "<sid> <layer> RANGE <start> <end> [FMT NATIVE] [CHECKSUM]",
+      1, "v.shmfetch", -5, kReadonly,
+      "<sid> <layer> RANGE <start> <end> [FMT NATIVE] [CHECKSUM] | "
+      "<sid> BATCH <start> <end> [layers] [FMT NATIVE] [CHECKSUM]",
       "After SHM.HELLO: V.FETCH RANGE's rows as the pieces they are stored in, in order: a "
       "piece in an arena as [arena, offset, length, generation, checksum, lease] (one lease for "
       "the call; checksum the piece's XXH3-64 hex with CHECKSUM, else nil), zero rows as their "
-      "byte count, any other piece as its bytes; nil for a layer with no tokens. Rows sent as "
-      "stored only (fp32, or fp16/bf16 with FMT NATIVE).",
+      "byte count, any other piece as its bytes; nil for a layer with no tokens. BATCH: V.FETCH "
+      "BATCH's layers, one such array (or nil) per layer, under one lease for the call. Rows "
+      "sent as stored only (fp32, or fp16/bf16 with FMT NATIVE).",
       VFetch);
   v_fetch.group = "vstore";
   v_fetch.complexity = "O(N) in the stored pieces the rows span; no byte is read or copied";

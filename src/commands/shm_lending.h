@@ -1,7 +1,8 @@
 // Lending values to a same-host client (docs/shm-transport.md): whether a connection may use the
 // shared path, and a value's answer as its place in an arena under a lease of the connection, or
 // as its bytes. Used by every command that answers places (SHM.GET, SSM.PREFIX.SHMFETCH,
-// V.SHMFETCH, KV.PREFIX.SHMBFETCH, KV.PREFIX.SHMLFETCH), on the handler's io thread.
+// SSM.PREFIX.CKPT.SHMFETCH, V.SHMFETCH, KV.PREFIX.SHMBFETCH, KV.PREFIX.SHMLFETCH), on the
+// handler's io thread.
 #pragma once
 
 #include <cstdint>

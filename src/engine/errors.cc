@@ -383,4 +383,10 @@ std::string ShmCallCannotCarry(std::string_view carrier, std::string_view carrie
          ": it deals in passed descriptors itself";
 }
 
+std::string ShmCallKeyInFile(size_t index) {
+  return "ERR argument " + std::to_string(index) +
+         " of the carried command is a key that lies in the file SHM.CALL passes: COMMAND "
+         "GETKEYS cannot read it";
+}
+
 }  // namespace prefixd::commands::errors

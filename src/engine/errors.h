@@ -407,5 +407,7 @@ std::string ShmCallIndex(int64_t index, size_t last);
 std::string ShmCallRepeated(int64_t index);
 std::string ShmCallTooLong(int64_t index, int64_t length, int64_t max);
 std::string ShmCallCannotCarry(std::string_view carrier, std::string_view carried);
+// COMMAND GETKEYS of SHM.CALL: argument `index` of the carried command is a key from the file.
+std::string ShmCallKeyInFile(size_t index);
 
 }  // namespace prefixd::commands::errors

@@ -7,9 +7,9 @@
 
 namespace prefixd {
 
-// A copy out of 4 KiB shmem pages runs at about two thirds of one out of huge pages on this
-// project's VMs (benchmarks/copy_source.c): every 4 KiB costs a page walk, and a guest's is a
-// nested one. Whether shmem gets huge pages is the kernel's
+// A copy out of 4 KiB shmem pages pays a page walk per 4 KiB (a nested one in a VM): on this
+// project's 2-core VM, quiet, 5-16 % slower than out of huge pages (benchmarks/copy_source.c).
+// Whether shmem gets huge pages is the kernel's
 // /sys/kernel/mm/transparent_hugepage/shmem_enabled ("advise" lets the advice ask); both the
 // writer's and every reader's mapping must be aligned and advised for the pages to be mapped
 // huge. Where the kernel says "never", the advice is a no-op and the mapping is an ordinary one.

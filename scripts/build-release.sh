@@ -32,7 +32,8 @@ source_stamp() {
 
 # Drives the instrumented server at $1 with the kinds of request the profile should favour: small
 # pipelined string commands (LMCache's metadata, redis-benchmark's rows), unpipelined ones over many
-# keys, SSM state of 64 bytes and of 1 MiB. Loopback only, every step bounded in count and time.
+# keys, SSM state of 64 bytes and of 1 MiB, and the small reads of a V-store row and a prefix-index
+# block. Loopback only, every step bounded in count and time.
 train() {
   # A scratch folder and the server in it, removed and stopped on exit; free_port, wait_ready.
   source benchmarks/bench_lib.sh pgo-training
@@ -48,6 +49,17 @@ train() {
   state=$(head -c 64 /dev/zero | tr '\0' 's')
   "${bench[@]}" -P 16 -c 20 -n 50000 -r 10000 SSM.PREFIX.STORE 's:__rand_int__' 0 "$state" >/dev/null
   "${bench[@]}" -P 16 -c 20 -n 50000 -r 10000 SSM.PREFIX.FETCH 's:__rand_int__' 0 >/dev/null
+  # The small state reads held to GET's rate (issue 34): MFETCH of one layer, a V-store row, a
+  # prefix-index block (its parent is the root, 16 NUL bytes: redis-cli's piped mode unescapes it).
+  "${bench[@]}" -P 16 -c 20 -n 50000 -r 10000 SSM.PREFIX.MFETCH 's:__rand_int__' 0 >/dev/null
+  local cli=(timeout 10 redis-cli -p "$port")
+  "${cli[@]}" V.CREATE pgo:rows 1 VQUANT fp32 >/dev/null
+  printf 'abcd' | "${cli[@]}" -x V.STOREBATCH pgo:rows 0 0 1 >/dev/null
+  "${bench[@]}" -P 16 -c 20 -n 50000 V.FETCH pgo:rows 0 RANGE 0 1 >/dev/null
+  "${cli[@]}" KV.PREFIX.NAMESPACE pgo:ns BLOCK 1 ATTN 1 KVDIM 1 RECURRENT 1 VQUANT fp32 >/dev/null
+  printf 'KV.PREFIX.BSTORE pgo:ns "%s" 1 abcdefghijklmnop 0 abcdefgh\n' "$(printf '\\x00%.0s' {1..16})" |
+    "${cli[@]}" >/dev/null
+  "${bench[@]}" -P 16 -c 20 -n 50000 KV.PREFIX.BFETCH pgo:ns 1 abcdefghijklmnop 0 >/dev/null
   blob=$work/blob
   head -c $((1 << 20)) /dev/urandom >"$blob"
   for _ in $(seq 1 20); do

@@ -91,15 +91,15 @@ size_t VectorStore::StringHash::operator()(std::string_view s) const {
 VectorStore::VectorStore(size_t shard_count)
     : shards_(std::make_unique<Shard[]>(shard_count)), shard_count_(shard_count) {}
 
-size_t VectorStore::ShardIndex(std::string_view sid) const {
-  // Upper bits pick the shard, independent of the table's bucket bits.
-  return (XXH3_64bits(sid.data(), sid.size()) >> 32) % shard_count_;
+VectorStore::HashedSid VectorStore::Hash(std::string_view sid) {
+  return HashedSid{sid, StringHash{}(sid)};
 }
 
 VectorStore::SessionPtr VectorStore::Find(std::string_view sid) const {
-  Shard& shard = shards_[ShardIndex(sid)];
+  const HashedSid hashed = Hash(sid);
+  Shard& shard = shards_[ShardOfHash(hashed.hash)];
   std::lock_guard lock(shard.mu);
-  auto it = shard.sessions.find(sid);
+  auto it = shard.sessions.find(hashed);
   return it == shard.sessions.end() ? nullptr : it->second;
 }
 

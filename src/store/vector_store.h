@@ -277,9 +277,17 @@ class VectorStore {
   VectorStoreStats Stats() const;
 
  private:
+  // A session id with its hash computed once: the shard is picked from the hash's upper bits
+  // and the shard's table looks it up by the same hash (one XXH3 per lookup, not two).
+  struct HashedSid {
+    std::string_view sid;
+    size_t hash;
+    friend bool operator==(const HashedSid& a, std::string_view b) { return a.sid == b; }
+  };
   struct StringHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const;
+    size_t operator()(const HashedSid& h) const { return h.hash; }
   };
   struct Layer {
     uint64_t length = 0;
@@ -316,7 +324,10 @@ class VectorStore {
     std::vector<uint64_t> sorted_hashes;
   };
 
-  size_t ShardIndex(std::string_view sid) const;
+  static HashedSid Hash(std::string_view sid);
+  size_t ShardIndex(std::string_view sid) const { return ShardOfHash(Hash(sid).hash); }
+  // Upper bits pick the shard, independent of the table's bucket bits.
+  size_t ShardOfHash(size_t hash) const { return (hash >> 32) % shard_count_; }
   SessionPtr Find(std::string_view sid) const;
   // Builds a session; the caller inserts it under its shard lock.
   SessionPtr NewSession(std::string_view sid, uint32_t dim, Tier tier, uint64_t index);
@@ -384,9 +395,10 @@ template <class Use>
 VectorStore::InPlaceRead VectorStore::ReadRowsInPlace(std::string_view sid, uint32_t layer,
                                                       uint64_t start, uint64_t end,
                                                       Use&& use) const {
-  Shard& shard = shards_[ShardIndex(sid)];
+  const HashedSid hashed = Hash(sid);
+  Shard& shard = shards_[ShardOfHash(hashed.hash)];
   std::unique_lock shard_lock(shard.mu);
-  auto found = shard.sessions.find(sid);
+  auto found = shard.sessions.find(hashed);
   if (found == shard.sessions.end()) return InPlaceRead::kMissing;
   const Session& s = *found->second;
   // Hand over hand, in the lock order: a Drop waits for the session lock before it retires the

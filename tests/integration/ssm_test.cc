@@ -287,6 +287,37 @@ TEST_F(SsmTest, ASmallSessionsFastReadKeepsTypeExpiryErrorsAndLimit) {
             "client-output-buffer-limit (11600); fetch fewer layers per call\r\n");
 }
 
+// MFETCH frames a small session's reply on the stack: nil layers as the protocol spells them,
+// a reply past the stack's buffer framed the general way, and every layer counted as a keyspace
+// hit or miss, as FETCH counts its one.
+TEST_F(SsmTest, ASmallSessionsMFetchFramesNilsAndCountsEachLayer) {
+  auto c = ConnectRaw();
+  ASSERT_NE(c, nullptr);
+  auto stat = [&](const std::string& name) {
+    const std::string info = c->Call(Multibulk({"INFO", "stats"}));
+    const size_t at = info.find(name + ":");
+    return at == std::string::npos ? -1L : std::stol(info.substr(at + name.size() + 1));
+  };
+  ASSERT_EQ(c->Call(Multibulk({"SSM.PREFIX.MSTORE", "s", "0", "abc", "2", std::string(100, 'x')})),
+            "+OK\r\n");
+  const long hits = stat("keyspace_hits"), misses = stat("keyspace_misses");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.MFETCH", "s", "0", "1", "0"})),
+            "*3\r\n$3\r\nabc\r\n$-1\r\n$3\r\nabc\r\n");
+  EXPECT_EQ(stat("keyspace_hits"), hits + 2);
+  EXPECT_EQ(stat("keyspace_misses"), misses + 1);
+  // Three 100-byte layers (a small session's are at most 128) outgrow the stack's 256 bytes.
+  const std::string big = "$100\r\n" + std::string(100, 'x') + "\r\n";
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.MFETCH", "s", "2", "9", "2", "2"})),
+            "*4\r\n" + big + "$-1\r\n" + big + big);
+  EXPECT_EQ(stat("keyspace_hits"), hits + 5);
+  EXPECT_EQ(stat("keyspace_misses"), misses + 2);
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.FETCH", "s", "7"})), "$-1\r\n");
+  EXPECT_EQ(stat("keyspace_misses"), misses + 3);
+  EXPECT_EQ(c->Call("HELLO 3\r\n").substr(0, 3), "%7\r");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.MFETCH", "s", "1", "0"})), "*2\r\n_\r\n$3\r\nabc\r\n");
+  EXPECT_EQ(c->Call(Multibulk({"SSM.PREFIX.MFETCH", "s", "9", "2"})), "*2\r\n_\r\n" + big);
+}
+
 // ---------------------------------------------------------------------------------------------
 // FETCH ... RANGE.
 

@@ -566,31 +566,53 @@ void CkptMStore(Context& ctx) {
 
 void CkptDrop(Context& ctx) { DropEntries(ctx, false); }
 
-// SSM.PREFIX.CKPT.FETCH <ns> <pos> [LAYERS <layer> ...]
-void CkptFetch(Context& ctx) {
+// CKPT.FETCH's and CKPT.SHMFETCH's reading of their request: the namespace's shape, the position
+// (args[2]), the layers args[3, end) lists (`LAYERS <layer> ...`; none: every layer), and the
+// checkpoint's blobs. Nullopt once it queued the reply: an error, or the nil array of a position
+// that holds no checkpoint.
+struct CheckpointRead {
+  std::vector<Bytes> states;
+  std::vector<uint32_t> layers;
+};
+
+std::optional<CheckpointRead> ReadCheckpoint(Context& ctx, size_t end) {
   const auto& args = ctx.args;
   auto shape = ShapeOf(ctx, args[1]);
-  if (!shape) return;
+  if (!shape) return std::nullopt;
   auto pos = ParseHash(ctx, "position", args[2]);
-  if (!pos) return;
-  std::vector<uint32_t> layers;
-  if (ArgReader r(ctx, 3); r.more()) {
-    if (!r.Keyword("LAYERS", 1)) return ctx.reply.Error(errors::kSyntax);
-    while (r.more()) {
-      auto layer = ParseLayer(ctx, "layer", r.Next(), shape->recurrent);
-      if (!layer) return;
-      layers.push_back(static_cast<uint32_t>(*layer));
+  if (!pos) return std::nullopt;
+  CheckpointRead read;
+  if (end > 3) {
+    if (!EqualsIgnoreCase(args[3], "LAYERS") || end == 4) {
+      ctx.reply.Error(errors::kSyntax);
+      return std::nullopt;
+    }
+    for (size_t i = 4; i < end; ++i) {
+      auto layer = ParseLayer(ctx, "layer", args[i], shape->recurrent);
+      if (!layer) return std::nullopt;
+      read.layers.push_back(static_cast<uint32_t>(*layer));
     }
   }
   std::optional<std::vector<Bytes>> states;
   Db(ctx).prefixes.With(args[1],
                         [&](PrefixIndex& index) { states = index.CheckpointStates(*pos); });
-  if (!states) return ctx.reply.NullArray();
-  if (layers.empty()) {
-    for (uint32_t l = 0; l < states->size(); ++l) layers.push_back(l);
+  if (!states) {
+    ctx.reply.NullArray();
+    return std::nullopt;
   }
-  ctx.reply.ArrayLen(layers.size());
-  for (uint32_t l : layers) ctx.reply.Bulk((*states)[l]);
+  read.states = std::move(*states);
+  if (read.layers.empty()) {
+    for (uint32_t l = 0; l < read.states.size(); ++l) read.layers.push_back(l);
+  }
+  return read;
+}
+
+// SSM.PREFIX.CKPT.FETCH <ns> <pos> [LAYERS <layer> ...]
+void CkptFetch(Context& ctx) {
+  const auto read = ReadCheckpoint(ctx, ctx.args.size());
+  if (!read) return;
+  ctx.reply.ArrayLen(read->layers.size());
+  for (uint32_t l : read->layers) ctx.reply.Bulk(read->states[l]);
 }
 
 // SSM.PREFIX.CKPT.SHMFETCH <ns> <pos> [LAYERS <layer> ...] [CHECKSUM]: CKPT.FETCH's blobs over
@@ -600,35 +622,16 @@ void CkptFetch(Context& ctx) {
 // namespace is the lease's key: it stays while the lease holds its bytes.
 void CkptShmFetch(Context& ctx) {
   if (!ShmGreeted(ctx)) return;
-  const auto& args = ctx.args;
-  size_t end = args.size();
+  size_t end = ctx.args.size();
   const bool checksum = TakeChecksumOption(ctx, 3, end);  // the position stays args[2]
-  auto shape = ShapeOf(ctx, args[1]);
-  if (!shape) return;
-  auto pos = ParseHash(ctx, "position", args[2]);
-  if (!pos) return;
-  std::vector<uint32_t> layers;
-  if (end > 3) {
-    if (!EqualsIgnoreCase(args[3], "LAYERS") || end == 4) return ctx.reply.Error(errors::kSyntax);
-    for (size_t i = 4; i < end; ++i) {
-      auto layer = ParseLayer(ctx, "layer", args[i], shape->recurrent);
-      if (!layer) return;
-      layers.push_back(static_cast<uint32_t>(*layer));
-    }
-  }
-  std::optional<std::vector<Bytes>> states;
-  Db(ctx).prefixes.With(args[1],
-                        [&](PrefixIndex& index) { states = index.CheckpointStates(*pos); });
-  if (!states) return ctx.reply.NullArray();
-  if (layers.empty()) {
-    for (uint32_t l = 0; l < states->size(); ++l) layers.push_back(l);
-  }
+  const auto read = ReadCheckpoint(ctx, end);
+  if (!read) return;
   std::vector<const Bytes*> lendable;
-  for (uint32_t l : layers) lendable.push_back(&(*states)[l]);
+  for (uint32_t l : read->layers) lendable.push_back(&read->states[l]);
   std::vector<ShmLent> lent;
-  if (!ShmLendAll(ctx, args[1], lendable, lent)) return;
-  ctx.reply.ArrayLen(layers.size());
-  for (size_t i = 0; i < layers.size(); ++i) {
+  if (!ShmLendAll(ctx, ctx.args[1], lendable, lent)) return;
+  ctx.reply.ArrayLen(lendable.size());
+  for (size_t i = 0; i < lendable.size(); ++i) {
     ReplyShmLent(ctx, *lendable[i], lent[i], checksum);
   }
 }

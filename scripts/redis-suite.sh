@@ -97,7 +97,7 @@ fi
 baseport="${SUITE_BASEPORT:-$((22000 + RANDOM % 10000))}"
 
 # Whether a listed test's evidence holds: each of its items (separated by " ; ") does. An item is
-# `error:TEXT` (TEXT is in the failure's own lines, `$2`), `command:NAME` (the server has no such
+# `error:TEXT` (TEXT is in the failure's own lines, `$2`; `error:A || B`: either), `command:NAME` (the server has no such
 # command: COMMAND INFO answers nil), `setting:NAME` (CONFIG GET answers nothing) or
 # `probe:WORDS => TEXT` (the command WORDS answers with TEXT: an option the server refuses). A
 # test not run ("skip") can show no failure: its items must all be of the last three kinds.
@@ -107,7 +107,15 @@ evidence_holds() {
   mapfile -t items < <(printf '%s\n' "$evidence" | sed 's/ ; /\n/g')
   for item in "${items[@]}"; do
     case "$item" in
-      error:*) [ -n "$detail" ] && grep -qF -- "${item#error:}" "$detail" || return 1 ;;
+      error:*)
+        # error:TEXT || TEXT2: any one of the texts (a test whose two clients race shows either).
+        [ -n "$detail" ] || return 1
+        local text found=0
+        local -a texts
+        mapfile -t texts < <(printf '%s\n' "${item#error:}" | sed 's/ || /\n/g')
+        for text in "${texts[@]}"; do grep -qF -- "$text" "$detail" && found=1; done
+        ((found)) || return 1
+        ;;
       command:*) [ -z "$(redis-cli -p "$port" command info "${item#command:}" 2>&1)" ] || return 1 ;;
       setting:*) [ -z "$(redis-cli -p "$port" config get "${item#setting:}" 2>&1)" ] || return 1 ;;
       probe:*)

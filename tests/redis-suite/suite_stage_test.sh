@@ -30,6 +30,9 @@ EOF
 # whose command the server has (so its reason does not hold).
 printf '%s\t%s\t%s\t%s\n' unit/quit "a listed test" "needs FROB" "error:unknown command 'frob'" \
   >"$work/listed.tsv"
+# The same listed test with two texts, either of which shows its reason (two clients racing).
+printf '%s\t%s\t%s\t%s\n' unit/quit "a listed test" "needs FROB" \
+  "error:unknown command 'frob' || NOGROUP No such key" >"$work/either.tsv"
 printf '%s\t%s\t%s\t%s\t%s\n' unit/quit "a skipped test" "needs GET" command:GET skip \
   >"$work/skipped.tsv"
 chmod +x "$work/suite/runtest"
@@ -71,6 +74,14 @@ if command -v tclsh >/dev/null && command -v redis-cli >/dev/null; then
   expect nonzero "fails for another reason than listed: a listed test" \
     "a listed test failing for another reason" -- REDIS_SUITE="$work/suite" \
     PREFIXD_SERVER="$server" REDIS_SUITE_OUT_OF_SCOPE="$work/listed.tsv" \
+    STUB_ERR="Expected '1' to be equal to '2'"
+  expect zero "$(printf '%-24s %6s %6s %6s  %s' unit/quit 1 1 0 failures)" \
+    "a listed test failing for the second of its two texts" -- REDIS_SUITE="$work/suite" \
+    PREFIXD_SERVER="$server" REDIS_SUITE_OUT_OF_SCOPE="$work/either.tsv" \
+    STUB_ERR="NOGROUP No such key 'mystream' or consumer group 'mygroup'"
+  expect nonzero "fails for another reason than listed: a listed test" \
+    "a listed test failing for neither of its two texts" -- REDIS_SUITE="$work/suite" \
+    PREFIXD_SERVER="$server" REDIS_SUITE_OUT_OF_SCOPE="$work/either.tsv" \
     STUB_ERR="Expected '1' to be equal to '2'"
   expect nonzero "unexpected failure: a listed test" "a failure not listed" -- \
     REDIS_SUITE="$work/suite" PREFIXD_SERVER="$server" \

@@ -52,15 +52,8 @@ LogLimiter handshake_failure_log(5, std::chrono::seconds(10));
 LogLimiter refusal_log(5, std::chrono::seconds(10));
 LogLimiter protocol_error_log(5, std::chrono::seconds(10));
 
-// Reading and writing, the same for every kind of stream: plain sockets through asio, TLS through
-// TlsStream (which encrypts from and decrypts into the same buffers).
-template <typename Socket>
-asio::awaitable<size_t> ReadSome(Socket& socket, asio::mutable_buffer out) {
-  co_return co_await socket.async_read_some(out, asio::use_awaitable);
-}
-asio::awaitable<size_t> ReadSome(TlsStream& stream, asio::mutable_buffer out) {
-  return stream.ReadSome(out);
-}
+// Writing, the same for every kind of stream: plain sockets through asio, TLS through TlsStream
+// (which encrypts from the caller's buffers).
 template <typename Socket>
 asio::awaitable<size_t> WriteAll(Socket& socket, const std::vector<asio::const_buffer>& pieces) {
   // asio writes at most 64 KiB per call by default; a large reply should go in as few system
@@ -73,14 +66,6 @@ asio::awaitable<size_t> WriteAll(Socket& socket, const std::vector<asio::const_b
 asio::awaitable<size_t> WriteAll(TlsStream& stream, const std::vector<asio::const_buffer>& pieces) {
   return stream.WriteAll(pieces);
 }
-// Bytes received and not yet read: whether the client paused (the input buffer's cue).
-template <typename Socket>
-size_t BytesWaiting(Socket& socket) {
-  asio::error_code ec;
-  return socket.available(ec);
-}
-size_t BytesWaiting(TlsStream& stream) { return stream.BytesWaiting(); }
-
 // The error a client gets for a request that threw, in place of its reply.
 std::string FailureReply(const std::exception& e, const char* command) {
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
@@ -238,56 +223,50 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
 
   // --- reading: a large argument goes straight into its own buffer; the rest via input_ ---
   asio::awaitable<void> Serve() {
+    if constexpr (!kIsTls<Stream>) Socket().native_non_blocking(true);
     while (Socket().is_open()) {
       PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
-      auto direct = parser_.DirectTarget();
-      auto target = input_.Target();
-      size_t n = 0;
-      if (direct.empty()) {
-        if constexpr (std::is_same_v<Stream, UnixSocket>) {
-          iovec one{target.data(), target.size()};
-          n = co_await ReceiveSome({&one, 1});
-        } else {
-          n = co_await ReadSome(stream_, asio::buffer(target.data(), target.size()));
-        }
-        Count(n);
-      } else {
-        n = co_await ReadLargeArgument(direct, target);
-        if (n == 0) continue;
-      }
-      if (!co_await Process(std::string_view(target.data(), n))) co_return;
+      const std::string_view input = co_await Receive(parser_.DirectTarget());
+      if (input.empty()) continue;  // all of it went into a large argument
+      const bool open = co_await Process(input);
+      input_.Processed();
+      if (!open) co_return;
       if (!reply_.empty()) co_await Flush();
-      input_.AfterRead(n, [this] { return BytesWaiting(stream_); });
     }
   }
 
-  // Reads more of the large argument the parser is filling (`direct`, its remaining room). Over a
-  // plain socket the value's last bytes and whatever follows them (its CRLF, the next request)
-  // come in one read into `direct` then `input`, as Redis reads a large bulk with its CRLF: one
-  // system call and one wake-up fewer per large argument. Returns how many bytes landed in
-  // `input`, to be processed as a read of its own.
-  asio::awaitable<size_t> ReadLargeArgument(std::span<uint8_t> direct, std::span<char> input) {
-    size_t read = 0;
-    if constexpr (kIsTls<Stream>) {
-      read = co_await ReadSome(stream_, asio::buffer(direct.data(), direct.size()));
-    } else if constexpr (std::is_same_v<Stream, UnixSocket>) {
-      std::array<iovec, 2> value_then_input{iovec{direct.data(), direct.size()},
-                                            iovec{input.data(), input.size()}};
-      read = co_await ReceiveSome(value_then_input);
-    } else {
-      const std::array<asio::mutable_buffer, 2> value_then_input{
-          asio::buffer(direct.data(), direct.size()), asio::buffer(input.data(), input.size())};
-      read = co_await stream_.async_read_some(value_then_input, asio::use_awaitable);
+  // Waits for the client's next bytes and reads them: into `direct` first (the room left in a
+  // large argument the parser is filling), then the input buffer. A large value's last bytes and
+  // whatever follows them (its CRLF, the next request) come in one read, as Redis reads a large
+  // bulk with its CRLF. Returns the bytes that landed in the input buffer, to be processed.
+  // The input buffer's large room is borrowed only for each read, never while waiting.
+  asio::awaitable<std::string_view> Receive(std::span<uint8_t> direct) {
+    while (true) {
+      const auto room = input_.Room();
+      std::array<iovec, 3> pieces{iovec{direct.data(), direct.size()}, room[0], room[1]};
+      const std::span<const iovec> into = direct.empty() ? std::span(pieces).subspan(1) : pieces;
+      const size_t read = TryReceive(into);
+      const size_t into_value = std::min(read, direct.size());
+      const std::string_view input = input_.Filled(read - into_value);
+      if (read == 0) {
+        if constexpr (kIsTls<Stream>) {
+          co_await stream_.WaitReadable();
+        } else {
+          co_await Socket().async_wait(Stream::wait_read, asio::use_awaitable);
+        }
+        continue;
+      }
+      Count(read);
+      if (into_value > 0) {
+        parser_.CommitDirect(into_value);
+        // The request about to run holds the whole value now: its memory counts (maxmemory's
+        // check, CLIENT LIST) before it runs, as it does when the next read comes round the loop.
+        if (!input.empty()) {
+          PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
+        }
+      }
+      co_return input;
     }
-    Count(read);
-    const size_t into_value = std::min(read, direct.size());
-    parser_.CommitDirect(into_value);
-    if (read > into_value) {
-      // The request about to run holds the whole value now: its memory counts (maxmemory's
-      // check, CLIENT LIST) before it runs, as it does when the next read comes round the loop.
-      PublishMemory(*client_, input_, parser_, reply_, sizeof(*this), PushedBytes());
-    }
-    co_return read - into_value;
   }
 
   // Parses and runs every complete request in `input`. Returns false when the connection must
@@ -569,30 +548,34 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   // the descriptors passed with SCM_RIGHTS in client_->fds_received for a command to claim; past
   // its cap they are closed at once. Until SHM.HELLO has accepted the peer no room is offered
   // for them, and the kernel discards them without ever installing them here.
-  asio::awaitable<size_t> ReceiveSome(std::span<iovec> pieces) {
-    constexpr size_t kRoom = CMSG_SPACE(sizeof(int) * ClientState::kMaxReceivedFds);
-    alignas(cmsghdr) char control[kRoom];
-    auto& socket = Socket();
-    socket.native_non_blocking(true);
-    while (true) {
+  // Reads what has arrived into `pieces`, in order, without waiting; 0 when nothing has. Over a
+  // unix socket, descriptors sent with the bytes (SCM_RIGHTS) are kept for SHM.HELLO.
+  size_t TryReceive(std::span<const iovec> pieces) {
+    if constexpr (kIsTls<Stream>) {
+      return stream_.TryRead(pieces);
+    } else {
+      constexpr size_t kRoom = CMSG_SPACE(sizeof(int) * ClientState::kMaxReceivedFds);
+      alignas(cmsghdr) char control[kRoom];
       msghdr message{};
-      message.msg_iov = pieces.data();
+      message.msg_iov = const_cast<iovec*>(pieces.data());
       message.msg_iovlen = pieces.size();
-      if (client_->accepts_fds) {
+      const bool fds = std::is_same_v<Stream, UnixSocket> && client_->accepts_fds;
+      if (fds) {
         message.msg_control = control;
         message.msg_controllen = kRoom;
       }
-      const ssize_t n = ::recvmsg(socket.native_handle(), &message, MSG_CMSG_CLOEXEC);
-      if (n > 0) {
-        KeepReceivedFds(message);
-        co_return static_cast<size_t>(n);
+      while (true) {
+        const ssize_t n =
+            ::recvmsg(Socket().native_handle(), &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n > 0) {
+          if (fds) KeepReceivedFds(message);
+          return static_cast<size_t>(n);
+        }
+        if (n == 0) throw std::system_error(asio::error::make_error_code(asio::error::eof));
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        throw std::system_error(errno, std::generic_category());
       }
-      if (n == 0) throw std::system_error(asio::error::make_error_code(asio::error::eof));
-      if (errno == EAGAIN || errno == EINTR) {
-        co_await socket.async_wait(UnixSocket::wait_read, asio::use_awaitable);
-        continue;
-      }
-      throw std::system_error(errno, std::generic_category());
     }
   }
 

@@ -1,5 +1,6 @@
 #include "server/connection_memory.h"
 
+#include <cstring>
 #include <vector>
 
 #include "common/client_memory.h"
@@ -20,14 +21,27 @@ InputBuffer::~InputBuffer() {
   if (large_) GiveBack();
 }
 
-void InputBuffer::Borrow() {
-  auto& cache = ThreadCache();
-  if (cache.empty()) {
-    large_ = std::make_unique_for_overwrite<char[]>(kLarge);
-    return;
+std::array<iovec, 2> InputBuffer::Room() {
+  if (!large_) {
+    auto& cache = ThreadCache();
+    if (cache.empty()) {
+      large_ = std::make_unique_for_overwrite<char[]>(kLarge);
+    } else {
+      large_ = std::move(cache.back());
+      cache.pop_back();
+    }
   }
-  large_ = std::move(cache.back());
-  cache.pop_back();
+  return {iovec{small_.data(), kSmall}, iovec{large_.get() + kSmall, kLarge - kSmall}};
+}
+
+std::string_view InputBuffer::Filled(size_t n) {
+  if (n <= kSmall) {
+    if (large_) GiveBack();
+    return std::string_view(small_.data(), n);
+  }
+  // One copy of at most 1 KiB joins the two pieces: cheaper than a second read.
+  std::memcpy(large_.get(), small_.data(), kSmall);
+  return std::string_view(large_.get(), n);
 }
 
 void InputBuffer::GiveBack() {

@@ -3,10 +3,13 @@
 // publishes its figures for CLIENT LIST and INFO. One connection's thread only.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <array>
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "protocol/reply_writer.h"
 #include "protocol/request.h"
@@ -15,14 +18,17 @@
 
 namespace prefixd::server {
 
-// Idle, the input buffer is a small array inside the connection; a read that fills it borrows a
-// large buffer from the io thread's cache for the following reads, handed back as soon as a read
-// leaves room, so an idle connection holds no large buffer and a busy one reads in large steps.
+// The input buffer: a small array inside the connection, and for one read at a time the room
+// of a large buffer from the io thread's cache behind it. A read fills the small array first and
+// runs on into the large room, so that a burst larger than the array comes in one system call; a
+// read that stayed inside the array hands the large buffer straight back, and one that ran past
+// it keeps the buffer only until its bytes were processed. A connection that waits for its
+// client therefore holds no large buffer, and one that is sent a large burst reads it in one step.
 class InputBuffer {
  public:
   static constexpr size_t kSmall = 1024;
   static constexpr size_t kLarge = 64 * 1024;
-  // Large buffers an io thread keeps for its connections' next bursts.
+  // Large buffers an io thread keeps for its connections' reads.
   static constexpr size_t kCachedPerThread = 16;
 
   InputBuffer() = default;
@@ -30,26 +36,21 @@ class InputBuffer {
   InputBuffer& operator=(const InputBuffer&) = delete;
   ~InputBuffer();
 
-  // Where the next read goes.
-  std::span<char> Target() {
-    if (large_) return {large_.get(), kLarge};
-    return small_;
+  // Where the next read goes, in order: the small array, then a large buffer's room past its
+  // first kSmall bytes (kept free for Filled to join the two). Borrows the large buffer.
+  std::array<iovec, 2> Room();
+  // After a read of `n` bytes into Room() (0: nothing came): those bytes, in one piece. Past the
+  // small array they are joined in the large buffer, held until Processed(); otherwise it goes
+  // back to the cache here.
+  std::string_view Filled(size_t n);
+  // The bytes Filled returned were processed: the large buffer, if held, goes back.
+  void Processed() {
+    if (large_) GiveBack();
   }
-  // After a read of `n` bytes into Target() was processed: picks the next read's buffer. A read
-  // that filled its buffer borrows the large one; a large buffer goes back once a read leaves
-  // room and `bytes_waiting()` (the socket's unread bytes) says the client has paused.
-  template <typename BytesWaiting>
-  void AfterRead(size_t n, BytesWaiting&& bytes_waiting) {
-    if (n == Target().size()) {
-      if (!large_) Borrow();
-    } else if (large_ && bytes_waiting() == 0) {
-      GiveBack();
-    }
-  }
+  // The large buffer's bytes while one is held (CLIENT LIST's qbuf-free).
   size_t capacity() const { return large_ ? kLarge : 0; }
 
  private:
-  void Borrow();
   void GiveBack();
 
   std::array<char, kSmall> small_;

@@ -37,25 +37,24 @@ TlsStream::TlsStream(asio::ip::tcp::socket socket, SSL_CTX* context)
 TlsStream::~TlsStream() { SSL_free(ssl_); }
 
 asio::awaitable<void> TlsStream::WaitFor(int ssl_result, const char* what) {
-  switch (SSL_get_error(ssl_, ssl_result)) {
-    case SSL_ERROR_WANT_READ:
-      co_await socket_.async_wait(asio::socket_base::wait_read, asio::use_awaitable);
-      co_return;
-    case SSL_ERROR_WANT_WRITE:
-      co_await socket_.async_wait(asio::socket_base::wait_write, asio::use_awaitable);
-      co_return;
-    case SSL_ERROR_ZERO_RETURN:
-      throw std::system_error(asio::error::eof);
-    case SSL_ERROR_SYSCALL:
-      if (ERR_peek_error() == 0) {
-        // EOF without close_notify, or a reset: the peer is gone.
-        throw std::system_error(errno != 0 ? std::error_code(errno, std::system_category())
-                                           : std::error_code(asio::error::eof));
-      }
-      ThrowTls(what);
-    default:
-      ThrowTls(what);
+  const int error = SSL_get_error(ssl_, ssl_result);
+  if (error == SSL_ERROR_WANT_READ) {
+    co_await socket_.async_wait(asio::socket_base::wait_read, asio::use_awaitable);
+  } else if (error == SSL_ERROR_WANT_WRITE) {
+    co_await socket_.async_wait(asio::socket_base::wait_write, asio::use_awaitable);
+  } else {
+    ThrowFailure(error, what);
   }
+}
+
+void TlsStream::ThrowFailure(int ssl_error, const char* what) {
+  if (ssl_error == SSL_ERROR_ZERO_RETURN) throw std::system_error(asio::error::eof);
+  if (ssl_error == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+    // EOF without close_notify, or a reset: the peer is gone.
+    throw std::system_error(errno != 0 ? std::error_code(errno, std::system_category())
+                                       : std::error_code(asio::error::eof));
+  }
+  ThrowTls(what);
 }
 
 asio::awaitable<std::string> TlsStream::Handshake() {
@@ -71,29 +70,40 @@ asio::awaitable<std::string> TlsStream::Handshake() {
   }
 }
 
-asio::awaitable<size_t> TlsStream::ReadSome(asio::mutable_buffer out) {
-  char* data = static_cast<char*>(out.data());
+size_t TlsStream::TryRead(std::span<const iovec> pieces) {
   size_t got = 0;
-  while (true) {
-    size_t n = 0;
-    ERR_clear_error();
-    errno = 0;
-    int r = SSL_read_ex(ssl_, data + got, out.size() - got, &n);
-    if (r == 1) {
-      got += n;
-      // SSL_read returns one record at a time; take every record already received.
-      if (got < out.size() && SSL_has_pending(ssl_)) continue;
-      co_return got;
+  for (const iovec& piece : pieces) {
+    char* data = static_cast<char*>(piece.iov_base);
+    size_t filled = 0;
+    while (filled < piece.iov_len) {
+      size_t n = 0;
+      ERR_clear_error();
+      errno = 0;
+      const int r = SSL_read_ex(ssl_, data + filled, piece.iov_len - filled, &n);
+      if (r == 1) {
+        filled += n;
+        // One record at a time: take every record already received, and stop there rather
+        // than ask the socket again.
+        if (SSL_has_pending(ssl_)) continue;
+        return got + filled;
+      }
+      if (got + filled > 0) return got + filled;  // what failed is reported by the next call
+      const int error = SSL_get_error(ssl_, r);
+      if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+        read_wants_ = error;
+        return 0;
+      }
+      ThrowFailure(error, "TLS read");
     }
-    if (got > 0) co_return got;  // what failed is reported by the next call
-    co_await WaitFor(r, "TLS read");
+    got += filled;
   }
+  return got;
 }
 
-size_t TlsStream::BytesWaiting() {
-  asio::error_code ec;
-  size_t on_socket = socket_.available(ec);
-  return on_socket + (SSL_has_pending(ssl_) ? 1 : 0);
+asio::awaitable<void> TlsStream::WaitReadable() {
+  const auto wait = read_wants_ == SSL_ERROR_WANT_WRITE ? asio::socket_base::wait_write
+                                                        : asio::socket_base::wait_read;
+  co_await socket_.async_wait(wait, asio::use_awaitable);
 }
 
 asio::awaitable<void> TlsStream::Send(const char* data, size_t size) {

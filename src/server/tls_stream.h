@@ -7,6 +7,7 @@
 #pragma once
 
 #include <openssl/ssl.h>
+#include <sys/uio.h>
 
 #include <asio.hpp>
 #include <span>
@@ -28,24 +29,27 @@ class TlsStream {
   // Completes the server side of the handshake. Returns OpenSSL's reason on failure (a client
   // that speaks plain text, a missing or untrusted client certificate), empty on success.
   asio::awaitable<std::string> Handshake();
-  // Reads at least one byte of plaintext into `out`. Throws std::system_error on EOF (also a TLS
-  // close_notify), a closed socket or a TLS error.
-  asio::awaitable<size_t> ReadSome(asio::mutable_buffer out);
+  // Reads the plaintext already available into `pieces`, in order, without waiting: every record
+  // OpenSSL holds and whatever the socket has. 0: none yet (WaitReadable, then try again).
+  // Throws std::system_error on EOF (also a TLS close_notify), a closed socket or a TLS error.
+  size_t TryRead(std::span<const iovec> pieces);
+  // Waits until the socket can give what the last TryRead that read nothing asked for.
+  asio::awaitable<void> WaitReadable();
   // Writes every byte of `pieces`, in order. Throws std::system_error on failure.
   asio::awaitable<size_t> WriteAll(std::span<const asio::const_buffer> pieces);
-  // Bytes received and not yet read: on the socket, or already inside OpenSSL (read-ahead);
-  // the latter counts as 1 when OpenSSL does not say how many.
-  size_t BytesWaiting();
 
  private:
   // Waits until the socket can make progress on what OpenSSL asked for; throws on a TLS error.
   asio::awaitable<void> WaitFor(int ssl_result, const char* what);
+  // Throws for an SSL_get_error result other than a wish to read or write.
+  [[noreturn]] void ThrowFailure(int ssl_error, const char* what);
 
   // Encrypts `data` (records up to 16 KiB each) and sends them.
   asio::awaitable<void> Send(const char* data, size_t size);
 
   asio::ip::tcp::socket socket_;
   SSL* ssl_ = nullptr;
+  int read_wants_ = SSL_ERROR_WANT_READ;  // what the last empty TryRead waits for
   // Small pieces of a gather write (reply headers, short replies) are joined here first, so that
   // they travel in one record rather than one record (and one send) each.
   std::string small_;

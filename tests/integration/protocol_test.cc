@@ -205,6 +205,34 @@ TEST_F(ProtocolTest, WhatFollowsALargeArgumentInTheSameReadIsServedInOrder) {
   EXPECT_EQ(c->Call("PING\r\n"), "+PONG\r\n");
 }
 
+// A connection reads into a 1 KiB array and on into a 64 KiB buffer's room in one system call
+// (server/connection_memory.h). Bursts of every size around both edges, sent at once, with
+// requests that straddle them, come back whole and in order.
+TEST_F(ProtocolTest, BurstsAroundTheInputBuffersEdgesAreServedWhole) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<size_t> length(0, 300);
+  auto echo = [](size_t n) { return Multibulk({"ECHO", std::string(n, 'v')}); };
+  for (size_t total : {size_t{1023}, size_t{1024}, size_t{1025}, size_t{2049}, size_t{65535},
+                       size_t{65536}, size_t{65537}, size_t{65536 + 1024}, size_t{131073}}) {
+    std::string burst, expected;
+    while (total - burst.size() > 400) {
+      const size_t n = length(rng);
+      burst += echo(n);
+      expected += Bulk(std::string(n, 'v'));
+    }
+    // The last request, inline (7 bytes and its argument), ends the burst on its exact size.
+    const std::string last(total - burst.size() - 7, 'v');
+    burst += "ECHO " + last + "\r\n";
+    expected += Bulk(last);
+    ASSERT_EQ(burst.size(), total);
+    ASSERT_TRUE(c->Send(burst));
+    EXPECT_TRUE(c->Read(expected.size(), 5s) == expected) << "a burst of " << total << " bytes";
+  }
+  EXPECT_EQ(c->Call("PING\r\n"), "+PONG\r\n");
+}
+
 TEST_F(ProtocolTest, LongPipelineGetsEveryReplyInOrder) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);

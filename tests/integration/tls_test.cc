@@ -176,6 +176,36 @@ TEST_F(TlsTest, LargeValuesRoundTrip) {
   EXPECT_EQ(plain->Call({"SSM.PREFIX.FETCH", "s", "0"}).size(), 5u * 1024 * 1024 + 3 + 12);
 }
 
+// A TLS connection reads as a plain one does: the records OpenSSL holds fill the 1 KiB array and
+// run on into a 64 KiB buffer's room (server/connection_memory.h). A pipelined burst of SETs of
+// every size (redis-cli --pipe sends it as fast as TLS takes it) leaves every value exact.
+TEST_F(TlsTest, PipelinedBurstsAreReadWhole) {
+  ASSERT_NO_FATAL_FAILURE(StartTls());
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<size_t> length(0, 3000);
+  constexpr int kKeys = 400;
+  std::vector<std::string> values;
+  std::string burst;
+  for (int i = 0; i < kKeys; ++i) {
+    std::string value(length(rng), '\0');
+    for (char& ch : value) ch = static_cast<char>('a' + rng() % 26);
+    burst += Multibulk({"SET", "k" + std::to_string(i), value});
+    values.push_back(std::move(value));
+  }
+  const std::string burst_path = certs_ + "/burst";
+  std::ofstream(burst_path, std::ios::binary) << burst;
+  const Outcome piped = Cli("client", "--pipe < " + burst_path);
+  EXPECT_NE(piped.output.find("errors: 0, replies: " + std::to_string(kKeys)), std::string::npos)
+      << piped.output;
+  auto plain = RawConnection::Tcp(server_.port());
+  ASSERT_TRUE(plain);
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_EQ(plain->Call({"GET", "k" + std::to_string(i)}),
+              "$" + std::to_string(values[i].size()) + "\r\n" + values[i] + "\r\n")
+        << "key " << i;
+  }
+}
+
 // A decoded V.FETCH reply is made 1 MiB at a time as the socket drains (a ReplyProducer): over
 // TLS too, every window arrives whole and in order (1200-byte rows: windows cut rows in two).
 TEST_F(TlsTest, DecodedRowsMadeWindowByWindowArriveExact) {

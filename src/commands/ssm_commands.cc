@@ -124,18 +124,27 @@ class FramedOnStack {
   bool Header(char type, size_t n) { return Number(type, n); }
   bool Bulk(std::optional<std::string_view> bytes) {
     if (!bytes) return Put(null_);
-    return Number('$', bytes->size()) && Put(*bytes) && Put("\r\n");
+    if (!Number('$', bytes->size()) || bytes->size() + 2 > bytes_.size() - size_) return false;
+    std::memcpy(bytes_.data() + size_, bytes->data(), bytes->size());
+    size_ += bytes->size();
+    bytes_[size_++] = '\r';
+    bytes_[size_++] = '\n';
+    return true;
   }
   std::string_view view() const { return std::string_view(bytes_.data(), size_); }
 
  private:
+  // The type, the number and CRLF, written in place: no piece of its own to copy.
   bool Number(char type, size_t n) {
-    char text[24];
-    text[0] = type;
-    char* end = std::to_chars(text + 1, text + sizeof text - 2, n).ptr;
-    *end++ = '\r';
-    *end++ = '\n';
-    return Put(std::string_view(text, static_cast<size_t>(end - text)));
+    constexpr size_t kLongest = 1 + 20 + 2;
+    if (bytes_.size() - size_ < kLongest) return false;
+    char* at = bytes_.data() + size_;
+    *at++ = type;
+    at = std::to_chars(at, at + 20, n).ptr;
+    *at++ = '\r';
+    *at++ = '\n';
+    size_ = static_cast<size_t>(at - bytes_.data());
+    return true;
   }
   bool Put(std::string_view piece) {
     if (piece.size() > bytes_.size() - size_) return false;
@@ -181,8 +190,8 @@ bool MFetchCompact(Context& ctx) {
             bytes ? ctx.reply.Bulk(*bytes) : ctx.reply.Null();
           }
         }
-        ctx.engine.stats().keyspace_hits.Add(hits);
-        ctx.engine.stats().keyspace_misses.Add(layers.size() - hits);
+        if (hits > 0) ctx.engine.stats().keyspace_hits.Add(hits);
+        if (hits < layers.size()) ctx.engine.stats().keyspace_misses.Add(layers.size() - hits);
         return true;
       });
   return read == store::Keyspace::InlineRead::kCopied;

@@ -2,12 +2,6 @@
 
 namespace prefixd::protocol {
 
-std::string_view Request::operator[](size_t i) const {
-  const Slot& s = slots_[i];
-  if (s.large) return large_[s.offset].view();
-  return std::string_view(arena_).substr(s.offset, s.length);
-}
-
 Bytes Request::TakeBytes(size_t i) const {
   const Slot& s = slots_[i];
   if (s.large) return large_[s.offset];
@@ -48,18 +42,6 @@ size_t Request::allocated_bytes() const {
   for (const Bytes& b : large_) bytes += b.capacity();
   return bytes;
 }
-
-void Request::AddSmall(std::string_view arg) {
-  BeginSmall(arg.size());
-  AppendSmall(arg);
-}
-
-void Request::BeginSmall(size_t length) {
-  slots_.push_back(Slot{static_cast<uint32_t>(arena_.size()), 0, static_cast<uint32_t>(length)});
-  payload_bytes_ += length;
-}
-
-void Request::AppendSmall(std::string_view part) { arena_.append(part); }
 
 void Request::AddLarge(Bytes arg) {
   payload_bytes_ += arg.size();

@@ -17,7 +17,11 @@ class Request {
  public:
   size_t size() const { return slots_.size(); }
   bool empty() const { return slots_.empty(); }
-  std::string_view operator[](size_t i) const;
+  std::string_view operator[](size_t i) const {
+    const Slot& s = slots_[i];
+    if (s.large) return large_[s.offset].view();
+    return std::string_view(arena_.data() + s.offset, s.length);
+  }
 
   // The argument as shareable Bytes: the socket's own buffer for large arguments, a copy of the
   // arena bytes for small ones.
@@ -47,10 +51,17 @@ class Request {
   static constexpr size_t kIdleSlotCapacity = 64;
 
   // Builders for the parser (and for tests building requests by hand).
-  void AddSmall(std::string_view arg);
+  // Inline: the parser calls them for every argument of every request.
+  void AddSmall(std::string_view arg) {
+    BeginSmall(arg.size());
+    AppendSmall(arg);
+  }
   // Starts a small argument of `length` bytes whose contents are appended later with AppendSmall.
-  void BeginSmall(size_t length);
-  void AppendSmall(std::string_view part);
+  void BeginSmall(size_t length) {
+    slots_.push_back(Slot{static_cast<uint32_t>(arena_.size()), 0, static_cast<uint32_t>(length)});
+    payload_bytes_ += length;
+  }
+  void AppendSmall(std::string_view part) { arena_.append(part); }
   void AddLarge(Bytes arg);
   // Argument `i` of `other`, appended: a small one copied into this request's arena, a large one
   // shared (SHM.CALL builds the command it carries from its own arguments).

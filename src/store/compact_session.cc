@@ -12,23 +12,13 @@ void AppendVarint(std::string& out, uint64_t v) {
              static_cast<size_t>(PutVarint(bytes, v) - bytes));
 }
 
-uint64_t ReadVarint(std::string_view value, size_t& at) {
+uint64_t ReadLongVarint(std::string_view value, size_t& at) {
   const auto* data = reinterpret_cast<const uint8_t*>(value.data());
   uint64_t v = 0;
   const size_t n = GetVarint(data + at, data + value.size(), v);
   // A malformed one (cut short, past 64 bits) ends the walk instead of shifting past 64 bits.
   at = n == 0 ? value.size() : at + n;
   return n == 0 ? 0 : v;
-}
-
-std::optional<std::string_view> FindLayer(std::string_view value, uint32_t layer) {
-  // The layers are in ascending order: the walk stops at the first one at or past `layer`.
-  std::optional<std::string_view> found;
-  ForEachLayer(value, [&](uint32_t l, std::string_view bytes) {
-    if (l == layer) found = bytes;
-    return l < layer;
-  });
-  return found;
 }
 
 size_t LayerCount(std::string_view value) {

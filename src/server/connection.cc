@@ -242,8 +242,9 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   // The input buffer's large room is borrowed only for each read, never while waiting.
   asio::awaitable<std::string_view> Receive(std::span<uint8_t> direct) {
     while (true) {
-      const auto room = input_.Room();
-      std::array<iovec, 3> pieces{iovec{direct.data(), direct.size()}, room[0], room[1]};
+      const std::span<char> room = input_.Room();
+      const std::array<iovec, 2> pieces{iovec{direct.data(), direct.size()},
+                                        iovec{room.data(), room.size()}};
       const std::span<const iovec> into = direct.empty() ? std::span(pieces).subspan(1) : pieces;
       const size_t read = TryReceive(into);
       const size_t into_value = std::min(read, direct.size());
@@ -564,9 +565,14 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
         message.msg_control = control;
         message.msg_controllen = kRoom;
       }
+      // One piece and no descriptors: recv, which costs the kernel less than recvmsg's header
+      // and iovec copies (a few per cent of a small request's CPU).
+      const bool plain = pieces.size() == 1 && !fds;
       while (true) {
         const ssize_t n =
-            ::recvmsg(Socket().native_handle(), &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+            plain ? ::recv(Socket().native_handle(), pieces[0].iov_base, pieces[0].iov_len,
+                           MSG_DONTWAIT)
+                  : ::recvmsg(Socket().native_handle(), &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n > 0) {
           if (fds) KeepReceivedFds(message);
           return static_cast<size_t>(n);

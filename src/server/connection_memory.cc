@@ -21,7 +21,7 @@ InputBuffer::~InputBuffer() {
   if (large_) GiveBack();
 }
 
-std::array<iovec, 2> InputBuffer::Room() {
+std::span<char> InputBuffer::Room() {
   if (!large_) {
     auto& cache = ThreadCache();
     if (cache.empty()) {
@@ -31,20 +31,20 @@ std::array<iovec, 2> InputBuffer::Room() {
       cache.pop_back();
     }
   }
-  return {iovec{small_.data(), kSmall}, iovec{large_.get() + kSmall, kLarge - kSmall}};
+  return {large_.get(), kLarge};
 }
 
 std::string_view InputBuffer::Filled(size_t n) {
-  if (n <= kSmall) {
-    if (large_) GiveBack();
-    return std::string_view(small_.data(), n);
-  }
-  // One copy of at most 1 KiB joins the two pieces: cheaper than a second read.
-  std::memcpy(large_.get(), small_.data(), kSmall);
-  return std::string_view(large_.get(), n);
+  if (n > kSmall) return std::string_view(large_.get(), n);
+  // A copy of at most 1 KiB frees the large buffer for the other connections while this one's
+  // requests run (a write may wait for the log's fsync).
+  if (n > 0) std::memcpy(small_.data(), large_.get(), n);
+  GiveBack();
+  return std::string_view(small_.data(), n);
 }
 
 void InputBuffer::GiveBack() {
+  if (!large_) return;
   auto& cache = ThreadCache();
   if (cache.size() < kCachedPerThread) {
     cache.push_back(std::move(large_));

@@ -3,8 +3,6 @@
 // publishes its figures for CLIENT LIST and INFO. One connection's thread only.
 #pragma once
 
-#include <sys/uio.h>
-
 #include <array>
 #include <cstddef>
 #include <memory>
@@ -18,12 +16,12 @@
 
 namespace prefixd::server {
 
-// The input buffer: a small array inside the connection, and for one read at a time the room
-// of a large buffer from the io thread's cache behind it. A read fills the small array first and
-// runs on into the large room, so that a burst larger than the array comes in one system call; a
-// read that stayed inside the array hands the large buffer straight back, and one that ran past
-// it keeps the buffer only until its bytes were processed. A connection that waits for its
-// client therefore holds no large buffer, and one that is sent a large burst reads it in one step.
+// The input buffer: a small array inside the connection, and for one read at a time a large
+// buffer from the io thread's cache. Every read goes into the large buffer, so that a burst of
+// any size up to it comes in one system call; bytes that fit the small array are moved there
+// and the large buffer goes straight back, and a longer burst keeps it only until its bytes were
+// processed. A connection that waits for its client (or for its request's turn) therefore holds
+// no large buffer unless it was sent more than the small array holds.
 class InputBuffer {
  public:
   static constexpr size_t kSmall = 1024;
@@ -36,12 +34,11 @@ class InputBuffer {
   InputBuffer& operator=(const InputBuffer&) = delete;
   ~InputBuffer();
 
-  // Where the next read goes, in order: the small array, then a large buffer's room past its
-  // first kSmall bytes (kept free for Filled to join the two). Borrows the large buffer.
-  std::array<iovec, 2> Room();
-  // After a read of `n` bytes into Room() (0: nothing came): those bytes, in one piece. Past the
-  // small array they are joined in the large buffer, held until Processed(); otherwise it goes
-  // back to the cache here.
+  // Where the next read goes: the whole of a large buffer, borrowed for the read.
+  std::span<char> Room();
+  // After a read of `n` bytes into Room() (0: nothing came): those bytes. Up to kSmall they are
+  // moved into the small array and the large buffer goes back here; past it they stay where
+  // they are, held until Processed().
   std::string_view Filled(size_t n);
   // The bytes Filled returned were processed: the large buffer, if held, goes back.
   void Processed() {

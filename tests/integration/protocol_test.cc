@@ -205,9 +205,9 @@ TEST_F(ProtocolTest, WhatFollowsALargeArgumentInTheSameReadIsServedInOrder) {
   EXPECT_EQ(c->Call("PING\r\n"), "+PONG\r\n");
 }
 
-// A connection reads into a 1 KiB array and on into a 64 KiB buffer's room in one system call
-// (server/connection_memory.h). Bursts of every size around both edges, sent at once, with
-// requests that straddle them, come back whole and in order.
+// A connection reads into a 64 KiB buffer borrowed for the read, and moves what fits its 1 KiB
+// array there (server/connection_memory.h). Bursts of every size around both edges, sent at once,
+// with requests that straddle them, come back whole and in order.
 TEST_F(ProtocolTest, BurstsAroundTheInputBuffersEdgesAreServedWhole) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);

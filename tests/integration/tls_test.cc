@@ -176,9 +176,10 @@ TEST_F(TlsTest, LargeValuesRoundTrip) {
   EXPECT_EQ(plain->Call({"SSM.PREFIX.FETCH", "s", "0"}).size(), 5u * 1024 * 1024 + 3 + 12);
 }
 
-// A TLS connection reads as a plain one does: the records OpenSSL holds fill the 1 KiB array and
-// run on into a 64 KiB buffer's room (server/connection_memory.h). A pipelined burst of SETs of
-// every size (redis-cli --pipe sends it as fast as TLS takes it) leaves every value exact.
+// A TLS connection reads as a plain one does: the records OpenSSL holds go into a 64 KiB buffer
+// borrowed for the read, what fits the 1 KiB array is moved there (server/connection_memory.h). A
+// pipelined burst of SETs of every size (redis-cli --pipe sends it as fast as TLS takes it)
+// leaves every value exact.
 TEST_F(TlsTest, PipelinedBurstsAreReadWhole) {
   ASSERT_NO_FATAL_FAILURE(StartTls());
   std::mt19937 rng(3);

@@ -7,7 +7,9 @@
 # runs with --appendonly no and one io thread; run it twice with A and B swapped to see what the
 # order does.
 #
-#   benchmarks/server_ab_bench.sh A_BIN B_BIN [--reps N] [--requests N] [--command 'WORDS']...
+#   benchmarks/server_ab_bench.sh A_BIN B_BIN [--reps N] [--requests N] [--pin] [--command 'WORDS']...
+#
+# --pin: both servers run on the last CPU and redis-benchmark on the others (taskset).
 #
 # Commands default to GET of a 3-byte string, MFETCH of a 3-byte layer, and GET of 8 bytes under
 # a 52-byte key (16 pipelined requests of 72 bytes: past the connection's 1 KiB input array).
@@ -21,11 +23,13 @@ shift 2
 reps=5
 requests=500000
 commands=()
+pin=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --reps) reps=$2; shift 2 ;;
     --requests) requests=$2; shift 2 ;;
     --command) commands+=("$2"); shift 2 ;;
+    --pin) pin=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -35,11 +39,17 @@ source "$repo/benchmarks/bench_lib.sh" server-ab
 
 long_key=$(printf 'k%.0s' $(seq 1 52))
 [[ ${#commands[@]} -gt 0 ]] || commands=("GET s3" "SSM.PREFIX.MFETCH sess 0" "GET $long_key")
+server_cpus=() client_cpus=()
+if [[ $pin == 1 ]]; then
+  last=$(($(nproc) - 1))
+  [[ $last -ge 1 ]] || { echo "--pin needs two CPUs" >&2; exit 2; }
+  server_cpus=(taskset -c "$last") client_cpus=(taskset -c "0-$((last - 1))")
+fi
 ports=()
 for side in 0 1; do
   port=$(free_port)
   mkdir -p "$work/$side"
-  "${binaries[$side]}" --port "$port" --dir "$work/$side" --appendonly no --io-threads 1 \
+  "${server_cpus[@]}" "${binaries[$side]}" --port "$port" --dir "$work/$side" --appendonly no --io-threads 1 \
     --loglevel warning >"$work/$side/server.log" 2>&1 &
   pids+=($!)
   ports+=("$port")
@@ -55,7 +65,7 @@ for command in "${commands[@]}"; do
     for side in 0 1; do
       before=$(cpu_ns "${pids[$side]}")
       # shellcheck disable=SC2086 # the words of a command
-      rate=$(redis-benchmark -p "${ports[$side]}" -P 16 -c 50 -n "$requests" -q $command 2>&1 |
+      rate=$("${client_cpus[@]}" redis-benchmark -p "${ports[$side]}" -P 16 -c 50 -n "$requests" -q $command 2>&1 |
         tr '\r' '\n' |
         awk '/requests per second/ { for (i = 2; i <= NF; i++) if ($i == "requests") v = $(i - 1) }
              END { print v }')
@@ -86,4 +96,4 @@ for command in "${commands[@]}"; do
 done
 echo
 echo "A: ${binaries[0]}; B: ${binaries[1]}; $reps alternating runs of each, median;"
-echo "redis-benchmark -P 16 -c 50 -n $requests; $(bench_machine)"
+echo "redis-benchmark -P 16 -c 50 -n $requests$([[ $pin == 1 ]] && echo ", pinned: servers on CPU $last, client on the rest"); $(bench_machine)"

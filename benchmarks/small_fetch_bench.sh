@@ -15,10 +15,12 @@
 # beside the others; each row also shows the lowest and highest of its per-pair ratios (one per
 # rep), the run-to-run spread a ratio lies within.
 #
-#   benchmarks/small_fetch_bench.sh [--server BIN] [--requests N] [--reps N] [--instructions]
+#   benchmarks/small_fetch_bench.sh [--server BIN] [--requests N] [--reps N] [--pin] [--instructions]
 #
 # BIN defaults to build/release/prefixd-server (scripts/build-release.sh builds it). Loopback only;
 # the server runs with --appendonly no and one io thread, as the wire table's small rows do.
+# --pin: the server runs on the last CPU and redis-benchmark on the others (taskset), so that
+# neither is moved onto the other's core mid-run; on two cores the server then has one to itself.
 # --instructions: instead, the server runs under valgrind's callgrind, counting the user-space
 # instructions of its connection coroutine (as benchmarks/instructions_per_request.sh counts
 # them) for one run of each row (default 50,000 requests): the steadiest figure, which hardly
@@ -30,9 +32,11 @@ server=$repo/build/release/prefixd-server
 requests=300000
 reps=5
 instructions=0
+pin=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --instructions) instructions=1; shift ;;
+    --pin) pin=1; shift ;;
     --server) server=$2; shift 2 ;;
     --requests) requests=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
@@ -52,7 +56,13 @@ port=$(free_port)
 under=()
 [[ $instructions == 1 ]] && under=(valgrind --tool=callgrind --callgrind-out-file="$work/callgrind"
   --collect-atstart=no --toggle-collect='*Connection*::Process*')
-"${under[@]}" "$server" --port "$port" --dir "$work" --appendonly no --io-threads 1 \
+server_cpus=() client_cpus=()
+if [[ $pin == 1 ]]; then
+  last=$(($(nproc) - 1))
+  [[ $last -ge 1 ]] || { echo "--pin needs two CPUs" >&2; exit 2; }
+  server_cpus=(taskset -c "$last") client_cpus=(taskset -c "0-$((last - 1))")
+fi
+"${server_cpus[@]}" "${under[@]}" "$server" --port "$port" --dir "$work" --appendonly no --io-threads 1 \
   --loglevel warning >"$work/server.log" 2>&1 &
 pids+=($!)
 wait_ready "$port" prefixd-server
@@ -94,7 +104,7 @@ server_pid=${pids[0]}
 rps() {  # command words...
   local before after rate client
   before=$(cpu_ns "$server_pid")
-  { TIMEFORMAT='%3U %3S'; time redis-benchmark -p "$port" -P 16 -c 50 -n "$requests" -q "$@" \
+  { TIMEFORMAT='%3U %3S'; time "${client_cpus[@]}" redis-benchmark -p "$port" -P 16 -c 50 -n "$requests" -q "$@" \
       >"$work/run.out" 2>&1; } 2>"$work/run.time"
   after=$(cpu_ns "$server_pid")
   rate=$(tr '\r' '\n' <"$work/run.out" |
@@ -172,4 +182,4 @@ done
 echo
 echo "$reps runs of each row, median, and in brackets the lowest and highest ratio of one run's pair;"
 echo "the first row is GET against itself (the spread of a ratio that cannot differ);"
-echo "redis-benchmark -P 16 -c 50 -n $requests; $(bench_machine)"
+echo "redis-benchmark -P 16 -c 50 -n $requests$([[ $pin == 1 ]] && echo ", pinned: server on CPU $last, client on the rest"); $(bench_machine)"

@@ -20,8 +20,8 @@ namespace prefixd::server {
 // buffer from the io thread's cache. Every read goes into the large buffer, so that a burst of
 // any size up to it comes in one system call; bytes that fit the small array are moved there
 // and the large buffer goes straight back, and a longer burst keeps it only until its bytes were
-// processed. A connection that waits for its client (or for its request's turn) therefore holds
-// no large buffer unless it was sent more than the small array holds.
+// processed. A connection that waits for its client therefore holds no large buffer; one that
+// was sent more than the small array holds keeps it while those requests run.
 class InputBuffer {
  public:
   static constexpr size_t kSmall = 1024;

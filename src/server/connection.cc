@@ -544,13 +544,12 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     client_->net_output_bytes.fetch_add(1, std::memory_order_relaxed);
   }
 
-  // --- descriptors a unix-socket client passes (SHM.SET's memfd) ---
-  // A read from the unix socket with recvmsg, into `pieces` (as async_read_some would), keeping
-  // the descriptors passed with SCM_RIGHTS in client_->fds_received for a command to claim; past
-  // its cap they are closed at once. Until SHM.HELLO has accepted the peer no room is offered
-  // for them, and the kernel discards them without ever installing them here.
+  // --- reading what has arrived, and the descriptors a unix-socket client passes ---
   // Reads what has arrived into `pieces`, in order, without waiting; 0 when nothing has. Over a
-  // unix socket, descriptors sent with the bytes (SCM_RIGHTS) are kept for SHM.HELLO.
+  // unix socket the descriptors passed with SCM_RIGHTS (SHM.SET's memfd) are kept in
+  // client_->fds_received for a command to claim; past its cap they are closed at once. Until
+  // SHM.HELLO has accepted the peer no room is offered for them, and the kernel discards them
+  // without ever installing them here.
   size_t TryReceive(std::span<const iovec> pieces) {
     if constexpr (kIsTls<Stream>) {
       return stream_.TryRead(pieces);

@@ -2,23 +2,12 @@
 
 #include <algorithm>
 
-#include "common/varint.h"
-
 namespace prefixd::store::compact_session {
 
 void AppendVarint(std::string& out, uint64_t v) {
   uint8_t bytes[kMaxVarintSize];
   out.append(reinterpret_cast<const char*>(bytes),
              static_cast<size_t>(PutVarint(bytes, v) - bytes));
-}
-
-uint64_t ReadLongVarint(std::string_view value, size_t& at) {
-  const auto* data = reinterpret_cast<const uint8_t*>(value.data());
-  uint64_t v = 0;
-  const size_t n = GetVarint(data + at, data + value.size(), v);
-  // A malformed one (cut short, past 64 bits) ends the walk instead of shifting past 64 bits.
-  at = n == 0 ? value.size() : at + n;
-  return n == 0 ? 0 : v;
 }
 
 size_t LayerCount(std::string_view value) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "common/varint.h"
 
 namespace prefixd::store::compact_session {
 
@@ -46,15 +47,16 @@ std::string Without(std::string_view value, uint32_t layer, bool& removed);
 
 // The encoding's varints (common/varint.h). ReadVarint advances `at`; a malformed one (cut
 // short, past 64 bits, not shortest) reads as 0 and moves `at` to the end, ending a walk.
-// A one-byte varint (every layer number below 128, every length below 128) is read inline: a
-// small MFETCH spends more on this walk than on its lookup otherwise.
+// ReadVarint is inline (over common/varint.h's GetVarint): a small MFETCH spent more on this walk
+// than on its lookup while it was a call.
 void AppendVarint(std::string& out, uint64_t v);
-uint64_t ReadLongVarint(std::string_view value, size_t& at);
 inline uint64_t ReadVarint(std::string_view value, size_t& at) {
-  if (at < value.size() && static_cast<uint8_t>(value[at]) < 0x80) {
-    return static_cast<uint8_t>(value[at++]);
-  }
-  return ReadLongVarint(value, at);
+  const auto* data = reinterpret_cast<const uint8_t*>(value.data());
+  uint64_t v = 0;
+  const size_t n = GetVarint(data + at, data + value.size(), v);
+  // A malformed one (cut short, past 64 bits) ends the walk instead of shifting past 64 bits.
+  at = n == 0 ? value.size() : at + n;
+  return n == 0 ? 0 : v;
 }
 
 template <class Visit>
